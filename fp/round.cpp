@@ -1,0 +1,107 @@
+#include "fp/round.hpp"
+
+#include <bit>
+#include <cmath>
+#include <stdexcept>
+
+namespace fplab::fp {
+namespace {
+
+double signed_value(bool negative, double magnitude) { return negative ? -magnitude : magnitude; }
+
+Rounded special(const Format& f, uint64_t bits, bool inexact, bool overflow) {
+  return Rounded{f.decode(bits), bits, inexact, overflow, false};
+}
+
+// The result of an overflow, decided by the direction the mode rounds the magnitude.
+Rounded overflowed(bool negative, const Format& f, const RoundingOptions& o) {
+  const bool toward_zero = o.mode == Mode::rz || o.mode == Mode::ro || (o.mode == Mode::ru && negative) ||
+                           (o.mode == Mode::rd && !negative);
+  if (toward_zero || o.saturate) return special(f, f.max_finite_bits(negative), true, true);
+  if (f.has_infinity()) return special(f, f.infinity_bits(negative), true, true);
+  return special(f, f.quiet_nan_bits(negative), true, true);
+}
+
+}  // namespace
+
+Rounded round_exact(const ExactValue& x, const Format& f, const RoundingOptions& o) {
+  const uint64_t sign_bit = uint64_t{x.negative} << (f.exp_bits + f.man_bits);
+  switch (x.kind) {
+    case ExactValue::Kind::nan:
+      return special(f, f.quiet_nan_bits(x.negative), false, false);
+    case ExactValue::Kind::infinite:
+      if (f.has_infinity()) return special(f, f.infinity_bits(x.negative), false, false);
+      return special(f, o.saturate ? f.max_finite_bits(x.negative) : f.quiet_nan_bits(x.negative), true, false);
+    case ExactValue::Kind::zero:
+      return Rounded{signed_value(x.negative, 0.0), sign_bit, false, false, false};
+    case ExactValue::Kind::finite:
+      break;
+  }
+
+  // Exponent of the result's last place: the binade's, or the subnormal spacing below emin;
+  // unbounded above so that overflow is judged after rounding, as IEEE 754 asks.
+  const int64_t lead = x.exponent;
+  const int64_t ulp_exponent = std::max<int64_t>(lead, f.emin()) - f.man_bits;
+  const int64_t dropped = ulp_exponent - (lead - 63);  // >= 11 since man_bits <= 52
+
+  uint64_t kept, fraction64;  // fraction64: the dropped part as a 64-bit binary fraction
+  bool round_bit, rest;
+  if (dropped < 64) {
+    kept = x.significand >> dropped;
+    const uint64_t dropped_bits = x.significand & ((uint64_t{1} << dropped) - 1);
+    round_bit = (dropped_bits >> (dropped - 1)) & 1;
+    rest = (dropped_bits & ((uint64_t{1} << (dropped - 1)) - 1)) != 0 || x.sticky;
+    fraction64 = dropped_bits << (64 - dropped);
+  } else {
+    kept = 0;
+    round_bit = dropped == 64;  // the significand's top bit is set
+    rest = dropped == 64 ? (x.significand << 1) != 0 || x.sticky : true;
+    fraction64 = dropped - 64 >= 64 ? 0 : x.significand >> (dropped - 64);
+  }
+  const bool inexact = round_bit || rest;
+
+  bool up = false;
+  switch (o.mode) {
+    case Mode::rne: up = round_bit && (rest || (kept & 1)); break;
+    case Mode::rna: up = round_bit; break;
+    case Mode::rz: break;
+    case Mode::ru: up = inexact && !x.negative; break;
+    case Mode::rd: up = inexact && x.negative; break;
+    case Mode::ro: kept |= uint64_t{inexact}; break;
+    case Mode::sr:
+      if (inexact) {
+        if (o.stream == nullptr) throw std::logic_error("stochastic rounding without a random stream");
+        // Resolution 2^-64 of an ulp: a dropped part below that never rounds up.
+        up = o.stream->next() < fraction64;
+      }
+      break;
+  }
+  int64_t q = ulp_exponent;
+  if (up) {
+    ++kept;
+    if (kept == uint64_t{1} << f.precision()) {
+      kept >>= 1;
+      ++q;
+    }
+  }
+
+  if (kept == 0) {
+    return Rounded{signed_value(x.negative, 0.0), sign_bit, inexact, false, inexact};
+  }
+  const int64_t result_lead = q + (63 - std::countl_zero(kept));
+  const bool nan_slot = f.finite_only && result_lead == f.emax() &&
+                        kept == (uint64_t{1} << f.precision()) - 1;
+  if (result_lead > f.emax() || nan_slot) return overflowed(x.negative, f, o);
+
+  const bool subnormal = result_lead < f.emin();
+  if (subnormal && o.flush_subnormals) {
+    return Rounded{signed_value(x.negative, 0.0), sign_bit, true, false, true};
+  }
+  const uint64_t fraction_mask = (uint64_t{1} << f.man_bits) - 1;
+  const uint64_t biased = subnormal ? 0 : static_cast<uint64_t>(result_lead + f.bias());
+  const uint64_t bits = sign_bit | (biased << f.man_bits) | (kept & fraction_mask);
+  const double magnitude = std::ldexp(static_cast<double>(kept), static_cast<int>(q));
+  return Rounded{signed_value(x.negative, magnitude), bits, inexact, false, inexact && subnormal};
+}
+
+}  // namespace fplab::fp

@@ -1,0 +1,57 @@
+// Exact accumulation of doubles and of exact products, rounded once at the end.
+//
+// Assumptions: the host int64_t is two's complement and >> on it is arithmetic (C++20
+// guarantees both). The accumulator is a fixed-point number covering every product of two
+// doubles (weights 2^-2176 .. 2^2176), kept as 32-bit digits in int64 words (xsum's "small
+// accumulator" layout): each add touches a few words without carrying, and carries are
+// propagated only every 2^30 adds and before reading the value.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "fp/exact_value.hpp"
+#include "fp/format.hpp"
+#include "fp/round.hpp"
+#include "fp/rounding.hpp"
+
+namespace fplab::fp {
+
+class SuperAccumulator {
+ public:
+  static constexpr int kDigitBits = 32;
+  static constexpr int kLowestExponent = -2176;  // weight of bit 0 of digit 0
+  static constexpr int kDigits = 136;            // covers up to 2^2176
+
+  void clear();
+  void add(double x);
+  // Adds a * b exactly (the 106-bit product), for any doubles.
+  void add_product(double a, double b);
+  // Adds magnitude * 2^scale with the given sign, exactly; magnitude may use all 64 bits.
+  // scale must keep the value inside the accumulator's range (checked).
+  void add_scaled(bool negative, uint64_t magnitude, int scale);
+  void add(const SuperAccumulator& other);
+
+  // The exact sum (with IEEE's rules for the sign of an exact zero, decided by `mode`:
+  // +0 unless every term was -0, or the mode rounds down), or inf/NaN per IEEE rules.
+  ExactValue value(Mode mode = Mode::rne) const;
+  Rounded round(const Format& format, const RoundingOptions& options) const {
+    return round_exact(value(options.mode), format, options);
+  }
+
+  bool has_nan() const { return nan_ || (pos_inf_ && neg_inf_); }
+
+ private:
+  void add_digits(bool negative, unsigned __int128 magnitude, int scale);
+  void carry_propagate();
+
+  void note_zero(bool negative) { (negative ? negative_zero_ : positive_zero_) = true; }
+
+  std::array<int64_t, kDigits> digits_{};
+  uint64_t adds_since_carry_ = 0;
+  // What IEEE's sign-of-zero rule needs: which zero terms and whether any nonzero term came.
+  bool nonzero_term_ = false, positive_zero_ = false, negative_zero_ = false;
+  bool nan_ = false, pos_inf_ = false, neg_inf_ = false;
+};
+
+}  // namespace fplab::fp
