@@ -1,1 +1,41 @@
-int main(){}
+// fplab: the command line. Thin by design: it parses and calls into the libraries.
+#include <iostream>
+
+#include "apps/cli_support.hpp"
+#include "apps/commands.hpp"
+#include "fp/format.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"fplab: how the order and format in which hardware adds numbers changes the result"};
+  app.require_subcommand(1);
+  app.footer(
+      "Examples:\n"
+      "  fplab round 0.1 --format bf16 --mode all     0.1 in bf16 under every rounding mode\n"
+      "  fplab sum 1e8 1 -1e8 1 --format fp32          a sum whose value depends on the order\n"
+      "Run 'fplab COMMAND --help' for a command's options.");
+  fplab::app::Runner run;
+  fplab::app::add_round_command(app, run);
+  fplab::app::add_sum_command(app, run);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "fplab: error: " << e.what() << " (see fplab --help)\n";
+    return 2;
+  }
+  try {
+    return run();
+  } catch (const fplab::app::UsageError& e) {
+    std::cerr << "fplab: error: " << e.what() << '\n';
+  } catch (const fplab::fp::FormatError& e) {
+    std::cerr << "fplab: error: " << e.what() << '\n';
+  } catch (const std::exception& e) {
+    std::cerr << "fplab: error: " << e.what() << '\n';
+  }
+  return 2;
+}

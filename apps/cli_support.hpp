@@ -1,0 +1,30 @@
+// What every fplab command shares: reading numbers, printing JSON, and the error contract
+// (one line on stderr, exit code 2).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace fplab::app {
+
+// Bad input from the user: reported as one line, exit code 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Numbers from the command line, or one per line from a file ("-" is stdin); blank lines and
+// lines starting with '#' are skipped. Throws UsageError when nothing is left or a file
+// cannot be read.
+std::vector<std::string> read_number_texts(const std::vector<std::string>& arguments, const std::string& file);
+
+// A double as JSON: a number when finite, null otherwise (the *_text fields carry inf/nan).
+nlohmann::json json_number(double value);
+void print_json(const nlohmann::json& document);
+
+// "0x3f80"-style hex of a format's bit pattern, zero-padded to the format's width.
+std::string bits_hex(uint64_t bits, int width_bits);
+
+}  // namespace fplab::app

@@ -1,0 +1,103 @@
+// fplab round: one number, rounded to a format, with its neighbours and the error.
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+
+#include "apps/cli_support.hpp"
+#include "apps/commands.hpp"
+#include "fp/number_text.hpp"
+#include "fp/round.hpp"
+
+namespace fplab::app {
+namespace {
+
+struct RoundArgs {
+  std::vector<std::string> values;
+  std::string format = "fp32";
+  std::string mode = "rne";
+  bool flush = false, saturate = false, json = false;
+  uint64_t seed = 1;
+};
+
+int run_round(const RoundArgs& args) {
+  const fp::Format format = fp::parse_format(args.format);
+  std::vector<fp::Mode> modes;
+  if (args.mode == "all") modes.assign(fp::all_modes.begin(), fp::all_modes.end());
+  else modes.push_back(fp::parse_mode(args.mode));
+  fp::CounterRng stream(args.seed);
+
+  nlohmann::json results = nlohmann::json::array();
+  for (const std::string& text : args.values) {
+    const fp::ExactValue exact = fp::parse_number(text);
+    // Neighbours on the format's grid, without flushing or saturation.
+    const fp::Rounded below = fp::round_exact(exact, format, {fp::Mode::rd});
+    const fp::Rounded above = fp::round_exact(exact, format, {fp::Mode::ru});
+    const double approx = fp::parse_double(text);
+    if (!args.json) {
+      std::printf("%s in %s (%d exponent bits, %d fraction bits)\n", text.c_str(), format.name.c_str(),
+                  format.exp_bits, format.man_bits);
+      if (below.bits == above.bits)
+        std::printf("  exactly representable: %s  bits %s\n", fp::format_double(below.value).c_str(),
+                    bits_hex(below.bits, format.width()).c_str());
+      else
+        std::printf("  lies between %s (%s) and %s (%s)\n", fp::format_double(below.value).c_str(),
+                    bits_hex(below.bits, format.width()).c_str(), fp::format_double(above.value).c_str(),
+                    bits_hex(above.bits, format.width()).c_str());
+    }
+    for (fp::Mode mode : modes) {
+      const fp::Rounded r = fp::round_exact(exact, format, {mode, args.flush, args.saturate, &stream});
+      const double error = fp::difference_from_text(r.value, text);
+      const double ulp = std::isfinite(approx) ? format.ulp(std::min(std::fabs(approx), format.max_finite())) : NAN;
+      const double ulps = error / ulp;
+      const double relative = approx != 0 ? error / std::fabs(approx) : NAN;
+      if (args.json) {
+        results.push_back({{"input", text},
+                           {"format", format.name},
+                           {"mode", fp::mode_name(mode)},
+                           {"value", json_number(r.value)},
+                           {"value_text", fp::format_double(r.value)},
+                           {"hex", fp::format_hex(r.value)},
+                           {"bits", bits_hex(r.bits, format.width())},
+                           {"below", json_number(below.value)},
+                           {"below_bits", bits_hex(below.bits, format.width())},
+                           {"above", json_number(above.value)},
+                           {"above_bits", bits_hex(above.bits, format.width())},
+                           {"error", json_number(error)},
+                           {"ulps", json_number(ulps)},
+                           {"relative_error", json_number(relative)},
+                           {"inexact", r.inexact},
+                           {"overflow", r.overflow},
+                           {"underflow", r.underflow}});
+      } else {
+        std::printf("  %-3s -> %-24s bits %s  error %+.6g (%+.4f ulp, relative %.3g)%s%s\n",
+                    std::string(fp::mode_name(mode)).c_str(), fp::format_double(r.value).c_str(),
+                    bits_hex(r.bits, format.width()).c_str(), error, ulps, std::fabs(relative),
+                    r.overflow ? "  overflow" : "", r.underflow ? "  underflow" : "");
+      }
+    }
+  }
+  if (args.json) print_json({{"results", results}});
+  return 0;
+}
+
+}  // namespace
+
+void add_round_command(CLI::App& app, Runner& run) {
+  auto args = std::make_shared<RoundArgs>();
+  CLI::App* cmd = app.add_subcommand("round", "Round numbers to a format: value, bit pattern, neighbours, error");
+  cmd->add_option("values", args->values, "numbers: decimal (0.1, 1e-3), hex-float (0x1.8p3), inf, nan")->required();
+  cmd->add_option("-f,--format", args->format, "fp64 fp32 tf32 bf16 fp16 e4m3 e5m2, or eXmY")->capture_default_str();
+  cmd->add_option("-m,--mode", args->mode, "rne rna rz ru rd ro sr, or all")->capture_default_str();
+  cmd->add_flag("--flush-subnormals", args->flush, "results below the smallest normal become zero");
+  cmd->add_flag("--saturate", args->saturate, "overflow gives the largest finite value instead of inf/NaN");
+  cmd->add_option("--seed", args->seed, "seed of the stochastic-rounding stream")->capture_default_str();
+  cmd->add_flag("--json", args->json, "print JSON");
+  cmd->footer(
+      "Examples:\n"
+      "  fplab round 0.1 --format bf16 --mode all\n"
+      "  fplab round 500 --format e4m3 --saturate\n"
+      "  fplab round 1e-8 --format fp16 --flush-subnormals --json");
+  cmd->callback([&run, args] { run = [args] { return run_round(*args); }; });
+}
+
+}  // namespace fplab::app

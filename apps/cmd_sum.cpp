@@ -1,0 +1,179 @@
+// fplab sum: the same numbers added in different orders, beside the exact sum.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "apps/cli_support.hpp"
+#include "apps/commands.hpp"
+#include "fp/number_text.hpp"
+#include "fp/round.hpp"
+#include "fp/superaccumulator.hpp"
+#include "sim/summation_order.hpp"
+
+namespace fplab::app {
+namespace {
+
+struct SumArgs {
+  std::vector<std::string> values;
+  std::string file;
+  std::string format = "fp32";
+  std::string mode = "rne";
+  std::string orders = "seq,rev,pairwise,sorted-asc,sorted-desc,random:1000";
+  uint64_t seed = 1;
+  bool json = false;
+};
+
+// Everything needed to judge one computed sum against the exact one.
+struct Judge {
+  fp::SuperAccumulator exact;
+  double exact_rounded;
+  double ulp;  // of the format at the exact sum
+
+  double error(double value) const {  // value - exact sum, rounded once to a double
+    fp::SuperAccumulator difference = exact;
+    difference.add(-value);
+    return 0.0 - difference.round(fp::fp64(), {}).value;  // 0 - x: an exact sum prints as +0
+  }
+  double ulps(double value) const { return error(value) / ulp; }
+};
+
+nlohmann::json histogram(const std::vector<double>& values, const Judge& judge) {
+  std::map<double, int> counts;
+  for (double v : values) ++counts[v];
+  nlohmann::json bins = nlohmann::json::array();
+  for (const auto& [value, count] : counts)
+    bins.push_back({{"value", json_number(value)}, {"ulps", json_number(judge.ulps(value))}, {"count", count}});
+  return bins;
+}
+
+int run_sum(const SumArgs& args) {
+  const fp::Format format = fp::parse_format(args.format);
+  const fp::Mode mode = fp::parse_mode(args.mode);
+  const auto orders = sim::parse_summation_orders(args.orders);
+  const auto texts = read_number_texts(args.values, args.file);
+
+  // The terms are the inputs as values of the format (rounded once, nearest-even).
+  std::vector<double> terms;
+  int changed = 0;
+  for (const auto& text : texts) {
+    const fp::Rounded r = fp::round_exact(fp::parse_number(text), format, {});
+    terms.push_back(r.value);
+    changed += r.inexact;
+  }
+  fp::CounterRng stream(fp::mix_key({args.seed, 0x5352}));  // for --mode sr only
+  const fp::RoundingOptions options{mode, false, false, &stream};
+
+  Judge judge;
+  double magnitude_sum = 0;
+  for (double t : terms) {
+    judge.exact.add(t);
+    magnitude_sum += std::fabs(t);
+  }
+  judge.exact_rounded = judge.exact.round(format, {mode == fp::Mode::sr ? fp::Mode::rne : mode}).value;
+  judge.ulp = std::isfinite(judge.exact_rounded) ? format.ulp(judge.exact_rounded) : NAN;
+  // Recursive summation in any order: |error| <= gamma(n-1) * sum|x|, gamma(k) = k u / (1 - k u),
+  // u the unit roundoff (half an ulp of 1 for nearest, a whole one for directed modes).
+  const double u = std::ldexp(1.0, (mode == fp::Mode::rne || mode == fp::Mode::rna) ? -format.man_bits - 1 : -format.man_bits);
+  const double k = static_cast<double>(terms.size() - 1);
+  const double bound = k * u < 1 ? k * u / (1 - k * u) * magnitude_sum : INFINITY;
+
+  nlohmann::json out_orders = nlohmann::json::array();
+  if (!args.json) {
+    std::printf("%zu numbers summed in %s with %s", terms.size(), format.name.c_str(),
+                std::string(fp::mode_name(mode)).c_str());
+    if (changed) std::printf(" (%d inputs were not %s values and were rounded to nearest first)", changed,
+                             format.name.c_str());
+    std::printf("\n  exact sum, rounded once: %s\n\n", fp::format_double(judge.exact_rounded).c_str());
+    std::printf("  %-14s %-26s %-14s %s\n", "order", "value", "error", "in ulps of the exact sum");
+  }
+  for (const auto& order : orders) {
+    const auto values = sim::sum_in_order(order, terms, format, options, args.seed);
+    if (order.kind != sim::SummationOrder::Kind::random) {
+      const double v = values.front();
+      out_orders.push_back({{"order", order.name()},
+                            {"value", json_number(v)},
+                            {"value_text", fp::format_double(v)},
+                            {"ulps", json_number(judge.ulps(v))},
+                            {"error", json_number(judge.error(v))}});
+      if (!args.json)
+        std::printf("  %-14s %-26s %-+14.6g %+.3f%s\n", order.name().c_str(), fp::format_double(v).c_str(),
+                    judge.error(v), judge.ulps(v),
+                    v == judge.exact_rounded ? "  (correctly rounded)" : "");
+      continue;
+    }
+    const auto bins = histogram(values, judge);
+    // The most frequent result stands for the random orders in the "value" field.
+    const auto& mode_bin = *std::max_element(bins.begin(), bins.end(),
+                                             [](const auto& a, const auto& b) { return a["count"] < b["count"]; });
+    const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
+    out_orders.push_back({{"order", order.name()},
+                          {"value", mode_bin["value"]},
+                          {"ulps", mode_bin["ulps"]},
+                          {"permutations", values.size()},
+                          {"distinct", bins.size()},
+                          {"min", json_number(*lo)},
+                          {"max", json_number(*hi)},
+                          {"histogram", bins}});
+    if (!args.json) {
+      std::printf("  %-14s %zu distinct results over %zu random orders, from %s to %s:\n", order.name().c_str(),
+                  bins.size(), values.size(), fp::format_double(*lo).c_str(), fp::format_double(*hi).c_str());
+      const int widest = std::max_element(bins.begin(), bins.end(), [](const auto& a, const auto& b) {
+                           return a["count"] < b["count"];
+                         })->at("count");
+      size_t shown = 0;
+      for (const auto& bin : bins) {
+        if (++shown > 20) {
+          std::printf("      ... %zu more distinct results (see --json)\n", bins.size() - 20);
+          break;
+        }
+        const int bar = std::max(1, static_cast<int>(40.0 * bin["count"].get<int>() / widest));
+        const double v = bin["value"].is_null() ? NAN : bin["value"].get<double>();
+        std::printf("      %-24s %+9.3f ulps %6d %s\n", fp::format_double(v).c_str(),
+                    bin["ulps"].is_null() ? NAN : bin["ulps"].get<double>(), bin["count"].get<int>(),
+                    std::string(bar, '#').c_str());
+      }
+    }
+  }
+  if (args.json) {
+    print_json({{"format", format.name},
+                {"mode", fp::mode_name(mode)},
+                {"count", terms.size()},
+                {"inputs_rounded", changed},
+                {"exact", json_number(judge.exact_rounded)},
+                {"exact_text", fp::format_double(judge.exact_rounded)},
+                {"error_bound", json_number(bound)},
+                {"error_bound_ulps", json_number(bound / judge.ulp)},
+                {"orders", out_orders}});
+  } else {
+    std::printf("\n  error bound for recursive summation in any order: |error| <= %.4g (%.4g ulps)\n", bound,
+                bound / judge.ulp);
+    std::printf("  (gamma(n-1) * sum|x| with unit roundoff u = %g; the orders above differ only in which\n"
+                "   additions round, and how much of each rounding error the later additions keep)\n",
+                u);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_sum_command(CLI::App& app, Runner& run) {
+  auto args = std::make_shared<SumArgs>();
+  CLI::App* cmd = app.add_subcommand("sum", "Add numbers in several orders and compare with the exact sum");
+  cmd->add_option("values", args->values, "numbers: decimal or hex-float (or use --file)");
+  cmd->add_option("--file", args->file, "read one number per line from a file, or - for stdin");
+  cmd->add_option("-f,--format", args->format, "working format of every addition")->capture_default_str();
+  cmd->add_option("-m,--mode", args->mode, "rounding mode of every addition")->capture_default_str();
+  cmd->add_option("--orders", args->orders, "comma-separated: seq rev pairwise sorted-asc sorted-desc random:N")
+      ->capture_default_str();
+  cmd->add_option("--seed", args->seed, "seed of the random orders (and of sr rounding)")->capture_default_str();
+  cmd->add_flag("--json", args->json, "print JSON");
+  cmd->footer(
+      "Examples:\n"
+      "  fplab sum 1e8 1 -1e8 1 --format fp32\n"
+      "  fplab sum 0.1 0.2 0.3 --format bf16 --orders seq,rev\n"
+      "  seq 1 1000 | fplab sum --file - --format fp16 --orders seq,pairwise,random:100 --json");
+  cmd->callback([&run, args] { run = [args] { return run_sum(*args); }; });
+}
+
+}  // namespace fplab::app

@@ -1,0 +1,16 @@
+// The subcommands of fplab. Each registers itself on the app and sets `run` to the function
+// that executes it once parsing succeeded.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace fplab::app {
+
+using Runner = std::function<int()>;
+
+void add_round_command(CLI::App& app, Runner& run);
+void add_sum_command(CLI::App& app, Runner& run);
+
+}  // namespace fplab::app

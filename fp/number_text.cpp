@@ -1,0 +1,91 @@
+#include "fp/number_text.hpp"
+
+#include <mpfr.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+
+#include "fp/format.hpp"
+
+namespace fplab::fp {
+namespace {
+
+struct Mpfr {
+  mpfr_t value;
+  explicit Mpfr(mpfr_prec_t precision) { mpfr_init2(value, precision); }
+  ~Mpfr() { mpfr_clear(value); }
+  Mpfr(const Mpfr&) = delete;
+  Mpfr& operator=(const Mpfr&) = delete;
+};
+
+std::string trim(std::string_view text) {
+  const auto first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos) return {};
+  const auto last = text.find_last_not_of(" \t\r\n");
+  return std::string(text.substr(first, last - first + 1));
+}
+
+// Reads the whole text into x with the given rounding; returns MPFR's ternary value.
+int read(mpfr_t x, std::string_view text, mpfr_rnd_t rounding) {
+  const std::string s = trim(text);
+  char* end = nullptr;
+  const int ternary = s.empty() ? 0 : mpfr_strtofr(x, s.c_str(), &end, 0, rounding);
+  if (s.empty() || end == s.c_str() || *end != '\0')
+    throw FormatError("cannot read '" + std::string(text) + "' as a number");
+  return ternary;
+}
+
+}  // namespace
+
+ExactValue parse_number(std::string_view text) {
+  Mpfr x(64);
+  const int ternary = read(x.value, text, MPFR_RNDZ);
+  if (mpfr_nan_p(x.value)) return ExactValue::nan(mpfr_signbit(x.value));
+  if (mpfr_inf_p(x.value)) return ExactValue::infinity(mpfr_signbit(x.value));
+  if (mpfr_zero_p(x.value)) {
+    if (ternary != 0) throw FormatError("number '" + std::string(text) + "' is too small to represent");
+    return ExactValue::zero(mpfr_signbit(x.value));
+  }
+  // x = m * 2^e with m a 64-bit integer.
+  mpz_t m;
+  mpz_init(m);
+  const mpfr_exp_t e = mpfr_get_z_2exp(m, x.value);
+  mpz_abs(m, m);
+  const uint64_t magnitude = mpz_get_ui(m);  // 64 bits: unsigned long is 64-bit on this platform
+  mpz_clear(m);
+  return ExactValue::from_integer(mpfr_signbit(x.value), magnitude, e, ternary != 0);
+}
+
+double parse_double(std::string_view text) {
+  Mpfr x(53);
+  read(x.value, text, MPFR_RNDN);
+  return mpfr_get_d(x.value, MPFR_RNDN);
+}
+
+double difference_from_text(double value, std::string_view text) {
+  if (!std::isfinite(value)) return NAN;
+  Mpfr x(256), v(256);
+  read(x.value, text, MPFR_RNDN);
+  if (!mpfr_number_p(x.value)) return NAN;
+  mpfr_set_d(v.value, value, MPFR_RNDN);
+  mpfr_sub(v.value, v.value, x.value, MPFR_RNDN);
+  return mpfr_get_d(v.value, MPFR_RNDN);
+}
+
+std::string format_double(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value < 0 ? "-inf" : "inf";
+  char buffer[64];
+  const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
+  return std::string(buffer, result.ptr);
+}
+
+std::string format_hex(double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%a", value);
+  return buffer;
+}
+
+}  // namespace fplab::fp

@@ -1,0 +1,108 @@
+#include "sim/summation_order.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <numeric>
+
+#include "fp/arithmetic.hpp"
+#include "fp/counter_rng.hpp"
+
+namespace fplab::sim {
+
+using fp::FormatError;
+
+std::string SummationOrder::name() const {
+  switch (kind) {
+    case Kind::seq: return "seq";
+    case Kind::rev: return "rev";
+    case Kind::pairwise: return "pairwise";
+    case Kind::sorted_asc: return "sorted-asc";
+    case Kind::sorted_desc: return "sorted-desc";
+    case Kind::random: return "random:" + std::to_string(permutations);
+  }
+  return "?";
+}
+
+SummationOrder parse_summation_order(std::string_view text) {
+  using K = SummationOrder::Kind;
+  if (text == "seq") return {K::seq};
+  if (text == "rev") return {K::rev};
+  if (text == "pairwise") return {K::pairwise};
+  if (text == "sorted-asc") return {K::sorted_asc};
+  if (text == "sorted-desc") return {K::sorted_desc};
+  if (text.starts_with("random:")) {
+    int n = 0;
+    const auto digits = text.substr(7);
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+    if (ec != std::errc{} || end != digits.data() + digits.size() || n < 1 || n > 10'000'000)
+      throw FormatError("order '" + std::string(text) + "': random:N needs a whole N from 1 to 10000000");
+    return {K::random, n};
+  }
+  throw FormatError("unknown order '" + std::string(text) +
+                    "' (known: seq, rev, pairwise, sorted-asc, sorted-desc, random:N)");
+}
+
+std::vector<SummationOrder> parse_summation_orders(std::string_view list) {
+  std::vector<SummationOrder> orders;
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    orders.push_back(parse_summation_order(list.substr(start, comma - start)));
+    start = comma + 1;
+  }
+  return orders;
+}
+
+double fold_left(std::span<const double> terms, const fp::Format& f, const fp::RoundingOptions& o) {
+  if (terms.empty()) return 0.0;
+  double acc = terms[0];
+  for (size_t i = 1; i < terms.size(); ++i) acc = fp::add(acc, terms[i], f, o);
+  return acc;
+}
+
+double fold_right(std::span<const double> terms, const fp::Format& f, const fp::RoundingOptions& o) {
+  if (terms.empty()) return 0.0;
+  double acc = terms.back();
+  for (size_t i = terms.size() - 1; i-- > 0;) acc = fp::add(terms[i], acc, f, o);
+  return acc;
+}
+
+double pairwise_tree(std::span<const double> terms, const fp::Format& f, const fp::RoundingOptions& o) {
+  if (terms.empty()) return 0.0;
+  if (terms.size() == 1) return terms[0];
+  const size_t half = terms.size() / 2;
+  return fp::add(pairwise_tree(terms.first(half), f, o), pairwise_tree(terms.subspan(half), f, o), f, o);
+}
+
+std::vector<double> sum_in_order(const SummationOrder& order, std::span<const double> terms, const fp::Format& f,
+                                 const fp::RoundingOptions& o, uint64_t seed) {
+  using K = SummationOrder::Kind;
+  std::vector<double> sorted(terms.begin(), terms.end());
+  switch (order.kind) {
+    case K::seq: return {fold_left(terms, f, o)};
+    case K::rev: return {fold_right(terms, f, o)};
+    case K::pairwise: return {pairwise_tree(terms, f, o)};
+    case K::sorted_asc:
+    case K::sorted_desc:
+      // Stable, so equal magnitudes keep their input order and the result is well defined.
+      std::stable_sort(sorted.begin(), sorted.end(), [&](double a, double b) {
+        return order.kind == K::sorted_asc ? std::fabs(a) < std::fabs(b) : std::fabs(a) > std::fabs(b);
+      });
+      return {fold_left(sorted, f, o)};
+    case K::random: {
+      std::vector<double> results;
+      results.reserve(order.permutations);
+      for (int k = 0; k < order.permutations; ++k) {
+        fp::CounterRng rng(seed, static_cast<uint64_t>(k));
+        std::copy(terms.begin(), terms.end(), sorted.begin());
+        for (size_t i = sorted.size(); i > 1; --i) std::swap(sorted[i - 1], sorted[rng.below(i)]);  // Fisher-Yates
+        results.push_back(fold_left(sorted, f, o));
+      }
+      return results;
+    }
+  }
+  return {};
+}
+
+}  // namespace fplab::sim

@@ -1,0 +1,40 @@
+// The summation orders of `fplab sum`: whole-list orderings of a sum, each addition rounded to
+// the working format. (The schedule language of sim/ generalises these; they are kept as the
+// teaching vocabulary: seq, rev, pairwise, sorted-asc, sorted-desc, random:N.)
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fp/format.hpp"
+#include "fp/rounding.hpp"
+
+namespace fplab::sim {
+
+struct SummationOrder {
+  enum class Kind { seq, rev, pairwise, sorted_asc, sorted_desc, random };
+  Kind kind = Kind::seq;
+  int permutations = 0;  // for random
+  std::string name() const;
+};
+
+// "seq", "rev", "pairwise", "sorted-asc", "sorted-desc", "random:N" (1 <= N <= 10^7).
+// Throws fp::FormatError naming the bad token.
+SummationOrder parse_summation_order(std::string_view text);
+std::vector<SummationOrder> parse_summation_orders(std::string_view comma_separated);
+
+// The sum of `terms` in the given order, every addition rounded to `format` with `options`.
+// One value, or one per permutation for random:N (permutation k drawn from (seed, k)).
+std::vector<double> sum_in_order(const SummationOrder& order, std::span<const double> terms,
+                                 const fp::Format& format, const fp::RoundingOptions& options, uint64_t seed);
+
+// Left fold ((t0 + t1) + t2) + ...; right fold t0 + (t1 + (... + t(n-1))); balanced tree with
+// the first floor(n/2) terms on the left. Empty input sums to +0.
+double fold_left(std::span<const double> terms, const fp::Format& format, const fp::RoundingOptions& options);
+double fold_right(std::span<const double> terms, const fp::Format& format, const fp::RoundingOptions& options);
+double pairwise_tree(std::span<const double> terms, const fp::Format& format, const fp::RoundingOptions& options);
+
+}  // namespace fplab::sim

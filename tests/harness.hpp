@@ -1,0 +1,85 @@
+// One comparison harness for every test regime (MPFR's tests style): the code under test and
+// the MPFR reference (fp/mpfr_reference.hpp) are run on the same input, and disagreements are
+// counted and the first few printed with the whole configuration, instead of one Catch
+// assertion per comparison (millions of them would dominate the run time).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "fp/exact_value.hpp"
+#include "fp/format.hpp"
+#include "fp/mpfr_reference.hpp"
+#include "fp/round.hpp"
+#include "fp/rounding.hpp"
+
+namespace fplab::test {
+
+using fp::Format;
+using fp::Mode;
+namespace ref = fp::reference;
+
+inline constexpr Mode deterministic_modes[] = {Mode::rne, Mode::rna, Mode::rz,
+                                               Mode::ru,  Mode::rd,  Mode::ro};
+
+// Formats by name, built directly from their fields so a bug in parse_format() or the named
+// constructors cannot hide one in rounding.
+Format format_named(const std::string& name);
+std::vector<Format> output_formats();  // fp64 fp32 tf32 bf16 fp16 e4m3 e5m2
+
+// "0x1.8p+3 (12)": exact and readable.
+std::string show(double x);
+std::string show_bits(uint64_t bits);
+std::string show(const fp::ExactValue& v);
+std::string show(const ref::Exact& v);
+std::string configuration(const Format& format, Mode mode, bool flush, bool saturate);
+
+// Same double, NaNs equal to each other whatever their payload and sign.
+bool same_double(double a, double b);
+
+class MismatchLog {
+ public:
+  explicit MismatchLog(std::string what, size_t keep = 25) : what_(std::move(what)), keep_(keep) {}
+  void pass() { ++checked_; }
+  void fail(const std::string& message);
+  size_t failures() const { return failures_; }
+  size_t checked() const { return checked_; }
+  // Prints a summary (and the first failures) and makes the current test case fail if any.
+  void require_none() const;
+
+ private:
+  std::string what_;
+  size_t keep_;
+  size_t checked_ = 0, failures_ = 0;
+  std::vector<std::string> first_;
+};
+
+// Compares a Rounded from fp/ with the reference results (one for deterministic modes, the two
+// allowed for sr). Flags are compared only for finite nonzero inputs.
+void compare_rounded(MismatchLog& log, const std::string& input, const Format& format, Mode mode,
+                     bool flush, bool saturate, const fp::Rounded& got,
+                     const std::vector<ref::Result>& want, bool finite_nonzero_input);
+
+// Compares a double result (add/mul/fma) with the reference results; NaNs by NaN-ness only.
+void compare_double(MismatchLog& log, const std::string& input, const Format& format, Mode mode,
+                    bool flush, bool saturate, double got, const std::vector<ref::Result>& want);
+
+// Empty when the ExactValue describes the reference value (NaN sign not compared).
+std::string exact_difference(const fp::ExactValue& got, const ref::Exact& want);
+
+// Runs fn, turning an exception into a failure of the log.
+bool guarded(MismatchLog& log, const std::string& context, const std::function<void()>& fn);
+
+// Every (mode, flush, saturate) for deterministic modes, then sr, calling fn.
+void for_each_rounding(const std::function<void(Mode, bool flush, bool saturate)>& fn,
+                       bool include_sr = true);
+
+// A double with the given number of random significand bits (top bit set) times 2^exponent.
+double random_significand(std::mt19937_64& rng, int exponent);
+// A finite double with uniformly random bits.
+double random_finite_bits(std::mt19937_64& rng);
+
+}  // namespace fplab::test
