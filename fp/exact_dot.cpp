@@ -4,6 +4,7 @@
 #include <array>
 #include <bit>
 #include <cstdint>
+#include <cstring>
 
 #include "fp/superaccumulator.hpp"
 
@@ -11,16 +12,31 @@ namespace fplab::fp {
 namespace {
 
 // Products of finite fp32 values are normal doubles with biased exponents in [723, 1279]
-// (2^-298 .. 2^256), or zeros; inf/NaN products have 0x7ff.
+// (2^-298 .. 2^256), or zeros. Buckets are indexed by the product's top 12 bits (sign and
+// exponent), so positive and negative products never share a bucket and no negation is needed.
 constexpr int kFirstExponent = 700, kLastExponent = 1300;
-constexpr int kLanes = 4;  // independent bucket sets, so consecutive products never wait on each other
+// Eight interleaved bucket sets: consecutive products land in different words even when their
+// exponents agree, so the adds do not wait on each other through memory; the eight words of one
+// exponent share a cache line.
+constexpr int kLanes = 8;
 // Significands of fp32 products have at most 48 bits (the low 5 of 53 are zero); 2^14 of them
 // per bucket stay below 2^62.
 constexpr size_t kPerLaneBeforeFlush = size_t{1} << 14;
+constexpr size_t kChunk = 512;  // products decoded per vector pass
 
 struct Buckets {
-  std::array<std::array<int64_t, 2048>, kLanes> lane{};
+  std::array<uint64_t, 4096 * kLanes> word{};  // [sign|exponent][lane]
 };
+
+bool all_finite(const float* x, size_t n) {
+  uint32_t special = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &x[i], 4);
+    special |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  return special == 0;
+}
 
 ExactValue slow_dot(const float* a, const float* b, size_t n, Mode mode) {
   SuperAccumulator acc;
@@ -31,46 +47,49 @@ ExactValue slow_dot(const float* a, const float* b, size_t n, Mode mode) {
 }  // namespace
 
 ExactValue exact_dot(const float* a, const float* b, size_t n, Mode mode) {
-  thread_local Buckets buckets;  // zero between calls over [kFirstExponent, kLastExponent]
+  // inf/NaN inputs, and sums that cancel to exactly zero (whose sign depends on which products
+  // were zeros), follow IEEE rules that the slow path states directly.
+  if (!all_finite(a, n) || !all_finite(b, n)) return slow_dot(a, b, n, mode);
+
+  thread_local Buckets buckets;  // all zero between calls
+  auto& word = buckets.word;
   SuperAccumulator acc;
-  uint64_t special = 0, nonzero = 0;
+  alignas(64) uint32_t index[kChunk];
+  alignas(64) uint64_t significand[kChunk];
   size_t i = 0;
   while (i < n) {
-    const size_t end = std::min(n, i + kLanes * kPerLaneBeforeFlush);
-    auto accumulate = [&](int lane, size_t k) {
-      const double p = static_cast<double>(a[k]) * static_cast<double>(b[k]);
-      const uint64_t bits = std::bit_cast<uint64_t>(p);
-      const uint64_t exponent = (bits >> 52) & 0x7ff;
-      const auto m = static_cast<int64_t>(((bits & 0xfffffffffffffull) | (uint64_t{exponent != 0} << 52)) >> 5);
-      const int64_t sign = static_cast<int64_t>(bits) >> 63;  // 0 or -1
-      buckets.lane[lane][exponent] += (m ^ sign) - sign;
-      special |= (exponent + 1) >> 11;
-      nonzero |= static_cast<uint64_t>(m);
-    };
-    for (; i + kLanes <= end; i += kLanes) {
-      accumulate(0, i);
-      accumulate(1, i + 1);
-      accumulate(2, i + 2);
-      accumulate(3, i + 3);
-    }
-    for (int lane = 0; i < end; ++i, ++lane) accumulate(lane, i);
-    // Bucket e holds sum(m) with p = m * 2^(e - 1075 + 5).
-    for (auto& lane : buckets.lane) {
-      for (int e = kFirstExponent; e <= kLastExponent; ++e) {
-        const int64_t v = lane[e];
-        if (v == 0) continue;
-        lane[e] = 0;
-        const bool negative = v < 0;
-        acc.add_scaled(negative, negative ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v), e - 1070);
+    const size_t flush_at = std::min(n, i + kLanes * kPerLaneBeforeFlush);
+    while (i < flush_at) {
+      const size_t len = std::min(kChunk, flush_at - i);
+      // Vector pass: exact products and their bucket index and (shifted) significand.
+      for (size_t k = 0; k < len; ++k) {
+        const double p = static_cast<double>(a[i + k]) * static_cast<double>(b[i + k]);
+        const uint64_t bits = std::bit_cast<uint64_t>(p);
+        index[k] = static_cast<uint32_t>(bits >> 52) * kLanes + static_cast<uint32_t>(k % kLanes);
+        // The implicit bit is set for zero products too; they land in buckets that are never read.
+        significand[k] = ((bits & 0xfffffffffffffull) | (uint64_t{1} << 52)) >> 5;
       }
-      lane[0] = lane[2047] = 0;
+      // Scatter pass.
+      for (size_t k = 0; k < len; ++k) word[index[k]] += significand[k];
+      i += len;
     }
+    // Bucket (s, e) holds sum(m) with |p| = m * 2^(e - 1075 + 5).
+    for (int sign = 0; sign < 2; ++sign) {
+      for (int e = kFirstExponent; e <= kLastExponent; ++e) {
+        uint64_t* lane = &word[(sign * 2048 + e) * kLanes];
+        for (int l = 0; l < kLanes; ++l) {
+          if (lane[l] == 0) continue;
+          acc.add_scaled(sign == 1, lane[l], e - 1070);
+          lane[l] = 0;
+        }
+      }
+    }
+    // Zero products (buckets 0 and 2048) carry only the implicit bit; clear them.
+    std::fill_n(&word[0], kLanes, 0);
+    std::fill_n(&word[2048 * kLanes], kLanes, 0);
   }
-  // inf/NaN products, and the sign of a zero made only of zero products, follow IEEE rules
-  // that the slow path states directly.
-  if (special || nonzero == 0) return slow_dot(a, b, n, mode);
   ExactValue value = acc.value(mode);
-  if (value.kind == ExactValue::Kind::zero) value.negative = mode == Mode::rd;
+  if (value.kind == ExactValue::Kind::zero) return slow_dot(a, b, n, mode);
   return value;
 }
 

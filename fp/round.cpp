@@ -9,6 +9,12 @@ namespace {
 
 double signed_value(bool negative, double magnitude) { return negative ? -magnitude : magnitude; }
 
+// 2^q for q in the double range (subnormal powers included), without a library call.
+double power_of_two(int64_t q) {
+  const uint64_t bits = q >= -1022 ? static_cast<uint64_t>(q + 1023) << 52 : uint64_t{1} << (q + 1074);
+  return std::bit_cast<double>(bits);
+}
+
 Rounded special(const Format& f, uint64_t bits, bool inexact, bool overflow) {
   return Rounded{f.decode(bits), bits, inexact, overflow, false};
 }
@@ -100,7 +106,8 @@ Rounded round_exact(const ExactValue& x, const Format& f, const RoundingOptions&
   const uint64_t fraction_mask = (uint64_t{1} << f.man_bits) - 1;
   const uint64_t biased = subnormal ? 0 : static_cast<uint64_t>(result_lead + f.bias());
   const uint64_t bits = sign_bit | (biased << f.man_bits) | (kept & fraction_mask);
-  const double magnitude = std::ldexp(static_cast<double>(kept), static_cast<int>(q));
+  // kept < 2^53 and the product is a value of the format, so both steps are exact.
+  const double magnitude = static_cast<double>(kept) * power_of_two(q);
   return Rounded{signed_value(x.negative, magnitude), bits, inexact, false, inexact && subnormal};
 }
 
