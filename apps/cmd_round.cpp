@@ -69,9 +69,12 @@ int run_round(const RoundArgs& args) {
                            {"overflow", r.overflow},
                            {"underflow", r.underflow}});
       } else {
-        std::printf("  %-3s -> %-24s bits %s  error %+.6g (%+.4f ulp, relative %.3g)%s%s\n",
-                    std::string(fp::mode_name(mode)).c_str(), fp::format_double(r.value).c_str(),
-                    bits_hex(r.bits, format.width()).c_str(), error, ulps, std::fabs(relative),
+        char error_text[96] = "no finite error";
+        if (std::isfinite(error))
+          std::snprintf(error_text, sizeof error_text, "error %+.6g (%+.4f ulp, relative %.3g)", error, ulps,
+                        std::fabs(relative));
+        std::printf("  %-3s -> %-24s bits %s  %s%s%s\n", std::string(fp::mode_name(mode)).c_str(),
+                    fp::format_double(r.value).c_str(), bits_hex(r.bits, format.width()).c_str(), error_text,
                     r.overflow ? "  overflow" : "", r.underflow ? "  underflow" : "");
       }
     }

@@ -16,6 +16,18 @@ int main(int argc, char** argv) {
   fplab::app::Runner run;
   fplab::app::add_round_command(app, run);
   fplab::app::add_sum_command(app, run);
+  if (argc > 1 && argv[1][0] != '-') {
+    bool known = false;
+    std::string names;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      known = known || sub->get_name() == argv[1];
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (!known) {
+      std::cerr << "fplab: error: unknown command '" << argv[1] << "' (known: " << names << ")\n";
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
