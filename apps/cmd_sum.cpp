@@ -6,9 +6,9 @@
 
 #include "apps/cli_support.hpp"
 #include "apps/commands.hpp"
+#include "apps/judge.hpp"
 #include "fp/number_text.hpp"
 #include "fp/round.hpp"
-#include "fp/superaccumulator.hpp"
 #include "sim/summation_order.hpp"
 
 namespace fplab::app {
@@ -22,20 +22,6 @@ struct SumArgs {
   std::string orders = "seq,rev,pairwise,sorted-asc,sorted-desc,random:1000";
   uint64_t seed = 1;
   bool json = false;
-};
-
-// Everything needed to judge one computed sum against the exact one.
-struct Judge {
-  fp::SuperAccumulator exact;
-  double exact_rounded;
-  double ulp;  // of the format at the exact sum
-
-  double error(double value) const {  // value - exact sum, rounded once to a double
-    fp::SuperAccumulator difference = exact;
-    difference.add(-value);
-    return 0.0 - difference.round(fp::fp64(), {}).value;  // 0 - x: an exact sum prints as +0
-  }
-  double ulps(double value) const { return error(value) / ulp; }
 };
 
 nlohmann::json histogram(const std::vector<double>& values, const Judge& judge) {
@@ -64,19 +50,9 @@ int run_sum(const SumArgs& args) {
   fp::CounterRng stream(fp::mix_key({args.seed, 0x5352}));  // for --mode sr only
   const fp::RoundingOptions options{mode, false, false, &stream};
 
-  Judge judge;
-  double magnitude_sum = 0;
-  for (double t : terms) {
-    judge.exact.add(t);
-    magnitude_sum += std::fabs(t);
-  }
-  judge.exact_rounded = judge.exact.round(format, {mode == fp::Mode::sr ? fp::Mode::rne : mode}).value;
-  judge.ulp = std::isfinite(judge.exact_rounded) ? format.ulp(judge.exact_rounded) : NAN;
-  // Recursive summation in any order: |error| <= gamma(n-1) * sum|x|, gamma(k) = k u / (1 - k u),
-  // u the unit roundoff (half an ulp of 1 for nearest, a whole one for directed modes).
-  const double u = std::ldexp(1.0, (mode == fp::Mode::rne || mode == fp::Mode::rna) ? -format.man_bits - 1 : -format.man_bits);
-  const double k = static_cast<double>(terms.size() - 1);
-  const double bound = k * u < 1 ? k * u / (1 - k * u) * magnitude_sum : INFINITY;
+  const Judge judge(terms, format, mode);
+  const double u = unit_roundoff(format, mode);
+  const double bound = error_bound(terms.size() - 1, u, judge.sum_of_magnitudes());
 
   nlohmann::json out_orders = nlohmann::json::array();
   if (!args.json) {
@@ -84,7 +60,7 @@ int run_sum(const SumArgs& args) {
                 std::string(fp::mode_name(mode)).c_str());
     if (changed) std::printf(" (%d inputs were not %s values and were rounded to nearest first)", changed,
                              format.name.c_str());
-    std::printf("\n  exact sum, rounded once: %s\n\n", fp::format_double(judge.exact_rounded).c_str());
+    std::printf("\n  exact sum, rounded once: %s\n\n", fp::format_double(judge.exact_rounded()).c_str());
     std::printf("  %-14s %-26s %-14s %s\n", "order", "value", "error", "in ulps of the exact sum");
   }
   for (const auto& order : orders) {
@@ -99,7 +75,7 @@ int run_sum(const SumArgs& args) {
       if (!args.json)
         std::printf("  %-14s %-26s %-+14.6g %+.3f%s\n", order.name().c_str(), fp::format_double(v).c_str(),
                     judge.error(v), judge.ulps(v),
-                    v == judge.exact_rounded ? "  (correctly rounded)" : "");
+                    v == judge.exact_rounded() ? "  (correctly rounded)" : "");
       continue;
     }
     const auto bins = histogram(values, judge);
@@ -140,14 +116,14 @@ int run_sum(const SumArgs& args) {
                 {"mode", fp::mode_name(mode)},
                 {"count", terms.size()},
                 {"inputs_rounded", changed},
-                {"exact", json_number(judge.exact_rounded)},
-                {"exact_text", fp::format_double(judge.exact_rounded)},
+                {"exact", json_number(judge.exact_rounded())},
+                {"exact_text", fp::format_double(judge.exact_rounded())},
                 {"error_bound", json_number(bound)},
-                {"error_bound_ulps", json_number(bound / judge.ulp)},
+                {"error_bound_ulps", json_number(bound / judge.ulp())},
                 {"orders", out_orders}});
   } else {
     std::printf("\n  error bound for recursive summation in any order: |error| <= %.4g (%.4g ulps)\n", bound,
-                bound / judge.ulp);
+                bound / judge.ulp());
     std::printf("  (gamma(n-1) * sum|x| with unit roundoff u = %g; the orders above differ only in which\n"
                 "   additions round, and how much of each rounding error the later additions keep)\n",
                 u);

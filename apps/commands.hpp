@@ -12,5 +12,7 @@ using Runner = std::function<int()>;
 
 void add_round_command(CLI::App& app, Runner& run);
 void add_sum_command(CLI::App& app, Runner& run);
+void add_reduce_command(CLI::App& app, Runner& run);
+void add_tree_command(CLI::App& app, Runner& run);
 
 }  // namespace fplab::app

@@ -4,6 +4,7 @@
 #include "apps/cli_support.hpp"
 #include "apps/commands.hpp"
 #include "fp/format.hpp"
+#include "sim/schedule.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"fplab: how the order and format in which hardware adds numbers changes the result"};
@@ -12,10 +13,14 @@ int main(int argc, char** argv) {
       "Examples:\n"
       "  fplab round 0.1 --format bf16 --mode all     0.1 in bf16 under every rounding mode\n"
       "  fplab sum 1e8 1 -1e8 1 --format fp32          a sum whose value depends on the order\n"
+      "  fplab reduce --schedule cuda-naive-sum(256,64) --gen normal:100000   a GPU-like order\n"
+      "  fplab tree --schedule 'contig(4):seq | all:shfl_down' --n 16 --svg t.svg   draw it\n"
       "Run 'fplab COMMAND --help' for a command's options.");
   fplab::app::Runner run;
   fplab::app::add_round_command(app, run);
   fplab::app::add_sum_command(app, run);
+  fplab::app::add_reduce_command(app, run);
+  fplab::app::add_tree_command(app, run);
   if (argc > 1 && argv[1][0] != '-') {
     bool known = false;
     std::string names;
@@ -43,6 +48,8 @@ int main(int argc, char** argv) {
   try {
     return run();
   } catch (const fplab::app::UsageError& e) {
+    std::cerr << "fplab: error: " << e.what() << '\n';
+  } catch (const fplab::sim::ScheduleError& e) {
     std::cerr << "fplab: error: " << e.what() << '\n';
   } catch (const fplab::fp::FormatError& e) {
     std::cerr << "fplab: error: " << e.what() << '\n';

@@ -1,0 +1,354 @@
+#include "sim/engine.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "fp/arithmetic.hpp"
+#include "sim/reference_evaluator.hpp"
+#include "sim/schedule_walk.hpp"
+#include "sim/whole_group.hpp"
+
+namespace fplab::sim {
+namespace {
+
+using detail::GroupSpan;
+using detail::groups_of;
+
+// acc[i] = acc[i] + x[i] for the host's own float/double: exactly the emulated arithmetic when
+// Arithmetic::native_float()/native_double() holds.
+template <class T>
+struct NativeAdd {
+  size_t width;
+  void operator()(T* __restrict acc, const T* __restrict x) const {
+    for (size_t i = 0; i < width; ++i) acc[i] += x[i];
+  }
+};
+
+// Any format and mode: one correctly rounded addition per element, stochastic rounding drawing
+// from each output's own stream.
+struct GenericAdd {
+  size_t width;
+  const Arithmetic* arithmetic;
+  fp::CounterRng* streams;
+  void operator()(double* acc, const double* x) const {
+    for (size_t i = 0; i < width; ++i)
+      acc[i] = fp::add(acc[i], x[i], arithmetic->format,
+                       {arithmetic->mode, arithmetic->flush_subnormals, arithmetic->saturate, &streams[i]});
+  }
+};
+
+// Runs schedule stages on a tile of `width` outputs; a partial is a row of `width` values.
+template <class T, class Add>
+class TileWalker {
+ public:
+  TileWalker(size_t width, Add add, const Arithmetic& arithmetic, fp::CounterRng* streams, const NoiseKey& tile_key)
+      : w_(width), add_(add), arithmetic_(arithmetic), streams_(streams), key_(tile_key) {}
+
+  // Stages [first_stage, end) on `count` rows starting at `in`, row r at in + r * stride.
+  // Writes the final row to `out`.
+  void run(const Schedule& schedule, size_t first_stage, const T* in, size_t stride, size_t count, T* out) {
+    std::vector<T> current, next;
+    for (size_t s = first_stage; s < schedule.stages.size() && count > 0; ++s) {
+      const Stage& st = schedule.stages[s];
+      if (st.shuffle) {
+        std::vector<size_t> order(count);
+        std::iota(order.begin(), order.end(), 0);
+        detail::permute(order, key_.stream(s, 0));
+        next.resize(count * w_);
+        for (size_t r = 0; r < count; ++r) std::copy_n(in + order[r] * stride, w_, &next[r * w_]);
+      } else {
+        const auto groups = groups_of(st.grouping, count);
+        next.resize(groups.size() * w_);
+        for (size_t g = 0; g < groups.size(); ++g) reduce_group(st.reducer, in, stride, groups[g], &next[g * w_], s, g);
+        count = groups.size();
+      }
+      current.swap(next);
+      in = current.data();
+      stride = w_;
+    }
+    if (count > 1)
+      throw ScheduleError("schedule '" + to_string(schedule) + "' leaves " + std::to_string(count) +
+                              " partial results; end it with an all: stage",
+                          0);
+    if (count == 0) std::fill_n(out, w_, T(0));
+    else std::copy_n(in, w_, out);
+  }
+
+ private:
+  const T* row(const T* in, size_t stride, const GroupSpan& g, size_t k) const {
+    return in + (g.first + k * g.stride) * stride;
+  }
+  T* scratch_row(size_t r) { return &scratch_[r * w_]; }
+
+  void fold(const T* in, size_t stride, const GroupSpan& g, const std::vector<size_t>& order, T* dest) {
+    std::copy_n(row(in, stride, g, order[0]), w_, dest);
+    for (size_t k = 1; k < order.size(); ++k) add_(dest, row(in, stride, g, order[k]));
+  }
+
+  size_t tree_in_place(size_t lo, size_t n) {
+    if (n == 1) return lo;
+    const size_t half = n / 2;
+    const size_t left = tree_in_place(lo, half);
+    const size_t right = tree_in_place(lo + half, n - half);
+    add_(scratch_row(left), scratch_row(right));
+    return left;
+  }
+
+  size_t numpy_in_place(size_t lo, size_t n) {
+    if (n < 8) {
+      for (size_t i = 1; i < n; ++i) add_(scratch_row(lo), scratch_row(lo + i));
+      return lo;
+    }
+    if (n <= 128) {
+      size_t i = 8;
+      for (; i < n - n % 8; i += 8)
+        for (size_t j = 0; j < 8; ++j) add_(scratch_row(lo + j), scratch_row(lo + i + j));
+      for (auto [x, y] : {std::pair{0, 1}, {2, 3}, {0, 2}, {4, 5}, {6, 7}, {4, 6}, {0, 4}})
+        add_(scratch_row(lo + x), scratch_row(lo + y));
+      for (; i < n; ++i) add_(scratch_row(lo), scratch_row(lo + i));
+      return lo;
+    }
+    size_t n2 = n / 2;
+    n2 -= n2 % 8;
+    const size_t left = numpy_in_place(lo, n2);
+    const size_t right = numpy_in_place(lo + n2, n - n2);
+    add_(scratch_row(left), scratch_row(right));
+    return left;
+  }
+
+  void reduce_group(const Reducer& r, const T* in, size_t stride, const GroupSpan& g, T* dest, size_t stage,
+                    size_t group) {
+    using K = Reducer::Kind;
+    const size_t n = g.count;
+    const bool whole = r.kind == K::exact || r.kind == K::binned || r.kind == K::fused || r.kind == K::kahan ||
+                       r.kind == K::neumaier;
+    if (n == 1 && !whole) {
+      std::copy_n(row(in, stride, g, 0), w_, dest);
+      return;
+    }
+    std::vector<size_t> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    switch (r.kind) {
+      case K::seq: return fold(in, stride, g, order, dest);
+      case K::rev: std::reverse(order.begin(), order.end()); return fold(in, stride, g, order, dest);
+      case K::atomic: detail::permute(order, key_.stream(stage, group)); return fold(in, stride, g, order, dest);
+      case K::ring: std::rotate(order.begin(), order.begin() + (key_.tile + 1) % n, order.end()); return fold(in, stride, g, order, dest);
+      default: break;
+    }
+    if (whole) {
+      std::vector<Term> terms(n);
+      for (size_t c = 0; c < w_; ++c) {
+        for (size_t k = 0; k < n; ++k) terms[k] = {static_cast<double>(row(in, stride, g, k)[c])};
+        dest[c] = static_cast<T>(reduce_whole_group(r, terms, arithmetic_, streams_[c]));
+      }
+      return;
+    }
+    scratch_.resize(n * w_);
+    for (size_t k = 0; k < n; ++k) std::copy_n(row(in, stride, g, k), w_, scratch_row(k));
+    size_t result = 0;
+    switch (r.kind) {
+      case K::tree: result = tree_in_place(0, n); break;
+      case K::shfl_down:
+      case K::shfl_xor:  // lane 0 of the butterfly pairs exactly as shfl_down
+        for (size_t o = std::bit_ceil(n) / 2; o >= 1; o /= 2)
+          for (size_t i = 0; i < o && i + o < n; ++i) add_(scratch_row(i), scratch_row(i + o));
+        break;
+      case K::shfl_up:
+        for (size_t o = 1; o < n; o *= 2)
+          for (size_t i = 0; i + o < n; i += 2 * o) add_(scratch_row(i), scratch_row(i + o));
+        break;
+      case K::numpy_pairwise: result = numpy_in_place(0, n); break;
+      default: break;
+    }
+    std::copy_n(scratch_row(result), w_, dest);
+  }
+
+  size_t w_;
+  Add add_;
+  const Arithmetic& arithmetic_;
+  fp::CounterRng* streams_;
+  NoiseKey key_;
+  std::vector<T> scratch_;
+};
+
+std::vector<fp::CounterRng> rounding_streams(const NoiseKey& tile_key, size_t first_lane, size_t width) {
+  std::vector<fp::CounterRng> streams;
+  streams.reserve(width);
+  for (size_t c = 0; c < width; ++c) {
+    NoiseKey k = tile_key;
+    k.lane = first_lane + c;
+    streams.push_back(k.rounding_stream());
+  }
+  return streams;
+}
+
+bool all_floats(const double* x, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (static_cast<double>(static_cast<float>(x[i])) != x[i] && !std::isnan(x[i])) return false;
+  return true;
+}
+
+}  // namespace
+
+NoiseKey batch_output_key(const NoiseKey& key, size_t output, size_t tile_outputs) {
+  NoiseKey k = key;
+  k.tile = output / tile_outputs;
+  k.lane = output;
+  return k;
+}
+
+void reduce_batch(const Schedule& schedule, const double* terms, size_t k, size_t outputs, const Arithmetic& ar,
+                  const NoiseKey& key, double* out, size_t tile_outputs) {
+  tile_outputs = std::max<size_t>(tile_outputs, 1);
+  const bool native_float = ar.native_float() && all_floats(terms, k * outputs);
+  for (size_t m0 = 0; m0 < outputs; m0 += tile_outputs) {
+    const size_t w = std::min(tile_outputs, outputs - m0);
+    const NoiseKey tile_key = batch_output_key(key, m0, tile_outputs);
+    auto streams = rounding_streams(tile_key, m0, w);
+    if (native_float) {
+      std::vector<float> rows(k * w), result(w);
+      for (size_t t = 0; t < k; ++t)
+        for (size_t c = 0; c < w; ++c) rows[t * w + c] = static_cast<float>(terms[t * outputs + m0 + c]);
+      TileWalker<float, NativeAdd<float>> walker(w, {w}, ar, streams.data(), tile_key);
+      walker.run(schedule, 0, rows.data(), w, k, result.data());
+      std::copy(result.begin(), result.end(), out + m0);
+    } else if (ar.native_double()) {
+      TileWalker<double, NativeAdd<double>> walker(w, {w}, ar, streams.data(), tile_key);
+      walker.run(schedule, 0, terms + m0, outputs, k, out + m0);
+    } else {
+      TileWalker<double, GenericAdd> walker(w, {w, &ar, streams.data()}, ar, streams.data(), tile_key);
+      walker.run(schedule, 0, terms + m0, outputs, k, out + m0);
+    }
+  }
+}
+
+double reduce(const Schedule& schedule, std::span<const double> values, const Arithmetic& arithmetic,
+              const NoiseKey& key) {
+  double out = 0;
+  // A single reduction is a batch of one output whose tile and lane are the key's own.
+  const bool native_float = arithmetic.native_float() && all_floats(values.data(), values.size());
+  fp::CounterRng stream = key.rounding_stream();
+  if (native_float) {
+    std::vector<float> rows(values.begin(), values.end());
+    float result = 0;
+    TileWalker<float, NativeAdd<float>> walker(1, {1}, arithmetic, &stream, key);
+    walker.run(schedule, 0, rows.data(), 1, rows.size(), &result);
+    return result;
+  }
+  if (arithmetic.native_double()) {
+    TileWalker<double, NativeAdd<double>> walker(1, {1}, arithmetic, &stream, key);
+    walker.run(schedule, 0, values.data(), 1, values.size(), &out);
+  } else {
+    TileWalker<double, GenericAdd> walker(1, {1, &arithmetic, &stream}, arithmetic, &stream, key);
+    walker.run(schedule, 0, values.data(), 1, values.size(), &out);
+  }
+  return out;
+}
+
+NoiseKey gemm_output_key(const NoiseKey& key, size_t i, size_t j, size_t n) {
+  NoiseKey k = key;
+  const size_t tiles_per_row = (n + kGemmTileCols - 1) / kGemmTileCols;
+  k.tile = (i / kGemmTileRows) * tiles_per_row + j / kGemmTileCols;
+  k.lane = i * n + j;
+  return k;
+}
+
+namespace {
+
+// acc[r][c] = fma chain over the k-indices first, first + stride, ... (count of them), starting
+// from the rounded first product: exactly a sequence of FMAs per output.
+template <size_t MR, size_t NR>
+void fma_chain_tile(const float* a, size_t lda, const float* b, size_t ldb, size_t first, size_t stride, size_t count,
+                    float* out) {
+  float acc[MR][NR];
+  for (size_t r = 0; r < MR; ++r) {
+    const float ar = a[r * lda + first];
+    for (size_t c = 0; c < NR; ++c) acc[r][c] = ar * b[first * ldb + c];
+  }
+  for (size_t t = 1; t < count; ++t) {
+    const size_t kk = first + t * stride;
+    const float* brow = b + kk * ldb;
+    for (size_t r = 0; r < MR; ++r) {
+      const float ar = a[r * lda + kk];
+#pragma GCC unroll 64
+      for (size_t c = 0; c < NR; ++c) acc[r][c] = std::fma(ar, brow[c], acc[r][c]);
+    }
+  }
+  for (size_t r = 0; r < MR; ++r) std::copy_n(acc[r], NR, out + r * NR);
+}
+
+void fma_chain_edge(const float* a, size_t lda, const float* b, size_t ldb, size_t first, size_t stride, size_t count,
+                    size_t mr, size_t nr, float* out) {
+  for (size_t r = 0; r < mr; ++r)
+    for (size_t c = 0; c < nr; ++c) {
+      float acc = a[r * lda + first] * b[first * ldb + c];
+      for (size_t t = 1; t < count; ++t) {
+        const size_t kk = first + t * stride;
+        acc = std::fma(a[r * lda + kk], b[kk * ldb + c], acc);
+      }
+      out[r * nr + c] = acc;
+    }
+}
+
+}  // namespace
+
+void gemm(const Schedule& schedule, const float* a, const float* b, float* c, GemmShape shape, const Arithmetic& ar,
+          const NoiseKey& key) {
+  const auto [m, n, k] = shape;
+  const bool first_is_reduction = !schedule.stages.empty() && !schedule.stages[0].shuffle;
+  const bool fma_chains = ar.native_float() && ar.products == Products::fused && first_is_reduction &&
+                          schedule.stages[0].reducer.kind == Reducer::Kind::seq;
+  const bool rounded_products = ar.native_float() && ar.products == Products::rounded;
+  std::vector<float> rows, result;
+  for (size_t i0 = 0; i0 < m; i0 += kGemmTileRows) {
+    for (size_t j0 = 0; j0 < n; j0 += kGemmTileCols) {
+      const size_t mr = std::min(kGemmTileRows, m - i0), nr = std::min(kGemmTileCols, n - j0), w = mr * nr;
+      const NoiseKey tile_key = gemm_output_key(key, i0, j0, n);
+      if (!fma_chains && !rounded_products) {
+        // Everything else: the reference, one output at a time (correct, slow).
+        std::vector<double> arow(k), bcol(k);
+        for (size_t i = i0; i < i0 + mr; ++i)
+          for (size_t j = j0; j < j0 + nr; ++j) {
+            for (size_t t = 0; t < k; ++t) {
+              arow[t] = a[i * k + t];
+              bcol[t] = b[t * n + j];
+            }
+            c[i * n + j] = static_cast<float>(dot_reference(schedule, arow, bcol, ar, gemm_output_key(key, i, j, n)));
+          }
+        continue;
+      }
+      std::vector<fp::CounterRng> streams;  // native arithmetic draws no rounding randomness
+      streams.resize(w, fp::CounterRng(0));
+      TileWalker<float, NativeAdd<float>> walker(w, {w}, ar, streams.data(), tile_key);
+      result.resize(w);
+      const float* a_tile = a + i0 * k;
+      const float* b_tile = b + j0;
+      if (fma_chains) {
+        const auto groups = groups_of(schedule.stages[0].grouping, k);
+        rows.resize(groups.size() * w);
+        for (size_t g = 0; g < groups.size(); ++g) {
+          float* dest = &rows[g * w];
+          if (mr == kGemmTileRows && nr == kGemmTileCols)
+            fma_chain_tile<kGemmTileRows, kGemmTileCols>(a_tile, k, b_tile, n, groups[g].first, groups[g].stride,
+                                                         groups[g].count, dest);
+          else
+            fma_chain_edge(a_tile, k, b_tile, n, groups[g].first, groups[g].stride, groups[g].count, mr, nr, dest);
+        }
+        if (k == 0) std::fill(result.begin(), result.end(), 0.0f);
+        else walker.run(schedule, 1, rows.data(), w, groups.size(), result.data());
+      } else {
+        rows.resize(k * w);  // the rounded products are the terms
+        for (size_t t = 0; t < k; ++t)
+          for (size_t r = 0; r < mr; ++r)
+            for (size_t cc = 0; cc < nr; ++cc) rows[t * w + r * nr + cc] = a_tile[r * k + t] * b_tile[t * n + cc];
+        walker.run(schedule, 0, rows.data(), w, k, result.data());
+      }
+      for (size_t r = 0; r < mr; ++r) std::copy_n(&result[r * nr], nr, c + (i0 + r) * n + j0);
+    }
+  }
+}
+
+}  // namespace fplab::sim

@@ -1,0 +1,133 @@
+#include "sim/presets.hpp"
+
+#include <cctype>
+#include <charconv>
+#include <functional>
+
+namespace fplab::sim {
+namespace {
+
+struct PresetDef {
+  PresetInfo info;
+  std::vector<int64_t> defaults;  // parameters, in order; empty = takes none
+  std::function<std::string(const std::vector<int64_t>&)> expansion;
+};
+
+std::string n(int64_t v) { return std::to_string(v); }
+
+const std::vector<PresetDef>& definitions() {
+  static const std::vector<PresetDef> defs = {
+      {{"seq", "seq", "left fold ((t0 + t1) + t2) + ..."}, {}, [](auto&) { return "all:seq"; }},
+      {{"rev", "rev", "right fold t0 + (t1 + (... + t(K-1)))"}, {}, [](auto&) { return "all:rev"; }},
+      {{"pairwise", "pairwise", "balanced binary tree, first half on the left"}, {}, [](auto&) { return "all:tree"; }},
+      {{"kahan", "kahan", "Kahan compensated sum"}, {}, [](auto&) { return "all:kahan"; }},
+      {{"neumaier", "neumaier", "Neumaier (improved Kahan) compensated sum"}, {}, [](auto&) { return "all:neumaier"; }},
+      {{"exact", "exact", "exact sum, rounded once (order cannot matter)"}, {}, [](auto&) { return "all:exact"; }},
+      {{"binned", "binned", "order-independent reproducible sum (3-fold pre-rounding, ReproBLAS style)"},
+       {}, [](auto&) { return "all:binned"; }},
+      {{"atomic", "atomic", "every term added by an atomic in a random arrival order"}, {}, [](auto&) { return "all:atomic"; }},
+      {{"permuted", "permuted", "a random permutation, then a left fold"}, {}, [](auto&) { return "shuffle | all:seq"; }},
+      {{"numpy", "numpy", "NumPy's pairwise sum: blocks of <= 128 with 8 interleaved accumulators"},
+       {}, [](auto&) { return "all:numpy_pairwise"; }},
+      {{"cuda-naive-sum(T,B)", "cuda-naive-sum(256,1024)",
+        "textbook CUDA sum: grid-stride fold per thread, warp shfl_down, block combine by warp 0, atomicAdd across blocks"},
+       {256, 1024},
+       [](auto& p) { return "strided(" + n(p[0] * p[1]) + "):seq | contig(32):shfl_down | contig(" + n(p[0] / 32) + "):seq | all:atomic"; }},
+      {{"cub-sum(T,B)", "cub-sum(256,1024)",
+        "model of CUB DeviceReduce::Sum: per-thread fold, warp reduction pairing lanes 1,2,4,..,16 (shfl_up), "
+        "warp aggregates in order, then a second fixed pass over the block partials"},
+       {256, 1024},
+       [](auto& p) {
+         return "strided(" + n(p[0] * p[1]) + "):seq | contig(32):shfl_up | contig(" + n(p[0] / 32) + "):seq | strided(" +
+                n(p[0]) + "):seq | contig(32):shfl_up | all:seq";
+       }},
+      {{"torch-sum(T,B)", "torch-sum(512,512)",
+        "model of PyTorch's reduce kernel: 4 accumulators per thread (ILP), warp shfl_down, block shfl_down, "
+        "global combine in block order"},
+       {512, 512},
+       [](auto& p) {
+         return "strided(" + n(4 * p[0] * p[1]) + "):seq | contig(4):seq | contig(32):shfl_down | contig(" + n(p[0] / 32) +
+                "):shfl_down | all:seq";
+       }},
+      {{"splitk(S)", "splitk(4)", "split-K: K cut into S parts, each an FMA chain, parts added in order"},
+       {4}, [](auto& p) { return "split(" + n(p[0]) + "):seq | all:seq"; }},
+      {{"splitk-tree(S)", "splitk-tree(4)", "split-K, parts combined by a balanced tree"},
+       {4}, [](auto& p) { return "split(" + n(p[0]) + "):seq | all:tree"; }},
+      {{"splitk-atomic(S)", "splitk-atomic(4)", "split-K, parts combined by atomics (nondeterministic)"},
+       {4}, [](auto& p) { return "split(" + n(p[0]) + "):seq | all:atomic"; }},
+      {{"systolic(R)", "systolic(128)",
+        "TPU-like systolic array: R-deep sequential accumulation per tile, tile results added in K order"},
+       {128}, [](auto& p) { return "contig(" + n(p[0]) + "):seq | all:seq"; }},
+      {{"tc-v100", "tc-v100", "V100 tensor core: 4 products + accumulator fused, 23 fraction bits kept"},
+       {}, [](auto&) { return "all:fused(4,23)"; }},
+      {{"tc-a100", "tc-a100", "A100 tensor core: 8 products + accumulator fused, 24 fraction bits kept"},
+       {}, [](auto&) { return "all:fused(8,24)"; }},
+      {{"tc-h100-tf32", "tc-h100-tf32", "H100 mma/wgmma, tf32 inputs: 8 products per fused step, 25 fraction bits"},
+       {}, [](auto&) { return "all:fused(8,25)"; }},
+      {{"tc-h100-bf16", "tc-h100-bf16", "H100 mma/wgmma, bf16 inputs: 16 products per fused step, 25 fraction bits"},
+       {}, [](auto&) { return "all:fused(16,25)"; }},
+      {{"tc-h100-fp16", "tc-h100-fp16", "H100 mma/wgmma, fp16 inputs: 16 products per fused step, 25 fraction bits"},
+       {}, [](auto&) { return "all:fused(16,25)"; }},
+      {{"tc-h100-fp8", "tc-h100-fp8", "H100 wgmma, fp8 inputs: 32 products per fused step, 25 fraction bits"},
+       {}, [](auto&) { return "all:fused(32,25)"; }},
+      {{"nccl-ring(R)", "nccl-ring(8)",
+        "all-reduce over R workers, ring: local sums, then each chunk summed starting one rank later"},
+       {8}, [](auto& p) { return "split(" + n(p[0]) + "):seq | all:ring"; }},
+      {{"nccl-tree(R)", "nccl-tree(8)", "all-reduce over R workers, tree: local sums, then a binary tree"},
+       {8}, [](auto& p) { return "split(" + n(p[0]) + "):seq | all:tree"; }},
+  };
+  return defs;
+}
+
+std::string base_name(const std::string& declared) { return declared.substr(0, declared.find('(')); }
+
+}  // namespace
+
+const std::vector<PresetInfo>& presets() {
+  static const std::vector<PresetInfo> infos = [] {
+    std::vector<PresetInfo> out;
+    for (const auto& d : definitions()) out.push_back(d.info);
+    return out;
+  }();
+  return infos;
+}
+
+std::optional<Schedule> expand_preset(std::string_view text) {
+  std::string s;
+  for (char c : text)
+    if (!std::isspace(static_cast<unsigned char>(c))) s += c;
+  const std::string name = s.substr(0, s.find('('));
+  for (const auto& d : definitions()) {
+    if (base_name(d.info.name) != name) continue;
+    std::vector<int64_t> params = d.defaults;
+    if (name.size() < s.size()) {
+      if (d.defaults.empty() || s.back() != ')')
+        throw ScheduleError("preset '" + std::string(text) + "' takes " +
+                                (d.defaults.empty() ? std::string("no parameters") : "parameters like " + d.info.example),
+                            name.size());
+      params.clear();
+      const char* p = s.data() + name.size() + 1;
+      const char* end = s.data() + s.size() - 1;
+      while (p < end) {
+        int64_t v = 0;
+        const auto [next, ec] = std::from_chars(p, end, v);
+        if (ec != std::errc{} || v < 1 || v > (int64_t{1} << 30) || (next != end && *next != ','))
+          throw ScheduleError("preset '" + std::string(text) + "': parameters must be whole numbers >= 1, like " +
+                                  d.info.example,
+                              static_cast<size_t>(p - s.data()));
+        params.push_back(v);
+        p = next == end ? end : next + 1;
+      }
+      if (params.size() != d.defaults.size())
+        throw ScheduleError("preset '" + std::string(text) + "' takes " + std::to_string(d.defaults.size()) +
+                                " parameter(s), like " + d.info.example,
+                            name.size());
+    }
+    if ((name == "cuda-naive-sum" || name == "cub-sum" || name == "torch-sum") && params[0] % 32 != 0)
+      throw ScheduleError("preset '" + std::string(text) + "': threads per block must be a multiple of 32", name.size());
+    return parse_schedule(d.expansion(params));
+  }
+  return std::nullopt;
+}
+
+}  // namespace fplab::sim

@@ -1,0 +1,196 @@
+#include "sim/schedule.hpp"
+
+#include <array>
+#include <cctype>
+#include <charconv>
+#include <utility>
+
+#include "sim/presets.hpp"
+
+namespace fplab::sim {
+namespace {
+
+using RK = Reducer::Kind;
+constexpr std::array<std::pair<RK, std::string_view>, 13> kPlainReducers = {{
+    {RK::seq, "seq"},
+    {RK::rev, "rev"},
+    {RK::tree, "tree"},
+    {RK::shfl_down, "shfl_down"},
+    {RK::shfl_up, "shfl_up"},
+    {RK::shfl_xor, "shfl_xor"},
+    {RK::atomic, "atomic"},
+    {RK::ring, "ring"},
+    {RK::kahan, "kahan"},
+    {RK::neumaier, "neumaier"},
+    {RK::exact, "exact"},
+    {RK::binned, "binned"},
+    {RK::numpy_pairwise, "numpy_pairwise"},
+}};
+
+// Recursive-descent reader over the text, tracking positions for error messages.
+class Reader {
+ public:
+  explicit Reader(std::string_view text) : text_(text) {}
+
+  Schedule schedule() {
+    Schedule s;
+    skip_spaces();
+    if (done()) fail("empty schedule");
+    s.stages.push_back(stage());
+    skip_spaces();
+    while (!done()) {
+      if (!take('|')) fail("expected '|' between stages");
+      s.stages.push_back(stage());
+      skip_spaces();
+    }
+    return s;
+  }
+
+ private:
+  Stage stage() {
+    skip_spaces();
+    const size_t start = pos_;
+    const std::string_view word = identifier();
+    Stage st;
+    if (word == "shuffle") {
+      st.shuffle = true;
+      return st;
+    }
+    if (word == "contig" || word == "strided" || word == "split") {
+      st.grouping.kind = word == "contig" ? Grouping::Kind::contig
+                         : word == "strided" ? Grouping::Kind::strided
+                                             : Grouping::Kind::split;
+      expect('(');
+      st.grouping.size = number(1, int64_t{1} << 40, "group size");
+      expect(')');
+    } else if (word == "all") {
+      st.grouping.kind = Grouping::Kind::all;
+    } else {
+      fail_at(start, word.empty() ? "expected a stage (contig(G), strided(P), split(S), all, or shuffle)"
+                                  : "unknown grouping '" + std::string(word) +
+                                        "' (known: contig(G), strided(P), split(S), all, shuffle)");
+    }
+    expect(':');
+    st.reducer = reducer();
+    return st;
+  }
+
+  Reducer reducer() {
+    skip_spaces();
+    const size_t start = pos_;
+    const std::string_view word = identifier();
+    for (const auto& [kind, name] : kPlainReducers)
+      if (word == name) return Reducer{kind};
+    if (word == "fused") {
+      Reducer r{RK::fused};
+      expect('(');
+      r.fused_products = static_cast<int>(number(1, 1024, "fused product count N"));
+      expect(',');
+      r.fused_fraction_bits = static_cast<int>(number(1, 1024, "fused fraction bits F"));
+      expect(')');
+      return r;
+    }
+    std::string known;
+    for (const auto& [kind, name] : kPlainReducers) known += std::string(name) + ", ";
+    fail_at(start, word.empty() ? "expected a reducer after ':'"
+                                : "unknown reducer '" + std::string(word) + "' (known: " + known + "fused(N,F))");
+  }
+
+  std::string_view identifier() {
+    skip_spaces();
+    const size_t start = pos_;
+    while (!done() && (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_')) ++pos_;
+    return text_.substr(start, pos_ - start);
+  }
+
+  int64_t number(int64_t lo, int64_t hi, const char* what) {
+    skip_spaces();
+    const size_t start = pos_;
+    int64_t value = 0;
+    const auto [end, ec] = std::from_chars(text_.data() + pos_, text_.data() + text_.size(), value);
+    if (ec != std::errc{}) fail(std::string("expected a whole number (") + what + ")");
+    pos_ = static_cast<size_t>(end - text_.data());
+    if (value < lo || value > hi)
+      fail_at(start, std::string(what) + " must be in " + std::to_string(lo) + ".." + std::to_string(hi) + ", got " +
+                         std::to_string(value));
+    return value;
+  }
+
+  void expect(char c) {
+    if (!take(c)) fail(std::string("expected '") + c + "'");
+  }
+  bool take(char c) {
+    skip_spaces();
+    if (!done() && text_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+  void skip_spaces() {
+    while (!done() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
+  }
+  bool done() const { return pos_ >= text_.size(); }
+
+  [[noreturn]] void fail(const std::string& message) { fail_at(pos_, message); }
+  [[noreturn]] void fail_at(size_t at, const std::string& message) {
+    const std::string token = at < text_.size() ? std::string(text_.substr(at, 12)) : "end of text";
+    throw ScheduleError("schedule '" + std::string(text_) + "': " + message + " at position " +
+                            std::to_string(at + 1) + " ('" + token + "')",
+                        at);
+  }
+
+  std::string_view text_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+std::string to_string(const Reducer& r) {
+  if (r.kind == RK::fused) return "fused(" + std::to_string(r.fused_products) + "," + std::to_string(r.fused_fraction_bits) + ")";
+  for (const auto& [kind, name] : kPlainReducers)
+    if (kind == r.kind) return std::string(name);
+  return "?";
+}
+
+std::string to_string(const Stage& st) {
+  if (st.shuffle) return "shuffle";
+  std::string g;
+  switch (st.grouping.kind) {
+    case Grouping::Kind::contig: g = "contig(" + std::to_string(st.grouping.size) + ")"; break;
+    case Grouping::Kind::strided: g = "strided(" + std::to_string(st.grouping.size) + ")"; break;
+    case Grouping::Kind::split: g = "split(" + std::to_string(st.grouping.size) + ")"; break;
+    case Grouping::Kind::all: g = "all"; break;
+  }
+  return g + ":" + to_string(st.reducer);
+}
+
+std::string to_string(const Schedule& s) {
+  std::string out;
+  for (const Stage& st : s.stages) out += (out.empty() ? "" : " | ") + to_string(st);
+  return out;
+}
+
+bool Schedule::nondeterministic() const {
+  for (const Stage& st : stages)
+    if (st.shuffle || st.reducer.random()) return true;
+  return false;
+}
+
+bool Schedule::order_independent() const {
+  // Only a single exact or binned reduction of everything is independent of the order;
+  // shuffles before it cannot change it.
+  for (const Stage& st : stages) {
+    if (st.shuffle) continue;
+    return st.grouping.kind == Grouping::Kind::all &&
+           (st.reducer.kind == RK::exact || st.reducer.kind == RK::binned);
+  }
+  return false;
+}
+
+Schedule parse_schedule(std::string_view text) {
+  if (auto preset = expand_preset(text)) return *preset;
+  return Reader(text).schedule();
+}
+
+}  // namespace fplab::sim

@@ -1,0 +1,71 @@
+// A reduction order as a value: a pipeline of stages, each cutting the current list of partial
+// results into groups and reducing every group (docs/schedules.md is the public contract).
+//
+//   schedule := stage (" | " stage)*
+//   stage    := "shuffle" | grouping ":" reducer
+//   grouping := "contig(" G ")" | "strided(" P ")" | "split(" S ")" | "all"
+//   reducer  := seq | rev | tree | shfl_down | shfl_up | shfl_xor | atomic | ring | kahan
+//             | neumaier | exact | binned | numpy_pairwise | fused(N,F)
+//
+// The canonical text has single spaces around '|' and no other spaces; parse(print(s)) == s.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fplab::sim {
+
+// A malformed schedule: the message names the offending token, `position` is its offset.
+struct ScheduleError : std::invalid_argument {
+  ScheduleError(const std::string& message, size_t position)
+      : std::invalid_argument(message), position(position) {}
+  size_t position;
+};
+
+struct Grouping {
+  enum class Kind : uint8_t { contig, strided, split, all };
+  Kind kind = Kind::all;
+  int64_t size = 0;  // G for contig, P for strided, S for split
+  bool operator==(const Grouping&) const = default;
+};
+
+struct Reducer {
+  enum class Kind : uint8_t {
+    seq, rev, tree, shfl_down, shfl_up, shfl_xor, atomic, ring, kahan, neumaier, exact, binned, numpy_pairwise, fused
+  };
+  Kind kind = Kind::seq;
+  int fused_products = 0;       // N of fused(N,F)
+  int fused_fraction_bits = 0;  // F of fused(N,F)
+  bool operator==(const Reducer&) const = default;
+  // Reducers whose result depends on the implementation-noise stream.
+  bool random() const { return kind == Kind::atomic; }
+};
+
+struct Stage {
+  bool shuffle = false;  // a "shuffle" stage permutes the list; grouping/reducer unused
+  Grouping grouping;
+  Reducer reducer;
+  bool operator==(const Stage&) const = default;
+};
+
+struct Schedule {
+  std::vector<Stage> stages;
+  bool operator==(const Schedule& other) const { return stages == other.stages; }
+  // True if any step draws from the implementation-noise stream (atomic or shuffle).
+  bool nondeterministic() const;
+  // True if the result cannot depend on the order (only exact / binned reductions).
+  bool order_independent() const;
+};
+
+// Canonical text.
+std::string to_string(const Schedule& schedule);
+std::string to_string(const Stage& stage);
+std::string to_string(const Reducer& reducer);
+
+// Parses a schedule or a preset name (see presets.hpp); throws ScheduleError.
+Schedule parse_schedule(std::string_view text);
+
+}  // namespace fplab::sim

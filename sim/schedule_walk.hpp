@@ -1,0 +1,197 @@
+// Internal to sim/: the one definition of what a schedule does to a list of partials, written
+// over an abstract "Ops" so the numeric reference evaluator and the tree drawer share it.
+//
+// Ops must provide:
+//   using Value = ...;
+//   Value add(const Value& left, const Value& right);          // one rounded addition
+//   Value reduce_whole(const Reducer& r, std::span<const Value> group, uint64_t tile);
+//                                                              // kahan, neumaier, exact, binned, fused
+//   Value zero();                                               // the sum of no terms
+//   Value finish(const Value& v);                               // the result as the format's value
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <span>
+#include <vector>
+
+#include "sim/noise.hpp"
+#include "sim/schedule.hpp"
+
+namespace fplab::sim::detail {
+
+template <class V>
+void permute(std::vector<V>& v, fp::CounterRng rng) {
+  for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[rng.below(i)]);  // Fisher-Yates
+}
+
+template <class Ops>
+typename Ops::Value tree_reduce(Ops& ops, std::span<const typename Ops::Value> v) {
+  if (v.size() == 1) return v[0];
+  const size_t half = v.size() / 2;
+  // Left subtree first: named steps fix the order in which rounding draws happen.
+  const auto left = tree_reduce(ops, v.first(half));
+  const auto right = tree_reduce(ops, v.subspan(half));
+  return ops.add(left, right);
+}
+
+// NumPy's pairwise_sum (numpy/core/src/umath/loops_utils.h.src), as an order of additions.
+template <class Ops>
+typename Ops::Value numpy_pairwise(Ops& ops, std::span<const typename Ops::Value> v) {
+  using V = typename Ops::Value;
+  const size_t n = v.size();
+  if (n < 8) {
+    V res = v[0];
+    for (size_t i = 1; i < n; ++i) res = ops.add(res, v[i]);
+    return res;
+  }
+  if (n <= 128) {
+    std::vector<V> r(v.begin(), v.begin() + 8);
+    size_t i = 8;
+    for (; i < n - n % 8; i += 8)
+      for (size_t j = 0; j < 8; ++j) r[j] = ops.add(r[j], v[i + j]);
+    // ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)), evaluated left to right.
+    r[0] = ops.add(r[0], r[1]);
+    r[2] = ops.add(r[2], r[3]);
+    r[0] = ops.add(r[0], r[2]);
+    r[4] = ops.add(r[4], r[5]);
+    r[6] = ops.add(r[6], r[7]);
+    r[4] = ops.add(r[4], r[6]);
+    V res = ops.add(r[0], r[4]);
+    for (; i < n; ++i) res = ops.add(res, v[i]);
+    return res;
+  }
+  size_t n2 = n / 2;
+  n2 -= n2 % 8;
+  const auto left = numpy_pairwise(ops, v.first(n2));
+  const auto right = numpy_pairwise(ops, v.subspan(n2));
+  return ops.add(left, right);
+}
+
+// Warp-shuffle trees on a group of any size n (lanes past n contribute nothing).
+template <class Ops>
+typename Ops::Value shuffle_down(Ops& ops, std::vector<typename Ops::Value> v) {
+  const size_t n = v.size();
+  for (size_t o = std::bit_ceil(n) / 2; o >= 1; o /= 2)
+    for (size_t i = 0; i < o && i + o < n; ++i) v[i] = ops.add(v[i], v[i + o]);
+  return v[0];
+}
+template <class Ops>
+typename Ops::Value shuffle_up(Ops& ops, std::vector<typename Ops::Value> v) {
+  const size_t n = v.size();
+  for (size_t o = 1; o < n; o *= 2)
+    for (size_t i = 0; i + o < n; i += 2 * o) v[i] = ops.add(v[i], v[i + o]);
+  return v[0];
+}
+// The butterfly computes every lane; lane 0 pairs exactly as shuffle_down does. The other lanes'
+// additions are performed too (they are part of the picture a teacher draws).
+template <class Ops>
+typename Ops::Value shuffle_xor(Ops& ops, std::vector<typename Ops::Value> v) {
+  const size_t n = v.size();
+  for (size_t o = std::bit_ceil(n) / 2; o >= 1; o /= 2) {
+    std::vector<typename Ops::Value> next = v;
+    for (size_t i = 0; i < n; ++i)
+      if ((i ^ o) < n) next[i] = (i & o) ? ops.add(v[i ^ o], v[i]) : ops.add(v[i], v[i ^ o]);
+    v = std::move(next);
+  }
+  return v[0];
+}
+
+template <class Ops>
+typename Ops::Value reduce_group(Ops& ops, const Reducer& r, std::vector<typename Ops::Value> v, const NoiseKey& key,
+                                 uint64_t stage, uint64_t group) {
+  using K = Reducer::Kind;
+  using V = typename Ops::Value;
+  if (v.size() == 1 && r.kind != K::exact && r.kind != K::binned && r.kind != K::fused) return v[0];
+  switch (r.kind) {
+    case K::seq: {
+      V acc = v[0];
+      for (size_t i = 1; i < v.size(); ++i) acc = ops.add(acc, v[i]);
+      return acc;
+    }
+    case K::rev: {
+      V acc = v.back();
+      for (size_t i = v.size() - 1; i-- > 0;) acc = ops.add(v[i], acc);
+      return acc;
+    }
+    case K::tree: return tree_reduce<Ops>(ops, v);
+    case K::shfl_down: return shuffle_down(ops, std::move(v));
+    case K::shfl_up: return shuffle_up(ops, std::move(v));
+    case K::shfl_xor: return shuffle_xor(ops, std::move(v));
+    case K::atomic: {
+      permute(v, key.stream(stage, group));
+      V acc = v[0];
+      for (size_t i = 1; i < v.size(); ++i) acc = ops.add(acc, v[i]);
+      return acc;
+    }
+    case K::ring: {
+      // NCCL ring: the chunk of tile t starts its sum one rank after t.
+      const size_t n = v.size(), start = (key.tile + 1) % n;
+      V acc = v[start];
+      for (size_t k = 1; k < n; ++k) acc = ops.add(acc, v[(start + k) % n]);
+      return acc;
+    }
+    case K::numpy_pairwise: return numpy_pairwise<Ops>(ops, v);
+    case K::kahan:
+    case K::neumaier:
+    case K::exact:
+    case K::binned:
+    case K::fused: return ops.reduce_whole(r, v, key.tile);
+  }
+  return v[0];
+}
+
+// Groups of the current list for one stage: (first index, stride, count) triples.
+struct GroupSpan {
+  size_t first, stride, count;
+};
+inline std::vector<GroupSpan> groups_of(const Grouping& g, size_t n) {
+  std::vector<GroupSpan> out;
+  const auto size = static_cast<size_t>(g.size);
+  switch (g.kind) {
+    case Grouping::Kind::all: out.push_back({0, 1, n}); break;
+    case Grouping::Kind::contig:
+      for (size_t s = 0; s < n; s += size) out.push_back({s, 1, std::min(size, n - s)});
+      break;
+    case Grouping::Kind::strided:
+      for (size_t r = 0; r < std::min(size, n); ++r) out.push_back({r, size, (n - r + size - 1) / size});
+      break;
+    case Grouping::Kind::split: {
+      const size_t chunk = (n + size - 1) / size;  // ceil(n / S); trailing parts may be shorter or empty
+      for (size_t s = 0; s < n; s += chunk) out.push_back({s, 1, std::min(chunk, n - s)});
+      break;
+    }
+  }
+  return out;
+}
+
+// Runs the whole schedule; throws ScheduleError if more than one value is left at the end.
+template <class Ops>
+typename Ops::Value walk(Ops& ops, const Schedule& schedule, std::vector<typename Ops::Value> list, const NoiseKey& key) {
+  for (size_t s = 0; s < schedule.stages.size() && !list.empty(); ++s) {
+    const Stage& st = schedule.stages[s];
+    if (st.shuffle) {
+      permute(list, key.stream(s, 0));
+      continue;
+    }
+    std::vector<typename Ops::Value> next;
+    const auto groups = groups_of(st.grouping, list.size());
+    next.reserve(groups.size());
+    for (size_t g = 0; g < groups.size(); ++g) {
+      std::vector<typename Ops::Value> members;
+      members.reserve(groups[g].count);
+      for (size_t k = 0; k < groups[g].count; ++k) members.push_back(list[groups[g].first + k * groups[g].stride]);
+      // A group's result is stored in the format, like a register: a lone product is rounded.
+      next.push_back(ops.finish(reduce_group(ops, st.reducer, std::move(members), key, s, g)));
+    }
+    list = std::move(next);
+  }
+  if (list.empty()) return ops.finish(ops.zero());
+  if (list.size() > 1)
+    throw ScheduleError("schedule '" + to_string(schedule) + "' leaves " + std::to_string(list.size()) +
+                            " partial results; end it with an all: stage",
+                        0);
+  return ops.finish(list.front());
+}
+
+}  // namespace fplab::sim::detail

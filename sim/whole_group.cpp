@@ -1,0 +1,75 @@
+#include "sim/whole_group.hpp"
+
+#include <cmath>
+#include <stdexcept>
+#include <vector>
+
+#include "fp/arithmetic.hpp"
+#include "fp/superaccumulator.hpp"
+#include "sim/binned_sum.hpp"
+#if __has_include("sim/tensor_core.hpp")  // TEMPORARY until the tensor-core model lands
+#include "sim/tensor_core.hpp"
+#define FPLAB_HAVE_TC 1
+#endif
+
+namespace fplab::sim {
+
+double reduce_whole_group(const Reducer& r, std::span<const Term> group, const Arithmetic& ar, fp::CounterRng& stream) {
+  using K = Reducer::Kind;
+  const fp::RoundingOptions o{ar.mode, ar.flush_subnormals, ar.saturate, &stream};
+  auto value = [&](const Term& t) { return t.product ? fp::mul(t.a, t.b, ar.format, o) : t.a; };
+  auto plus = [&](double x, double y) { return fp::add(x, y, ar.format, o); };
+  auto minus = [&](double x, double y) { return fp::add(x, -y, ar.format, o); };
+  switch (r.kind) {
+    case K::exact: {
+      fp::SuperAccumulator acc;
+      for (const Term& t : group) t.product ? acc.add_product(t.a, t.b) : acc.add(t.a);
+      return acc.round(ar.format, o).value;
+    }
+    case K::kahan: {
+      double sum = value(group[0]), c = 0;
+      for (size_t i = 1; i < group.size(); ++i) {
+        const double y = minus(value(group[i]), c);
+        const double t = plus(sum, y);
+        c = minus(minus(t, sum), y);
+        sum = t;
+      }
+      return sum;
+    }
+    case K::neumaier: {
+      double sum = value(group[0]), c = 0;
+      for (size_t i = 1; i < group.size(); ++i) {
+        const double x = value(group[i]);
+        const double t = plus(sum, x);
+        c = plus(c, std::fabs(sum) >= std::fabs(x) ? plus(minus(sum, t), x) : plus(minus(x, t), sum));
+        sum = t;
+      }
+      return plus(sum, c);
+    }
+    case K::binned: {
+      std::vector<double> values;
+      values.reserve(group.size());
+      for (const Term& t : group) values.push_back(value(t));
+      return binned_sum(values, ar.format, o);
+    }
+    case K::fused: {
+#ifndef FPLAB_HAVE_TC
+      throw std::logic_error("fused: tensor-core model not built yet");
+#else
+      FusedAddSpec spec;
+      spec.products = r.fused_products;
+      spec.fraction_bits = r.fused_fraction_bits;
+      spec.output = ar.format;
+      std::vector<double> a, b;
+      for (const Term& t : group) {
+        a.push_back(t.a);
+        b.push_back(t.product ? t.b : 1.0);
+      }
+      return fused_dot(0.0, a, b, spec);
+#endif
+    }
+    default: throw std::logic_error("reduce_whole_group: " + to_string(r) + " is not a whole-group reducer");
+  }
+}
+
+}  // namespace fplab::sim
