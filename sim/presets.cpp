@@ -68,8 +68,10 @@ const std::vector<PresetDef>& definitions() {
        {}, [](auto&) { return "all:fused(16,25)"; }},
       {{"tc-h100-fp16", "tc-h100-fp16", "H100 mma/wgmma, fp16 inputs: 16 products per fused step, 25 fraction bits"},
        {}, [](auto&) { return "all:fused(16,25)"; }},
-      {{"tc-h100-fp8", "tc-h100-fp8", "H100 wgmma, fp8 inputs: 32 products per fused step, 25 fraction bits"},
-       {}, [](auto&) { return "all:fused(32,25)"; }},
+      {{"tc-h100-fp8", "tc-h100-fp8",
+        "H100 wgmma, fp8 inputs: 32 products per fused step, 13 fraction bits (MMA-Sim; use --format e8m13 for "
+        "its 13-bit accumulator)"},
+       {}, [](auto&) { return "all:fused(32,13)"; }},
       {{"nccl-ring(R)", "nccl-ring(8)",
         "all-reduce over R workers, ring: local sums, then each chunk summed starting one rank later"},
        {8}, [](auto& p) { return "split(" + n(p[0]) + "):seq | all:ring"; }},

@@ -7,10 +7,7 @@
 #include "fp/arithmetic.hpp"
 #include "fp/superaccumulator.hpp"
 #include "sim/binned_sum.hpp"
-#if __has_include("sim/tensor_core.hpp")  // TEMPORARY until the tensor-core model lands
 #include "sim/tensor_core.hpp"
-#define FPLAB_HAVE_TC 1
-#endif
 
 namespace fplab::sim {
 
@@ -53,20 +50,20 @@ double reduce_whole_group(const Reducer& r, std::span<const Term> group, const A
       return binned_sum(values, ar.format, o);
     }
     case K::fused: {
-#ifndef FPLAB_HAVE_TC
-      throw std::logic_error("fused: tensor-core model not built yet");
-#else
+      // The data are taken as they are (fp64 input format: no conversion); the one rounding of
+      // each step is toward zero for an fp32 result, as the tensor cores do, else the mode's.
       FusedAddSpec spec;
       spec.products = r.fused_products;
       spec.fraction_bits = r.fused_fraction_bits;
+      spec.input = fp::fp64();
       spec.output = ar.format;
+      spec.output_mode = ar.format == fp::fp32() ? fp::Mode::rz : ar.mode;
       std::vector<double> a, b;
       for (const Term& t : group) {
         a.push_back(t.a);
         b.push_back(t.product ? t.b : 1.0);
       }
       return fused_dot(0.0, a, b, spec);
-#endif
     }
     default: throw std::logic_error("reduce_whole_group: " + to_string(r) + " is not a whole-group reducer");
   }

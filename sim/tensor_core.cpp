@@ -1,0 +1,220 @@
+// The fused step of sim/tensor_core.hpp.
+//
+// Assumptions: host doubles are IEEE binary64; every term is a double or an exact product of
+// two doubles (at most 106 significant bits, held in unsigned __int128). The cut terms are
+// summed in a signed __int128 when they provably fit (each is below 2^(F + 2), there are
+// n + 1 of them), otherwise in an fp::SuperAccumulator; either way the sum is exact and
+// fp::round_exact() rounds it once.
+#include "sim/tensor_core.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <stdexcept>
+
+#include "fp/exact_value.hpp"
+#include "fp/round.hpp"
+#include "fp/superaccumulator.hpp"
+
+namespace fplab::sim {
+namespace {
+
+using u128 = unsigned __int128;
+using i128 = __int128;
+
+// A nonzero finite term: (-1)^negative * magnitude * 2^scale, aligned by `exponent`.
+struct Term {
+  bool negative;
+  u128 magnitude;
+  int scale;
+  int exponent;
+};
+
+struct Split {
+  bool negative;
+  uint64_t significand;  // integer, < 2^53, nonzero
+  int scale;
+  int exponent;          // floor(log2 |x|)
+};
+
+Split split(double x) {
+  const auto bits = std::bit_cast<uint64_t>(x);
+  const int biased = static_cast<int>((bits >> 52) & 0x7ff);
+  uint64_t significand = bits & ((uint64_t{1} << 52) - 1);
+  int scale = -1074;
+  if (biased != 0) {
+    significand |= uint64_t{1} << 52;
+    scale = biased - 1075;
+  }
+  const int exponent = scale + std::bit_width(significand) - 1;
+  return {bool(bits >> 63), significand, scale, exponent};
+}
+
+void check(const FusedAddSpec& spec) {
+  if (spec.products < 1) throw std::invalid_argument("fused add: products must be at least 1");
+  if (spec.fraction_bits < 0) throw std::invalid_argument("fused add: fraction_bits must be >= 0");
+  if (spec.input_mode == fp::Mode::sr || spec.output_mode == fp::Mode::sr)
+    throw std::invalid_argument("fused add: stochastic rounding is not a tensor-core mode");
+}
+
+double round_special(fp::ExactValue special, const FusedAddSpec& spec) {
+  return fp::round_exact(special, spec.output, {spec.output_mode}).value;
+}
+
+// The cut of one term to the grid 2^grid: an integer count of grid units, signed.
+// Exact when the term lies on the grid already (scale >= grid).
+struct Cut {
+  u128 units;
+  bool negative;
+};
+
+Cut cut(const Term& t, int grid, AlignedTruncation truncation) {
+  if (t.scale >= grid) return {t.magnitude << (t.scale - grid), t.negative};
+  const int shift = grid - t.scale;
+  const u128 kept = shift >= 128 ? 0 : t.magnitude >> shift;
+  const bool dropped = shift >= 128 ? true : (kept << shift) != t.magnitude;
+  // Flooring a negative value moves its magnitude up by one unit when bits were dropped.
+  const bool bump = truncation == AlignedTruncation::toward_minus_infinity && t.negative && dropped;
+  return {kept + (bump ? 1 : 0), t.negative};
+}
+
+}  // namespace
+
+double fused_multiply_add(double acc, std::span<const double> a, std::span<const double> b,
+                          const FusedAddSpec& spec) {
+  check(spec);
+  if (a.size() != b.size()) throw std::invalid_argument("fused add: a and b differ in length");
+
+  const fp::RoundingOptions to_input{spec.input_mode};
+  const int input_emin = spec.input.emin();
+  std::vector<Term> terms;
+  terms.reserve(a.size() + 1);
+  bool nan = std::isnan(acc), pos_inf = acc == INFINITY, neg_inf = acc == -INFINITY;
+  // Read only when every term is zero: which signs of zero came.
+  bool positive_zero = acc == 0 && !std::signbit(acc), negative_zero = acc == 0 && std::signbit(acc);
+
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double x = fp::round_double(a[i], spec.input, to_input).value;
+    const double y = fp::round_double(b[i], spec.input, to_input).value;
+    if (std::isnan(x) || std::isnan(y)) { nan = true; continue; }
+    const bool negative = std::signbit(x) != std::signbit(y);
+    if (std::isinf(x) || std::isinf(y)) {
+      if (x == 0 || y == 0) nan = true;
+      else (negative ? neg_inf : pos_inf) = true;
+      continue;
+    }
+    if (x == 0 || y == 0) {
+      (negative ? negative_zero : positive_zero) = true;
+      continue;
+    }
+    const Split sx = split(x), sy = split(y);
+    terms.push_back({negative, u128(sx.significand) * sy.significand, sx.scale + sy.scale,
+                     std::max(sx.exponent, input_emin) + std::max(sy.exponent, input_emin)});
+  }
+  if (nan || (pos_inf && neg_inf)) return round_special(fp::ExactValue::nan(), spec);
+  if (pos_inf || neg_inf) return round_special(fp::ExactValue::infinity(neg_inf), spec);
+
+  std::optional<Term> accumulator;
+  if (acc != 0) {
+    const Split s = split(acc);
+    accumulator = Term{s.negative, s.significand, s.scale, std::max(s.exponent, spec.output.emin())};
+  }
+  if (terms.empty() && !accumulator) {
+    // Only zeros: IEEE's sign rule (zeros of one sign keep it; of both signs -0 only in rd).
+    const bool negative = negative_zero && (!positive_zero || spec.output_mode == fp::Mode::rd);
+    return round_special(fp::ExactValue::zero(negative), spec);
+  }
+
+  // The grid: F fraction bits below the largest reference exponent.
+  int largest = std::numeric_limits<int>::min();
+  for (const Term& t : terms) largest = std::max(largest, t.exponent);
+  if (accumulator && (spec.accumulator_in_alignment || terms.empty()))
+    largest = std::max(largest, accumulator->exponent);
+  const int64_t grid64 = int64_t{largest} - spec.fraction_bits;
+  const bool cut_accumulator = spec.accumulator_in_alignment;
+
+  const size_t count = terms.size() + (accumulator ? 1 : 0);
+  const bool fits_int128 = spec.fraction_bits + 2 + std::bit_width(count) <= 125 &&
+                           (!accumulator || cut_accumulator);
+  fp::ExactValue sum;
+  if (fits_int128) {
+    const int grid = static_cast<int>(grid64);
+    i128 total = 0;
+    auto add = [&](const Term& t) {
+      const Cut c = cut(t, grid, spec.truncation);
+      total += c.negative ? -i128(c.units) : i128(c.units);
+    };
+    for (const Term& t : terms) add(t);
+    if (accumulator) add(*accumulator);
+    const bool negative = total < 0;
+    sum = fp::ExactValue::from_integer(negative, negative ? u128(-total) : u128(total), grid, false);
+  } else {
+    fp::SuperAccumulator exact;
+    auto add_integer = [&](bool negative, u128 units, int scale) {
+      exact.add_scaled(negative, static_cast<uint64_t>(units), scale);
+      if (units >> 64) exact.add_scaled(negative, static_cast<uint64_t>(units >> 64), scale + 64);
+    };
+    auto add = [&](const Term& t, bool cut_it) {
+      if (!cut_it || t.scale >= grid64) return add_integer(t.negative, t.magnitude, t.scale);
+      const Cut c = cut(t, static_cast<int>(grid64), spec.truncation);
+      add_integer(c.negative, c.units, static_cast<int>(grid64));
+    };
+    for (const Term& t : terms) add(t, true);
+    if (accumulator) add(*accumulator, cut_accumulator);
+    sum = exact.value(spec.output_mode);
+  }
+  // Nonzero terms that cancel: +0, or -0 when rounding down (IEEE 754, 6.3).
+  if (sum.kind == fp::ExactValue::Kind::zero) sum = fp::ExactValue::zero(spec.output_mode == fp::Mode::rd);
+  return fp::round_exact(sum, spec.output, {spec.output_mode}).value;
+}
+
+double fused_dot(double acc, std::span<const double> a, std::span<const double> b,
+                 const FusedAddSpec& spec) {
+  check(spec);
+  if (a.size() != b.size()) throw std::invalid_argument("fused dot: a and b differ in length");
+  const size_t n = static_cast<size_t>(spec.products);
+  for (size_t k = 0; k < a.size(); k += n) {
+    const size_t len = std::min(n, a.size() - k);
+    acc = fused_multiply_add(acc, a.subspan(k, len), b.subspan(k, len), spec);
+  }
+  return acc;
+}
+
+FusedAddSpec tensor_core_model(std::string_view name) {
+  // N and F per MMA-Sim (arch_accum_fractional_bits: Volta 23, Ampere 24, Hopper 25; Ampere
+  // splits k16 fp16/bf16 and k8 tf32 mma into two halves; Hopper fuses the whole instruction;
+  // Hopper fp8 keeps 13 fraction bits and truncates the fp32 result to 13), agreeing with the
+  // extra-bit and FMA-width probes of Fasi et al. 2021 and FTTN 2024.
+  auto spec = [](int n, int f, fp::Format input, fp::Mode input_mode, fp::Format output) {
+    FusedAddSpec s;
+    s.products = n;
+    s.fraction_bits = f;
+    s.input = std::move(input);
+    s.input_mode = input_mode;
+    s.output = std::move(output);
+    s.output_mode = fp::Mode::rz;
+    return s;
+  };
+  using fp::Mode;
+  if (name == "tc-v100") return spec(4, 23, fp::fp16(), Mode::rne, fp::fp32());
+  if (name == "tc-a100") return spec(8, 24, fp::fp16(), Mode::rne, fp::fp32());
+  if (name == "tc-a100-bf16") return spec(8, 24, fp::bf16(), Mode::rne, fp::fp32());
+  if (name == "tc-a100-tf32") return spec(4, 24, fp::tf32(), Mode::rz, fp::fp32());
+  if (name == "tc-h100-tf32") return spec(8, 25, fp::tf32(), Mode::rz, fp::fp32());
+  if (name == "tc-h100-bf16") return spec(16, 25, fp::bf16(), Mode::rne, fp::fp32());
+  if (name == "tc-h100-fp16") return spec(16, 25, fp::fp16(), Mode::rne, fp::fp32());
+  if (name == "tc-h100-fp8") return spec(32, 13, fp::e4m3(), Mode::rne, fp::parse_format("e8m13"));
+  std::string known;
+  for (const std::string& n : tensor_core_model_names()) known += (known.empty() ? "" : ", ") + n;
+  throw fp::FormatError("unknown tensor-core model '" + std::string(name) + "' (known: " + known + ")");
+}
+
+std::vector<std::string> tensor_core_model_names() {
+  return {"tc-v100",      "tc-a100",      "tc-a100-bf16", "tc-a100-tf32",
+          "tc-h100-tf32", "tc-h100-bf16", "tc-h100-fp16", "tc-h100-fp8"};
+}
+
+}  // namespace fplab::sim

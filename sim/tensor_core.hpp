@@ -1,0 +1,70 @@
+// Tensor-core fused multi-term addition: how NVIDIA matrix units add N exact products and the
+// accumulator in one step, and a K-long dot product as a chain of such steps.
+//
+// One fused step computes acc + sum_{i<N} a[i]*b[i] as follows (docs/tensor-cores.md has the
+// sources and what is uncertain):
+//  1. a[i], b[i] are converted to the input format (tf32: truncated; a no-op for values that
+//     are already in the format); each product is exact.
+//  2. Every nonzero term gets a reference exponent: a product's is ea + eb, the exponents of its
+//     factors (so its significand lies in [1, 4)); the accumulator's is its own exponent.
+//     Exponents of subnormals are clamped at the format's emin (input format for the factors,
+//     output format for the accumulator). Zero terms take no part in the alignment.
+//  3. Each term is aligned to the largest reference exponent E and cut to the grid 2^(E - F):
+//     the bits shifted out are dropped (toward zero of the magnitude, or toward -inf as in
+//     two's complement), with no guard, round or sticky bits.
+//  4. The cut terms are summed exactly (unbounded carry-out, normalised only at the end) and the
+//     sum is rounded once to the output format (fp32: toward zero).
+// Sources: Fasi, Higham, Mikaitis, Pranesh, "Numerical behavior of NVIDIA tensor cores", PeerJ
+// Comput. Sci. 7:e330 (2021); Li et al., "FTTN: Feature-Targeted Testing for Numerical
+// Properties of NVIDIA & AMD Matrix Accelerators", CCGrid 2024 (arXiv:2403.00232); Xie et al.,
+// "MMA-Sim: Bit-Accurate Reference Model of Tensor Cores and Matrix Cores" (arXiv:2511.10909).
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fp/format.hpp"
+#include "fp/rounding.hpp"
+
+namespace fplab::sim {
+
+// What happens to the bits of an aligned term that fall below the grid 2^(E - F).
+enum class AlignedTruncation {
+  toward_zero,  // sign-magnitude: the magnitude is cut (what Fasi et al. measured on V100/A100)
+  toward_minus_infinity,  // two's complement: the signed value is floored
+};
+
+struct FusedAddSpec {
+  int products = 4;        // N products per fused step (the chunk length of fused_dot)
+  int fraction_bits = 23;  // F; 4300 or more makes every step exact (grid below any term)
+  fp::Format input = fp::fp16();        // format of a[i], b[i]
+  fp::Mode input_mode = fp::Mode::rne;  // their conversion to it (tf32 hardware truncates: rz)
+  fp::Format output = fp::fp32();       // format of acc and of the result
+  fp::Mode output_mode = fp::Mode::rz;  // the one final rounding (fp16 output: rne)
+  AlignedTruncation truncation = AlignedTruncation::toward_zero;
+  // False: the exponent of the largest product alone sets the grid and acc is added uncut.
+  bool accumulator_in_alignment = true;
+};
+
+// One fused step: acc + sum_i a[i]*b[i] (a and b of equal length, any length) as described at
+// the top of this file. NaN in, inf - inf or inf * 0 gives NaN; an infinite term gives inf.
+// Throws std::invalid_argument for mismatched lengths or an invalid spec (products < 1,
+// fraction_bits < 0, stochastic rounding).
+double fused_multiply_add(double acc, std::span<const double> a, std::span<const double> b,
+                          const FusedAddSpec& spec);
+
+// A K-long dot product as the MMA chains it along K: fused steps over a[0..N), a[N..2N), ...,
+// each starting from the previous step's rounded result; the last chunk may be shorter.
+// K == 0 returns acc unchanged.
+double fused_dot(double acc, std::span<const double> a, std::span<const double> b,
+                 const FusedAddSpec& spec);
+
+// Named device models (docs/tensor-cores.md): "tc-v100", "tc-a100" (fp16 inputs),
+// "tc-a100-bf16", "tc-a100-tf32", "tc-h100-tf32", "tc-h100-bf16", "tc-h100-fp16",
+// "tc-h100-fp8" (e4m3 inputs). Throws fp::FormatError naming the unknown model.
+FusedAddSpec tensor_core_model(std::string_view name);
+std::vector<std::string> tensor_core_model_names();
+
+}  // namespace fplab::sim
