@@ -164,12 +164,13 @@ Result finish(const Grid& g, bool negative, uint64_t integer, int64_t quantum, b
   r.value = signed_value(negative, magnitude);
   r.bits = finite_bits(g, negative, integer, quantum);
   r.inexact = inexact;
-  r.underflow = magnitude < g.min_normal();
   if (flush_subnormals && integer != 0 && magnitude < g.min_normal()) {
     r.value = signed_value(negative, 0.0);
     r.bits = sign_bit(g, negative);
     r.inexact = true;
   }
+  // IEEE 754's default underflow: a tiny (subnormal or zero) result that is also inexact.
+  r.underflow = r.inexact && magnitude < g.min_normal();
   return r;
 }
 
@@ -218,6 +219,12 @@ Position locate(mpfr_srcptr x, const Grid& g) {
 }
 
 Position locate(double x, const Grid& g) {
+  if (std::isnan(x)) {  // MPFR does not keep the sign of a NaN
+    Position pos;
+    pos.kind = Kind::nan;
+    pos.negative = std::signbit(x);
+    return pos;
+  }
   const Real r = Real::from_double(x);
   return locate(r.get(), g);
 }
@@ -386,7 +393,7 @@ Exact from_mpfr(Real value) {
 
 // The exact sum of two exact reals: enough precision to hold every bit of both.
 Real exact_sum_of(mpfr_srcptr a, mpfr_srcptr b, Mode mode) {
-  mpfr_prec_t precision = 64;
+  mpfr_prec_t precision = std::max(mpfr_get_prec(a), mpfr_get_prec(b));
   if (mpfr_regular_p(a) && mpfr_regular_p(b)) {
     const long top = std::max(mpfr_get_exp(a), mpfr_get_exp(b)) + 1;
     const long bottom = std::min(mpfr_get_exp(a) - static_cast<long>(mpfr_get_prec(a)),

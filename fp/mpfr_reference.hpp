@@ -87,7 +87,7 @@ struct Result {
   uint64_t bits = 0;
   bool inexact = false;
   bool overflow = false;
-  bool underflow = false;  // result subnormal or zero while x was a nonzero finite value
+  bool underflow = false;  // tiny and inexact: rounded (before flushing) below 2^emin
 };
 
 // The results a rounding may give: one for the deterministic modes, {from the neighbour toward

@@ -32,8 +32,9 @@ class SuperAccumulator {
   void add_scaled(bool negative, uint64_t magnitude, int scale);
   void add(const SuperAccumulator& other);
 
-  // The exact sum (with IEEE's rules for the sign of an exact zero, decided by `mode`:
-  // +0 unless every term was -0, or the mode rounds down), or inf/NaN per IEEE rules.
+  // The exact sum, or inf/NaN per IEEE rules. An exact zero is signed as IEEE 754 (and
+  // mpfr_sum) do: -0 if every term was -0; otherwise +0, except in rd when some term was
+  // nonzero or -0. An empty accumulator is +0.
   ExactValue value(Mode mode = Mode::rne) const;
   Rounded round(const Format& format, const RoundingOptions& options) const {
     return round_exact(value(options.mode), format, options);

@@ -83,20 +83,6 @@ typename Ops::Value shuffle_up(Ops& ops, std::vector<typename Ops::Value> v) {
     for (size_t i = 0; i + o < n; i += 2 * o) v[i] = ops.add(v[i], v[i + o]);
   return v[0];
 }
-// The butterfly computes every lane; lane 0 pairs exactly as shuffle_down does. The other lanes'
-// additions are performed too (they are part of the picture a teacher draws).
-template <class Ops>
-typename Ops::Value shuffle_xor(Ops& ops, std::vector<typename Ops::Value> v) {
-  const size_t n = v.size();
-  for (size_t o = std::bit_ceil(n) / 2; o >= 1; o /= 2) {
-    std::vector<typename Ops::Value> next = v;
-    for (size_t i = 0; i < n; ++i)
-      if ((i ^ o) < n) next[i] = (i & o) ? ops.add(v[i ^ o], v[i]) : ops.add(v[i], v[i ^ o]);
-    v = std::move(next);
-  }
-  return v[0];
-}
-
 template <class Ops>
 typename Ops::Value reduce_group(Ops& ops, const Reducer& r, std::vector<typename Ops::Value> v, const NoiseKey& key,
                                  uint64_t stage, uint64_t group) {
@@ -115,9 +101,10 @@ typename Ops::Value reduce_group(Ops& ops, const Reducer& r, std::vector<typenam
       return acc;
     }
     case K::tree: return tree_reduce<Ops>(ops, v);
-    case K::shfl_down: return shuffle_down(ops, std::move(v));
+    case K::shfl_down:
+    case K::shfl_xor:  // the butterfly's lane 0 pairs exactly as shfl_down; other lanes never reach it
+      return shuffle_down(ops, std::move(v));
     case K::shfl_up: return shuffle_up(ops, std::move(v));
-    case K::shfl_xor: return shuffle_xor(ops, std::move(v));
     case K::atomic: {
       permute(v, key.stream(stage, group));
       V acc = v[0];

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <random>
 #include <string>
@@ -29,16 +30,22 @@ inline constexpr Mode deterministic_modes[] = {Mode::rne, Mode::rna, Mode::rz,
 // constructors cannot hide one in rounding.
 Format format_named(const std::string& name);
 std::vector<Format> output_formats();  // fp64 fp32 tf32 bf16 fp16 e4m3 e5m2
+// Any eXmY, IEEE-like or finite-only (named "eXmYfn").
+Format custom_format(int exp_bits, int man_bits, bool finite_only);
 
 // "0x1.8p+3 (12)": exact and readable.
 std::string show(double x);
 std::string show_bits(uint64_t bits);
 std::string show(const fp::ExactValue& v);
 std::string show(const ref::Exact& v);
+std::string mode_text(Mode mode);  // our own spelling, not fp::mode_name()
 std::string configuration(const Format& format, Mode mode, bool flush, bool saturate);
 
 // Same double, NaNs equal to each other whatever their payload and sign.
 bool same_double(double a, double b);
+
+// A lazily formatted description of an input.
+using Describe = std::function<std::string()>;
 
 class MismatchLog {
  public:
@@ -58,20 +65,36 @@ class MismatchLog {
 };
 
 // Compares a Rounded from fp/ with the reference results (one for deterministic modes, the two
-// allowed for sr). Flags are compared only for finite nonzero inputs.
-void compare_rounded(MismatchLog& log, const std::string& input, const Format& format, Mode mode,
-                     bool flush, bool saturate, const fp::Rounded& got,
-                     const std::vector<ref::Result>& want, bool finite_nonzero_input);
+// allowed for sr): value and bits into `values`, the flags into `flags` (kept apart so that a
+// flag disagreement cannot hide a wrong value). Flags are compared only for finite nonzero
+// inputs.
+void compare_rounded(MismatchLog& values, MismatchLog& flags, const Describe& input,
+                     const Format& format, Mode mode, bool flush, bool saturate,
+                     const fp::Rounded& got, const std::vector<ref::Result>& want,
+                     bool finite_nonzero_input);
 
 // Compares a double result (add/mul/fma) with the reference results; NaNs by NaN-ness only.
-void compare_double(MismatchLog& log, const std::string& input, const Format& format, Mode mode,
+void compare_double(MismatchLog& log, const Describe& input, const Format& format, Mode mode,
                     bool flush, bool saturate, double got, const std::vector<ref::Result>& want);
 
 // Empty when the ExactValue describes the reference value (NaN sign not compared).
 std::string exact_difference(const fp::ExactValue& got, const ref::Exact& want);
 
-// Runs fn, turning an exception into a failure of the log.
-bool guarded(MismatchLog& log, const std::string& context, const std::function<void()>& fn);
+// Runs fn, turning an exception into a failure of the log; context() names the input (built
+// only on failure: formatting dominates the run time otherwise).
+template <class Context, class Fn>
+bool guarded(MismatchLog& log, Context&& context, Fn&& fn) {
+  try {
+    fn();
+    return true;
+  } catch (const std::exception& e) {
+    log.fail(std::string(context()) + ": threw " + e.what());
+  } catch (...) {
+    log.fail(std::string(context()) + ": threw a non-std exception");
+  }
+  return false;
+}
+
 
 // Every (mode, flush, saturate) for deterministic modes, then sr, calling fn.
 void for_each_rounding(const std::function<void(Mode, bool flush, bool saturate)>& fn,

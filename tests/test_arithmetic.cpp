@@ -1,0 +1,209 @@
+// Regime: correctly rounded add, mul and fma in every format and mode. Operands are any doubles
+// (format values or not): random bits, values around each format's range and its subnormals,
+// near-cancelling pairs, products landing in the subnormal range, sums beyond DBL_MAX, signed
+// zeros, inf and NaN. The MPFR reference computes the exact result and rounds it once. Also
+// exact_sum / exact_product against the exact value.
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <random>
+
+#include <catch2/catch.hpp>
+
+#include "fp/arithmetic.hpp"
+#include "fp/counter_rng.hpp"
+#include "fp/exact_value.hpp"
+#include "harness.hpp"
+
+using namespace fplab::test;
+namespace fp = fplab::fp;
+
+namespace {
+
+constexpr uint64_t kSeed = 0xa11ce;
+constexpr int kTriplesPerFormat = 25000;
+
+// One operand for arithmetic targeted at `grid`.
+double operand(std::mt19937_64& rng, const ref::Grid& g) {
+  auto uniform_int = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  double x;
+  switch (rng() % 12) {
+    case 0: x = random_finite_bits(rng); break;
+    case 1: {  // a value of the format
+      const int e = uniform_int(g.emin, g.emax);
+      const uint64_t m = (rng() >> (64 - g.man_bits)) | (uint64_t{1} << g.man_bits);
+      x = std::ldexp(static_cast<double>(m), e - g.man_bits);
+      if (x > g.max_finite()) x = g.max_finite();
+      break;
+    }
+    case 2: x = random_significand(rng, uniform_int(g.emin - g.precision - 2, g.emax + 1)); break;
+    case 3: x = random_significand(rng, uniform_int(g.emin / 2 - 2, g.emin / 2 + 2)); break;  // products near emin
+    case 4: x = random_significand(rng, uniform_int(1010, 1023)); break;  // sums beyond DBL_MAX
+    case 5: x = std::ldexp(static_cast<double>(rng() >> 12), -1074); break;  // double subnormals
+    case 6: x = (rng() & 1) ? 0.0 : -0.0; break;
+    case 7: x = rng() % 8 == 0 ? std::numeric_limits<double>::quiet_NaN()
+                               : std::numeric_limits<double>::infinity();
+            break;
+    case 8: x = std::ldexp(1.0, uniform_int(g.emin - g.precision, g.emax + 1)); break;
+    case 9: x = DBL_MAX; break;
+    default: x = random_significand(rng, uniform_int(-30, 30)); break;
+  }
+  return (rng() & 1) ? -x : x;
+}
+
+void arithmetic_against_reference(const Format& format) {
+  std::printf("arithmetic %s: seed 0x%llx, %d operand triples\n", format.name.c_str(),
+              static_cast<unsigned long long>(kSeed), kTriplesPerFormat);
+  std::mt19937_64 rng(kSeed ^ std::hash<std::string>{}(format.name));
+  const ref::Grid grid(format);
+  MismatchLog log("add/mul/fma " + format.name);
+  fp::CounterRng stream(3);
+  for (int i = 0; i < kTriplesPerFormat; ++i) {
+    double a = operand(rng, grid), b = operand(rng, grid), c = operand(rng, grid);
+    switch (i % 6) {
+      case 0: b = -a; break;                                    // exact cancellation
+      case 1: b = -std::nextafter(a, 0.0); break;               // near cancellation
+      case 2: c = -a * b; break;                                // fma: product minus its rounding
+      case 3: b = std::ldexp(1.0, grid.emin) / (a == 0 ? 1 : a); break;  // product near 2^emin
+      default: break;
+    }
+    struct Op {
+      const char* name;
+      std::function<ref::Exact(Mode)> exact;
+      std::function<double(const fp::RoundingOptions&)> got;
+    };
+    const Op ops[] = {
+        {"add", [&](Mode m) { return ref::exact_add(a, b, m); },
+         [&](const fp::RoundingOptions& o) { return fp::add(a, b, format, o); }},
+        {"mul", [&](Mode m) { return ref::exact_mul(a, b, m); },
+         [&](const fp::RoundingOptions& o) { return fp::mul(a, b, format, o); }},
+        {"fma", [&](Mode m) { return ref::exact_fma(a, b, c, m); },
+         [&](const fp::RoundingOptions& o) { return fp::fma(a, b, c, format, o); }},
+    };
+    for (const Op& op : ops) {
+      const ref::Exact exact_rne = op.exact(Mode::rne), exact_rd = op.exact(Mode::rd);
+      auto input = [&] {
+        return std::string(op.name) + "(" + show(a) + ", " + show(b) +
+               (op.name[0] == 'f' ? ", " + show(c) : std::string()) + ")";
+      };
+      for_each_rounding([&](Mode mode, bool flush, bool saturate) {
+        const ref::Exact& exact = mode == Mode::rd ? exact_rd : exact_rne;
+        const auto want = ref::round(exact, format, mode, flush, saturate);
+        fp::RoundingOptions options{mode, flush, saturate, &stream};
+        guarded(log, input, [&] {
+          compare_double(log, input, format, mode, flush, saturate, op.got(options), want);
+        });
+      });
+    }
+  }
+  log.require_none();
+}
+
+}  // namespace
+
+TEST_CASE("arithmetic fp64 add mul fma: 25000 random operand triples x every mode x flush x "
+          "saturate agree with MPFR (incl. sums beyond DBL_MAX, subnormal results)",
+          "[arithmetic]") {
+  arithmetic_against_reference(format_named("fp64"));
+}
+
+TEST_CASE("arithmetic fp32 tf32 add mul fma: 25000 random operand triples x every mode x flush "
+          "x saturate agree with MPFR",
+          "[arithmetic]") {
+  arithmetic_against_reference(format_named("fp32"));
+  arithmetic_against_reference(format_named("tf32"));
+}
+
+TEST_CASE("arithmetic fp16 bf16 add mul fma: 25000 random operand triples x every mode x flush "
+          "x saturate agree with MPFR",
+          "[arithmetic]") {
+  arithmetic_against_reference(format_named("fp16"));
+  arithmetic_against_reference(format_named("bf16"));
+}
+
+TEST_CASE("arithmetic e4m3 e5m2 add mul fma: 25000 random operand triples x every mode x flush "
+          "x saturate agree with MPFR",
+          "[arithmetic]") {
+  arithmetic_against_reference(format_named("e4m3"));
+  arithmetic_against_reference(format_named("e5m2"));
+}
+
+TEST_CASE("arithmetic fixed cases: DBL_MAX + DBL_MAX, fma(DBL_MAX, 2, -DBL_MAX), "
+          "fma(inf, 0, 1), fma(1e200, 1e200, -inf), (-0) + (-0), 1 - 1 in rd, tiny products",
+          "[arithmetic]") {
+  MismatchLog log("add/mul/fma fixed cases");
+  const double inf = std::numeric_limits<double>::infinity();
+  struct Fixed {
+    const char* op;
+    double a, b, c;
+  };
+  const Fixed cases[] = {
+      {"add", DBL_MAX, DBL_MAX, 0},        {"add", -DBL_MAX, -0x1p970, 0},
+      {"add", -0.0, -0.0, 0},              {"add", 1.0, -1.0, 0},
+      {"add", -0.0, 0.0, 0},               {"add", inf, -inf, 0},
+      {"mul", 1e-200, 1e-200, 0},          {"mul", -1e-200, 1e-200, 0},
+      {"mul", 1e200, -1e200, 0},           {"mul", inf, 0.0, 0},
+      {"mul", -0.0, 5.0, 0},               {"fma", DBL_MAX, 2.0, -DBL_MAX},
+      {"fma", inf, 0.0, 1.0},              {"fma", 1e200, 1e200, -inf},
+      {"fma", 1.0, -0.0, 0.0},             {"fma", -1.0, 0.0, -0.0},
+      {"fma", 1e-200, 1e-200, -0.0},       {"fma", 1 + 0x1p-30, 1 - 0x1p-30, -1.0},
+      {"fma", 0x1p-600, 0x1p-600, 0x1p-1074},
+  };
+  fp::CounterRng stream(4);
+  for (const Format& format : output_formats()) {
+    for (const Fixed& f : cases) {
+      auto input = [&] {
+        return std::string(f.op) + "(" + show(f.a) + ", " + show(f.b) +
+               (f.op[0] == 'f' ? ", " + show(f.c) : std::string()) + ")";
+      };
+      for_each_rounding([&](Mode mode, bool flush, bool saturate) {
+        const std::string op = f.op;
+        const ref::Exact exact = op == "add"   ? ref::exact_add(f.a, f.b, mode)
+                                 : op == "mul" ? ref::exact_mul(f.a, f.b, mode)
+                                               : ref::exact_fma(f.a, f.b, f.c, mode);
+        const auto want = ref::round(exact, format, mode, flush, saturate);
+        fp::RoundingOptions options{mode, flush, saturate, &stream};
+        guarded(log, input, [&] {
+          const double got = op == "add"   ? fp::add(f.a, f.b, format, options)
+                             : op == "mul" ? fp::mul(f.a, f.b, format, options)
+                                           : fp::fma(f.a, f.b, f.c, format, options);
+          // Signed zeros matter here: compare the sign too.
+          compare_double(log, input, format, mode, flush, saturate, got, want);
+          if (got == 0 && want.size() == 1 && std::signbit(got) != std::signbit(want[0].value))
+            log.fail(configuration(format, mode, flush, saturate) + " " + input() +
+                     ": zero of the wrong sign");
+        });
+      });
+    }
+  }
+  log.require_none();
+}
+
+TEST_CASE("arithmetic exact_sum and exact_product: ExactValue describes the exact a + b and "
+          "a * b for 200000 random double pairs (every range, cancellation, specials), rne and rd",
+          "[arithmetic]") {
+  std::mt19937_64 rng(kSeed);
+  const ref::Grid wide(format_named("fp64"));
+  MismatchLog log("exact_sum / exact_product");
+  for (int i = 0; i < 200000; ++i) {
+    const double a = operand(rng, wide);
+    double b = operand(rng, wide);
+    if (i % 4 == 0) b = -std::nextafter(a, (rng() & 1) ? INFINITY : -INFINITY);
+    if (i % 4 == 1) b = -a;
+    auto input = [&] { return show(a) + ", " + show(b); };
+    for (Mode mode : {Mode::rne, Mode::rd}) {
+      guarded(log, input, [&] {
+        const std::string d = exact_difference(fp::exact_sum(a, b, mode), ref::exact_add(a, b, mode));
+        if (d.empty()) log.pass();
+        else log.fail("exact_sum(" + input() + ", " + mode_text(mode) + "): " + d);
+      });
+    }
+    guarded(log, input, [&] {
+      const std::string d = exact_difference(fp::exact_product(a, b), ref::exact_mul(a, b, Mode::rne));
+      if (d.empty()) log.pass();
+      else log.fail("exact_product(" + input() + "): " + d);
+    });
+  }
+  log.require_none();
+}

@@ -1,0 +1,138 @@
+// The fast engine against the reference evaluator, bit for bit: every reducer and preset, random
+// shapes (K from 1 up, non-powers of two, K smaller than the groups), several formats and modes,
+// batches split into noise tiles, and GEMM against one reference dot product per output.
+#include <catch2/catch.hpp>
+
+#include <bit>
+#include <cmath>
+#include <random>
+
+#include "fp/round.hpp"
+#include "sim/engine.hpp"
+#include "sim/generate.hpp"
+#include "sim/presets.hpp"
+#include "sim/reference_evaluator.hpp"
+
+using namespace fplab;
+using namespace fplab::sim;
+
+namespace {
+
+bool same_bits(double x, double y) { return std::bit_cast<uint64_t>(x) == std::bit_cast<uint64_t>(y) || (std::isnan(x) && std::isnan(y)); }
+
+// Seeded data of a format: a mix of magnitudes and signs, with exact cancellations.
+std::vector<double> data_in(const fp::Format& f, size_t n, std::mt19937_64& g) {
+  std::normal_distribution<double> d;
+  std::vector<double> v(n);
+  for (auto& x : v) {
+    x = d(g) * std::exp2(std::floor(d(g) * 3));
+    if (g() % 8 == 0 && &x != &v[0]) x = -*(&x - 1);
+    x = fp::round_double(x, f, {}).value;
+  }
+  return v;
+}
+
+std::vector<std::string> schedules_under_test() {
+  std::vector<std::string> s = {
+      "all:seq", "all:rev", "all:tree", "all:shfl_down", "all:shfl_up", "all:shfl_xor", "all:atomic", "all:ring",
+      "all:kahan", "all:neumaier", "all:exact", "all:binned", "all:numpy_pairwise", "all:fused(4,23)", "all:fused(8,30)",
+      "strided(32):seq | all:shfl_down", "contig(32):shfl_down | contig(3):rev | all:tree",
+      "strided(7):tree | shuffle | all:seq", "split(5):kahan | all:atomic", "contig(16):exact | all:binned",
+      "shuffle | contig(4):shfl_up | strided(3):numpy_pairwise | all:neumaier"};
+  for (const auto& p : presets()) {
+    std::string small = p.example;  // keep the group counts small enough for short K
+    if (small == "cuda-naive-sum(256,1024)") small = "cuda-naive-sum(64,2)";
+    if (small == "cub-sum(256,1024)") small = "cub-sum(64,2)";
+    if (small == "torch-sum(512,512)") small = "torch-sum(32,2)";
+    s.push_back(small);
+  }
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("engine reduce_batch == reference, every reducer and preset x K in 1..1000 x fp32/fp64/bf16/e4m3 x rne/rz/sr") {
+  std::mt19937_64 g(7);
+  const std::vector<size_t> ks = {1, 2, 3, 7, 8, 31, 32, 33, 64, 100, 127, 128, 129, 257, 1000};
+  struct Ar {
+    fp::Format f;
+    fp::Mode m;
+  };
+  const Ar arithmetics[] = {{fp::fp32(), fp::Mode::rne}, {fp::fp64(), fp::Mode::rne}, {fp::bf16(), fp::Mode::rne},
+                            {fp::fp32(), fp::Mode::rz},  {fp::e4m3(), fp::Mode::rne}, {fp::fp16(), fp::Mode::sr}};
+  for (const auto& text : schedules_under_test()) {
+    const Schedule s = parse_schedule(text);
+    for (const auto& ar : arithmetics) {
+      if (s.stages.back().reducer.kind == Reducer::Kind::fused && ar.m == fp::Mode::sr) continue;  // not a TC mode
+      Arithmetic arithmetic;
+      arithmetic.format = ar.f;
+      arithmetic.mode = ar.m;
+      for (size_t k : ks) {
+        const size_t outputs = 5, tile = 2;
+        const auto terms = data_in(ar.f, k * outputs, g);
+        const NoiseKey key{g() % 1000, 3, 4, 0, 0};
+        std::vector<double> out(outputs);
+        reduce_batch(s, terms.data(), k, outputs, arithmetic, key, out.data(), tile);
+        for (size_t m = 0; m < outputs; ++m) {
+          std::vector<double> column(k);
+          for (size_t t = 0; t < k; ++t) column[t] = terms[t * outputs + m];
+          const double expected = reduce_reference(s, column, arithmetic, batch_output_key(key, m, tile));
+          INFO(text << " " << arithmetic.to_string() << " K=" << k << " output " << m);
+          REQUIRE(same_bits(out[m], expected));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("engine reduce == reference on long reductions: K = 10^5 (and 10^4 for the slow generic path)") {
+  std::mt19937_64 g(11);
+  for (const char* text : {"strided(33792):seq | contig(32):shfl_down | contig(8):seq | all:atomic", "numpy",
+                           "splitk(7)", "systolic(128)", "strided(32):seq | all:shfl_down"}) {
+    for (auto f : {fp::fp32(), fp::bf16()}) {
+      Arithmetic arithmetic;
+      arithmetic.format = f;
+      const size_t k = f == fp::fp32() ? 100000 : 10000;
+      const auto v = data_in(f, k, g);
+      const Schedule s = parse_schedule(text);
+      INFO(text << " " << f.name);
+      REQUIRE(same_bits(reduce(s, v, arithmetic, {9}), reduce_reference(s, v, arithmetic, {9})));
+    }
+  }
+}
+
+TEST_CASE("engine gemm == reference dot per output: fused FMA chains, rounded products, fallbacks; awkward shapes") {
+  std::mt19937_64 g(13);
+  std::normal_distribution<float> d;
+  const char* schedules[] = {"all:seq", "strided(32):seq | all:shfl_down", "splitk(4)", "splitk-atomic(3)",
+                             "contig(5):seq | all:tree", "systolic(16)", "shuffle | all:seq", "all:fused(8,24)"};
+  const struct {
+    size_t m, n, k;
+  } shapes[] = {{1, 1, 1}, {4, 64, 33}, {5, 70, 31}, {9, 130, 100}, {3, 7, 257}};
+  for (const char* text : schedules) {
+    const Schedule s = parse_schedule(text);
+    for (auto products : {Products::fused, Products::rounded, Products::exact}) {
+      for (const auto& sh : shapes) {
+        std::vector<float> a(sh.m * sh.k), b(sh.k * sh.n), c(sh.m * sh.n);
+        for (auto& x : a) x = d(g);
+        for (auto& x : b) x = d(g) * std::exp2(static_cast<float>(g() % 8));
+        Arithmetic arithmetic;
+        arithmetic.products = products;
+        const NoiseKey key{5, 1, 2};
+        gemm(s, a.data(), b.data(), c.data(), {sh.m, sh.n, sh.k}, arithmetic, key);
+        for (size_t i = 0; i < sh.m; ++i)
+          for (size_t j = 0; j < sh.n; j += (sh.n > 20 ? 7 : 1)) {
+            std::vector<double> row(sh.k), col(sh.k);
+            for (size_t t = 0; t < sh.k; ++t) {
+              row[t] = a[i * sh.k + t];
+              col[t] = b[t * sh.n + j];
+            }
+            const double expected = dot_reference(s, row, col, arithmetic, gemm_output_key(key, i, j, sh.n));
+            INFO(text << " products=" << products_name(products) << " shape " << sh.m << "x" << sh.n << "x" << sh.k
+                      << " output (" << i << "," << j << ")");
+            REQUIRE(same_bits(c[i * sh.n + j], expected));
+          }
+      }
+    }
+  }
+}
