@@ -14,5 +14,6 @@ void add_round_command(CLI::App& app, Runner& run);
 void add_sum_command(CLI::App& app, Runner& run);
 void add_reduce_command(CLI::App& app, Runner& run);
 void add_tree_command(CLI::App& app, Runner& run);
+void add_explore_command(CLI::App& app, Runner& run);
 
 }  // namespace fplab::app

@@ -56,6 +56,7 @@ ExactValue exact_dot(const float* a, const float* b, size_t n, Mode mode) {
   SuperAccumulator acc;
   alignas(64) uint32_t index[kChunk];
   alignas(64) uint64_t significand[kChunk];
+  uint32_t low = 0x7ff, high = 0;  // range of product exponents since the last flush
   size_t i = 0;
   while (i < n) {
     const size_t flush_at = std::min(n, i + kLanes * kPerLaneBeforeFlush);
@@ -65,6 +66,9 @@ ExactValue exact_dot(const float* a, const float* b, size_t n, Mode mode) {
       for (size_t k = 0; k < len; ++k) {
         const double p = static_cast<double>(a[i + k]) * static_cast<double>(b[i + k]);
         const uint64_t bits = std::bit_cast<uint64_t>(p);
+        const auto exponent = static_cast<uint32_t>(bits >> 52) & 0x7ff;
+        low = std::min(low, exponent);
+        high = std::max(high, exponent);
         index[k] = static_cast<uint32_t>(bits >> 52) * kLanes + static_cast<uint32_t>(k % kLanes);
         // The implicit bit is set for zero products too; they land in buckets that are never read.
         significand[k] = ((bits & 0xfffffffffffffull) | (uint64_t{1} << 52)) >> 5;
@@ -73,9 +77,14 @@ ExactValue exact_dot(const float* a, const float* b, size_t n, Mode mode) {
       for (size_t k = 0; k < len; ++k) word[index[k]] += significand[k];
       i += len;
     }
-    // Bucket (s, e) holds sum(m) with |p| = m * 2^(e - 1075 + 5).
+    // Bucket (s, e) holds sum(m) with |p| = m * 2^(e - 1075 + 5). Only the exponents seen since
+    // the last flush can be nonzero (zero products, exponent 0, are cleared below).
+    const int first = std::max<int>(kFirstExponent, static_cast<int>(low));
+    const int last = std::min<int>(kLastExponent, static_cast<int>(high));
+    low = 0x7ff;
+    high = 0;
     for (int sign = 0; sign < 2; ++sign) {
-      for (int e = kFirstExponent; e <= kLastExponent; ++e) {
+      for (int e = first; e <= last; ++e) {
         uint64_t* lane = &word[(sign * 2048 + e) * kLanes];
         for (int l = 0; l < kLanes; ++l) {
           if (lane[l] == 0) continue;

@@ -1,5 +1,7 @@
 #include "sim/engine.hpp"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -7,6 +9,7 @@
 #include <vector>
 
 #include "fp/arithmetic.hpp"
+#include "fp/exact_dot.hpp"
 #include "sim/reference_evaluator.hpp"
 #include "sim/schedule_walk.hpp"
 #include "sim/whole_group.hpp"
@@ -49,8 +52,12 @@ class TileWalker {
 
   // Stages [first_stage, end) on `count` rows starting at `in`, row r at in + r * stride.
   // Writes the final row to `out`.
+  // Reuse the walker (and its buffers) for another tile of the same width.
+  void set_tile(const NoiseKey& tile_key) { key_ = tile_key; }
+
   void run(const Schedule& schedule, size_t first_stage, const T* in, size_t stride, size_t count, T* out) {
-    std::vector<T> current, next;
+    std::vector<T>& current = current_;
+    std::vector<T>& next = next_;
     for (size_t s = first_stage; s < schedule.stages.size() && count > 0; ++s) {
       const Stage& st = schedule.stages[s];
       if (st.shuffle) {
@@ -171,7 +178,7 @@ class TileWalker {
   const Arithmetic& arithmetic_;
   fp::CounterRng* streams_;
   NoiseKey key_;
-  std::vector<T> scratch_;
+  std::vector<T> scratch_, current_, next_;
 };
 
 std::vector<fp::CounterRng> rounding_streams(const NoiseKey& tile_key, size_t first_lane, size_t width) {
@@ -260,24 +267,45 @@ namespace {
 
 // acc[r][c] = fma chain over the k-indices first, first + stride, ... (count of them), starting
 // from the rounded first product: exactly a sequence of FMAs per output.
-template <size_t MR, size_t NR>
 void fma_chain_tile(const float* a, size_t lda, const float* b, size_t ldb, size_t first, size_t stride, size_t count,
                     float* out) {
-  float acc[MR][NR];
-  for (size_t r = 0; r < MR; ++r) {
-    const float ar = a[r * lda + first];
-    for (size_t c = 0; c < NR; ++c) acc[r][c] = ar * b[first * ldb + c];
+  static_assert(kGemmTileRows == 4 && kGemmTileCols == 64, "the microkernel is written for 4 x 64 tiles");
+#if defined(__AVX512F__)
+  // 16 accumulators of 16 floats: 4 rows x 4 vectors; one broadcast of a[r][k] feeds 4 FMAs.
+  __m512 acc[4][4];
+  {
+    const float* brow = b + first * ldb;
+    for (int r = 0; r < 4; ++r) {
+      const __m512 ar = _mm512_set1_ps(a[r * lda + first]);
+      for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_mul_ps(ar, _mm512_loadu_ps(brow + 16 * v));
+    }
   }
   for (size_t t = 1; t < count; ++t) {
     const size_t kk = first + t * stride;
     const float* brow = b + kk * ldb;
-    for (size_t r = 0; r < MR; ++r) {
-      const float ar = a[r * lda + kk];
-#pragma GCC unroll 64
-      for (size_t c = 0; c < NR; ++c) acc[r][c] = std::fma(ar, brow[c], acc[r][c]);
+    const __m512 b0 = _mm512_loadu_ps(brow), b1 = _mm512_loadu_ps(brow + 16), b2 = _mm512_loadu_ps(brow + 32),
+                 b3 = _mm512_loadu_ps(brow + 48);
+    for (int r = 0; r < 4; ++r) {
+      const __m512 ar = _mm512_set1_ps(a[r * lda + kk]);
+      acc[r][0] = _mm512_fmadd_ps(ar, b0, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(ar, b1, acc[r][1]);
+      acc[r][2] = _mm512_fmadd_ps(ar, b2, acc[r][2]);
+      acc[r][3] = _mm512_fmadd_ps(ar, b3, acc[r][3]);
     }
   }
-  for (size_t r = 0; r < MR; ++r) std::copy_n(acc[r], NR, out + r * NR);
+  for (int r = 0; r < 4; ++r)
+    for (int v = 0; v < 4; ++v) _mm512_storeu_ps(out + r * 64 + 16 * v, acc[r][v]);
+#else
+  float acc[4][64];
+  for (size_t r = 0; r < 4; ++r)
+    for (size_t c = 0; c < 64; ++c) acc[r][c] = a[r * lda + first] * b[first * ldb + c];
+  for (size_t t = 1; t < count; ++t) {
+    const size_t kk = first + t * stride;
+    for (size_t r = 0; r < 4; ++r)
+      for (size_t c = 0; c < 64; ++c) acc[r][c] = std::fma(a[r * lda + kk], b[kk * ldb + c], acc[r][c]);
+  }
+  for (size_t r = 0; r < 4; ++r) std::copy_n(acc[r], 64, out + r * 64);
+#endif
 }
 
 void fma_chain_edge(const float* a, size_t lda, const float* b, size_t ldb, size_t first, size_t stride, size_t count,
@@ -302,9 +330,33 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
   const bool fma_chains = ar.native_float() && ar.products == Products::fused && first_is_reduction &&
                           schedule.stages[0].reducer.kind == Reducer::Kind::seq;
   const bool rounded_products = ar.native_float() && ar.products == Products::rounded;
+  // A single exact reduction (after any shuffles, which cannot matter): one exact dot product
+  // per output, rounded once, on a transposed copy of B.
+  const bool exact_only = schedule.order_independent() && ar.products != Products::rounded &&
+                          schedule.stages.back().reducer.kind == Reducer::Kind::exact;
+  if (exact_only) {
+    std::vector<float> bt(n * k);
+    for (size_t t = 0; t < k; ++t)
+      for (size_t j = 0; j < n; ++j) bt[j * k + t] = b[t * n + j];
+    for (size_t i = 0; i < m; ++i)
+      for (size_t j = 0; j < n; ++j) {
+        fp::CounterRng stream = gemm_output_key(key, i, j, n).rounding_stream();
+        c[i * n + j] = static_cast<float>(
+            fp::exact_dot(a + i * k, &bt[j * k], k, ar.format,
+                          {ar.mode, ar.flush_subnormals, ar.saturate, &stream})
+                .value);
+      }
+    return;
+  }
   std::vector<float> rows, result;
-  for (size_t i0 = 0; i0 < m; i0 += kGemmTileRows) {
-    for (size_t j0 = 0; j0 < n; j0 += kGemmTileCols) {
+  const auto groups = first_is_reduction ? groups_of(schedule.stages[0].grouping, k) : std::vector<GroupSpan>{};
+  // Native arithmetic draws no rounding randomness; the walker of full tiles is reused.
+  std::vector<fp::CounterRng> streams(kGemmTileRows * kGemmTileCols, fp::CounterRng(0));
+  TileWalker<float, NativeAdd<float>> full_walker(kGemmTileRows * kGemmTileCols, {kGemmTileRows * kGemmTileCols}, ar,
+                                                  streams.data(), key);
+  // Column blocks outside, row blocks inside: B's k x 64 block stays in cache across the rows.
+  for (size_t j0 = 0; j0 < n; j0 += kGemmTileCols) {
+    for (size_t i0 = 0; i0 < m; i0 += kGemmTileRows) {
       const size_t mr = std::min(kGemmTileRows, m - i0), nr = std::min(kGemmTileCols, n - j0), w = mr * nr;
       const NoiseKey tile_key = gemm_output_key(key, i0, j0, n);
       if (!fma_chains && !rounded_products) {
@@ -320,20 +372,19 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
           }
         continue;
       }
-      std::vector<fp::CounterRng> streams;  // native arithmetic draws no rounding randomness
-      streams.resize(w, fp::CounterRng(0));
-      TileWalker<float, NativeAdd<float>> walker(w, {w}, ar, streams.data(), tile_key);
+      const bool full = mr == kGemmTileRows && nr == kGemmTileCols;
+      TileWalker<float, NativeAdd<float>> edge_walker(w, {w}, ar, streams.data(), tile_key);
+      auto& walker = full ? full_walker : edge_walker;
+      walker.set_tile(tile_key);
       result.resize(w);
       const float* a_tile = a + i0 * k;
       const float* b_tile = b + j0;
       if (fma_chains) {
-        const auto groups = groups_of(schedule.stages[0].grouping, k);
         rows.resize(groups.size() * w);
         for (size_t g = 0; g < groups.size(); ++g) {
           float* dest = &rows[g * w];
-          if (mr == kGemmTileRows && nr == kGemmTileCols)
-            fma_chain_tile<kGemmTileRows, kGemmTileCols>(a_tile, k, b_tile, n, groups[g].first, groups[g].stride,
-                                                         groups[g].count, dest);
+          if (full)
+            fma_chain_tile(a_tile, k, b_tile, n, groups[g].first, groups[g].stride, groups[g].count, dest);
           else
             fma_chain_edge(a_tile, k, b_tile, n, groups[g].first, groups[g].stride, groups[g].count, mr, nr, dest);
         }

@@ -40,14 +40,29 @@ class TreeOps {
   }
 };
 
+// The same walk keeping only each partial's depth.
+struct DepthOps {
+  using Value = size_t;
+  Value zero() { return 0; }
+  Value finish(const Value& v) { return v; }
+  Value add(const Value& x, const Value& y) { return std::max(x, y) + 1; }
+  Value reduce_whole(const Reducer&, std::span<const Value> group, uint64_t) {
+    return *std::max_element(group.begin(), group.end()) + 1;
+  }
+};
+
 }  // namespace
 
-ScheduleTree draw_schedule(const Schedule& schedule, size_t k, const NoiseKey& key, bool with_dot) {
+size_t schedule_depth(const Schedule& schedule, size_t k, const NoiseKey& key) {
+  DepthOps ops;
+  return detail::walk(ops, schedule, std::vector<size_t>(k, 0), key);
+}
+
+ScheduleTree draw_schedule(const Schedule& schedule, size_t k, const NoiseKey& key) {
   TreeOps ops;
   std::vector<size_t> leaves;
   for (size_t i = 0; i < k; ++i) leaves.push_back(ops.leaf(i));
   const size_t root = detail::walk(ops, schedule, leaves, key);
-  if (!with_dot) return {"", ops.additions, ops.nodes[root].depth, ops.whole_group_nodes};
 
   std::string dot = "digraph reduction {\n  label=\"" + to_string(schedule) + "  (K=" + std::to_string(k) +
                     ")\";\n  labelloc=t;\n  rankdir=BT;\n  node [fontname=\"Helvetica\"];\n";

@@ -17,7 +17,10 @@ struct ScheduleTree {
 };
 
 // The tree for k terms (atomic and shuffle steps drawn as the order `key` gives).
-// Without `with_dot` only the counts are computed (cheap enough for millions of terms).
-ScheduleTree draw_schedule(const Schedule& schedule, size_t k, const NoiseKey& key = {}, bool with_dot = true);
+ScheduleTree draw_schedule(const Schedule& schedule, size_t k, const NoiseKey& key = {});
+
+// The most roundings on any path from a term to the result (a whole-group reducer counts as
+// one); cheap enough for millions of terms.
+size_t schedule_depth(const Schedule& schedule, size_t k, const NoiseKey& key = {});
 
 }  // namespace fplab::sim

@@ -104,7 +104,7 @@ TEST_CASE("engine reduce == reference on long reductions: K = 10^5 (and 10^4 for
 TEST_CASE("engine gemm == reference dot per output: fused FMA chains, rounded products, fallbacks; awkward shapes") {
   std::mt19937_64 g(13);
   std::normal_distribution<float> d;
-  const char* schedules[] = {"all:seq", "strided(32):seq | all:shfl_down", "splitk(4)", "splitk-atomic(3)",
+  const char* schedules[] = {"all:seq", "all:exact", "shuffle | all:exact", "strided(32):seq | all:shfl_down", "splitk(4)", "splitk-atomic(3)",
                              "contig(5):seq | all:tree", "systolic(16)", "shuffle | all:seq", "all:fused(8,24)"};
   const struct {
     size_t m, n, k;

@@ -1,0 +1,133 @@
+// fplab explore: how the result of one reduction varies over implementation seeds (runs of the
+// same nondeterministic hardware), against the exact value and the error bound.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+
+#include "apps/arithmetic_options.hpp"
+#include "apps/cli_support.hpp"
+#include "apps/commands.hpp"
+#include "apps/judge.hpp"
+#include "fp/number_text.hpp"
+#include "sim/engine.hpp"
+#include "sim/schedule_tree.hpp"
+
+namespace fplab::app {
+namespace {
+
+struct ExploreArgs {
+  std::string schedule;
+  ArithmeticArgs arithmetic;
+  DataArgs data;
+  int trials = 100;
+  std::string plot;
+  bool json = false;
+};
+
+void plot_histogram(const std::map<double, int>& counts, const Judge& judge, const std::string& title,
+                    const std::string& path) {
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0)
+    throw UsageError("--plot needs gnuplot (scripts/setup installs gnuplot-nox)");
+  std::string data;
+  for (const auto& [value, count] : counts) data += std::to_string(judge.ulps(value)) + " " + std::to_string(count) + "\n";
+  const std::string data_path = path + ".dat.tmp", script_path = path + ".gp.tmp", target = path + ".tmp";
+  write_file_atomically(data_path, data);
+  std::string script = "set terminal pngcairo size 900,500\nset output '" + target + "'\n";
+  script += "set title \"" + title + "\" noenhanced\nset xlabel 'error of the result, in ulps of the exact sum'\n";
+  script += "set ylabel 'implementation seeds'\nset style fill solid 0.6\nset boxwidth 0.8 relative\n";
+  script += "set arrow from 0, graph 0 to 0, graph 1 nohead lc rgb 'red'\nset key off\n";
+  script += "plot '" + data_path + "' using 1:2 with impulses lw 4\n";
+  write_file_atomically(script_path, script);
+  const int status = std::system(("gnuplot '" + script_path + "' 2>/dev/null").c_str());
+  std::remove(data_path.c_str());
+  std::remove(script_path.c_str());
+  if (status != 0 || std::rename(target.c_str(), path.c_str()) != 0) {
+    std::remove(target.c_str());
+    throw UsageError("gnuplot could not write '" + path + "'");
+  }
+}
+
+int run_explore(const ExploreArgs& args) {
+  if (args.trials < 1 || args.trials > 1000000) throw UsageError("--trials must be from 1 to 1000000");
+  const sim::Schedule schedule = sim::parse_schedule(args.schedule);
+  const sim::Arithmetic arithmetic = args.arithmetic.parse();
+  int rounded = 0;
+  const auto terms = args.data.load(arithmetic.format, rounded);
+  const Judge judge(terms, arithmetic.format, arithmetic.mode);
+  const size_t depth = sim::schedule_depth(schedule, terms.size());
+  const double bound = error_bound(depth, unit_roundoff(arithmetic.format, arithmetic.mode), judge.sum_of_magnitudes());
+
+  std::map<double, int> counts;
+  for (int seed = 0; seed < args.trials; ++seed) {
+    ++counts[sim::reduce(schedule, terms, arithmetic, {static_cast<uint64_t>(seed)})];
+    if (!args.json && args.trials >= 1000 && (seed + 1) % (args.trials / 10) == 0)
+      std::fprintf(stderr, "\r  %d / %d seeds", seed + 1, args.trials);
+  }
+  if (!args.json && args.trials >= 1000) std::fprintf(stderr, "\n");
+  const double lo = counts.begin()->first, hi = counts.rbegin()->first;
+  const std::string canonical = sim::to_string(schedule);
+  if (!args.plot.empty()) plot_histogram(counts, judge, canonical + "  (" + arithmetic.to_string() + ")", args.plot);
+
+  nlohmann::json histogram = nlohmann::json::array();
+  for (const auto& [value, count] : counts)
+    histogram.push_back({{"value", json_number(value)}, {"ulps", json_number(judge.ulps(value))}, {"count", count}});
+  if (args.json) {
+    print_json({{"schedule", canonical},
+                {"arithmetic", arithmetic.to_string()},
+                {"terms", terms.size()},
+                {"trials", args.trials},
+                {"nondeterministic", schedule.nondeterministic()},
+                {"distinct", counts.size()},
+                {"exact", json_number(judge.exact_rounded())},
+                {"min", json_number(lo)},
+                {"max", json_number(hi)},
+                {"spread_ulps", json_number((hi - lo) / judge.ulp())},
+                {"depth", depth},
+                {"error_bound", json_number(bound)},
+                {"error_bound_ulps", json_number(bound / judge.ulp())},
+                {"histogram", histogram}});
+    return 0;
+  }
+  std::printf("schedule    %s\narithmetic  %s\nterms       %zu, reduction depth %zu\n", canonical.c_str(),
+              arithmetic.to_string().c_str(), terms.size(), depth);
+  std::printf("exact       %s\n%d implementation seeds gave %zu distinct results, spread %.3g ulps:\n",
+              fp::format_double(judge.exact_rounded()).c_str(), args.trials, counts.size(), (hi - lo) / judge.ulp());
+  if (!schedule.nondeterministic())
+    std::printf("  (this schedule has no atomic or shuffle step: every seed gives the same order)\n");
+  int widest = 0;
+  for (const auto& [v, c] : counts) widest = std::max(widest, c);
+  size_t shown = 0;
+  for (const auto& [value, count] : counts) {
+    if (++shown > 25) {
+      std::printf("    ... %zu more (see --json)\n", counts.size() - 25);
+      break;
+    }
+    std::printf("    %-24s %+10.3f ulps %7d %s\n", fp::format_double(value).c_str(), judge.ulps(value), count,
+                std::string(std::max(1, 40 * count / widest), '#').c_str());
+  }
+  std::printf("error bound for depth %zu: |error| <= %.4g (%.4g ulps)\n", depth, bound, bound / judge.ulp());
+  if (!args.plot.empty()) std::printf("histogram written to %s\n", args.plot.c_str());
+  return 0;
+}
+
+}  // namespace
+
+void add_explore_command(CLI::App& app, Runner& run) {
+  auto args = std::make_shared<ExploreArgs>();
+  CLI::App* cmd = app.add_subcommand("explore", "Distribution of a reduction's result over implementation seeds");
+  cmd->add_option("-s,--schedule", args->schedule, "schedule text or preset")->required();
+  add_arithmetic_options(cmd, args->arithmetic);
+  add_data_options(cmd, args->data);
+  cmd->add_option("--trials", args->trials, "number of implementation seeds (runs)")->capture_default_str();
+  cmd->add_option("--plot", args->plot, "write a histogram (PNG, gnuplot) to this file");
+  cmd->add_flag("--json", args->json, "print JSON");
+  cmd->footer(
+      "Examples:\n"
+      "  fplab explore --schedule cuda-naive-sum(256,64) --gen cancel:100000 --trials 200\n"
+      "  fplab explore --schedule splitk-atomic(16) --gen lognormal:4096 --trials 1000 --plot spread.png");
+  cmd->callback([&run, args] { run = [args] { return run_explore(*args); }; });
+}
+
+}  // namespace fplab::app
