@@ -30,9 +30,14 @@ double binned_sum(std::span<const double> terms, const fp::Format& format, const
     // Grid g: n pieces of magnitude <= 2^bound, multiples of g, sum to < 2^(p-1) g: exact.
     const int grid_exponent = std::max(bound + n_bits + 1 - p, -1074);
     const double g = std::ldexp(1.0, grid_exponent);
+    // Scaling by 2^-grid_exponent is exact; a multiply is much cheaper than ldexp where that
+    // power of two is a normal double.
+    const bool by_multiply = grid_exponent > -1022 && grid_exponent < 1022;
+    const double inverse = by_multiply ? 1.0 / g : 0.0;
     int64_t units = 0;
     for (double& x : rest) {
-      const double q = std::nearbyint(std::ldexp(x, -grid_exponent));  // default mode: nearest-even
+      const double scaled = by_multiply ? x * inverse : std::ldexp(x, -grid_exponent);
+      const double q = std::nearbyint(scaled);  // default mode: nearest-even
       units += static_cast<int64_t>(q);
       x -= q * g;  // exact: the part of x below the grid
     }

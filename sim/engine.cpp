@@ -10,6 +10,7 @@
 
 #include "fp/arithmetic.hpp"
 #include "fp/exact_dot.hpp"
+#include "fp/superaccumulator.hpp"
 #include "sim/reference_evaluator.hpp"
 #include "sim/schedule_walk.hpp"
 #include "sim/whole_group.hpp"
@@ -24,6 +25,7 @@ using detail::groups_of;
 // Arithmetic::native_float()/native_double() holds.
 template <class T>
 struct NativeAdd {
+  static constexpr bool native = true;
   size_t width;
   void operator()(T* __restrict acc, const T* __restrict x) const {
     for (size_t i = 0; i < width; ++i) acc[i] += x[i];
@@ -33,6 +35,7 @@ struct NativeAdd {
 // Any format and mode: one correctly rounded addition per element, stochastic rounding drawing
 // from each output's own stream.
 struct GenericAdd {
+  static constexpr bool native = false;
   size_t width;
   const Arithmetic* arithmetic;
   fp::CounterRng* streams;
@@ -126,6 +129,31 @@ class TileWalker {
     return left;
   }
 
+  // Kahan / Neumaier in the host's own arithmetic (the same operations reduce_whole_group
+  // performs through the emulation), across the tile.
+  void compensated_native(Reducer::Kind kind, const T* in, size_t stride, const GroupSpan& g, T* dest) {
+    std::vector<T>& c = scratch_;
+    c.assign(w_, T(0));
+    std::copy_n(row(in, stride, g, 0), w_, dest);
+    for (size_t k = 1; k < g.count; ++k) {
+      const T* x = row(in, stride, g, k);
+      for (size_t i = 0; i < w_; ++i) {
+        if (kind == Reducer::Kind::kahan) {
+          const T y = x[i] - c[i];
+          const T t = dest[i] + y;
+          c[i] = (t - dest[i]) - y;
+          dest[i] = t;
+        } else {
+          const T t = dest[i] + x[i];
+          c[i] += std::fabs(dest[i]) >= std::fabs(x[i]) ? (dest[i] - t) + x[i] : (x[i] - t) + dest[i];
+          dest[i] = t;
+        }
+      }
+    }
+    if (kind == Reducer::Kind::neumaier)
+      for (size_t i = 0; i < w_; ++i) dest[i] += c[i];
+  }
+
   void reduce_group(const Reducer& r, const T* in, size_t stride, const GroupSpan& g, T* dest, size_t stage,
                     size_t group) {
     using K = Reducer::Kind;
@@ -136,14 +164,36 @@ class TileWalker {
       std::copy_n(row(in, stride, g, 0), w_, dest);
       return;
     }
-    std::vector<size_t> order(n);
-    std::iota(order.begin(), order.end(), 0);
     switch (r.kind) {
-      case K::seq: return fold(in, stride, g, order, dest);
-      case K::rev: std::reverse(order.begin(), order.end()); return fold(in, stride, g, order, dest);
-      case K::atomic: detail::permute(order, key_.stream(stage, group)); return fold(in, stride, g, order, dest);
-      case K::ring: std::rotate(order.begin(), order.begin() + (key_.tile + 1) % n, order.end()); return fold(in, stride, g, order, dest);
+      case K::seq:
+        std::copy_n(row(in, stride, g, 0), w_, dest);
+        for (size_t k = 1; k < n; ++k) add_(dest, row(in, stride, g, k));
+        return;
+      case K::rev:  // addition is commutative, so folding from the end is the right fold
+        std::copy_n(row(in, stride, g, n - 1), w_, dest);
+        for (size_t k = n - 1; k-- > 0;) add_(dest, row(in, stride, g, k));
+        return;
+      case K::atomic:
+      case K::ring: {
+        std::vector<size_t> order(n);
+        std::iota(order.begin(), order.end(), 0);
+        if (r.kind == K::atomic) detail::permute(order, key_.stream(stage, group));
+        else std::rotate(order.begin(), order.begin() + (key_.tile + 1) % n, order.end());
+        return fold(in, stride, g, order, dest);
+      }
       default: break;
+    }
+    if constexpr (Add::native) {
+      if (r.kind == K::kahan || r.kind == K::neumaier) return compensated_native(r.kind, in, stride, g, dest);
+    }
+    if (r.kind == K::exact) {  // values: straight into a superaccumulator per output
+      for (size_t c = 0; c < w_; ++c) {
+        fp::SuperAccumulator acc;
+        for (size_t k = 0; k < n; ++k) acc.add(static_cast<double>(row(in, stride, g, k)[c]));
+        dest[c] = static_cast<T>(acc.round(arithmetic_.format, {arithmetic_.mode, arithmetic_.flush_subnormals,
+                                                                 arithmetic_.saturate, &streams_[c]}).value);
+      }
+      return;
     }
     if (whole) {
       std::vector<Term> terms(n);

@@ -129,7 +129,11 @@ std::optional<Schedule> expand_preset(std::string_view text) {
     }
     if ((name == "cuda-naive-sum" || name == "cub-sum" || name == "torch-sum") && params[0] % 32 != 0)
       throw ScheduleError("preset '" + std::string(text) + "': threads per block must be a multiple of 32", name.size());
-    return parse_schedule(d.expansion(params));
+    try {
+      return parse_schedule(d.expansion(params));
+    } catch (const ScheduleError& e) {  // e.g. group sizes past the limit: blame the parameters
+      throw ScheduleError("preset '" + std::string(text) + "': parameters out of range (" + e.what() + ")", name.size());
+    }
   }
   return std::nullopt;
 }
