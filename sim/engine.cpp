@@ -11,6 +11,7 @@
 #include "fp/arithmetic.hpp"
 #include "fp/exact_dot.hpp"
 #include "fp/superaccumulator.hpp"
+#include "sim/exact_gemm.hpp"
 #include "sim/reference_evaluator.hpp"
 #include "sim/schedule_walk.hpp"
 #include "sim/whole_group.hpp"
@@ -385,17 +386,8 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
   const bool exact_only = schedule.order_independent() && ar.products != Products::rounded &&
                           schedule.stages.back().reducer.kind == Reducer::Kind::exact;
   if (exact_only) {
-    std::vector<float> bt(n * k);
-    for (size_t t = 0; t < k; ++t)
-      for (size_t j = 0; j < n; ++j) bt[j * k + t] = b[t * n + j];
-    for (size_t i = 0; i < m; ++i)
-      for (size_t j = 0; j < n; ++j) {
-        fp::CounterRng stream = gemm_output_key(key, i, j, n).rounding_stream();
-        c[i * n + j] = static_cast<float>(
-            fp::exact_dot(a + i * k, &bt[j * k], k, ar.format,
-                          {ar.mode, ar.flush_subnormals, ar.saturate, &stream})
-                .value);
-      }
+    exact_gemm(a, b, c, m, n, k, ar.format, {ar.mode, ar.flush_subnormals, ar.saturate, nullptr},
+               [&](size_t i, size_t j) { return gemm_output_key(key, i, j, n).rounding_stream(); });
     return;
   }
   std::vector<float> rows, result;

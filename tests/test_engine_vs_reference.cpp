@@ -8,7 +8,9 @@
 #include <random>
 
 #include "fp/round.hpp"
+#include "fp/superaccumulator.hpp"
 #include "sim/engine.hpp"
+#include "sim/exact_gemm.hpp"
 #include "sim/generate.hpp"
 #include "sim/presets.hpp"
 #include "sim/reference_evaluator.hpp"
@@ -134,5 +136,89 @@ TEST_CASE("engine gemm == reference dot per output: fused FMA chains, rounded pr
           }
       }
     }
+  }
+}
+
+TEST_CASE("engine exact gemm == exact reference per output: wide ranges, zeros, subnormals, cancellation, inf/NaN, formats, sr") {
+  std::mt19937_64 g(17);
+  std::normal_distribution<float> d;
+  const Schedule exact = parse_schedule("exact");
+  enum Data { normal, lognormal, zero_lines, subnormal, cancelling, special };
+  for (int data = normal; data <= special; ++data) {
+    for (auto [format, mode] : {std::pair{fp::fp32(), fp::Mode::rne}, {fp::bf16(), fp::Mode::rd}, {fp::e4m3(), fp::Mode::rne},
+                                {fp::fp32(), fp::Mode::sr}, {fp::fp16(), fp::Mode::ro}}) {
+      const size_t m = 6, n = 35, k = data == cancelling ? 64 : 300;
+      std::vector<float> a(m * k), b(k * n), c(m * n);
+      for (auto& x : a) x = d(g) * (data == lognormal ? std::exp2(std::round(d(g) * 12)) : 1.0f);
+      for (auto& x : b) x = d(g) * (data == lognormal ? std::exp2(std::round(d(g) * 12)) : 1.0f);
+      if (data == zero_lines) {
+        for (size_t t = 0; t < k; ++t) a[2 * k + t] = (t % 2) ? -0.0f : 0.0f, b[t * n + 5] = 0.0f;
+      }
+      if (data == subnormal) {
+        for (size_t x = 0; x < a.size(); x += 7) a[x] = std::ldexp(a[x], -140);
+      }
+      if (data == cancelling) {  // every row of a pairs t with -t: sums are exactly zero
+        for (size_t i = 0; i < m; ++i)
+          for (size_t t = 0; t < k; t += 2) a[i * k + t + 1] = a[i * k + t];
+        for (size_t t = 0; t < k; t += 2)
+          for (size_t j = 0; j < n; ++j) b[(t + 1) * n + j] = -b[t * n + j];
+      }
+      if (data == special) {
+        a[3] = INFINITY;
+        b[7 * n + 2] = NAN;
+      }
+      Arithmetic arithmetic;
+      arithmetic.format = format;
+      arithmetic.mode = mode;
+      arithmetic.products = Products::exact;
+      const NoiseKey key{3, 9, 1};
+      gemm(exact, a.data(), b.data(), c.data(), {m, n, k}, arithmetic, key);
+      for (size_t i = 0; i < m; ++i)
+        for (size_t j = 0; j < n; ++j) {
+          std::vector<double> row(k), col(k);
+          for (size_t t = 0; t < k; ++t) row[t] = a[i * k + t], col[t] = b[t * n + j];
+          const double expected = dot_reference(exact, row, col, arithmetic, gemm_output_key(key, i, j, n));
+          INFO("data " << data << " " << arithmetic.to_string() << " output (" << i << "," << j << ")");
+          REQUIRE(same_bits(c[i * n + j], expected));
+        }
+    }
+  }
+}
+
+TEST_CASE("exact gemm values == superaccumulator values bit for bit, where big products cancel and tiny ones remain") {
+  // Each row pairs full-precision O(1) products that cancel exactly (b[t + h] = -b[t]) and
+  // starts with a few tiny products: the exact sum is tiny, so any bit of a tiny product lost
+  // in an intermediate rounding shows in the result's 64 significant bits.
+  std::mt19937_64 g(19);
+  std::normal_distribution<float> d;
+  auto full = [&] { return d(g) * (1 + std::ldexp(static_cast<float>(g() % (1 << 23)), -23)); };
+  for (int tiny_exponent : {-10, -30, -60, -80, -100}) {
+    const size_t m = 9, n = 37, tiny = 4, h = 100, k = tiny + 2 * h;
+    std::vector<float> a(m * k), b(k * n);
+    for (size_t i = 0; i < m; ++i) {
+      for (size_t t = 0; t < tiny; ++t) a[i * k + t] = std::ldexp(full(), tiny_exponent);
+      for (size_t t = 0; t < h; ++t) a[i * k + tiny + t] = a[i * k + tiny + h + t] = full();
+    }
+    for (size_t j = 0; j < n; ++j) {
+      for (size_t t = 0; t < tiny; ++t) b[t * n + j] = full();
+      for (size_t t = 0; t < h; ++t) {
+        b[(tiny + t) * n + j] = full();
+        b[(tiny + h + t) * n + j] = -b[(tiny + t) * n + j];
+      }
+    }
+    size_t checked = 0;
+    exact_gemm_values(a.data(), b.data(), m, n, k, fp::Mode::rne, [&](size_t i, size_t j, const fp::ExactValue& v) {
+      fp::SuperAccumulator acc;
+      for (size_t t = 0; t < k; ++t) acc.add_product(a[i * k + t], b[t * n + j]);
+      const fp::ExactValue expected = acc.value(fp::Mode::rne);
+      INFO("tiny products near 2^" << tiny_exponent << ", output (" << i << "," << j << ")");
+      REQUIRE(v.kind == expected.kind);
+      REQUIRE(v.negative == expected.negative);
+      REQUIRE(v.exponent == expected.exponent);
+      REQUIRE(v.significand == expected.significand);
+      REQUIRE(v.sticky == expected.sticky);
+      ++checked;
+    });
+    CHECK(checked == m * n);
   }
 }
