@@ -22,12 +22,15 @@ double binned_sum(std::span<const double> terms, const fp::Format& format, const
   }
   constexpr int kFolds = 3;
   const int n_bits = static_cast<int>(std::bit_width(terms.size() - 1));  // ceil(log2 n)
-  const int p = format.precision();
+  // Bins are binary64, as in ReproBLAS: fold widths 52 - ceil(log2 n) bits whatever the format
+  // (a bin in a 24-bit format would have no room left for 10^7 terms).
+  constexpr int p = 53;
   int bound = std::ilogb(largest) + 1;  // every |term| < 2^bound
   std::vector<double> rest(terms.begin(), terms.end());
   double folds[kFolds];
   for (int k = 0; k < kFolds; ++k) {
-    // Grid g: n pieces of magnitude <= 2^bound, multiples of g, sum to < 2^(p-1) g: exact.
+    // Grid g: n pieces of magnitude <= 2^bound, multiples of g, sum to < 2^(p-1) g: an exact
+    // int64 count of grid units, and an exact double once scaled.
     const int grid_exponent = std::max(bound + n_bits + 1 - p, -1074);
     const double g = std::ldexp(1.0, grid_exponent);
     // Scaling by 2^-grid_exponent is exact; a multiply is much cheaper than ldexp where that

@@ -11,8 +11,9 @@
 
 namespace fplab::sim {
 
-// Three folds of width p - ceil(log2 n) - 1 bits each (p = the format's precision); the fold sums
-// are added largest first with the format's rounding. inf/NaN terms give the IEEE result.
+// Three folds of 52 - ceil(log2 n) bits each, held in binary64 bins (as ReproBLAS does); the fold
+// sums are added largest first with the format's rounding. inf/NaN terms give the IEEE result.
+// n must be below 2^50.
 double binned_sum(std::span<const double> terms, const fp::Format& format, const fp::RoundingOptions& options);
 
 }  // namespace fplab::sim

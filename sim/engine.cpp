@@ -11,6 +11,7 @@
 #include "fp/arithmetic.hpp"
 #include "fp/exact_dot.hpp"
 #include "fp/superaccumulator.hpp"
+#include "sim/binned_sum.hpp"
 #include "sim/exact_gemm.hpp"
 #include "sim/reference_evaluator.hpp"
 #include "sim/schedule_walk.hpp"
@@ -193,6 +194,16 @@ class TileWalker {
         for (size_t k = 0; k < n; ++k) acc.add(static_cast<double>(row(in, stride, g, k)[c]));
         dest[c] = static_cast<T>(acc.round(arithmetic_.format, {arithmetic_.mode, arithmetic_.flush_subnormals,
                                                                  arithmetic_.saturate, &streams_[c]}).value);
+      }
+      return;
+    }
+    if (r.kind == K::binned) {  // values: straight to the binned sum per output
+      std::vector<double> column(n);
+      for (size_t c = 0; c < w_; ++c) {
+        for (size_t k = 0; k < n; ++k) column[k] = static_cast<double>(row(in, stride, g, k)[c]);
+        dest[c] = static_cast<T>(binned_sum(column, arithmetic_.format,
+                                            {arithmetic_.mode, arithmetic_.flush_subnormals, arithmetic_.saturate,
+                                             &streams_[c]}));
       }
       return;
     }

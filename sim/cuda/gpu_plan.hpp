@@ -1,0 +1,89 @@
+// Which schedules the GPU kernels of sim/cuda/ realise, and how: a schedule is mapped onto a
+// kernel's launch shape and its order at each level (thread, warp, block, grid), or rejected
+// with one line saying why. Plain C++ with no CUDA in it, so it is tested on every machine.
+//
+// The reduction kernel realises (docs/gpu.md):
+//   PASS [| GRID]          PASS := FOLD [| contig(V):seq] | contig(32):WARP [| BLOCK]
+//   FOLD  := strided(V*T*B):seq  (grid-stride loop, V accumulators a thread)
+//          | contig(G):seq       (each thread a run of G consecutive terms; B follows from n)
+//   WARP  := shfl_down | shfl_up | shfl_xor              (32 lanes)
+//   BLOCK := contig(W):{seq|shfl_down|shfl_up|shfl_xor}  (W = T/32 warps; warp 0 combines)
+//   GRID  := all:seq      (the last block to finish folds the block partials in block order)
+//          | all:atomic   (atomicAdd of every block partial: arrival order)
+//          | strided(V2*T2):seq [| contig(V2):seq] | contig(32):WARP | all:BLOCK
+//                         (a second, one-block pass over the block partials, as CUB does)
+// A PASS whose block stage is `all:BLOCK` runs in one block and needs no GRID.
+//
+// The GEMM kernel realises `all:seq` (one FMA chain over K per output) and
+// `{split(S)|contig(G)}:seq | all:{seq|tree|atomic}` (split-K: FMA chains over consecutive
+// parts of K, combined in order, by a balanced tree, or by atomicAdd).
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "sim/schedule.hpp"
+
+namespace fplab::sim::cuda {
+
+// A schedule outside the family a kernel realises; what() is one line naming the schedule.
+struct NotRealisable : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+enum class WarpOrder : uint8_t { shfl_down, shfl_up, shfl_xor };
+// How warp 0 combines the block's W warp results.
+enum class BlockOrder : uint8_t { seq, shfl_down, shfl_up, shfl_xor };
+
+// One kernel pass: every thread folds its terms, each warp reduces by shuffles, warp 0 combines
+// the block's warps. Lanes, accumulators and warps with no terms hold -0, the identity of
+// round-to-nearest addition, so a partly empty grid computes exactly what the schedule says.
+struct BlockPass {
+  bool contiguous = false;  // contig(G):seq first; otherwise strided(V*T*B):seq
+  int64_t chunk = 0;        // G (contiguous only)
+  int64_t grid_threads = 0; // T*B (strided only)
+  int vector = 1;           // V accumulators a thread (strided only): 1, 2, 4 or 8
+  WarpOrder warp = WarpOrder::shfl_down;
+  int warps = 1;            // W warps a block, 1..32
+  BlockOrder block = BlockOrder::seq;
+
+  int threads_per_block() const { return 32 * warps; }
+  int64_t blocks(int64_t n) const;  // the grid for n terms
+};
+
+enum class GridCombine : uint8_t {
+  single_block,  // the pass runs in one block; its result is the answer
+  seq,           // block partials folded in block order by the last block to finish
+  atomic,        // every block partial atomicAdd-ed into the result, in arrival order
+  second_pass,   // a one-block pass over the block partials
+};
+
+struct ReductionPlan {
+  BlockPass first;
+  GridCombine combine = GridCombine::single_block;
+  BlockPass second;  // second_pass only: strided, one block
+
+  bool deterministic() const { return combine != GridCombine::atomic; }
+  std::string describe(int64_t n) const;  // launch shape and orders, for tables and logs
+};
+
+// Throws NotRealisable: "schedule 'X' is not realisable by the GPU reduction kernel: <why>".
+ReductionPlan plan_reduction(const Schedule& schedule);
+
+struct GemmPlan {
+  enum class Parts : uint8_t { one, split, contig };
+  enum class Combine : uint8_t { seq, tree, atomic };
+  Parts parts = Parts::one;
+  int64_t size = 0;  // S of split(S), G of contig(G)
+  Combine combine = Combine::seq;
+
+  int64_t chunk(int64_t k) const;  // terms of K a part holds (the last may hold fewer)
+  int64_t part_count(int64_t k) const;
+  bool deterministic() const { return combine != Combine::atomic; }
+};
+
+// Throws NotRealisable: "schedule 'X' is not realisable by the GPU GEMM kernel: <why>".
+GemmPlan plan_gemm(const Schedule& schedule);
+
+}  // namespace fplab::sim::cuda
