@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""The fplab command-line contract: one-line errors with exit code 2, JSON consistent with an
+independent exact computation (Python's fractions), atomic output files, --help with examples.
+
+Usage: test_cli.py PATH/TO/fplab
+"""
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import unittest
+from fractions import Fraction
+
+FPLAB = None
+
+
+def run(*args, stdin=None):
+    return subprocess.run([FPLAB, *args], input=stdin, capture_output=True, text=True, timeout=120)
+
+
+def bf16_value(bits):  # bf16 is the top half of an fp32 pattern
+    return struct.unpack(">f", struct.pack(">I", int(bits, 16) << 16))[0]
+
+
+def fp32(x):
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+class Errors(unittest.TestCase):
+    def check_error(self, *args, stdin=None):
+        r = run(*args, stdin=stdin)
+        self.assertEqual(r.returncode, 2, f"{args}: exit {r.returncode}, stderr {r.stderr!r}")
+        lines = r.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, f"{args}: stderr is not one line: {r.stderr!r}")
+        self.assertTrue(lines[0].startswith("fplab: error: "), lines[0])
+        self.assertEqual(r.stdout, "", f"{args}: printed to stdout on error")
+        return lines[0]
+
+    def test_bad_inputs_give_one_line_and_exit_2(self):
+        self.assertIn("e9m99", self.check_error("round", "1", "--format", "e9m99"))
+        self.assertIn("abc", self.check_error("round", "abc"))
+        self.assertIn("'xx'", self.check_error("round", "1", "--mode", "xx"))
+        self.check_error("sum")
+        self.assertIn("'foo'", self.check_error("sum", "1", "2", "--orders", "seq,foo"))
+        self.check_error("sum", "--file", "/nonexistent/numbers.txt")
+        self.assertIn("position", self.check_error("reduce", "--schedule", "contig(4):sqe", "--gen", "normal:10"))
+        self.assertIn("all:", self.check_error("reduce", "--schedule", "contig(4):seq", "--gen", "normal:10"))
+        self.check_error("reduce", "--schedule", "seq", "--gen", "gauss:10")
+        self.check_error("reduce", "--schedule", "seq")
+        self.check_error("reduce", "--gen", "normal:10")
+        self.assertIn("bogus", self.check_error("bogus"))
+        self.check_error("tree", "--schedule", "splitk(0)")
+        self.check_error("explore", "--schedule", "atomic", "--gen", "normal:10", "--trials", "0")
+        self.check_error("sum", "--file", "-", stdin="1\n2\nnot-a-number\n")
+
+
+class Json(unittest.TestCase):
+    def test_round_json_is_consistent_with_exact_arithmetic(self):
+        r = run("round", "0.1", "1e-3", "70000", "--format", "bf16", "--mode", "all", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        results = json.loads(r.stdout)["results"]
+        self.assertEqual(len(results), 3 * 7)
+        for e in results:
+            self.assertEqual(e["format"], "bf16")
+            x = Fraction(e["input"])
+            below, above = Fraction(bf16_value(e["below_bits"])), Fraction(bf16_value(e["above_bits"]))
+            self.assertLessEqual(below, x)
+            self.assertLessEqual(x, above)
+            if e["value"] is None:  # overflow to inf
+                self.assertTrue(e["overflow"])
+                continue
+            value = Fraction(bf16_value(e["bits"]))
+            self.assertEqual(value, Fraction(e["value"]))
+            self.assertIn(value, (below, above))
+            nearer = below if x - below < above - x else above
+            if e["mode"] == "rne" and x - below != above - x:
+                self.assertEqual(value, nearer)
+            if e["mode"] == "rz":
+                self.assertEqual(value, below if x > 0 else above)
+            self.assertAlmostEqual(e["error"], float(value - x), delta=abs(float(value - x)) * 1e-12)
+
+    def test_sum_json_exact_matches_fractions(self):
+        numbers = ["1e8", "1", "-1e8", "1", "0.25", "3"]
+        r = run("sum", *numbers, "--format", "fp32", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = json.loads(r.stdout)
+        terms = [Fraction(fp32(float(x))) for x in numbers]
+        self.assertEqual(Fraction(out["exact"]), sum(terms))  # exactly representable here
+        names = [o["order"] for o in out["orders"]]
+        self.assertEqual(names[:5], ["seq", "rev", "pairwise", "sorted-asc", "sorted-desc"])
+        seq = next(o for o in out["orders"] if o["order"] == "seq")
+        acc = fp32(float(terms[0]))
+        for t in terms[1:]:
+            acc = fp32(acc + float(t))  # fp32 additions of fp32 values: double rounding is innocuous
+        self.assertEqual(seq["value"], acc)
+        rnd = next(o for o in out["orders"] if o["order"].startswith("random:"))
+        self.assertEqual(sum(b["count"] for b in rnd["histogram"]), rnd["permutations"])
+
+    def test_reduce_json_prints_the_canonical_expansion(self):
+        r = run("reduce", "--schedule", " numpy ", "--gen", "normal:1000", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = json.loads(r.stdout)
+        self.assertEqual(out["schedule"], "contig(8192):numpy_pairwise | all:seq")
+        for key in ("format", "value", "exact", "ulps"):
+            self.assertIn(key, out)
+
+    def test_sum_reads_stdin(self):
+        r = run("sum", "--file", "-", "--format", "fp64", "--orders", "seq", "--json", stdin="# a comment\n1\n\n2\n0x1p-1\n")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["exact"], 3.5)
+
+
+class Files(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def test_tree_writes_dot_atomically(self):
+        path = os.path.join(self.dir, "t.dot")
+        r = run("tree", "--schedule", "contig(4):seq | all:shfl_down", "--n", "16", "--dot", path, "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(path) as f:
+            self.assertTrue(f.read().startswith("digraph"))
+        self.assertEqual(json.loads(r.stdout)["additions"], 15)
+        self.assertEqual(os.listdir(self.dir), ["t.dot"])  # no temporary left behind
+
+    def test_unwritable_output_fails_cleanly(self):
+        r = run("tree", "--schedule", "seq", "--n", "4", "--dot", os.path.join(self.dir, "missing", "t.dot"))
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1)
+
+    def test_explore_plot_is_a_png(self):
+        if shutil.which("gnuplot") is None:
+            self.skipTest("gnuplot not installed (scripts/setup installs gnuplot-nox)")
+        path = os.path.join(self.dir, "h.png")
+        r = run("explore", "--schedule", "atomic", "--gen", "cancel:200", "--trials", "20", "--plot", path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+        self.assertEqual(os.listdir(self.dir), ["h.png"])
+
+
+class Help(unittest.TestCase):
+    def test_every_command_has_help_with_examples(self):
+        for command in ([], ["round"], ["sum"], ["reduce"], ["tree"], ["explore"]):
+            r = run(*command, "--help")
+            self.assertEqual(r.returncode, 0, command)
+            self.assertIn("Examples", r.stdout, command)
+
+
+if __name__ == "__main__":
+    FPLAB = os.path.abspath(sys.argv.pop(1))
+    unittest.main(verbosity=1)
