@@ -36,21 +36,6 @@ nlohmann::json json_number(double value) {
 
 void print_json(const nlohmann::json& document) { std::cout << document.dump(2) << '\n'; }
 
-void write_file_atomically(const std::string& path, const std::string& content) {
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out || !(out << content) || !out.flush()) {
-      std::remove(temporary.c_str());
-      throw UsageError("cannot write '" + path + "'");
-    }
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::remove(temporary.c_str());
-    throw UsageError("cannot write '" + path + "'");
-  }
-}
-
 std::string bits_hex(uint64_t bits, int width_bits) {
   char buffer[32];
   std::snprintf(buffer, sizeof buffer, "0x%0*llx", (width_bits + 3) / 4, static_cast<unsigned long long>(bits));

@@ -24,10 +24,6 @@ std::vector<std::string> read_number_texts(const std::vector<std::string>& argum
 nlohmann::json json_number(double value);
 void print_json(const nlohmann::json& document);
 
-// Writes the whole file under a temporary name in the same folder, then renames it, so a
-// reader never sees half a file. Throws UsageError naming the path on failure.
-void write_file_atomically(const std::string& path, const std::string& content);
-
 // "0x3f80"-style hex of a format's bit pattern, zero-padded to the format's width.
 std::string bits_hex(uint64_t bits, int width_bits);
 

@@ -9,6 +9,7 @@
 #include "apps/arithmetic_options.hpp"
 #include "apps/cli_support.hpp"
 #include "apps/commands.hpp"
+#include "models/checkpoint_io.hpp"
 #include "apps/judge.hpp"
 #include "fp/number_text.hpp"
 #include "sim/engine.hpp"
@@ -33,13 +34,13 @@ void plot_histogram(const std::map<double, int>& counts, const Judge& judge, con
   std::string data;
   for (const auto& [value, count] : counts) data += std::to_string(judge.ulps(value)) + " " + std::to_string(count) + "\n";
   const std::string data_path = path + ".dat.tmp", script_path = path + ".gp.tmp", target = path + ".tmp";
-  write_file_atomically(data_path, data);
+  models::write_file_atomically(data_path, data);
   std::string script = "set terminal pngcairo size 900,500\nset output '" + target + "'\n";
   script += "set title \"" + title + "\" noenhanced\nset xlabel 'error of the result, in ulps of the exact sum'\n";
   script += "set ylabel 'implementation seeds'\nset style fill solid 0.6\nset boxwidth 0.8 relative\n";
   script += "set arrow from 0, graph 0 to 0, graph 1 nohead lc rgb 'red'\nset key off\n";
   script += "plot '" + data_path + "' using 1:2 with impulses lw 4\n";
-  write_file_atomically(script_path, script);
+  models::write_file_atomically(script_path, script);
   const int status = std::system(("gnuplot '" + script_path + "' 2>/dev/null").c_str());
   std::remove(data_path.c_str());
   std::remove(script_path.c_str());

@@ -5,6 +5,7 @@
 
 #include "apps/cli_support.hpp"
 #include "apps/commands.hpp"
+#include "models/checkpoint_io.hpp"
 #include "sim/schedule.hpp"
 #include "sim/schedule_tree.hpp"
 
@@ -23,7 +24,7 @@ void write_svg(const std::string& dot, const std::string& path) {
   if (std::system("command -v dot >/dev/null 2>&1") != 0)
     throw UsageError("--svg needs Graphviz's 'dot' (scripts/setup installs the graphviz package)");
   const std::string source = path + ".dot.tmp", target = path + ".tmp";
-  write_file_atomically(source, dot);
+  models::write_file_atomically(source, dot);
   const std::string command = "dot -Tsvg '" + source + "' -o '" + target + "'";
   const int status = std::system(command.c_str());
   std::remove(source.c_str());
@@ -37,7 +38,7 @@ int run_tree(const TreeArgs& args) {
   if (args.n < 1 || args.n > 100000) throw UsageError("--n must be from 1 to 100000 (a drawing of more is unreadable)");
   const sim::Schedule schedule = sim::parse_schedule(args.schedule);
   const sim::ScheduleTree tree = sim::draw_schedule(schedule, args.n, {args.impl_seed});
-  if (!args.dot_file.empty()) write_file_atomically(args.dot_file, tree.dot);
+  if (!args.dot_file.empty()) models::write_file_atomically(args.dot_file, tree.dot);
   if (!args.svg_file.empty()) write_svg(tree.dot, args.svg_file);
   if (args.json) {
     print_json({{"schedule", sim::to_string(schedule)},

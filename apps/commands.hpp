@@ -15,5 +15,6 @@ void add_sum_command(CLI::App& app, Runner& run);
 void add_reduce_command(CLI::App& app, Runner& run);
 void add_tree_command(CLI::App& app, Runner& run);
 void add_explore_command(CLI::App& app, Runner& run);
+void add_train_command(CLI::App& app, Runner& run);
 
 }  // namespace fplab::app

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   fplab::app::add_reduce_command(app, run);
   fplab::app::add_tree_command(app, run);
   fplab::app::add_explore_command(app, run);
+  fplab::app::add_train_command(app, run);
   if (argc > 1 && argv[1][0] != '-') {
     bool known = false;
     std::string names;

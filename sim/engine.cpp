@@ -57,8 +57,12 @@ class TileWalker {
 
   // Stages [first_stage, end) on `count` rows starting at `in`, row r at in + r * stride.
   // Writes the final row to `out`.
-  // Reuse the walker (and its buffers) for another tile of the same width.
+  // Reuse the walker (and its buffers) for another tile.
   void set_tile(const NoiseKey& tile_key) { key_ = tile_key; }
+  void reshape(size_t width, Add add) {
+    w_ = width;
+    add_ = add;
+  }
 
   void run(const Schedule& schedule, size_t first_stage, const T* in, size_t stride, size_t count, T* out) {
     std::vector<T>& current = current_;
@@ -328,50 +332,47 @@ NoiseKey gemm_output_key(const NoiseKey& key, size_t i, size_t j, size_t n) {
 namespace {
 
 // acc[r][c] = fma chain over the k-indices first, first + stride, ... (count of them), starting
-// from the rounded first product: exactly a sequence of FMAs per output.
+// from the rounded first product: exactly a sequence of FMAs per output. The tile is mr <= 4
+// rows by nr <= 64 columns; out is mr x nr, row-major.
 void fma_chain_tile(const float* a, size_t lda, const float* b, size_t ldb, size_t first, size_t stride, size_t count,
-                    float* out) {
+                    size_t mr, size_t nr, float* out) {
   static_assert(kGemmTileRows == 4 && kGemmTileCols == 64, "the microkernel is written for 4 x 64 tiles");
 #if defined(__AVX512F__)
   // 16 accumulators of 16 floats: 4 rows x 4 vectors; one broadcast of a[r][k] feeds 4 FMAs.
+  // Partial tiles use masked loads and stores (rows past mr compute on row 0's data, unused).
+  __mmask16 mask[4];
+  for (size_t v = 0; v < 4; ++v) {
+    const size_t lanes = nr > 16 * v ? std::min<size_t>(16, nr - 16 * v) : 0;
+    mask[v] = static_cast<__mmask16>((1u << lanes) - 1);
+  }
+  size_t row_of[4];
+  for (size_t r = 0; r < 4; ++r) row_of[r] = r < mr ? r : 0;
   __m512 acc[4][4];
   {
     const float* brow = b + first * ldb;
+    __m512 bv[4];
+    for (int v = 0; v < 4; ++v) bv[v] = _mm512_maskz_loadu_ps(mask[v], brow + 16 * v);
     for (int r = 0; r < 4; ++r) {
-      const __m512 ar = _mm512_set1_ps(a[r * lda + first]);
-      for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_mul_ps(ar, _mm512_loadu_ps(brow + 16 * v));
+      const __m512 ar = _mm512_set1_ps(a[row_of[r] * lda + first]);
+      for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_mul_ps(ar, bv[v]);
     }
   }
   for (size_t t = 1; t < count; ++t) {
     const size_t kk = first + t * stride;
     const float* brow = b + kk * ldb;
-    const __m512 b0 = _mm512_loadu_ps(brow), b1 = _mm512_loadu_ps(brow + 16), b2 = _mm512_loadu_ps(brow + 32),
-                 b3 = _mm512_loadu_ps(brow + 48);
+    const __m512 b0 = _mm512_maskz_loadu_ps(mask[0], brow), b1 = _mm512_maskz_loadu_ps(mask[1], brow + 16),
+                 b2 = _mm512_maskz_loadu_ps(mask[2], brow + 32), b3 = _mm512_maskz_loadu_ps(mask[3], brow + 48);
     for (int r = 0; r < 4; ++r) {
-      const __m512 ar = _mm512_set1_ps(a[r * lda + kk]);
+      const __m512 ar = _mm512_set1_ps(a[row_of[r] * lda + kk]);
       acc[r][0] = _mm512_fmadd_ps(ar, b0, acc[r][0]);
       acc[r][1] = _mm512_fmadd_ps(ar, b1, acc[r][1]);
       acc[r][2] = _mm512_fmadd_ps(ar, b2, acc[r][2]);
       acc[r][3] = _mm512_fmadd_ps(ar, b3, acc[r][3]);
     }
   }
-  for (int r = 0; r < 4; ++r)
-    for (int v = 0; v < 4; ++v) _mm512_storeu_ps(out + r * 64 + 16 * v, acc[r][v]);
+  for (size_t r = 0; r < mr; ++r)
+    for (int v = 0; v < 4; ++v) _mm512_mask_storeu_ps(out + r * nr + 16 * v, mask[v], acc[r][v]);
 #else
-  float acc[4][64];
-  for (size_t r = 0; r < 4; ++r)
-    for (size_t c = 0; c < 64; ++c) acc[r][c] = a[r * lda + first] * b[first * ldb + c];
-  for (size_t t = 1; t < count; ++t) {
-    const size_t kk = first + t * stride;
-    for (size_t r = 0; r < 4; ++r)
-      for (size_t c = 0; c < 64; ++c) acc[r][c] = std::fma(a[r * lda + kk], b[kk * ldb + c], acc[r][c]);
-  }
-  for (size_t r = 0; r < 4; ++r) std::copy_n(acc[r], 64, out + r * 64);
-#endif
-}
-
-void fma_chain_edge(const float* a, size_t lda, const float* b, size_t ldb, size_t first, size_t stride, size_t count,
-                    size_t mr, size_t nr, float* out) {
   for (size_t r = 0; r < mr; ++r)
     for (size_t c = 0; c < nr; ++c) {
       float acc = a[r * lda + first] * b[first * ldb + c];
@@ -381,6 +382,7 @@ void fma_chain_edge(const float* a, size_t lda, const float* b, size_t ldb, size
       }
       out[r * nr + c] = acc;
     }
+#endif
 }
 
 }  // namespace
@@ -425,9 +427,8 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
           }
         continue;
       }
-      const bool full = mr == kGemmTileRows && nr == kGemmTileCols;
-      TileWalker<float, NativeAdd<float>> edge_walker(w, {w}, ar, streams.data(), tile_key);
-      auto& walker = full ? full_walker : edge_walker;
+      auto& walker = full_walker;
+      walker.reshape(w, {w});
       walker.set_tile(tile_key);
       result.resize(w);
       const float* a_tile = a + i0 * k;
@@ -436,10 +437,7 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
         rows.resize(groups.size() * w);
         for (size_t g = 0; g < groups.size(); ++g) {
           float* dest = &rows[g * w];
-          if (full)
-            fma_chain_tile(a_tile, k, b_tile, n, groups[g].first, groups[g].stride, groups[g].count, dest);
-          else
-            fma_chain_edge(a_tile, k, b_tile, n, groups[g].first, groups[g].stride, groups[g].count, mr, nr, dest);
+          fma_chain_tile(a_tile, k, b_tile, n, groups[g].first, groups[g].stride, groups[g].count, mr, nr, dest);
         }
         if (k == 0) std::fill(result.begin(), result.end(), 0.0f);
         else walker.run(schedule, 1, rows.data(), w, groups.size(), result.data());

@@ -4,6 +4,7 @@
 
 #include "fp/arithmetic.hpp"
 #include "fp/superaccumulator.hpp"
+#include "sim/engine.hpp"
 #include "sim/schedule_walk.hpp"
 #include "sim/whole_group.hpp"
 
@@ -74,6 +75,17 @@ double dot_reference(const Schedule& schedule, std::span<const double> a, std::s
     list.push_back(arithmetic.products == Products::rounded ? Partial{ops.rounded(p)} : p);
   }
   return detail::walk(ops, schedule, std::move(list), key).a;
+}
+
+void gemm_reference(const Schedule& schedule, const double* a, const double* b, double* c, const GemmShape& shape,
+                    const Arithmetic& arithmetic, const NoiseKey& key) {
+  std::vector<double> column(shape.k);
+  for (size_t j = 0; j < shape.n; ++j) {
+    for (size_t t = 0; t < shape.k; ++t) column[t] = b[t * shape.n + j];
+    for (size_t i = 0; i < shape.m; ++i)
+      c[i * shape.n + j] = dot_reference(schedule, {a + i * shape.k, shape.k}, column, arithmetic,
+                                         gemm_output_key(key, i, j, shape.n));
+  }
 }
 
 }  // namespace fplab::sim

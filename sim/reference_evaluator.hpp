@@ -20,4 +20,10 @@ double reduce_reference(const Schedule& schedule, std::span<const double> values
 double dot_reference(const Schedule& schedule, std::span<const double> a, std::span<const double> b,
                      const Arithmetic& arithmetic, const NoiseKey& key = {});
 
+// C = A B (A m x k, B k x n, C m x n, row-major doubles), each output a dot_reference with the
+// same noise keys as sim::gemm (gemm_output_key). Slow; for tests and small fp64 problems.
+struct GemmShape;
+void gemm_reference(const Schedule& schedule, const double* a, const double* b, double* c, const GemmShape& shape,
+                    const Arithmetic& arithmetic, const NoiseKey& key = {});
+
 }  // namespace fplab::sim

@@ -1,0 +1,33 @@
+// Batch normalisation over (B) for (B, C) inputs and over (B, H, W) for (B, C, H, W) inputs.
+// Training uses the batch statistics, whose sums follow the bn_stats schedule (the mean, then
+// the mean squared deviation: parts 0 and 1); gamma and beta gradients follow bias_grad.
+// Running statistics (momentum 0.1, unbiased variance, as PyTorch) are used in evaluation.
+#pragma once
+
+#include "models/layer.hpp"
+
+namespace fplab::models {
+
+template <class T>
+class BatchNorm : public Layer<T> {
+ public:
+  explicit BatchNorm(size_t channels, double momentum = 0.1, double eps = 1e-5);
+  std::string describe() const override { return "batchnorm(" + std::to_string(channels_) + ")"; }
+  std::vector<size_t> output_shape(const std::vector<size_t>& in) const override { return in; }
+  Tensor<T> forward(const Tensor<T>& x, Context& ctx) override;
+  Tensor<T> backward(const Tensor<T>& dy, Context& ctx) override;
+  std::vector<Parameter<T>*> parameters() override { return {&gamma_, &beta_}; }
+  std::vector<Tensor<T>*> buffers() override { return {&running_mean_, &running_var_}; }
+  void initialize(const Context&) override;
+
+ private:
+  size_t channels_;
+  double momentum_, eps_;
+  Parameter<T> gamma_, beta_;
+  Tensor<T> running_mean_, running_var_;
+  Tensor<T> xhat_;             // (N x C) normalised training input
+  std::vector<T> inv_std_;
+  std::vector<size_t> shape_;
+};
+
+}  // namespace fplab::models

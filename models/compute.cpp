@@ -1,0 +1,46 @@
+#include "models/compute.hpp"
+
+#include <vector>
+
+#include "sim/engine.hpp"
+#include "sim/reference_evaluator.hpp"
+
+namespace fplab::models {
+
+template <>
+void matmul<float>(const Context& ctx, OpKind op, const float* a, const float* b, float* c, size_t m, size_t n,
+                   size_t k, uint64_t part) {
+  const OpChoice& choice = (*ctx.ops)[op];
+  sim::gemm(choice.schedule, a, b, c, {m, n, k}, choice.arithmetic, ctx.key(op, part));
+}
+
+template <>
+void matmul<double>(const Context& ctx, OpKind op, const double* a, const double* b, double* c, size_t m, size_t n,
+                    size_t k, uint64_t part) {
+  const OpChoice& choice = (*ctx.ops)[op];
+  sim::gemm_reference(choice.schedule, a, b, c, {m, n, k}, choice.arithmetic, ctx.key(op, part));
+}
+
+template <class T>
+void sum_rows(const Context& ctx, OpKind op, const T* x, size_t rows, size_t cols, T* out, uint64_t part) {
+  const OpChoice& choice = (*ctx.ops)[op];
+  std::vector<double> terms(x, x + rows * cols), result(cols);
+  sim::reduce_batch(choice.schedule, terms.data(), rows, cols, choice.arithmetic, ctx.key(op, part), result.data());
+  for (size_t j = 0; j < cols; ++j) out[j] = static_cast<T>(result[j]);
+}
+
+template <class T>
+void transpose(const T* x, size_t rows, size_t cols, T* out) {
+  constexpr size_t kBlock = 32;  // cache blocking
+  for (size_t i0 = 0; i0 < rows; i0 += kBlock)
+    for (size_t j0 = 0; j0 < cols; j0 += kBlock)
+      for (size_t i = i0; i < std::min(rows, i0 + kBlock); ++i)
+        for (size_t j = j0; j < std::min(cols, j0 + kBlock); ++j) out[j * rows + i] = x[i * cols + j];
+}
+
+template void sum_rows<float>(const Context&, OpKind, const float*, size_t, size_t, float*, uint64_t);
+template void sum_rows<double>(const Context&, OpKind, const double*, size_t, size_t, double*, uint64_t);
+template void transpose<float>(const float*, size_t, size_t, float*);
+template void transpose<double>(const double*, size_t, size_t, double*);
+
+}  // namespace fplab::models

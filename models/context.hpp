@@ -1,0 +1,32 @@
+// What a layer needs to know while it computes: how the device adds (the OpTable), the seeds, and
+// which step of which layer this is, so that every reduction's noise key is fixed by position
+// and a run can be replayed or resumed bit for bit.
+#pragma once
+
+#include <cstdint>
+
+#include "fp/counter_rng.hpp"
+#include "models/op_table.hpp"
+#include "sim/noise.hpp"
+
+namespace fplab::models {
+
+struct Context {
+  const OpTable* ops = nullptr;
+  uint64_t impl_seed = 0;  // implementation noise: atomic orders, shuffles, stochastic rounding
+  uint64_t algo_seed = 0;  // algorithmic noise (models/algo_noise.hpp): init, data, dropout
+  uint64_t call = 0;       // the training step (or an evaluation batch, in its own range)
+  uint64_t layer = 0;      // index of the layer computing now
+  bool training = true;
+
+  // The noise key of reduction `op` of this layer at this call; `part` tells apart several
+  // reductions of one kind in one layer (e.g. BatchNorm's mean and variance).
+  sim::NoiseKey key(OpKind op, uint64_t part = 0) const {
+    return {impl_seed, fp::mix_key({layer, static_cast<uint64_t>(op), part}), call, 0, 0};
+  }
+};
+
+// Evaluation batches use calls from this offset on, so they never share keys with training steps.
+inline constexpr uint64_t kEvaluationCalls = uint64_t{1} << 62;
+
+}  // namespace fplab::models

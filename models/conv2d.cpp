@@ -1,0 +1,113 @@
+#include "models/conv2d.hpp"
+
+#include <stdexcept>
+
+#include "models/compute.hpp"
+#include "models/algo_noise.hpp"
+#include "models/init.hpp"
+
+namespace fplab::models {
+
+template <class T>
+Conv2d<T>::Conv2d(size_t cin, size_t cout, size_t kernel, size_t stride, size_t padding)
+    : cin_(cin), cout_(cout), kernel_(kernel), stride_(stride), padding_(padding),
+      weight_{"weight", Tensor<T>({cin * kernel * kernel, cout}), Tensor<T>({cin * kernel * kernel, cout}), true},
+      bias_{"bias", Tensor<T>({cout}), Tensor<T>({cout}), false} {}
+
+template <class T>
+std::string Conv2d<T>::describe() const {
+  return "conv2d(" + std::to_string(cin_) + "->" + std::to_string(cout_) + ", " + std::to_string(kernel_) + "x" +
+         std::to_string(kernel_) + ", stride " + std::to_string(stride_) + ", pad " + std::to_string(padding_) + ")";
+}
+
+template <class T>
+std::vector<size_t> Conv2d<T>::output_shape(const std::vector<size_t>& in) const {
+  if (in.size() != 4 || in[1] != cin_) throw std::invalid_argument(describe() + ": input must be (B, " + std::to_string(cin_) + ", H, W)");
+  return {in[0], cout_, out_size(in[2]), out_size(in[3])};
+}
+
+template <class T>
+void Conv2d<T>::initialize(const Context& ctx) {
+  he_normal(weight_.value, cin_ * kernel_ * kernel_, init_stream(ctx.algo_seed, ctx.layer));
+  std::fill(bias_.value.data.begin(), bias_.value.data.end(), T(0));
+}
+
+template <class T>
+void Conv2d<T>::im2col(const Tensor<T>& x, Tensor<T>& cols) const {
+  const size_t batch = x.dim(0), h = x.dim(2), w = x.dim(3), ho = out_size(h), wo = out_size(w);
+  const size_t k = cin_ * kernel_ * kernel_;
+  cols = Tensor<T>({batch * ho * wo, k});
+  for (size_t b = 0; b < batch; ++b)
+    for (size_t oy = 0; oy < ho; ++oy)
+      for (size_t ox = 0; ox < wo; ++ox) {
+        T* row = &cols.data[((b * ho + oy) * wo + ox) * k];
+        for (size_t c = 0; c < cin_; ++c)
+          for (size_t i = 0; i < kernel_; ++i)
+            for (size_t j = 0; j < kernel_; ++j) {
+              const auto y = static_cast<long>(oy * stride_ + i) - static_cast<long>(padding_);
+              const auto xx = static_cast<long>(ox * stride_ + j) - static_cast<long>(padding_);
+              const bool inside = y >= 0 && xx >= 0 && y < static_cast<long>(h) && xx < static_cast<long>(w);
+              row[(c * kernel_ + i) * kernel_ + j] = inside ? x.data[((b * cin_ + c) * h + y) * w + xx] : T(0);
+            }
+      }
+}
+
+template <class T>
+Tensor<T> Conv2d<T>::forward(const Tensor<T>& x, Context& ctx) {
+  const auto shape = output_shape(x.shape);
+  const size_t batch = shape[0], ho = shape[2], wo = shape[3], positions = ho * wo, k = cin_ * kernel_ * kernel_;
+  Tensor<T> cols;
+  im2col(x, cols);
+  Tensor<T> out({batch * positions, cout_});
+  matmul(ctx, OpKind::fwd, cols.ptr(), weight_.value.ptr(), out.ptr(), batch * positions, cout_, k);
+  Tensor<T> y(shape);
+  for (size_t b = 0; b < batch; ++b)
+    for (size_t p = 0; p < positions; ++p)
+      for (size_t c = 0; c < cout_; ++c)
+        y.data[(b * cout_ + c) * positions + p] = out.data[(b * positions + p) * cout_ + c] + bias_.value.data[c];
+  if (ctx.training) {
+    cols_ = std::move(cols);
+    input_shape_ = x.shape;
+  }
+  return y;
+}
+
+template <class T>
+Tensor<T> Conv2d<T>::backward(const Tensor<T>& dy, Context& ctx) {
+  const size_t batch = dy.dim(0), ho = dy.dim(2), wo = dy.dim(3), positions = ho * wo, k = cin_ * kernel_ * kernel_;
+  const size_t rows = batch * positions;
+  Tensor<T> g({rows, cout_});  // dy as (B*Ho*Wo) x C_out
+  for (size_t b = 0; b < batch; ++b)
+    for (size_t c = 0; c < cout_; ++c)
+      for (size_t p = 0; p < positions; ++p) g.data[(b * positions + p) * cout_ + c] = dy.data[(b * cout_ + c) * positions + p];
+  // dW (k x C_out) = cols^T (k x rows) g (rows x C_out).
+  Tensor<T> cols_t({k, rows});
+  transpose(cols_.ptr(), rows, k, cols_t.ptr());
+  matmul(ctx, OpKind::wgrad, cols_t.ptr(), g.ptr(), weight_.grad.ptr(), k, cout_, rows);
+  sum_rows(ctx, OpKind::bias_grad, g.ptr(), rows, cout_, bias_.grad.ptr());
+  // dcols (rows x k) = g (rows x C_out) W^T (C_out x k), then col2im.
+  Tensor<T> wt({cout_, k}), dcols({rows, k});
+  transpose(weight_.value.ptr(), k, cout_, wt.ptr());
+  matmul(ctx, OpKind::dgrad, g.ptr(), wt.ptr(), dcols.ptr(), rows, k, cout_);
+  const size_t h = input_shape_[2], w = input_shape_[3];
+  Tensor<T> dx(input_shape_);
+  for (size_t b = 0; b < batch; ++b)
+    for (size_t oy = 0; oy < ho; ++oy)
+      for (size_t ox = 0; ox < wo; ++ox) {
+        const T* row = &dcols.data[((b * ho + oy) * wo + ox) * k];
+        for (size_t c = 0; c < cin_; ++c)
+          for (size_t i = 0; i < kernel_; ++i)
+            for (size_t j = 0; j < kernel_; ++j) {
+              const auto y = static_cast<long>(oy * stride_ + i) - static_cast<long>(padding_);
+              const auto xx = static_cast<long>(ox * stride_ + j) - static_cast<long>(padding_);
+              if (y >= 0 && xx >= 0 && y < static_cast<long>(h) && xx < static_cast<long>(w))
+                dx.data[((b * cin_ + c) * h + y) * w + xx] += row[(c * kernel_ + i) * kernel_ + j];
+            }
+      }
+  return dx;
+}
+
+template class Conv2d<float>;
+template class Conv2d<double>;
+
+}  // namespace fplab::models

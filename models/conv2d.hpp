@@ -1,0 +1,32 @@
+// 2-D convolution as a GEMM over C*kh*kw (explicit im2col): input (B, C, H, W), weight stored
+// (C*kh*kw) x C_out. The forward reduction runs over C*kh*kw, the weight gradient's over
+// B*H_out*W_out, the input gradient's over C_out; col2im then adds the (at most kh*kw)
+// overlapping contributions of each input pixel in a fixed order, in T.
+#pragma once
+
+#include "models/layer.hpp"
+
+namespace fplab::models {
+
+template <class T>
+class Conv2d : public Layer<T> {
+ public:
+  Conv2d(size_t in_channels, size_t out_channels, size_t kernel, size_t stride = 1, size_t padding = 0);
+  std::string describe() const override;
+  std::vector<size_t> output_shape(const std::vector<size_t>& in) const override;
+  Tensor<T> forward(const Tensor<T>& x, Context& ctx) override;
+  Tensor<T> backward(const Tensor<T>& dy, Context& ctx) override;
+  std::vector<Parameter<T>*> parameters() override { return {&weight_, &bias_}; }
+  void initialize(const Context& ctx) override;
+
+ private:
+  size_t out_size(size_t in) const { return (in + 2 * padding_ - kernel_) / stride_ + 1; }
+  void im2col(const Tensor<T>& x, Tensor<T>& cols) const;
+
+  size_t cin_, cout_, kernel_, stride_, padding_;
+  Parameter<T> weight_, bias_;
+  Tensor<T> cols_;                   // im2col of the last training input
+  std::vector<size_t> input_shape_;
+};
+
+}  // namespace fplab::models

@@ -1,0 +1,58 @@
+// Which schedule and arithmetic each kind of reduction in training uses: the interface through
+// which a model asks "how does this device add?" (hardware profiles fill it later; for now a
+// preset or a small TOML file does).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "sim/arithmetic.hpp"
+#include "sim/schedule.hpp"
+
+namespace fplab::models {
+
+// The reductions of a training step.
+enum class OpKind : uint8_t {
+  fwd,        // forward GEMMs/convolutions: the reduction over input features
+  dgrad,      // input gradients: the reduction over output features
+  wgrad,      // weight gradients: the reduction over the batch (and positions)
+  bias_grad,  // bias, BatchNorm gamma/beta gradients: sums over the batch
+  bn_stats,   // BatchNorm means and variances, global average pooling
+  softmax,    // the softmax denominator: a sum over classes
+  loss,       // the mean loss over the batch
+};
+inline constexpr std::array<OpKind, 7> all_op_kinds = {OpKind::fwd,      OpKind::dgrad,    OpKind::wgrad, OpKind::bias_grad,
+                                                       OpKind::bn_stats, OpKind::softmax, OpKind::loss};
+std::string_view op_kind_name(OpKind kind);
+
+struct OpChoice {
+  sim::Schedule schedule;
+  sim::Arithmetic arithmetic;
+};
+
+struct OpTable {
+  std::array<OpChoice, 7> ops;
+  const OpChoice& operator[](OpKind kind) const { return ops[static_cast<size_t>(kind)]; }
+  OpChoice& operator[](OpKind kind) { return ops[static_cast<size_t>(kind)]; }
+  bool nondeterministic() const;
+  std::string describe() const;  // "fwd=all:seq fp32/rne/fused; dgrad=..."
+};
+
+// Presets: "seq" (left folds / FMA chains), "pairwise" (balanced trees), "gpu" (a GPU-like set:
+// FMA-chain GEMMs, split-K input gradients, atomics for weight and bias gradients, warp trees for
+// statistics), "atomic" (every reduction's final combine by atomics), "exact" (every reduction
+// correctly rounded: the schedule cannot matter). `format` is the accumulation format of every
+// reduction ("fp32", "bf16", ...), or "exact", which forces the exact preset in fp32.
+OpTable op_table_preset(std::string_view preset, std::string_view format = "fp32");
+std::string op_table_presets_help();
+
+// A TOML file with one schedule per operation kind (all seven required) and optional
+// `format`, `mode`, `products`, e.g.
+//   fwd = "all:seq"
+//   wgrad = "splitk-atomic(8)"
+// Errors name the file, the line and the key.
+OpTable load_op_table(const std::string& path, std::string_view format = "");
+
+}  // namespace fplab::models

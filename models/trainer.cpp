@@ -1,0 +1,205 @@
+#include "models/trainer.hpp"
+
+#include <chrono>
+#include <filesystem>
+
+#include "models/checkpoint_io.hpp"
+#include "models/sha256.hpp"
+#include "models/softmax_cross_entropy.hpp"
+
+namespace fplab::models {
+namespace {
+
+std::vector<float> gather(const std::vector<Tensor<float>*>& tensors) {
+  std::vector<float> all;
+  for (const auto* t : tensors) all.insert(all.end(), t->data.begin(), t->data.end());
+  return all;
+}
+std::vector<Tensor<float>*> values(Model<float>& model) {
+  std::vector<Tensor<float>*> v;
+  for (auto* p : model.parameters()) v.push_back(&p->value);
+  return v;
+}
+void scatter(std::span<const float> from, const std::vector<Tensor<float>*>& tensors, const std::string& path,
+             const std::string& what) {
+  size_t at = 0;
+  for (auto* t : tensors) {
+    if (at + t->size() > from.size()) throw DataError(path, what + " have the wrong size for this model");
+    std::copy_n(from.begin() + static_cast<long>(at), t->size(), t->data.begin());
+    at += t->size();
+  }
+  if (at != from.size()) throw DataError(path, what + " have the wrong size for this model");
+}
+
+struct Position {
+  uint64_t epoch = 0, batch = 0, step = 0;
+  double loss_sum = 0;  // of the current epoch's batches so far
+};
+
+void save(const TrainConfig& config, Model<float>& model, Optimizer<float>& optimizer, const Position& at,
+          const std::vector<EpochReport>& history) {
+  CheckpointWriter w;
+  const std::string fingerprint = sha256_hex(config.fingerprint());
+  std::vector<uint64_t> fp_words(4);
+  for (size_t i = 0; i < 4; ++i) fp_words[i] = std::stoull(fingerprint.substr(16 * i, 16), nullptr, 16);
+  w.add("fingerprint", std::span<const uint64_t>(fp_words));
+  w.add_scalar("epoch", at.epoch).add_scalar("batch", at.batch).add_scalar("step", at.step);
+  w.add("loss_sum", std::span<const double>(&at.loss_sum, 1));
+  const auto params = gather(values(model)), buffers = gather(model.buffers());
+  w.add("parameters", std::span<const float>(params));
+  w.add("buffers", std::span<const float>(buffers));
+  w.add_scalar("optimizer_steps", optimizer.steps());
+  for (size_t i = 0; i < optimizer.state().size(); ++i)
+    w.add("optimizer_state_" + std::to_string(i), std::span<const float>(optimizer.state()[i]));
+  std::vector<double> log;
+  for (const auto& e : history) log.insert(log.end(), {double(e.epoch), e.train_loss, e.test_accuracy, e.seconds, e.examples_per_second});
+  w.add("history", std::span<const double>(log));
+  w.write(config.checkpoint);
+}
+
+Position load(const TrainConfig& config, Model<float>& model, Optimizer<float>& optimizer,
+              std::vector<EpochReport>& history) {
+  const auto r = CheckpointReader::read(config.checkpoint);
+  const std::string fingerprint = sha256_hex(config.fingerprint());
+  const auto words = r.u64("fingerprint");
+  for (size_t i = 0; i < 4; ++i)
+    if (words.size() != 4 || words[i] != std::stoull(fingerprint.substr(16 * i, 16), nullptr, 16))
+      throw DataError(config.checkpoint, "checkpoint of a different run (other model, data, seeds or schedules)");
+  Position at{r.scalar("epoch"), r.scalar("batch"), r.scalar("step"), r.f64("loss_sum")[0]};
+  scatter(r.f32("parameters"), values(model), config.checkpoint, "parameters");
+  scatter(r.f32("buffers"), model.buffers(), config.checkpoint, "buffers");
+  optimizer.steps() = r.scalar("optimizer_steps");
+  optimizer.state().clear();
+  for (size_t i = 0; r.has("optimizer_state_" + std::to_string(i)); ++i) {
+    const auto s = r.f32("optimizer_state_" + std::to_string(i));
+    optimizer.state().emplace_back(s.begin(), s.end());
+  }
+  const auto log = r.f64("history");
+  for (size_t i = 0; i + 5 <= log.size(); i += 5)
+    history.push_back({static_cast<size_t>(log[i]), log[i + 1], log[i + 2], log[i + 3], log[i + 4]});
+  return at;
+}
+
+}  // namespace
+
+std::string TrainConfig::fingerprint() const {
+  std::string s = "model=" + model.name + " hidden=";
+  for (size_t h : model.hidden) s += std::to_string(h) + ",";
+  s += " kernel=" + std::to_string(model.kernel) + " dropout=" + std::to_string(model.dropout);
+  s += " opt=" + optimizer.kind + " lr=" + std::to_string(optimizer.lr) + " momentum=" + std::to_string(optimizer.momentum) +
+       " wd=" + std::to_string(optimizer.weight_decay) + " decay=" + std::to_string(optimizer.decay_every) + "/" +
+       std::to_string(optimizer.decay_factor);
+  s += " epochs=" + std::to_string(epochs) + " batch=" + std::to_string(batch);
+  s += " subset=" + std::to_string(selection.subset) + " imbalance=" + std::to_string(selection.imbalance_class) + "/" +
+       std::to_string(selection.imbalance_percent);
+  s += " augment=" + std::to_string(augmentation.pad) + "/" + std::to_string(augmentation.flip);
+  s += " ops=" + ops.describe() + " algo=" + std::to_string(algo_seed) + " impl=" + std::to_string(impl_seed);
+  return s;
+}
+
+std::vector<uint8_t> predict(Model<float>& model, const ImageSet& set, const OpTable& ops, uint64_t impl_seed,
+                             uint64_t call, size_t batch) {
+  std::vector<uint8_t> out;
+  out.reserve(set.size());
+  Context ctx;
+  ctx.ops = &ops;
+  ctx.impl_seed = impl_seed;
+  ctx.training = false;
+  for (size_t start = 0; start < set.size(); start += batch) {
+    const size_t n = std::min(batch, set.size() - start);
+    std::vector<size_t> shape = {n, static_cast<size_t>(set.channels), static_cast<size_t>(set.rows), static_cast<size_t>(set.cols)};
+    Tensor<float> x(shape);
+    std::copy_n(set.image(start), n * set.image_size(), x.data.begin());
+    ctx.call = call + start / batch;
+    const auto p = predictions(model.forward(x, ctx));
+    out.insert(out.end(), p.begin(), p.end());
+  }
+  return out;
+}
+
+TrainResult train(const TrainConfig& config, const Dataset& data, const ProgressFn& progress, const BatchFn& on_batch) {
+  using clock = std::chrono::steady_clock;
+  const ImageSet& set = data.train;
+  const std::vector<size_t> examples = select_training_examples(set.labels, config.selection, config.algo_seed);
+  const size_t batch = config.batch == 0 ? examples.size() : std::min(config.batch, examples.size());
+  const size_t batches = (examples.size() + batch - 1) / batch;
+  if (examples.empty()) throw DataError("training data", "empty after the subset/imbalance selection");
+
+  Model<float> model = build_model<float>(config.model, {static_cast<size_t>(set.channels), static_cast<size_t>(set.rows),
+                                                         static_cast<size_t>(set.cols)});
+  Optimizer<float> optimizer(config.optimizer);
+  Context ctx;
+  ctx.ops = &config.ops;
+  ctx.impl_seed = config.impl_seed;
+  ctx.algo_seed = config.algo_seed;
+  model.initialize(ctx);
+
+  TrainResult result;
+  Position at;
+  if (config.resume && !config.checkpoint.empty() && std::filesystem::exists(config.checkpoint)) {
+    at = load(config, model, optimizer, result.history);
+    result.resumed = true;
+  }
+  SoftmaxCrossEntropy<float> loss_fn;
+  std::vector<size_t> batch_examples;
+  std::vector<uint8_t> labels;
+  for (; at.epoch < config.epochs; ++at.epoch, at.batch = 0, at.loss_sum = 0) {
+    const auto started = clock::now();
+    const size_t first_batch = at.batch;
+    const auto order = epoch_order(examples.size(), config.algo_seed, at.epoch);
+    for (; at.batch < batches; ++at.batch) {
+      const size_t begin = at.batch * batch, n = std::min(batch, examples.size() - begin);
+      batch_examples.resize(n);
+      for (size_t i = 0; i < n; ++i) batch_examples[i] = examples[order[begin + i]];
+      Tensor<float> x({n, static_cast<size_t>(set.channels), static_cast<size_t>(set.rows), static_cast<size_t>(set.cols)});
+      labels.resize(n);
+      make_batch(set, batch_examples, config.augmentation, config.algo_seed, at.epoch, data.background(), x.ptr(),
+                 labels.data());
+      ctx.call = at.step;
+      ctx.training = true;
+      const float loss = loss_fn.forward(model.forward(x, ctx), labels, ctx);
+      model.backward(loss_fn.backward(), ctx);
+      optimizer.step(model.parameters(), at.epoch);
+      at.loss_sum += loss;
+      ++at.step;
+      if (on_batch) on_batch(at.epoch, at.batch, batches);
+      if (!config.checkpoint.empty() && (at.batch + 1) % config.checkpoint_every == 0 && at.batch + 1 < batches) {
+        Position next = at;
+        ++next.batch;
+        save(config, model, optimizer, next, result.history);
+      }
+    }
+    const double seconds = std::chrono::duration<double>(clock::now() - started).count();
+    const auto test_predictions =
+        predict(model, data.test, config.ops, config.impl_seed, kEvaluationCalls + (at.epoch << 24));
+    size_t correct = 0;
+    for (size_t i = 0; i < test_predictions.size(); ++i) correct += test_predictions[i] == data.test.labels[i];
+    EpochReport report{at.epoch + 1, at.loss_sum / static_cast<double>(batches),
+                       static_cast<double>(correct) / static_cast<double>(test_predictions.size()), seconds,
+                       static_cast<double>(std::min(batches - first_batch, batches) * batch) / seconds};
+    result.history.push_back(report);
+    result.predictions = test_predictions;
+    if (progress) progress(report);
+    if (!config.checkpoint.empty()) {
+      Position next{at.epoch + 1, 0, at.step, 0};
+      save(config, model, optimizer, next, result.history);
+    }
+  }
+  if (result.history.empty()) throw DataError(config.checkpoint, "already covers all epochs: nothing to train");
+  if (result.predictions.empty())  // resumed at the very end: evaluate the final model
+    result.predictions = predict(model, data.test, config.ops, config.impl_seed, kEvaluationCalls + ((config.epochs - 1) << 24));
+  result.epochs = config.epochs;
+  result.steps = at.step;
+  result.test_accuracy = result.history.back().test_accuracy;
+  result.train_loss = result.history.back().train_loss;
+  result.weights = gather(values(model));
+  result.buffers = gather(model.buffers());
+  Sha256 h;
+  h.update(result.weights.data(), result.weights.size() * sizeof(float));
+  h.update(result.buffers.data(), result.buffers.size() * sizeof(float));
+  result.weights_sha256 = h.hex_digest();
+  result.predictions_sha256 = sha256_hex(result.predictions.data(), result.predictions.size());
+  return result;
+}
+
+}  // namespace fplab::models

@@ -1,0 +1,177 @@
+// Checkpoint files: atomic replacement, exact round trips of named arrays (every float bit
+// pattern kept), and refusal — with one line naming the file — of every truncation, every
+// flipped byte, appended bytes, a foreign file and an unknown version.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "models/checkpoint_io.hpp"
+#include "models/sha256.hpp"
+
+using namespace fplab::models;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "fplab-ckpt-XXXXXX").string();
+    REQUIRE(mkdtemp(pattern.data()) != nullptr);
+    path = pattern;
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
+template <class F>
+std::string data_error(F&& f) {
+  try {
+    f();
+  } catch (const DataError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    FAIL("expected a DataError, got: " << e.what());
+  }
+  FAIL("expected a DataError, nothing was thrown");
+  return {};
+}
+
+bool one_line_naming(const std::string& message, const std::string& path) {
+  return message.rfind(path + ": ", 0) == 0 && message.find('\n') == std::string::npos;
+}
+
+std::vector<float> awkward_floats() {
+  std::vector<float> v = {0.0f, -0.0f, 1.0f, -1.5f, std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::denorm_min(),
+                          std::numeric_limits<float>::max(), 0.1f};
+  uint32_t payload_nan = 0x7fc12345;
+  float nan;
+  std::memcpy(&nan, &payload_nan, 4);
+  v.push_back(nan);
+  return v;
+}
+
+bool same_bits(std::span<const float> a, std::span<const float> b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size_bytes()) == 0;
+}
+
+CheckpointWriter sample() {
+  CheckpointWriter w;
+  const std::vector<double> moments = {1e-300, -2.5, 3.0};
+  const std::vector<uint64_t> counters = {0, 1, ~uint64_t{0}};
+  w.add("layer0.weight", awkward_floats()).add("adam.m", moments).add("rng", counters).add_scalar("step", 1234);
+  w.add("empty", std::span<const float>());
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint: named arrays round-trip bit for bit through a file") {
+  TempDir dir;
+  const std::string path = dir.file("run.ckpt");
+  sample().write(path);
+  const CheckpointReader r = CheckpointReader::read(path);
+  CHECK(r.names() == std::vector<std::string>{"layer0.weight", "adam.m", "rng", "step", "empty"});
+  CHECK(same_bits(r.f32("layer0.weight"), awkward_floats()));
+  CHECK(std::vector<double>(r.f64("adam.m").begin(), r.f64("adam.m").end()) == std::vector<double>{1e-300, -2.5, 3.0});
+  CHECK(std::vector<uint64_t>(r.u64("rng").begin(), r.u64("rng").end()) == std::vector<uint64_t>{0, 1, ~uint64_t{0}});
+  CHECK(r.scalar("step") == 1234);
+  CHECK(r.f32("empty").empty());
+  CHECK(r.has("rng"));
+  CHECK_FALSE(r.has("nope"));
+  CHECK(one_line_naming(data_error([&] { r.f32("nope"); }), path));
+  CHECK(data_error([&] { r.f32("nope"); }).find("no array 'nope'") != std::string::npos);
+  CHECK(data_error([&] { r.f32("adam.m"); }).find("'adam.m' holds float64, not float32") != std::string::npos);
+  CHECK(data_error([&] { r.scalar("rng"); }).find("3 elements") != std::string::npos);
+  CHECK_THROWS_AS(CheckpointWriter().add_scalar("x", 1).add_scalar("x", 2), std::invalid_argument);
+}
+
+TEST_CASE("checkpoint: every truncation and every flipped byte is refused with one line naming the file") {
+  const std::vector<uint8_t> good = sample().bytes();
+  const std::string path = "/some/run.ckpt";
+  REQUIRE_NOTHROW(CheckpointReader::parse(good, path));
+  size_t accepted = 0, badly_worded = 0;
+  for (size_t n = 0; n < good.size(); ++n) {
+    const std::span<const uint8_t> cut(good.data(), n);
+    try {
+      CheckpointReader::parse(cut, path);
+      ++accepted;
+    } catch (const DataError& e) {
+      badly_worded += !one_line_naming(e.what(), path) || std::string(e.what()).find("truncated") == std::string::npos;
+    }
+  }
+  CHECK(accepted == 0);
+  CHECK(badly_worded == 0);
+  for (size_t i = 0; i < good.size(); ++i)
+    for (uint8_t mask : {0x01, 0x80}) {
+      auto bad = good;
+      bad[i] ^= mask;
+      try {
+        CheckpointReader::parse(bad, path);
+        ++accepted;
+      } catch (const DataError& e) {
+        badly_worded += !one_line_naming(e.what(), path);
+      }
+    }
+  CHECK(accepted == 0);
+  CHECK(badly_worded == 0);
+  auto longer = good;
+  longer.push_back(0);
+  const std::string message = data_error([&] { CheckpointReader::parse(longer, path); });
+  CHECK(message == path + ": corrupted checkpoint: 1 bytes after its end (header says " + std::to_string(good.size()) +
+                       " bytes)");
+  auto flipped = good;
+  flipped[40] ^= 4;
+  CHECK(data_error([&] { CheckpointReader::parse(flipped, path); }) == path + ": corrupted checkpoint: SHA-256 checksum mismatch");
+  const std::vector<uint8_t> cut(good.begin(), good.end() - 5);
+  CHECK(data_error([&] { CheckpointReader::parse(cut, path); }) ==
+        path + ": truncated checkpoint: " + std::to_string(cut.size()) + " bytes, its header says " + std::to_string(good.size()));
+}
+
+TEST_CASE("checkpoint: a foreign file and an unknown version are refused") {
+  const std::string path = "x.ckpt";
+  const std::string text = "{\"json\": \"not a checkpoint at all, but long enough to have a header\"}";
+  const std::vector<uint8_t> foreign(text.begin(), text.end());
+  CHECK(data_error([&] { CheckpointReader::parse(foreign, path); }) == "x.ckpt: not an fplab checkpoint (bad magic)");
+  // Version 2 with a correct checksum: refused for its version, not as corruption.
+  auto future = sample().bytes();
+  future[8] = 2;
+  const Sha256Digest checksum = sha256(future.data(), future.size() - 32);
+  std::copy(checksum.begin(), checksum.end(), future.end() - 32);
+  CHECK(data_error([&] { CheckpointReader::parse(future, path); }) ==
+        "x.ckpt: checkpoint version 2 is not supported (this build reads 1)");
+}
+
+TEST_CASE("atomic write: replaces the file whole, leaves no temporary, reports failures naming the path") {
+  TempDir dir;
+  const std::string path = dir.file("weights.bin");
+  write_file_atomically(path, std::string_view("first version"));
+  write_file_atomically(path, std::string_view("second"));
+  std::ifstream in(path, std::ios::binary);
+  const std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(content == "second");
+  size_t files = 0;
+  for (const auto& entry : fs::directory_iterator(dir.path)) {
+    ++files;
+    CHECK(entry.path().filename() == "weights.bin");
+  }
+  CHECK(files == 1);
+  const std::string nowhere = dir.file("missing/weights.bin");
+  const std::string message = data_error([&] { write_file_atomically(nowhere, std::string_view("x")); });
+  CHECK(message == nowhere + ": cannot write: No such file or directory");
+  // A folder in the way of the file: the rename fails and the temporary is removed.
+  fs::create_directory(dir.file("taken"));
+  fs::create_directory(dir.file("taken/sub"));
+  CHECK(data_error([&] { write_file_atomically(dir.file("taken"), std::string_view("x")); }).find("cannot write") !=
+        std::string::npos);
+  files = 0;
+  for ([[maybe_unused]] const auto& entry : fs::directory_iterator(dir.path)) ++files;
+  CHECK(files == 2);
+  const std::string absent = dir.file("absent.ckpt");
+  CHECK(data_error([&] { CheckpointReader::read(absent); }) == absent + ": cannot open: No such file or directory");
+}
