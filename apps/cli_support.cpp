@@ -1,8 +1,11 @@
 #include "apps/cli_support.hpp"
 
+#include <toml++/toml.h>
+
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <iostream>
 
 namespace fplab::app {
@@ -35,6 +38,45 @@ nlohmann::json json_number(double value) {
 }
 
 void print_json(const nlohmann::json& document) { std::cout << document.dump(2) << '\n'; }
+
+void apply_toml_config(CLI::App* command, const std::string& path) {
+  toml::table doc;
+  try {
+    doc = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    throw UsageError(path + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
+  }
+  for (const auto& [key, node] : doc) {
+    const std::string name(key.str());
+    const std::string where = path + ":" + std::to_string(node.source().begin.line);
+    CLI::Option* option = command->get_option_no_throw("--" + name);
+    if (option == nullptr || name == "config")
+      throw UsageError(where + ": unknown key '" + name + "' (keys are the long option names of 'fplab " +
+                       command->get_name() + " --help')");
+    if (option->count() > 0) continue;  // given on the command line: it wins
+    auto text = [&](const toml::node& v) -> std::string {
+      if (auto s = v.as_string()) return s->get();
+      if (auto i = v.as_integer()) return std::to_string(i->get());
+      if (auto f = v.as_floating_point()) {
+        std::ostringstream out;
+        out.precision(17);
+        out << f->get();
+        return out.str();
+      }
+      if (auto b = v.as_boolean()) return b->get() ? "true" : "false";
+      throw UsageError(where + ": key '" + name + "' must be a string, number, boolean or array of them");
+    };
+    if (const auto* array = node.as_array())
+      for (const auto& element : *array) option->add_result(text(element));
+    else
+      option->add_result(text(node));
+    try {
+      option->run_callback();
+    } catch (const CLI::Error& e) {
+      throw UsageError(where + ": key '" + name + "': " + e.what());
+    }
+  }
+}
 
 std::string bits_hex(uint64_t bits, int width_bits) {
   char buffer[32];

@@ -2,6 +2,7 @@
 // (one line on stderr, exit code 2).
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <stdexcept>
@@ -23,6 +24,11 @@ std::vector<std::string> read_number_texts(const std::vector<std::string>& argum
 // A double as JSON: a number when finite, null otherwise (the *_text fields carry inf/nan).
 nlohmann::json json_number(double value);
 void print_json(const nlohmann::json& document);
+
+// Applies a TOML file of `long-option-name = value` pairs to a command's options, except those
+// given on the command line (flags override the file). Arrays give several values; booleans set
+// flags. Unknown keys and unreadable files: UsageError naming the file, line and key.
+void apply_toml_config(CLI::App* command, const std::string& path);
 
 // "0x3f80"-style hex of a format's bit pattern, zero-padded to the format's width.
 std::string bits_hex(uint64_t bits, int width_bits);

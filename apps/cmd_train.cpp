@@ -32,6 +32,7 @@ struct TrainArgs {
   std::string save_weights, checkpoint;
   size_t checkpoint_every = 50;
   bool resume = false, json = false, quiet = false;
+  std::string config;
 };
 
 models::TrainConfig make_config(const TrainArgs& a) {
@@ -138,8 +139,7 @@ int run_train(const TrainArgs& args) {
 void add_train_command(CLI::App& app, Runner& run) {
   auto a = std::make_shared<TrainArgs>();
   CLI::App* cmd = app.add_subcommand("train", "Train a model on Fashion-MNIST, every reduction following a schedule");
-  cmd->set_config("--config", "", "TOML file with any of these options (long names, e.g. epochs = 3); flags override it");
-  cmd->allow_config_extras(CLI::config_extras_mode::error);
+  cmd->add_option("--config", a->config, "TOML file with any of these options by long name (epochs = 3); flags override it");
   cmd->add_option("--model", a->model, "mlp, small_cnn, small_cnn_bn, medium_cnn")->capture_default_str();
   cmd->add_option("--hidden", a->hidden, "mlp hidden sizes, e.g. --hidden 256 128")->capture_default_str();
   cmd->add_option("--kernel", a->kernel, "medium_cnn kernel size (1, 3, 5, 7)")->capture_default_str();
@@ -174,8 +174,14 @@ void add_train_command(CLI::App& app, Runner& run) {
       "  fplab train --train-subset 10000 --epochs 1\n"
       "  fplab train --model small_cnn --schedules gpu --impl-seed 2 --epochs 3 --json\n"
       "  fplab train --format exact --schedules atomic --train-subset 5000     (exact: the order cannot matter)\n"
-      "  fplab train --checkpoint run.ckpt --resume --epochs 5                  (continue a killed run)");
-  cmd->callback([&run, a] { run = [a] { return run_train(*a); }; });
+      "  fplab train --checkpoint run.ckpt --resume --epochs 5                  (continue a killed run)\n"
+      "  fplab train --config run.toml --epochs 2     (run.toml: model = \"small_cnn\"\\n train-subset = 5000 ...)");
+  cmd->callback([&run, a, cmd] {
+    run = [a, cmd] {
+      if (!a->config.empty()) apply_toml_config(cmd, a->config);
+      return run_train(*a);
+    };
+  });
 }
 
 }  // namespace fplab::app

@@ -145,9 +145,65 @@ class Files(unittest.TestCase):
         self.assertEqual(os.listdir(self.dir), ["h.png"])
 
 
+class Train(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def test_missing_dataset_is_one_line_naming_the_file(self):
+        r = run("train", "--data-dir", os.path.join(self.dir, "nowhere"), "--quiet")
+        self.assertEqual(r.returncode, 2)
+        lines = r.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertIn("nowhere", lines[0])
+
+    def test_config_file_and_json(self):
+        config = os.path.join(self.dir, "run.toml")
+        with open(config, "w") as f:
+            f.write('model = "mlp"\nhidden = [16]\ntrain-subset = 500\nepochs = 1\nschedules = "gpu"\n')
+        r = run("train", "--config", config, "--quiet", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = json.loads(r.stdout)
+        for key in ("test_accuracy", "train_loss", "weights_sha256", "predictions_sha256", "epochs"):
+            self.assertIn(key, out)
+        self.assertEqual(out["epochs"], 1)
+        self.assertIn("atomic", out["schedules"])
+        self.assertEqual(len(out["per_class_accuracy"]), 10)
+        with open(config, "a") as f:
+            f.write("no-such-option = 3\n")
+        r = run("train", "--config", config, "--quiet")
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+
+    def test_sigkill_then_resume_gives_the_same_bits(self):
+        common = ["train", "--model", "small_cnn_bn", "--train-subset", "2000", "--epochs", "2", "--schedules", "gpu",
+                  "--impl-seed", "3", "--quiet", "--json"]
+        whole = run(*common)
+        self.assertEqual(whole.returncode, 0, whole.stderr)
+        checkpoint = os.path.join(self.dir, "run.ckpt")
+        resumable = common + ["--checkpoint", checkpoint, "--checkpoint-every", "4", "--resume"]
+        p = subprocess.Popen([FPLAB, *resumable], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(600):  # wait for a checkpoint, then kill without warning
+            if os.path.exists(checkpoint) or p.poll() is not None:
+                break
+            subprocess.run(["sleep", "0.05"])
+        p.kill()
+        p.wait()
+        self.assertTrue(os.path.exists(checkpoint), "no checkpoint was written before the kill")
+        resumed = run(*resumable)
+        self.assertEqual(resumed.returncode, 0, resumed.stderr)
+        a, b = json.loads(whole.stdout), json.loads(resumed.stdout)
+        self.assertTrue(b["resumed"])
+        self.assertEqual(a["weights_sha256"], b["weights_sha256"])
+        self.assertEqual(a["predictions_sha256"], b["predictions_sha256"])
+        self.assertEqual([n for n in os.listdir(self.dir) if n.endswith(".tmp")], [])
+
+
 class Help(unittest.TestCase):
     def test_every_command_has_help_with_examples(self):
-        for command in ([], ["round"], ["sum"], ["reduce"], ["tree"], ["explore"]):
+        for command in ([], ["round"], ["sum"], ["reduce"], ["tree"], ["explore"], ["train"]):
             r = run(*command, "--help")
             self.assertEqual(r.returncode, 0, command)
             self.assertIn("Examples", r.stdout, command)
