@@ -25,7 +25,7 @@
 
 #include "sim/schedule.hpp"
 
-namespace fplab::sim::cuda {
+namespace fplab::sim::gpu {
 
 // A schedule outside the family a kernel realises; what() is one line naming the schedule.
 struct NotRealisable : std::invalid_argument {
@@ -86,4 +86,4 @@ struct GemmPlan {
 // Throws NotRealisable: "schedule 'X' is not realisable by the GPU GEMM kernel: <why>".
 GemmPlan plan_gemm(const Schedule& schedule);
 
-}  // namespace fplab::sim::cuda
+}  // namespace fplab::sim::gpu

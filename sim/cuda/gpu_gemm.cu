@@ -1,0 +1,228 @@
+// The GEMM kernel: 64 x 64 output tiles, 256 threads of 4 x 4 outputs each, K staged through
+// shared memory 16 at a time. Each output's chain runs over its part of K strictly in K order
+// with __fmaf_rn; the first term is the rounded product __fmul_rn, as a one-term group's
+// result is in the emulation. Nothing is ever added for a K index outside the part (an FMA with
+// a zero product would turn an accumulator of -0 into +0).
+#include <algorithm>
+#include <vector>
+
+#include "sim/cuda/cuda_check.cuh"
+#include "sim/cuda/gpu_gemm.hpp"
+
+namespace fplab::sim::gpu {
+namespace {
+
+constexpr int kTileM = 64, kTileN = 64, kTileK = 16, kThreads = 256;
+
+template <bool Atomic>
+__global__ void __launch_bounds__(kThreads)
+    gemm_fma_chains(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ out, int m, int n,
+                    int64_t k, int64_t chunk) {
+  __shared__ float as[kTileK][kTileM + 1];  // +1: the transposing store is free of bank conflicts
+  __shared__ float bs[kTileK][kTileN];
+  const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+  const int row0 = blockIdx.y * kTileM, col0 = blockIdx.x * kTileN;
+  const int64_t k0 = static_cast<int64_t>(blockIdx.z) * chunk, k1 = k0 + chunk < k ? k0 + chunk : k;
+
+  float acc[4][4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int r = row0 + ty + 16 * i, c = col0 + tx + 16 * j;
+      acc[i][j] = r < m && c < n ? __fmul_rn(a[static_cast<int64_t>(r) * k + k0], b[k0 * n + c]) : 0.0f;
+    }
+
+  for (int64_t kt = k0 + 1; kt < k1; kt += kTileK) {
+    const int len = k1 - kt < kTileK ? static_cast<int>(k1 - kt) : kTileK;
+#pragma unroll
+    for (int q = 0; q < kTileM * kTileK / kThreads; ++q) {
+      const int idx = threadIdx.x + kThreads * q;
+      const int am = idx >> 4, ak = idx & 15, r = row0 + am;
+      as[ak][am] = r < m && ak < len ? a[static_cast<int64_t>(r) * k + kt + ak] : 0.0f;
+      const int bk = idx >> 6, bn = idx & 63, c = col0 + bn;
+      bs[bk][bn] = c < n && bk < len ? b[(kt + bk) * n + c] : 0.0f;
+    }
+    __syncthreads();
+    auto step = [&](int kk) {
+      float av[4], bv[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) av[i] = as[kk][ty + 16 * i];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) bv[j] = bs[kk][tx + 16 * j];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = __fmaf_rn(av[i], bv[j], acc[i][j]);
+    };
+    if (len == kTileK) {
+#pragma unroll
+      for (int kk = 0; kk < kTileK; ++kk) step(kk);
+    } else {
+      for (int kk = 0; kk < len; ++kk) step(kk);
+    }
+    __syncthreads();
+  }
+
+  const int64_t mn = static_cast<int64_t>(m) * n;
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int r = row0 + ty + 16 * i, c = col0 + tx + 16 * j;
+      if (r >= m || c >= n) continue;
+      const int64_t at = static_cast<int64_t>(r) * n + c;
+      if constexpr (Atomic) atomicAdd(out + at, acc[i][j]);
+      else out[blockIdx.z * mn + at] = acc[i][j];
+    }
+}
+
+// all:tree of the emulation: reduce [lo, lo + half) and [lo + half, lo + count), half = count / 2.
+// Up to kFixedTree parts the tree is unrolled at compile time (registers only); beyond, recursion.
+constexpr int kFixedTree = 32;
+
+template <int N>
+__device__ __forceinline__ float tree_fixed(const float* parts, int64_t mn, int64_t at, int lo) {
+  if constexpr (N == 1) {
+    return parts[lo * mn + at];
+  } else {
+    const float left = tree_fixed<N / 2>(parts, mn, at, lo);
+    return __fadd_rn(left, tree_fixed<N - N / 2>(parts, mn, at, lo + N / 2));
+  }
+}
+
+__device__ float tree_sum(const float* parts, int64_t mn, int64_t at, int lo, int count) {
+  if (count == 1) return parts[lo * mn + at];
+  const int half = count / 2;
+  const float left = tree_sum(parts, mn, at, lo, half);
+  return __fadd_rn(left, tree_sum(parts, mn, at, lo + half, count - half));
+}
+
+template <int N>
+__global__ void combine_tree(const float* __restrict__ parts, float* __restrict__ c, int64_t mn, int count) {
+  const int64_t at = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (at >= mn) return;
+  if constexpr (N > 0) c[at] = tree_fixed<N>(parts, mn, at, 0);
+  else c[at] = tree_sum(parts, mn, at, 0, count);
+}
+
+__global__ void combine_in_order(const float* __restrict__ parts, float* __restrict__ c, int64_t mn, int count) {
+  const int64_t at = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (at >= mn) return;
+  float s = parts[at];
+  for (int p = 1; p < count; ++p) s = __fadd_rn(s, parts[p * mn + at]);
+  c[at] = s;
+}
+
+unsigned blocks_for(int64_t count, int threads) { return static_cast<unsigned>((count + threads - 1) / threads); }
+
+template <int N = 2>
+void launch_tree(const float* parts, float* c, int64_t mn, int count) {
+  if constexpr (N <= kFixedTree) {
+    if (count != N) return launch_tree<N + 1>(parts, c, mn, count);
+    combine_tree<N><<<blocks_for(mn, 256), 256>>>(parts, c, mn, count);
+  } else {
+    combine_tree<0><<<blocks_for(mn, 256), 256>>>(parts, c, mn, count);
+  }
+  FPLAB_CUDA_LAUNCHED("combine_tree");
+}
+
+__global__ void fill(float* c, int64_t count, float value) {
+  const int64_t at = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (at < count) c[at] = value;
+}
+
+}  // namespace
+
+GpuGemm::GpuGemm(const float* a, const float* b, GemmShape shape) : shape_(shape) {
+  const size_t mk = shape.m * shape.k, kn = shape.k * shape.n, mn = shape.m * shape.n;
+  FPLAB_CUDA(cudaMalloc(&a_, std::max<size_t>(mk, 1) * sizeof(float)));
+  FPLAB_CUDA(cudaMalloc(&b_, std::max<size_t>(kn, 1) * sizeof(float)));
+  FPLAB_CUDA(cudaMalloc(&c_, std::max<size_t>(mn, 1) * sizeof(float)));
+  if (mk) FPLAB_CUDA(cudaMemcpy(a_, a, mk * sizeof(float), cudaMemcpyHostToDevice));
+  if (kn) FPLAB_CUDA(cudaMemcpy(b_, b, kn * sizeof(float), cudaMemcpyHostToDevice));
+}
+
+GpuGemm::~GpuGemm() {
+  for (float* p : {a_, b_, c_, parts_})
+    if (p) cudaFree(p);
+}
+
+void GpuGemm::launch(const GemmPlan& plan) {
+  const auto [m, n, k] = shape_;
+  const int64_t mn = static_cast<int64_t>(m * n);
+  if (mn == 0) return;
+  if (k == 0) {  // the sum of no terms
+    fill<<<blocks_for(mn, 256), 256>>>(c_, mn, 0.0f);
+    FPLAB_CUDA_LAUNCHED("fill");
+    return;
+  }
+  const auto kk = static_cast<int64_t>(k);
+  const int64_t chunk = plan.chunk(kk), count = plan.part_count(kk);
+  if (count > 65535) throw NotRealisable("GEMM with " + std::to_string(count) + " split-K parts (at most 65535)");
+  if (m > 65535u * kTileM) throw NotRealisable("GEMM with more than 65535 row tiles");
+  const dim3 grid(blocks_for(static_cast<int64_t>(n), kTileN), blocks_for(static_cast<int64_t>(m), kTileM),
+                  static_cast<unsigned>(count));
+  const int mi = static_cast<int>(m), ni = static_cast<int>(n);
+  if (plan.combine == GemmPlan::Combine::atomic) {
+    fill<<<blocks_for(mn, 256), 256>>>(c_, mn, -0.0f);  // -0: the identity of the additions
+    FPLAB_CUDA_LAUNCHED("fill");
+    gemm_fma_chains<true><<<grid, kThreads>>>(a_, b_, c_, mi, ni, kk, chunk);
+    FPLAB_CUDA_LAUNCHED("gemm_fma_chains<atomic>");
+    return;
+  }
+  if (count == 1) {
+    gemm_fma_chains<false><<<grid, kThreads>>>(a_, b_, c_, mi, ni, kk, chunk);
+    FPLAB_CUDA_LAUNCHED("gemm_fma_chains");
+    return;
+  }
+  const size_t need = static_cast<size_t>(count * mn);
+  if (need > parts_capacity_) {
+    if (parts_) FPLAB_CUDA(cudaFree(parts_));
+    FPLAB_CUDA(cudaMalloc(&parts_, need * sizeof(float)));
+    parts_capacity_ = need;
+  }
+  gemm_fma_chains<false><<<grid, kThreads>>>(a_, b_, parts_, mi, ni, kk, chunk);
+  FPLAB_CUDA_LAUNCHED("gemm_fma_chains<parts>");
+  if (plan.combine == GemmPlan::Combine::tree) {
+    launch_tree(parts_, c_, mn, static_cast<int>(count));
+  } else {
+    combine_in_order<<<blocks_for(mn, 256), 256>>>(parts_, c_, mn, static_cast<int>(count));
+    FPLAB_CUDA_LAUNCHED("combine_in_order");
+  }
+}
+
+void GpuGemm::run(const GemmPlan& plan, float* c) {
+  launch(plan);
+  const size_t mn = shape_.m * shape_.n;
+  if (mn) FPLAB_CUDA(cudaMemcpy(c, c_, mn * sizeof(float), cudaMemcpyDeviceToHost));
+}
+
+double GpuGemm::time_ms(const GemmPlan& plan, int reps) {
+  cudaEvent_t start, stop;
+  FPLAB_CUDA(cudaEventCreate(&start));
+  FPLAB_CUDA(cudaEventCreate(&stop));
+  launch(plan);
+  std::vector<float> times;
+  for (int r = 0; r < reps; ++r) {
+    FPLAB_CUDA(cudaEventRecord(start));
+    launch(plan);
+    FPLAB_CUDA(cudaEventRecord(stop));
+    FPLAB_CUDA(cudaEventSynchronize(stop));
+    float ms = 0;
+    FPLAB_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    times.push_back(ms);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(times.begin(), times.end());
+  return times.empty() ? 0 : times[times.size() / 2];
+}
+
+void gemm(const Schedule& schedule, const float* a, const float* b, float* c, GemmShape shape) {
+  const GemmPlan plan = plan_gemm(schedule);
+  GpuGemm gpu(a, b, shape);
+  gpu.run(plan, c);
+}
+
+}  // namespace fplab::sim::gpu

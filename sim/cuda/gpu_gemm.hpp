@@ -1,0 +1,35 @@
+// fp32 GEMM on CUDA cores whose reduction over K follows a schedule (gpu_plan.hpp): every output
+// is an FMA chain acc = fmaf(a[i,t], b[t,j], acc) over its part of K, in K order, starting from
+// the rounded first product (exactly sim::gemm with fp32/rne/fused); split-K parts are combined
+// in order, by a balanced tree, or by atomicAdd. Row-major A (m x k), B (k x n), C (m x n).
+// No CUDA types in this header.
+#pragma once
+
+#include "sim/cuda/gpu_plan.hpp"
+#include "sim/engine.hpp"
+
+namespace fplab::sim::gpu {
+
+class GpuGemm {
+ public:
+  GpuGemm(const float* a, const float* b, GemmShape shape);  // copies A and B to the device
+  ~GpuGemm();
+  GpuGemm(const GpuGemm&) = delete;
+  GpuGemm& operator=(const GpuGemm&) = delete;
+
+  void run(const GemmPlan& plan, float* c);  // c: m x n on the host
+  // Median milliseconds of `reps` runs (after one warm-up), kernels only.
+  double time_ms(const GemmPlan& plan, int reps);
+
+ private:
+  void launch(const GemmPlan& plan);
+
+  GemmShape shape_;
+  float *a_ = nullptr, *b_ = nullptr, *c_ = nullptr, *parts_ = nullptr;
+  size_t parts_capacity_ = 0;
+};
+
+// Plans (throws NotRealisable), uploads and runs.
+void gemm(const Schedule& schedule, const float* a, const float* b, float* c, GemmShape shape);
+
+}  // namespace fplab::sim::gpu

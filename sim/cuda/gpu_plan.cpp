@@ -1,0 +1,210 @@
+#include "sim/cuda/gpu_plan.hpp"
+
+#include <optional>
+#include <utility>
+
+namespace fplab::sim::gpu {
+namespace {
+
+using GK = Grouping::Kind;
+using RK = Reducer::Kind;
+
+constexpr int64_t kMaxBlocks = (int64_t{1} << 31) - 1;  // gridDim.x
+
+[[noreturn]] void reject(const Schedule& s, const char* kernel, const std::string& why) {
+  throw NotRealisable("schedule '" + to_string(s) + "' is not realisable by the GPU " + kernel + " kernel: " + why);
+}
+
+bool is(const Stage& st, GK g, RK r) { return !st.shuffle && st.grouping.kind == g && st.reducer.kind == r; }
+
+std::optional<WarpOrder> warp_order(RK r) {
+  switch (r) {
+    case RK::shfl_down: return WarpOrder::shfl_down;
+    case RK::shfl_up: return WarpOrder::shfl_up;
+    case RK::shfl_xor: return WarpOrder::shfl_xor;
+    default: return std::nullopt;
+  }
+}
+
+std::optional<BlockOrder> block_order(RK r) {
+  switch (r) {
+    case RK::seq: return BlockOrder::seq;
+    case RK::shfl_down: return BlockOrder::shfl_down;
+    case RK::shfl_up: return BlockOrder::shfl_up;
+    case RK::shfl_xor: return BlockOrder::shfl_xor;
+    default: return std::nullopt;
+  }
+}
+
+const char* name(WarpOrder o) {
+  switch (o) {
+    case WarpOrder::shfl_down: return "shfl_down";
+    case WarpOrder::shfl_up: return "shfl_up";
+    case WarpOrder::shfl_xor: return "shfl_xor";
+  }
+  return "?";
+}
+const char* name(BlockOrder o) {
+  switch (o) {
+    case BlockOrder::seq: return "seq";
+    case BlockOrder::shfl_down: return "shfl_down";
+    case BlockOrder::shfl_up: return "shfl_up";
+    case BlockOrder::shfl_xor: return "shfl_xor";
+  }
+  return "?";
+}
+
+// Reads one pass starting at stage i (advanced past it). `one_block` is set when the pass ends
+// in an `all:` block stage, i.e. runs in a single block.
+BlockPass read_pass(const Schedule& s, size_t& i, bool second, bool& one_block) {
+  auto fail = [&](const std::string& why) { reject(s, "reduction", why); };
+  const auto& st = s.stages;
+  const auto stage_name = [&](size_t k) { return "stage " + std::to_string(k + 1) + " ('" + to_string(st[k]) + "')"; };
+  BlockPass p;
+  if (i >= st.size()) fail("expected a per-thread fold after the first pass");
+  if (st[i].shuffle) fail("shuffle stages have no GPU kernel");
+  if (is(st[i], GK::strided, RK::seq)) {
+    p.grid_threads = st[i].grouping.size;
+  } else if (!second && is(st[i], GK::contig, RK::seq)) {
+    p.contiguous = true;
+    p.chunk = st[i].grouping.size;
+  } else {
+    fail(stage_name(i) + " is not a per-thread fold (" + (second ? "strided(P):seq" : "strided(P):seq or contig(G):seq") + ")");
+  }
+  ++i;
+  // V accumulators a thread: the residues V*t .. V*t+V-1 of strided(V*T*B), added in order.
+  if (!p.contiguous && i < st.size() && is(st[i], GK::contig, RK::seq)) {
+    const int64_t v = st[i].grouping.size;
+    if (v != 2 && v != 4 && v != 8) fail(stage_name(i) + ": per-thread accumulators contig(V):seq need V = 2, 4 or 8");
+    if (p.grid_threads % v != 0) fail("strided(P) with V accumulators needs P divisible by V");
+    p.vector = static_cast<int>(v);
+    p.grid_threads /= v;
+    ++i;
+  }
+  if (i >= st.size() || st[i].shuffle || st[i].grouping.kind != GK::contig || st[i].grouping.size != 32 ||
+      !warp_order(st[i].reducer.kind))
+    fail("expected a warp stage contig(32):shfl_down|shfl_up|shfl_xor after the per-thread fold" +
+         (i < st.size() ? ", got " + stage_name(i) : std::string()));
+  p.warp = *warp_order(st[i].reducer.kind);
+  ++i;
+
+  one_block = false;
+  if (i < st.size() && !st[i].shuffle && block_order(st[i].reducer.kind)) {
+    const Stage& b = st[i];
+    if (b.grouping.kind == GK::contig) {
+      if (b.grouping.size > 32) fail(stage_name(i) + ": a block holds at most 32 warps");
+      p.warps = static_cast<int>(b.grouping.size);
+      p.block = *block_order(b.reducer.kind);
+      ++i;
+    } else if (b.grouping.kind == GK::all) {
+      // `all:R` over the warps is one block's combine when the whole grid fits in a block; an
+      // `all:seq` that does not is a fixed-order combine across blocks of one warp (the same sum).
+      const bool fits = !p.contiguous && p.grid_threads % 32 == 0 && p.grid_threads / 32 <= 32;
+      if (fits && (second || i + 1 == st.size())) {
+        p.warps = static_cast<int>(p.grid_threads / 32);
+        p.block = *block_order(b.reducer.kind);
+        one_block = true;
+        ++i;
+      } else if (b.reducer.kind != RK::seq) {
+        fail(stage_name(i) + ": a warp-shuffle combine of all warps needs one block (strided(P) with P <= 1024 threads)");
+      }
+    }
+  }
+  if (!p.contiguous) {
+    const int64_t t = p.threads_per_block();
+    if (p.grid_threads % t != 0)
+      fail("strided(" + std::to_string(p.grid_threads * p.vector) + "): " + std::to_string(p.grid_threads) +
+           " threads are not a whole number of blocks of " + std::to_string(t));
+    if (p.grid_threads / t > kMaxBlocks) fail("more than 2^31 - 1 blocks");
+  }
+  return p;
+}
+
+}  // namespace
+
+int64_t BlockPass::blocks(int64_t n) const {
+  const int64_t t = threads_per_block();
+  if (!contiguous) return grid_threads / t;
+  const int64_t threads = (n + chunk - 1) / chunk;
+  return std::max<int64_t>(1, (threads + t - 1) / t);
+}
+
+std::string ReductionPlan::describe(int64_t n) const {
+  auto pass = [](const BlockPass& p, int64_t terms) {
+    std::string s = p.contiguous ? "contiguous runs of " + std::to_string(p.chunk)
+                                 : "grid-stride" + (p.vector > 1 ? " x" + std::to_string(p.vector) : std::string());
+    return s + ", " + std::to_string(p.blocks(terms)) + " blocks x " + std::to_string(p.threads_per_block()) +
+           " threads, warps " + name(p.warp) + ", block " + name(p.block);
+  };
+  std::string s = pass(first, n);
+  switch (combine) {
+    case GridCombine::single_block: return s;
+    case GridCombine::seq: return s + "; grid: last block folds in block order";
+    case GridCombine::atomic: return s + "; grid: atomicAdd";
+    case GridCombine::second_pass: return s + "; grid: second pass " + pass(second, first.blocks(n));
+  }
+  return s;
+}
+
+ReductionPlan plan_reduction(const Schedule& s) {
+  auto fail = [&](const std::string& why) { reject(s, "reduction", why); };
+  if (s.stages.empty()) fail("empty schedule");
+  ReductionPlan plan;
+  size_t i = 0;
+  bool one_block = false;
+  plan.first = read_pass(s, i, false, one_block);
+  const auto& st = s.stages;
+  if (one_block) {
+    if (i != st.size()) fail("nothing may follow a one-block pass");
+    plan.combine = GridCombine::single_block;
+    return plan;
+  }
+  if (i == st.size()) fail("end with a grid combine: all:seq, all:atomic or a one-block second pass");
+  if (i + 1 == st.size() && is(st[i], GK::all, RK::seq)) {
+    plan.combine = GridCombine::seq;
+  } else if (i + 1 == st.size() && is(st[i], GK::all, RK::atomic)) {
+    plan.combine = GridCombine::atomic;
+  } else {
+    bool second_one_block = false;
+    plan.second = read_pass(s, i, true, second_one_block);
+    if (!second_one_block || plan.second.grid_threads != plan.second.threads_per_block())
+      fail("a second pass must run in one block (strided(T):seq ... | all:R with T <= 1024 threads)");
+    if (i != st.size()) fail("nothing may follow the second pass");
+    plan.combine = GridCombine::second_pass;
+  }
+  return plan;
+}
+
+int64_t GemmPlan::chunk(int64_t k) const {
+  switch (parts) {
+    case Parts::one: return std::max<int64_t>(k, 1);
+    case Parts::split: return std::max<int64_t>((k + size - 1) / size, 1);
+    case Parts::contig: return size;
+  }
+  return k;
+}
+
+int64_t GemmPlan::part_count(int64_t k) const { return k == 0 ? 0 : (k + chunk(k) - 1) / chunk(k); }
+
+GemmPlan plan_gemm(const Schedule& s) {
+  const auto& st = s.stages;
+  GemmPlan plan;
+  if (st.size() == 1 && is(st[0], GK::all, RK::seq)) return plan;
+  const bool parts = st.size() == 2 && !st[0].shuffle && st[0].reducer.kind == RK::seq &&
+                     (st[0].grouping.kind == GK::split || st[0].grouping.kind == GK::contig) && !st[1].shuffle &&
+                     st[1].grouping.kind == GK::all;
+  if (!parts)
+    reject(s, "GEMM", "expected all:seq, split(S):seq | all:R or contig(G):seq | all:R (R = seq, tree or atomic)");
+  plan.parts = st[0].grouping.kind == GK::split ? GemmPlan::Parts::split : GemmPlan::Parts::contig;
+  plan.size = st[0].grouping.size;
+  switch (st[1].reducer.kind) {
+    case RK::seq: plan.combine = GemmPlan::Combine::seq; break;
+    case RK::tree: plan.combine = GemmPlan::Combine::tree; break;
+    case RK::atomic: plan.combine = GemmPlan::Combine::atomic; break;
+    default: reject(s, "GEMM", "split-K parts are combined by seq, tree or atomic, not " + to_string(st[1].reducer));
+  }
+  if (plan.parts == GemmPlan::Parts::split && plan.size > 65535) reject(s, "GEMM", "at most 65535 split-K parts");
+  return plan;
+}
+
+}  // namespace fplab::sim::gpu

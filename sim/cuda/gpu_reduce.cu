@@ -1,0 +1,387 @@
+// The reduction kernel: one template per (accumulators a thread, warp order, fold kind), the
+// block and grid orders chosen at run time. Every addition is __fadd_rn (no contraction, no
+// reassociation; the build adds -fmad=false -ftz=false as well).
+//
+// Assumption that makes a partly empty grid exact: -0 is the identity of round-to-nearest
+// addition (x + -0 == x for every x, +0 and -0 included), so a thread, lane, warp or block with
+// no terms holds -0 and changes no bit of what the terms that exist add up to. That is why the
+// kernel may run the full warp shuffle where the schedule's last group has fewer than 32 members.
+#include <algorithm>
+#include <cstring>
+#include <unordered_map>
+
+#include "sim/cuda/cuda_check.cuh"
+#include "sim/cuda/gpu_reduce.hpp"
+
+namespace fplab::sim::gpu {
+namespace {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+
+enum class Mode : int {
+  result,  // the block is the whole grid: write its result
+  store,   // write the block partial (a second pass follows)
+  seq,     // write the partial; the last block to finish folds all partials in block order
+  atomic,  // atomicAdd the partial into the result
+};
+
+struct PassArgs {
+  const float* x;
+  int64_t n;
+  int64_t chunk;  // contiguous folds
+  int warps;
+  BlockOrder block;
+  Mode mode;
+  float* partials;
+  unsigned* ticket;
+  float* result;
+  int32_t* ticket_order;  // recorded when not null
+  float* old_values;      // atomic: what each block's atomicAdd returned (recorded when not null)
+};
+
+template <WarpOrder O>
+__device__ __forceinline__ float warp_reduce(float v) {
+  if constexpr (O == WarpOrder::shfl_down) {
+#pragma unroll
+    for (int o = 16; o >= 1; o /= 2) v = __fadd_rn(v, __shfl_down_sync(kFullMask, v, o));
+  } else if constexpr (O == WarpOrder::shfl_up) {
+    // CUB's pairing: offsets 1, 2, 4, ...; lane i (a multiple of 2o) adds lane i + o.
+#pragma unroll
+    for (int o = 1; o <= 16; o *= 2) v = __fadd_rn(v, __shfl_down_sync(kFullMask, v, o));
+  } else {
+#pragma unroll
+    for (int o = 16; o >= 1; o /= 2) v = __fadd_rn(v, __shfl_xor_sync(kFullMask, v, o));
+  }
+  return v;  // lane 0 holds the schedule's value
+}
+
+// Warp 0 combines the block's warp results; lane 0's value is the block partial.
+__device__ float combine_warps(BlockOrder order, const float* warp_sums, int warps, int lane) {
+  if (order == BlockOrder::seq) {
+    float s = warp_sums[0];
+    for (int w = 1; w < warps; ++w) s = __fadd_rn(s, warp_sums[w]);
+    return s;
+  }
+  const float v = lane < warps ? warp_sums[lane] : -0.0f;
+  switch (order) {
+    case BlockOrder::shfl_down: return warp_reduce<WarpOrder::shfl_down>(v);
+    case BlockOrder::shfl_up: return warp_reduce<WarpOrder::shfl_up>(v);
+    default: return warp_reduce<WarpOrder::shfl_xor>(v);
+  }
+}
+
+template <int V>
+struct Terms {
+  float v[V];
+};
+
+// V consecutive terms from p (aligned to V floats, V*4 bytes up to 16): one 4-, 8- or 16-byte load.
+template <int V>
+__device__ __forceinline__ Terms<V> load(const float* p) {
+  Terms<V> t;
+  if constexpr (V == 1) {
+    t.v[0] = __ldg(p);
+  } else if constexpr (V == 2) {
+    const float2 a = __ldg(reinterpret_cast<const float2*>(p));
+    t.v[0] = a.x, t.v[1] = a.y;
+  } else {
+#pragma unroll
+    for (int h = 0; h < V / 4; ++h) {
+      const float4 a = __ldg(reinterpret_cast<const float4*>(p) + h);
+      t.v[4 * h] = a.x, t.v[4 * h + 1] = a.y, t.v[4 * h + 2] = a.z, t.v[4 * h + 3] = a.w;
+    }
+  }
+  return t;
+}
+
+// A thread's fold. Strided: accumulator j of thread t folds the terms V*t + j + k*V*P in order
+// (the residue classes of strided(V*P)), then the accumulators are added in order (contig(V):seq).
+// Contiguous: the terms t*G .. t*G + G - 1 in order.
+template <int V, bool Contiguous>
+__device__ __forceinline__ float thread_fold(const PassArgs& a) {
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if constexpr (Contiguous) {
+    float acc = -0.0f;
+    const int64_t begin = t * a.chunk, end = begin + a.chunk < a.n ? begin + a.chunk : a.n;
+    for (int64_t i = begin; i < end; ++i) acc = __fadd_rn(acc, __ldg(a.x + i));
+    return acc;
+  } else {
+    float acc[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) acc[j] = -0.0f;
+    // U loads in flight before their additions (in order): enough bytes moving to fill HBM.
+    constexpr int U = V == 1 ? 8 : V == 8 ? 2 : 4;
+    const int64_t stride = static_cast<int64_t>(V) * gridDim.x * blockDim.x;
+    int64_t base = V * t;
+    for (; base + (U - 1) * stride + V <= a.n; base += U * stride) {
+      Terms<V> r[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) r[u] = load<V>(a.x + base + u * stride);
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int j = 0; j < V; ++j) acc[j] = __fadd_rn(acc[j], r[u].v[j]);
+    }
+    for (; base < a.n; base += stride) {
+      if (base + V <= a.n) {
+        const Terms<V> r = load<V>(a.x + base);
+#pragma unroll
+        for (int j = 0; j < V; ++j) acc[j] = __fadd_rn(acc[j], r.v[j]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < V; ++j)
+          if (base + j < a.n) acc[j] = __fadd_rn(acc[j], __ldg(a.x + base + j));
+      }
+    }
+    float v = acc[0];
+#pragma unroll
+    for (int j = 1; j < V; ++j) v = __fadd_rn(v, acc[j]);
+    return v;
+  }
+}
+
+// The last block's fold of every block partial, in block order: the partials are staged through
+// shared memory by all its threads (coalesced, all loads in flight at once), and thread 0 adds
+// them from there. Reading them one by one from L2 instead costs an L2 round trip per handful
+// of partials, about 30 us for 1056 blocks: 9% of a 1 GiB sum.
+constexpr int kStage = 2048;
+
+__device__ float fold_partials_in_order(const float* partials, unsigned count, float* stage) {
+  float s = -0.0f;
+  for (unsigned base = 0; base < count; base += kStage) {
+    const unsigned n = count - base < kStage ? count - base : kStage;
+    for (unsigned i = threadIdx.x; i < n; i += blockDim.x) stage[i] = __ldcg(partials + base + i);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+#pragma unroll 16
+      for (unsigned i = 0; i < n; ++i) s = __fadd_rn(s, stage[i]);
+    }
+    __syncthreads();
+  }
+  return s;  // thread 0's
+}
+
+template <int V, WarpOrder O, bool Contiguous>
+__global__ void __launch_bounds__(1024) reduce_pass(PassArgs a) {
+  __shared__ float warp_sums[32];
+  __shared__ float stage[kStage];
+  __shared__ bool last;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const float mine = warp_reduce<O>(thread_fold<V, Contiguous>(a));
+  if (lane == 0) warp_sums[warp] = mine;
+  __syncthreads();
+  float partial = 0;
+  if (warp == 0) partial = combine_warps(a.block, warp_sums, a.warps, lane);
+  if (a.mode != Mode::seq) {
+    if (threadIdx.x != 0) return;
+    if (a.mode == Mode::result) {
+      *a.result = partial;
+    } else if (a.mode == Mode::store) {
+      a.partials[blockIdx.x] = partial;
+    } else if (a.ticket_order == nullptr) {
+      atomicAdd(a.result, partial);
+    } else {
+      a.partials[blockIdx.x] = partial;
+      const unsigned ticket = atomicAdd(a.ticket, 1u);
+      a.ticket_order[ticket] = static_cast<int32_t>(blockIdx.x);
+      if (ticket == gridDim.x - 1) *a.ticket = 0;  // every other block has its ticket: ready for the next launch
+      a.old_values[blockIdx.x] = atomicAdd(a.result, partial);
+    }
+    return;
+  }
+  // Mode::seq: the classic "last block" pattern; each partial is fenced before its ticket, so the
+  // block that draws the last ticket sees them all.
+  if (threadIdx.x == 0) {
+    a.partials[blockIdx.x] = partial;
+    __threadfence();
+    const unsigned ticket = atomicAdd(a.ticket, 1u);
+    if (a.ticket_order != nullptr) a.ticket_order[ticket] = static_cast<int32_t>(blockIdx.x);
+    last = ticket == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const float sum = fold_partials_in_order(a.partials, gridDim.x, stage);
+  if (threadIdx.x == 0) {
+    *a.result = sum;
+    *a.ticket = 0;  // ready for the next launch
+  }
+}
+
+__global__ void prepare_atomic(float* result, unsigned* ticket) {
+  *result = -0.0f;
+  *ticket = 0;
+}
+
+using PassKernel = void (*)(PassArgs);
+
+template <WarpOrder O>
+PassKernel kernel_by_fold(const BlockPass& p) {
+  if (p.contiguous) return reduce_pass<1, O, true>;
+  switch (p.vector) {
+    case 1: return reduce_pass<1, O, false>;
+    case 2: return reduce_pass<2, O, false>;
+    case 4: return reduce_pass<4, O, false>;
+    case 8: return reduce_pass<8, O, false>;
+  }
+  throw NotRealisable("reduction pass with " + std::to_string(p.vector) + " accumulators a thread");
+}
+
+PassKernel pass_kernel(const BlockPass& p) {
+  switch (p.warp) {
+    case WarpOrder::shfl_down: return kernel_by_fold<WarpOrder::shfl_down>(p);
+    case WarpOrder::shfl_up: return kernel_by_fold<WarpOrder::shfl_up>(p);
+    case WarpOrder::shfl_xor: break;
+  }
+  return kernel_by_fold<WarpOrder::shfl_xor>(p);
+}
+
+void launch_pass(const BlockPass& p, int64_t blocks, const PassArgs& a) {
+  pass_kernel(p)<<<static_cast<unsigned>(blocks), p.threads_per_block()>>>(a);
+  FPLAB_CUDA_LAUNCHED("reduce_pass");
+}
+
+uint32_t bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return u;
+}
+
+// Chain replay key: zeros of either sign are one value (the flushing atomic unit may return either).
+uint32_t chain_key(float x) { return x == 0.0f ? 0u : bits(x); }
+
+}  // namespace
+
+GpuReduction::GpuReduction(std::span<const float> values) : n_(values.size()) {
+  FPLAB_CUDA(cudaMalloc(&owned_, std::max<size_t>(n_, 1) * sizeof(float)));
+  x_ = owned_;
+  if (n_ > 0) FPLAB_CUDA(cudaMemcpy(owned_, values.data(), n_ * sizeof(float), cudaMemcpyHostToDevice));
+  FPLAB_CUDA(cudaMalloc(&ticket_, sizeof(unsigned)));
+  FPLAB_CUDA(cudaMemset(ticket_, 0, sizeof(unsigned)));
+  FPLAB_CUDA(cudaMalloc(&result_, sizeof(float)));
+}
+
+GpuReduction::GpuReduction(const float* device_values, size_t n) : x_(device_values), n_(n) {
+  FPLAB_CUDA(cudaMalloc(&ticket_, sizeof(unsigned)));
+  FPLAB_CUDA(cudaMemset(ticket_, 0, sizeof(unsigned)));
+  FPLAB_CUDA(cudaMalloc(&result_, sizeof(float)));
+}
+
+GpuReduction::~GpuReduction() {
+  for (void* p : {static_cast<void*>(owned_), static_cast<void*>(partials_), static_cast<void*>(old_values_),
+                  static_cast<void*>(ticket_order_), static_cast<void*>(ticket_), static_cast<void*>(result_)})
+    if (p) cudaFree(p);
+}
+
+void GpuReduction::reserve(int64_t blocks) {
+  if (blocks <= capacity_) return;
+  for (void* p : {static_cast<void*>(partials_), static_cast<void*>(old_values_), static_cast<void*>(ticket_order_)})
+    if (p) FPLAB_CUDA(cudaFree(p));
+  FPLAB_CUDA(cudaMalloc(&partials_, blocks * sizeof(float)));
+  FPLAB_CUDA(cudaMalloc(&old_values_, blocks * sizeof(float)));
+  FPLAB_CUDA(cudaMalloc(&ticket_order_, blocks * sizeof(int32_t)));
+  capacity_ = blocks;
+}
+
+void GpuReduction::launch(const ReductionPlan& plan) { launch(plan, false); }
+
+void GpuReduction::launch(const ReductionPlan& plan, bool record) {
+  const auto n = static_cast<int64_t>(n_);
+  const int64_t blocks = plan.first.blocks(n);
+  if (plan.first.vector > 1 && reinterpret_cast<uintptr_t>(x_) % (4 * std::min(plan.first.vector, 4)) != 0)
+    throw CudaError("GpuReduction: the values are not aligned for " + std::to_string(plan.first.vector) +
+                    "-wide loads");
+  reserve(blocks);
+  PassArgs a{x_, n, plan.first.chunk, plan.first.warps, plan.first.block, Mode::result, partials_, ticket_, result_,
+             record ? ticket_order_ : nullptr, record ? old_values_ : nullptr};
+  switch (plan.combine) {
+    case GridCombine::single_block: a.mode = Mode::result; break;
+    case GridCombine::seq: a.mode = Mode::seq; break;
+    case GridCombine::atomic:
+      a.mode = Mode::atomic;
+      prepare_atomic<<<1, 1>>>(result_, ticket_);
+      FPLAB_CUDA_LAUNCHED("prepare_atomic");
+      break;
+    case GridCombine::second_pass: a.mode = Mode::store; break;
+  }
+  launch_pass(plan.first, blocks, a);
+  if (plan.combine == GridCombine::second_pass) {
+    const PassArgs b{partials_, blocks, 0, plan.second.warps, plan.second.block, Mode::result, nullptr, ticket_,
+                     result_, nullptr, nullptr};
+    launch_pass(plan.second, 1, b);
+  }
+}
+
+float GpuReduction::result() const {
+  float r = 0;
+  FPLAB_CUDA(cudaMemcpy(&r, result_, sizeof r, cudaMemcpyDeviceToHost));
+  return r;
+}
+
+float GpuReduction::run(const ReductionPlan& plan) {
+  launch(plan, false);
+  return result();
+}
+
+RecordedRun GpuReduction::run_recorded(const ReductionPlan& plan) {
+  const bool recordable = plan.combine == GridCombine::seq || plan.combine == GridCombine::atomic;
+  launch(plan, recordable);
+  RecordedRun run;
+  run.result = result();
+  if (!recordable) return run;
+  const auto blocks = static_cast<size_t>(plan.first.blocks(static_cast<int64_t>(n_)));
+  run.partials.resize(blocks);
+  run.ticket_order.resize(blocks);
+  FPLAB_CUDA(cudaMemcpy(run.partials.data(), partials_, blocks * sizeof(float), cudaMemcpyDeviceToHost));
+  FPLAB_CUDA(cudaMemcpy(run.ticket_order.data(), ticket_order_, blocks * sizeof(int32_t), cudaMemcpyDeviceToHost));
+  if (plan.combine != GridCombine::atomic) return run;
+  std::vector<float> old(blocks);
+  FPLAB_CUDA(cudaMemcpy(old.data(), old_values_, blocks * sizeof(float), cudaMemcpyDeviceToHost));
+  // Replay the chain: start from -0; the next block is one whose atomicAdd returned the running
+  // sum. Among several, those whose partial leaves the sum unchanged (empty blocks) go first, or
+  // the one that changes it would strand them; between such blocks the order is not observable,
+  // so the chain is exact up to it (the earliest ticket is taken).
+  std::vector<size_t> ticket_of(blocks);
+  for (size_t k = 0; k < blocks; ++k) ticket_of[static_cast<size_t>(run.ticket_order[k])] = k;
+  std::unordered_multimap<uint32_t, int32_t> by_old;
+  for (size_t b = 0; b < blocks; ++b) by_old.emplace(chain_key(old[b]), static_cast<int32_t>(b));
+  float sum = -0.0f;
+  for (size_t step = 0; step < blocks; ++step) {
+    auto [lo, hi] = by_old.equal_range(chain_key(sum));
+    if (lo == hi) {
+      run.fold_order.clear();
+      return run;
+    }
+    auto keeps_sum = [&](int32_t b) { return chain_key(sum + run.partials[static_cast<size_t>(b)]) == chain_key(sum); };
+    auto better = [&](int32_t x, int32_t y) {  // x goes before y
+      if (keeps_sum(x) != keeps_sum(y)) return keeps_sum(x);
+      return ticket_of[static_cast<size_t>(x)] < ticket_of[static_cast<size_t>(y)];
+    };
+    auto best = lo;
+    for (auto it = lo; it != hi; ++it)
+      if (better(it->second, best->second)) best = it;
+    const int32_t b = best->second;
+    by_old.erase(best);
+    run.fold_order.push_back(b);
+    sum = sum + run.partials[static_cast<size_t>(b)];
+  }
+  if (chain_key(sum) != chain_key(run.result)) run.fold_order.clear();
+  return run;
+}
+
+int64_t GpuReduction::resident_blocks(const ReductionPlan& plan) {
+  int per_sm = 0, device = 0, sms = 0;
+  FPLAB_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, pass_kernel(plan.first),
+                                                           plan.first.threads_per_block(), 0));
+  FPLAB_CUDA(cudaGetDevice(&device));
+  FPLAB_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return static_cast<int64_t>(per_sm) * sms;
+}
+
+float reduce(const Schedule& schedule, std::span<const float> values) {
+  const ReductionPlan plan = plan_reduction(schedule);
+  GpuReduction gpu(values);
+  return gpu.run(plan);
+}
+
+}  // namespace fplab::sim::gpu

@@ -1,0 +1,65 @@
+// fp32 reductions on the GPU that follow a schedule (gpu_plan.hpp says which ones): for a
+// deterministic schedule the result equals sim::reduce(schedule, values, fp32/rne) bit for bit;
+// an `all:atomic` grid combine adds the block partials in the order the hardware delivers them.
+// No CUDA types in this header.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "sim/cuda/gpu_plan.hpp"
+
+namespace fplab::sim::gpu {
+
+// One run with its grid combine recorded.
+struct RecordedRun {
+  float result = 0;
+  std::vector<float> partials;        // the first pass's block partials, in block order
+  std::vector<int32_t> ticket_order;  // blocks in the order they took a ticket once their partial was ready
+  // atomic only: blocks in the order atomicAdd applied them, recovered from the values atomicAdd
+  // returned (each block's "old" value is the sum of those before it); empty when no chain of
+  // exact fp32 round-to-nearest additions explains those values. Blocks whose partial leaves the
+  // running sum unchanged (empty ones: -0) cannot be placed among themselves from the values;
+  // they are put in ticket order.
+  std::vector<int32_t> fold_order;
+};
+
+class GpuReduction {
+ public:
+  explicit GpuReduction(std::span<const float> values);  // copies the values to the device
+  GpuReduction(const float* device_values, size_t n);    // runs on the caller's device memory
+  ~GpuReduction();
+  GpuReduction(const GpuReduction&) = delete;
+  GpuReduction& operator=(const GpuReduction&) = delete;
+
+  size_t size() const { return n_; }
+  float run(const ReductionPlan& plan);  // launches and waits
+  RecordedRun run_recorded(const ReductionPlan& plan);
+  // Enqueues the kernels on the default stream and returns (for timing); result() waits.
+  void launch(const ReductionPlan& plan);
+  float result() const;
+  // Blocks of the plan's first pass that the device holds at once (one "wave").
+  static int64_t resident_blocks(const ReductionPlan& plan);
+
+ private:
+  void launch(const ReductionPlan& plan, bool record);
+  void reserve(int64_t blocks);
+
+  const float* x_ = nullptr;
+  float* owned_ = nullptr;
+  size_t n_ = 0;
+  int64_t capacity_ = 0;  // block partials the workspace holds
+  float* partials_ = nullptr;
+  float* old_values_ = nullptr;
+  int32_t* ticket_order_ = nullptr;
+  unsigned* ticket_ = nullptr;
+  float* result_ = nullptr;
+};
+
+// Plans (throws NotRealisable), uploads and runs: the GPU's fp32 result of the schedule.
+float reduce(const Schedule& schedule, std::span<const float> values);
+
+}  // namespace fplab::sim::gpu

@@ -1,0 +1,205 @@
+// sim/cuda/ against the CPU emulation: which schedules the GPU kernels realise (checked
+// everywhere), and, where a CUDA device is, GPU results == sim::reduce / sim::gemm bit for bit
+// for deterministic schedules (fp32, round to nearest even, subnormals kept, products fused).
+// Without a device the GPU cases say "SKIPPED: no CUDA device" and pass. sim/cuda/gpu_validate
+// runs the full matrix of kernels x schedules x shapes x inputs.
+#include <catch2/catch.hpp>
+
+#include <bit>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "sim/cuda/gpu_device.hpp"
+#include "sim/cuda/gpu_gemm.hpp"
+#include "sim/cuda/gpu_plan.hpp"
+#include "sim/cuda/gpu_reduce.hpp"
+#include "sim/engine.hpp"
+#include "sim/generate.hpp"
+
+using namespace fplab;
+using namespace fplab::sim;
+using namespace fplab::sim::gpu;
+
+namespace {
+
+bool have_device() {
+  static std::string why;
+  static const bool available = device_available(&why);
+  if (!available) WARN("SKIPPED: " << why);
+  return available;
+}
+
+std::vector<float> floats(const std::string& spec, uint64_t seed) {
+  const auto v = generate(spec, seed);
+  return {v.begin(), v.end()};
+}
+
+float cpu_reduce(const Schedule& s, const std::vector<float>& x) {
+  const std::vector<double> d(x.begin(), x.end());
+  return static_cast<float>(reduce(s, d, Arithmetic{}));
+}
+
+std::string hex(float x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%a", x);
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("gpu plan: the GPU presets map onto the reduction kernel") {
+  const ReductionPlan naive = plan_reduction(parse_schedule("cuda-naive-sum(256,1024)"));
+  CHECK(naive.combine == GridCombine::atomic);
+  CHECK_FALSE(naive.deterministic());
+  CHECK(naive.first.vector == 1);
+  CHECK(naive.first.warps == 8);
+  CHECK(naive.first.blocks(1 << 20) == 1024);
+  CHECK(naive.first.warp == WarpOrder::shfl_down);
+  CHECK(naive.first.block == BlockOrder::seq);
+
+  const ReductionPlan cub = plan_reduction(parse_schedule("cub-sum(256,64)"));
+  CHECK(cub.combine == GridCombine::second_pass);
+  CHECK(cub.first.warp == WarpOrder::shfl_up);
+  CHECK(cub.first.blocks(10) == 64);
+  CHECK(cub.second.warps == 8);
+  CHECK(cub.second.warp == WarpOrder::shfl_up);
+
+  const ReductionPlan torch = plan_reduction(parse_schedule("torch-sum(512,512)"));
+  CHECK(torch.combine == GridCombine::seq);
+  CHECK(torch.first.vector == 4);
+  CHECK(torch.first.warps == 16);
+  CHECK(torch.first.block == BlockOrder::shfl_down);
+  CHECK(torch.first.blocks(1) == 512);
+
+  const ReductionPlan one = plan_reduction(parse_schedule("strided(1024):seq | contig(32):shfl_xor | all:shfl_xor"));
+  CHECK(one.combine == GridCombine::single_block);
+  CHECK(one.first.warps == 32);
+  CHECK(one.first.block == BlockOrder::shfl_xor);
+
+  const ReductionPlan warps = plan_reduction(parse_schedule("strided(4096):seq | contig(32):shfl_down | all:seq"));
+  CHECK(warps.combine == GridCombine::seq);  // 128 blocks of one warp, folded in order
+  CHECK(warps.first.warps == 1);
+
+  const ReductionPlan runs = plan_reduction(parse_schedule("contig(64):seq | contig(32):shfl_down | contig(8):seq | all:seq"));
+  CHECK(runs.first.contiguous);
+  CHECK(runs.first.blocks(1000000) == 62);  // ceil(ceil(10^6 / 64) / 256)
+}
+
+TEST_CASE("gpu plan: split-K presets map onto the GEMM kernel") {
+  CHECK(plan_gemm(parse_schedule("seq")).part_count(1000) == 1);
+  const GemmPlan split = plan_gemm(parse_schedule("splitk(4)"));
+  CHECK(split.chunk(1001) == 251);
+  CHECK(split.part_count(1001) == 4);
+  CHECK(split.part_count(3) == 3);  // parts of ceil(3/4) = 1: three of them
+  CHECK(plan_gemm(parse_schedule("splitk-tree(4)")).combine == GemmPlan::Combine::tree);
+  CHECK_FALSE(plan_gemm(parse_schedule("splitk-atomic(4)")).deterministic());
+  CHECK(plan_gemm(parse_schedule("systolic(128)")).part_count(4097) == 33);
+}
+
+TEST_CASE("gpu plan: schedules outside the family are rejected with one line naming them") {
+  const char* reductions[] = {"seq", "pairwise", "numpy", "atomic", "kahan", "shuffle | all:seq", "nccl-ring(8)",
+                              "contig(4):seq | all:seq", "strided(100):seq | contig(32):shfl_down | all:seq",
+                              "strided(256):rev | contig(32):shfl_down | all:seq",
+                              "strided(256):seq | contig(16):shfl_down | all:seq",
+                              "strided(4096):seq | contig(3):seq | contig(32):shfl_down | all:seq",
+                              "strided(262144):seq | contig(32):shfl_down | contig(64):seq | all:seq",
+                              "strided(65536):seq | contig(32):shfl_down | all:shfl_down",
+                              "strided(262144):seq | contig(32):shfl_down | contig(8):seq | all:tree",
+                              "strided(256):seq | contig(32):shfl_down | contig(8):seq | all:seq | all:seq"};
+  for (const char* text : reductions) {
+    const Schedule s = parse_schedule(text);
+    const std::string expected = "schedule '" + to_string(s) + "' is not realisable by the GPU reduction kernel";
+    try {
+      (void)plan_reduction(s);
+      FAIL("accepted: " << text);
+    } catch (const NotRealisable& e) {
+      const std::string message = e.what();
+      CHECK(message.rfind(expected, 0) == 0);
+      CHECK(message.find('\n') == std::string::npos);
+    }
+  }
+  for (const char* text : {"pairwise", "strided(4):seq | all:seq", "split(4):kahan | all:seq", "split(4):seq | all:rev",
+                           "tc-h100-tf32", "cuda-naive-sum(256,4)"}) {
+    const Schedule s = parse_schedule(text);
+    try {
+      (void)plan_gemm(s);
+      FAIL("accepted: " << text);
+    } catch (const NotRealisable& e) {
+      CHECK(std::string(e.what()).rfind("schedule '" + to_string(s) + "' is not realisable by the GPU GEMM kernel", 0) == 0);
+    }
+  }
+}
+
+TEST_CASE("gpu device: fp32 arithmetic keeps subnormals (no FTZ)") {
+  if (!have_device()) return;
+  INFO(device_info().describe());
+  const SubnormalProbe p = probe_subnormals();
+  CHECK(p.add);
+  CHECK(p.fma);
+  CHECK(p.mul);
+  CHECK(p.shuffle);
+  // atomicAdd's fp32 behaviour is measured and documented (docs/gpu.md), not assumed.
+  WARN("atomicAdd keeps subnormal inputs: " << p.atomic_input << ", results: " << p.atomic_result);
+}
+
+TEST_CASE("gpu reduce == sim::reduce bit for bit: deterministic schedules x K in {1, 31, 33, 4097, 100000}") {
+  if (!have_device()) return;
+  const char* schedules[] = {
+      "strided(262144):seq | contig(32):shfl_down | contig(8):seq | all:seq",
+      "strided(8192):seq | contig(32):shfl_up | contig(4):shfl_up | all:seq",
+      "strided(33792):seq | contig(32):shfl_xor | contig(32):shfl_xor | all:seq",
+      "torch-sum(512,512)",
+      "cub-sum(256,64)",
+      "strided(1024):seq | contig(32):shfl_down | all:shfl_down",
+      "contig(64):seq | contig(32):shfl_down | contig(8):seq | all:seq",
+      "strided(16384):seq | contig(8):seq | contig(32):shfl_down | contig(2):seq | all:seq",
+      "strided(4096):seq | contig(2):seq | contig(32):shfl_up | contig(1):seq | all:seq",
+      "strided(4096):seq | contig(32):shfl_down | all:seq",
+  };
+  for (const char* text : schedules)
+    for (size_t k : {1, 31, 33, 4097, 100000})
+      for (const char* dist : {"normal", "cancel"}) {
+        const Schedule s = parse_schedule(text);
+        const auto x = floats(std::string(dist) + ":" + std::to_string(k), k);
+        const float gpu = gpu::reduce(s, x), cpu = cpu_reduce(s, x);
+        INFO(text << ", K=" << k << ", " << dist << ": gpu " << hex(gpu) << ", cpu " << hex(cpu));
+        CHECK(std::bit_cast<uint32_t>(gpu) == std::bit_cast<uint32_t>(cpu));
+      }
+}
+
+TEST_CASE("gpu reduce, all:atomic: the atomicAdd chain is fp32 additions of the ordered pass's block partials") {
+  if (!have_device()) return;
+  const auto x = floats("lognormal:100000", 3);
+  const Schedule atomic = parse_schedule("cuda-naive-sum(128,64)");
+  const Schedule ordered = parse_schedule("strided(8192):seq | contig(32):shfl_down | contig(4):seq | all:seq");
+  GpuReduction gpu(x);
+  const RecordedRun reference = gpu.run_recorded(plan_reduction(ordered));
+  REQUIRE(reference.result == cpu_reduce(ordered, x));
+  for (int r = 0; r < 20; ++r) {
+    const RecordedRun run = gpu.run_recorded(plan_reduction(atomic));
+    CHECK(run.partials == reference.partials);
+    REQUIRE(run.fold_order.size() == 64);  // recovered
+    float sum = -0.0f;
+    for (int32_t b : run.fold_order) sum += run.partials[static_cast<size_t>(b)];
+    CHECK(std::bit_cast<uint32_t>(sum) == std::bit_cast<uint32_t>(run.result));
+  }
+}
+
+TEST_CASE("gpu gemm == sim::gemm bit for bit: FMA chains and ordered split-K on awkward shapes") {
+  if (!have_device()) return;
+  const GemmShape shapes[] = {{1, 1, 1}, {7, 13, 33}, {33, 65, 1000}, {65, 3, 4097}, {70, 130, 17}};
+  for (const char* text : {"seq", "splitk(4)", "splitk(7)", "splitk-tree(5)", "splitk-tree(16)", "splitk-tree(40)", "systolic(128)"})
+    for (const auto& shape : shapes) {
+      const Schedule s = parse_schedule(text);
+      const auto a = floats("normal:" + std::to_string(shape.m * shape.k), shape.k);
+      const auto b = floats("lognormal:" + std::to_string(shape.k * shape.n), shape.k + 1);
+      std::vector<float> gpu(shape.m * shape.n), cpu(shape.m * shape.n);
+      gpu::gemm(s, a.data(), b.data(), gpu.data(), shape);
+      sim::gemm(s, a.data(), b.data(), cpu.data(), shape, Arithmetic{});
+      size_t same = 0;
+      for (size_t i = 0; i < gpu.size(); ++i) same += std::bit_cast<uint32_t>(gpu[i]) == std::bit_cast<uint32_t>(cpu[i]);
+      INFO(text << ", " << shape.m << "x" << shape.n << "x" << shape.k);
+      CHECK(same == gpu.size());
+    }
+}
