@@ -1,5 +1,6 @@
 #include "models/trainer.hpp"
 
+#include <bit>
 #include <chrono>
 #include <filesystem>
 
@@ -94,6 +95,7 @@ std::string TrainConfig::fingerprint() const {
        std::to_string(selection.imbalance_percent);
   s += " augment=" + std::to_string(augmentation.pad) + "/" + std::to_string(augmentation.flip);
   s += " ops=" + ops.describe() + " algo=" + std::to_string(algo_seed) + " impl=" + std::to_string(impl_seed);
+  s += " order=" + std::to_string(order_seed) + " flip=" + std::to_string(flip_weight);
   return s;
 }
 
@@ -133,6 +135,20 @@ TrainResult train(const TrainConfig& config, const Dataset& data, const Progress
   ctx.impl_seed = config.impl_seed;
   ctx.algo_seed = config.algo_seed;
   model.initialize(ctx);
+  if (config.flip_weight >= 0) {
+    const auto params = model.parameters();
+    size_t total = 0;
+    for (auto* p : params) total += p->value.size();
+    size_t at = static_cast<size_t>(config.flip_weight) % total;
+    for (auto* p : params) {
+      if (at < p->value.size()) {
+        p->value.data[at] = std::bit_cast<float>(std::bit_cast<uint32_t>(p->value.data[at]) ^ 1u);
+        break;
+      }
+      at -= p->value.size();
+    }
+  }
+  const uint64_t order_seed = config.order_seed ? config.order_seed : config.algo_seed;
 
   TrainResult result;
   Position at;
@@ -146,7 +162,7 @@ TrainResult train(const TrainConfig& config, const Dataset& data, const Progress
   for (; at.epoch < config.epochs; ++at.epoch, at.batch = 0, at.loss_sum = 0) {
     const auto started = clock::now();
     const size_t first_batch = at.batch;
-    const auto order = epoch_order(examples.size(), config.algo_seed, at.epoch);
+    const auto order = epoch_order(examples.size(), order_seed, at.epoch);
     for (; at.batch < batches; ++at.batch) {
       const size_t begin = at.batch * batch, n = std::min(batch, examples.size() - begin);
       batch_examples.resize(n);

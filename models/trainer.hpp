@@ -26,6 +26,12 @@ struct TrainConfig {
   Augmentation augmentation;
   OpTable ops = op_table_preset("seq");
   uint64_t algo_seed = 1, impl_seed = 1;
+  // The seed of the data order alone (0: the algo seed). Varying only this isolates the
+  // effect of the order of examples (and so of the batch reductions' terms).
+  uint64_t order_seed = 0;
+  // Flip the lowest mantissa bit of this initial weight (index into all parameters in model
+  // order, taken modulo their count); -1: none. One bit of difference (Summers & Dinneen 2021).
+  int64_t flip_weight = -1;
   std::string checkpoint;      // path; empty: no checkpoints
   size_t checkpoint_every = 50;  // batches between checkpoints (and one at every epoch end)
   bool resume = false;         // continue from `checkpoint` if it exists
