@@ -33,21 +33,20 @@ void plot_histogram(const std::map<double, int>& counts, const Judge& judge, con
     throw UsageError("--plot needs gnuplot (scripts/setup installs gnuplot-nox)");
   std::string data;
   for (const auto& [value, count] : counts) data += std::to_string(judge.ulps(value)) + " " + std::to_string(count) + "\n";
-  const std::string data_path = path + ".dat.tmp", script_path = path + ".gp.tmp", target = path + ".tmp";
-  models::write_file_atomically(data_path, data);
-  std::string script = "set terminal pngcairo size 900,500\nset output '" + target + "'\n";
-  script += "set title \"" + title + "\" noenhanced\nset xlabel 'error of the result, in ulps of the exact sum'\n";
-  script += "set ylabel 'implementation seeds'\nset style fill solid 0.6\nset boxwidth 0.8 relative\n";
-  script += "set arrow from 0, graph 0 to 0, graph 1 nohead lc rgb 'red'\nset key off\n";
-  script += "plot '" + data_path + "' using 1:2 with impulses lw 4\n";
-  models::write_file_atomically(script_path, script);
-  const int status = std::system(("gnuplot '" + script_path + "' 2>/dev/null").c_str());
-  std::remove(data_path.c_str());
-  std::remove(script_path.c_str());
-  if (status != 0 || std::rename(target.c_str(), path.c_str()) != 0) {
-    std::remove(target.c_str());
-    throw UsageError("gnuplot could not write '" + path + "'");
-  }
+  models::publish_atomically(path, "gnuplot", [&](const std::string& temporary) {
+    const std::string data_path = temporary + ".dat", script_path = temporary + ".gp";
+    models::write_file_atomically(data_path, data);
+    std::string script = "set terminal pngcairo size 900,500\nset output '" + temporary + "'\n";
+    script += "set title \"" + title + "\" noenhanced\nset xlabel 'error of the result, in ulps of the exact sum'\n";
+    script += "set ylabel 'implementation seeds'\nset key off\n";
+    script += "set arrow from 0, graph 0 to 0, graph 1 nohead lc rgb 'red'\n";
+    script += "plot '" + data_path + "' using 1:2 with impulses lw 4\n";
+    models::write_file_atomically(script_path, script);
+    const int status = std::system(("gnuplot '" + script_path + "' 2>/dev/null").c_str());
+    std::remove(data_path.c_str());
+    std::remove(script_path.c_str());
+    return status == 0;
+  });
 }
 
 int run_explore(const ExploreArgs& args) {

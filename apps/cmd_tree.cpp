@@ -23,15 +23,13 @@ struct TreeArgs {
 void write_svg(const std::string& dot, const std::string& path) {
   if (std::system("command -v dot >/dev/null 2>&1") != 0)
     throw UsageError("--svg needs Graphviz's 'dot' (scripts/setup installs the graphviz package)");
-  const std::string source = path + ".dot.tmp", target = path + ".tmp";
-  models::write_file_atomically(source, dot);
-  const std::string command = "dot -Tsvg '" + source + "' -o '" + target + "'";
-  const int status = std::system(command.c_str());
-  std::remove(source.c_str());
-  if (status != 0 || std::rename(target.c_str(), path.c_str()) != 0) {
-    std::remove(target.c_str());
-    throw UsageError("Graphviz could not write '" + path + "'");
-  }
+  models::publish_atomically(path, "Graphviz", [&](const std::string& temporary) {
+    const std::string source = temporary + ".dot";
+    models::write_file_atomically(source, dot);
+    const int status = std::system(("dot -Tsvg '" + source + "' -o '" + temporary + "'").c_str());
+    std::remove(source.c_str());
+    return status == 0;
+  });
 }
 
 int run_tree(const TreeArgs& args) {

@@ -124,6 +124,7 @@ Experiment load_experiment(const std::string& path) {
   const auto& data = r.section(doc, "data");
   r.check_keys(data, "data.", {"train_subset", "imbalance_class", "imbalance_percent", "augment_pad", "flip"});
   auto& c = x.recipe;
+  c.evaluate_every_epoch = false;  // the metrics use the final model only
   c.selection.subset = r.get<size_t>(data, "data.", "train_subset", 0);
   c.selection.imbalance_class = static_cast<int>(r.get<int64_t>(data, "data.", "imbalance_class", -1));
   c.selection.imbalance_percent = r.get<double>(data, "data.", "imbalance_percent", 100);

@@ -21,6 +21,12 @@ std::string fixed(double v, int digits) {
   return buffer;
 }
 std::string percent(double v, int digits = 2) { return fixed(100 * v, digits); }
+// Three significant digits, so that a distance of 1.7e-07 does not print as 0.00000.
+std::string short_number(double v) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.3g", v);
+  return buffer;
+}
 
 std::string today() {
   const std::time_t now = std::time(nullptr);
@@ -31,26 +37,23 @@ std::string today() {
 
 bool have_gnuplot() { return std::system("command -v gnuplot >/dev/null 2>&1") == 0; }
 
-// Renders a gnuplot script (with @TERMINAL@ and @OUTPUT@ placeholders) to PNG and SVG.
+// Renders a gnuplot script (with @TERMINAL@, @OUTPUT@ and @DATA@ placeholders) to PNG and SVG.
 void plot(const std::string& script, const std::string& data, const std::string& stem) {
-  const std::string data_path = stem + ".dat";
-  models::write_file_atomically(data_path, data);
   for (auto [terminal, ext] : {std::pair{"pngcairo size 900,480", ".png"}, {"svg size 900,480", ".svg"}}) {
-    std::string s = script;
-    s.replace(s.find("@TERMINAL@"), 10, terminal);
-    const std::string target = stem + ext, temporary = target + ".tmp";
-    s.replace(s.find("@OUTPUT@"), 8, temporary);
-    for (size_t at; (at = s.find("@DATA@")) != std::string::npos;) s.replace(at, 6, data_path);
-    const std::string script_path = stem + ".gp";
-    models::write_file_atomically(script_path, s);
-    const int status = std::system(("gnuplot '" + script_path + "' 2>/dev/null").c_str());
-    std::remove(script_path.c_str());
-    if (status != 0 || std::rename(temporary.c_str(), target.c_str()) != 0) {
-      std::remove(temporary.c_str());
-      throw std::runtime_error(target + ": gnuplot could not draw this figure");
-    }
+    models::publish_atomically(stem + ext, "gnuplot", [&](const std::string& temporary) {
+      const std::string data_path = temporary + ".dat", script_path = temporary + ".gp";
+      std::string s = script;
+      s.replace(s.find("@TERMINAL@"), 10, terminal);
+      s.replace(s.find("@OUTPUT@"), 8, temporary);
+      for (size_t at; (at = s.find("@DATA@")) != std::string::npos;) s.replace(at, 6, data_path);
+      models::write_file_atomically(data_path, data);
+      models::write_file_atomically(script_path, s);
+      const int status = std::system(("gnuplot '" + script_path + "' 2>/dev/null").c_str());
+      std::remove(data_path.c_str());
+      std::remove(script_path.c_str());
+      return status == 0;
+    });
   }
-  std::remove(data_path.c_str());
 }
 
 }  // namespace
@@ -135,7 +138,7 @@ std::string summary_table(const std::vector<GroupSummary>& groups) {
     const std::string acc = percent(g.accuracy_mean) + " ± " + percent(g.accuracy_std);
     const std::string churn = percent(g.churn.mean) + " [" + percent(g.churn.ci_low) + ", " + percent(g.churn.ci_high) + "]";
     std::snprintf(line, sizeof line, "%-12s %-10s %4zu  %-16s %-24s %-9s %-9s %s\n", g.profile.c_str(),
-                  variant_name(g.variant).c_str(), g.replicas, acc.c_str(), churn.c_str(), fixed(g.l2_mean, 5).c_str(),
+                  variant_name(g.variant).c_str(), g.replicas, acc.c_str(), churn.c_str(), short_number(g.l2_mean).c_str(),
                   percent(g.per_class_std_max).c_str(), g.identical ? "yes" : "no");
     s << line;
   }
@@ -226,7 +229,7 @@ void write_results(const Experiment& x, const std::vector<ReplicaRecord>& record
   for (const auto& g : groups)
     md << "| " << g.profile << " | " << variant_name(g.variant) << " | " << g.replicas << " | " << percent(g.accuracy_mean)
        << " ± " << percent(g.accuracy_std) << " | " << percent(g.churn.mean) << " [" << percent(g.churn.ci_low) << ", "
-       << percent(g.churn.ci_high) << "] | " << fixed(g.l2_mean, 6) << " | " << percent(g.per_class_std_max) << " | "
+       << percent(g.churn.ci_high) << "] | " << short_number(g.l2_mean) << " | " << percent(g.per_class_std_max) << " | "
        << (g.per_class_std_ratio ? fixed(*g.per_class_std_ratio, 2) : "—") << " | " << (g.identical ? "yes" : "no") << " |\n";
   md << "\nChurn: fraction of test examples whose predicted label differs between two replicas, mean over pairs. "
         "L2: distance between the replicas' final weights after scaling each to unit norm, mean over pairs. "
@@ -253,7 +256,7 @@ void write_results(const Experiment& x, const std::vector<ReplicaRecord>& record
   for (const auto& g : groups)
     html << "<tr><td>" << g.profile << "</td><td>" << variant_name(g.variant) << "</td><td>" << g.replicas << "</td><td>"
          << percent(g.accuracy_mean) << "</td><td>" << percent(g.accuracy_std) << "</td><td>" << percent(g.churn.mean)
-         << "</td><td>" << percent(g.churn.ci_low) << " – " << percent(g.churn.ci_high) << "</td><td>" << fixed(g.l2_mean, 6)
+         << "</td><td>" << percent(g.churn.ci_low) << " – " << percent(g.churn.ci_high) << "</td><td>" << short_number(g.l2_mean)
          << "</td><td>" << percent(g.per_class_std_max) << "</td><td>" << (g.identical ? "yes" : "no") << "</td></tr>\n";
   html << "</table>\n";
   for (const auto& f : figures) html << "<p><img src='figures/" << f << ".svg' alt='" << f << "'></p>\n";

@@ -2,6 +2,7 @@
 
 #include <bit>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 
 #include "models/checkpoint_io.hpp"
@@ -96,6 +97,7 @@ std::string TrainConfig::fingerprint() const {
   s += " augment=" + std::to_string(augmentation.pad) + "/" + std::to_string(augmentation.flip);
   s += " ops=" + ops.describe() + " algo=" + std::to_string(algo_seed) + " impl=" + std::to_string(impl_seed);
   s += " order=" + std::to_string(order_seed) + " flip=" + std::to_string(flip_weight);
+  s += " eval_every_epoch=" + std::to_string(evaluate_every_epoch);
   return s;
 }
 
@@ -186,15 +188,16 @@ TrainResult train(const TrainConfig& config, const Dataset& data, const Progress
       }
     }
     const double seconds = std::chrono::duration<double>(clock::now() - started).count();
-    const auto test_predictions =
-        predict(model, data.test, config.ops, config.impl_seed, kEvaluationCalls + (at.epoch << 24));
-    size_t correct = 0;
-    for (size_t i = 0; i < test_predictions.size(); ++i) correct += test_predictions[i] == data.test.labels[i];
-    EpochReport report{at.epoch + 1, at.loss_sum / static_cast<double>(batches),
-                       static_cast<double>(correct) / static_cast<double>(test_predictions.size()), seconds,
+    double accuracy = NAN;
+    if (config.evaluate_every_epoch || at.epoch + 1 == config.epochs) {
+      result.predictions = predict(model, data.test, config.ops, config.impl_seed, kEvaluationCalls + (at.epoch << 24));
+      size_t correct = 0;
+      for (size_t i = 0; i < result.predictions.size(); ++i) correct += result.predictions[i] == data.test.labels[i];
+      accuracy = static_cast<double>(correct) / static_cast<double>(result.predictions.size());
+    }
+    EpochReport report{at.epoch + 1, at.loss_sum / static_cast<double>(batches), accuracy, seconds,
                        static_cast<double>(std::min(batches - first_batch, batches) * batch) / seconds};
     result.history.push_back(report);
-    result.predictions = test_predictions;
     if (progress) progress(report);
     if (!config.checkpoint.empty()) {
       Position next{at.epoch + 1, 0, at.step, 0};

@@ -35,6 +35,9 @@ struct TrainConfig {
   std::string checkpoint;      // path; empty: no checkpoints
   size_t checkpoint_every = 50;  // batches between checkpoints (and one at every epoch end)
   bool resume = false;         // continue from `checkpoint` if it exists
+  // Evaluate on the test set after every epoch (false: after the last one only; earlier epochs
+  // then report a NaN test accuracy). Experiments only need the final model.
+  bool evaluate_every_epoch = true;
   // Where the run is: a fingerprint of everything above that changes the bits, so a checkpoint
   // is only resumed by the same run.
   std::string fingerprint() const;

@@ -1,0 +1,127 @@
+// fplab profile: the hardware profiles (hw_profiles/*.toml, docs/profiles.md): list them, or show
+// one's schedules and arithmetic per operation in default and deterministic mode.
+#include <cstdio>
+#include <iostream>
+
+#include "apps/cli_support.hpp"
+#include "apps/commands.hpp"
+#include "models/hw_profile.hpp"
+#include "sim/schedule.hpp"
+
+namespace fplab::app {
+namespace {
+
+struct ProfileArgs {
+  std::string name, profiles_dir;
+  bool json = false;
+};
+
+std::string join(const std::vector<models::OpKind>& ops) {
+  std::string s;
+  for (auto k : ops) s += (s.empty() ? "" : ", ") + std::string(models::op_kind_name(k));
+  return s;
+}
+
+nlohmann::json mode_json(const models::OpTable& table) {
+  nlohmann::json ops = nlohmann::json::array();
+  for (auto k : models::all_op_kinds) {
+    const auto& c = table[k];
+    ops.push_back({{"op", models::op_kind_name(k)},
+                   {"schedule", sim::to_string(c.schedule)},
+                   {"arithmetic", c.arithmetic.to_string()},
+                   {"format", c.arithmetic.format.name},
+                   {"mode", fp::mode_name(c.arithmetic.mode)},
+                   {"products", sim::products_name(c.arithmetic.products)},
+                   {"flush_subnormals", c.arithmetic.flush_subnormals},
+                   {"saturate", c.arithmetic.saturate},
+                   {"nondeterministic", models::draws_noise(c)}});
+  }
+  nlohmann::json noisy = nlohmann::json::array();
+  for (auto k : models::noisy_ops(table)) noisy.push_back(models::op_kind_name(k));
+  return {{"deterministic", noisy.empty()}, {"nondeterministic_ops", noisy}, {"ops", ops}};
+}
+
+int run_list(const ProfileArgs& args) {
+  std::vector<models::HardwareProfile> profiles;
+  const std::string dir = args.profiles_dir.empty() ? models::default_hw_profiles_dir() : args.profiles_dir;
+  for (const auto& name : models::hw_profile_names(dir)) profiles.push_back(models::find_hw_profile(name, dir));
+  if (args.json) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& p : profiles) list.push_back({{"name", p.name}, {"description", p.description}});
+    print_json({{"profiles", list}});
+    return 0;
+  }
+  std::printf("%-12s %-11s %s\n", "profile", "IMPL noise", "description");
+  for (const auto& p : profiles)
+    std::printf("%-12s %-11s %s\n", p.name.c_str(), models::noisy_ops(p.default_ops).empty() ? "none" : "yes",
+                p.description.c_str());
+  std::printf("(%zu profiles in %s; 'fplab profile show NAME' for the schedules)\n", profiles.size(), dir.c_str());
+  return 0;
+}
+
+void print_mode(const char* mode, const models::OpTable& table) {
+  const auto noisy = models::noisy_ops(table);
+  std::printf("\n%s mode: %s\n", mode,
+              noisy.empty() ? "deterministic" : ("nondeterministic (" + join(noisy) + ")").c_str());
+  for (auto k : models::all_op_kinds) {
+    const auto& c = table[k];
+    std::printf("  %-10s %-16s %s%s\n", std::string(models::op_kind_name(k)).c_str(), c.arithmetic.to_string().c_str(),
+                sim::to_string(c.schedule).c_str(), models::draws_noise(c) ? "   [noise]" : "");
+  }
+}
+
+int run_show(const ProfileArgs& args) {
+  const auto p = models::find_hw_profile(args.name, args.profiles_dir);
+  if (args.json) {
+    nlohmann::json parallelism = nlohmann::json::object();
+    for (const auto& [k, v] : p.parallelism) parallelism[k] = v;
+    print_json({{"name", p.name},
+                {"description", p.description},
+                {"path", p.path},
+                {"parallelism", parallelism},
+                {"default", mode_json(p.default_ops)},
+                {"deterministic", mode_json(p.deterministic_ops)}});
+    return 0;
+  }
+  std::printf("%s: %s\n(%s)\n", p.name.c_str(), p.description.c_str(), p.path.c_str());
+  std::string par;
+  for (const auto& [k, v] : p.parallelism) par += (par.empty() ? "" : ", ") + k + " " + std::to_string(v);
+  std::printf("parallelism: %s\n", par.empty() ? "(none given)" : par.c_str());
+  print_mode("default", p.default_ops);
+  print_mode("deterministic", p.deterministic_ops);
+  return 0;
+}
+
+}  // namespace
+
+void add_profile_command(CLI::App& app, Runner& run) {
+  CLI::App* cmd = app.add_subcommand("profile", "List the hardware profiles, or show one's schedules per operation");
+  cmd->require_subcommand(1);
+  cmd->footer(
+      "Examples:\n"
+      "  fplab profile list\n"
+      "  fplab profile list --json\n"
+      "  fplab profile show v100\n"
+      "  fplab profile show tpu-v3 --json\n"
+      "  fplab profile show ./my-device.toml          (any profile file; schema in docs/profiles.md)\n"
+      "The profiles live in the project's hw_profiles/ (or $FPLAB_HW_PROFILES, or --profiles-dir).");
+
+  auto list_args = std::make_shared<ProfileArgs>();
+  CLI::App* list = cmd->add_subcommand("list", "List the profiles: name, whether default mode has IMPL noise, description");
+  list->add_flag("--json", list_args->json, "print {\"profiles\":[{\"name\":...,\"description\":...}, ...]}");
+  list->add_option("--profiles-dir", list_args->profiles_dir, "folder of profiles (default: the project's hw_profiles/)");
+  list->footer("Examples:\n  fplab profile list\n  fplab profile list --json --profiles-dir ./my-profiles");
+  list->callback([&run, list_args] { run = [list_args] { return run_list(*list_args); }; });
+
+  auto show_args = std::make_shared<ProfileArgs>();
+  CLI::App* show = cmd->add_subcommand("show", "Every operation's schedule (canonical) and arithmetic, in both modes");
+  show->add_option("name", show_args->name, "profile name (see 'fplab profile list') or path to a .toml file")->required();
+  show->add_flag("--json", show_args->json, "print JSON: parallelism, and per mode the ops and whether it is deterministic");
+  show->add_option("--profiles-dir", show_args->profiles_dir, "folder of profiles (default: the project's hw_profiles/)");
+  show->footer(
+      "Examples:\n  fplab profile show v100\n  fplab profile show h100-bf16 --json\n"
+      "  fplab profile show ./my-device.toml");
+  show->callback([&run, show_args] { run = [show_args] { return run_show(*show_args); }; });
+}
+
+}  // namespace fplab::app

@@ -1,0 +1,53 @@
+// Hardware profiles: how one real or hypothetical device adds, per operation kind, in the
+// framework's default mode and in its deterministic mode (schema: docs/profiles.md; the shipped
+// profiles live in hw_profiles/, one TOML file each).
+//
+// Assumptions stated once:
+// - a profile only chooses schedules and arithmetic (OpTable); the rounding of the *inputs* of
+//   tensor cores or TPUs to tf32/bf16/fp16 is not modelled (OpTable has no such notion), so every
+//   accumulation format must be one whose values a float holds (exponent <= 8 bits, fraction
+//   <= 23 bits: fp32, tf32, bf16, fp16, e4m3, e5m2, e8m13, ...);
+// - the [deterministic] table of every profile draws nothing from the implementation-noise
+//   stream (no atomic, no shuffle, no stochastic rounding): the loader rejects one that does.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "models/op_table.hpp"
+
+namespace fplab::models {
+
+struct HardwareProfile {
+  std::string name;         // equals the file's stem for the shipped profiles
+  std::string description;  // one line
+  std::string path;         // the file it was read from
+  std::map<std::string, int64_t> parallelism;  // sms, warp_size, threads_per_block, ... (descriptive)
+  OpTable default_ops;        // what the framework picks by default
+  OpTable deterministic_ops;  // what its deterministic switch picks
+};
+
+// True if the choice draws from the implementation-noise stream: an atomic or shuffle step,
+// or stochastic rounding.
+bool draws_noise(const OpChoice& choice);
+// The operation kinds of a table that draw noise, in OpKind order.
+std::vector<OpKind> noisy_ops(const OpTable& table);
+
+// The folder of the shipped profiles: $FPLAB_HW_PROFILES when set and non-empty, else the
+// source tree's hw_profiles/ (fixed at compile time; FPLAB_HW_PROFILES_DIR overrides it).
+std::string default_hw_profiles_dir();
+
+// Reads one profile. Errors (fp::FormatError, one line) name the file, the line and the key.
+HardwareProfile load_hw_profile(const std::string& path);
+
+// The profile names in `dir` (the stems of its *.toml files), sorted. "" means
+// default_hw_profiles_dir().
+std::vector<std::string> hw_profile_names(const std::string& dir = "");
+
+// `name_or_path` is a path when it names an existing file or ends in ".toml"; otherwise a profile
+// name looked up as DIR/NAME.toml ("" = default dir), whose `name` key must equal NAME.
+HardwareProfile find_hw_profile(const std::string& name_or_path, const std::string& dir = "");
+
+}  // namespace fplab::models
