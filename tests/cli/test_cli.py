@@ -201,9 +201,70 @@ class Train(unittest.TestCase):
         self.assertEqual([n for n in os.listdir(self.dir) if n.endswith(".tmp")], [])
 
 
+class Run(unittest.TestCase):
+    TINY = """name = "tiny"
+[data]
+train_subset = 600
+[model]
+name = "mlp"
+hidden = [16]
+[training]
+epochs = 1
+batch = 50
+[run]
+profiles = ["v100"]
+variants = ["impl", "control"]
+replicas = 3
+"""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+        self.config = os.path.join(self.dir, "tiny.toml")
+        with open(self.config, "w") as f:
+            f.write(self.TINY)
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def test_run_writes_every_result_file_and_control_is_identical(self):
+        out = os.path.join(self.dir, "out")
+        r = run("run", self.config, "--out", out, "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        summary = json.loads(r.stdout)
+        control = next(g for g in summary["results"] if g["variant"] == "control")
+        self.assertTrue(control["identical_replicas"])
+        self.assertEqual(control["churn_mean"], 0)
+        for name in ("summary.json", "replicas.csv", "per_class.csv", "pairs.csv", "report.md", "report.html"):
+            self.assertTrue(os.path.exists(os.path.join(out, name)), name)
+        with open(os.path.join(out, "summary.json")) as f:
+            self.assertEqual(json.load(f), summary)
+
+    def test_unknown_profile_is_one_line(self):
+        with open(self.config, "a") as f:
+            f.write("")
+        bad = self.config.replace("tiny", "bad")
+        with open(bad, "w") as f:
+            f.write(self.TINY.replace('"v100"', '"v999"'))
+        r = run("run", bad, "--out", os.path.join(self.dir, "x"))
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+        self.assertIn("v999", r.stderr)
+
+    def test_mpirun_two_ranks_gives_the_single_process_result(self):
+        if shutil.which("mpirun") is None:
+            self.skipTest("SKIPPED: mpirun not installed (scripts/setup installs openmpi-bin)")
+        single, split = os.path.join(self.dir, "single"), os.path.join(self.dir, "split")
+        self.assertEqual(run("run", self.config, "--out", single, "--quiet").returncode, 0)
+        r = subprocess.run(["mpirun", "--allow-run-as-root", "--oversubscribe", "-n", "2", FPLAB, "run", self.config,
+                            "--out", split, "--quiet"], capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(single, "summary.json")) as a, open(os.path.join(split, "summary.json")) as b:
+            self.assertEqual(a.read(), b.read())
+
+
 class Help(unittest.TestCase):
     def test_every_command_has_help_with_examples(self):
-        for command in ([], ["round"], ["sum"], ["reduce"], ["tree"], ["explore"], ["train"]):
+        for command in ([], ["round"], ["sum"], ["reduce"], ["tree"], ["explore"], ["train"], ["run"], ["profile"]):
             r = run(*command, "--help")
             self.assertEqual(r.returncode, 0, command)
             self.assertIn("Examples", r.stdout, command)
