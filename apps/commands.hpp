@@ -17,6 +17,7 @@ void add_tree_command(CLI::App& app, Runner& run);
 void add_explore_command(CLI::App& app, Runner& run);
 void add_train_command(CLI::App& app, Runner& run);
 void add_run_command(CLI::App& app, Runner& run, int argc, char** argv);
+void add_diverge_command(CLI::App& app, Runner& run);
 void add_profile_command(CLI::App& app, Runner& run);
 
 }  // namespace fplab::app

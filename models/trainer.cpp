@@ -121,7 +121,8 @@ std::vector<uint8_t> predict(Model<float>& model, const ImageSet& set, const OpT
   return out;
 }
 
-TrainResult train(const TrainConfig& config, const Dataset& data, const ProgressFn& progress, const BatchFn& on_batch) {
+TrainResult train(const TrainConfig& config, const Dataset& data, const ProgressFn& progress, const BatchFn& on_batch,
+                  const StepFn& on_step) {
   using clock = std::chrono::steady_clock;
   const ImageSet& set = data.train;
   const std::vector<size_t> examples = select_training_examples(set.labels, config.selection, config.algo_seed);
@@ -158,6 +159,7 @@ TrainResult train(const TrainConfig& config, const Dataset& data, const Progress
     at = load(config, model, optimizer, result.history);
     result.resumed = true;
   }
+  if (on_step && at.step == 0) on_step(0, model);
   SoftmaxCrossEntropy<float> loss_fn;
   std::vector<size_t> batch_examples;
   std::vector<uint8_t> labels;
@@ -180,6 +182,7 @@ TrainResult train(const TrainConfig& config, const Dataset& data, const Progress
       optimizer.step(model.parameters(), at.epoch);
       at.loss_sum += loss;
       ++at.step;
+      if (on_step) on_step(at.step, model);
       if (on_batch) on_batch(at.epoch, at.batch, batches);
       if (!config.checkpoint.empty() && (at.batch + 1) % config.checkpoint_every == 0 && at.batch + 1 < batches) {
         Position next = at;

@@ -67,9 +67,11 @@ struct TrainResult {
 
 using ProgressFn = std::function<void(const EpochReport&)>;
 using BatchFn = std::function<void(size_t epoch, size_t batch, size_t batches)>;  // after every batch
+// With the model after initialisation (step 0) and after every optimiser step (1, 2, ...).
+using StepFn = std::function<void(uint64_t step, Model<float>& model)>;
 
 TrainResult train(const TrainConfig& config, const Dataset& data, const ProgressFn& progress = {},
-                  const BatchFn& on_batch = {});
+                  const BatchFn& on_batch = {}, const StepFn& on_step = {});
 
 // Predictions of a model on a set, in evaluation mode, with noise keys from `call`.
 std::vector<uint8_t> predict(Model<float>& model, const ImageSet& set, const OpTable& ops, uint64_t impl_seed,

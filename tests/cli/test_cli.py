@@ -262,6 +262,29 @@ replicas = 3
             self.assertEqual(a.read(), b.read())
 
 
+    def test_diverge_control_identical_impl_and_flip_part_ways(self):
+        control = json.loads(run("diverge", self.config, "--variant", "control", "--json").stdout)
+        self.assertEqual(control["first_step"], -1)
+        self.assertTrue(all(p["l2"] == 0 and p["differing"] == 0 for p in control["curve"]))
+        csv = os.path.join(self.dir, "impl.csv")
+        r = run("diverge", self.config, "--variant", "impl", "--csv", csv, "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        impl = json.loads(r.stdout)
+        self.assertGreaterEqual(impl["first_step"], 1)  # the initial weights are the same
+        for p in impl["curve"]:
+            self.assertEqual(p["differing"] > 0, p["step"] >= impl["first_step"], p)
+        self.assertTrue(any("weight" in name for name in impl["first_layers"]))
+        with open(csv) as f:
+            self.assertEqual(len(f.read().strip().splitlines()), len(impl["curve"]) + 1)
+        # 'flip' changes exactly one bit of one initial weight of replica 1
+        flip_config = self.config.replace("tiny", "flip")
+        with open(flip_config, "w") as f:
+            f.write(self.TINY.replace('["impl", "control"]', '["flip"]'))
+        flip = json.loads(run("diverge", flip_config, "--variant", "flip", "--json").stdout)
+        self.assertEqual(flip["first_step"], 0)
+        self.assertEqual(flip["curve"][0]["differing"], 1)
+
+
 class Help(unittest.TestCase):
     def test_every_command_has_help_with_examples(self):
         for command in ([], ["round"], ["sum"], ["reduce"], ["tree"], ["explore"], ["train"], ["run"], ["profile"]):
