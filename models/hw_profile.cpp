@@ -36,7 +36,6 @@ std::string default_hw_profiles_dir() {
 
 namespace {
 
-const char* const kModes[] = {"default", "deterministic"};
 const char* const kArithmeticKeys[] = {"format", "mode", "products", "flush_subnormals", "saturate"};
 
 std::string op_names() {
