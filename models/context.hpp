@@ -18,6 +18,9 @@ struct Context {
   uint64_t call = 0;       // the training step (or an evaluation batch, in its own range)
   uint64_t layer = 0;      // index of the layer computing now
   bool training = true;
+  // false while the first layer runs backward: nobody needs dL/d(input images), so Linear and
+  // Conv2d skip that GEMM and return an empty tensor (keys are positional: other bits unchanged).
+  bool input_grad = true;
 
   // The noise key of reduction `op` of this layer at this call; `part` tells apart several
   // reductions of one kind in one layer (e.g. BatchNorm's mean and variance).

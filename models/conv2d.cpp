@@ -85,6 +85,7 @@ Tensor<T> Conv2d<T>::backward(const Tensor<T>& dy, Context& ctx) {
   transpose(cols_.ptr(), rows, k, cols_t.ptr());
   matmul(ctx, OpKind::wgrad, cols_t.ptr(), g.ptr(), weight_.grad.ptr(), k, cout_, rows);
   sum_rows(ctx, OpKind::bias_grad, g.ptr(), rows, cout_, bias_.grad.ptr());
+  if (!ctx.input_grad) return {};
   // dcols (rows x k) = g (rows x C_out) W^T (C_out x k), then col2im.
   Tensor<T> wt({cout_, k}), dcols({rows, k});
   transpose(weight_.value.ptr(), k, cout_, wt.ptr());

@@ -41,6 +41,7 @@ Tensor<T> Linear<T>::backward(const Tensor<T>& dy, Context& ctx) {
   transpose(input_.ptr(), batch, in_, xt.ptr());
   matmul(ctx, OpKind::wgrad, xt.ptr(), dy.ptr(), weight_.grad.ptr(), in_, out_, batch);
   sum_rows(ctx, OpKind::bias_grad, dy.ptr(), batch, out_, bias_.grad.ptr());
+  if (!ctx.input_grad) return {};
   // dx (batch x in) = dy (batch x out) W^T (out x in): a reduction over output features.
   Tensor<T> wt({out_, in_}), dx({batch, in_});
   transpose(weight_.value.ptr(), in_, out_, wt.ptr());

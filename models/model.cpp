@@ -26,8 +26,10 @@ void Model<T>::backward(const Tensor<T>& dlogits, Context& ctx) {
   Tensor<T> g = dlogits;
   for (size_t i = layers_.size(); i-- > 0;) {
     ctx.layer = i;
+    ctx.input_grad = i > 0;
     g = layers_[i]->backward(g, ctx);
   }
+  ctx.input_grad = true;
 }
 
 template <class T>

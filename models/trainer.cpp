@@ -199,7 +199,7 @@ TrainResult train(const TrainConfig& config, const Dataset& data, const Progress
       accuracy = static_cast<double>(correct) / static_cast<double>(result.predictions.size());
     }
     EpochReport report{at.epoch + 1, at.loss_sum / static_cast<double>(batches), accuracy, seconds,
-                       static_cast<double>(std::min(batches - first_batch, batches) * batch) / seconds};
+                       static_cast<double>(examples.size() - std::min(examples.size(), first_batch * batch)) / seconds};
     result.history.push_back(report);
     if (progress) progress(report);
     if (!config.checkpoint.empty()) {
