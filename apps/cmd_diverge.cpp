@@ -4,6 +4,7 @@
 
 #include "apps/cli_support.hpp"
 #include "apps/commands.hpp"
+#include "fp/number_text.hpp"
 #include "experiments/divergence.hpp"
 #include "experiments/experiment.hpp"
 #include "models/checkpoint_io.hpp"
@@ -31,7 +32,7 @@ int run_diverge(const DivergeArgs& args) {
 
   std::string csv = "step,l2,relative_l2,differing_weights\n";
   for (const auto& p : d.curve)
-    csv += std::to_string(p.step) + "," + std::to_string(p.l2) + "," + std::to_string(p.relative) + "," +
+    csv += std::to_string(p.step) + "," + fp::format_double(p.l2) + "," + fp::format_double(p.relative) + "," +
            std::to_string(p.differing) + "\n";
   if (!args.csv.empty()) models::write_file_atomically(args.csv, csv);
   if (!args.plot.empty()) {
@@ -40,7 +41,7 @@ int run_diverge(const DivergeArgs& args) {
     models::publish_atomically(args.plot, "gnuplot", [&](const std::string& temporary) {
       std::string data_points;
       for (const auto& p : d.curve)
-        if (p.relative > 0) data_points += std::to_string(p.step) + " " + std::to_string(p.relative) + "\n";
+        if (p.relative > 0) data_points += std::to_string(p.step) + " " + fp::format_double(p.relative) + "\n";
       if (data_points.empty()) data_points = "0 1e-30\n";
       const std::string data_path = temporary + ".dat", script_path = temporary + ".gp";
       models::write_file_atomically(data_path, data_points);

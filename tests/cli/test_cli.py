@@ -275,7 +275,12 @@ replicas = 3
             self.assertEqual(p["differing"] > 0, p["step"] >= impl["first_step"], p)
         self.assertTrue(any("weight" in name for name in impl["first_layers"]))
         with open(csv) as f:
-            self.assertEqual(len(f.read().strip().splitlines()), len(impl["curve"]) + 1)
+            rows = f.read().strip().splitlines()[1:]
+        self.assertEqual(len(rows), len(impl["curve"]))
+        for row, p in zip(rows, impl["curve"]):  # full precision: distances of 1e-9 must survive
+            step, l2, relative, differing = row.split(",")
+            self.assertEqual((int(step), float(l2), float(relative), int(differing)),
+                             (p["step"], p["l2"], p["relative_l2"], p["differing"]))
         # 'flip' changes exactly one bit of one initial weight of replica 1
         flip_config = self.config.replace("tiny", "flip")
         with open(flip_config, "w") as f:
