@@ -102,11 +102,12 @@ std::string TrainConfig::fingerprint() const {
 }
 
 std::vector<uint8_t> predict(Model<float>& model, const ImageSet& set, const OpTable& ops, uint64_t impl_seed,
-                             uint64_t call, size_t batch) {
+                             uint64_t call, size_t batch, ComputeBackend* backend) {
   std::vector<uint8_t> out;
   out.reserve(set.size());
   Context ctx;
   ctx.ops = &ops;
+  ctx.backend = backend;
   ctx.impl_seed = impl_seed;
   ctx.training = false;
   for (size_t start = 0; start < set.size(); start += batch) {
@@ -121,24 +122,15 @@ std::vector<uint8_t> predict(Model<float>& model, const ImageSet& set, const OpT
   return out;
 }
 
-TrainResult train(const TrainConfig& config, const Dataset& data, const ProgressFn& progress, const BatchFn& on_batch,
-                  const StepFn& on_step) {
-  using clock = std::chrono::steady_clock;
-  const ImageSet& set = data.train;
-  const std::vector<size_t> examples = select_training_examples(set.labels, config.selection, config.algo_seed);
-  const size_t batch = config.batch == 0 ? examples.size() : std::min(config.batch, examples.size());
-  const size_t batches = (examples.size() + batch - 1) / batch;
-  if (examples.empty()) throw DataError("training data", "empty after the subset/imbalance selection");
-
+Model<float> initial_model(const TrainConfig& config, const ImageSet& set) {
   Model<float> model = build_model<float>(config.model, {static_cast<size_t>(set.channels), static_cast<size_t>(set.rows),
                                                          static_cast<size_t>(set.cols)});
-  Optimizer<float> optimizer(config.optimizer);
-  Context ctx;
+  Context ctx;  // only the algorithmic seed and the layer index reach initialize()
   ctx.ops = &config.ops;
   ctx.impl_seed = config.impl_seed;
   ctx.algo_seed = config.algo_seed;
   model.initialize(ctx);
-  if (config.flip_weight >= 0) {
+  if (config.flip_weight >= 0) {  // the lowest mantissa bit of one initial weight
     const auto params = model.parameters();
     size_t total = 0;
     for (auto* p : params) total += p->value.size();
@@ -151,6 +143,25 @@ TrainResult train(const TrainConfig& config, const Dataset& data, const Progress
       at -= p->value.size();
     }
   }
+  return model;
+}
+
+TrainResult train(const TrainConfig& config, const Dataset& data, const ProgressFn& progress, const BatchFn& on_batch,
+                  const StepFn& on_step) {
+  using clock = std::chrono::steady_clock;
+  const ImageSet& set = data.train;
+  const std::vector<size_t> examples = select_training_examples(set.labels, config.selection, config.algo_seed);
+  const size_t batch = config.batch == 0 ? examples.size() : std::min(config.batch, examples.size());
+  const size_t batches = (examples.size() + batch - 1) / batch;
+  if (examples.empty()) throw DataError("training data", "empty after the subset/imbalance selection");
+
+  Model<float> model = initial_model(config, set);
+  Optimizer<float> optimizer(config.optimizer);
+  Context ctx;
+  ctx.ops = &config.ops;
+  ctx.backend = config.backend;
+  ctx.impl_seed = config.impl_seed;
+  ctx.algo_seed = config.algo_seed;
   const uint64_t order_seed = config.order_seed ? config.order_seed : config.algo_seed;
 
   TrainResult result;
@@ -193,7 +204,8 @@ TrainResult train(const TrainConfig& config, const Dataset& data, const Progress
     const double seconds = std::chrono::duration<double>(clock::now() - started).count();
     double accuracy = NAN;
     if (config.evaluate_every_epoch || at.epoch + 1 == config.epochs) {
-      result.predictions = predict(model, data.test, config.ops, config.impl_seed, kEvaluationCalls + (at.epoch << 24));
+      result.predictions = predict(model, data.test, config.ops, config.impl_seed, kEvaluationCalls + (at.epoch << 24),
+                                   200, config.backend);
       size_t correct = 0;
       for (size_t i = 0; i < result.predictions.size(); ++i) correct += result.predictions[i] == data.test.labels[i];
       accuracy = static_cast<double>(correct) / static_cast<double>(result.predictions.size());
@@ -209,7 +221,8 @@ TrainResult train(const TrainConfig& config, const Dataset& data, const Progress
   }
   if (result.history.empty()) throw DataError(config.checkpoint, "already covers all epochs: nothing to train");
   if (result.predictions.empty())  // resumed at the very end: evaluate the final model
-    result.predictions = predict(model, data.test, config.ops, config.impl_seed, kEvaluationCalls + ((config.epochs - 1) << 24));
+    result.predictions = predict(model, data.test, config.ops, config.impl_seed,
+                                 kEvaluationCalls + ((config.epochs - 1) << 24), 200, config.backend);
   result.epochs = config.epochs;
   result.steps = at.step;
   result.test_accuracy = result.history.back().test_accuracy;

@@ -10,6 +10,7 @@
 
 #include "models/augment.hpp"
 #include "models/algo_noise.hpp"
+#include "models/compute_backend.hpp"
 #include "models/dataset.hpp"
 #include "models/model.hpp"
 #include "models/op_table.hpp"
@@ -38,6 +39,10 @@ struct TrainConfig {
   // Evaluate on the test set after every epoch (false: after the last one only; earlier epochs
   // then report a NaN test accuracy). Experiments only need the final model.
   bool evaluate_every_epoch = true;
+  // Where the reductions run (not owned; nullptr: the CPU engine). Not part of the fingerprint:
+  // under deterministic schedules a backend gives the engine's bits, so a checkpoint written on
+  // one resumes on the other.
+  ComputeBackend* backend = nullptr;
   // Where the run is: a fingerprint of everything above that changes the bits, so a checkpoint
   // is only resumed by the same run.
   std::string fingerprint() const;
@@ -70,11 +75,15 @@ using BatchFn = std::function<void(size_t epoch, size_t batch, size_t batches)>;
 // With the model after initialisation (step 0) and after every optimiser step (1, 2, ...).
 using StepFn = std::function<void(uint64_t step, Model<float>& model)>;
 
+// The model of `config` with its initial weights (from the algorithmic seed, plus the one-bit flip
+// of `flip_weight`), for inputs shaped like `set`: what train() starts from.
+Model<float> initial_model(const TrainConfig& config, const ImageSet& set);
+
 TrainResult train(const TrainConfig& config, const Dataset& data, const ProgressFn& progress = {},
                   const BatchFn& on_batch = {}, const StepFn& on_step = {});
 
 // Predictions of a model on a set, in evaluation mode, with noise keys from `call`.
 std::vector<uint8_t> predict(Model<float>& model, const ImageSet& set, const OpTable& ops, uint64_t impl_seed,
-                             uint64_t call, size_t batch = 200);
+                             uint64_t call, size_t batch = 200, ComputeBackend* backend = nullptr);
 
 }  // namespace fplab::models

@@ -76,30 +76,6 @@ void append(std::vector<float>& out, const at::Tensor& t) {
   out.insert(out.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
 }
 
-Model<float> fplab_model(const TrainConfig& config, const ImageSet& set) {
-  Model<float> model = build_model<float>(
-      config.model, {static_cast<size_t>(set.channels), static_cast<size_t>(set.rows), static_cast<size_t>(set.cols)});
-  Context ctx;  // as train(): only the algorithmic seed and the layer index reach initialize()
-  ctx.ops = &config.ops;
-  ctx.impl_seed = config.impl_seed;
-  ctx.algo_seed = config.algo_seed;
-  model.initialize(ctx);
-  if (config.flip_weight >= 0) {  // as train(): the lowest mantissa bit of one initial weight
-    const auto params = model.parameters();
-    size_t total = 0;
-    for (auto* p : params) total += p->value.size();
-    size_t at = static_cast<size_t>(config.flip_weight) % total;
-    for (auto* p : params) {
-      if (at < p->value.size()) {
-        p->value.data[at] = std::bit_cast<float>(std::bit_cast<uint32_t>(p->value.data[at]) ^ 1u);
-        break;
-      }
-      at -= p->value.size();
-    }
-  }
-  return model;
-}
-
 Twin make_twin(Model<float>& model, const ModelSpec& spec) {
   Twin twin;
   for (size_t i = 0; i < model.layer_count(); ++i) {
@@ -297,7 +273,7 @@ std::vector<uint8_t> predict(const Twin& twin, const ImageSet& set, size_t batch
 }  // namespace
 
 std::vector<float> initial_weights(const TrainConfig& config, const Dataset& data) {
-  Model<float> model = fplab_model(config, data.train);
+  Model<float> model = initial_model(config, data.train);
   std::vector<float> all;
   for (auto* p : model.parameters()) all.insert(all.end(), p->value.data.begin(), p->value.data.end());
   return all;
@@ -330,7 +306,7 @@ TwinResult train(const TrainConfig& config, const Dataset& data, const TwinOptio
   const size_t batch = config.batch == 0 ? examples.size() : std::min(config.batch, examples.size());
   const size_t batches = (examples.size() + batch - 1) / batch;
 
-  Model<float> model = fplab_model(config, set);
+  Model<float> model = initial_model(config, set);
   const Twin twin = make_twin(model, config.model);
   std::unique_ptr<FplabUpdate> fplab_update;
   std::unique_ptr<LibtorchUpdate> libtorch_update;
