@@ -1,5 +1,6 @@
 #include "models/conv2d.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "models/compute.hpp"
@@ -36,19 +37,22 @@ template <class T>
 void Conv2d<T>::im2col(const Tensor<T>& x, Tensor<T>& cols) const {
   const size_t batch = x.dim(0), h = x.dim(2), w = x.dim(3), ho = out_size(h), wo = out_size(w);
   const size_t k = cin_ * kernel_ * kernel_;
-  cols = Tensor<T>({batch * ho * wo, k});
+  cols = Tensor<T>({batch * ho * wo, k});  // zero-filled: the padding stays 0
+  const long kk = static_cast<long>(kernel_), lh = static_cast<long>(h), lw = static_cast<long>(w);
   for (size_t b = 0; b < batch; ++b)
     for (size_t oy = 0; oy < ho; ++oy)
       for (size_t ox = 0; ox < wo; ++ox) {
         T* row = &cols.data[((b * ho + oy) * wo + ox) * k];
+        const long x0 = static_cast<long>(ox * stride_) - static_cast<long>(padding_);
+        const long j_lo = std::max(0L, -x0), j_hi = std::min(kk, lw - x0);  // the columns inside the image
         for (size_t c = 0; c < cin_; ++c)
-          for (size_t i = 0; i < kernel_; ++i)
-            for (size_t j = 0; j < kernel_; ++j) {
-              const auto y = static_cast<long>(oy * stride_ + i) - static_cast<long>(padding_);
-              const auto xx = static_cast<long>(ox * stride_ + j) - static_cast<long>(padding_);
-              const bool inside = y >= 0 && xx >= 0 && y < static_cast<long>(h) && xx < static_cast<long>(w);
-              row[(c * kernel_ + i) * kernel_ + j] = inside ? x.data[((b * cin_ + c) * h + y) * w + xx] : T(0);
-            }
+          for (long i = 0; i < kk; ++i) {
+            const long y = static_cast<long>(oy * stride_) + i - static_cast<long>(padding_);
+            if (y < 0 || y >= lh) continue;
+            const T* src = &x.data[((b * cin_ + c) * h + static_cast<size_t>(y)) * w];
+            T* dst = row + (static_cast<long>(c) * kk + i) * kk;
+            for (long j = j_lo; j < j_hi; ++j) dst[j] = src[x0 + j];
+          }
       }
 }
 
@@ -92,18 +96,23 @@ Tensor<T> Conv2d<T>::backward(const Tensor<T>& dy, Context& ctx) {
   matmul(ctx, OpKind::dgrad, g.ptr(), wt.ptr(), dcols.ptr(), rows, k, cout_);
   const size_t h = input_shape_[2], w = input_shape_[3];
   Tensor<T> dx(input_shape_);
+  // col2im in the loop order of im2col, so every element of dx receives its terms in the same
+  // order as a straightforward loop over (oy, ox, c, i, j) would add them.
+  const long kk = static_cast<long>(kernel_), lh = static_cast<long>(h), lw = static_cast<long>(w);
   for (size_t b = 0; b < batch; ++b)
     for (size_t oy = 0; oy < ho; ++oy)
       for (size_t ox = 0; ox < wo; ++ox) {
         const T* row = &dcols.data[((b * ho + oy) * wo + ox) * k];
+        const long x0 = static_cast<long>(ox * stride_) - static_cast<long>(padding_);
+        const long j_lo = std::max(0L, -x0), j_hi = std::min(kk, lw - x0);
         for (size_t c = 0; c < cin_; ++c)
-          for (size_t i = 0; i < kernel_; ++i)
-            for (size_t j = 0; j < kernel_; ++j) {
-              const auto y = static_cast<long>(oy * stride_ + i) - static_cast<long>(padding_);
-              const auto xx = static_cast<long>(ox * stride_ + j) - static_cast<long>(padding_);
-              if (y >= 0 && xx >= 0 && y < static_cast<long>(h) && xx < static_cast<long>(w))
-                dx.data[((b * cin_ + c) * h + y) * w + xx] += row[(c * kernel_ + i) * kernel_ + j];
-            }
+          for (long i = 0; i < kk; ++i) {
+            const long y = static_cast<long>(oy * stride_) + i - static_cast<long>(padding_);
+            if (y < 0 || y >= lh) continue;
+            T* dst = &dx.data[((b * cin_ + c) * h + static_cast<size_t>(y)) * w];
+            const T* src = row + (static_cast<long>(c) * kk + i) * kk;
+            for (long j = j_lo; j < j_hi; ++j) dst[x0 + j] += src[j];
+          }
       }
   return dx;
 }

@@ -3,6 +3,7 @@
 // random w, dL/dx and dL/dparameters must match (L(x + h) - L(x - h)) / 2h.
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <cmath>
 #include <functional>
 #include <random>
@@ -96,6 +97,40 @@ TEST_CASE("fp64 finite differences: conv2d 3x3 stride 1 pad 1 and 3x3 stride 2 p
   Conv2d<double> same(2, 3, 3, 1, 1), strided(2, 3, 3, 2, 0);
   check_layer(same, random_tensor({2, 2, 5, 6}, g), g);
   check_layer(strided, random_tensor({2, 2, 5, 6}, g), g);
+}
+
+TEST_CASE("conv2d forward equals the direct convolution formula; 5x5 stride 2 pad 2 gradients by finite differences") {
+  std::mt19937_64 g(3);
+  for (const auto [kernel, stride, padding] : {std::array<size_t, 3>{5, 2, 2}, {3, 1, 1}, {3, 2, 0}, {1, 1, 0}, {5, 3, 4}}) {
+    Conv2d<double> conv(2, 3, kernel, stride, padding);
+    Context ctx = context();
+    conv.initialize(ctx);
+    const auto x = random_tensor({2, 2, 7, 9}, g);
+    const auto y = conv.forward(x, ctx);
+    const auto& wt = conv.parameters()[0]->value;  // (cin * k * k) x cout
+    const auto& bias = conv.parameters()[1]->value;
+    REQUIRE(y.dim(2) == (7 + 2 * padding - kernel) / stride + 1);
+    REQUIRE(y.dim(3) == (9 + 2 * padding - kernel) / stride + 1);
+    for (size_t b = 0; b < 2; ++b)
+      for (size_t o = 0; o < 3; ++o)
+        for (size_t oy = 0; oy < y.dim(2); ++oy)
+          for (size_t ox = 0; ox < y.dim(3); ++ox) {
+            double direct = bias.data[o];
+            for (size_t c = 0; c < 2; ++c)
+              for (size_t i = 0; i < kernel; ++i)
+                for (size_t j = 0; j < kernel; ++j) {
+                  const long yy = static_cast<long>(oy * stride + i) - static_cast<long>(padding);
+                  const long xx = static_cast<long>(ox * stride + j) - static_cast<long>(padding);
+                  if (yy < 0 || xx < 0 || yy >= 7 || xx >= 9) continue;
+                  direct += x.data[((b * 2 + c) * 7 + yy) * 9 + xx] * wt.data[((c * kernel + i) * kernel + j) * 3 + o];
+                }
+            const double got = y.data[((b * 3 + o) * y.dim(2) + oy) * y.dim(3) + ox];
+            INFO("kernel " << kernel << " stride " << stride << " pad " << padding);
+            REQUIRE(std::fabs(got - direct) <= 1e-12 * (1 + std::fabs(direct)));
+          }
+  }
+  Conv2d<double> wide(2, 3, 5, 2, 2);
+  check_layer(wide, random_tensor({2, 2, 7, 9}, g), g);
 }
 
 TEST_CASE("fp64 finite differences: relu and 2x2 maxpool (inputs away from kinks and ties)") {
