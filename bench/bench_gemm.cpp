@@ -1,5 +1,7 @@
 // fp32 GEMM 512 x 512 x 512 on one thread: fplab's engine under several schedules against
-// OpenBLAS sgemm measured in the same run (report GFLOP/s and ratios to OpenBLAS).
+// OpenBLAS sgemm measured in the same run (report GFLOP/s and ratios to OpenBLAS, and of the
+// other schedules to the seq FMA chain). reference_* is the per-output reference evaluator that
+// sim::gemm fell back to for those schedules before the product-term path (one iteration).
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
@@ -7,6 +9,7 @@
 #include <vector>
 
 #include "sim/engine.hpp"
+#include "sim/reference_evaluator.hpp"
 
 namespace {
 
@@ -54,6 +57,19 @@ void BM_fplab_gemm(benchmark::State& state, const char* schedule_text) {
   report(state);
 }
 
+void BM_reference_gemm(benchmark::State& state, const char* schedule_text) {
+  auto& m = matrices();
+  const auto schedule = fplab::sim::parse_schedule(schedule_text);
+  const fplab::sim::Arithmetic arithmetic;
+  const std::vector<double> a(m.a.begin(), m.a.end()), b(m.b.begin(), m.b.end());
+  std::vector<double> c(kSize * kSize);
+  for (auto _ : state) {
+    fplab::sim::gemm_reference(schedule, a.data(), b.data(), c.data(), {kSize, kSize, kSize}, arithmetic, {1});
+    benchmark::ClobberMemory();
+  }
+  report(state);
+}
+
 }  // namespace
 
 BENCHMARK(BM_openblas_sgemm)->Unit(benchmark::kMillisecond);
@@ -61,4 +77,17 @@ BENCHMARK_CAPTURE(BM_fplab_gemm, seq_fma_chain, "all:seq")->Unit(benchmark::kMil
 BENCHMARK_CAPTURE(BM_fplab_gemm, warp_tree, "strided(32):seq | all:shfl_down")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_fplab_gemm, splitk4_atomic, "splitk-atomic(4)")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_fplab_gemm, exact, "exact")->Unit(benchmark::kMillisecond);
+// First stages that are not FMA chains: tensor-core steps (tc-h100-tf32, its split-K weight
+// gradient, tc-h100-bf16, tc-a100) and the other reducers on exact/fused products.
+BENCHMARK_CAPTURE(BM_fplab_gemm, tc_h100_tf32, "all:fused(8,25)")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_fplab_gemm, tc_h100_tf32_splitk16, "split(16):fused(8,25) | all:seq")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_fplab_gemm, tc_h100_bf16, "all:fused(16,25)")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_fplab_gemm, tc_a100, "all:fused(8,24)")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_fplab_gemm, pairwise_tree, "all:tree")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_fplab_gemm, rev, "all:rev")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_fplab_gemm, shfl_down, "all:shfl_down")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_fplab_gemm, contig32_tree_then_seq, "contig(32):tree | all:seq")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_fplab_gemm, kahan, "all:kahan")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_reference_gemm, tc_h100_tf32, "all:fused(8,25)")->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK_CAPTURE(BM_reference_gemm, pairwise_tree, "all:tree")->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK_MAIN();

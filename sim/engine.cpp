@@ -13,239 +13,17 @@
 #include "fp/superaccumulator.hpp"
 #include "sim/binned_sum.hpp"
 #include "sim/exact_gemm.hpp"
-#include "sim/reference_evaluator.hpp"
-#include "sim/schedule_walk.hpp"
-#include "sim/whole_group.hpp"
+#include "sim/gemm_product_terms.hpp"
+#include "sim/tile_walker.hpp"
 
 namespace fplab::sim {
 namespace {
 
+using detail::GenericAdd;
 using detail::GroupSpan;
+using detail::NativeAdd;
+using detail::TileWalker;
 using detail::groups_of;
-
-// acc[i] = acc[i] + x[i] for the host's own float/double: exactly the emulated arithmetic when
-// Arithmetic::native_float()/native_double() holds.
-template <class T>
-struct NativeAdd {
-  static constexpr bool native = true;
-  size_t width;
-  void operator()(T* __restrict acc, const T* __restrict x) const {
-    for (size_t i = 0; i < width; ++i) acc[i] += x[i];
-  }
-};
-
-// Any format and mode: one correctly rounded addition per element, stochastic rounding drawing
-// from each output's own stream.
-struct GenericAdd {
-  static constexpr bool native = false;
-  size_t width;
-  const Arithmetic* arithmetic;
-  fp::CounterRng* streams;
-  void operator()(double* acc, const double* x) const {
-    for (size_t i = 0; i < width; ++i)
-      acc[i] = fp::add(acc[i], x[i], arithmetic->format,
-                       {arithmetic->mode, arithmetic->flush_subnormals, arithmetic->saturate, &streams[i]});
-  }
-};
-
-// Runs schedule stages on a tile of `width` outputs; a partial is a row of `width` values.
-template <class T, class Add>
-class TileWalker {
- public:
-  TileWalker(size_t width, Add add, const Arithmetic& arithmetic, fp::CounterRng* streams, const NoiseKey& tile_key)
-      : w_(width), add_(add), arithmetic_(arithmetic), streams_(streams), key_(tile_key) {}
-
-  // Stages [first_stage, end) on `count` rows starting at `in`, row r at in + r * stride.
-  // Writes the final row to `out`.
-  // Reuse the walker (and its buffers) for another tile.
-  void set_tile(const NoiseKey& tile_key) { key_ = tile_key; }
-  void reshape(size_t width, Add add) {
-    w_ = width;
-    add_ = add;
-  }
-
-  void run(const Schedule& schedule, size_t first_stage, const T* in, size_t stride, size_t count, T* out) {
-    std::vector<T>& current = current_;
-    std::vector<T>& next = next_;
-    for (size_t s = first_stage; s < schedule.stages.size() && count > 0; ++s) {
-      const Stage& st = schedule.stages[s];
-      if (st.shuffle) {
-        std::vector<size_t> order(count);
-        std::iota(order.begin(), order.end(), 0);
-        detail::permute(order, key_.stream(s, 0));
-        next.resize(count * w_);
-        for (size_t r = 0; r < count; ++r) std::copy_n(in + order[r] * stride, w_, &next[r * w_]);
-      } else {
-        const auto groups = groups_of(st.grouping, count);
-        next.resize(groups.size() * w_);
-        for (size_t g = 0; g < groups.size(); ++g) reduce_group(st.reducer, in, stride, groups[g], &next[g * w_], s, g);
-        count = groups.size();
-      }
-      current.swap(next);
-      in = current.data();
-      stride = w_;
-    }
-    if (count > 1)
-      throw ScheduleError("schedule '" + to_string(schedule) + "' leaves " + std::to_string(count) +
-                              " partial results; end it with an all: stage",
-                          0);
-    if (count == 0) std::fill_n(out, w_, T(0));
-    else std::copy_n(in, w_, out);
-  }
-
- private:
-  const T* row(const T* in, size_t stride, const GroupSpan& g, size_t k) const {
-    return in + (g.first + k * g.stride) * stride;
-  }
-  T* scratch_row(size_t r) { return &scratch_[r * w_]; }
-
-  void fold(const T* in, size_t stride, const GroupSpan& g, const std::vector<size_t>& order, T* dest) {
-    std::copy_n(row(in, stride, g, order[0]), w_, dest);
-    for (size_t k = 1; k < order.size(); ++k) add_(dest, row(in, stride, g, order[k]));
-  }
-
-  size_t tree_in_place(size_t lo, size_t n) {
-    if (n == 1) return lo;
-    const size_t half = n / 2;
-    const size_t left = tree_in_place(lo, half);
-    const size_t right = tree_in_place(lo + half, n - half);
-    add_(scratch_row(left), scratch_row(right));
-    return left;
-  }
-
-  size_t numpy_in_place(size_t lo, size_t n) {
-    if (n < 8) {
-      for (size_t i = 1; i < n; ++i) add_(scratch_row(lo), scratch_row(lo + i));
-      return lo;
-    }
-    if (n <= 128) {
-      size_t i = 8;
-      for (; i < n - n % 8; i += 8)
-        for (size_t j = 0; j < 8; ++j) add_(scratch_row(lo + j), scratch_row(lo + i + j));
-      for (auto [x, y] : {std::pair{0, 1}, {2, 3}, {0, 2}, {4, 5}, {6, 7}, {4, 6}, {0, 4}})
-        add_(scratch_row(lo + x), scratch_row(lo + y));
-      for (; i < n; ++i) add_(scratch_row(lo), scratch_row(lo + i));
-      return lo;
-    }
-    size_t n2 = n / 2;
-    n2 -= n2 % 8;
-    const size_t left = numpy_in_place(lo, n2);
-    const size_t right = numpy_in_place(lo + n2, n - n2);
-    add_(scratch_row(left), scratch_row(right));
-    return left;
-  }
-
-  // Kahan / Neumaier in the host's own arithmetic (the same operations reduce_whole_group
-  // performs through the emulation), across the tile.
-  void compensated_native(Reducer::Kind kind, const T* in, size_t stride, const GroupSpan& g, T* dest) {
-    std::vector<T>& c = scratch_;
-    c.assign(w_, T(0));
-    std::copy_n(row(in, stride, g, 0), w_, dest);
-    for (size_t k = 1; k < g.count; ++k) {
-      const T* x = row(in, stride, g, k);
-      for (size_t i = 0; i < w_; ++i) {
-        if (kind == Reducer::Kind::kahan) {
-          const T y = x[i] - c[i];
-          const T t = dest[i] + y;
-          c[i] = (t - dest[i]) - y;
-          dest[i] = t;
-        } else {
-          const T t = dest[i] + x[i];
-          c[i] += std::fabs(dest[i]) >= std::fabs(x[i]) ? (dest[i] - t) + x[i] : (x[i] - t) + dest[i];
-          dest[i] = t;
-        }
-      }
-    }
-    if (kind == Reducer::Kind::neumaier)
-      for (size_t i = 0; i < w_; ++i) dest[i] += c[i];
-  }
-
-  void reduce_group(const Reducer& r, const T* in, size_t stride, const GroupSpan& g, T* dest, size_t stage,
-                    size_t group) {
-    using K = Reducer::Kind;
-    const size_t n = g.count;
-    const bool whole = r.kind == K::exact || r.kind == K::binned || r.kind == K::fused || r.kind == K::kahan ||
-                       r.kind == K::neumaier;
-    if (n == 1 && !whole) {
-      std::copy_n(row(in, stride, g, 0), w_, dest);
-      return;
-    }
-    switch (r.kind) {
-      case K::seq:
-        std::copy_n(row(in, stride, g, 0), w_, dest);
-        for (size_t k = 1; k < n; ++k) add_(dest, row(in, stride, g, k));
-        return;
-      case K::rev:  // addition is commutative, so folding from the end is the right fold
-        std::copy_n(row(in, stride, g, n - 1), w_, dest);
-        for (size_t k = n - 1; k-- > 0;) add_(dest, row(in, stride, g, k));
-        return;
-      case K::atomic:
-      case K::ring: {
-        std::vector<size_t> order(n);
-        std::iota(order.begin(), order.end(), 0);
-        if (r.kind == K::atomic) detail::permute(order, key_.stream(stage, group));
-        else std::rotate(order.begin(), order.begin() + (key_.tile + 1) % n, order.end());
-        return fold(in, stride, g, order, dest);
-      }
-      default: break;
-    }
-    if constexpr (Add::native) {
-      if (r.kind == K::kahan || r.kind == K::neumaier) return compensated_native(r.kind, in, stride, g, dest);
-    }
-    if (r.kind == K::exact) {  // values: straight into a superaccumulator per output
-      for (size_t c = 0; c < w_; ++c) {
-        fp::SuperAccumulator acc;
-        for (size_t k = 0; k < n; ++k) acc.add(static_cast<double>(row(in, stride, g, k)[c]));
-        dest[c] = static_cast<T>(acc.round(arithmetic_.format, {arithmetic_.mode, arithmetic_.flush_subnormals,
-                                                                 arithmetic_.saturate, &streams_[c]}).value);
-      }
-      return;
-    }
-    if (r.kind == K::binned) {  // values: straight to the binned sum per output
-      std::vector<double> column(n);
-      for (size_t c = 0; c < w_; ++c) {
-        for (size_t k = 0; k < n; ++k) column[k] = static_cast<double>(row(in, stride, g, k)[c]);
-        dest[c] = static_cast<T>(binned_sum(column, arithmetic_.format,
-                                            {arithmetic_.mode, arithmetic_.flush_subnormals, arithmetic_.saturate,
-                                             &streams_[c]}));
-      }
-      return;
-    }
-    if (whole) {
-      std::vector<Term> terms(n);
-      for (size_t c = 0; c < w_; ++c) {
-        for (size_t k = 0; k < n; ++k) terms[k] = {static_cast<double>(row(in, stride, g, k)[c])};
-        dest[c] = static_cast<T>(reduce_whole_group(r, terms, arithmetic_, streams_[c]));
-      }
-      return;
-    }
-    scratch_.resize(n * w_);
-    for (size_t k = 0; k < n; ++k) std::copy_n(row(in, stride, g, k), w_, scratch_row(k));
-    size_t result = 0;
-    switch (r.kind) {
-      case K::tree: result = tree_in_place(0, n); break;
-      case K::shfl_down:
-      case K::shfl_xor:  // lane 0 of the butterfly pairs exactly as shfl_down
-        for (size_t o = std::bit_ceil(n) / 2; o >= 1; o /= 2)
-          for (size_t i = 0; i < o && i + o < n; ++i) add_(scratch_row(i), scratch_row(i + o));
-        break;
-      case K::shfl_up:
-        for (size_t o = 1; o < n; o *= 2)
-          for (size_t i = 0; i + o < n; i += 2 * o) add_(scratch_row(i), scratch_row(i + o));
-        break;
-      case K::numpy_pairwise: result = numpy_in_place(0, n); break;
-      default: break;
-    }
-    std::copy_n(scratch_row(result), w_, dest);
-  }
-
-  size_t w_;
-  Add add_;
-  const Arithmetic& arithmetic_;
-  fp::CounterRng* streams_;
-  NoiseKey key_;
-  std::vector<T> scratch_, current_, next_;
-};
 
 std::vector<fp::CounterRng> rounding_streams(const NoiseKey& tile_key, size_t first_lane, size_t width) {
   std::vector<fp::CounterRng> streams;
@@ -393,7 +171,16 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
   const bool first_is_reduction = !schedule.stages.empty() && !schedule.stages[0].shuffle;
   const bool fma_chains = ar.native_float() && ar.products == Products::fused && first_is_reduction &&
                           schedule.stages[0].reducer.kind == Reducer::Kind::seq;
-  const bool rounded_products = ar.native_float() && ar.products == Products::rounded;
+  // Kahan, Neumaier and binned round every product to the format before they add it
+  // (whole_group.hpp), so when the first reduction (after any shuffles) is one of them, the
+  // rounded products are the terms whatever arithmetic.products says.
+  const auto lead = std::find_if(schedule.stages.begin(), schedule.stages.end(), [](const Stage& s) { return !s.shuffle; });
+  const bool lead_rounds_products =
+      lead != schedule.stages.end() && (lead->reducer.kind == Reducer::Kind::kahan ||
+                                        lead->reducer.kind == Reducer::Kind::neumaier ||
+                                        lead->reducer.kind == Reducer::Kind::binned);
+  const bool rounded_products =
+      ar.native_float() && (ar.products == Products::rounded || lead_rounds_products);
   // A single exact reduction (after any shuffles, which cannot matter): one exact dot product
   // per output, rounded once, on a transposed copy of B.
   const bool exact_only = schedule.order_independent() && ar.products != Products::rounded &&
@@ -401,6 +188,13 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
   if (exact_only) {
     exact_gemm(a, b, c, m, n, k, ar.format, {ar.mode, ar.flush_subnormals, ar.saturate, nullptr},
                [&](size_t i, size_t j) { return gemm_output_key(key, i, j, n).rounding_stream(); });
+    return;
+  }
+  if (!fma_chains && !rounded_products) {
+    // Everything else: the first reduction's products as the reference has them, then the
+    // TileWalker (fused(N,F) tensor-core steps vectorised across the tile). No schedule or
+    // arithmetic falls back to the per-output reference any more.
+    detail::gemm_through_product_terms(schedule, a, b, c, shape, ar, key);
     return;
   }
   std::vector<float> rows, result;
@@ -414,19 +208,6 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
     for (size_t i0 = 0; i0 < m; i0 += kGemmTileRows) {
       const size_t mr = std::min(kGemmTileRows, m - i0), nr = std::min(kGemmTileCols, n - j0), w = mr * nr;
       const NoiseKey tile_key = gemm_output_key(key, i0, j0, n);
-      if (!fma_chains && !rounded_products) {
-        // Everything else: the reference, one output at a time (correct, slow).
-        std::vector<double> arow(k), bcol(k);
-        for (size_t i = i0; i < i0 + mr; ++i)
-          for (size_t j = j0; j < j0 + nr; ++j) {
-            for (size_t t = 0; t < k; ++t) {
-              arow[t] = a[i * k + t];
-              bcol[t] = b[t * n + j];
-            }
-            c[i * n + j] = static_cast<float>(dot_reference(schedule, arow, bcol, ar, gemm_output_key(key, i, j, n)));
-          }
-        continue;
-      }
       auto& walker = full_walker;
       walker.reshape(w, {w});
       walker.set_tile(tile_key);

@@ -27,7 +27,8 @@ NoiseKey batch_output_key(const NoiseKey& key, size_t output, size_t tile_output
 
 // C = A B with A (m x k), B (k x n), C (m x n), row-major fp32; the reduction over k of every
 // output follows the schedule and arithmetic (a product term is a[i,t] * b[t,j]). Output (i, j)
-// equals dot_reference of row i and column j with gemm_output_key(key, i, j, n).
+// equals dot_reference of row i and column j with gemm_output_key(key, i, j, n), stored as a float
+// (formats wider than fp32 are rounded to nearest there).
 struct GemmShape {
   size_t m, n, k;
 };

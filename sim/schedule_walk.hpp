@@ -152,10 +152,11 @@ inline std::vector<GroupSpan> groups_of(const Grouping& g, size_t n) {
   return out;
 }
 
-// Runs the whole schedule; throws ScheduleError if more than one value is left at the end.
+// Runs stages [first, last) of the schedule on the list; returns the partials they leave.
 template <class Ops>
-typename Ops::Value walk(Ops& ops, const Schedule& schedule, std::vector<typename Ops::Value> list, const NoiseKey& key) {
-  for (size_t s = 0; s < schedule.stages.size() && !list.empty(); ++s) {
+std::vector<typename Ops::Value> walk_stages(Ops& ops, const Schedule& schedule, size_t first, size_t last,
+                                             std::vector<typename Ops::Value> list, const NoiseKey& key) {
+  for (size_t s = first; s < last && !list.empty(); ++s) {
     const Stage& st = schedule.stages[s];
     if (st.shuffle) {
       permute(list, key.stream(s, 0));
@@ -173,6 +174,13 @@ typename Ops::Value walk(Ops& ops, const Schedule& schedule, std::vector<typenam
     }
     list = std::move(next);
   }
+  return list;
+}
+
+// Runs the whole schedule; throws ScheduleError if more than one value is left at the end.
+template <class Ops>
+typename Ops::Value walk(Ops& ops, const Schedule& schedule, std::vector<typename Ops::Value> list, const NoiseKey& key) {
+  list = walk_stages(ops, schedule, 0, schedule.stages.size(), std::move(list), key);
   if (list.empty()) return ops.finish(ops.zero());
   if (list.size() > 1)
     throw ScheduleError("schedule '" + to_string(schedule) + "' leaves " + std::to_string(list.size()) +

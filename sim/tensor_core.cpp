@@ -53,12 +53,16 @@ Split split(double x) {
   return {bool(bits >> 63), significand, scale, exponent};
 }
 
-void check(const FusedAddSpec& spec) {
+}  // namespace
+
+void check_fused_add_spec(const FusedAddSpec& spec) {
   if (spec.products < 1) throw std::invalid_argument("fused add: products must be at least 1");
   if (spec.fraction_bits < 0) throw std::invalid_argument("fused add: fraction_bits must be >= 0");
   if (spec.input_mode == fp::Mode::sr || spec.output_mode == fp::Mode::sr)
     throw std::invalid_argument("fused add: stochastic rounding is not a tensor-core mode");
 }
+
+namespace {
 
 double round_special(fp::ExactValue special, const FusedAddSpec& spec) {
   return fp::round_exact(special, spec.output, {spec.output_mode}).value;
@@ -85,7 +89,7 @@ Cut cut(const Term& t, int grid, AlignedTruncation truncation) {
 
 double fused_multiply_add(double acc, std::span<const double> a, std::span<const double> b,
                           const FusedAddSpec& spec) {
-  check(spec);
+  check_fused_add_spec(spec);
   if (a.size() != b.size()) throw std::invalid_argument("fused add: a and b differ in length");
 
   const fp::RoundingOptions to_input{spec.input_mode};
@@ -173,7 +177,7 @@ double fused_multiply_add(double acc, std::span<const double> a, std::span<const
 
 double fused_dot(double acc, std::span<const double> a, std::span<const double> b,
                  const FusedAddSpec& spec) {
-  check(spec);
+  check_fused_add_spec(spec);
   if (a.size() != b.size()) throw std::invalid_argument("fused dot: a and b differ in length");
   const size_t n = static_cast<size_t>(spec.products);
   for (size_t k = 0; k < a.size(); k += n) {

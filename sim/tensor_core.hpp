@@ -61,6 +61,20 @@ double fused_multiply_add(double acc, std::span<const double> a, std::span<const
 double fused_dot(double acc, std::span<const double> a, std::span<const double> b,
                  const FusedAddSpec& spec);
 
+// Throws std::invalid_argument for an invalid spec (products < 1, fraction_bits < 0, stochastic
+// rounding), as every function here does before it computes anything.
+void check_fused_add_spec(const FusedAddSpec& spec);
+
+// fused_multiply_add on `width` independent lanes at once (the engine's form): for every lane l,
+// acc[l] = fused_multiply_add(acc[l], {a[l], a[width + l], ...}, {b[l], b[width + l], ...}, spec)
+// with `count` products per lane, bit for bit (tests/test_tensor_core.cpp holds it to the scalar
+// step). Vectorised where the cut terms sum exactly in a double: truncation toward zero, the
+// accumulator in the alignment, F + 2 + bit_width(count + 1) <= 53, and per lane finite values
+// with exponents in [-480, 480] whose products are exact doubles (e.g. fp32 and narrower data);
+// every other lane takes the scalar step.
+void fused_multiply_add_lanes(double* acc, const double* a, const double* b, size_t count, size_t width,
+                              const FusedAddSpec& spec);
+
 // Named device models (docs/tensor-cores.md): "tc-v100", "tc-a100" (fp16 inputs),
 // "tc-a100-bf16", "tc-a100-tf32", "tc-h100-tf32", "tc-h100-bf16", "tc-h100-fp16",
 // "tc-h100-fp8" (e4m3 inputs). Throws fp::FormatError naming the unknown model.

@@ -11,6 +11,16 @@
 
 namespace fplab::sim {
 
+FusedAddSpec fused_reducer_spec(const Reducer& r, const Arithmetic& ar) {
+  FusedAddSpec spec;
+  spec.products = r.fused_products;
+  spec.fraction_bits = r.fused_fraction_bits;
+  spec.input = fp::fp64();
+  spec.output = ar.format;
+  spec.output_mode = ar.format == fp::fp32() ? fp::Mode::rz : ar.mode;
+  return spec;
+}
+
 double reduce_whole_group(const Reducer& r, std::span<const Term> group, const Arithmetic& ar, fp::CounterRng& stream) {
   using K = Reducer::Kind;
   const fp::RoundingOptions o{ar.mode, ar.flush_subnormals, ar.saturate, &stream};
@@ -50,14 +60,7 @@ double reduce_whole_group(const Reducer& r, std::span<const Term> group, const A
       return binned_sum(values, ar.format, o);
     }
     case K::fused: {
-      // The data are taken as they are (fp64 input format: no conversion); the one rounding of
-      // each step is toward zero for an fp32 result, as the tensor cores do, else the mode's.
-      FusedAddSpec spec;
-      spec.products = r.fused_products;
-      spec.fraction_bits = r.fused_fraction_bits;
-      spec.input = fp::fp64();
-      spec.output = ar.format;
-      spec.output_mode = ar.format == fp::fp32() ? fp::Mode::rz : ar.mode;
+      const FusedAddSpec spec = fused_reducer_spec(r, ar);
       std::vector<double> a, b;
       for (const Term& t : group) {
         a.push_back(t.a);

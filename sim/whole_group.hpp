@@ -7,6 +7,7 @@
 #include "fp/counter_rng.hpp"
 #include "sim/arithmetic.hpp"
 #include "sim/schedule.hpp"
+#include "sim/tensor_core.hpp"
 
 namespace fplab::sim {
 
@@ -19,6 +20,11 @@ struct Term {
 // `stream` feeds stochastic rounding. Compensated and binned reducers work on values: a product
 // term is rounded to the format first. exact keeps products exact; fused feeds them to the
 // tensor-core model (values enter as value * 1).
+// The tensor-core step of the fused(N,F) reducer: the data are taken as they are (fp64 input
+// format: no conversion); the one rounding of each step is toward zero for an fp32 result, as the
+// tensor cores do, else the arithmetic's mode. A group is fused_dot(0.0, ...) with this spec.
+FusedAddSpec fused_reducer_spec(const Reducer& fused, const Arithmetic& arithmetic);
+
 double reduce_whole_group(const Reducer& reducer, std::span<const Term> group, const Arithmetic& arithmetic,
                           fp::CounterRng& stream);
 

@@ -5,6 +5,8 @@
 
 #include <bit>
 #include <cmath>
+#include <limits>
+#include <stdexcept>
 #include <random>
 
 #include "fp/round.hpp"
@@ -103,7 +105,7 @@ TEST_CASE("engine reduce == reference on long reductions: K = 10^5 (and 10^4 for
   }
 }
 
-TEST_CASE("engine gemm == reference dot per output: fused FMA chains, rounded products, fallbacks; awkward shapes") {
+TEST_CASE("engine gemm == reference dot per output: fused FMA chains, rounded products, product terms; awkward shapes") {
   std::mt19937_64 g(13);
   std::normal_distribution<float> d;
   const char* schedules[] = {"all:seq", "all:exact", "shuffle | all:exact", "strided(32):seq | all:shfl_down", "splitk(4)", "splitk-atomic(3)",
@@ -220,5 +222,132 @@ TEST_CASE("exact gemm values == superaccumulator values bit for bit, where big p
       ++checked;
     });
     CHECK(checked == m * n);
+  }
+}
+
+// ---- GEMMs whose first reduction is not an FMA chain: the product-term path
+// (sim/gemm_product_terms.cpp) and the tensor-core lane form (fused_multiply_add_lanes).
+
+namespace {
+
+struct Shape {
+  size_t m, n, k;
+};
+// K = 1, K below every group and fused chunk size, partial 4 x 64 tiles, non-powers of two.
+const Shape awkward_shapes[] = {{1, 1, 1}, {4, 64, 1}, {5, 70, 7}, {3, 130, 33}, {9, 65, 100}, {2, 3, 257}};
+
+// Every output of sim::gemm against dot_reference with its own noise key (every 7th column
+// of wide matrices). Both must throw, or neither.
+void check_gemm(const Schedule& s, const std::vector<float>& a, const std::vector<float>& b, const Shape& sh,
+                const Arithmetic& arithmetic, const std::string& label) {
+  const NoiseKey key{5, 1, 2};
+  std::vector<float> c(sh.m * sh.n);
+  bool engine_threw = false, reference_threw = false;
+  try {
+    gemm(s, a.data(), b.data(), c.data(), {sh.m, sh.n, sh.k}, arithmetic, key);
+  } catch (const std::invalid_argument&) {
+    engine_threw = true;
+  }
+  for (size_t i = 0; i < sh.m; ++i)
+    for (size_t j = 0; j < sh.n; j += (sh.n > 20 ? 7 : 1)) {
+      std::vector<double> row(sh.k), col(sh.k);
+      for (size_t t = 0; t < sh.k; ++t) row[t] = a[i * sh.k + t], col[t] = b[t * sh.n + j];
+      double expected = 0;
+      try {
+        expected = dot_reference(s, row, col, arithmetic, gemm_output_key(key, i, j, sh.n));
+      } catch (const std::invalid_argument&) {
+        reference_threw = true;
+      }
+      INFO(label << " " << to_string(s) << " " << arithmetic.to_string() << " shape " << sh.m << "x" << sh.n << "x"
+                 << sh.k << " output (" << i << "," << j << ")");
+      REQUIRE(engine_threw == reference_threw);
+      // C is fp32: a wider format's result is stored rounded to nearest, as sim::gemm documents.
+      if (!engine_threw) REQUIRE(same_bits(c[i * sh.n + j], static_cast<float>(expected)));
+    }
+}
+
+Arithmetic arithmetic_of(fp::Format format, fp::Mode mode, Products products = Products::fused) {
+  Arithmetic ar;
+  ar.format = format;
+  ar.mode = mode;
+  ar.products = products;
+  return ar;
+}
+
+}  // namespace
+
+TEST_CASE("engine gemm == reference: non-seq first stages on product terms x fp32/fp64/bf16/rz/sr x fused/exact/rounded products") {
+  std::mt19937_64 g(23);
+  std::normal_distribution<float> d;
+  const char* schedules[] = {"all:tree", "all:rev", "all:shfl_down", "all:shfl_up", "all:shfl_xor", "all:atomic", "all:ring",
+                             "all:numpy_pairwise", "all:kahan", "all:neumaier", "all:binned", "contig(16):exact | all:seq",
+                             "contig(5):tree | all:seq", "split(3):rev | all:tree", "shuffle | all:tree",
+                             "strided(4):shfl_up | contig(2):kahan | all:seq", "shuffle | shuffle | split(2):atomic | all:ring",
+                             "all:seq", "systolic(16)", "pairwise", "splitk-tree(3)", "all:fused(8,25)",
+                             "split(16):fused(8,25) | all:seq", "contig(24):fused(8,24) | all:tree"};
+  const Arithmetic arithmetics[] = {
+      arithmetic_of(fp::fp32(), fp::Mode::rne, Products::fused), arithmetic_of(fp::fp32(), fp::Mode::rne, Products::exact),
+      arithmetic_of(fp::fp32(), fp::Mode::rne, Products::rounded), arithmetic_of(fp::fp64(), fp::Mode::rne),
+      arithmetic_of(fp::fp64(), fp::Mode::rne, Products::exact), arithmetic_of(fp::bf16(), fp::Mode::rne),
+      arithmetic_of(fp::fp32(), fp::Mode::rz, Products::exact), arithmetic_of(fp::fp16(), fp::Mode::sr),
+      arithmetic_of(fp::bf16(), fp::Mode::sr, Products::rounded)};
+  for (const char* text : schedules) {
+    const Schedule s = parse_schedule(text);
+    for (const Arithmetic& ar : arithmetics) {
+      for (const Shape& sh : awkward_shapes) {
+        std::vector<float> a(sh.m * sh.k), b(sh.k * sh.n);
+        for (auto& x : a) x = d(g);
+        for (auto& x : b) x = d(g) * std::exp2(static_cast<float>(g() % 8));
+        // Exact cancellations, so that signs of zero and rounding of tiny sums show.
+        for (size_t t = 1; t < sh.k; t += 3) a[t] = a[t - 1], b[t * sh.n] = -b[(t - 1) * sh.n];
+        check_gemm(s, a, b, sh, ar, "");
+      }
+    }
+  }
+}
+
+TEST_CASE("engine gemm == reference: fused(N,F) first stages x tf32/bf16/fp16/e4m3/fp32 data x fp32/e8m13/bf16/fp16 results x zeros, subnormals, cancellation, inf/NaN") {
+  std::mt19937_64 g(29);
+  std::normal_distribution<double> d;
+  const char* schedules[] = {"tc-h100-tf32", "tc-h100-bf16", "tc-h100-fp8", "tc-v100", "tc-a100",
+                             "split(16):fused(8,25) | all:seq", "strided(3):fused(4,24) | all:atomic",
+                             "shuffle | all:fused(8,25)", "contig(8):fused(16,25) | contig(3):seq | all:tree",
+                             "all:fused(64,48)" /* F too wide for the lane form: the scalar step per lane */};
+  const Arithmetic arithmetics[] = {arithmetic_of(fp::fp32(), fp::Mode::rne), arithmetic_of(fp::parse_format("e8m13"), fp::Mode::rz),
+                                    arithmetic_of(fp::bf16(), fp::Mode::rne), arithmetic_of(fp::fp16(), fp::Mode::rne),
+                                    arithmetic_of(fp::fp32(), fp::Mode::rd, Products::rounded)};
+  const fp::Format inputs[] = {fp::tf32(), fp::bf16(), fp::fp16(), fp::e4m3(), fp::fp32()};
+  enum Data { normal, wide, zero_lines, subnormal, cancelling, special };
+  for (const char* text : schedules) {
+    const Schedule s = parse_schedule(text);
+    for (const Arithmetic& ar : arithmetics) {
+      for (const fp::Format& input : inputs) {
+        for (int data = normal; data <= special; ++data) {
+          const Shape sh = awkward_shapes[g() % std::size(awkward_shapes)];
+          auto value = [&] {
+            const double spread = data == wide ? std::exp2(std::round(d(g) * 10)) : 1.0;
+            const double x = fp::round_double(d(g) * spread, input, {}).value;
+            return static_cast<float>(x);
+          };
+          std::vector<float> a(sh.m * sh.k), b(sh.k * sh.n);
+          for (auto& x : a) x = value();
+          for (auto& x : b) x = value();
+          if (data == zero_lines)  // a row of +-0 (all products zero), a column of +0
+            for (size_t t = 0; t < sh.k; ++t) a[(sh.m - 1) * sh.k + t] = (t % 2) ? -0.0f : 0.0f, b[t * sh.n] = 0.0f;
+          if (data == subnormal)
+            for (size_t x = 0; x < a.size(); x += 3) a[x] = std::ldexp(a[x], -130);
+          if (data == cancelling)  // pairs of products that cancel exactly
+            for (size_t t = 1; t < sh.k; t += 2)
+              for (size_t i = 0; i < sh.m; ++i) a[i * sh.k + t] = -a[i * sh.k + t - 1], b[t * sh.n + (i % sh.n)] = b[(t - 1) * sh.n + (i % sh.n)];
+          if (data == special) {
+            a[0] = INFINITY;
+            b[(sh.k - 1) * sh.n + sh.n - 1] = NAN;
+            if (sh.m > 1) a[sh.k] = -INFINITY, b[0] = 0.0f;  // inf * 0
+            if (sh.m > 2) a[2 * sh.k] = std::numeric_limits<float>::max();
+          }
+          check_gemm(s, a, b, sh, ar, input.name + " data " + std::to_string(data));
+        }
+      }
+    }
   }
 }

@@ -451,3 +451,93 @@ TEST_CASE("fused step with F = 4300: the exact sum rounded once (fp::SuperAccumu
     }
   }
 }
+
+// ---- (4) The lane form (fused_multiply_add_lanes, the engine's vectorised step) against the
+// scalar step, lane by lane, bit for bit: every device model and the variants above, the
+// fused(N,F) reducer's own specs (fp64 input format fed fp32 data; fp32 rz, e8m13, bf16, fp16
+// outputs; rd for the signs of zero), widths that leave partial vectors, and the edges where a
+// lane leaves the lane form (specials, exponents past +-480, inexact products, wide F).
+
+namespace {
+
+// A case whose factors are drawn as `draw` would have them, evaluated under `spec`.
+Case lane_case(std::mt19937_64& rng, const sim::FusedAddSpec& spec, const sim::FusedAddSpec& draw, size_t count) {
+  Case c = random_case(rng, draw, count);
+  while (c.a.size() < count) {  // lengthen by another case's terms: every lane has `count` products
+    const Case more = random_case(rng, draw, count);
+    c.a.insert(c.a.end(), more.a.begin(), more.a.end());
+    c.b.insert(c.b.end(), more.b.begin(), more.b.end());
+  }
+  c.a.resize(count), c.b.resize(count);
+  c.acc = fp::round_double(c.acc, spec.output, {Mode::rz}).value;  // an accumulator holds an output value
+  switch (rng() % 16) {
+    case 0: std::fill(c.a.begin(), c.a.end(), rng() % 2 ? 0.0 : -0.0); break;  // only zero products
+    case 1: c.acc = -0.0; break;
+    case 2: c.a[rng() % count] = std::ldexp(1.0 + double(rng() % 8) / 8, 476 + int(rng() % 9));  // past +-480?
+            break;
+    case 3: c.b[rng() % count] = std::ldexp(1.0, -476 - int(rng() % 9)); break;
+    case 4: c.a[rng() % count] = 1 + 0x1p-40; c.b[0] = 1 + 0x1p-30; break;  // an inexact double product
+    case 5:
+    case 6:  // a subnormal (or smallest normal) accumulator that sets the grid: its exponent is clamped
+      c.acc = random_value(rng, spec.output, 0, 1);
+      for (size_t i = 0; i < count; ++i) {
+        const double p = c.a[i] * c.b[i];
+        if (c.acc != 0 && p != 0 && std::isfinite(p))
+          c.a[i] = std::ldexp(c.a[i], std::ilogb(c.acc) - std::ilogb(p) - 1 - int(rng() % 4));
+      }
+      break;
+    default: break;
+  }
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("fused step on lanes == the scalar step, lane by lane: device models, reducer specs, partial vectors, edges", "[random]") {
+  std::vector<std::tuple<std::string, sim::FusedAddSpec, sim::FusedAddSpec>> specs;  // name, spec, how data are drawn
+  for (const std::string& name : sim::tensor_core_model_names())
+    specs.push_back({name, sim::tensor_core_model(name), sim::tensor_core_model(name)});
+  auto reducer_spec = [](int n, int f, fp::Format output, Mode mode) {
+    sim::FusedAddSpec s;
+    s.products = n, s.fraction_bits = f, s.input = fp::fp64(), s.output = output, s.output_mode = mode;
+    return s;
+  };
+  const sim::FusedAddSpec fp32_data = variant("tc-h100-tf32", [](auto& s) { s.input_mode = Mode::rne; s.input = fp::fp32(); });
+  specs.push_back({"reducer fused(8,25) fp32 rz", reducer_spec(8, 25, fp::fp32(), Mode::rz), fp32_data});
+  specs.push_back({"reducer fused(32,13) e8m13 rz", reducer_spec(32, 13, fp::parse_format("e8m13"), Mode::rz), fp32_data});
+  specs.push_back({"reducer fused(16,25) bf16 rne", reducer_spec(16, 25, fp::bf16(), Mode::rne), fp32_data});
+  specs.push_back({"reducer fused(4,23) fp16 rd", reducer_spec(4, 23, fp::fp16(), Mode::rd), fp32_data});
+  specs.push_back({"reducer fused(8,24) fp64 rne", reducer_spec(8, 24, fp::fp64(), Mode::rne), fp32_data});
+  specs.push_back({"reducer fused(8,25) fp32 rne", reducer_spec(8, 25, fp::fp32(), Mode::rne), fp32_data});
+  specs.push_back({"reducer fused(64,48) fp32 rz (F too wide for doubles)", reducer_spec(64, 48, fp::fp32(), Mode::rz), fp32_data});
+  specs.push_back({"reducer fused(2,49) fp32 rz (widest F of the lane form)", reducer_spec(2, 49, fp::fp32(), Mode::rz), fp32_data});
+  specs.push_back({"fp64 in/out N4 F60", reducer_spec(4, 60, fp::fp64(), Mode::rz), variant("tc-v100", [](auto& s) { s.input = fp::fp64(); })});
+  const auto floor = variant("tc-v100", [](auto& s) { s.truncation = sim::AlignedTruncation::toward_minus_infinity; });
+  specs.push_back({"tc-v100 floor", floor, floor});
+  const auto outside = variant("tc-a100", [](auto& s) { s.accumulator_in_alignment = false; });
+  specs.push_back({"tc-a100 acc-outside", outside, outside});
+
+  for (const auto& [name, spec, draw] : specs) {
+    MismatchLog log("fused lanes " + name);
+    std::mt19937_64 rng(std::hash<std::string>{}(name) + 4);
+    for (int trial = 0; trial < 60; ++trial) {
+      const size_t widths[] = {1, 7, 8, 9, 16, 17, 64, 256};
+      const size_t width = widths[rng() % 8], count = 1 + rng() % size_t(spec.products);
+      std::vector<Case> cases;
+      std::vector<double> acc(width), a(count * width), b(count * width);
+      for (size_t l = 0; l < width; ++l) {
+        cases.push_back(lane_case(rng, spec, draw, count));
+        acc[l] = cases[l].acc;
+        for (size_t i = 0; i < count; ++i) a[i * width + l] = cases[l].a[i], b[i * width + l] = cases[l].b[i];
+      }
+      sim::fused_multiply_add_lanes(acc.data(), a.data(), b.data(), count, width, spec);
+      for (size_t l = 0; l < width; ++l) {
+        const double want = sim::fused_multiply_add(cases[l].acc, cases[l].a, cases[l].b, spec);
+        if (same_double(acc[l], want)) log.pass();
+        else log.fail(show_case(cases[l]) + " (lane " + std::to_string(l) + " of " + std::to_string(width) +
+                      "): expected " + show(want) + ", got " + show(acc[l]));
+      }
+    }
+    log.require_none();
+  }
+}

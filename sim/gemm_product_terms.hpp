@@ -1,0 +1,20 @@
+// Internal to sim/: the GEMM path for schedules whose leading reduction stage is not an FMA chain
+// (fused(N,F) tensor-core steps, tree, rev, shfl_*, atomic, ring, numpy_pairwise, exact, or seq
+// with exact products) and for arithmetics other than fp32 round-to-nearest. The leading stages
+// run over the tile's product terms through the reference's own walk (schedule_walk.hpp), with
+// a partial being a product not yet rounded or a row of the tile's values, so that products enter
+// additions exactly as the reference has them; later stages are the engine's TileWalker.
+#pragma once
+
+#include "sim/arithmetic.hpp"
+#include "sim/engine.hpp"
+#include "sim/noise.hpp"
+#include "sim/schedule.hpp"
+
+namespace fplab::sim::detail {
+
+// C = A B as sim::gemm computes it (same shapes, keys and results), for any schedule and arithmetic.
+void gemm_through_product_terms(const Schedule& schedule, const float* a, const float* b, float* c, GemmShape shape,
+                                const Arithmetic& arithmetic, const NoiseKey& key);
+
+}  // namespace fplab::sim::detail
