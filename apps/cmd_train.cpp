@@ -3,10 +3,17 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "fp/format.hpp"
+
 #include "apps/cli_support.hpp"
 #include "apps/commands.hpp"
 #include "models/checkpoint_io.hpp"
+#include "models/hw_profile.hpp"
 #include "models/trainer.hpp"
+#if FPLAB_WITH_CUDA
+#include "models/gpu_backend.hpp"
+#include "sim/cuda/gpu_device.hpp"
+#endif
 
 namespace fplab::app {
 namespace {
@@ -27,6 +34,8 @@ struct TrainArgs {
   std::string imbalance;  // CLASS:PERCENT
   std::string data_dir = models::kFashionMnistDir;
   std::string schedules = "seq";
+  std::string profile;  // NAME[:default|deterministic]
+  std::string device = "cpu";
   std::string format = "fp32";
   uint64_t algo_seed = 1, impl_seed = 1;
   std::string save_weights, checkpoint;
@@ -64,8 +73,20 @@ models::TrainConfig make_config(const TrainArgs& a) {
       throw UsageError("--imbalance: class must be 0..9 and percent 0..100");
   }
   c.augmentation = {a.augment_pad, a.flip};
-  c.ops = std::filesystem::exists(a.schedules) ? models::load_op_table(a.schedules, a.format == "fp32" ? "" : a.format)
-                                               : models::op_table_preset(a.schedules, a.format);
+  if (!a.profile.empty()) {
+    const auto colon = a.profile.rfind(':');
+    const std::string mode = colon == std::string::npos ? "default" : a.profile.substr(colon + 1);
+    if (mode != "default" && mode != "deterministic")
+      throw UsageError("--profile takes NAME, NAME:default or NAME:deterministic, not '" + a.profile + "'");
+    const auto profile = models::find_hw_profile(a.profile.substr(0, colon));
+    c.ops = mode == "default" ? profile.default_ops : profile.deterministic_ops;
+    if (a.format == "exact") c.ops = models::op_table_preset("exact");
+    else if (a.format != "fp32")
+      for (auto& op : c.ops.ops) op.arithmetic.format = fp::parse_format(a.format);
+  } else {
+    c.ops = std::filesystem::exists(a.schedules) ? models::load_op_table(a.schedules, a.format == "fp32" ? "" : a.format)
+                                                 : models::op_table_preset(a.schedules, a.format);
+  }
   c.algo_seed = a.algo_seed;
   c.impl_seed = a.impl_seed;
   c.checkpoint = a.checkpoint;
@@ -75,14 +96,45 @@ models::TrainConfig make_config(const TrainArgs& a) {
   return c;
 }
 
+// The backend for --device (nullptr: the CPU engine). cuda without a usable GPU, or with a
+// schedule the kernels do not realise, is a one-line error; auto falls back to the CPU, saying so.
+std::unique_ptr<models::ComputeBackend> make_backend(const std::string& device, const models::OpTable& ops,
+                                                     bool chatty) {
+  if (device == "cpu") return nullptr;
+  if (device != "cuda" && device != "auto") throw UsageError("--device must be cpu, cuda or auto, not '" + device + "'");
+#if FPLAB_WITH_CUDA
+  std::string why;
+  if (!sim::gpu::device_available(&why)) {
+    if (device == "cuda") throw UsageError("--device cuda: " + why + " (use --device cpu, or auto to fall back)");
+    if (chatty) std::fprintf(stderr, "--device auto: %s; training on the CPU\n", why.c_str());
+    return nullptr;
+  }
+  const auto problems = models::gpu_unsupported_ops(ops);
+  if (!problems.empty()) {
+    if (device == "cuda") throw UsageError("--device cuda: " + problems.front());
+    if (chatty) std::fprintf(stderr, "--device auto: %s; training on the CPU\n", problems.front().c_str());
+    return nullptr;
+  }
+  return models::make_gpu_backend(ops);
+#else
+  (void)ops;
+  if (device == "cuda") throw UsageError("--device cuda: this fplab was built without CUDA (no nvcc at configure time)");
+  if (chatty) std::fprintf(stderr, "--device auto: built without CUDA; training on the CPU\n");
+  return nullptr;
+#endif
+}
+
 int run_train(const TrainArgs& args) {
-  const models::TrainConfig config = make_config(args);
-  const models::Dataset data = models::load_fashion_mnist(args.data_dir);
+  models::TrainConfig config = make_config(args);
   const bool chatty = !args.quiet;
+  const auto backend = make_backend(args.device, config.ops, chatty);
+  config.backend = backend.get();
+  const std::string device = backend ? backend->name() : "cpu";
+  const models::Dataset data = models::load_fashion_mnist(args.data_dir);
   if (chatty)
-    std::fprintf(stderr, "training %s on %zu Fashion-MNIST examples for %zu epoch(s)\n  schedules: %s\n",
+    std::fprintf(stderr, "training %s on %zu Fashion-MNIST examples for %zu epoch(s)\n  schedules: %s\n  device: %s\n",
                  args.model.c_str(), args.subset ? args.subset : data.train.size(), args.epochs,
-                 config.ops.describe().c_str());
+                 config.ops.describe().c_str(), device.c_str());
   const auto result = models::train(
       config, data,
       [&](const models::EpochReport& e) {
@@ -122,6 +174,7 @@ int run_train(const TrainArgs& args) {
                 {"resumed", result.resumed},
                 {"model", args.model},
                 {"schedules", config.ops.describe()},
+                {"device", device},
                 {"algo_seed", args.algo_seed},
                 {"impl_seed", args.impl_seed},
                 {"per_class_accuracy", per_class},
@@ -157,7 +210,15 @@ void add_train_command(CLI::App& app, Runner& run) {
   cmd->add_option("--augment-pad", a->augment_pad, "random crop with this padding (0: none)")->capture_default_str();
   cmd->add_flag("--flip", a->flip, "random horizontal flips");
   cmd->add_option("--data-dir", a->data_dir, "folder with the Fashion-MNIST IDX files")->capture_default_str();
-  cmd->add_option("--schedules", a->schedules, "preset (seq, pairwise, gpu, atomic, exact) or a TOML file")
+  CLI::Option* schedules =
+      cmd->add_option("--schedules", a->schedules, "preset (seq, pairwise, gpu, atomic, exact) or a TOML file")
+          ->capture_default_str();
+  cmd->add_option("--profile", a->profile,
+                  "schedules of a hardware profile (fplab profile list): NAME or NAME:deterministic")
+      ->excludes(schedules);
+  cmd->add_option("--device", a->device,
+                  "where the reductions run: cpu (the engine), cuda (our CUDA kernels; deterministic schedules give "
+                  "the same bits), auto (cuda if it can, else cpu)")
       ->capture_default_str();
   cmd->add_option("--format", a->format, "accumulation format of every reduction, or exact")->capture_default_str();
   cmd->add_option("--algo-seed", a->algo_seed, "algorithmic seed: init, subset, order, augmentation, dropout")
@@ -174,6 +235,7 @@ void add_train_command(CLI::App& app, Runner& run) {
       "  fplab train --train-subset 10000 --epochs 1\n"
       "  fplab train --model small_cnn --schedules gpu --impl-seed 2 --epochs 3 --json\n"
       "  fplab train --format exact --schedules atomic --train-subset 5000     (exact: the order cannot matter)\n"
+      "  fplab train --profile h100:deterministic --device cuda --json     (on the GPU: same weights as --device cpu)\n"
       "  fplab train --checkpoint run.ckpt --resume --epochs 5                  (continue a killed run)\n"
       "  fplab train --config run.toml --epochs 2     (run.toml: model = \"small_cnn\"\\n train-subset = 5000 ...)");
   cmd->callback([&run, a, cmd] {

@@ -1,5 +1,6 @@
 #include "models/compute.hpp"
 
+#include <type_traits>
 #include <vector>
 
 #include "sim/engine.hpp"
@@ -11,6 +12,7 @@ template <>
 void matmul<float>(const Context& ctx, OpKind op, const float* a, const float* b, float* c, size_t m, size_t n,
                    size_t k, uint64_t part) {
   const OpChoice& choice = (*ctx.ops)[op];
+  if (ctx.backend) return ctx.backend->matmul(choice, ctx.key(op, part), a, b, c, m, n, k);
   sim::gemm(choice.schedule, a, b, c, {m, n, k}, choice.arithmetic, ctx.key(op, part));
 }
 
@@ -24,6 +26,8 @@ void matmul<double>(const Context& ctx, OpKind op, const double* a, const double
 template <class T>
 void sum_rows(const Context& ctx, OpKind op, const T* x, size_t rows, size_t cols, T* out, uint64_t part) {
   const OpChoice& choice = (*ctx.ops)[op];
+  if constexpr (std::is_same_v<T, float>)
+    if (ctx.backend) return ctx.backend->sum_rows(choice, ctx.key(op, part), x, rows, cols, out);
   std::vector<double> terms(x, x + rows * cols), result(cols);
   sim::reduce_batch(choice.schedule, terms.data(), rows, cols, choice.arithmetic, ctx.key(op, part), result.data());
   for (size_t j = 0; j < cols; ++j) out[j] = static_cast<T>(result[j]);

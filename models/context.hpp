@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "fp/counter_rng.hpp"
+#include "models/compute_backend.hpp"
 #include "models/op_table.hpp"
 #include "sim/noise.hpp"
 
@@ -13,6 +14,8 @@ namespace fplab::models {
 
 struct Context {
   const OpTable* ops = nullptr;
+  // Where fp32 reductions run (nullptr: the CPU engine); double (the gradient tests) always on the CPU.
+  ComputeBackend* backend = nullptr;
   uint64_t impl_seed = 0;  // implementation noise: atomic orders, shuffles, stochastic rounding
   uint64_t algo_seed = 0;  // algorithmic noise (models/algo_noise.hpp): init, data, dropout
   uint64_t call = 0;       // the training step (or an evaluation batch, in its own range)

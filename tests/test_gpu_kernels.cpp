@@ -86,6 +86,34 @@ TEST_CASE("gpu plan: the GPU presets map onto the reduction kernel") {
   CHECK(runs.first.blocks(1000000) == 62);  // ceil(ceil(10^6 / 64) / 256)
 }
 
+TEST_CASE("gpu plan: the training profiles' sums map onto one-block passes (warp seq, one warp, one thread)") {
+  // h100's deterministic bias gradient: TF's column reduce (32 lanes folded in order, then warps).
+  const ReductionPlan column = plan_reduction(parse_schedule("strided(1024):seq | contig(32):seq | all:shfl_up"));
+  CHECK(column.combine == GridCombine::single_block);
+  CHECK(column.first.warp == WarpOrder::seq);
+  CHECK(column.first.warps == 32);
+  CHECK(column.first.block == BlockOrder::shfl_up);
+  // Softmax denominators: one warp, an all: stage over its 32 lanes.
+  const ReductionPlan warp = plan_reduction(parse_schedule("strided(32):seq | all:shfl_up"));
+  CHECK(warp.combine == GridCombine::single_block);
+  CHECK(warp.first.warps == 1);
+  CHECK(warp.first.warp == WarpOrder::shfl_up);
+  CHECK(warp.first.blocks(10) == 1);
+  CHECK(plan_reduction(parse_schedule("strided(128):seq | contig(4):seq | all:seq")).first.warp == WarpOrder::seq);
+  // A left fold: one thread.
+  const ReductionPlan fold = plan_reduction(parse_schedule("seq"));
+  CHECK(fold.combine == GridCombine::single_block);
+  CHECK(fold.first.contiguous);
+  CHECK(fold.first.chunk == 0);
+  CHECK(fold.first.blocks(1000000) == 1);
+  // A second pass of one warp (CUB's shape with a 32-thread second block).
+  CHECK(plan_reduction(parse_schedule("strided(8192):seq | contig(32):shfl_down | contig(8):seq | strided(32):seq | "
+                                      "all:shfl_down")).combine == GridCombine::second_pass);
+  // Still out: an all: stage over more than one warp's partials with no warp stage before it.
+  CHECK_THROWS_AS(plan_reduction(parse_schedule("strided(64):seq | all:shfl_up")), NotRealisable);
+  CHECK_THROWS_AS(plan_reduction(parse_schedule("all:shfl_down")), NotRealisable);
+}
+
 TEST_CASE("gpu plan: split-K presets map onto the GEMM kernel") {
   CHECK(plan_gemm(parse_schedule("seq")).part_count(1000) == 1);
   const GemmPlan split = plan_gemm(parse_schedule("splitk(4)"));
@@ -98,7 +126,7 @@ TEST_CASE("gpu plan: split-K presets map onto the GEMM kernel") {
 }
 
 TEST_CASE("gpu plan: schedules outside the family are rejected with one line naming them") {
-  const char* reductions[] = {"seq", "pairwise", "numpy", "atomic", "kahan", "shuffle | all:seq", "nccl-ring(8)",
+  const char* reductions[] = {"pairwise", "numpy", "atomic", "kahan", "shuffle | all:seq", "nccl-ring(8)",
                               "contig(4):seq | all:seq", "strided(100):seq | contig(32):shfl_down | all:seq",
                               "strided(256):rev | contig(32):shfl_down | all:seq",
                               "strided(256):seq | contig(16):shfl_down | all:seq",
@@ -156,6 +184,12 @@ TEST_CASE("gpu reduce == sim::reduce bit for bit: deterministic schedules x K in
       "strided(16384):seq | contig(8):seq | contig(32):shfl_down | contig(2):seq | all:seq",
       "strided(4096):seq | contig(2):seq | contig(32):shfl_up | contig(1):seq | all:seq",
       "strided(4096):seq | contig(32):shfl_down | all:seq",
+      "seq",
+      "strided(1024):seq | contig(32):seq | all:shfl_up",
+      "strided(256):seq | contig(32):seq | contig(8):seq | all:seq",
+      "strided(32):seq | all:shfl_up",
+      "strided(128):seq | contig(4):seq | all:shfl_xor",
+      "cub-sum(256,1)",
   };
   for (const char* text : schedules)
     for (size_t k : {1, 31, 33, 4097, 100000})
@@ -201,5 +235,39 @@ TEST_CASE("gpu gemm == sim::gemm bit for bit: FMA chains and ordered split-K on 
       for (size_t i = 0; i < gpu.size(); ++i) same += std::bit_cast<uint32_t>(gpu[i]) == std::bit_cast<uint32_t>(cpu[i]);
       INFO(text << ", " << shape.m << "x" << shape.n << "x" << shape.k);
       CHECK(same == gpu.size());
+    }
+}
+
+TEST_CASE("gpu segmented sums == sim::reduce_batch bit for bit: training's sums over the batch axis") {
+  if (!have_device()) return;
+  // The deterministic sums of the shipped profiles and presets that the kernels realise.
+  const char* schedules[] = {"seq",
+                             "strided(1024):seq | contig(32):seq | all:shfl_up",
+                             "strided(32):seq | all:shfl_up",
+                             "cub-sum(256,1)",
+                             "cub-sum(256,1056)",
+                             "strided(256):seq | contig(32):shfl_down | all:seq",
+                             "torch-sum(512,512)",
+                             "contig(8):seq | contig(32):shfl_down | all:seq"};
+  const std::pair<size_t, size_t> shapes[] = {{1, 1}, {10, 64}, {64, 10}, {64, 128}, {33, 7}, {1000, 3}, {50176, 16}};
+  GpuSegmentedReduction gpu;  // one object throughout: buffers grow and are reused
+  for (const char* text : schedules)
+    for (const auto& [rows, cols] : shapes) {
+      const Schedule s = parse_schedule(text);
+      const auto x = floats("lognormal:" + std::to_string(rows * cols), rows + cols);
+      const std::vector<double> terms(x.begin(), x.end());
+      std::vector<double> cpu(cols);
+      reduce_batch(s, terms.data(), rows, cols, Arithmetic{}, NoiseKey{}, cpu.data());
+      std::vector<float> by_columns(cols, 1.0f), by_rows(cols, 1.0f), transposed(rows * cols);
+      gpu.run_columns(plan_reduction(s), x.data(), rows, cols, by_columns.data());
+      for (size_t i = 0; i < rows; ++i)
+        for (size_t j = 0; j < cols; ++j) transposed[j * rows + i] = x[i * cols + j];
+      gpu.run(plan_reduction(s), transposed.data(), rows, cols, by_rows.data());
+      size_t same = 0;
+      for (size_t j = 0; j < cols; ++j)
+        same += std::bit_cast<uint32_t>(by_columns[j]) == std::bit_cast<uint32_t>(static_cast<float>(cpu[j])) &&
+                std::bit_cast<uint32_t>(by_rows[j]) == std::bit_cast<uint32_t>(static_cast<float>(cpu[j]));
+      INFO(text << ", " << rows << " rows x " << cols << " columns");
+      CHECK(same == cols);
     }
 }

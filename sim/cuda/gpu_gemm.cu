@@ -14,10 +14,16 @@ namespace {
 
 constexpr int kTileM = 64, kTileN = 64, kTileK = 16, kThreads = 256;
 
-template <bool Atomic>
+// Where a part's chains go: to the workspace (parts[z]; a tree kernel combines them), atomicAdd-ed
+// into C, or "ordered": to the workspace, and the last part of each output tile to finish (a
+// ticket per tile) folds the tile's parts in part order into C — the second kernel's left fold,
+// fused, so that the parts are read back while they are still in L2.
+enum class Out { parts, atomic, ordered };
+
+template <Out O>
 __global__ void __launch_bounds__(kThreads)
     gemm_fma_chains(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ out, int m, int n,
-                    int64_t k, int64_t chunk) {
+                    int64_t k, int64_t chunk, float* __restrict__ parts, unsigned* __restrict__ tickets) {
   __shared__ float as[kTileK][kTileM + 1];  // +1: the transposing store is free of bank conflicts
   __shared__ float bs[kTileK][kTileN];
   const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
@@ -72,9 +78,34 @@ __global__ void __launch_bounds__(kThreads)
       const int r = row0 + ty + 16 * i, c = col0 + tx + 16 * j;
       if (r >= m || c >= n) continue;
       const int64_t at = static_cast<int64_t>(r) * n + c;
-      if constexpr (Atomic) atomicAdd(out + at, acc[i][j]);
-      else out[blockIdx.z * mn + at] = acc[i][j];
+      if constexpr (O == Out::atomic) atomicAdd(out + at, acc[i][j]);
+      else parts[blockIdx.z * mn + at] = acc[i][j];
     }
+  if constexpr (O == Out::ordered) {
+    // Each part's tile is fenced before its ticket, so the part that draws the last ticket sees
+    // them all (read through L2: __ldcg, L1 is not coherent across blocks).
+    __shared__ bool last;
+    __threadfence();
+    __syncthreads();
+    unsigned* const ticket = tickets + blockIdx.y * gridDim.x + blockIdx.x;
+    if (threadIdx.x == 0) last = atomicAdd(ticket, 1u) == gridDim.z - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int r = row0 + ty + 16 * i, c = col0 + tx + 16 * j;
+        if (r >= m || c >= n) continue;
+        const int64_t at = static_cast<int64_t>(r) * n + c;
+        float s = blockIdx.z == 0 ? acc[i][j] : __ldcg(parts + at);
+#pragma unroll 4
+        for (unsigned p = 1; p < gridDim.z; ++p) s = __fadd_rn(s, p == blockIdx.z ? acc[i][j] : __ldcg(parts + p * mn + at));
+        out[at] = s;
+      }
+    if (threadIdx.x == 0) *ticket = 0;  // ready for the next launch
+  }
 }
 
 // all:tree of the emulation: reduce [lo, lo + half) and [lo + half, lo + count), half = count / 2.
@@ -106,14 +137,6 @@ __global__ void combine_tree(const float* __restrict__ parts, float* __restrict_
   else c[at] = tree_sum(parts, mn, at, 0, count);
 }
 
-__global__ void combine_in_order(const float* __restrict__ parts, float* __restrict__ c, int64_t mn, int count) {
-  const int64_t at = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (at >= mn) return;
-  float s = parts[at];
-  for (int p = 1; p < count; ++p) s = __fadd_rn(s, parts[p * mn + at]);
-  c[at] = s;
-}
-
 unsigned blocks_for(int64_t count, int threads) { return static_cast<unsigned>((count + threads - 1) / threads); }
 
 template <int N = 2>
@@ -134,11 +157,25 @@ __global__ void fill(float* c, int64_t count, float value) {
 
 }  // namespace
 
-GpuGemm::GpuGemm(const float* a, const float* b, GemmShape shape) : shape_(shape) {
+namespace {
+void grow(float*& p, size_t& capacity, size_t need) {
+  need = std::max<size_t>(need, 1);
+  if (need <= capacity) return;
+  if (p) FPLAB_CUDA(cudaFree(p));
+  p = nullptr;
+  FPLAB_CUDA(cudaMalloc(&p, need * sizeof(float)));
+  capacity = need;
+}
+}  // namespace
+
+GpuGemm::GpuGemm(const float* a, const float* b, GemmShape shape) { load(a, b, shape); }
+
+void GpuGemm::load(const float* a, const float* b, GemmShape shape) {
+  shape_ = shape;
   const size_t mk = shape.m * shape.k, kn = shape.k * shape.n, mn = shape.m * shape.n;
-  FPLAB_CUDA(cudaMalloc(&a_, std::max<size_t>(mk, 1) * sizeof(float)));
-  FPLAB_CUDA(cudaMalloc(&b_, std::max<size_t>(kn, 1) * sizeof(float)));
-  FPLAB_CUDA(cudaMalloc(&c_, std::max<size_t>(mn, 1) * sizeof(float)));
+  grow(a_, a_capacity_, mk);
+  grow(b_, b_capacity_, kn);
+  grow(c_, c_capacity_, mn);
   if (mk) FPLAB_CUDA(cudaMemcpy(a_, a, mk * sizeof(float), cudaMemcpyHostToDevice));
   if (kn) FPLAB_CUDA(cudaMemcpy(b_, b, kn * sizeof(float), cudaMemcpyHostToDevice));
 }
@@ -146,6 +183,7 @@ GpuGemm::GpuGemm(const float* a, const float* b, GemmShape shape) : shape_(shape
 GpuGemm::~GpuGemm() {
   for (float* p : {a_, b_, c_, parts_})
     if (p) cudaFree(p);
+  if (tickets_) cudaFree(tickets_);
 }
 
 void GpuGemm::launch(const GemmPlan& plan) {
@@ -167,12 +205,12 @@ void GpuGemm::launch(const GemmPlan& plan) {
   if (plan.combine == GemmPlan::Combine::atomic) {
     fill<<<blocks_for(mn, 256), 256>>>(c_, mn, -0.0f);  // -0: the identity of the additions
     FPLAB_CUDA_LAUNCHED("fill");
-    gemm_fma_chains<true><<<grid, kThreads>>>(a_, b_, c_, mi, ni, kk, chunk);
+    gemm_fma_chains<Out::atomic><<<grid, kThreads>>>(a_, b_, c_, mi, ni, kk, chunk, nullptr, nullptr);
     FPLAB_CUDA_LAUNCHED("gemm_fma_chains<atomic>");
     return;
   }
   if (count == 1) {
-    gemm_fma_chains<false><<<grid, kThreads>>>(a_, b_, c_, mi, ni, kk, chunk);
+    gemm_fma_chains<Out::parts><<<grid, kThreads>>>(a_, b_, nullptr, mi, ni, kk, chunk, c_, nullptr);
     FPLAB_CUDA_LAUNCHED("gemm_fma_chains");
     return;
   }
@@ -182,14 +220,22 @@ void GpuGemm::launch(const GemmPlan& plan) {
     FPLAB_CUDA(cudaMalloc(&parts_, need * sizeof(float)));
     parts_capacity_ = need;
   }
-  gemm_fma_chains<false><<<grid, kThreads>>>(a_, b_, parts_, mi, ni, kk, chunk);
-  FPLAB_CUDA_LAUNCHED("gemm_fma_chains<parts>");
   if (plan.combine == GemmPlan::Combine::tree) {
+    gemm_fma_chains<Out::parts><<<grid, kThreads>>>(a_, b_, nullptr, mi, ni, kk, chunk, parts_, nullptr);
+    FPLAB_CUDA_LAUNCHED("gemm_fma_chains<parts>");
     launch_tree(parts_, c_, mn, static_cast<int>(count));
-  } else {
-    combine_in_order<<<blocks_for(mn, 256), 256>>>(parts_, c_, mn, static_cast<int>(count));
-    FPLAB_CUDA_LAUNCHED("combine_in_order");
+    return;
   }
+  const size_t tiles = static_cast<size_t>(grid.x) * grid.y;
+  if (tiles > tickets_capacity_) {
+    if (tickets_) FPLAB_CUDA(cudaFree(tickets_));
+    tickets_ = nullptr;
+    FPLAB_CUDA(cudaMalloc(&tickets_, tiles * sizeof(unsigned)));
+    FPLAB_CUDA(cudaMemset(tickets_, 0, tiles * sizeof(unsigned)));  // each launch leaves them at 0
+    tickets_capacity_ = tiles;
+  }
+  gemm_fma_chains<Out::ordered><<<grid, kThreads>>>(a_, b_, c_, mi, ni, kk, chunk, parts_, tickets_);
+  FPLAB_CUDA_LAUNCHED("gemm_fma_chains<ordered>");
 }
 
 void GpuGemm::run(const GemmPlan& plan, float* c) {

@@ -12,11 +12,14 @@ namespace fplab::sim::gpu {
 
 class GpuGemm {
  public:
+  GpuGemm() = default;
   GpuGemm(const float* a, const float* b, GemmShape shape);  // copies A and B to the device
   ~GpuGemm();
   GpuGemm(const GpuGemm&) = delete;
   GpuGemm& operator=(const GpuGemm&) = delete;
 
+  // Copies new A and B (of any shape) to the device, growing the buffers only when they must.
+  void load(const float* a, const float* b, GemmShape shape);
   void run(const GemmPlan& plan, float* c);  // c: m x n on the host
   // Median milliseconds of `reps` runs (after one warm-up), kernels only.
   double time_ms(const GemmPlan& plan, int reps);
@@ -24,9 +27,10 @@ class GpuGemm {
  private:
   void launch(const GemmPlan& plan);
 
-  GemmShape shape_;
+  GemmShape shape_{};
   float *a_ = nullptr, *b_ = nullptr, *c_ = nullptr, *parts_ = nullptr;
-  size_t parts_capacity_ = 0;
+  unsigned* tickets_ = nullptr;  // one per output tile: the ordered split-K combine's
+  size_t a_capacity_ = 0, b_capacity_ = 0, c_capacity_ = 0, parts_capacity_ = 0, tickets_capacity_ = 0;
 };
 
 // Plans (throws NotRealisable), uploads and runs.

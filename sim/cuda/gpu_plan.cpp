@@ -22,6 +22,7 @@ std::optional<WarpOrder> warp_order(RK r) {
     case RK::shfl_down: return WarpOrder::shfl_down;
     case RK::shfl_up: return WarpOrder::shfl_up;
     case RK::shfl_xor: return WarpOrder::shfl_xor;
+    case RK::seq: return WarpOrder::seq;
     default: return std::nullopt;
   }
 }
@@ -41,6 +42,7 @@ const char* name(WarpOrder o) {
     case WarpOrder::shfl_down: return "shfl_down";
     case WarpOrder::shfl_up: return "shfl_up";
     case WarpOrder::shfl_xor: return "shfl_xor";
+    case WarpOrder::seq: return "seq";
   }
   return "?";
 }
@@ -73,7 +75,8 @@ BlockPass read_pass(const Schedule& s, size_t& i, bool second, bool& one_block) 
   }
   ++i;
   // V accumulators a thread: the residues V*t .. V*t+V-1 of strided(V*T*B), added in order.
-  if (!p.contiguous && i < st.size() && is(st[i], GK::contig, RK::seq)) {
+  // (contig(32):seq is the warp stage: 32 accumulators a thread are not realised.)
+  if (!p.contiguous && i < st.size() && is(st[i], GK::contig, RK::seq) && st[i].grouping.size != 32) {
     const int64_t v = st[i].grouping.size;
     if (v != 2 && v != 4 && v != 8) fail(stage_name(i) + ": per-thread accumulators contig(V):seq need V = 2, 4 or 8");
     if (p.grid_threads % v != 0) fail("strided(P) with V accumulators needs P divisible by V");
@@ -81,9 +84,17 @@ BlockPass read_pass(const Schedule& s, size_t& i, bool second, bool& one_block) 
     p.grid_threads /= v;
     ++i;
   }
+  // One warp's worth of partials: an `all:` stage over them pairs lanes as contig(32): does.
+  if (!p.contiguous && p.grid_threads == 32 && i + 1 == st.size() && !st[i].shuffle &&
+      st[i].grouping.kind == GK::all && warp_order(st[i].reducer.kind)) {
+    p.warp = *warp_order(st[i].reducer.kind);
+    ++i;
+    one_block = true;
+    return p;
+  }
   if (i >= st.size() || st[i].shuffle || st[i].grouping.kind != GK::contig || st[i].grouping.size != 32 ||
       !warp_order(st[i].reducer.kind))
-    fail("expected a warp stage contig(32):shfl_down|shfl_up|shfl_xor after the per-thread fold" +
+    fail("expected a warp stage contig(32):shfl_down|shfl_up|shfl_xor|seq after the per-thread fold" +
          (i < st.size() ? ", got " + stage_name(i) : std::string()));
   p.warp = *warp_order(st[i].reducer.kind);
   ++i;
@@ -125,13 +136,15 @@ BlockPass read_pass(const Schedule& s, size_t& i, bool second, bool& one_block) 
 int64_t BlockPass::blocks(int64_t n) const {
   const int64_t t = threads_per_block();
   if (!contiguous) return grid_threads / t;
+  if (chunk == 0) return 1;
   const int64_t threads = (n + chunk - 1) / chunk;
   return std::max<int64_t>(1, (threads + t - 1) / t);
 }
 
 std::string ReductionPlan::describe(int64_t n) const {
   auto pass = [](const BlockPass& p, int64_t terms) {
-    std::string s = p.contiguous ? "contiguous runs of " + std::to_string(p.chunk)
+    std::string s = p.contiguous && p.chunk == 0 ? std::string("one thread folds all terms")
+                    : p.contiguous ? "contiguous runs of " + std::to_string(p.chunk)
                                  : "grid-stride" + (p.vector > 1 ? " x" + std::to_string(p.vector) : std::string());
     return s + ", " + std::to_string(p.blocks(terms)) + " blocks x " + std::to_string(p.threads_per_block()) +
            " threads, warps " + name(p.warp) + ", block " + name(p.block);
@@ -150,6 +163,11 @@ ReductionPlan plan_reduction(const Schedule& s) {
   auto fail = [&](const std::string& why) { reject(s, "reduction", why); };
   if (s.stages.empty()) fail("empty schedule");
   ReductionPlan plan;
+  if (s.stages.size() == 1 && is(s.stages[0], GK::all, RK::seq)) {  // a left fold: one thread of one warp
+    plan.first.contiguous = true;
+    plan.first.chunk = 0;
+    return plan;
+  }
   size_t i = 0;
   bool one_block = false;
   plan.first = read_pass(s, i, false, one_block);

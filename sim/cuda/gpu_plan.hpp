@@ -7,12 +7,16 @@
 //   FOLD  := strided(V*T*B):seq  (grid-stride loop, V accumulators a thread)
 //          | contig(G):seq       (each thread a run of G consecutive terms; B follows from n)
 //   WARP  := shfl_down | shfl_up | shfl_xor              (32 lanes)
+//          | seq                 (lane 0 folds the 32 lanes in lane order, as TF's column reduce)
 //   BLOCK := contig(W):{seq|shfl_down|shfl_up|shfl_xor}  (W = T/32 warps; warp 0 combines)
 //   GRID  := all:seq      (the last block to finish folds the block partials in block order)
 //          | all:atomic   (atomicAdd of every block partial: arrival order)
 //          | strided(V2*T2):seq [| contig(V2):seq] | contig(32):WARP | all:BLOCK
 //                         (a second, one-block pass over the block partials, as CUB does)
-// A PASS whose block stage is `all:BLOCK` runs in one block and needs no GRID.
+// A PASS whose block stage is `all:BLOCK` runs in one block and needs no GRID. Two short forms
+// name one-block passes too: `strided(32*V):seq [| contig(V):seq] | all:WARP` (one warp: an `all:`
+// stage over at most 32 partials orders them as `contig(32):` does) and `all:seq` alone (one
+// thread folds every term in order; the other lanes hold -0).
 //
 // The GEMM kernel realises `all:seq` (one FMA chain over K per output) and
 // `{split(S)|contig(G)}:seq | all:{seq|tree|atomic}` (split-K: FMA chains over consecutive
@@ -32,7 +36,7 @@ struct NotRealisable : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
-enum class WarpOrder : uint8_t { shfl_down, shfl_up, shfl_xor };
+enum class WarpOrder : uint8_t { shfl_down, shfl_up, shfl_xor, seq };
 // How warp 0 combines the block's W warp results.
 enum class BlockOrder : uint8_t { seq, shfl_down, shfl_up, shfl_xor };
 
@@ -41,7 +45,7 @@ enum class BlockOrder : uint8_t { seq, shfl_down, shfl_up, shfl_xor };
 // round-to-nearest addition, so a partly empty grid computes exactly what the schedule says.
 struct BlockPass {
   bool contiguous = false;  // contig(G):seq first; otherwise strided(V*T*B):seq
-  int64_t chunk = 0;        // G (contiguous only)
+  int64_t chunk = 0;        // G (contiguous only); 0: all terms (`all:seq`, one thread)
   int64_t grid_threads = 0; // T*B (strided only)
   int vector = 1;           // V accumulators a thread (strided only): 1, 2, 4 or 8
   WarpOrder warp = WarpOrder::shfl_down;

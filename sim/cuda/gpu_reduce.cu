@@ -25,9 +25,12 @@ enum class Mode : int {
   atomic,  // atomicAdd the partial into the result
 };
 
+// One pass over gridDim.y segments at once: segment y's terms are x[y * ld ...] (n of them), its
+// block partials partials[y * gridDim.x ...], its ticket ticket[y], its result result[y].
 struct PassArgs {
   const float* x;
   int64_t n;
+  int64_t ld;  // floats from one segment's terms to the next's
   int64_t chunk;  // contiguous folds
   int warps;
   BlockOrder block;
@@ -48,9 +51,15 @@ __device__ __forceinline__ float warp_reduce(float v) {
     // CUB's pairing: offsets 1, 2, 4, ...; lane i (a multiple of 2o) adds lane i + o.
 #pragma unroll
     for (int o = 1; o <= 16; o *= 2) v = __fadd_rn(v, __shfl_down_sync(kFullMask, v, o));
-  } else {
+  } else if constexpr (O == WarpOrder::shfl_xor) {
 #pragma unroll
     for (int o = 16; o >= 1; o /= 2) v = __fadd_rn(v, __shfl_xor_sync(kFullMask, v, o));
+  } else {
+    // seq: lane 0 folds lanes 1 .. 31 into its own value in lane order (every lane runs the
+    // loop so that the shuffles have all 32 lanes; only lane 0's sum is used).
+    const float mine = v;
+#pragma unroll
+    for (int l = 1; l < 32; ++l) v = __fadd_rn(v, __shfl_sync(kFullMask, mine, l));
   }
   return v;  // lane 0 holds the schedule's value
 }
@@ -98,12 +107,12 @@ __device__ __forceinline__ Terms<V> load(const float* p) {
 // (the residue classes of strided(V*P)), then the accumulators are added in order (contig(V):seq).
 // Contiguous: the terms t*G .. t*G + G - 1 in order.
 template <int V, bool Contiguous>
-__device__ __forceinline__ float thread_fold(const PassArgs& a) {
+__device__ __forceinline__ float thread_fold(const PassArgs& a, const float* x) {
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if constexpr (Contiguous) {
     float acc = -0.0f;
     const int64_t begin = t * a.chunk, end = begin + a.chunk < a.n ? begin + a.chunk : a.n;
-    for (int64_t i = begin; i < end; ++i) acc = __fadd_rn(acc, __ldg(a.x + i));
+    for (int64_t i = begin; i < end; ++i) acc = __fadd_rn(acc, __ldg(x + i));
     return acc;
   } else {
     float acc[V];
@@ -116,7 +125,7 @@ __device__ __forceinline__ float thread_fold(const PassArgs& a) {
     for (; base + (U - 1) * stride + V <= a.n; base += U * stride) {
       Terms<V> r[U];
 #pragma unroll
-      for (int u = 0; u < U; ++u) r[u] = load<V>(a.x + base + u * stride);
+      for (int u = 0; u < U; ++u) r[u] = load<V>(x + base + u * stride);
 #pragma unroll
       for (int u = 0; u < U; ++u)
 #pragma unroll
@@ -124,13 +133,13 @@ __device__ __forceinline__ float thread_fold(const PassArgs& a) {
     }
     for (; base < a.n; base += stride) {
       if (base + V <= a.n) {
-        const Terms<V> r = load<V>(a.x + base);
+        const Terms<V> r = load<V>(x + base);
 #pragma unroll
         for (int j = 0; j < V; ++j) acc[j] = __fadd_rn(acc[j], r.v[j]);
       } else {
 #pragma unroll
         for (int j = 0; j < V; ++j)
-          if (base + j < a.n) acc[j] = __fadd_rn(acc[j], __ldg(a.x + base + j));
+          if (base + j < a.n) acc[j] = __fadd_rn(acc[j], __ldg(x + base + j));
       }
     }
     float v = acc[0];
@@ -167,7 +176,11 @@ __global__ void __launch_bounds__(1024) reduce_pass(PassArgs a) {
   __shared__ float stage[kStage];
   __shared__ bool last;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const float mine = warp_reduce<O>(thread_fold<V, Contiguous>(a));
+  const unsigned segment = blockIdx.y;
+  const float mine = warp_reduce<O>(thread_fold<V, Contiguous>(a, a.x + segment * a.ld));
+  float* const partials = a.partials + static_cast<int64_t>(segment) * gridDim.x;
+  unsigned* const ticket_counter = a.ticket + segment;
+  float* const result = a.result + segment;
   if (lane == 0) warp_sums[warp] = mine;
   __syncthreads();
   float partial = 0;
@@ -175,42 +188,44 @@ __global__ void __launch_bounds__(1024) reduce_pass(PassArgs a) {
   if (a.mode != Mode::seq) {
     if (threadIdx.x != 0) return;
     if (a.mode == Mode::result) {
-      *a.result = partial;
+      *result = partial;
     } else if (a.mode == Mode::store) {
-      a.partials[blockIdx.x] = partial;
+      partials[blockIdx.x] = partial;
     } else if (a.ticket_order == nullptr) {
-      atomicAdd(a.result, partial);
+      atomicAdd(result, partial);
     } else {
-      a.partials[blockIdx.x] = partial;
-      const unsigned ticket = atomicAdd(a.ticket, 1u);
+      partials[blockIdx.x] = partial;
+      const unsigned ticket = atomicAdd(ticket_counter, 1u);
       a.ticket_order[ticket] = static_cast<int32_t>(blockIdx.x);
-      if (ticket == gridDim.x - 1) *a.ticket = 0;  // every other block has its ticket: ready for the next launch
-      a.old_values[blockIdx.x] = atomicAdd(a.result, partial);
+      if (ticket == gridDim.x - 1) *ticket_counter = 0;  // every other block has its ticket: ready for the next launch
+      a.old_values[blockIdx.x] = atomicAdd(result, partial);
     }
     return;
   }
   // Mode::seq: the classic "last block" pattern; each partial is fenced before its ticket, so the
   // block that draws the last ticket sees them all.
   if (threadIdx.x == 0) {
-    a.partials[blockIdx.x] = partial;
+    partials[blockIdx.x] = partial;
     __threadfence();
-    const unsigned ticket = atomicAdd(a.ticket, 1u);
+    const unsigned ticket = atomicAdd(ticket_counter, 1u);
     if (a.ticket_order != nullptr) a.ticket_order[ticket] = static_cast<int32_t>(blockIdx.x);
     last = ticket == gridDim.x - 1;
   }
   __syncthreads();
   if (!last) return;
   __threadfence();
-  const float sum = fold_partials_in_order(a.partials, gridDim.x, stage);
+  const float sum = fold_partials_in_order(partials, gridDim.x, stage);
   if (threadIdx.x == 0) {
-    *a.result = sum;
-    *a.ticket = 0;  // ready for the next launch
+    *result = sum;
+    *ticket_counter = 0;  // ready for the next launch
   }
 }
 
-__global__ void prepare_atomic(float* result, unsigned* ticket) {
-  *result = -0.0f;
-  *ticket = 0;
+__global__ void prepare_atomic(float* result, unsigned* ticket, unsigned segments) {
+  for (unsigned y = threadIdx.x; y < segments; y += blockDim.x) {
+    result[y] = -0.0f;
+    ticket[y] = 0;
+  }
 }
 
 using PassKernel = void (*)(PassArgs);
@@ -231,14 +246,44 @@ PassKernel pass_kernel(const BlockPass& p) {
   switch (p.warp) {
     case WarpOrder::shfl_down: return kernel_by_fold<WarpOrder::shfl_down>(p);
     case WarpOrder::shfl_up: return kernel_by_fold<WarpOrder::shfl_up>(p);
+    case WarpOrder::seq: return kernel_by_fold<WarpOrder::seq>(p);
     case WarpOrder::shfl_xor: break;
   }
   return kernel_by_fold<WarpOrder::shfl_xor>(p);
 }
 
-void launch_pass(const BlockPass& p, int64_t blocks, const PassArgs& a) {
-  pass_kernel(p)<<<static_cast<unsigned>(blocks), p.threads_per_block()>>>(a);
+void launch_pass(const BlockPass& p, int64_t blocks, unsigned segments, const PassArgs& a) {
+  pass_kernel(p)<<<dim3(static_cast<unsigned>(blocks), segments), p.threads_per_block()>>>(a);
   FPLAB_CUDA_LAUNCHED("reduce_pass");
+}
+
+// The chunk a contiguous pass's threads fold: G, or every term for `all:seq` (chunk 0).
+int64_t chunk_of(const BlockPass& p, int64_t n) { return p.contiguous && p.chunk == 0 ? std::max<int64_t>(n, 1) : p.chunk; }
+
+// Every launch of a plan over `segments` segments of n terms (segment y at x + y * ld): the first
+// pass, the atomic combine's preparation, the second pass. partials: segments * blocks floats;
+// ticket and result: one per segment.
+void launch_reduction(const ReductionPlan& plan, const float* x, int64_t n, int64_t ld, unsigned segments,
+                      float* partials, unsigned* ticket, float* result, int32_t* ticket_order, float* old_values) {
+  const int64_t blocks = plan.first.blocks(n);
+  PassArgs a{x, n, ld, chunk_of(plan.first, n), plan.first.warps, plan.first.block, Mode::result, partials, ticket,
+             result, ticket_order, old_values};
+  switch (plan.combine) {
+    case GridCombine::single_block: a.mode = Mode::result; break;
+    case GridCombine::seq: a.mode = Mode::seq; break;
+    case GridCombine::atomic:
+      a.mode = Mode::atomic;
+      prepare_atomic<<<1, 256>>>(result, ticket, segments);
+      FPLAB_CUDA_LAUNCHED("prepare_atomic");
+      break;
+    case GridCombine::second_pass: a.mode = Mode::store; break;
+  }
+  launch_pass(plan.first, blocks, segments, a);
+  if (plan.combine == GridCombine::second_pass) {
+    const PassArgs b{partials, blocks, blocks, 0, plan.second.warps, plan.second.block, Mode::result, nullptr, ticket,
+                     result, nullptr, nullptr};
+    launch_pass(plan.second, 1, segments, b);
+  }
 }
 
 uint32_t bits(float x) {
@@ -292,24 +337,8 @@ void GpuReduction::launch(const ReductionPlan& plan, bool record) {
     throw CudaError("GpuReduction: the values are not aligned for " + std::to_string(plan.first.vector) +
                     "-wide loads");
   reserve(blocks);
-  PassArgs a{x_, n, plan.first.chunk, plan.first.warps, plan.first.block, Mode::result, partials_, ticket_, result_,
-             record ? ticket_order_ : nullptr, record ? old_values_ : nullptr};
-  switch (plan.combine) {
-    case GridCombine::single_block: a.mode = Mode::result; break;
-    case GridCombine::seq: a.mode = Mode::seq; break;
-    case GridCombine::atomic:
-      a.mode = Mode::atomic;
-      prepare_atomic<<<1, 1>>>(result_, ticket_);
-      FPLAB_CUDA_LAUNCHED("prepare_atomic");
-      break;
-    case GridCombine::second_pass: a.mode = Mode::store; break;
-  }
-  launch_pass(plan.first, blocks, a);
-  if (plan.combine == GridCombine::second_pass) {
-    const PassArgs b{partials_, blocks, 0, plan.second.warps, plan.second.block, Mode::result, nullptr, ticket_,
-                     result_, nullptr, nullptr};
-    launch_pass(plan.second, 1, b);
-  }
+  launch_reduction(plan, x_, n, 0, 1, partials_, ticket_, result_, record ? ticket_order_ : nullptr,
+                   record ? old_values_ : nullptr);
 }
 
 float GpuReduction::result() const {
@@ -376,6 +405,87 @@ int64_t GpuReduction::resident_blocks(const ReductionPlan& plan) {
   FPLAB_CUDA(cudaGetDevice(&device));
   FPLAB_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   return static_cast<int64_t>(per_sm) * sms;
+}
+
+namespace {
+
+// Device transpose of a rows x cols row-major matrix into cols segments of `rows` terms, `ld`
+// floats apart (ld: rows rounded up to 4, so every segment is aligned for 16-byte loads).
+__global__ void columns_to_segments(const float* __restrict__ x, float* __restrict__ out, int64_t rows, int64_t cols,
+                                    int64_t ld) {
+  __shared__ float tile[32][33];
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * 32, r0 = static_cast<int64_t>(blockIdx.y) * 32;
+  for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+    const int64_t r = r0 + i, c = c0 + threadIdx.x;
+    if (r < rows && c < cols) tile[i][threadIdx.x] = x[r * cols + c];
+  }
+  __syncthreads();
+  for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+    const int64_t c = c0 + i, r = r0 + threadIdx.x;
+    if (r < rows && c < cols) out[c * ld + r] = tile[threadIdx.x][i];
+  }
+}
+
+constexpr unsigned kMaxSegmentsALaunch = 65535;  // gridDim.y
+
+template <class T>
+void grow(T*& p, size_t& capacity, size_t need) {
+  if (need <= capacity) return;
+  if (p) FPLAB_CUDA(cudaFree(p));
+  FPLAB_CUDA(cudaMalloc(&p, need * sizeof(T)));
+  capacity = need;
+}
+}  // namespace
+
+GpuSegmentedReduction::~GpuSegmentedReduction() {
+  for (void* p : {static_cast<void*>(input_), static_cast<void*>(segments_), static_cast<void*>(partials_),
+                  static_cast<void*>(ticket_), static_cast<void*>(results_)})
+    if (p) cudaFree(p);
+}
+
+void GpuSegmentedReduction::reduce_segments(const ReductionPlan& plan, const float* device_segments, size_t n,
+                                            size_t ld, size_t count, float* results) {
+  if (count == 0) return;
+  const auto terms = static_cast<int64_t>(n);
+  const int64_t blocks = plan.first.blocks(terms);
+  grow(partials_, partials_capacity_, static_cast<size_t>(blocks) * std::min<size_t>(count, kMaxSegmentsALaunch));
+  if (ticket_capacity_ < count) {
+    grow(ticket_, ticket_capacity_, count);
+    FPLAB_CUDA(cudaMemset(ticket_, 0, count * sizeof(unsigned)));  // each seq combine leaves its ticket at 0
+  }
+  grow(results_, results_capacity_, count);
+  for (size_t first = 0; first < count; first += kMaxSegmentsALaunch) {
+    const auto segments = static_cast<unsigned>(std::min<size_t>(count - first, kMaxSegmentsALaunch));
+    launch_reduction(plan, device_segments + first * ld, terms, static_cast<int64_t>(ld), segments, partials_,
+                     ticket_ + first, results_ + first, nullptr, nullptr);
+  }
+  FPLAB_CUDA(cudaMemcpy(results, results_, count * sizeof(float), cudaMemcpyDeviceToHost));
+}
+
+void GpuSegmentedReduction::run(const ReductionPlan& plan, const float* values, size_t n, size_t count,
+                                float* results) {
+  const size_t ld = (n + 3) / 4 * 4;
+  grow(segments_, segments_capacity_, std::max<size_t>(ld * count, 1));
+  if (n > 0)
+    FPLAB_CUDA(cudaMemcpy2D(segments_, ld * sizeof(float), values, n * sizeof(float), n * sizeof(float), count,
+                            cudaMemcpyHostToDevice));
+  reduce_segments(plan, segments_, n, ld, count, results);
+}
+
+void GpuSegmentedReduction::run_columns(const ReductionPlan& plan, const float* x, size_t rows, size_t cols,
+                                        float* results) {
+  const size_t ld = (rows + 3) / 4 * 4;
+  if ((rows + 31) / 32 > 65535) throw NotRealisable("a sum over more than 2^21 rows (the transpose's grid)");
+  grow(input_, input_capacity_, std::max<size_t>(rows * cols, 1));
+  grow(segments_, segments_capacity_, std::max<size_t>(ld * cols, 1));
+  if (rows * cols > 0) {
+    FPLAB_CUDA(cudaMemcpy(input_, x, rows * cols * sizeof(float), cudaMemcpyHostToDevice));
+    const dim3 grid(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>((rows + 31) / 32));
+    columns_to_segments<<<grid, dim3(32, 8)>>>(input_, segments_, static_cast<int64_t>(rows),
+                                               static_cast<int64_t>(cols), static_cast<int64_t>(ld));
+    FPLAB_CUDA_LAUNCHED("columns_to_segments");
+  }
+  reduce_segments(plan, segments_, rows, ld, cols, results);
 }
 
 float reduce(const Schedule& schedule, std::span<const float> values) {

@@ -59,6 +59,34 @@ class GpuReduction {
   float* result_ = nullptr;
 };
 
+// Many reductions of one plan at once (one launch, blockIdx.y the segment): what training needs
+// for its sums over a batch (bias gradients, softmax denominators, BatchNorm statistics). Each
+// segment's result equals plan's single reduction of that segment bit for bit (deterministic
+// plans); an atomic combine draws its own arrival order per segment. Device buffers are kept
+// and grown between calls.
+class GpuSegmentedReduction {
+ public:
+  GpuSegmentedReduction() = default;
+  ~GpuSegmentedReduction();
+  GpuSegmentedReduction(const GpuSegmentedReduction&) = delete;
+  GpuSegmentedReduction& operator=(const GpuSegmentedReduction&) = delete;
+
+  // results[s] = the reduction of values[s * n .. s * n + n), s < count (host pointers).
+  void run(const ReductionPlan& plan, const float* values, size_t n, size_t count, float* results);
+  // results[j] = the reduction of column j of x (rows x cols, row-major, host): the terms
+  // x[0 * cols + j], x[1 * cols + j], ... in row order (models' sum over the batch axis).
+  void run_columns(const ReductionPlan& plan, const float* x, size_t rows, size_t cols, float* results);
+
+ private:
+  void reduce_segments(const ReductionPlan& plan, const float* device_segments, size_t n, size_t ld, size_t count,
+                       float* results);
+
+  float *input_ = nullptr, *segments_ = nullptr, *partials_ = nullptr, *results_ = nullptr;
+  unsigned* ticket_ = nullptr;
+  size_t input_capacity_ = 0, segments_capacity_ = 0, partials_capacity_ = 0, results_capacity_ = 0,
+         ticket_capacity_ = 0;
+};
+
 // Plans (throws NotRealisable), uploads and runs: the GPU's fp32 result of the schedule.
 float reduce(const Schedule& schedule, std::span<const float> values);
 

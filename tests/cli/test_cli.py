@@ -177,6 +177,35 @@ class Train(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
 
+    def test_profile_schedules_and_devices(self):
+        common = ["train", "--hidden", "16", "--train-subset", "500", "--quiet", "--json"]
+        r = run(*common, "--profile", "h100:deterministic")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = json.loads(r.stdout)
+        self.assertEqual(out["device"], "cpu")
+        self.assertIn("bias_grad=strided(1024):seq | contig(32):seq | all:shfl_up", out["schedules"])
+        # --device auto runs wherever it is (the GPU gives the same bits for these schedules)
+        auto = run(*common, "--profile", "h100:deterministic", "--device", "auto")
+        self.assertEqual(auto.returncode, 0, auto.stderr)
+        self.assertEqual(json.loads(auto.stdout)["weights_sha256"], out["weights_sha256"])
+        for bad in (["--profile", "h100:fastest"], ["--profile", "no-such-chip"], ["--device", "tpu"],
+                    ["--profile", "h100", "--schedules", "gpu"]):
+            r = run(*common, *bad)
+            self.assertEqual(r.returncode, 2, bad)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+            self.assertTrue(r.stderr.startswith("fplab: error: "), r.stderr)
+
+    @unittest.skipIf(shutil.which("nvidia-smi"), "a GPU may be here: the no-GPU errors are not expected")
+    def test_cuda_without_a_gpu_is_one_line(self):
+        for args in (["train", "--device", "cuda", "--train-subset", "100", "--quiet"], ["validate"]):
+            r = run(*args)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            lines = r.stderr.strip().splitlines()
+            self.assertEqual(len(lines), 1, r.stderr)
+            self.assertTrue(lines[0].startswith("fplab: error: "), lines[0])
+            self.assertTrue("CUDA" in lines[0], lines[0])
+            self.assertEqual(r.stdout, "")
+
     def test_sigkill_then_resume_gives_the_same_bits(self):
         common = ["train", "--model", "small_cnn_bn", "--train-subset", "2000", "--epochs", "2", "--schedules", "gpu",
                   "--impl-seed", "3", "--quiet", "--json"]
@@ -292,7 +321,8 @@ replicas = 3
 
 class Help(unittest.TestCase):
     def test_every_command_has_help_with_examples(self):
-        for command in ([], ["round"], ["sum"], ["reduce"], ["tree"], ["explore"], ["train"], ["run"], ["profile"]):
+        for command in ([], ["round"], ["sum"], ["reduce"], ["tree"], ["explore"], ["train"], ["run"], ["profile"],
+                        ["validate"]):
             r = run(*command, "--help")
             self.assertEqual(r.returncode, 0, command)
             self.assertIn("Examples", r.stdout, command)

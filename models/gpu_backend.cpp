@@ -1,0 +1,86 @@
+#include "models/gpu_backend.hpp"
+
+#include <stdexcept>
+
+#include "sim/cuda/gpu_device.hpp"
+#include "sim/cuda/gpu_gemm.hpp"
+#include "sim/cuda/gpu_plan.hpp"
+#include "sim/cuda/gpu_reduce.hpp"
+
+namespace fplab::models {
+namespace {
+
+namespace gpu = sim::gpu;
+
+bool is_gemm(OpKind op) { return op == OpKind::fwd || op == OpKind::dgrad || op == OpKind::wgrad; }
+
+// The kernels' arithmetic: __fadd_rn / __fmaf_rn in fp32, subnormals kept.
+std::string arithmetic_problem(OpKind op, const sim::Arithmetic& a) {
+  if (!a.native_float())
+    return "arithmetic " + a.to_string() + " is not the kernels' (fp32, round to nearest even, subnormals kept)";
+  if (is_gemm(op) && a.products != sim::Products::fused)
+    return "products '" + std::string(sim::products_name(a.products)) + "': the GEMM kernel fuses them (FMA chains)";
+  return {};
+}
+
+// Plans are made per call (a few comparisons): the choice may come from any table, and an
+// unrealisable one is reported with its one line rather than run some other way.
+class GpuBackend final : public ComputeBackend {
+ public:
+  GpuBackend() : description_("cuda: " + gpu::device_info().describe()) {}
+
+  std::string name() const override { return description_; }
+
+  void matmul(const OpChoice& choice, const sim::NoiseKey&, const float* a, const float* b, float* c, size_t m,
+              size_t n, size_t k) override {
+    check(OpKind::fwd, choice);
+    gemm_.load(a, b, {m, n, k});
+    gemm_.run(gpu::plan_gemm(choice.schedule), c);
+  }
+
+  void sum_rows(const OpChoice& choice, const sim::NoiseKey&, const float* x, size_t rows, size_t cols,
+                float* out) override {
+    check(OpKind::loss, choice);
+    sums_.run_columns(gpu::plan_reduction(choice.schedule), x, rows, cols, out);
+  }
+
+ private:
+  static void check(OpKind op, const OpChoice& choice) {
+    const std::string problem = arithmetic_problem(op, choice.arithmetic);
+    if (!problem.empty()) throw std::runtime_error("the GPU kernels cannot run " + problem);
+  }
+
+  std::string description_;
+  gpu::GpuGemm gemm_;
+  gpu::GpuSegmentedReduction sums_;
+};
+
+}  // namespace
+
+std::vector<std::string> gpu_unsupported_ops(const OpTable& table) {
+  std::vector<std::string> problems;
+  for (OpKind op : all_op_kinds) {
+    const OpChoice& choice = table[op];
+    std::string problem = arithmetic_problem(op, choice.arithmetic);
+    if (problem.empty()) {
+      try {
+        if (is_gemm(op)) (void)gpu::plan_gemm(choice.schedule);
+        else (void)gpu::plan_reduction(choice.schedule);
+      } catch (const gpu::NotRealisable& e) {
+        problem = e.what();
+      }
+    }
+    if (!problem.empty()) problems.push_back(std::string(op_kind_name(op)) + ": " + problem);
+  }
+  return problems;
+}
+
+std::unique_ptr<ComputeBackend> make_gpu_backend(const OpTable& table) {
+  std::string why;
+  if (!gpu::device_available(&why)) throw std::runtime_error(why);
+  const auto problems = gpu_unsupported_ops(table);
+  if (!problems.empty()) throw std::runtime_error("the GPU kernels cannot run " + problems.front());
+  return std::make_unique<GpuBackend>();
+}
+
+}  // namespace fplab::models

@@ -1,0 +1,30 @@
+// The GPU compute backend: every fp32 GEMM and sum over a leading axis of training runs in our
+// CUDA kernels (sim/cuda/) under the op's schedule. For a deterministic schedule the kernels give
+// the CPU engine's bits (docs/gpu.md), so a whole training run ends with the CPU replay's weights;
+// an `all:atomic` step adds in the order the hardware delivers (real implementation noise, not
+// the impl seed's). Built only where nvcc is (CMake target models_gpu); runs only where a GPU is.
+//
+// What it runs: the schedules gpu::plan_gemm (fwd, dgrad, wgrad) and gpu::plan_reduction (bias_grad,
+// bn_stats, softmax, loss) accept, in fp32 with round to nearest even, subnormals kept, no
+// saturation, and fused products for the GEMMs. What stays on the CPU: see compute_backend.hpp.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/compute_backend.hpp"
+#include "models/op_table.hpp"
+
+namespace fplab::models {
+
+// Why the GPU backend cannot run `table`: one line per op kind it cannot run ("bias_grad: schedule
+// 'all:tree' is not realisable by the GPU reduction kernel: ..."); empty when it can run all seven.
+// Plain C++: needs no GPU.
+std::vector<std::string> gpu_unsupported_ops(const OpTable& table);
+
+// The backend on CUDA device 0. Throws std::runtime_error with one line when no usable device is
+// there ("no CUDA device") or when gpu_unsupported_ops(table) is not empty (its first line).
+std::unique_ptr<ComputeBackend> make_gpu_backend(const OpTable& table);
+
+}  // namespace fplab::models
