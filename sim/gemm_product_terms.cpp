@@ -13,6 +13,8 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <span>
+#include <stdexcept>
 #include <vector>
 
 #include "sim/tile_walker.hpp"
@@ -55,13 +57,10 @@ class ProductTermOps {
     free_.clear();
   }
 
-  // The k terms as the reference's list starts: products, or (Products::rounded) rounded products.
+  // The k product terms.
   std::vector<Value> terms(size_t k) {
     std::vector<Value> list(k);
-    for (size_t t = 0; t < k; ++t) {
-      list[t].term = static_cast<uint32_t>(t);
-      if (ar_.products == Products::rounded) list[t] = finish(list[t]);
-    }
+    for (size_t t = 0; t < k; ++t) list[t].term = static_cast<uint32_t>(t);
     return list;
   }
 
@@ -101,19 +100,17 @@ class ProductTermOps {
   Value reduce_whole(const Reducer& r, std::span<const Value> group, uint64_t) {
     const Value d = allocate();
     T* out = row(d);
-    if (r.kind == Reducer::Kind::fused) {
+    if (r.kind == Reducer::Kind::fused) {  // the first reduction's members are all products
+      const FusedAddSpec spec = fused_reducer_spec(r, ar_);
+      terms_.resize(group.size());
+      for (size_t i = 0; i < group.size(); ++i) {
+        if (!group[i].product()) throw std::logic_error("gemm: a value among the products of a fused group");
+        terms_[i] = group[i].term;
+      }
       fused_.resize(w_);
-      const auto fill = [&](size_t i, double* a, double* b) {
-        if (group[i].product()) {
-          for (size_t rr = 0; rr < mr_; ++rr)
-            for (size_t c = 0; c < nr_; ++c)
-              a[rr * nr_ + c] = a_[rr * lda_ + group[i].term], b[rr * nr_ + c] = b_[group[i].term * ldb_ + c];
-        } else {
-          const T* x = row(group[i]);
-          for (size_t l = 0; l < w_; ++l) a[l] = x[l], b[l] = 1.0;
-        }
-      };
-      fused_across_tile(fused_reducer_spec(r, ar_), group.size(), w_, fill, factors_, fused_.data());
+      fused_chain(spec, group.size(), w_, fused_.data(), [&](size_t first, size_t len, double* acc) {
+        fused_multiply_add_tile(acc, mr_, nr_, a_, lda_, b_, ldb_, std::span(terms_).subspan(first, len), spec);
+      });
       for (size_t l = 0; l < w_; ++l) out[l] = static_cast<T>(fused_[l]);
     } else {  // kahan, neumaier, exact, binned: the shared whole-group code, lane by lane
       std::vector<Term> terms(group.size());
@@ -185,7 +182,8 @@ class ProductTermOps {
   std::vector<T> pool_;
   int32_t rows_ = 0;
   std::vector<int32_t> free_;
-  std::vector<double> factors_, fused_;
+  std::vector<uint32_t> terms_;
+  std::vector<double> fused_;
 };
 
 template <class Add>
@@ -217,13 +215,17 @@ void run_tiles(const Schedule& schedule, const float* a, const float* b, float* 
             streams[r * nr + cc] = gemm_output_key(key, i0 + r, j0 + cc, n).rounding_stream();
       const Add add = make_add<Add>(w, ar, streams.data());
       ops.start_tile(a + i0 * k, k, b + j0, n, mr, nr, add, streams.data());
-      auto list = walk_stages(ops, schedule, 0, leading_end, ops.terms(k), tile_key);
+      auto list = ops.terms(k);
+      // Products::rounded: the reference rounds every product first (dot_reference), so the
+      // walker takes the whole schedule; otherwise the leading stages take the products.
+      const size_t walker_from = ar.products == Products::rounded ? 0 : leading_end;
+      if (walker_from > 0) list = walk_stages(ops, schedule, 0, leading_end, std::move(list), tile_key);
       rows.resize(list.size() * w);
       for (size_t g = 0; g < list.size(); ++g) std::copy_n(ops.row(ops.finish(list[g])), w, &rows[g * w]);
       result.resize(w);
       walker.reshape(w, add);
       walker.set_tile(tile_key);
-      walker.run(schedule, leading_end, rows.data(), w, list.size(), result.data());
+      walker.run(schedule, walker_from, rows.data(), w, list.size(), result.data());
       for (size_t r = 0; r < mr; ++r)
         for (size_t cc = 0; cc < nr; ++cc) c[(i0 + r) * n + j0 + cc] = static_cast<float>(result[r * nr + cc]);
     }

@@ -20,6 +20,7 @@
 // "MMA-Sim: Bit-Accurate Reference Model of Tensor Cores and Matrix Cores" (arXiv:2511.10909).
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -74,6 +75,12 @@ void check_fused_add_spec(const FusedAddSpec& spec);
 // every other lane takes the scalar step.
 void fused_multiply_add_lanes(double* acc, const double* a, const double* b, size_t count, size_t width,
                               const FusedAddSpec& spec);
+
+// The same step for a tile of GEMM outputs with fp32 factors: for r < rows, c < cols,
+// acc[r * cols + c] = fused_multiply_add(acc[r * cols + c], {a[r * lda + t] : t in terms},
+// {b[t * ldb + c] : t in terms}, spec). A row's factor of A is broadcast along the row.
+void fused_multiply_add_tile(double* acc, size_t rows, size_t cols, const float* a, size_t lda, const float* b,
+                             size_t ldb, std::span<const uint32_t> terms, const FusedAddSpec& spec);
 
 // Named device models (docs/tensor-cores.md): "tc-v100", "tc-a100" (fp16 inputs),
 // "tc-a100-bf16", "tc-a100-tf32", "tc-h100-tf32", "tc-h100-bf16", "tc-h100-fp16",

@@ -13,9 +13,11 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <tuple>
+#include <utility>
 #include <vector>
 
-#if defined(__AVX512F__) && defined(__AVX512DQ__)
+#if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
 #include <immintrin.h>
 #define FPLAB_FUSED_LANES_AVX512 1
 // GCC 12 warns about the undefined pass-through operand inside its own unmasked AVX-512
@@ -89,13 +91,18 @@ struct LaneForm {
   }
 
 #ifdef FPLAB_FUSED_LANES_AVX512
-  // The same for the 8 lanes in `live`, in AVX-512 registers, for an fp32 output rounded toward
-  // zero or to nearest: the fast lanes are finished and stored; returns the others.
-  __mmask8 fp32_8_lanes(double* c, const double* a, const double* b, size_t count, size_t width, __mmask8 live) const {
+  // The same for V vectors of 8 lanes (live[v] says which lanes of vector v are in use) in
+  // AVX-512 registers, for an fp32 output rounded toward zero or to nearest: the fast lanes are
+  // finished and stored at c + 8 v; left[v] gets the others. load(i, v) gives term i's factors
+  // (x, y) for vector v; kFp32Factors: they are fp32 values, so their products are exact and
+  // their exponents in range, and only infinities and NaNs leave the lane form. Several vectors
+  // at once give the core independent chains to overlap.
+  template <size_t V, bool kFp32Factors, class Load>
+  void fp32_lanes(double* c, size_t count, const __mmask8* live, __mmask8* left, Load&& load) const {
     const __m512i exponent_mask = _mm512_set1_epi64(0x7ff), bias = _mm512_set1_epi64(1023);
     const __m512i low = _mm512_set1_epi64(-kLaneExponentLimit), high = _mm512_set1_epi64(kLaneExponentLimit);
     const __m512i input_min = _mm512_set1_epi64(input_emin), none = _mm512_set1_epi64(kNoExponent);
-    const __m512i f = _mm512_set1_epi64(fraction_bits);
+    const __m512i f = _mm512_set1_epi64(fraction_bits), special = _mm512_set1_epi64(1024);
     const __m512d zero = _mm512_setzero_pd();
     auto exponent = [&](__m512d x) {
       return _mm512_sub_epi64(_mm512_and_si512(_mm512_srli_epi64(_mm512_castpd_si512(x), 52), exponent_mask), bias);
@@ -106,46 +113,73 @@ struct LaneForm {
     };
     auto negative = [](__m512d x) { return _mm512_movepi64_mask(_mm512_castpd_si512(x)); };
 
-    const __m512d acc = _mm512_maskz_loadu_pd(live, c);
-    const __m512i acc_exponent = exponent(acc);
-    __mmask8 fast = ok(acc, acc_exponent);
-    const __mmask8 acc_zero = _mm512_cmp_pd_mask(acc, zero, _CMP_EQ_OQ);
-    __m512i top = _mm512_mask_blend_epi64(acc_zero, _mm512_max_epi64(acc_exponent, _mm512_set1_epi64(output_emin)), none);
-    __mmask8 positive_zero = acc_zero & ~negative(acc), negative_zero = acc_zero & negative(acc);
-    for (size_t i = 0; i < count; ++i) {
-      const __m512d x = _mm512_maskz_loadu_pd(live, a + i * width), y = _mm512_maskz_loadu_pd(live, b + i * width);
-      const __m512d p = _mm512_mul_pd(x, y);
-      const __m512i ex = exponent(x), ey = exponent(y);
-      fast &= ok(x, ex) & ok(y, ey) & _mm512_cmp_pd_mask(_mm512_fmsub_pd(x, y, p), zero, _CMP_EQ_OQ);
-      const __mmask8 p_zero = _mm512_cmp_pd_mask(p, zero, _CMP_EQ_OQ);
-      const __m512i e = _mm512_add_epi64(_mm512_max_epi64(ex, input_min), _mm512_max_epi64(ey, input_min));
-      top = _mm512_mask_max_epi64(top, static_cast<__mmask8>(~p_zero), top, e);
-      positive_zero |= p_zero & ~negative(p);
-      negative_zero |= p_zero & negative(p);
+    __m512d acc[V], units[V], scale[V];
+    __m512i top[V];
+    __mmask8 fast[V], positive_zero[V], negative_zero[V];
+    for (size_t v = 0; v < V; ++v) {
+      acc[v] = _mm512_maskz_loadu_pd(live[v], c + 8 * v);
+      const __m512i e = exponent(acc[v]);
+      fast[v] = ok(acc[v], e);
+      const __mmask8 acc_zero = _mm512_cmp_pd_mask(acc[v], zero, _CMP_EQ_OQ);
+      top[v] = _mm512_mask_blend_epi64(acc_zero, _mm512_max_epi64(e, _mm512_set1_epi64(output_emin)), none);
+      positive_zero[v] = acc_zero & ~negative(acc[v]);
+      negative_zero[v] = acc_zero & negative(acc[v]);
     }
-    fast &= live;
-    const __mmask8 no_terms = _mm512_cmp_epi64_mask(top, none, _MM_CMPINT_EQ);
-    const __m512i grid_top = _mm512_maskz_mov_epi64(fast & ~no_terms, top);
-    const __m512d scale = _mm512_castsi512_pd(_mm512_slli_epi64(_mm512_add_epi64(_mm512_sub_epi64(f, grid_top), bias), 52));
+    for (size_t i = 0; i < count; ++i)
+      for (size_t v = 0; v < V; ++v) {
+        const auto [x, y] = load(i, v);
+        const __m512d p = _mm512_mul_pd(x, y);
+        const __m512i ex = exponent(x), ey = exponent(y);
+        if constexpr (kFp32Factors)
+          fast[v] &= _mm512_cmp_epi64_mask(ex, special, _MM_CMPINT_NE) & _mm512_cmp_epi64_mask(ey, special, _MM_CMPINT_NE);
+        else
+          fast[v] &= ok(x, ex) & ok(y, ey) & _mm512_cmp_pd_mask(_mm512_fmsub_pd(x, y, p), zero, _CMP_EQ_OQ);
+        const __mmask8 p_zero = _mm512_cmp_pd_mask(p, zero, _CMP_EQ_OQ);
+        const __m512i e = _mm512_add_epi64(_mm512_max_epi64(ex, input_min), _mm512_max_epi64(ey, input_min));
+        top[v] = _mm512_mask_max_epi64(top[v], static_cast<__mmask8>(~p_zero), top[v], e);
+        positive_zero[v] |= p_zero & ~negative(p);
+        negative_zero[v] |= p_zero & negative(p);
+      }
     constexpr int kTruncate = _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC;
-    __m512d units = _mm512_roundscale_pd(_mm512_mul_pd(acc, scale), kTruncate);
-    for (size_t i = 0; i < count; ++i) {
-      const __m512d x = _mm512_maskz_loadu_pd(live, a + i * width), y = _mm512_maskz_loadu_pd(live, b + i * width);
-      units = _mm512_add_pd(units, _mm512_roundscale_pd(_mm512_mul_pd(_mm512_mul_pd(x, y), scale), kTruncate));
+    __mmask8 no_terms[V];
+    __m512i grid_top[V];
+    for (size_t v = 0; v < V; ++v) {
+      fast[v] &= live[v];
+      no_terms[v] = _mm512_cmp_epi64_mask(top[v], none, _MM_CMPINT_EQ);
+      grid_top[v] = _mm512_maskz_mov_epi64(fast[v] & ~no_terms[v], top[v]);
+      scale[v] = _mm512_castsi512_pd(_mm512_slli_epi64(_mm512_add_epi64(_mm512_sub_epi64(f, grid_top[v]), bias), 52));
+      units[v] = _mm512_roundscale_pd(_mm512_mul_pd(acc[v], scale[v]), kTruncate);
     }
-    const __m512d unit = _mm512_castsi512_pd(_mm512_slli_epi64(_mm512_add_epi64(_mm512_sub_epi64(grid_top, f), bias), 52));
-    const __m512d v = _mm512_mul_pd(units, unit);
-    const __m256 rounded = spec->output_mode == fp::Mode::rz
-                               ? _mm512_cvt_roundpd_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC)
-                               : _mm512_cvt_roundpd_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    // Exact zeros (the mode is not rd): +0 when nonzero terms cancel; only zeros: -0 if all were.
-    const __mmask8 zero_result = no_terms | _mm512_cmp_pd_mask(units, zero, _CMP_EQ_OQ);
-    const __m512d signed_zero = _mm512_mask_blend_pd(no_terms & negative_zero & ~positive_zero, zero, _mm512_set1_pd(-0.0));
-    _mm512_mask_storeu_pd(c, fast, _mm512_mask_blend_pd(zero_result, _mm512_cvtps_pd(rounded), signed_zero));
-    return live & ~fast;
+    for (size_t i = 0; i < count; ++i)
+      for (size_t v = 0; v < V; ++v) {
+        const auto [x, y] = load(i, v);
+        units[v] = _mm512_add_pd(units[v], _mm512_roundscale_pd(_mm512_mul_pd(_mm512_mul_pd(x, y), scale[v]), kTruncate));
+      }
+    for (size_t v = 0; v < V; ++v) {
+      const __m512d unit =
+          _mm512_castsi512_pd(_mm512_slli_epi64(_mm512_add_epi64(_mm512_sub_epi64(grid_top[v], f), bias), 52));
+      const __m512d value = _mm512_mul_pd(units[v], unit);
+      const __m256 rounded = spec->output_mode == fp::Mode::rz
+                                 ? _mm512_cvt_roundpd_ps(value, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC)
+                                 : _mm512_cvt_roundpd_ps(value, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      // Exact zeros (the mode is not rd): +0 when nonzero terms cancel; only zeros: -0 if all were.
+      const __mmask8 zero_result = no_terms[v] | _mm512_cmp_pd_mask(units[v], zero, _CMP_EQ_OQ);
+      const __m512d signed_zero =
+          _mm512_mask_blend_pd(no_terms[v] & negative_zero[v] & ~positive_zero[v], zero, _mm512_set1_pd(-0.0));
+      _mm512_mask_storeu_pd(c + 8 * v, fast[v], _mm512_mask_blend_pd(zero_result, _mm512_cvtps_pd(rounded), signed_zero));
+      left[v] = live[v] & ~fast[v];
+    }
   }
 #endif
 };
+
+bool lane_form(const FusedAddSpec& spec, size_t count) {
+  return spec.truncation == AlignedTruncation::toward_zero && spec.accumulator_in_alignment &&
+         spec.fraction_bits + 2 + std::bit_width(count + 1) <= 53;
+}
+bool host_fp32_output(const FusedAddSpec& spec) {
+  return spec.output == fp::fp32() && (spec.output_mode == fp::Mode::rz || spec.output_mode == fp::Mode::rne);
+}
 
 }  // namespace
 
@@ -168,17 +202,20 @@ void fused_multiply_add_lanes(double* acc, const double* a, const double* b, siz
     for (size_t i = 0; i < count; ++i) x[i] = a[i * width + l], y[i] = b[i * width + l];
     acc[l] = fused_multiply_add(acc[l], x, y, spec);
   };
-  if (spec.truncation != AlignedTruncation::toward_zero || !spec.accumulator_in_alignment ||
-      spec.fraction_bits + 2 + std::bit_width(count + 1) > 53) {
+  if (!lane_form(spec, count)) {
     for (size_t l = 0; l < width; ++l) scalar_lane(l);
     return;
   }
   const LaneForm form{spec.fraction_bits, spec.input.emin(), spec.output.emin(), &spec};
 #ifdef FPLAB_FUSED_LANES_AVX512
-  if (spec.output == fp::fp32() && (spec.output_mode == fp::Mode::rz || spec.output_mode == fp::Mode::rne)) {
+  if (host_fp32_output(spec)) {
     for (size_t l0 = 0; l0 < width; l0 += 8) {
       const size_t n = std::min<size_t>(8, width - l0);
-      const __mmask8 left = form.fp32_8_lanes(acc + l0, a + l0, b + l0, count, width, static_cast<__mmask8>((1u << n) - 1));
+      const __mmask8 live = static_cast<__mmask8>((1u << n) - 1);
+      __mmask8 left = 0;
+      form.fp32_lanes<1, false>(acc + l0, count, &live, &left, [&](size_t i, size_t) {
+        return std::pair{_mm512_maskz_loadu_pd(live, a + i * width + l0), _mm512_maskz_loadu_pd(live, b + i * width + l0)};
+      });
       for (size_t l = 0; l < n; ++l)
         if ((left >> l) & 1) scalar_lane(l0 + l);
     }
@@ -194,6 +231,48 @@ void fused_multiply_add_lanes(double* acc, const double* a, const double* b, siz
       else scalar_lane(l0 + l);
     }
   }
+}
+
+void fused_multiply_add_tile(double* acc, size_t rows, size_t cols, const float* a, size_t lda, const float* b,
+                             size_t ldb, std::span<const uint32_t> terms, const FusedAddSpec& spec) {
+  check_fused_add_spec(spec);
+  const size_t count = terms.size(), width = rows * cols;
+  auto factors = [&](size_t r, size_t c, size_t i) { return std::pair<double, double>{a[r * lda + terms[i]], b[terms[i] * ldb + c]}; };
+#ifdef FPLAB_FUSED_LANES_AVX512
+  // fp32 factors need no conversion to an fp64 or fp32 input format.
+  if ((spec.input == fp::fp64() || spec.input == fp::fp32()) && lane_form(spec, count) && host_fp32_output(spec)) {
+    const LaneForm form{spec.fraction_bits, spec.input.emin(), spec.output.emin(), &spec};
+    std::vector<double> x(count), y(count);
+    constexpr size_t kVectors = 2;  // 16 columns of one row at a time
+    for (size_t r = 0; r < rows; ++r) {
+      const float* a_row = a + r * lda;
+      for (size_t c0 = 0; c0 < cols; c0 += 8 * kVectors) {
+        __mmask8 live[kVectors], left[kVectors];
+        for (size_t v = 0; v < kVectors; ++v) {
+          const size_t first = c0 + 8 * v, n = first < cols ? std::min<size_t>(8, cols - first) : 0;
+          live[v] = static_cast<__mmask8>((1u << n) - 1);
+        }
+        form.fp32_lanes<kVectors, true>(acc + r * cols + c0, count, live, left, [&](size_t i, size_t v) {
+          return std::pair{_mm512_set1_pd(a_row[terms[i]]),
+                           _mm512_cvtps_pd(_mm256_maskz_loadu_ps(live[v], b + terms[i] * ldb + c0 + 8 * v))};
+        });
+        for (size_t v = 0; v < kVectors; ++v)
+          for (size_t l = 0; l < 8; ++l) {
+            if (!((left[v] >> l) & 1)) continue;
+            const size_t col = c0 + 8 * v + l;
+            for (size_t i = 0; i < count; ++i) std::tie(x[i], y[i]) = factors(r, col, i);
+            acc[r * cols + col] = fused_multiply_add(acc[r * cols + col], x, y, spec);
+          }
+      }
+    }
+    return;
+  }
+#endif
+  std::vector<double> x(count * width), y(count * width);  // lane by lane, through the lanes form
+  for (size_t i = 0; i < count; ++i)
+    for (size_t r = 0; r < rows; ++r)
+      for (size_t c = 0; c < cols; ++c) std::tie(x[i * width + r * cols + c], y[i * width + r * cols + c]) = factors(r, c, i);
+  fused_multiply_add_lanes(acc, x.data(), y.data(), count, width, spec);
 }
 
 }  // namespace fplab::sim

@@ -21,20 +21,15 @@
 
 namespace fplab::sim::detail {
 
-// The fused(N,F) reducer on a group of `count` terms, for `width` lanes at once: fill(i, a, b)
-// writes term i's factors for every lane (a value v enters as v * 1); acc[l] becomes lane l's
-// fused_dot(0.0, ...) with `spec`, the chain reduce_whole_group runs.
-template <class Fill>
-void fused_across_tile(const FusedAddSpec& spec, size_t count, size_t width, Fill&& fill, std::vector<double>& factors,
-                       double* acc) {
+// The fused(N,F) reducer on a group of `count` terms, for `width` lanes at once: acc[l] becomes
+// lane l's fused_dot(0.0, ...) with `spec`, the chain reduce_whole_group runs; step(first, len,
+// acc) applies one fused step of terms [first, first + len) to every lane.
+template <class Step>
+void fused_chain(const FusedAddSpec& spec, size_t count, size_t width, double* acc, Step&& step) {
+  check_fused_add_spec(spec);
   std::fill_n(acc, width, 0.0);
-  const size_t n = static_cast<size_t>(std::max(spec.products, 1));
-  for (size_t k0 = 0; k0 < count; k0 += n) {
-    const size_t len = std::min(n, count - k0);
-    factors.resize(2 * len * width);
-    for (size_t i = 0; i < len; ++i) fill(k0 + i, &factors[i * width], &factors[(len + i) * width]);
-    fused_multiply_add_lanes(acc, factors.data(), factors.data() + len * width, len, width, spec);
-  }
+  const size_t n = static_cast<size_t>(spec.products);
+  for (size_t first = 0; first < count; first += n) step(first, std::min(n, count - first), acc);
 }
 
 // acc[i] = acc[i] + x[i] for the host's own float/double: exactly the emulated arithmetic when
@@ -226,12 +221,16 @@ class TileWalker {
       return;
     }
     if (r.kind == K::fused) {  // values enter the tensor-core step as value * 1
+      const FusedAddSpec spec = fused_reducer_spec(r, arithmetic_);
       fused_.resize(w_);
-      const auto fill = [&](size_t k, double* a, double* b) {
-        const T* x = row(in, stride, g, k);
-        for (size_t c = 0; c < w_; ++c) a[c] = static_cast<double>(x[c]), b[c] = 1.0;
-      };
-      fused_across_tile(fused_reducer_spec(r, arithmetic_), n, w_, fill, factors_, fused_.data());
+      fused_chain(spec, n, w_, fused_.data(), [&](size_t first, size_t len, double* acc) {
+        factors_.resize(2 * len * w_);
+        for (size_t k = 0; k < len; ++k) {
+          const T* x = row(in, stride, g, first + k);
+          for (size_t c = 0; c < w_; ++c) factors_[k * w_ + c] = static_cast<double>(x[c]), factors_[(len + k) * w_ + c] = 1.0;
+        }
+        fused_multiply_add_lanes(acc, factors_.data(), factors_.data() + len * w_, len, w_, spec);
+      });
       for (size_t c = 0; c < w_; ++c) dest[c] = static_cast<T>(fused_[c]);
       return;
     }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -537,6 +538,51 @@ TEST_CASE("fused step on lanes == the scalar step, lane by lane: device models, 
         else log.fail(show_case(cases[l]) + " (lane " + std::to_string(l) + " of " + std::to_string(width) +
                       "): expected " + show(want) + ", got " + show(acc[l]));
       }
+    }
+    log.require_none();
+  }
+}
+
+TEST_CASE("fused step on a GEMM tile == the scalar step per output: fp32 factors, term lists, partial rows, specials", "[random]") {
+  auto spec_of = [](int n, int f, fp::Format input, fp::Format output, Mode mode) {
+    sim::FusedAddSpec s;
+    s.products = n, s.fraction_bits = f, s.input = input, s.output = output, s.output_mode = mode;
+    return s;
+  };
+  const std::pair<std::string, sim::FusedAddSpec> specs[] = {
+      {"fused(8,25) fp64-in fp32 rz", spec_of(8, 25, fp::fp64(), fp::fp32(), Mode::rz)},
+      {"fused(16,25) fp32-in (subnormal exponents clamped) fp32 rz", spec_of(16, 25, fp::fp32(), fp::fp32(), Mode::rz)},
+      {"fused(32,13) fp64-in e8m13 rz", spec_of(32, 13, fp::fp64(), fp::parse_format("e8m13"), Mode::rz)},
+      {"fused(4,24) fp64-in fp32 rne", spec_of(4, 24, fp::fp64(), fp::fp32(), Mode::rne)},
+      {"tc-h100-tf32 (tf32 conversion)", sim::tensor_core_model("tc-h100-tf32")}};
+  const sim::FusedAddSpec fp32_data = variant("tc-h100-tf32", [](auto& s) { s.input_mode = Mode::rne; s.input = fp::fp32(); });
+  for (const auto& [name, spec] : specs) {
+    MismatchLog log("fused tile " + name);
+    std::mt19937_64 rng(std::hash<std::string>{}(name) + 5);
+    for (int trial = 0; trial < 150; ++trial) {
+      const size_t rows = 1 + rng() % 4, cols_choice[] = {1, 5, 8, 13, 64}, cols = cols_choice[rng() % 5];
+      const size_t k = 1 + rng() % 40, count = 1 + rng() % std::min<size_t>(k, size_t(spec.products));
+      std::vector<float> a(rows * k), b(k * cols);
+      for (auto& x : a) x = static_cast<float>(random_case(rng, fp32_data, 1).a[0]);
+      for (auto& x : b) x = static_cast<float>(random_case(rng, fp32_data, 1).b[0]);
+      if (rng() % 4 == 0) a[rng() % a.size()] = std::ldexp(1.0f, -140);  // a subnormal factor
+      if (rng() % 8 == 0) b[rng() % b.size()] = rng() % 2 ? INFINITY : NAN;
+      std::vector<uint32_t> terms(k);
+      std::iota(terms.begin(), terms.end(), 0u);
+      std::shuffle(terms.begin(), terms.end(), rng);
+      terms.resize(count);
+      std::vector<double> acc(rows * cols);
+      for (auto& x : acc) x = fp::round_double(random_case(rng, spec, 1).acc, spec.output, {Mode::rz}).value;
+      const std::vector<double> before = acc;
+      sim::fused_multiply_add_tile(acc.data(), rows, cols, a.data(), k, b.data(), cols, terms, spec);
+      for (size_t r = 0; r < rows; ++r)
+        for (size_t c = 0; c < cols; ++c) {
+          Case one{before[r * cols + c], {}, {}};
+          for (uint32_t t : terms) one.a.push_back(a[r * k + t]), one.b.push_back(b[t * cols + c]);
+          const double want = sim::fused_multiply_add(one.acc, one.a, one.b, spec);
+          if (same_double(acc[r * cols + c], want)) log.pass();
+          else log.fail(show_case(one) + ": expected " + show(want) + ", got " + show(acc[r * cols + c]));
+        }
     }
     log.require_none();
   }
