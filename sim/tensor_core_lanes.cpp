@@ -34,6 +34,9 @@ namespace {
 constexpr int kLaneExponentLimit = 480;
 constexpr int kNoExponent = -(1 << 20);  // no nonzero term seen
 constexpr size_t kLaneBlock = 16;
+// Exponent codes of fp32 factors in the GEMM tile form: a term's code is the sum of its factors'.
+constexpr int64_t kZeroCode = kNoExponent, kSpecialCode = int64_t{1} << 22;
+constexpr int64_t kNoTermsBelow = kNoExponent / 2, kSpecialFrom = kSpecialCode / 2;
 
 int raw_exponent(double x) { return static_cast<int>((std::bit_cast<uint64_t>(x) >> 52) & 0x7ff) - 1023; }
 double power_of_two(int e) { return std::bit_cast<double>(static_cast<uint64_t>(e + 1023) << 52); }  // |e| <= 1022
@@ -94,15 +97,17 @@ struct LaneForm {
   // The same for V vectors of 8 lanes (live[v] says which lanes of vector v are in use) in
   // AVX-512 registers, for an fp32 output rounded toward zero or to nearest: the fast lanes are
   // finished and stored at c + 8 v; left[v] gets the others. load(i, v) gives term i's factors
-  // (x, y) for vector v; kFp32Factors: they are fp32 values, so their products are exact and
-  // their exponents in range, and only infinities and NaNs leave the lane form. Several vectors
-  // at once give the core independent chains to overlap.
-  template <size_t V, bool kFp32Factors, class Load>
-  void fp32_lanes(double* c, size_t count, const __mmask8* live, __mmask8* left, Load&& load) const {
+  // (x, y) for vector v. kCoded: code(i, v) gives the term's reference exponent, or a code that
+  // adds up to one below kNoTermsBelow (a zero factor) or at or above kSpecialFrom (inf or NaN),
+  // and the factors are known to give exact products in range (fp32 values); zero-only lanes are
+  // then left to the caller. Otherwise every factor is checked here. Several vectors at once give
+  // the core independent chains to overlap.
+  template <size_t V, bool kCoded, class Load, class Code>
+  void fp32_lanes(double* c, size_t count, const __mmask8* live, __mmask8* left, Load&& load, Code&& code) const {
     const __m512i exponent_mask = _mm512_set1_epi64(0x7ff), bias = _mm512_set1_epi64(1023);
     const __m512i low = _mm512_set1_epi64(-kLaneExponentLimit), high = _mm512_set1_epi64(kLaneExponentLimit);
     const __m512i input_min = _mm512_set1_epi64(input_emin), none = _mm512_set1_epi64(kNoExponent);
-    const __m512i f = _mm512_set1_epi64(fraction_bits), special = _mm512_set1_epi64(1024);
+    const __m512i f = _mm512_set1_epi64(fraction_bits);
     const __m512d zero = _mm512_setzero_pd();
     auto exponent = [&](__m512d x) {
       return _mm512_sub_epi64(_mm512_and_si512(_mm512_srli_epi64(_mm512_castpd_si512(x), 52), exponent_mask), bias);
@@ -127,25 +132,32 @@ struct LaneForm {
     }
     for (size_t i = 0; i < count; ++i)
       for (size_t v = 0; v < V; ++v) {
-        const auto [x, y] = load(i, v);
-        const __m512d p = _mm512_mul_pd(x, y);
-        const __m512i ex = exponent(x), ey = exponent(y);
-        if constexpr (kFp32Factors)
-          fast[v] &= _mm512_cmp_epi64_mask(ex, special, _MM_CMPINT_NE) & _mm512_cmp_epi64_mask(ey, special, _MM_CMPINT_NE);
-        else
+        if constexpr (kCoded) {
+          top[v] = _mm512_max_epi64(top[v], code(i, v));
+        } else {
+          const auto [x, y] = load(i, v);
+          const __m512d p = _mm512_mul_pd(x, y);
+          const __m512i ex = exponent(x), ey = exponent(y);
           fast[v] &= ok(x, ex) & ok(y, ey) & _mm512_cmp_pd_mask(_mm512_fmsub_pd(x, y, p), zero, _CMP_EQ_OQ);
-        const __mmask8 p_zero = _mm512_cmp_pd_mask(p, zero, _CMP_EQ_OQ);
-        const __m512i e = _mm512_add_epi64(_mm512_max_epi64(ex, input_min), _mm512_max_epi64(ey, input_min));
-        top[v] = _mm512_mask_max_epi64(top[v], static_cast<__mmask8>(~p_zero), top[v], e);
-        positive_zero[v] |= p_zero & ~negative(p);
-        negative_zero[v] |= p_zero & negative(p);
+          const __mmask8 p_zero = _mm512_cmp_pd_mask(p, zero, _CMP_EQ_OQ);
+          const __m512i e = _mm512_add_epi64(_mm512_max_epi64(ex, input_min), _mm512_max_epi64(ey, input_min));
+          top[v] = _mm512_mask_max_epi64(top[v], static_cast<__mmask8>(~p_zero), top[v], e);
+          positive_zero[v] |= p_zero & ~negative(p);
+          negative_zero[v] |= p_zero & negative(p);
+        }
       }
     constexpr int kTruncate = _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC;
     __mmask8 no_terms[V];
     __m512i grid_top[V];
     for (size_t v = 0; v < V; ++v) {
+      if constexpr (kCoded) {
+        fast[v] &= _mm512_cmp_epi64_mask(top[v], _mm512_set1_epi64(kNoTermsBelow), _MM_CMPINT_NLT) &
+                   _mm512_cmp_epi64_mask(top[v], _mm512_set1_epi64(kSpecialFrom), _MM_CMPINT_LT);
+        no_terms[v] = 0;
+      } else {
+        no_terms[v] = _mm512_cmp_epi64_mask(top[v], none, _MM_CMPINT_EQ);
+      }
       fast[v] &= live[v];
-      no_terms[v] = _mm512_cmp_epi64_mask(top[v], none, _MM_CMPINT_EQ);
       grid_top[v] = _mm512_maskz_mov_epi64(fast[v] & ~no_terms[v], top[v]);
       scale[v] = _mm512_castsi512_pd(_mm512_slli_epi64(_mm512_add_epi64(_mm512_sub_epi64(f, grid_top[v]), bias), 52));
       units[v] = _mm512_roundscale_pd(_mm512_mul_pd(acc[v], scale[v]), kTruncate);
@@ -213,9 +225,10 @@ void fused_multiply_add_lanes(double* acc, const double* a, const double* b, siz
       const size_t n = std::min<size_t>(8, width - l0);
       const __mmask8 live = static_cast<__mmask8>((1u << n) - 1);
       __mmask8 left = 0;
-      form.fp32_lanes<1, false>(acc + l0, count, &live, &left, [&](size_t i, size_t) {
+      const auto load = [&](size_t i, size_t) {
         return std::pair{_mm512_maskz_loadu_pd(live, a + i * width + l0), _mm512_maskz_loadu_pd(live, b + i * width + l0)};
-      });
+      };
+      form.fp32_lanes<1, false>(acc + l0, count, &live, &left, load, [](size_t, size_t) { return _mm512_setzero_si512(); });
       for (size_t l = 0; l < n; ++l)
         if ((left >> l) & 1) scalar_lane(l0 + l);
     }
@@ -242,20 +255,42 @@ void fused_multiply_add_tile(double* acc, size_t rows, size_t cols, const float*
   // fp32 factors need no conversion to an fp64 or fp32 input format.
   if ((spec.input == fp::fp64() || spec.input == fp::fp32()) && lane_form(spec, count) && host_fp32_output(spec)) {
     const LaneForm form{spec.fraction_bits, spec.input.emin(), spec.output.emin(), &spec};
-    std::vector<double> x(count), y(count);
-    constexpr size_t kVectors = 2;  // 16 columns of one row at a time
+    const int input_emin = spec.input.emin();
+    auto code = [&](float v) -> int64_t {  // fp32 values: exact products, exponents in range
+      if (v == 0) return kZeroCode;
+      if (!std::isfinite(v)) return kSpecialCode;
+      return std::max(raw_exponent(v), input_emin);
+    };
+    // B's factors and codes once for the tile's rows; padded to whole vectors of columns.
+    constexpr size_t kVectors = 4;  // 32 columns of one row at a time
+    const size_t padded = (cols + 8 * kVectors - 1) / (8 * kVectors) * (8 * kVectors);
+    thread_local std::vector<double> b_values, a_values, x, y;  // reused: this runs once per chunk
+    thread_local std::vector<int64_t> b_codes, a_codes;
+    b_values.assign(count * padded, 0.0);
+    b_codes.assign(count * padded, kZeroCode);
+    a_values.resize(count), a_codes.resize(count), x.resize(count), y.resize(count);
+    for (size_t i = 0; i < count; ++i)
+      for (size_t c = 0; c < cols; ++c) {
+        const float v = b[terms[i] * ldb + c];
+        b_values[i * padded + c] = v;
+        b_codes[i * padded + c] = code(v);
+      }
     for (size_t r = 0; r < rows; ++r) {
-      const float* a_row = a + r * lda;
+      for (size_t i = 0; i < count; ++i) a_values[i] = a[r * lda + terms[i]], a_codes[i] = code(a[r * lda + terms[i]]);
       for (size_t c0 = 0; c0 < cols; c0 += 8 * kVectors) {
         __mmask8 live[kVectors], left[kVectors];
         for (size_t v = 0; v < kVectors; ++v) {
           const size_t first = c0 + 8 * v, n = first < cols ? std::min<size_t>(8, cols - first) : 0;
           live[v] = static_cast<__mmask8>((1u << n) - 1);
         }
-        form.fp32_lanes<kVectors, true>(acc + r * cols + c0, count, live, left, [&](size_t i, size_t v) {
-          return std::pair{_mm512_set1_pd(a_row[terms[i]]),
-                           _mm512_cvtps_pd(_mm256_maskz_loadu_ps(live[v], b + terms[i] * ldb + c0 + 8 * v))};
-        });
+        const auto load = [&](size_t i, size_t v) {
+          return std::pair{_mm512_set1_pd(a_values[i]), _mm512_loadu_pd(&b_values[i * padded + c0 + 8 * v])};
+        };
+        const auto term_code = [&](size_t i, size_t v) {
+          return _mm512_add_epi64(_mm512_set1_epi64(a_codes[i]),
+                                  _mm512_loadu_si512(&b_codes[i * padded + c0 + 8 * v]));
+        };
+        form.fp32_lanes<kVectors, true>(acc + r * cols + c0, count, live, left, load, term_code);
         for (size_t v = 0; v < kVectors; ++v)
           for (size_t l = 0; l < 8; ++l) {
             if (!((left[v] >> l) & 1)) continue;
