@@ -99,8 +99,8 @@ struct LaneForm {
   // finished and stored at c + 8 v; left[v] gets the others. load(i, v) gives term i's factors
   // (x, y) for vector v. kCoded: code(i, v) gives the term's reference exponent, or a code that
   // adds up to one below kNoTermsBelow (a zero factor) or at or above kSpecialFrom (inf or NaN),
-  // and the factors are known to give exact products in range (fp32 values); zero-only lanes are
-  // then left to the caller. Otherwise every factor is checked here. Several vectors at once give
+  // and the factors are known to give exact products in range (fp32 values); lanes with a special
+  // are then left to the caller. Otherwise every factor is checked here. Several vectors at once give
   // the core independent chains to overlap.
   template <size_t V, bool kCoded, class Load, class Code>
   void fp32_lanes(double* c, size_t count, const __mmask8* live, __mmask8* left, Load&& load, Code&& code) const {
@@ -150,10 +150,9 @@ struct LaneForm {
     __mmask8 no_terms[V];
     __m512i grid_top[V];
     for (size_t v = 0; v < V; ++v) {
-      if constexpr (kCoded) {
-        fast[v] &= _mm512_cmp_epi64_mask(top[v], _mm512_set1_epi64(kNoTermsBelow), _MM_CMPINT_NLT) &
-                   _mm512_cmp_epi64_mask(top[v], _mm512_set1_epi64(kSpecialFrom), _MM_CMPINT_LT);
-        no_terms[v] = 0;
+      if constexpr (kCoded) {  // zero-only lanes stay: their sums of signed zeros are the result
+        fast[v] &= _mm512_cmp_epi64_mask(top[v], _mm512_set1_epi64(kSpecialFrom), _MM_CMPINT_LT);
+        no_terms[v] = _mm512_cmp_epi64_mask(top[v], _mm512_set1_epi64(kNoTermsBelow), _MM_CMPINT_LT);
       } else {
         no_terms[v] = _mm512_cmp_epi64_mask(top[v], none, _MM_CMPINT_EQ);
       }
@@ -175,7 +174,10 @@ struct LaneForm {
                                  ? _mm512_cvt_roundpd_ps(value, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC)
                                  : _mm512_cvt_roundpd_ps(value, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
       // Exact zeros (the mode is not rd): +0 when nonzero terms cancel; only zeros: -0 if all were.
-      const __mmask8 zero_result = no_terms[v] | _mm512_cmp_pd_mask(units[v], zero, _CMP_EQ_OQ);
+      // Coded: the units already are those zeros (IEEE sums of the terms' signed zeros give -0
+      // only when every term is -0, and a lane with a nonzero term cancels to +0), so keep them.
+      const __mmask8 zero_result =
+          kCoded ? 0 : no_terms[v] | _mm512_cmp_pd_mask(units[v], zero, _CMP_EQ_OQ);
       const __m512d signed_zero =
           _mm512_mask_blend_pd(no_terms[v] & negative_zero[v] & ~positive_zero[v], zero, _mm512_set1_pd(-0.0));
       _mm512_mask_storeu_pd(c + 8 * v, fast[v], _mm512_mask_blend_pd(zero_result, _mm512_cvtps_pd(rounded), signed_zero));
