@@ -193,7 +193,10 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
   if (!fma_chains && !rounded_products) {
     // Everything else: the first reduction's products as the reference has them, then the
     // TileWalker (fused(N,F) tensor-core steps vectorised across the tile). No schedule or
-    // arithmetic falls back to the per-output reference any more.
+    // arithmetic falls back to the per-output reference any more; still scalar per output
+    // inside the tile are: non-native arithmetics (every operation emulated), exact/kahan/
+    // neumaier/binned first stages outside fp32 rne, fused(N,F) lanes with F + 2 + log2(N+1) > 53,
+    // non-fp32 results, or inf/NaN data (the scalar tensor-core step).
     detail::gemm_through_product_terms(schedule, a, b, c, shape, ar, key);
     return;
   }
