@@ -78,7 +78,9 @@ void fused_multiply_add_lanes(double* acc, const double* a, const double* b, siz
 
 // The same step for a tile of GEMM outputs with fp32 factors: for r < rows, c < cols,
 // acc[r * cols + c] = fused_multiply_add(acc[r * cols + c], {a[r * lda + t] : t in terms},
-// {b[t * ldb + c] : t in terms}, spec). A row's factor of A is broadcast along the row.
+// {b[t * ldb + c] : t in terms}, spec). In AVX-512 registers (a row's factor of A broadcast along
+// the row) for fp64 or fp32 input formats and fp32 results rounded toward zero or to nearest, lanes
+// with an infinity or NaN taking the scalar step; otherwise through fused_multiply_add_lanes.
 void fused_multiply_add_tile(double* acc, size_t rows, size_t cols, const float* a, size_t lda, const float* b,
                              size_t ldb, std::span<const uint32_t> terms, const FusedAddSpec& spec);
 
