@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -236,6 +237,31 @@ TEST_CASE("gpu gemm == sim::gemm bit for bit: FMA chains and ordered split-K on 
       INFO(text << ", " << shape.m << "x" << shape.n << "x" << shape.k);
       CHECK(same == gpu.size());
     }
+}
+
+TEST_CASE("gpu gemm, ordered split-K on grids larger than the device (two passes, serial) == sim::gemm") {
+  if (!have_device()) return;
+  const GemmShape shape{520, 1030, 2000};  // 153 output tiles: x 7 or 16 parts > the blocks resident at once
+  INFO("resident GEMM blocks: " << GpuGemm::resident_blocks());
+  REQUIRE(153 * 7 > GpuGemm::resident_blocks());
+  const auto a = floats("normal:" + std::to_string(shape.m * shape.k), 11);
+  const auto b = floats("lognormal:" + std::to_string(shape.k * shape.n), 12);
+  GpuGemm gpu(a.data(), b.data(), shape);
+  // splitk(7): parts of 286 >= 256 terms, workspace and a second kernel; split(16): parts of 125,
+  // each part adds itself into C in turn (the small shapes above take the "last folds" form).
+  for (const char* text : {"splitk(7)", "split(16):seq | all:seq", "systolic(128)"}) {
+    const Schedule s = parse_schedule(text);
+    std::vector<float> out(shape.m * shape.n), cpu(shape.m * shape.n);
+    sim::gemm(s, a.data(), b.data(), cpu.data(), shape, Arithmetic{});
+    for (int run = 0; run < 3; ++run) {  // the flags and the dispatch counter are reset for the next launch
+      std::fill(out.begin(), out.end(), std::nanf(""));
+      gpu.run(plan_gemm(s), out.data());
+      size_t same = 0;
+      for (size_t i = 0; i < out.size(); ++i) same += std::bit_cast<uint32_t>(out[i]) == std::bit_cast<uint32_t>(cpu[i]);
+      INFO(text << ", run " << run);
+      CHECK(same == out.size());
+    }
+  }
 }
 
 TEST_CASE("gpu segmented sums == sim::reduce_batch bit for bit: training's sums over the batch axis") {

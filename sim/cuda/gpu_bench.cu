@@ -24,6 +24,7 @@
 #include "sim/cuda/gpu_gemm.hpp"
 #include "sim/cuda/gpu_reduce.hpp"
 #include "sim/cuda/gpu_stats.hpp"
+#include "sim/cuda/gpu_timing.cuh"
 #include "sim/engine.hpp"
 
 using namespace fplab;
@@ -48,28 +49,7 @@ __global__ void copy_vec4(const float4* __restrict__ in, float4* __restrict__ ou
     out[i] = in[i];
 }
 
-// Median milliseconds of `reps` event-timed calls of f after 3 warm-ups.
-double median_ms(const std::function<void()>& f, int reps) {
-  for (int w = 0; w < 3; ++w) f();
-  FPLAB_CUDA(cudaDeviceSynchronize());
-  cudaEvent_t start, stop;
-  FPLAB_CUDA(cudaEventCreate(&start));
-  FPLAB_CUDA(cudaEventCreate(&stop));
-  std::vector<float> times;
-  for (int r = 0; r < reps; ++r) {
-    FPLAB_CUDA(cudaEventRecord(start));
-    f();
-    FPLAB_CUDA(cudaEventRecord(stop));
-    FPLAB_CUDA(cudaEventSynchronize(stop));
-    float ms = 0;
-    FPLAB_CUDA(cudaEventElapsedTime(&ms, start, stop));
-    times.push_back(ms);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
+using fplab::sim::gpu::detail::median_ms;
 
 std::string reduction(int64_t threads, int64_t blocks, int vector, const char* grid) {
   return "strided(" + std::to_string(vector * threads * blocks) + "):seq | " +

@@ -8,27 +8,48 @@
 
 #include "sim/cuda/cuda_check.cuh"
 #include "sim/cuda/gpu_gemm.hpp"
+#include "sim/cuda/gpu_timing.cuh"
 
 namespace fplab::sim::gpu {
 namespace {
 
 constexpr int kTileM = 64, kTileN = 64, kTileK = 16, kThreads = 256;
 
-// Where a part's chains go: to the workspace (parts[z]; a tree kernel combines them), atomicAdd-ed
-// into C, or "ordered": to the workspace, and the last part of each output tile to finish (a
-// ticket per tile) folds the tile's parts in part order into C — the second kernel's left fold,
-// fused, so that the parts are read back while they are still in L2.
-enum class Out { parts, atomic, ordered };
+// Where a part's chains go:
+// - parts: to the workspace (parts[z]; a tree kernel combines them; one part: straight to C);
+// - atomic: atomicAdd-ed into C (set to -0 first): the hardware's arrival order;
+// - last_folds: to the workspace; the last part of each output tile to finish (a ticket per tile)
+//   folds the tile's parts in part order into C. For few tiles, where all parts run at once.
+// - serial: into C itself, in part order: part p waits until part p - 1 of its tile has written
+//   C (a flag per tile), then writes C + its chains (part 0: its chains). CUTLASS's "serial"
+//   split-K: no workspace, C stays in L2. For many tiles. Blocks take their (part, tile) from a
+//   dispatch counter, parts in order, so the part a block waits for started before it: it runs,
+//   and the wait ends (whatever order the hardware launches blocks in).
+// last_folds, serial and the parts + combine_in_order pair all give ((p0 + p1) + p2) + ..., the
+// emulation's all:seq of the parts; GpuGemm::launch picks one by shape.
+enum class Out { parts, atomic, last_folds, serial };
 
 template <Out O>
 __global__ void __launch_bounds__(kThreads)
     gemm_fma_chains(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ out, int m, int n,
-                    int64_t k, int64_t chunk, float* __restrict__ parts, unsigned* __restrict__ tickets) {
+                    int64_t k, int64_t chunk, float* __restrict__ parts, unsigned* __restrict__ tickets,
+                    unsigned* __restrict__ dispatch) {
   __shared__ float as[kTileK][kTileM + 1];  // +1: the transposing store is free of bank conflicts
   __shared__ float bs[kTileK][kTileN];
+  unsigned bx = blockIdx.x, by = blockIdx.y, bz = blockIdx.z;
+  if constexpr (O == Out::serial) {
+    __shared__ unsigned order;
+    const unsigned tiles = gridDim.x * gridDim.y;
+    if (threadIdx.x == 0) {
+      order = atomicAdd(dispatch, 1u);
+      if (order == tiles * gridDim.z - 1) *dispatch = 0;  // every block has its number: ready for the next launch
+    }
+    __syncthreads();
+    bz = order / tiles, by = order % tiles / gridDim.x, bx = order % gridDim.x;
+  }
   const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-  const int row0 = blockIdx.y * kTileM, col0 = blockIdx.x * kTileN;
-  const int64_t k0 = static_cast<int64_t>(blockIdx.z) * chunk, k1 = k0 + chunk < k ? k0 + chunk : k;
+  const int row0 = by * kTileM, col0 = bx * kTileN;
+  const int64_t k0 = static_cast<int64_t>(bz) * chunk, k1 = k0 + chunk < k ? k0 + chunk : k;
 
   float acc[4][4];
 #pragma unroll
@@ -70,6 +91,8 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
   }
 
+  // The loops over the thread's 4 x 4 outputs below are written out each time: a lambda taking
+  // the action costs 8-14 registers a thread (and an occupancy step) in every variant.
   const int64_t mn = static_cast<int64_t>(m) * n;
 #pragma unroll
   for (int i = 0; i < 4; ++i)
@@ -79,19 +102,20 @@ __global__ void __launch_bounds__(kThreads)
       if (r >= m || c >= n) continue;
       const int64_t at = static_cast<int64_t>(r) * n + c;
       if constexpr (O == Out::atomic) atomicAdd(out + at, acc[i][j]);
-      else parts[blockIdx.z * mn + at] = acc[i][j];
+      else if constexpr (O != Out::serial) parts[bz * mn + at] = acc[i][j];
     }
-  if constexpr (O == Out::ordered) {
-    // Each part's tile is fenced before its ticket, so the part that draws the last ticket sees
-    // them all (read through L2: __ldcg, L1 is not coherent across blocks).
-    __shared__ bool last;
-    __threadfence();
+  if constexpr (O == Out::serial) {
+    // One thread acquires the tile's flag and, after the block's stores and a barrier, releases
+    // it (CUTLASS's semaphore): the barrier orders every thread's stores before the release.
+    unsigned* const flag = tickets + by * gridDim.x + bx;
+    if (threadIdx.x == 0) {
+      unsigned seen;
+      do {
+        asm volatile("ld.global.acquire.gpu.b32 %0, [%1];" : "=r"(seen) : "l"(flag) : "memory");
+        if (seen != bz) __nanosleep(32);
+      } while (seen != bz);
+    }
     __syncthreads();
-    unsigned* const ticket = tickets + blockIdx.y * gridDim.x + blockIdx.x;
-    if (threadIdx.x == 0) last = atomicAdd(ticket, 1u) == gridDim.z - 1;
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
 #pragma unroll
     for (int i = 0; i < 4; ++i)
 #pragma unroll
@@ -99,9 +123,37 @@ __global__ void __launch_bounds__(kThreads)
         const int r = row0 + ty + 16 * i, c = col0 + tx + 16 * j;
         if (r >= m || c >= n) continue;
         const int64_t at = static_cast<int64_t>(r) * n + c;
-        float s = blockIdx.z == 0 ? acc[i][j] : __ldcg(parts + at);
+        out[at] = bz == 0 ? acc[i][j] : __fadd_rn(__ldcg(out + at), acc[i][j]);
+      }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      const unsigned next = bz + 1 == gridDim.z ? 0u : bz + 1;  // the last part: ready for the next launch
+      asm volatile("st.global.release.gpu.b32 [%0], %1;" : : "l"(flag), "r"(next) : "memory");
+    }
+  }
+  if constexpr (O == Out::last_folds) {
+    // Each part's tile is fenced before its ticket, so the part that draws the last ticket sees
+    // them all (read through L2: __ldcg, L1 is not coherent across blocks).
+    __shared__ bool last;
+    __syncthreads();
+    unsigned* const ticket = tickets + by * gridDim.x + bx;
+    if (threadIdx.x == 0) {
+      __threadfence();  // after the barrier: every thread's part stores, then the ticket
+      last = atomicAdd(ticket, 1u) == gridDim.z - 1;
+      __threadfence();
+    }
+    __syncthreads();
+    if (!last) return;
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int r = row0 + ty + 16 * i, c = col0 + tx + 16 * j;
+        if (r >= m || c >= n) continue;
+        const int64_t at = static_cast<int64_t>(r) * n + c;
+        float s = bz == 0 ? acc[i][j] : __ldcg(parts + at);
 #pragma unroll 4
-        for (unsigned p = 1; p < gridDim.z; ++p) s = __fadd_rn(s, p == blockIdx.z ? acc[i][j] : __ldcg(parts + p * mn + at));
+        for (unsigned p = 1; p < gridDim.z; ++p) s = __fadd_rn(s, p == bz ? acc[i][j] : __ldcg(parts + p * mn + at));
         out[at] = s;
       }
     if (threadIdx.x == 0) *ticket = 0;  // ready for the next launch
@@ -135,6 +187,14 @@ __global__ void combine_tree(const float* __restrict__ parts, float* __restrict_
   if (at >= mn) return;
   if constexpr (N > 0) c[at] = tree_fixed<N>(parts, mn, at, 0);
   else c[at] = tree_sum(parts, mn, at, 0, count);
+}
+
+__global__ void combine_in_order(const float* __restrict__ parts, float* __restrict__ c, int64_t mn, int count) {
+  const int64_t at = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (at >= mn) return;
+  float s = parts[at];
+  for (int p = 1; p < count; ++p) s = __fadd_rn(s, parts[p * mn + at]);
+  c[at] = s;
 }
 
 unsigned blocks_for(int64_t count, int threads) { return static_cast<unsigned>((count + threads - 1) / threads); }
@@ -205,13 +265,35 @@ void GpuGemm::launch(const GemmPlan& plan) {
   if (plan.combine == GemmPlan::Combine::atomic) {
     fill<<<blocks_for(mn, 256), 256>>>(c_, mn, -0.0f);  // -0: the identity of the additions
     FPLAB_CUDA_LAUNCHED("fill");
-    gemm_fma_chains<Out::atomic><<<grid, kThreads>>>(a_, b_, c_, mi, ni, kk, chunk, nullptr, nullptr);
+    gemm_fma_chains<Out::atomic><<<grid, kThreads>>>(a_, b_, c_, mi, ni, kk, chunk, nullptr, nullptr, nullptr);
     FPLAB_CUDA_LAUNCHED("gemm_fma_chains<atomic>");
     return;
   }
   if (count == 1) {
-    gemm_fma_chains<Out::parts><<<grid, kThreads>>>(a_, b_, nullptr, mi, ni, kk, chunk, c_, nullptr);
+    gemm_fma_chains<Out::parts><<<grid, kThreads>>>(a_, b_, nullptr, mi, ni, kk, chunk, c_, nullptr, nullptr);
     FPLAB_CUDA_LAUNCHED("gemm_fma_chains");
+    return;
+  }
+  const size_t tiles = static_cast<size_t>(grid.x) * grid.y;
+  if (tiles > tickets_capacity_) {  // flags / tickets, one per output tile, and the dispatch counter
+    if (tickets_) FPLAB_CUDA(cudaFree(tickets_));
+    tickets_ = nullptr;
+    FPLAB_CUDA(cudaMalloc(&tickets_, (tiles + 1) * sizeof(unsigned)));
+    FPLAB_CUDA(cudaMemset(tickets_, 0, (tiles + 1) * sizeof(unsigned)));  // each launch leaves them at 0
+    tickets_capacity_ = tiles;
+  }
+  // The ordered combine, by shape (the bits are the same; times in docs/results/gpu.md):
+  // - all blocks resident at once: the parts finish together, and one block folding the others'
+  //   (last_folds) beats a chain of waits;
+  // - more, with long parts (>= 256 of K): compute dominates; a second kernel reading the
+  //   workspace back costs a few percent;
+  // - more, with short parts: the workspace would be as many bytes as the compute is flops; the
+  //   parts add themselves into C in turn (serial), C staying in L2.
+  const bool many_blocks = static_cast<int64_t>(tiles) * count > resident_blocks();
+  const bool two_passes = plan.combine == GemmPlan::Combine::seq && many_blocks && chunk >= 256;
+  if (plan.combine == GemmPlan::Combine::seq && many_blocks && !two_passes) {
+    gemm_fma_chains<Out::serial><<<grid, kThreads>>>(a_, b_, c_, mi, ni, kk, chunk, nullptr, tickets_ + 1, tickets_);
+    FPLAB_CUDA_LAUNCHED("gemm_fma_chains<serial>");
     return;
   }
   const size_t need = static_cast<size_t>(count * mn);
@@ -220,22 +302,30 @@ void GpuGemm::launch(const GemmPlan& plan) {
     FPLAB_CUDA(cudaMalloc(&parts_, need * sizeof(float)));
     parts_capacity_ = need;
   }
-  if (plan.combine == GemmPlan::Combine::tree) {
-    gemm_fma_chains<Out::parts><<<grid, kThreads>>>(a_, b_, nullptr, mi, ni, kk, chunk, parts_, nullptr);
+  if (plan.combine == GemmPlan::Combine::tree || two_passes) {
+    gemm_fma_chains<Out::parts><<<grid, kThreads>>>(a_, b_, nullptr, mi, ni, kk, chunk, parts_, nullptr, nullptr);
     FPLAB_CUDA_LAUNCHED("gemm_fma_chains<parts>");
-    launch_tree(parts_, c_, mn, static_cast<int>(count));
+    if (two_passes) {
+      combine_in_order<<<blocks_for(mn, 256), 256>>>(parts_, c_, mn, static_cast<int>(count));
+      FPLAB_CUDA_LAUNCHED("combine_in_order");
+    } else {
+      launch_tree(parts_, c_, mn, static_cast<int>(count));
+    }
     return;
   }
-  const size_t tiles = static_cast<size_t>(grid.x) * grid.y;
-  if (tiles > tickets_capacity_) {
-    if (tickets_) FPLAB_CUDA(cudaFree(tickets_));
-    tickets_ = nullptr;
-    FPLAB_CUDA(cudaMalloc(&tickets_, tiles * sizeof(unsigned)));
-    FPLAB_CUDA(cudaMemset(tickets_, 0, tiles * sizeof(unsigned)));  // each launch leaves them at 0
-    tickets_capacity_ = tiles;
-  }
-  gemm_fma_chains<Out::ordered><<<grid, kThreads>>>(a_, b_, c_, mi, ni, kk, chunk, parts_, tickets_);
-  FPLAB_CUDA_LAUNCHED("gemm_fma_chains<ordered>");
+  gemm_fma_chains<Out::last_folds><<<grid, kThreads>>>(a_, b_, c_, mi, ni, kk, chunk, parts_, tickets_ + 1, nullptr);
+  FPLAB_CUDA_LAUNCHED("gemm_fma_chains<last_folds>");
+}
+
+int64_t GpuGemm::resident_blocks() {
+  static const int64_t blocks = [] {
+    int per_sm = 0, device = 0, sms = 0;
+    FPLAB_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemm_fma_chains<Out::serial>, kThreads, 0));
+    FPLAB_CUDA(cudaGetDevice(&device));
+    FPLAB_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    return static_cast<int64_t>(per_sm) * sms;
+  }();
+  return blocks;
 }
 
 void GpuGemm::run(const GemmPlan& plan, float* c) {
@@ -245,24 +335,7 @@ void GpuGemm::run(const GemmPlan& plan, float* c) {
 }
 
 double GpuGemm::time_ms(const GemmPlan& plan, int reps) {
-  cudaEvent_t start, stop;
-  FPLAB_CUDA(cudaEventCreate(&start));
-  FPLAB_CUDA(cudaEventCreate(&stop));
-  launch(plan);
-  std::vector<float> times;
-  for (int r = 0; r < reps; ++r) {
-    FPLAB_CUDA(cudaEventRecord(start));
-    launch(plan);
-    FPLAB_CUDA(cudaEventRecord(stop));
-    FPLAB_CUDA(cudaEventSynchronize(stop));
-    float ms = 0;
-    FPLAB_CUDA(cudaEventElapsedTime(&ms, start, stop));
-    times.push_back(ms);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(times.begin(), times.end());
-  return times.empty() ? 0 : times[times.size() / 2];
+  return detail::median_ms([&] { launch(plan); }, reps, 1);
 }
 
 void gemm(const Schedule& schedule, const float* a, const float* b, float* c, GemmShape shape) {

@@ -23,13 +23,15 @@ class GpuGemm {
   void run(const GemmPlan& plan, float* c);  // c: m x n on the host
   // Median milliseconds of `reps` runs (after one warm-up), kernels only.
   double time_ms(const GemmPlan& plan, int reps);
+  // Blocks of the GEMM kernel the device holds at once (picks the ordered split-K combine).
+  static int64_t resident_blocks();
 
  private:
   void launch(const GemmPlan& plan);
 
   GemmShape shape_{};
   float *a_ = nullptr, *b_ = nullptr, *c_ = nullptr, *parts_ = nullptr;
-  unsigned* tickets_ = nullptr;  // one per output tile: the ordered split-K combine's
+  unsigned* tickets_ = nullptr;  // the ordered split-K combine's dispatch counter, then one per output tile
   size_t a_capacity_ = 0, b_capacity_ = 0, c_capacity_ = 0, parts_capacity_ = 0, tickets_capacity_ = 0;
 };
 

@@ -24,6 +24,7 @@
 #include "sim/cuda/cuda_check.cuh"
 #include "sim/cuda/gpu_device.hpp"
 #include "sim/cuda/gpu_gemm.hpp"
+#include "sim/cuda/gpu_timing.cuh"
 
 using namespace fplab;
 using namespace fplab::sim;
@@ -69,27 +70,7 @@ struct CuBlas {
   }
 };
 
-double median_ms(const std::function<void()>& f, int reps) {
-  f();
-  FPLAB_CUDA(cudaDeviceSynchronize());
-  cudaEvent_t start, stop;
-  FPLAB_CUDA(cudaEventCreate(&start));
-  FPLAB_CUDA(cudaEventCreate(&stop));
-  std::vector<float> times;
-  for (int r = 0; r < reps; ++r) {
-    FPLAB_CUDA(cudaEventRecord(start));
-    f();
-    FPLAB_CUDA(cudaEventRecord(stop));
-    FPLAB_CUDA(cudaEventSynchronize(stop));
-    float ms = 0;
-    FPLAB_CUDA(cudaEventElapsedTime(&ms, start, stop));
-    times.push_back(ms);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
+using fplab::sim::gpu::detail::median_ms;
 
 struct Inputs {
   GemmShape shape;
@@ -158,7 +139,7 @@ int main(int argc, char** argv) {
       FPLAB_CUDA(cudaMemcpy(b, in.b.data(), in.b.size() * 4, cudaMemcpyHostToDevice));
       FPLAB_CUDA(cudaMemset(c, 0xff, c_blas.size() * 4));  // NaN poison: every output must be written
       const int m = static_cast<int>(in.shape.m), n = static_cast<int>(in.shape.n), k = static_cast<int>(in.shape.k);
-      blas_ms = median_ms([&] { cublas.gemm(a, b, c, m, n, k); }, reps);
+      blas_ms = median_ms([&] { cublas.gemm(a, b, c, m, n, k); }, reps, 1);
       FPLAB_CUDA(cudaMemcpy(c_blas.data(), c, c_blas.size() * 4, cudaMemcpyDeviceToHost));
       cudaFree(a), cudaFree(b), cudaFree(c);
       double diff = 0, norm = 0;

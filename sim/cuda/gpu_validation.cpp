@@ -234,7 +234,8 @@ ValidationReport validate_kernels(const ValidationOptions& options) {
                                           "splitk-tree(4)", "splitk-tree(16)", "splitk-tree(40)", "systolic(128)",
                                           "splitk-atomic(4)", "contig(1000):seq | all:atomic"};
   const std::vector<GemmShape> shapes = {{1, 1, 1},      {1, 1, 31},     {7, 13, 33},   {33, 65, 1000},
-                                         {64, 64, 4097}, {100, 70, 1000}, {3, 5, 100000}, {128, 192, 4096}};
+                                         {64, 64, 4097}, {100, 70, 1000}, {3, 5, 100000}, {128, 192, 4096},
+                                         {520, 1030, 2000}};  // the last: more blocks than the device holds
   // Batched column sums (training's bias gradients, softmax and loss sums): K rows x 7 columns.
   const std::vector<std::string> sums = {"seq", "strided(1024):seq | contig(32):seq | all:shfl_up",
                                          "strided(32):seq | all:shfl_up", "cub-sum(256,1)", "torch-sum(512,512)",

@@ -1,5 +1,5 @@
 // The validation matrix of sim/cuda/: every GPU kernel (reduction, batched column sums, GEMM) x
-// schedule x shape (K = 1, 31, 33, 1000, 4097, 10^6; eight GEMM shapes) x seeded input (normal,
+// schedule x shape (K = 1, 31, 33, 1000, 4097, 10^6; nine GEMM shapes) x seeded input (normal,
 // log-normal with mixed signs, catastrophic cancellation) against the CPU emulation (sim::reduce,
 // sim::reduce_batch, sim::gemm in fp32, round to nearest even, subnormals kept, products fused).
 // Deterministic schedules must match bit for bit; atomic ones run `runs` times and their distinct
