@@ -34,6 +34,26 @@ void sum_rows(const Context& ctx, OpKind op, const T* x, size_t rows, size_t col
 }
 
 template <class T>
+bool backend_conv_forward(const Context& ctx, const sim::ConvGeometry& geometry, size_t out_channels, const T* x,
+                          const T* w, T* out_rows, T* cols) {
+  if constexpr (std::is_same_v<T, float>)
+    if (ctx.backend)
+      return ctx.backend->conv_forward((*ctx.ops)[OpKind::fwd], ctx.key(OpKind::fwd), geometry, out_channels, x, w,
+                                       out_rows, cols);
+  return false;
+}
+
+template <class T>
+bool backend_conv_input_grad(const Context& ctx, const sim::ConvGeometry& geometry, size_t out_channels,
+                             const T* g_rows, const T* w_t, T* dx) {
+  if constexpr (std::is_same_v<T, float>)
+    if (ctx.backend)
+      return ctx.backend->conv_input_grad((*ctx.ops)[OpKind::dgrad], ctx.key(OpKind::dgrad), geometry, out_channels,
+                                          g_rows, w_t, dx);
+  return false;
+}
+
+template <class T>
 void transpose(const T* x, size_t rows, size_t cols, T* out) {
   constexpr size_t kBlock = 32;  // cache blocking
   for (size_t i0 = 0; i0 < rows; i0 += kBlock)
@@ -44,6 +64,14 @@ void transpose(const T* x, size_t rows, size_t cols, T* out) {
 
 template void sum_rows<float>(const Context&, OpKind, const float*, size_t, size_t, float*, uint64_t);
 template void sum_rows<double>(const Context&, OpKind, const double*, size_t, size_t, double*, uint64_t);
+template bool backend_conv_forward<float>(const Context&, const sim::ConvGeometry&, size_t, const float*,
+                                          const float*, float*, float*);
+template bool backend_conv_forward<double>(const Context&, const sim::ConvGeometry&, size_t, const double*,
+                                           const double*, double*, double*);
+template bool backend_conv_input_grad<float>(const Context&, const sim::ConvGeometry&, size_t, const float*,
+                                             const float*, float*);
+template bool backend_conv_input_grad<double>(const Context&, const sim::ConvGeometry&, size_t, const double*,
+                                              const double*, double*);
 template void transpose<float>(const float*, size_t, size_t, float*);
 template void transpose<double>(const double*, size_t, size_t, double*);
 

@@ -60,10 +60,13 @@ template <class T>
 Tensor<T> Conv2d<T>::forward(const Tensor<T>& x, Context& ctx) {
   const auto shape = output_shape(x.shape);
   const size_t batch = shape[0], ho = shape[2], wo = shape[3], positions = ho * wo, k = cin_ * kernel_ * kernel_;
-  Tensor<T> cols;
-  im2col(x, cols);
-  Tensor<T> out({batch * positions, cout_});
-  matmul(ctx, OpKind::fwd, cols.ptr(), weight_.value.ptr(), out.ptr(), batch * positions, cout_, k);
+  Tensor<T> cols, out({batch * positions, cout_});
+  if (ctx.backend && ctx.training) cols = Tensor<T>({batch * positions, k});  // the backend's copy, for wgrad
+  if (!backend_conv_forward(ctx, geometry(x.shape), cout_, x.ptr(), weight_.value.ptr(), out.ptr(),
+                            ctx.training ? cols.ptr() : nullptr)) {
+    im2col(x, cols);
+    matmul(ctx, OpKind::fwd, cols.ptr(), weight_.value.ptr(), out.ptr(), batch * positions, cout_, k);
+  }
   Tensor<T> y(shape);
   for (size_t b = 0; b < batch; ++b)
     for (size_t p = 0; p < positions; ++p)
@@ -90,12 +93,15 @@ Tensor<T> Conv2d<T>::backward(const Tensor<T>& dy, Context& ctx) {
   matmul(ctx, OpKind::wgrad, cols_t.ptr(), g.ptr(), weight_.grad.ptr(), k, cout_, rows);
   sum_rows(ctx, OpKind::bias_grad, g.ptr(), rows, cout_, bias_.grad.ptr());
   if (!ctx.input_grad) return {};
-  // dcols (rows x k) = g (rows x C_out) W^T (C_out x k), then col2im.
-  Tensor<T> wt({cout_, k}), dcols({rows, k});
+  // dcols (rows x k) = g (rows x C_out) W^T (C_out x k), then col2im: on the backend when it takes
+  // convolutions, else here.
+  Tensor<T> wt({cout_, k});
   transpose(weight_.value.ptr(), k, cout_, wt.ptr());
+  Tensor<T> dx(input_shape_);
+  if (backend_conv_input_grad(ctx, geometry(input_shape_), cout_, g.ptr(), wt.ptr(), dx.ptr())) return dx;
+  Tensor<T> dcols({rows, k});
   matmul(ctx, OpKind::dgrad, g.ptr(), wt.ptr(), dcols.ptr(), rows, k, cout_);
   const size_t h = input_shape_[2], w = input_shape_[3];
-  Tensor<T> dx(input_shape_);
   // col2im in the loop order of im2col, so every element of dx receives its terms in the same
   // order as a straightforward loop over (oy, ox, c, i, j) would add them.
   const long kk = static_cast<long>(kernel_), lh = static_cast<long>(h), lw = static_cast<long>(w);

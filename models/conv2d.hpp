@@ -1,10 +1,13 @@
 // 2-D convolution as a GEMM over C*kh*kw (explicit im2col): input (B, C, H, W), weight stored
 // (C*kh*kw) x C_out. The forward reduction runs over C*kh*kw, the weight gradient's over
 // B*H_out*W_out, the input gradient's over C_out; col2im then adds the (at most kh*kw)
-// overlapping contributions of each input pixel in a fixed order, in T.
+// overlapping contributions of each input pixel in a fixed order, in T. With a backend that takes
+// convolutions (ComputeBackend::conv_forward / conv_input_grad), im2col + GEMM and GEMM + col2im
+// run there instead, with the same bits.
 #pragma once
 
 #include "models/layer.hpp"
+#include "sim/conv_geometry.hpp"
 
 namespace fplab::models {
 
@@ -18,10 +21,14 @@ class Conv2d : public Layer<T> {
   Tensor<T> backward(const Tensor<T>& dy, Context& ctx) override;
   std::vector<Parameter<T>*> parameters() override { return {&weight_, &bias_}; }
   void initialize(const Context& ctx) override;
+  // cols ((B*H_out*W_out) x C*kh*kw) = the lowering of x; public for the GPU kernel's tests.
+  void im2col(const Tensor<T>& x, Tensor<T>& cols) const;
 
  private:
   size_t out_size(size_t in) const { return (in + 2 * padding_ - kernel_) / stride_ + 1; }
-  void im2col(const Tensor<T>& x, Tensor<T>& cols) const;
+  sim::ConvGeometry geometry(const std::vector<size_t>& in) const {
+    return {in[0], cin_, in[2], in[3], kernel_, stride_, padding_};
+  }
 
   size_t cin_, cout_, kernel_, stride_, padding_;
   Parameter<T> weight_, bias_;

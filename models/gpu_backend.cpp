@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "sim/cuda/gpu_conv.hpp"
 #include "sim/cuda/gpu_device.hpp"
 #include "sim/cuda/gpu_gemm.hpp"
 #include "sim/cuda/gpu_plan.hpp"
@@ -44,6 +45,28 @@ class GpuBackend final : public ComputeBackend {
     sums_.run_columns(gpu::plan_reduction(choice.schedule), x, rows, cols, out);
   }
 
+  // im2col on the device feeds the GEMM there; only x goes up and the result (and the columns,
+  // for the weight gradient) come down.
+  bool conv_forward(const OpChoice& choice, const sim::NoiseKey&, const sim::ConvGeometry& geometry,
+                    size_t out_channels, const float* x, const float* w, float* out_rows, float* cols) override {
+    check(OpKind::fwd, choice);
+    const gpu::GemmPlan plan = gpu::plan_gemm(choice.schedule);
+    const float* device_cols = conv_.im2col(geometry, x, cols);
+    gemm_.run_unified(plan, device_cols, w, out_rows, {geometry.rows(), out_channels, geometry.taps()});
+    return true;
+  }
+
+  // The columns' gradient stays on the device between the GEMM and col2im.
+  bool conv_input_grad(const OpChoice& choice, const sim::NoiseKey&, const sim::ConvGeometry& geometry,
+                       size_t out_channels, const float* g_rows, const float* w_t, float* dx) override {
+    check(OpKind::dgrad, choice);
+    float* const dcols = conv_.dcols_buffer(geometry);
+    gemm_.run_unified(gpu::plan_gemm(choice.schedule), g_rows, w_t, dcols,
+                      {geometry.rows(), geometry.taps(), out_channels});
+    conv_.col2im(geometry, dcols, dx);
+    return true;
+  }
+
  private:
   static void check(OpKind op, const OpChoice& choice) {
     const std::string problem = arithmetic_problem(op, choice.arithmetic);
@@ -52,6 +75,7 @@ class GpuBackend final : public ComputeBackend {
 
   std::string description_;
   gpu::GpuGemm gemm_;
+  gpu::GpuConv conv_;
   gpu::GpuSegmentedReduction sums_;
 };
 

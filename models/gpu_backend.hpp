@@ -6,7 +6,8 @@
 //
 // What it runs: the schedules gpu::plan_gemm (fwd, dgrad, wgrad) and gpu::plan_reduction (bias_grad,
 // bn_stats, softmax, loss) accept, in fp32 with round to nearest even, subnormals kept, no
-// saturation, and fused products for the GEMMs. What stays on the CPU: see compute_backend.hpp.
+// saturation, and fused products for the GEMMs; convolutions' im2col and col2im (sim/cuda/gpu_conv)
+// around their forward and input-gradient GEMMs. What stays on the CPU: see compute_backend.hpp.
 #pragma once
 
 #include <memory>

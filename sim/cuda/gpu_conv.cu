@@ -1,0 +1,137 @@
+// im2col and col2im kernels (gpu_conv.hpp). im2col copies, one thread an entry of the columns.
+// col2im is a gather, one thread an input element, no atomics: the element's sum is formed in one
+// thread in a fixed order, the order of Conv2d::backward's CPU loop, so the bits are the CPU's.
+//
+// That order: the CPU loop runs over (b, oy, ox) outside and (c, i, j) inside and adds
+// dcols[(b, oy, ox), (c, i, j)] into dx[b, c, oy·stride + i − padding, ox·stride + j − padding].
+// For one element dx[b, c, y, x] and one output position (oy, ox), i = y + padding − oy·stride and
+// j = x + padding − ox·stride are fixed: at most one term per position. So the element receives
+// its terms ordered by (oy, ox), oy outer, both ascending, over the positions whose window holds
+// it (0 ≤ i, j < kernel), and it starts from the +0 that dx was filled with: the kernel starts from
+// +0.0f (so a lone −0 term gives +0, as on the CPU) and adds with __fadd_rn (compiled without FTZ
+// or contraction: sim/cuda/CMakeLists.txt).
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "sim/cuda/cuda_check.cuh"
+#include "sim/cuda/gpu_conv.hpp"
+
+namespace fplab::sim::gpu {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kMaxBlocks = int64_t{1} << 20;  // grid-stride loops beyond
+
+struct Dims {
+  int64_t batch, channels, height, width, kernel, stride, padding, out_h, out_w, taps;
+};
+
+Dims dims_of(const ConvGeometry& g) {
+  if (g.kernel == 0 || g.stride == 0 || g.kernel > g.height + 2 * g.padding || g.kernel > g.width + 2 * g.padding)
+    throw std::invalid_argument("convolution: kernel " + std::to_string(g.kernel) + ", stride " +
+                                std::to_string(g.stride) + " and padding " + std::to_string(g.padding) +
+                                " do not fit a " + std::to_string(g.height) + " x " + std::to_string(g.width) + " input");
+  auto i = [](size_t v) { return static_cast<int64_t>(v); };
+  return {i(g.batch),   i(g.channels), i(g.height), i(g.width), i(g.kernel),
+          i(g.stride),  i(g.padding),  i(g.out_h()), i(g.out_w()), i(g.taps())};
+}
+
+unsigned blocks_for(int64_t count) {
+  return static_cast<unsigned>(std::min<int64_t>((count + kThreads - 1) / kThreads, kMaxBlocks));
+}
+
+__global__ void im2col_kernel(const float* __restrict__ x, float* __restrict__ cols, Dims d, int64_t count) {
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < count;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t row = e / d.taps, tap = e % d.taps;
+    const int64_t ox = row % d.out_w, oy = row / d.out_w % d.out_h, b = row / (d.out_w * d.out_h);
+    const int64_t j = tap % d.kernel, i = tap / d.kernel % d.kernel, c = tap / (d.kernel * d.kernel);
+    const int64_t y = oy * d.stride + i - d.padding, xx = ox * d.stride + j - d.padding;
+    const bool inside = y >= 0 && y < d.height && xx >= 0 && xx < d.width;
+    cols[e] = inside ? x[((b * d.channels + c) * d.height + y) * d.width + xx] : 0.0f;
+  }
+}
+
+// The output positions along one axis whose window holds input coordinate `at` (padded: at +
+// padding): those o with 0 <= at + padding - o * stride < kernel, as [lo, hi] (empty when lo > hi).
+__device__ void covering(int64_t at, int64_t out, const Dims& d, int64_t& lo, int64_t& hi) {
+  const int64_t padded = at + d.padding;
+  lo = padded >= d.kernel ? (padded - d.kernel) / d.stride + 1 : 0;
+  hi = min(out - 1, padded / d.stride);
+}
+
+__global__ void col2im_gather(const float* __restrict__ dcols, float* __restrict__ dx, Dims d, int64_t count) {
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < count;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t xx = e % d.width, y = e / d.width % d.height, c = e / (d.width * d.height) % d.channels;
+    const int64_t b = e / (d.width * d.height * d.channels);
+    int64_t oy_lo, oy_hi, ox_lo, ox_hi;
+    covering(y, d.out_h, d, oy_lo, oy_hi);
+    covering(xx, d.out_w, d, ox_lo, ox_hi);
+    float sum = 0.0f;  // +0: dx's fill on the CPU
+    for (int64_t oy = oy_lo; oy <= oy_hi; ++oy) {
+      const int64_t i = y + d.padding - oy * d.stride;
+      for (int64_t ox = ox_lo; ox <= ox_hi; ++ox) {
+        const int64_t j = xx + d.padding - ox * d.stride;
+        sum = __fadd_rn(sum, dcols[((b * d.out_h + oy) * d.out_w + ox) * d.taps + (c * d.kernel + i) * d.kernel + j]);
+      }
+    }
+    dx[e] = sum;
+  }
+}
+
+void copy(float* to, const float* from, size_t count) {  // host or device, either way (unified addressing)
+  if (count) FPLAB_CUDA(cudaMemcpy(to, from, count * sizeof(float), cudaMemcpyDefault));
+}
+
+}  // namespace
+
+float* GpuConv::Buffer::reserve(size_t count) {
+  count = std::max<size_t>(count, 1);
+  if (count > capacity) {
+    if (data) FPLAB_CUDA(cudaFree(data));
+    data = nullptr;
+    FPLAB_CUDA(cudaMalloc(&data, count * sizeof(float)));
+    capacity = count;
+  }
+  return data;
+}
+
+GpuConv::~GpuConv() {
+  for (float* p : {x_.data, cols_.data, dcols_.data, dx_.data})
+    if (p) cudaFree(p);
+}
+
+const float* GpuConv::im2col(const ConvGeometry& geometry, const float* x, float* cols) {
+  const Dims d = dims_of(geometry);
+  const size_t count = geometry.rows() * geometry.taps();
+  float* const device_x = x_.reserve(geometry.input_size());
+  float* const device_cols = cols_.reserve(count);
+  copy(device_x, x, geometry.input_size());
+  if (count) {
+    im2col_kernel<<<blocks_for(static_cast<int64_t>(count)), kThreads>>>(device_x, device_cols, d,
+                                                                         static_cast<int64_t>(count));
+    FPLAB_CUDA_LAUNCHED("im2col_kernel");
+  }
+  if (cols) copy(cols, device_cols, count);
+  return device_cols;
+}
+
+float* GpuConv::dcols_buffer(const ConvGeometry& geometry) { return dcols_.reserve(geometry.rows() * geometry.taps()); }
+
+void GpuConv::col2im(const ConvGeometry& geometry, const float* dcols, float* dx) {
+  const Dims d = dims_of(geometry);
+  const size_t count = geometry.input_size();
+  float* const device_dcols = dcols_buffer(geometry);
+  if (dcols != device_dcols) copy(device_dcols, dcols, geometry.rows() * geometry.taps());
+  float* const device_dx = dx_.reserve(count);
+  if (count) {
+    col2im_gather<<<blocks_for(static_cast<int64_t>(count)), kThreads>>>(device_dcols, device_dx, d,
+                                                                         static_cast<int64_t>(count));
+    FPLAB_CUDA_LAUNCHED("col2im_gather");
+  }
+  copy(dx, device_dx, count);
+}
+
+}  // namespace fplab::sim::gpu

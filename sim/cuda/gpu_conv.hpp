@@ -1,0 +1,43 @@
+// A convolution's lowering on the device: im2col (the input to the GEMM's columns) and col2im
+// (the columns' gradient back to the input's), bit for bit what models/conv2d.cpp computes on the
+// CPU. The GEMM between them is GpuGemm's. No CUDA types in this header.
+#pragma once
+
+#include <cstddef>
+
+#include "sim/conv_geometry.hpp"
+
+namespace fplab::sim::gpu {
+
+class GpuConv {
+ public:
+  GpuConv() = default;
+  ~GpuConv();
+  GpuConv(const GpuConv&) = delete;
+  GpuConv& operator=(const GpuConv&) = delete;
+
+  // Copies x (batch, channels, height, width) to the device and lowers it there to the columns:
+  // rows() x taps(), row (b, oy, ox), column (c, i, j) = x[b, c, oy·stride + i − padding,
+  // ox·stride + j − padding], +0 where that lies in the padding (Conv2d::im2col's layout). Copies
+  // them to `cols` on the host too unless it is null. Returns the device columns, valid until the
+  // next im2col.
+  const float* im2col(const ConvGeometry& geometry, const float* x, float* cols = nullptr);
+  // A device buffer of rows() x taps() floats for the columns' gradient (a GEMM writes it, col2im
+  // reads it), valid until the next call.
+  float* dcols_buffer(const ConvGeometry& geometry);
+  // dx (host, batch x channels x height x width) = col2im(dcols): each input element the sum of
+  // the column entries that were copied from it, starting from +0 and added in the CPU loop's
+  // order (by output position (oy, ox); gpu_conv.cu says why). dcols: rows() x taps(), on the
+  // host or dcols_buffer(geometry).
+  void col2im(const ConvGeometry& geometry, const float* dcols, float* dx);
+
+ private:
+  struct Buffer {
+    float* data = nullptr;
+    size_t capacity = 0;
+    float* reserve(size_t count);  // grows only when it must; contents not kept
+  };
+  Buffer x_, cols_, dcols_, dx_;
+};
+
+}  // namespace fplab::sim::gpu

@@ -1,0 +1,173 @@
+// A convolution's lowering on the device (sim/cuda/gpu_conv.hpp) against the CPU's
+// (models/conv2d.cpp), bit for bit: im2col against Conv2d::im2col, col2im against the col2im of
+// Conv2d::backward, on awkward shapes and inputs with -0, subnormals and mixed magnitudes; and a
+// whole Conv2d layer, forward and backward, with the GPU backend against the CPU path. Without a
+// device the GPU cases say "SKIPPED: no CUDA device" and pass.
+#include <catch2/catch.hpp>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "models/compute.hpp"
+#include "models/conv2d.hpp"
+#include "models/gpu_backend.hpp"
+#include "models/hw_profile.hpp"
+#include "sim/conv_geometry.hpp"
+#include "sim/cuda/gpu_conv.hpp"
+#include "sim/cuda/gpu_device.hpp"
+
+using namespace fplab;
+using namespace fplab::models;
+using sim::ConvGeometry;
+
+namespace {
+
+bool have_device() {
+  static std::string why;
+  static const bool available = sim::gpu::device_available(&why);
+  if (!available) WARN("SKIPPED: " << why);
+  return available;
+}
+
+// Signed zeros, subnormals, tiny and large normals, ordinary values. Magnitudes stay below 2^40
+// so that no product or sum overflows (NaN payloads are not what is being compared).
+float mixed_value(std::mt19937_64& rng) {
+  std::normal_distribution<float> normal;
+  switch (rng() % 8) {
+    case 0: return -0.0f;
+    case 1: return 0.0f;
+    case 2: {
+      const auto bits = static_cast<uint32_t>(((rng() & 0x7fffffu) | 1u) | (rng() % 2 ? 0x80000000u : 0u));
+      return std::bit_cast<float>(bits);  // a subnormal of either sign
+    }
+    case 3: return std::ldexp(normal(rng), -120 + static_cast<int>(rng() % 10));
+    case 4: return std::ldexp(normal(rng), 20 + static_cast<int>(rng() % 20));
+    default: return std::ldexp(normal(rng), -10 + static_cast<int>(rng() % 20));
+  }
+}
+
+Tensor<float> mixed_tensor(std::vector<size_t> shape, std::mt19937_64& rng) {
+  Tensor<float> t(std::move(shape));
+  for (float& v : t.data) v = mixed_value(rng);
+  return t;
+}
+
+// The first index where the bits differ, or -1.
+long first_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::bit_cast<uint32_t>(a[i]) != std::bit_cast<uint32_t>(b[i])) return static_cast<long>(i);
+  return -1;
+}
+
+// Kernel 1, 3, 5, 7 x stride 1, 2, 3 x padding 0..3 x two H != W inputs of odd and even sizes x
+// batch 1, 3 x channels 1, 5: every combination where the kernel fits the padded input.
+std::vector<ConvGeometry> awkward_geometries() {
+  std::vector<ConvGeometry> out;
+  for (size_t kernel : {1, 3, 5, 7})
+    for (size_t stride : {1, 2, 3})
+      for (size_t padding : {0, 1, 2, 3})
+        for (auto [h, w] : {std::pair<size_t, size_t>{9, 6}, {5, 13}})
+          for (size_t batch : {1, 3})
+            for (size_t channels : {1, 5})
+              if (kernel <= std::min(h, w) + 2 * padding)
+                out.push_back({batch, channels, h, w, kernel, stride, padding});
+  return out;
+}
+
+std::string describe(const ConvGeometry& g) {
+  return "batch " + std::to_string(g.batch) + ", channels " + std::to_string(g.channels) + ", " +
+         std::to_string(g.height) + " x " + std::to_string(g.width) + ", kernel " + std::to_string(g.kernel) +
+         ", stride " + std::to_string(g.stride) + ", padding " + std::to_string(g.padding);
+}
+
+}  // namespace
+
+TEST_CASE("gpu conv: im2col == Conv2d::im2col bit for bit on awkward shapes") {
+  if (!have_device()) return;
+  sim::gpu::GpuConv conv;
+  std::mt19937_64 rng(20240611);
+  for (const ConvGeometry& g : awkward_geometries()) {
+    INFO(describe(g));
+    const Conv2d<float> layer(g.channels, 2, g.kernel, g.stride, g.padding);
+    const auto x = mixed_tensor({g.batch, g.channels, g.height, g.width}, rng);
+    Tensor<float> cpu;
+    layer.im2col(x, cpu);
+    REQUIRE(cpu.size() == g.rows() * g.taps());
+    std::vector<float> gpu(cpu.size(), 1.0f);  // not 0: the kernel must write the padding's +0
+    conv.im2col(g, x.ptr(), gpu.data());
+    CHECK(first_difference(cpu.data, gpu) == -1);
+  }
+}
+
+TEST_CASE("gpu conv: col2im == the col2im of Conv2d::backward bit for bit on awkward shapes") {
+  if (!have_device()) return;
+  // One output channel: dcols[r, t] = dy[r] * w[t] is one rounded product (g is dy itself and W^T
+  // is W), so the columns' gradient carries dy's -0s and subnormals into col2im.
+  const OpTable ops = op_table_preset("seq");
+  sim::gpu::GpuConv conv;
+  std::mt19937_64 rng(77);
+  size_t negative_zeros = 0, subnormals = 0;
+  for (const ConvGeometry& g : awkward_geometries()) {
+    INFO(describe(g));
+    Conv2d<float> layer(g.channels, 1, g.kernel, g.stride, g.padding);
+    Tensor<float>& w = layer.parameters()[0]->value;
+    for (float& v : w.data) v = rng() % 2 ? mixed_value(rng) : (rng() % 2 ? 1.0f : -0.125f);
+    Context ctx;
+    ctx.ops = &ops;
+    const auto x = mixed_tensor({g.batch, g.channels, g.height, g.width}, rng);
+    const auto y = layer.forward(x, ctx);
+    const auto dy = mixed_tensor(y.shape, rng);
+    const Tensor<float> cpu = layer.backward(dy, ctx);  // the CPU's GEMM and col2im
+    std::vector<float> dcols(g.rows() * g.taps());
+    matmul(ctx, OpKind::dgrad, dy.ptr(), w.ptr(), dcols.data(), g.rows(), g.taps(), 1);  // Conv2d's dgrad GEMM
+    for (float v : dcols) {
+      negative_zeros += v == 0.0f && std::signbit(v);
+      subnormals += std::fpclassify(v) == FP_SUBNORMAL;
+    }
+    std::vector<float> gpu(cpu.size(), 1.0f);
+    conv.col2im(g, dcols.data(), gpu.data());
+    CHECK(first_difference(cpu.data, gpu) == -1);
+  }
+  CHECK(negative_zeros > 0);  // the inputs did reach col2im
+  CHECK(subnormals > 0);
+}
+
+TEST_CASE("gpu conv: a Conv2d layer's forward and backward with the GPU backend == the CPU path") {
+  if (!have_device()) return;
+  struct Shape {
+    size_t batch, cin, cout, h, w, kernel, stride, padding;
+  };
+  for (const char* table_name : {"seq", "h100"}) {
+    const OpTable ops = std::string(table_name) == "seq" ? op_table_preset("seq")
+                                                         : find_hw_profile("h100").deterministic_ops;
+    const auto backend = make_gpu_backend(ops);
+    for (const Shape s : {Shape{3, 3, 4, 11, 8, 3, 2, 1}, Shape{2, 5, 2, 7, 9, 5, 1, 2}, Shape{1, 1, 6, 28, 28, 3, 1, 1}}) {
+      INFO(table_name << ": " << s.batch << " x " << s.cin << " x " << s.h << " x " << s.w << " -> " << s.cout
+                      << ", kernel " << s.kernel << ", stride " << s.stride << ", padding " << s.padding);
+      Context cpu_ctx;
+      cpu_ctx.ops = &ops;
+      cpu_ctx.algo_seed = 5;
+      Context gpu_ctx = cpu_ctx;
+      gpu_ctx.backend = backend.get();
+      Conv2d<float> cpu(s.cin, s.cout, s.kernel, s.stride, s.padding), gpu(s.cin, s.cout, s.kernel, s.stride, s.padding);
+      cpu.initialize(cpu_ctx);
+      gpu.initialize(gpu_ctx);
+      std::mt19937_64 rng(s.h * 100 + s.cout);
+      const auto x = mixed_tensor({s.batch, s.cin, s.h, s.w}, rng);
+      const auto y_cpu = cpu.forward(x, cpu_ctx), y_gpu = gpu.forward(x, gpu_ctx);
+      CHECK(first_difference(y_cpu.data, y_gpu.data) == -1);
+      const auto dy = mixed_tensor(y_cpu.shape, rng);
+      const auto dx_cpu = cpu.backward(dy, cpu_ctx), dx_gpu = gpu.backward(dy, gpu_ctx);
+      CHECK(first_difference(dx_cpu.data, dx_gpu.data) == -1);
+      for (size_t p = 0; p < 2; ++p)
+        CHECK(first_difference(cpu.parameters()[p]->grad.data, gpu.parameters()[p]->grad.data) == -1);
+      cpu_ctx.training = gpu_ctx.training = false;  // evaluation: no columns kept
+      CHECK(first_difference(cpu.forward(x, cpu_ctx).data, gpu.forward(x, gpu_ctx).data) == -1);
+    }
+  }
+}
