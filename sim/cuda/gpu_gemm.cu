@@ -26,7 +26,7 @@ constexpr int kTileM = 64, kTileN = 64, kTileK = 16, kThreads = 256;
 //   dispatch counter, parts in order, so the part a block waits for started before it: it runs,
 //   and the wait ends (whatever order the hardware launches blocks in).
 // last_folds, serial and the parts + combine_in_order pair all give ((p0 + p1) + p2) + ..., the
-// emulation's all:seq of the parts; GpuGemm::launch picks one by shape.
+// emulation's all:seq of the parts; GpuGemm::ordered_form picks one by shape.
 enum class Out { parts, atomic, last_folds, serial };
 
 template <Out O>
@@ -282,20 +282,13 @@ void GpuGemm::launch(const GemmPlan& plan) {
     FPLAB_CUDA(cudaMemset(tickets_, 0, (tiles + 1) * sizeof(unsigned)));  // each launch leaves them at 0
     tickets_capacity_ = tiles;
   }
-  // The ordered combine, by shape (the bits are the same; times in docs/results/gpu.md):
-  // - all blocks resident at once: the parts finish together, and one block folding the others'
-  //   (last_folds) beats a chain of waits;
-  // - more, with long parts (>= 256 of K): compute dominates; a second kernel reading the
-  //   workspace back costs a few percent;
-  // - more, with short parts: the workspace would be as many bytes as the compute is flops; the
-  //   parts add themselves into C in turn (serial), C staying in L2.
-  const bool many_blocks = static_cast<int64_t>(tiles) * count > resident_blocks();
-  const bool two_passes = plan.combine == GemmPlan::Combine::seq && many_blocks && chunk >= 256;
-  if (plan.combine == GemmPlan::Combine::seq && many_blocks && !two_passes) {
+  const OrderedForm form = plan.combine == GemmPlan::Combine::seq ? ordered_form(plan) : OrderedForm::by_shape;
+  if (form == OrderedForm::serial) {
     gemm_fma_chains<Out::serial><<<grid, kThreads>>>(a_, b_, c_, mi, ni, kk, chunk, nullptr, tickets_ + 1, tickets_);
     FPLAB_CUDA_LAUNCHED("gemm_fma_chains<serial>");
     return;
   }
+  const bool two_passes = form == OrderedForm::two_passes;
   const size_t need = static_cast<size_t>(count * mn);
   if (need > parts_capacity_) {
     if (parts_) FPLAB_CUDA(cudaFree(parts_));
@@ -315,6 +308,34 @@ void GpuGemm::launch(const GemmPlan& plan) {
   }
   gemm_fma_chains<Out::last_folds><<<grid, kThreads>>>(a_, b_, c_, mi, ni, kk, chunk, parts_, tickets_ + 1, nullptr);
   FPLAB_CUDA_LAUNCHED("gemm_fma_chains<last_folds>");
+}
+
+const char* GpuGemm::form_name(OrderedForm form) {
+  switch (form) {
+    case OrderedForm::by_shape: return "by shape";
+    case OrderedForm::last_folds: return "last folds";
+    case OrderedForm::two_passes: return "two passes";
+    case OrderedForm::serial: return "serial";
+  }
+  return "?";
+}
+
+// The ordered combine, by shape (the bits are the same; times in docs/results/gpu.md, section 8,
+// where gpu_gemm_bench times every form on every shape):
+// - long parts (>= 256 of K): compute dominates; parts to a workspace and a second kernel folding
+//   them in order cost a few percent (two_passes), whether or not the grid fits on the chip;
+// - short parts, all blocks resident at once: the parts finish together, and the last part of a
+//   tile to finish folds the others' (last_folds) instead of a second launch;
+// - short parts, more blocks: the workspace would be as many bytes as the compute is flops; the
+//   parts add themselves into C in turn (serial), C staying in L2.
+GpuGemm::OrderedForm GpuGemm::ordered_form(const GemmPlan& plan) const {
+  if (forced_ != OrderedForm::by_shape) return forced_;
+  const auto kk = static_cast<int64_t>(shape_.k);
+  const int64_t chunk = plan.chunk(kk), count = plan.part_count(kk);
+  if (chunk >= 256) return OrderedForm::two_passes;
+  const int64_t tiles = ((static_cast<int64_t>(shape_.n) + kTileN - 1) / kTileN) *
+                        ((static_cast<int64_t>(shape_.m) + kTileM - 1) / kTileM);
+  return tiles * count <= resident_blocks() ? OrderedForm::last_folds : OrderedForm::serial;
 }
 
 int64_t GpuGemm::resident_blocks() {
@@ -342,6 +363,21 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
   const GemmPlan plan = plan_gemm(schedule);
   GpuGemm gpu(a, b, shape);
   gpu.run(plan, c);
+}
+
+void GpuGemm::run_unified(const GemmPlan& plan, const float* a, const float* b, float* c, GemmShape shape) {
+  auto copy = [](float* to, const float* from, size_t count) {
+    if (count) FPLAB_CUDA(cudaMemcpy(to, from, count * sizeof(float), cudaMemcpyDefault));
+  };
+  shape_ = shape;
+  const size_t mk = shape.m * shape.k, kn = shape.k * shape.n, mn = shape.m * shape.n;
+  grow(a_, a_capacity_, mk);
+  grow(b_, b_capacity_, kn);
+  grow(c_, c_capacity_, mn);
+  copy(a_, a, mk);
+  copy(b_, b, kn);
+  launch(plan);
+  copy(c, c_, mn);
 }
 
 }  // namespace fplab::sim::gpu

@@ -12,6 +12,12 @@ namespace fplab::sim::gpu {
 
 class GpuGemm {
  public:
+  // How an ordered split-K (`split(S):seq | all:seq`, `splitk(S)`, ...) combines its parts; every
+  // form gives the same bits, ((p0 + p1) + p2) + ... (gpu_gemm.cu says how each works).
+  // by_shape: the fastest form measured for the shape's regime (docs/results/gpu.md, section 8).
+  enum class OrderedForm { by_shape, last_folds, two_passes, serial };
+  static const char* form_name(OrderedForm form);
+
   GpuGemm() = default;
   GpuGemm(const float* a, const float* b, GemmShape shape);  // copies A and B to the device
   ~GpuGemm();
@@ -25,11 +31,20 @@ class GpuGemm {
   double time_ms(const GemmPlan& plan, int reps);
   // Blocks of the GEMM kernel the device holds at once (picks the ordered split-K combine).
   static int64_t resident_blocks();
+  // The form an ordered split-K of the loaded shape takes under `plan`: the forced one, or by shape.
+  OrderedForm ordered_form(const GemmPlan& plan) const;
+  // Benchmarks and tests: force a form (by_shape: back to the rule).
+  void force_ordered_form(OrderedForm form) { forced_ = form; }
+  // load + run for operands that may already be on the device (a convolution's columns, gpu_conv):
+  // a, b and c may each be a host or a device pointer; cudaMemcpyDefault tells which from the
+  // address (unified addressing), and copies a device one on the device.
+  void run_unified(const GemmPlan& plan, const float* a, const float* b, float* c, GemmShape shape);
 
  private:
   void launch(const GemmPlan& plan);
 
   GemmShape shape_{};
+  OrderedForm forced_ = OrderedForm::by_shape;
   float *a_ = nullptr, *b_ = nullptr, *c_ = nullptr, *parts_ = nullptr;
   unsigned* tickets_ = nullptr;  // the ordered split-K combine's dispatch counter, then one per output tile
   size_t a_capacity_ = 0, b_capacity_ = 0, c_capacity_ = 0, parts_capacity_ = 0, tickets_capacity_ = 0;
