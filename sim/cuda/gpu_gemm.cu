@@ -322,20 +322,27 @@ const char* GpuGemm::form_name(OrderedForm form) {
 
 // The ordered combine, by shape (the bits are the same; times in docs/results/gpu.md, section 8,
 // where gpu_gemm_bench times every form on every shape):
-// - long parts (>= 256 of K): compute dominates; parts to a workspace and a second kernel folding
-//   them in order cost a few percent (two_passes), whether or not the grid fits on the chip;
-// - short parts, all blocks resident at once: the parts finish together, and the last part of a
-//   tile to finish folds the others' (last_folds) instead of a second launch;
-// - short parts, more blocks: the workspace would be as many bytes as the compute is flops; the
-//   parts add themselves into C in turn (serial), C staying in L2.
+// - very few output tiles (<= 4), all blocks resident at once: the parts finish together and the
+//   last part of a tile to finish folds the others' (last_folds), saving the second launch; with
+//   more tiles that one-block-per-tile fold is slower than a second kernel spread over all outputs;
+// - parts of >= 128 of K: parts to a workspace and a second kernel folding them in order
+//   (two_passes) cost a few percent at most, whether or not the grid fits on the chip;
+// - shorter parts, all blocks resident: last_folds;
+// - shorter parts, more blocks: the workspace would be as many bytes as the compute is flops; the
+//   parts add themselves into C in turn (serial), C staying in L2. This is where determinism
+//   costs most (1.10-1.12x the atomic combine on an H100). Measured and dropped: one block doing
+//   all of a tile's parts in turn (no split of the grid: 1.2-6x slower), and reading C early when
+//   the part before had already finished (registers cost more than the latency hidden).
 GpuGemm::OrderedForm GpuGemm::ordered_form(const GemmPlan& plan) const {
   if (forced_ != OrderedForm::by_shape) return forced_;
   const auto kk = static_cast<int64_t>(shape_.k);
   const int64_t chunk = plan.chunk(kk), count = plan.part_count(kk);
-  if (chunk >= 256) return OrderedForm::two_passes;
   const int64_t tiles = ((static_cast<int64_t>(shape_.n) + kTileN - 1) / kTileN) *
                         ((static_cast<int64_t>(shape_.m) + kTileM - 1) / kTileM);
-  return tiles * count <= resident_blocks() ? OrderedForm::last_folds : OrderedForm::serial;
+  const bool fits = tiles * count <= resident_blocks();
+  if (fits && tiles <= 4) return OrderedForm::last_folds;
+  if (chunk >= 128) return OrderedForm::two_passes;
+  return fits ? OrderedForm::last_folds : OrderedForm::serial;
 }
 
 int64_t GpuGemm::resident_blocks() {

@@ -170,10 +170,11 @@ int main(int argc, char** argv) {
   const std::vector<Pair> pairs = {{{2048, 2048, 8192}, 4},  {{2048, 2048, 8192}, 16}, {{784, 128, 60000}, 16},
                                    {{784, 128, 60000}, 64},  {{9, 16, 50176}, 16},     {{9, 16, 50176}, 128},
                                    {{144, 32, 12544}, 16},   {{288, 32, 3136}, 16},    {{4608, 512, 1024}, 16},
-                                   {{256, 256, 2048}, 16}};
+                                   {{256, 256, 2048}, 16},   {{1024, 1024, 4096}, 64}};
   json determinism = json::array();
   using Form = GpuGemm::OrderedForm;
   const Form forms[] = {Form::last_folds, Form::two_passes, Form::serial};
+  constexpr int kForms = std::size(forms);
   std::printf("\n%-18s %6s %11s %12s %12s %12s %12s %12s %9s\n", "m x n x k", "parts", "form", "last folds",
               "two passes", "serial", "ordered ms", "atomic ms", "ord/atom");
   double worst = 0;
@@ -185,9 +186,10 @@ int main(int argc, char** argv) {
     const GemmPlan atomic = plan_gemm(parse_schedule("split(" + s + "):seq | all:atomic"));
     const Form chosen = gemm.ordered_form(ordered);
     // Every form, forced, and the atomic combine, alternating; the best median of two rounds each.
-    double form_ms[3] = {1e30, 1e30, 1e30}, atomic_ms = 1e30;
+    double form_ms[kForms], atomic_ms = 1e30;
+    std::fill(std::begin(form_ms), std::end(form_ms), 1e30);
     for (int round = 0; round < 2; ++round) {
-      for (int f = 0; f < 3; ++f) {
+      for (int f = 0; f < kForms; ++f) {
         gemm.force_ordered_form(forms[f]);
         form_ms[f] = std::min(form_ms[f], gemm.time_ms(ordered, reps));
       }
@@ -200,7 +202,7 @@ int main(int argc, char** argv) {
     std::printf("%-18s %6d %11s %12.4f %12.4f %12.4f %12.4f %12.4f %9.3f\n", in.name().c_str(), pairs[i].parts,
                 GpuGemm::form_name(chosen), form_ms[0], form_ms[1], form_ms[2], ordered_ms, atomic_ms, ratio);
     json by_form = json::object();
-    for (int f = 0; f < 3; ++f) by_form[GpuGemm::form_name(forms[f])] = form_ms[f];
+    for (int f = 0; f < kForms; ++f) by_form[GpuGemm::form_name(forms[f])] = form_ms[f];
     determinism.push_back({{"m", in.shape.m}, {"n", in.shape.n}, {"k", in.shape.k}, {"parts", pairs[i].parts},
                            {"form", GpuGemm::form_name(chosen)}, {"form_ms", by_form}, {"ordered_ms", ordered_ms},
                            {"atomic_ms", atomic_ms}, {"ordered_over_atomic", ratio}});
