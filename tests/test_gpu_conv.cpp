@@ -19,19 +19,15 @@
 #include "sim/conv_geometry.hpp"
 #include "sim/cuda/gpu_conv.hpp"
 #include "sim/cuda/gpu_device.hpp"
+#include "tests/gpu_device_or_skip.hpp"
 
 using namespace fplab;
 using namespace fplab::models;
 using sim::ConvGeometry;
 
-namespace {
+using test::have_device;
 
-bool have_device() {
-  static std::string why;
-  static const bool available = sim::gpu::device_available(&why);
-  if (!available) WARN("SKIPPED: " << why);
-  return available;
-}
+namespace {
 
 // Signed zeros, subnormals, tiny and large normals, ordinary values. Magnitudes stay below 2^40
 // so that no product or sum overflows (NaN payloads are not what is being compared).

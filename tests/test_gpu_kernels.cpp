@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "sim/cuda/gpu_device.hpp"
+#include "tests/gpu_device_or_skip.hpp"
 #include "sim/cuda/gpu_gemm.hpp"
 #include "sim/cuda/gpu_plan.hpp"
 #include "sim/cuda/gpu_reduce.hpp"
@@ -22,14 +23,9 @@ using namespace fplab;
 using namespace fplab::sim;
 using namespace fplab::sim::gpu;
 
-namespace {
+using test::have_device;
 
-bool have_device() {
-  static std::string why;
-  static const bool available = device_available(&why);
-  if (!available) WARN("SKIPPED: " << why);
-  return available;
-}
+namespace {
 
 std::vector<float> floats(const std::string& spec, uint64_t seed) {
   const auto v = generate(spec, seed);

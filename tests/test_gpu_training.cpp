@@ -10,18 +10,14 @@
 #include "models/hw_profile.hpp"
 #include "models/trainer.hpp"
 #include "sim/cuda/gpu_device.hpp"
+#include "tests/gpu_device_or_skip.hpp"
 
 using namespace fplab;
 using namespace fplab::models;
 
-namespace {
+using test::have_device;
 
-bool have_device() {
-  static std::string why;
-  static const bool available = sim::gpu::device_available(&why);
-  if (!available) WARN("SKIPPED: " << why);
-  return available;
-}
+namespace {
 
 const Dataset& data() {
   static const Dataset d = load_fashion_mnist();
