@@ -333,7 +333,8 @@ const char* GpuGemm::form_name(OrderedForm form) {
 //   costs most (1.10-1.12x the atomic combine on an H100). Measured and dropped: one block doing
 //   all of a tile's parts in turn (no split of the grid: 1.3-85x slower), reading C early when
 //   the part before had already finished (registers cost more than the latency hidden), and two
-//   parts a block, C += first, then += second (half the waits, but slower: 1.14-1.16x).
+//   parts a block, C += first, then += second (half the waits, but slower: 1.14-1.16x); and
+//   last_folds dispatched tile by tile (workspace in L2; still slower than serial there).
 GpuGemm::OrderedForm GpuGemm::ordered_form(const GemmPlan& plan) const {
   if (forced_ != OrderedForm::by_shape) return forced_;
   const auto kk = static_cast<int64_t>(shape_.k);
