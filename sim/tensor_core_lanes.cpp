@@ -50,9 +50,24 @@ struct LaneSum {
   bool fast = true, positive_zero = false, negative_zero = false;
 };
 
+// fp32 results rounded toward zero or to nearest: the host's own conversion does the rounding.
+bool host_fp32_output(const FusedAddSpec& spec) {
+  return spec.output == fp::fp32() && (spec.output_mode == fp::Mode::rz || spec.output_mode == fp::Mode::rne);
+}
+
+// x rounded to fp32 (RNE: the host's conversion; RZ: its result, stepped toward zero where it
+// rounded away), as fp::round_double rounds it with subnormals kept and overflow to infinity
+// (RZ: to the largest finite value).
+double host_fp32_round(double x, fp::Mode mode) {
+  float f = static_cast<float>(x);
+  if (mode == fp::Mode::rz && std::fabs(static_cast<double>(f)) > std::fabs(x)) f = std::nextafter(f, 0.0f);
+  return f;
+}
+
 struct LaneForm {
   int fraction_bits, input_emin, output_emin;
   const FusedAddSpec* spec;
+  bool fp32_output = false;  // host_fp32_output(*spec)
 
   // The rounded result of a fast lane, as the scalar step finishes it.
   double finish(const LaneSum& s) const {
@@ -62,7 +77,8 @@ struct LaneForm {
       const bool negative = no_terms ? s.negative_zero && (!s.positive_zero || mode == fp::Mode::rd) : mode == fp::Mode::rd;
       return fp::round_exact(fp::ExactValue::zero(negative), spec->output, {mode}).value;
     }
-    return fp::round_double(s.units * power_of_two(s.top - fraction_bits), spec->output, {mode}).value;
+    const double exact = s.units * power_of_two(s.top - fraction_bits);
+    return fp32_output ? host_fp32_round(exact, mode) : fp::round_double(exact, spec->output, {mode}).value;
   }
 
   // Alignment and summation for lanes [0, n) of a block starting at column l0, portably.
@@ -191,26 +207,16 @@ bool lane_form(const FusedAddSpec& spec, size_t count) {
   return spec.truncation == AlignedTruncation::toward_zero && spec.accumulator_in_alignment &&
          spec.fraction_bits + 2 + std::bit_width(count + 1) <= 53;
 }
-bool host_fp32_output(const FusedAddSpec& spec) {
-  return spec.output == fp::fp32() && (spec.output_mode == fp::Mode::rz || spec.output_mode == fp::Mode::rne);
+
+
+// The scalar step's conversion of a factor to the input format (idempotent on its values).
+double to_input(double x, const FusedAddSpec& spec) {
+  return spec.input == fp::fp64() ? x : fp::round_double(x, spec.input, fp::RoundingOptions{spec.input_mode}).value;
 }
 
-}  // namespace
-
-void fused_multiply_add_lanes(double* acc, const double* a, const double* b, size_t count, size_t width,
-                              const FusedAddSpec& spec) {
-  check_fused_add_spec(spec);
-  std::vector<double> converted;
-  if (spec.input != fp::fp64()) {  // the scalar step's conversion, once (idempotent on format values)
-    const fp::RoundingOptions to_input{spec.input_mode};
-    converted.resize(2 * count * width);
-    for (size_t i = 0; i < count * width; ++i) {
-      converted[i] = fp::round_double(a[i], spec.input, to_input).value;
-      converted[count * width + i] = fp::round_double(b[i], spec.input, to_input).value;
-    }
-    a = converted.data();
-    b = a + count * width;
-  }
+// fused_multiply_add_lanes for factors already converted to the input format.
+void lanes_of_input_values(double* acc, const double* a, const double* b, size_t count, size_t width,
+                           const FusedAddSpec& spec) {
   auto scalar_lane = [&](size_t l) {
     std::vector<double> x(count), y(count);
     for (size_t i = 0; i < count; ++i) x[i] = a[i * width + l], y[i] = b[i * width + l];
@@ -220,7 +226,7 @@ void fused_multiply_add_lanes(double* acc, const double* a, const double* b, siz
     for (size_t l = 0; l < width; ++l) scalar_lane(l);
     return;
   }
-  const LaneForm form{spec.fraction_bits, spec.input.emin(), spec.output.emin(), &spec};
+  const LaneForm form{spec.fraction_bits, spec.input.emin(), spec.output.emin(), &spec, host_fp32_output(spec)};
 #ifdef FPLAB_FUSED_LANES_AVX512
   if (host_fp32_output(spec)) {
     for (size_t l0 = 0; l0 < width; l0 += 8) {
@@ -248,17 +254,35 @@ void fused_multiply_add_lanes(double* acc, const double* a, const double* b, siz
   }
 }
 
+}  // namespace
+
+void fused_multiply_add_lanes(double* acc, const double* a, const double* b, size_t count, size_t width,
+                              const FusedAddSpec& spec) {
+  check_fused_add_spec(spec);
+  if (spec.input == fp::fp64()) return lanes_of_input_values(acc, a, b, count, width, spec);
+  std::vector<double> converted(2 * count * width);
+  for (size_t i = 0; i < count * width; ++i)
+    converted[i] = to_input(a[i], spec), converted[count * width + i] = to_input(b[i], spec);
+  lanes_of_input_values(acc, converted.data(), converted.data() + count * width, count, width, spec);
+}
+
 void fused_multiply_add_tile(double* acc, size_t rows, size_t cols, const float* a, size_t lda, const float* b,
                              size_t ldb, std::span<const uint32_t> terms, const FusedAddSpec& spec) {
   check_fused_add_spec(spec);
   const size_t count = terms.size(), width = rows * cols;
-  auto factors = [&](size_t r, size_t c, size_t i) { return std::pair<double, double>{a[r * lda + terms[i]], b[terms[i] * ldb + c]}; };
 #ifdef FPLAB_FUSED_LANES_AVX512
-  // fp32 factors need no conversion to an fp64 or fp32 input format.
-  if ((spec.input == fp::fp64() || spec.input == fp::fp32()) && lane_form(spec, count) && host_fp32_output(spec)) {
-    const LaneForm form{spec.fraction_bits, spec.input.emin(), spec.output.emin(), &spec};
+  auto factors = [&](size_t r, size_t c, size_t i) { return std::pair<double, double>{a[r * lda + terms[i]], b[terms[i] * ldb + c]}; };
+  // fp32 factors need no conversion to an fp64 or fp32 input format; to a narrower one (tf32, bf16,
+  // fp16, fp8: every value of it is an fp32 value) each factor is converted once for the tile, as
+  // the scalar step converts it, instead of once per output.
+  const bool as_is = spec.input == fp::fp64() || spec.input == fp::fp32();
+  const bool within_fp32 = spec.input.precision() <= fp::fp32().precision() && spec.input.emax() <= fp::fp32().emax() &&
+                           spec.input.emin() >= fp::fp32().emin();
+  if ((as_is || within_fp32) && lane_form(spec, count) && host_fp32_output(spec)) {
+    const LaneForm form{spec.fraction_bits, spec.input.emin(), spec.output.emin(), &spec, host_fp32_output(spec)};
     const int input_emin = spec.input.emin();
-    auto code = [&](float v) -> int64_t {  // fp32 values: exact products, exponents in range
+    auto converted = [&](float v) { return as_is ? v : static_cast<float>(to_input(v, spec)); };
+    auto code = [&](float v) -> int64_t {  // values of the input format: exact products, exponents in range
       if (v == 0) return kZeroCode;
       if (!std::isfinite(v)) return kSpecialCode;
       return std::max(raw_exponent(v), input_emin);
@@ -273,12 +297,15 @@ void fused_multiply_add_tile(double* acc, size_t rows, size_t cols, const float*
     a_values.resize(count), a_codes.resize(count), x.resize(count), y.resize(count);
     for (size_t i = 0; i < count; ++i)
       for (size_t c = 0; c < cols; ++c) {
-        const float v = b[terms[i] * ldb + c];
+        const float v = converted(b[terms[i] * ldb + c]);
         b_values[i * padded + c] = v;
         b_codes[i * padded + c] = code(v);
       }
     for (size_t r = 0; r < rows; ++r) {
-      for (size_t i = 0; i < count; ++i) a_values[i] = a[r * lda + terms[i]], a_codes[i] = code(a[r * lda + terms[i]]);
+      for (size_t i = 0; i < count; ++i) {
+        const float v = converted(a[r * lda + terms[i]]);
+        a_values[i] = v, a_codes[i] = code(v);
+      }
       for (size_t c0 = 0; c0 < cols; c0 += 8 * kVectors) {
         __mmask8 live[kVectors], left[kVectors];
         for (size_t v = 0; v < kVectors; ++v) {
@@ -305,11 +332,18 @@ void fused_multiply_add_tile(double* acc, size_t rows, size_t cols, const float*
     return;
   }
 #endif
-  std::vector<double> x(count * width), y(count * width);  // lane by lane, through the lanes form
+  // Lane by lane, through the lanes form; each factor converted to the input format once for the
+  // tile (rows x count of A, count x cols of B), not once per output.
+  thread_local std::vector<double> a_in, b_in, x, y;
+  a_in.resize(rows * count), b_in.resize(count * cols), x.resize(count * width), y.resize(count * width);
+  for (size_t i = 0; i < count; ++i) {
+    for (size_t r = 0; r < rows; ++r) a_in[r * count + i] = to_input(a[r * lda + terms[i]], spec);
+    for (size_t c = 0; c < cols; ++c) b_in[i * cols + c] = to_input(b[terms[i] * ldb + c], spec);
+  }
   for (size_t i = 0; i < count; ++i)
     for (size_t r = 0; r < rows; ++r)
-      for (size_t c = 0; c < cols; ++c) std::tie(x[i * width + r * cols + c], y[i * width + r * cols + c]) = factors(r, c, i);
-  fused_multiply_add_lanes(acc, x.data(), y.data(), count, width, spec);
+      for (size_t c = 0; c < cols; ++c) x[i * width + r * cols + c] = a_in[r * count + i], y[i * width + r * cols + c] = b_in[i * cols + c];
+  lanes_of_input_values(acc, x.data(), y.data(), count, width, spec);
 }
 
 }  // namespace fplab::sim

@@ -554,7 +554,12 @@ TEST_CASE("fused step on a GEMM tile == the scalar step per output: fp32 factors
       {"fused(16,25) fp32-in (subnormal exponents clamped) fp32 rz", spec_of(16, 25, fp::fp32(), fp::fp32(), Mode::rz)},
       {"fused(32,13) fp64-in e8m13 rz", spec_of(32, 13, fp::fp64(), fp::parse_format("e8m13"), Mode::rz)},
       {"fused(4,24) fp64-in fp32 rne", spec_of(4, 24, fp::fp64(), fp::fp32(), Mode::rne)},
-      {"tc-h100-tf32 (tf32 conversion)", sim::tensor_core_model("tc-h100-tf32")}};
+      {"tc-h100-tf32 (tf32 conversion)", sim::tensor_core_model("tc-h100-tf32")},
+      {"tc-a100-tf32 (tf32 conversion)", sim::tensor_core_model("tc-a100-tf32")},
+      {"tc-a100-bf16 (bf16 conversion)", sim::tensor_core_model("tc-a100-bf16")},
+      {"tc-h100-bf16 (bf16 conversion)", sim::tensor_core_model("tc-h100-bf16")},
+      {"tc-h100-fp16 (fp16 conversion: overflow, fp16 subnormals)", sim::tensor_core_model("tc-h100-fp16")},
+      {"tc-v100 (fp16 conversion, 4 products)", sim::tensor_core_model("tc-v100")}};
   const sim::FusedAddSpec fp32_data = variant("tc-h100-tf32", [](auto& s) { s.input_mode = Mode::rne; s.input = fp::fp32(); });
   for (const auto& [name, spec] : specs) {
     MismatchLog log("fused tile " + name);
@@ -563,8 +568,11 @@ TEST_CASE("fused step on a GEMM tile == the scalar step per output: fp32 factors
       const size_t rows = 1 + rng() % 4, cols_choice[] = {1, 5, 8, 13, 64}, cols = cols_choice[rng() % 5];
       const size_t k = 1 + rng() % 40, count = 1 + rng() % std::min<size_t>(k, size_t(spec.products));
       std::vector<float> a(rows * k), b(k * cols);
-      for (auto& x : a) x = static_cast<float>(random_case(rng, fp32_data, 1).a[0]);
-      for (auto& x : b) x = static_cast<float>(random_case(rng, fp32_data, 1).b[0]);
+      // Narrower input formats: half the factors their own values, half fp32 values to convert.
+      const bool narrow = spec.input.precision() < 24;
+      auto factor_data = [&]() -> const sim::FusedAddSpec& { return narrow && rng() % 2 ? spec : fp32_data; };
+      for (auto& x : a) x = static_cast<float>(random_case(rng, factor_data(), 1).a[0]);
+      for (auto& x : b) x = static_cast<float>(random_case(rng, factor_data(), 1).b[0]);
       if (rng() % 4 == 0) a[rng() % a.size()] = std::ldexp(1.0f, -140);  // a subnormal factor
       if (rng() % 8 == 0) b[rng() % b.size()] = rng() % 2 ? INFINITY : NAN;
       std::vector<uint32_t> terms(k);
