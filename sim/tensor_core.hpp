@@ -78,9 +78,10 @@ void fused_multiply_add_lanes(double* acc, const double* a, const double* b, siz
 
 // The same step for a tile of GEMM outputs with fp32 factors: for r < rows, c < cols,
 // acc[r * cols + c] = fused_multiply_add(acc[r * cols + c], {a[r * lda + t] : t in terms},
-// {b[t * ldb + c] : t in terms}, spec). In AVX-512 registers (a row's factor of A broadcast along
-// the row) for fp64 or fp32 input formats and fp32 results rounded toward zero or to nearest, lanes
-// with an infinity or NaN taking the scalar step; otherwise through fused_multiply_add_lanes.
+// {b[t * ldb + c] : t in terms}, spec). Each factor is converted to the input format once for the
+// tile. In AVX-512 registers (a row's factor of A broadcast along the row) for input formats within
+// fp32 (fp64, fp32, tf32, bf16, fp16, fp8) and fp32 results rounded toward zero or to nearest, lanes
+// with an infinity or NaN taking the scalar step; otherwise through the lanes form.
 void fused_multiply_add_tile(double* acc, size_t rows, size_t cols, const float* a, size_t lda, const float* b,
                              size_t ldb, std::span<const uint32_t> terms, const FusedAddSpec& spec);
 
