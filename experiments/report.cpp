@@ -190,11 +190,11 @@ void write_results(const Experiment& x, const std::vector<ReplicaRecord>& record
               fixed(100 * groups[i].churn.mean, 5) + " " + fixed(100 * groups[i].churn.ci_low, 5) + " " +
               fixed(100 * groups[i].churn.ci_high, 5) + " " + fixed(100 * groups[i].accuracy_std, 5) + "\n";
     plot("set terminal @TERMINAL@\nset output '@OUTPUT@'\nset title 'Prediction churn by noise variant (95% bootstrap interval)'\n"
-         "set ylabel 'churn (% of test examples)'\nset style fill solid 0.6\nset boxwidth 0.6\nset xtics rotate by -30\n"
+         "set ylabel 'churn (% of test examples)'\nset style fill solid 0.6\nset boxwidth 0.6\nset xtics rotate by -30\nset rmargin 12\n"
          "set yrange [0:*]\nset key off\nplot '@DATA@' using 1:3:xtic(2) with boxes, '' using 1:3:4:5 with yerrorbars lc rgb 'black' pt 0\n",
          data, out + "/figures/churn");
     plot("set terminal @TERMINAL@\nset output '@OUTPUT@'\nset title 'Standard deviation of test accuracy over replicas'\n"
-         "set ylabel 'stddev of accuracy (%)'\nset style fill solid 0.6\nset boxwidth 0.6\nset xtics rotate by -30\n"
+         "set ylabel 'stddev of accuracy (%)'\nset style fill solid 0.6\nset boxwidth 0.6\nset xtics rotate by -30\nset rmargin 12\n"
          "set yrange [0:*]\nset key off\nplot '@DATA@' using 1:6:xtic(2) with boxes lc rgb '#3b7dd8'\n",
          data, out + "/figures/accuracy_std");
     std::string classes;
