@@ -109,6 +109,55 @@ NoiseKey gemm_output_key(const NoiseKey& key, size_t i, size_t j, size_t n) {
 
 namespace {
 
+#if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
+// fma_chain_tile's AVX2 form for 16 columns (lanes of them, Full: all 16) of 4 rows: eight
+// independent chains keep two FMA pipes of latency 4 busy. Written out, no arrays or lambdas:
+// GCC kept an array of accumulators on the stack.
+template <bool Full>
+inline void fma_chain_pass(const float* const rows[4], const float* b, size_t ldb, size_t first, size_t stride,
+                           size_t count, size_t mr, size_t lanes, float* out, size_t ldo) {
+  const __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(lanes)), index);
+  const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(lanes) - 8), index);
+  const float *r0 = rows[0], *r1 = rows[1], *r2 = rows[2], *r3 = rows[3];
+  const float* brow = b + first * ldb;
+  __m256 b0 = Full ? _mm256_loadu_ps(brow) : _mm256_maskload_ps(brow, m0);
+  __m256 b1 = Full ? _mm256_loadu_ps(brow + 8) : _mm256_maskload_ps(brow + 8, m1);
+  __m256 x = _mm256_broadcast_ss(r0 + first);
+  __m256 c00 = _mm256_mul_ps(x, b0), c01 = _mm256_mul_ps(x, b1);
+  x = _mm256_broadcast_ss(r1 + first);
+  __m256 c10 = _mm256_mul_ps(x, b0), c11 = _mm256_mul_ps(x, b1);
+  x = _mm256_broadcast_ss(r2 + first);
+  __m256 c20 = _mm256_mul_ps(x, b0), c21 = _mm256_mul_ps(x, b1);
+  x = _mm256_broadcast_ss(r3 + first);
+  __m256 c30 = _mm256_mul_ps(x, b0), c31 = _mm256_mul_ps(x, b1);
+  size_t kk = first;
+  for (size_t t = 1; t < count; ++t) {
+    kk += stride;
+    brow = b + kk * ldb;
+    b0 = Full ? _mm256_loadu_ps(brow) : _mm256_maskload_ps(brow, m0);
+    b1 = Full ? _mm256_loadu_ps(brow + 8) : _mm256_maskload_ps(brow + 8, m1);
+    x = _mm256_broadcast_ss(r0 + kk);
+    c00 = _mm256_fmadd_ps(x, b0, c00), c01 = _mm256_fmadd_ps(x, b1, c01);
+    x = _mm256_broadcast_ss(r1 + kk);
+    c10 = _mm256_fmadd_ps(x, b0, c10), c11 = _mm256_fmadd_ps(x, b1, c11);
+    x = _mm256_broadcast_ss(r2 + kk);
+    c20 = _mm256_fmadd_ps(x, b0, c20), c21 = _mm256_fmadd_ps(x, b1, c21);
+    x = _mm256_broadcast_ss(r3 + kk);
+    c30 = _mm256_fmadd_ps(x, b0, c30), c31 = _mm256_fmadd_ps(x, b1, c31);
+  }
+  const __m256 results[4][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}};
+  for (size_t r = 0; r < mr; ++r) {
+    float* dest = out + r * ldo;
+    if (Full) {
+      _mm256_storeu_ps(dest, results[r][0]), _mm256_storeu_ps(dest + 8, results[r][1]);
+    } else {
+      _mm256_maskstore_ps(dest, m0, results[r][0]), _mm256_maskstore_ps(dest + 8, m1, results[r][1]);
+    }
+  }
+}
+#endif
+
 // acc[r][c] = fma chain over the k-indices first, first + stride, ... (count of them), starting
 // from the rounded first product: exactly a sequence of FMAs per output. The tile is mr <= 4
 // rows by nr <= 64 columns; out is mr x nr, row-major.
@@ -150,6 +199,18 @@ void fma_chain_tile(const float* a, size_t lda, const float* b, size_t ldb, size
   }
   for (size_t r = 0; r < mr; ++r)
     for (int v = 0; v < 4; ++v) _mm512_mask_storeu_ps(out + r * nr + 16 * v, mask[v], acc[r][v]);
+#elif defined(__AVX2__) && defined(__FMA__)
+  // 16 ymm registers: 8 accumulators (4 rows x 2 vectors of 8 columns), 2 of B, 1 broadcast of A;
+  // the tile in passes of 16 columns (fma_chain_pass). Partial vectors use masked loads (columns
+  // past nr read as 0, never touched in memory) and masked stores.
+  size_t row_of[4];
+  for (size_t r = 0; r < 4; ++r) row_of[r] = r < mr ? r : 0;
+  const float* rows[4] = {a + row_of[0] * lda, a + row_of[1] * lda, a + row_of[2] * lda, a + row_of[3] * lda};
+  for (size_t c0 = 0; c0 < nr; c0 += 16) {
+    const size_t lanes = std::min<size_t>(16, nr - c0);
+    if (lanes == 16) fma_chain_pass<true>(rows, b + c0, ldb, first, stride, count, mr, lanes, out + c0, nr);
+    else fma_chain_pass<false>(rows, b + c0, ldb, first, stride, count, mr, lanes, out + c0, nr);
+  }
 #else
   for (size_t r = 0; r < mr; ++r)
     for (size_t c = 0; c < nr; ++c) {
@@ -207,7 +268,19 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
   TileWalker<float, NativeAdd<float>> full_walker(kGemmTileRows * kGemmTileCols, {kGemmTileRows * kGemmTileCols}, ar,
                                                   streams.data(), key);
   // Column blocks outside, row blocks inside: B's k x 64 block stays in cache across the rows.
+  // With more than one row block, the FMA chains read it packed (rows of 64 contiguous floats):
+  // B's own rows are n floats apart, which for n a multiple of 512 maps every row's columns to the
+  // same two L1 sets (measured on a 512-square GEMM: docs in bench/RESULTS.md).
+  const bool pack = fma_chains && m > kGemmTileRows && n > kGemmTileCols;
+  std::vector<float> b_packed(pack ? k * kGemmTileCols : 0);
   for (size_t j0 = 0; j0 < n; j0 += kGemmTileCols) {
+    const float* b_block = b + j0;
+    size_t ldb = n;
+    if (pack) {
+      const size_t nr = std::min(kGemmTileCols, n - j0);
+      for (size_t t = 0; t < k; ++t) std::copy_n(b + t * n + j0, nr, &b_packed[t * kGemmTileCols]);
+      b_block = b_packed.data(), ldb = kGemmTileCols;
+    }
     for (size_t i0 = 0; i0 < m; i0 += kGemmTileRows) {
       const size_t mr = std::min(kGemmTileRows, m - i0), nr = std::min(kGemmTileCols, n - j0), w = mr * nr;
       const NoiseKey tile_key = gemm_output_key(key, i0, j0, n);
@@ -221,7 +294,7 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
         rows.resize(groups.size() * w);
         for (size_t g = 0; g < groups.size(); ++g) {
           float* dest = &rows[g * w];
-          fma_chain_tile(a_tile, k, b_tile, n, groups[g].first, groups[g].stride, groups[g].count, mr, nr, dest);
+          fma_chain_tile(a_tile, k, b_block, ldb, groups[g].first, groups[g].stride, groups[g].count, mr, nr, dest);
         }
         if (k == 0) std::fill(result.begin(), result.end(), 0.0f);
         else walker.run(schedule, 1, rows.data(), w, groups.size(), result.data());

@@ -13,6 +13,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <vector>
@@ -48,9 +49,16 @@ class ProductTermOps {
   using Value = Partial;
   explicit ProductTermOps(const Arithmetic& arithmetic) : ar_(arithmetic) {}
 
-  void start_tile(const float* a, size_t lda, const float* b, size_t ldb, size_t mr, size_t nr, Add add,
-                  fp::CounterRng* streams) {
-    a_ = a, lda_ = lda, b_ = b, ldb_ = ldb, mr_ = mr, nr_ = nr, w_ = mr * nr;
+  // The whole GEMM's factors (fused steps convert them once for every tile: FusedFactors).
+  void start_gemm(const float* a, const float* b, GemmShape shape) {
+    gemm_a_ = a, gemm_b_ = b, shape_ = shape;
+    factors_.reset();
+  }
+
+  // The tile at rows [i0, i0 + mr), columns [j0, j0 + nr) of the GEMM given to start_gemm.
+  void start_tile(size_t i0, size_t j0, size_t mr, size_t nr, Add add, fp::CounterRng* streams) {
+    i0_ = i0, j0_ = j0;
+    a_ = gemm_a_ + i0 * shape_.k, lda_ = shape_.k, b_ = gemm_b_ + j0, ldb_ = shape_.n, mr_ = mr, nr_ = nr, w_ = mr * nr;
     add_ = add;
     streams_ = streams;
     rows_ = 0;
@@ -108,8 +116,10 @@ class ProductTermOps {
         terms_[i] = group[i].term;
       }
       fused_.resize(w_);
+      if (!factors_ || !factors_->converted_for(spec))
+        factors_.emplace(gemm_a_, gemm_b_, shape_.m, shape_.n, shape_.k, spec);
       fused_chain(spec, group.size(), w_, fused_.data(), [&](size_t first, size_t len, double* acc) {
-        fused_multiply_add_tile(acc, mr_, nr_, a_, lda_, b_, ldb_, std::span(terms_).subspan(first, len), spec);
+        factors_->tile(acc, i0_, mr_, j0_, nr_, std::span(terms_).subspan(first, len), spec);
       });
       for (size_t l = 0; l < w_; ++l) out[l] = static_cast<T>(fused_[l]);
     } else {  // kahan, neumaier, exact, binned: the shared whole-group code, lane by lane
@@ -175,6 +185,10 @@ class ProductTermOps {
   }
 
   const Arithmetic& ar_;
+  const float *gemm_a_ = nullptr, *gemm_b_ = nullptr;
+  GemmShape shape_{};
+  std::optional<FusedFactors> factors_;
+  size_t i0_ = 0, j0_ = 0;
   const float *a_ = nullptr, *b_ = nullptr;
   size_t lda_ = 0, ldb_ = 0, mr_ = 0, nr_ = 0, w_ = 0;
   Add add_{};
@@ -203,6 +217,7 @@ void run_tiles(const Schedule& schedule, const float* a, const float* b, float* 
   // One rounding stream per output (only the generic arithmetic draws from them).
   std::vector<fp::CounterRng> streams(kGemmTileRows * kGemmTileCols, fp::CounterRng(0));
   ProductTermOps<T, Add> ops(ar);
+  ops.start_gemm(a, b, shape);
   TileWalker<T, Add> walker(1, make_add<Add>(1, ar, streams.data()), ar, streams.data(), key);
   std::vector<T> rows, result;
   for (size_t j0 = 0; j0 < n; j0 += kGemmTileCols) {
@@ -214,7 +229,7 @@ void run_tiles(const Schedule& schedule, const float* a, const float* b, float* 
           for (size_t cc = 0; cc < nr; ++cc)
             streams[r * nr + cc] = gemm_output_key(key, i0 + r, j0 + cc, n).rounding_stream();
       const Add add = make_add<Add>(w, ar, streams.data());
-      ops.start_tile(a + i0 * k, k, b + j0, n, mr, nr, add, streams.data());
+      ops.start_tile(i0, j0, mr, nr, add, streams.data());
       auto list = ops.terms(k);
       // Products::rounded: the reference rounds every product first (dot_reference), so the
       // walker takes the whole schedule; otherwise the leading stages take the products.

@@ -79,11 +79,39 @@ void fused_multiply_add_lanes(double* acc, const double* a, const double* b, siz
 // The same step for a tile of GEMM outputs with fp32 factors: for r < rows, c < cols,
 // acc[r * cols + c] = fused_multiply_add(acc[r * cols + c], {a[r * lda + t] : t in terms},
 // {b[t * ldb + c] : t in terms}, spec). Each factor is converted to the input format once for the
-// tile. In AVX-512 registers (a row's factor of A broadcast along the row) for input formats within
-// fp32 (fp64, fp32, tf32, bf16, fp16, fp8) and fp32 results rounded toward zero or to nearest, lanes
-// with an infinity or NaN taking the scalar step; otherwise through the lanes form.
+// tile. In AVX-512 registers (a row's factor of A broadcast along the row; 32 columns at a time) or,
+// without AVX-512, AVX2 registers (16 columns at a time) for input formats within fp32 (fp64, fp32,
+// tf32, bf16, fp16, fp8) and fp32 results rounded toward zero or to nearest, lanes with an infinity
+// or NaN taking the scalar step; otherwise through the lanes form.
 void fused_multiply_add_tile(double* acc, size_t rows, size_t cols, const float* a, size_t lda, const float* b,
                              size_t ldb, std::span<const uint32_t> terms, const FusedAddSpec& spec);
+
+// A GEMM's fp32 factors (A: m x k, B: k x n, row-major, kept by pointer) for fused steps on many
+// tiles of it. On hosts with AVX2 but not AVX-512, every factor is converted to the input format
+// and given its exponent code once here, where fused_multiply_add_tile does it for every tile and
+// chunk of terms (B's k x n again for every 4 rows); elsewhere tile() is fused_multiply_add_tile.
+class FusedFactors {
+ public:
+  FusedFactors(const float* a, const float* b, size_t m, size_t n, size_t k, const FusedAddSpec& spec);
+  // fused_multiply_add_tile on the tile of rows [row0, row0 + rows) and columns [col0, col0 + cols):
+  // acc[r * cols + c] = fused_multiply_add(acc[r * cols + c], {A[row0 + r][t]}, {B[t][col0 + c]}, spec)
+  // over t in terms, bit for bit. spec: the constructor's, or one with its input format and mode.
+  void tile(double* acc, size_t row0, size_t rows, size_t col0, size_t cols, std::span<const uint32_t> terms,
+            const FusedAddSpec& spec) const;
+  // Whether the factors were converted for spec's input (tile() accepts spec).
+  bool converted_for(const FusedAddSpec& spec) const {
+    return spec.input == spec_.input && spec.input_mode == spec_.input_mode;
+  }
+
+ private:
+  const float *a_, *b_;
+  size_t m_, n_, k_;
+  FusedAddSpec spec_;
+  bool prepared_ = false;
+  size_t ldb_ = 0;  // n + 16: a row of B's values and codes is readable 16 past any column
+  std::vector<double> a_values_, b_values_;
+  std::vector<int32_t> a_codes_, b_codes_;
+};
 
 // Named device models (docs/tensor-cores.md): "tc-v100", "tc-a100" (fp16 inputs),
 // "tc-a100-bf16", "tc-a100-tf32", "tc-h100-tf32", "tc-h100-bf16", "tc-h100-fp16",

@@ -13,6 +13,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <stdexcept>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -23,6 +24,9 @@
 // GCC 12 warns about the undefined pass-through operand inside its own unmasked AVX-512
 // intrinsics (GCC PR 105593); nothing of ours is uninitialised.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#elif defined(__AVX2__)
+#include <immintrin.h>
+#define FPLAB_FUSED_LANES_AVX2 1
 #endif
 
 #include "fp/round.hpp"
@@ -201,6 +205,85 @@ struct LaneForm {
     }
   }
 #endif
+
+#ifdef FPLAB_FUSED_LANES_AVX2
+  // fp32_lanes<4, true> for hosts with AVX2 but not AVX-512: 16 lanes of one tile row (the first
+  // `lanes` in use) in 4 vectors of 4 doubles; term i's factors are a_values[i] (the row's) and
+  // b_rows[i][c0 + lane], its exponent codes a_codes[i] + b_code_rows[i][c0 + lane] (int32: every
+  // code sum fits; all 16 lanes of a row are read, used or not). The fast lanes are finished and stored at c; returns a bit per lane left to the
+  // caller (an infinity or NaN among its factors or accumulator, or an accumulator out of range).
+  // The same operations in the same order as the AVX-512 form, so the same values; the fp32
+  // conversion is the host's (round to nearest even), stepped toward zero for RZ where it
+  // rounded away, as host_fp32_round does.
+  unsigned fp32_lanes_avx2(double* c, size_t count, size_t lanes, const double* a_values, const int32_t* a_codes,
+                           const double* const* b_rows, const int32_t* const* b_code_rows, size_t c0) const {
+    constexpr size_t V = 4;
+    const __m256d zero = _mm256_setzero_pd();
+    const __m256i bias = _mm256_set1_epi64x(1023), f = _mm256_set1_epi64x(fraction_bits);
+    const __m256i lane_index = _mm256_setr_epi64x(0, 1, 2, 3);
+    const __m256i low32 = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
+    auto narrow = [&](__m256i x) { return _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(x, low32)); };
+    auto widen = [](__m128i x) { return _mm256_cvtepi32_epi64(x); };  // sign-extending: masks stay masks
+    auto power = [&](__m256i e) { return _mm256_castsi256_pd(_mm256_slli_epi64(_mm256_add_epi64(e, bias), 52)); };
+
+    __m256d acc[V], fast[V], live[V], units[V], scale[V];
+    __m128i top[V];
+    for (size_t v = 0; v < V; ++v) {
+      live[v] = _mm256_castsi256_pd(
+          _mm256_cmpgt_epi64(_mm256_set1_epi64x(static_cast<int64_t>(lanes) - static_cast<int64_t>(4 * v)), lane_index));
+      acc[v] = _mm256_maskload_pd(c + 4 * v, _mm256_castpd_si256(live[v]));
+      const __m256i bits = _mm256_castpd_si256(acc[v]);
+      const __m128i e = _mm_sub_epi32(
+          _mm_and_si128(narrow(_mm256_srli_epi64(bits, 52)), _mm_set1_epi32(0x7ff)), _mm_set1_epi32(1023));
+      const __m256d acc_zero = _mm256_cmp_pd(acc[v], zero, _CMP_EQ_OQ);
+      const __m128i in_range = _mm_and_si128(_mm_cmpgt_epi32(e, _mm_set1_epi32(-kLaneExponentLimit - 1)),
+                                             _mm_cmplt_epi32(e, _mm_set1_epi32(kLaneExponentLimit + 1)));
+      fast[v] = _mm256_or_pd(acc_zero, _mm256_castsi256_pd(widen(in_range)));
+      top[v] = _mm_blendv_epi8(_mm_max_epi32(e, _mm_set1_epi32(output_emin)), _mm_set1_epi32(kNoExponent),
+                               narrow(_mm256_castpd_si256(acc_zero)));
+    }
+    for (size_t i = 0; i < count; ++i) {
+      const __m128i a_code = _mm_set1_epi32(a_codes[i]);
+      const int32_t* b_code = b_code_rows[i] + c0;
+      for (size_t v = 0; v < V; ++v)
+        top[v] = _mm_max_epi32(top[v],
+                               _mm_add_epi32(a_code, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b_code + 4 * v))));
+    }
+    constexpr int kTruncate = _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC;
+    __m256i grid_top[V];
+    for (size_t v = 0; v < V; ++v) {  // zero-only lanes stay: their sums of signed zeros are the result
+      const __m128i ordinary = _mm_cmplt_epi32(top[v], _mm_set1_epi32(static_cast<int32_t>(kSpecialFrom)));
+      const __m128i no_terms = _mm_cmplt_epi32(top[v], _mm_set1_epi32(static_cast<int32_t>(kNoTermsBelow)));
+      fast[v] = _mm256_and_pd(_mm256_and_pd(fast[v], live[v]), _mm256_castsi256_pd(widen(ordinary)));
+      const __m128i keep = _mm_andnot_si128(no_terms, narrow(_mm256_castpd_si256(fast[v])));
+      grid_top[v] = widen(_mm_and_si128(top[v], keep));
+      scale[v] = power(_mm256_sub_epi64(f, grid_top[v]));
+      units[v] = _mm256_round_pd(_mm256_mul_pd(acc[v], scale[v]), kTruncate);
+    }
+    for (size_t i = 0; i < count; ++i) {
+      const __m256d x = _mm256_broadcast_sd(a_values + i);
+      const double* y = b_rows[i] + c0;
+      for (size_t v = 0; v < V; ++v)
+        units[v] = _mm256_add_pd(
+            units[v], _mm256_round_pd(_mm256_mul_pd(_mm256_mul_pd(x, _mm256_loadu_pd(y + 4 * v)), scale[v]), kTruncate));
+    }
+    const bool toward_zero = spec->output_mode == fp::Mode::rz;
+    const __m256d magnitude = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffff));
+    unsigned left = 0;
+    for (size_t v = 0; v < V; ++v) {
+      const __m256d value = _mm256_mul_pd(units[v], power(_mm256_sub_epi64(grid_top[v], f)));
+      __m128 rounded = _mm256_cvtpd_ps(value);
+      if (toward_zero) {  // one step toward zero where the conversion rounded away (inf -> the largest finite)
+        const __m256d away = _mm256_cmp_pd(_mm256_and_pd(_mm256_cvtps_pd(rounded), magnitude),
+                                           _mm256_and_pd(value, magnitude), _CMP_GT_OQ);
+        rounded = _mm_castsi128_ps(_mm_add_epi32(_mm_castps_si128(rounded), narrow(_mm256_castpd_si256(away))));
+      }
+      _mm256_maskstore_pd(c + 4 * v, _mm256_castpd_si256(fast[v]), _mm256_cvtps_pd(rounded));
+      left |= static_cast<unsigned>(_mm256_movemask_pd(_mm256_andnot_pd(fast[v], live[v]))) << (4 * v);
+    }
+    return left;
+  }
+#endif
 };
 
 bool lane_form(const FusedAddSpec& spec, size_t count) {
@@ -254,6 +337,60 @@ void lanes_of_input_values(double* acc, const double* a, const double* b, size_t
   }
 }
 
+#if defined(FPLAB_FUSED_LANES_AVX512) || defined(FPLAB_FUSED_LANES_AVX2)
+// The GEMM tile form's factors: fp32 values converted to an input format within fp32 (or kept,
+// for fp64 and fp32 inputs), each with an exponent code: kZeroCode for a zero, kSpecialCode for an
+// infinity or NaN, else its exponent clamped at the input's emin. It applies to fp32 results
+// rounded toward zero or to nearest, with truncation toward zero and the accumulator aligned.
+bool tile_form(const FusedAddSpec& spec) {
+  const bool as_is = spec.input == fp::fp64() || spec.input == fp::fp32();
+  const bool within_fp32 = spec.input.precision() <= fp::fp32().precision() && spec.input.emax() <= fp::fp32().emax() &&
+                           spec.input.emin() >= fp::fp32().emin();
+  return (as_is || within_fp32) && host_fp32_output(spec) && spec.truncation == AlignedTruncation::toward_zero &&
+         spec.accumulator_in_alignment;
+}
+
+struct TileFactor {
+  double value;
+  int64_t code;
+};
+
+TileFactor tile_factor(float v, const FusedAddSpec& spec) {
+  const bool as_is = spec.input == fp::fp64() || spec.input == fp::fp32();
+  const float x = as_is ? v : static_cast<float>(to_input(v, spec));
+  if (x == 0) return {x, kZeroCode};
+  if (!std::isfinite(x)) return {x, kSpecialCode};
+  return {x, std::max(raw_exponent(x), spec.input.emin())};
+}
+#endif
+
+#ifdef FPLAB_FUSED_LANES_AVX2
+// A tile's outputs through fp32_lanes_avx2, row by row, 16 columns at a time: a_at(r, i) gives row
+// r's TileFactor of term i; b_rows[i] and b_code_rows[i] term i's converted factors of B and their
+// codes from the tile's first column on (readable up to the columns rounded up to 16); scalar(r, c)
+// takes the outputs the vector form leaves (infinities, NaN, accumulators out of range).
+template <class AAt, class Scalar>
+void tile_rows_avx2(const LaneForm& form, double* acc, size_t rows, size_t cols, size_t count, AAt&& a_at,
+                    const double* const* b_rows, const int32_t* const* b_code_rows, Scalar&& scalar) {
+  thread_local std::vector<double> a_values;
+  thread_local std::vector<int32_t> a_codes;
+  a_values.resize(count), a_codes.resize(count);
+  for (size_t r = 0; r < rows; ++r) {
+    for (size_t i = 0; i < count; ++i) {
+      const TileFactor f = a_at(r, i);
+      a_values[i] = f.value, a_codes[i] = static_cast<int32_t>(f.code);
+    }
+    for (size_t c0 = 0; c0 < cols; c0 += 16) {
+      const size_t lanes = std::min<size_t>(16, cols - c0);
+      const unsigned left = form.fp32_lanes_avx2(acc + r * cols + c0, count, lanes, a_values.data(), a_codes.data(),
+                                                 b_rows, b_code_rows, c0);
+      for (size_t l = 0; l < lanes; ++l)
+        if ((left >> l) & 1) scalar(r, c0 + l);
+    }
+  }
+}
+#endif
+
 }  // namespace
 
 void fused_multiply_add_lanes(double* acc, const double* a, const double* b, size_t count, size_t width,
@@ -269,44 +406,47 @@ void fused_multiply_add_lanes(double* acc, const double* a, const double* b, siz
 void fused_multiply_add_tile(double* acc, size_t rows, size_t cols, const float* a, size_t lda, const float* b,
                              size_t ldb, std::span<const uint32_t> terms, const FusedAddSpec& spec) {
   check_fused_add_spec(spec);
-  const size_t count = terms.size(), width = rows * cols;
-#ifdef FPLAB_FUSED_LANES_AVX512
-  auto factors = [&](size_t r, size_t c, size_t i) { return std::pair<double, double>{a[r * lda + terms[i]], b[terms[i] * ldb + c]}; };
-  // fp32 factors need no conversion to an fp64 or fp32 input format; to a narrower one (tf32, bf16,
-  // fp16, fp8: every value of it is an fp32 value) each factor is converted once for the tile, as
-  // the scalar step converts it, instead of once per output.
-  const bool as_is = spec.input == fp::fp64() || spec.input == fp::fp32();
-  const bool within_fp32 = spec.input.precision() <= fp::fp32().precision() && spec.input.emax() <= fp::fp32().emax() &&
-                           spec.input.emin() >= fp::fp32().emin();
-  if ((as_is || within_fp32) && lane_form(spec, count) && host_fp32_output(spec)) {
-    const LaneForm form{spec.fraction_bits, spec.input.emin(), spec.output.emin(), &spec, host_fp32_output(spec)};
-    const int input_emin = spec.input.emin();
-    auto converted = [&](float v) { return as_is ? v : static_cast<float>(to_input(v, spec)); };
-    auto code = [&](float v) -> int64_t {  // values of the input format: exact products, exponents in range
-      if (v == 0) return kZeroCode;
-      if (!std::isfinite(v)) return kSpecialCode;
-      return std::max(raw_exponent(v), input_emin);
+  const size_t count = terms.size();
+#if defined(FPLAB_FUSED_LANES_AVX512) || defined(FPLAB_FUSED_LANES_AVX2)
+  // Each factor converted (tf32, bf16, fp16, fp8: every value of them is an fp32 value) and coded
+  // once for the tile, as the scalar step converts it, instead of once per output.
+  if (tile_form(spec) && lane_form(spec, count)) {
+    const LaneForm form{spec.fraction_bits, spec.input.emin(), spec.output.emin(), &spec, true};
+    thread_local std::vector<double> x, y;
+    x.resize(count), y.resize(count);
+    auto scalar_output = [&](size_t r, size_t col) {
+      for (size_t i = 0; i < count; ++i) x[i] = a[r * lda + terms[i]], y[i] = b[terms[i] * ldb + col];
+      acc[r * cols + col] = fused_multiply_add(acc[r * cols + col], x, y, spec);
     };
+#ifdef FPLAB_FUSED_LANES_AVX512
+    using Code = int64_t;
+    constexpr size_t kColumns = 32;  // 4 vectors of 8 lanes
+#else
+    using Code = int32_t;
+    constexpr size_t kColumns = 16;  // 4 vectors of 4 lanes
+#endif
     // B's factors and codes once for the tile's rows; padded to whole vectors of columns.
-    constexpr size_t kVectors = 4;  // 32 columns of one row at a time
-    const size_t padded = (cols + 8 * kVectors - 1) / (8 * kVectors) * (8 * kVectors);
-    thread_local std::vector<double> b_values, a_values, x, y;  // reused: this runs once per chunk
-    thread_local std::vector<int64_t> b_codes, a_codes;
+    const size_t padded = (cols + kColumns - 1) / kColumns * kColumns;
+    thread_local std::vector<double> b_values;  // reused: this runs once per chunk
+    thread_local std::vector<Code> b_codes;
     b_values.assign(count * padded, 0.0);
-    b_codes.assign(count * padded, kZeroCode);
-    a_values.resize(count), a_codes.resize(count), x.resize(count), y.resize(count);
+    b_codes.assign(count * padded, static_cast<Code>(kZeroCode));
     for (size_t i = 0; i < count; ++i)
       for (size_t c = 0; c < cols; ++c) {
-        const float v = converted(b[terms[i] * ldb + c]);
-        b_values[i * padded + c] = v;
-        b_codes[i * padded + c] = code(v);
+        const TileFactor f = tile_factor(b[terms[i] * ldb + c], spec);
+        b_values[i * padded + c] = f.value, b_codes[i * padded + c] = static_cast<Code>(f.code);
       }
+#ifdef FPLAB_FUSED_LANES_AVX512
+    thread_local std::vector<double> a_values;
+    thread_local std::vector<int64_t> a_codes;
+    a_values.resize(count), a_codes.resize(count);
     for (size_t r = 0; r < rows; ++r) {
       for (size_t i = 0; i < count; ++i) {
-        const float v = converted(a[r * lda + terms[i]]);
-        a_values[i] = v, a_codes[i] = code(v);
+        const TileFactor f = tile_factor(a[r * lda + terms[i]], spec);
+        a_values[i] = f.value, a_codes[i] = f.code;
       }
-      for (size_t c0 = 0; c0 < cols; c0 += 8 * kVectors) {
+      for (size_t c0 = 0; c0 < cols; c0 += kColumns) {
+        constexpr size_t kVectors = 4;
         __mmask8 live[kVectors], left[kVectors];
         for (size_t v = 0; v < kVectors; ++v) {
           const size_t first = c0 + 8 * v, n = first < cols ? std::min<size_t>(8, cols - first) : 0;
@@ -321,19 +461,24 @@ void fused_multiply_add_tile(double* acc, size_t rows, size_t cols, const float*
         };
         form.fp32_lanes<kVectors, true>(acc + r * cols + c0, count, live, left, load, term_code);
         for (size_t v = 0; v < kVectors; ++v)
-          for (size_t l = 0; l < 8; ++l) {
-            if (!((left[v] >> l) & 1)) continue;
-            const size_t col = c0 + 8 * v + l;
-            for (size_t i = 0; i < count; ++i) std::tie(x[i], y[i]) = factors(r, col, i);
-            acc[r * cols + col] = fused_multiply_add(acc[r * cols + col], x, y, spec);
-          }
+          for (size_t l = 0; l < 8; ++l)
+            if ((left[v] >> l) & 1) scalar_output(r, c0 + 8 * v + l);
       }
     }
+#else
+    thread_local std::vector<const double*> b_rows;
+    thread_local std::vector<const int32_t*> b_code_rows;
+    b_rows.resize(count), b_code_rows.resize(count);
+    for (size_t i = 0; i < count; ++i) b_rows[i] = &b_values[i * padded], b_code_rows[i] = &b_codes[i * padded];
+    tile_rows_avx2(form, acc, rows, cols, count, [&](size_t r, size_t i) { return tile_factor(a[r * lda + terms[i]], spec); },
+                   b_rows.data(), b_code_rows.data(), scalar_output);
+#endif
     return;
   }
 #endif
   // Lane by lane, through the lanes form; each factor converted to the input format once for the
   // tile (rows x count of A, count x cols of B), not once per output.
+  const size_t width = rows * cols;
   thread_local std::vector<double> a_in, b_in, x, y;
   a_in.resize(rows * count), b_in.resize(count * cols), x.resize(count * width), y.resize(count * width);
   for (size_t i = 0; i < count; ++i) {
@@ -344,6 +489,62 @@ void fused_multiply_add_tile(double* acc, size_t rows, size_t cols, const float*
     for (size_t r = 0; r < rows; ++r)
       for (size_t c = 0; c < cols; ++c) x[i * width + r * cols + c] = a_in[r * count + i], y[i * width + r * cols + c] = b_in[i * cols + c];
   lanes_of_input_values(acc, x.data(), y.data(), count, width, spec);
+}
+
+FusedFactors::FusedFactors(const float* a, const float* b, size_t m, size_t n, size_t k, const FusedAddSpec& spec)
+    : a_(a), b_(b), m_(m), n_(n), k_(k), spec_(spec) {
+  check_fused_add_spec(spec);
+#if defined(FPLAB_FUSED_LANES_AVX2)
+  if (!tile_form(spec)) return;
+  prepared_ = true;
+  ldb_ = n + 16;
+  a_values_.resize(m * k), a_codes_.resize(m * k);
+  for (size_t i = 0; i < m * k; ++i) {
+    const TileFactor f = tile_factor(a[i], spec);
+    a_values_[i] = f.value, a_codes_[i] = static_cast<int32_t>(f.code);
+  }
+  b_values_.assign(k * ldb_, 0.0);
+  b_codes_.assign(k * ldb_, static_cast<int32_t>(kZeroCode));
+  for (size_t t = 0; t < k; ++t)
+    for (size_t c = 0; c < n; ++c) {
+      const TileFactor f = tile_factor(b[t * n + c], spec);
+      b_values_[t * ldb_ + c] = f.value, b_codes_[t * ldb_ + c] = static_cast<int32_t>(f.code);
+    }
+#endif
+}
+
+void FusedFactors::tile(double* acc, size_t row0, size_t rows, size_t col0, size_t cols, std::span<const uint32_t> terms,
+                        const FusedAddSpec& spec) const {
+  if (!converted_for(spec)) throw std::invalid_argument("FusedFactors::tile: a spec with another input format or mode");
+  if (row0 + rows > m_ || col0 + cols > n_) throw std::invalid_argument("FusedFactors::tile: a tile outside the GEMM");
+#if defined(FPLAB_FUSED_LANES_AVX2)
+  check_fused_add_spec(spec);
+  const size_t count = terms.size();
+  if (prepared_ && tile_form(spec) && lane_form(spec, count)) {
+    const LaneForm form{spec.fraction_bits, spec.input.emin(), spec.output.emin(), &spec, true};
+    thread_local std::vector<const double*> b_rows;
+    thread_local std::vector<const int32_t*> b_code_rows;
+    thread_local std::vector<double> x, y;
+    b_rows.resize(count), b_code_rows.resize(count), x.resize(count), y.resize(count);
+    for (size_t i = 0; i < count; ++i) {
+      if (terms[i] >= k_) throw std::invalid_argument("FusedFactors::tile: a term past K");
+      b_rows[i] = &b_values_[terms[i] * ldb_ + col0], b_code_rows[i] = &b_codes_[terms[i] * ldb_ + col0];
+    }
+    const float* a = a_ + row0 * k_;
+    const float* b = b_ + col0;
+    auto scalar_output = [&](size_t r, size_t col) {
+      for (size_t i = 0; i < count; ++i) x[i] = a[r * k_ + terms[i]], y[i] = b[terms[i] * n_ + col];
+      acc[r * cols + col] = fused_multiply_add(acc[r * cols + col], x, y, spec);
+    };
+    auto a_at = [&](size_t r, size_t i) {
+      const size_t at = (row0 + r) * k_ + terms[i];
+      return TileFactor{a_values_[at], a_codes_[at]};
+    };
+    tile_rows_avx2(form, acc, rows, cols, count, a_at, b_rows.data(), b_code_rows.data(), scalar_output);
+    return;
+  }
+#endif
+  fused_multiply_add_tile(acc, rows, cols, a_ + row0 * k_, k_, b_ + col0, n_, terms, spec);
 }
 
 }  // namespace fplab::sim

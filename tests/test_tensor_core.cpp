@@ -543,6 +543,37 @@ TEST_CASE("fused step on lanes == the scalar step, lane by lane: device models, 
   }
 }
 
+namespace {
+// count distinct term indices below k, in random order.
+std::vector<uint32_t> random_terms(std::mt19937_64& rng, size_t k, size_t count) {
+  std::vector<uint32_t> terms(k);
+  std::iota(terms.begin(), terms.end(), 0u);
+  std::shuffle(terms.begin(), terms.end(), rng);
+  terms.resize(count);
+  return terms;
+}
+
+std::vector<double> random_accumulators(std::mt19937_64& rng, const sim::FusedAddSpec& spec, size_t count) {
+  std::vector<double> acc(count);
+  for (auto& x : acc) x = fp::round_double(random_case(rng, spec, 1).acc, spec.output, {Mode::rz}).value;
+  return acc;
+}
+
+// Every output of a tile (acc, from before) against the scalar step on its factors a_at(r, t), b_at(t, c).
+template <class AAt, class BAt>
+void check_tile(MismatchLog& log, const std::vector<double>& before, const std::vector<double>& acc, size_t rows,
+                size_t cols, const std::vector<uint32_t>& terms, const sim::FusedAddSpec& spec, AAt&& a_at, BAt&& b_at) {
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t c = 0; c < cols; ++c) {
+      Case one{before[r * cols + c], {}, {}};
+      for (uint32_t t : terms) one.a.push_back(a_at(r, t)), one.b.push_back(b_at(t, c));
+      const double want = sim::fused_multiply_add(one.acc, one.a, one.b, spec);
+      if (same_double(acc[r * cols + c], want)) log.pass();
+      else log.fail(show_case(one) + ": expected " + show(want) + ", got " + show(acc[r * cols + c]));
+    }
+}
+}  // namespace
+
 TEST_CASE("fused step on a GEMM tile == the scalar step per output: fp32 factors, term lists, partial rows, specials", "[random]") {
   auto spec_of = [](int n, int f, fp::Format input, fp::Format output, Mode mode) {
     sim::FusedAddSpec s;
@@ -575,23 +606,55 @@ TEST_CASE("fused step on a GEMM tile == the scalar step per output: fp32 factors
       for (auto& x : b) x = static_cast<float>(random_case(rng, factor_data(), 1).b[0]);
       if (rng() % 4 == 0) a[rng() % a.size()] = std::ldexp(1.0f, -140);  // a subnormal factor
       if (rng() % 8 == 0) b[rng() % b.size()] = rng() % 2 ? INFINITY : NAN;
-      std::vector<uint32_t> terms(k);
-      std::iota(terms.begin(), terms.end(), 0u);
-      std::shuffle(terms.begin(), terms.end(), rng);
-      terms.resize(count);
-      std::vector<double> acc(rows * cols);
-      for (auto& x : acc) x = fp::round_double(random_case(rng, spec, 1).acc, spec.output, {Mode::rz}).value;
+      const std::vector<uint32_t> terms = random_terms(rng, k, count);
+      std::vector<double> acc = random_accumulators(rng, spec, rows * cols);
       const std::vector<double> before = acc;
       sim::fused_multiply_add_tile(acc.data(), rows, cols, a.data(), k, b.data(), cols, terms, spec);
-      for (size_t r = 0; r < rows; ++r)
-        for (size_t c = 0; c < cols; ++c) {
-          Case one{before[r * cols + c], {}, {}};
-          for (uint32_t t : terms) one.a.push_back(a[r * k + t]), one.b.push_back(b[t * cols + c]);
-          const double want = sim::fused_multiply_add(one.acc, one.a, one.b, spec);
-          if (same_double(acc[r * cols + c], want)) log.pass();
-          else log.fail(show_case(one) + ": expected " + show(want) + ", got " + show(acc[r * cols + c]));
-        }
+      check_tile(log, before, acc, rows, cols, terms, spec, [&](size_t r, uint32_t t) { return a[r * k + t]; },
+                 [&](uint32_t t, size_t c) { return b[t * cols + c]; });
     }
     log.require_none();
   }
+}
+
+TEST_CASE("FusedFactors: a GEMM's factors prepared once, any tile of it == the scalar step per output", "[random]") {
+  const std::pair<std::string, sim::FusedAddSpec> specs[] = {
+      {"engine's fused(8,25) (fp64 input, fp32 rz)", [] { sim::FusedAddSpec s; s.products = 8, s.fraction_bits = 25, s.input = fp::fp64(); return s; }()},
+      {"tc-h100-tf32", sim::tensor_core_model("tc-h100-tf32")},
+      {"tc-a100-bf16", sim::tensor_core_model("tc-a100-bf16")},
+      {"tc-h100-fp16", sim::tensor_core_model("tc-h100-fp16")},
+      {"fused(32,13) e8m13 output (not the tile form)", [] { sim::FusedAddSpec s; s.products = 32, s.fraction_bits = 13, s.input = fp::fp64(), s.output = fp::parse_format("e8m13"); return s; }()}};
+  const sim::FusedAddSpec fp32_data = variant("tc-h100-tf32", [](auto& s) { s.input_mode = Mode::rne; s.input = fp::fp32(); });
+  for (const auto& [name, spec] : specs) {
+    MismatchLog log("FusedFactors " + name);
+    std::mt19937_64 rng(std::hash<std::string>{}(name) + 11);
+    for (int gemm = 0; gemm < 12; ++gemm) {
+      const size_t m = 1 + rng() % 9, n = 1 + rng() % 150, k = 1 + rng() % 60;
+      std::vector<float> a(m * k), b(k * n);
+      for (auto& x : a) x = static_cast<float>(random_case(rng, fp32_data, 1).a[0]);
+      for (auto& x : b) x = static_cast<float>(random_case(rng, fp32_data, 1).b[0]);
+      if (rng() % 2) a[rng() % a.size()] = std::ldexp(1.0f, -140);
+      if (rng() % 3 == 0) b[rng() % b.size()] = rng() % 2 ? INFINITY : NAN;
+      const sim::FusedFactors factors(a.data(), b.data(), m, n, k, spec);
+      for (int tile = 0; tile < 20; ++tile) {
+        const size_t row0 = rng() % m, rows = 1 + rng() % std::min<size_t>(4, m - row0);
+        const size_t col0 = rng() % n, cols = 1 + rng() % std::min<size_t>(64, n - col0);
+        const size_t count = 1 + rng() % std::min<size_t>(k, size_t(spec.products));
+        const std::vector<uint32_t> terms = random_terms(rng, k, count);
+        std::vector<double> acc = random_accumulators(rng, spec, rows * cols);
+        const std::vector<double> before = acc;
+        factors.tile(acc.data(), row0, rows, col0, cols, terms, spec);
+        check_tile(log, before, acc, rows, cols, terms, spec, [&](size_t r, uint32_t t) { return a[(row0 + r) * k + t]; },
+                   [&](uint32_t t, size_t c) { return b[t * n + col0 + c]; });
+      }
+    }
+    log.require_none();
+  }
+  // Misuse is an error, not a wrong result.
+  const std::vector<float> a(4, 1.0f), b(4, 2.0f);
+  const sim::FusedFactors factors(a.data(), b.data(), 2, 2, 2, sim::tensor_core_model("tc-h100-tf32"));
+  std::vector<double> acc(4);
+  const std::vector<uint32_t> terms = {0, 1};
+  CHECK_THROWS_AS(factors.tile(acc.data(), 0, 2, 0, 2, terms, sim::tensor_core_model("tc-h100-bf16")), std::invalid_argument);
+  CHECK_THROWS_AS(factors.tile(acc.data(), 1, 2, 0, 2, terms, sim::tensor_core_model("tc-h100-tf32")), std::invalid_argument);
 }
