@@ -90,6 +90,7 @@ void fused_multiply_add_tile(double* acc, size_t rows, size_t cols, const float*
 // tiles of it. On hosts with AVX2 but not AVX-512, every factor is converted to the input format
 // and given its exponent code once here, where fused_multiply_add_tile does it for every tile and
 // chunk of terms (B's k x n again for every 4 rows); elsewhere tile() is fused_multiply_add_tile.
+// Memory: 12 bytes per factor of A and B (a double and an int32 code), for the GEMM's duration.
 class FusedFactors {
  public:
   FusedFactors(const float* a, const float* b, size_t m, size_t n, size_t k, const FusedAddSpec& spec);
