@@ -27,7 +27,17 @@ constexpr int kTileM = 64, kTileN = 64, kTileK = 16, kThreads = 256;
 //   and the wait ends (whatever order the hardware launches blocks in).
 // last_folds, serial and the parts + combine_in_order pair all give ((p0 + p1) + p2) + ..., the
 // emulation's all:seq of the parts; GpuGemm::ordered_form picks one by shape.
-enum class Out { parts, atomic, last_folds, serial };
+// serial_timed: the serial form, thread 0 of each block also recording when it started, finished
+// its chains, ended its wait and released (GpuGemm::serial_timeline; never used for results).
+enum class Out { parts, atomic, last_folds, serial, serial_timed };
+template <Out O>
+constexpr bool kSerial = O == Out::serial || O == Out::serial_timed;
+
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
 
 template <Out O>
 __global__ void __launch_bounds__(kThreads)
@@ -37,7 +47,8 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ float as[kTileK][kTileM + 1];  // +1: the transposing store is free of bank conflicts
   __shared__ float bs[kTileK][kTileN];
   unsigned bx = blockIdx.x, by = blockIdx.y, bz = blockIdx.z;
-  if constexpr (O == Out::serial) {
+  [[maybe_unused]] unsigned long long start_ns = 0, start_clock = 0, chains_clock = 0, acquired_clock = 0;
+  if constexpr (kSerial<O>) {
     __shared__ unsigned order;
     const unsigned tiles = gridDim.x * gridDim.y;
     if (threadIdx.x == 0) {
@@ -46,6 +57,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();
     bz = order / tiles, by = order % tiles / gridDim.x, bx = order % gridDim.x;
+    if constexpr (O == Out::serial_timed) start_ns = global_ns(), start_clock = clock64();
   }
   const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
   const int row0 = by * kTileM, col0 = bx * kTileN;
@@ -102,18 +114,20 @@ __global__ void __launch_bounds__(kThreads)
       if (r >= m || c >= n) continue;
       const int64_t at = static_cast<int64_t>(r) * n + c;
       if constexpr (O == Out::atomic) atomicAdd(out + at, acc[i][j]);
-      else if constexpr (O != Out::serial) parts[bz * mn + at] = acc[i][j];
+      else if constexpr (!kSerial<O>) parts[bz * mn + at] = acc[i][j];
     }
-  if constexpr (O == Out::serial) {
+  if constexpr (kSerial<O>) {
     // One thread acquires the tile's flag and, after the block's stores and a barrier, releases
     // it (CUTLASS's semaphore): the barrier orders every thread's stores before the release.
     unsigned* const flag = tickets + by * gridDim.x + bx;
     if (threadIdx.x == 0) {
+      if constexpr (O == Out::serial_timed) chains_clock = clock64();
       unsigned seen;
       do {
         asm volatile("ld.global.acquire.gpu.b32 %0, [%1];" : "=r"(seen) : "l"(flag) : "memory");
         if (seen != bz) __nanosleep(32);
       } while (seen != bz);
+      if constexpr (O == Out::serial_timed) acquired_clock = clock64();
     }
     __syncthreads();
 #pragma unroll
@@ -128,6 +142,14 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     if (threadIdx.x == 0) {
       const unsigned next = bz + 1 == gridDim.z ? 0u : bz + 1;  // the last part: ready for the next launch
+      if constexpr (O == Out::serial_timed) {  // the record of this block, at its dispatch order
+        // Taken before the release, so the next part's end is always later than this one's.
+        const unsigned long long released_clock = clock64(), end_ns = global_ns();
+        unsigned long long* record =
+            reinterpret_cast<unsigned long long*>(parts) + 6ull * ((bz * gridDim.y + by) * gridDim.x + bx);
+        record[0] = start_ns, record[1] = end_ns, record[2] = start_clock, record[3] = chains_clock;
+        record[4] = acquired_clock, record[5] = released_clock;
+      }
       asm volatile("st.global.release.gpu.b32 [%0], %1;" : : "l"(flag), "r"(next) : "memory");
     }
   }
@@ -308,6 +330,34 @@ void GpuGemm::launch(const GemmPlan& plan) {
   }
   gemm_fma_chains<Out::last_folds><<<grid, kThreads>>>(a_, b_, c_, mi, ni, kk, chunk, parts_, tickets_ + 1, nullptr);
   FPLAB_CUDA_LAUNCHED("gemm_fma_chains<last_folds>");
+}
+
+std::vector<GpuGemm::SerialBlock> GpuGemm::serial_timeline(const GemmPlan& plan) {
+  const auto [m, n, k] = shape_;
+  const auto kk = static_cast<int64_t>(k);
+  const int64_t chunk = plan.chunk(kk), count = plan.part_count(kk);
+  if (m * n == 0 || k == 0 || count < 2 || plan.combine != GemmPlan::Combine::seq)
+    throw NotRealisable("serial_timeline: an ordered split-K of at least two parts");
+  const OrderedForm before = forced_;
+  forced_ = OrderedForm::serial;
+  launch(plan);  // the flags and the dispatch counter allocated, and a warm-up
+  forced_ = before;
+  const dim3 grid(blocks_for(static_cast<int64_t>(n), kTileN), blocks_for(static_cast<int64_t>(m), kTileM),
+                  static_cast<unsigned>(count));
+  const size_t blocks = static_cast<size_t>(grid.x) * grid.y * grid.z;
+  grow(parts_, parts_capacity_, 12 * blocks);  // 6 unsigned long long a block
+  gemm_fma_chains<Out::serial_timed><<<grid, kThreads>>>(a_, b_, c_, static_cast<int>(m), static_cast<int>(n), kk,
+                                                          chunk, parts_, tickets_ + 1, tickets_);
+  FPLAB_CUDA_LAUNCHED("gemm_fma_chains<serial_timed>");
+  std::vector<unsigned long long> raw(6 * blocks);
+  FPLAB_CUDA(cudaMemcpy(raw.data(), parts_, raw.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+  std::vector<SerialBlock> out(blocks);
+  const size_t tiles = static_cast<size_t>(grid.x) * grid.y;
+  for (size_t b = 0; b < blocks; ++b) {
+    const unsigned long long* r = &raw[6 * b];
+    out[b] = {static_cast<int>(b / tiles), static_cast<int>(b % tiles), r[0], r[1], r[3] - r[2], r[4] - r[3], r[5] - r[4]};
+  }
+  return out;
 }
 
 const char* GpuGemm::form_name(OrderedForm form) {

@@ -5,6 +5,8 @@
 // No CUDA types in this header.
 #pragma once
 
+#include <vector>
+
 #include "sim/cuda/gpu_plan.hpp"
 #include "sim/engine.hpp"
 
@@ -35,6 +37,16 @@ class GpuGemm {
   OrderedForm ordered_form(const GemmPlan& plan) const;
   // Benchmarks and tests: force a form (by_shape: back to the rule).
   void force_ordered_form(OrderedForm form) { forced_ = form; }
+  // Where the serial form's time goes (docs/results/gpu.md, section 8): one run of it on the loaded
+  // shape under `plan` (an ordered split-K), with a record per block, in dispatch order: its part
+  // and tile, its start and end (ns, %globaltimer; the end taken just before its release) and, in
+  // SM clock cycles (clock64), its chains up to the wait, the wait for the part before, and the
+  // tail (read C, add, write, up to the release). Throws NotRealisable for other plans.
+  struct SerialBlock {
+    int part = 0, tile = 0;
+    unsigned long long start_ns = 0, end_ns = 0, chains_cycles = 0, wait_cycles = 0, tail_cycles = 0;
+  };
+  std::vector<SerialBlock> serial_timeline(const GemmPlan& plan);
   // load + run for operands that may already be on the device (a convolution's columns, gpu_conv):
   // a, b and c may each be a host or a device pointer; cudaMemcpyDefault tells which from the
   // address (unified addressing), and copies a device one on the device.

@@ -6,7 +6,11 @@
 // cuBLAS runs in CUBLAS_DEFAULT_MATH (no TF32: fp32 FMAs, its own order) — for the record, our
 // kernels are written for exactness first.
 //
-//   gpu_gemm_bench [--json FILE] [--reps N]
+//   gpu_gemm_bench [--json FILE] [--reps N] [--serial-waits]
+//
+// --serial-waits: only where the serial split-K form's time goes (GpuGemm::serial_timeline) on the
+// two short-part shapes where determinism costs most and on a long-part one: per block, the
+// chains, the wait for the part before, the tail, as medians, 90th percentiles and shares.
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -88,16 +92,71 @@ struct Inputs {
 
 double tflops(double flop, double ms) { return flop / (ms * 1e-3) / 1e12; }
 
+double quantile(std::vector<double> v, double q) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
+}
+
+// Where the serial form's time goes: one timed run per shape (after a warm-up), printed and as JSON.
+json serial_waits() {
+  struct Case {
+    GemmShape shape;
+    int parts;
+  };
+  const Case cases[] = {{{4608, 512, 1024}, 16}, {{1024, 1024, 4096}, 64}, {{2048, 2048, 8192}, 16}};
+  json out = json::array();
+  std::printf("\n%-18s %6s %7s %9s %8s | %-23s | %-23s | %-23s | %6s %6s\n", "m x n x k", "parts", "blocks", "span us",
+              "GHz", "chains us (med, p90)", "wait us (med, p90)", "tail us (med, p90)", "wait%", "tail%");
+  for (const Case& c : cases) {
+    const Inputs in(c.shape, 7);
+    GpuGemm gemm(in.a.data(), in.b.data(), in.shape);
+    const GemmPlan plan = plan_gemm(parse_schedule("split(" + std::to_string(c.parts) + "):seq | all:seq"));
+    const auto blocks = gemm.serial_timeline(plan);
+    unsigned long long first = ~0ull, last = 0;
+    std::vector<double> ghz, chains, wait, tail;
+    double wait_sum = 0, tail_sum = 0, all_sum = 0;
+    for (const auto& b : blocks) {
+      first = std::min(first, b.start_ns), last = std::max(last, b.end_ns);
+      const double cycles = static_cast<double>(b.chains_cycles + b.wait_cycles + b.tail_cycles);
+      if (b.end_ns > b.start_ns + 2000) ghz.push_back(cycles / static_cast<double>(b.end_ns - b.start_ns));
+    }
+    const double clock = quantile(ghz, 0.5);  // cycles per ns, from blocks long enough for the timer
+    for (const auto& b : blocks) {
+      chains.push_back(b.chains_cycles / clock * 1e-3), wait.push_back(b.wait_cycles / clock * 1e-3);
+      tail.push_back(b.tail_cycles / clock * 1e-3);
+      wait_sum += b.wait_cycles, tail_sum += b.tail_cycles;
+      all_sum += b.chains_cycles + b.wait_cycles + b.tail_cycles;
+    }
+    const double span_us = (last - first) * 1e-3;
+    std::printf("%-18s %6d %7zu %9.1f %8.3f | %10.3f %10.3f  | %10.3f %10.3f  | %10.3f %10.3f  | %6.1f %6.1f\n",
+                in.name().c_str(), c.parts, blocks.size(), span_us, clock, quantile(chains, 0.5), quantile(chains, 0.9),
+                quantile(wait, 0.5), quantile(wait, 0.9), quantile(tail, 0.5), quantile(tail, 0.9),
+                100 * wait_sum / all_sum, 100 * tail_sum / all_sum);
+    out.push_back({{"m", c.shape.m}, {"n", c.shape.n}, {"k", c.shape.k}, {"parts", c.parts}, {"blocks", blocks.size()},
+                   {"span_us", span_us}, {"clock_ghz", clock},
+                   {"chains_us", {{"median", quantile(chains, 0.5)}, {"p90", quantile(chains, 0.9)}}},
+                   {"wait_us", {{"median", quantile(wait, 0.5)}, {"p90", quantile(wait, 0.9)}}},
+                   {"tail_us", {{"median", quantile(tail, 0.5)}, {"p90", quantile(tail, 0.9)}}},
+                   {"wait_share", wait_sum / all_sum}, {"tail_share", tail_sum / all_sum}});
+  }
+  std::printf("(per block, thread 0: chains = start to the flag wait, wait = until the part before released"
+              " its tile, tail = read C, add, write, up to the release; shares of all blocks' summed time)\n");
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string json_path = "gpu_gemm_bench.json";
   int reps = 20;
+  bool waits_only = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::max(3, std::atoi(argv[++i]));
+    else if (!std::strcmp(argv[i], "--serial-waits")) waits_only = true;
     else {
-      std::fprintf(stderr, "usage: gpu_gemm_bench [--json FILE] [--reps N]\n");
+      std::fprintf(stderr, "usage: gpu_gemm_bench [--json FILE] [--reps N] [--serial-waits]\n");
       return 2;
     }
   }
@@ -111,6 +170,11 @@ int main(int argc, char** argv) {
   const std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
   std::printf("device: %s\ndate: %s\n", info.describe().c_str(), date);
+  if (waits_only) {
+    const json doc = {{"device", info.describe()}, {"date", date}, {"serial_waits", serial_waits()}};
+    std::ofstream(json_path) << doc.dump(1) << '\n';
+    return 0;
+  }
   const CuBlas cublas;
   if (!cublas.sgemm) std::printf("%s\n", cublas.why.c_str());
   bool ok = true;
