@@ -355,13 +355,23 @@ struct TileFactor {
   int64_t code;
 };
 
-TileFactor tile_factor(float v, const FusedAddSpec& spec) {
-  const bool as_is = spec.input == fp::fp64() || spec.input == fp::fp32();
-  const float x = as_is ? v : static_cast<float>(to_input(v, spec));
-  if (x == 0) return {x, kZeroCode};
-  if (!std::isfinite(x)) return {x, kSpecialCode};
-  return {x, std::max(raw_exponent(x), spec.input.emin())};
-}
+// A factor's TileFactor under one spec (what depends on the spec alone worked out once).
+class TileConversion {
+ public:
+  explicit TileConversion(const FusedAddSpec& spec)
+      : spec_(spec), as_is_(spec.input == fp::fp64() || spec.input == fp::fp32()), emin_(spec.input.emin()) {}
+  TileFactor operator()(float v) const {
+    const float x = as_is_ ? v : static_cast<float>(to_input(v, spec_));
+    if (x == 0) return {x, kZeroCode};
+    if (!std::isfinite(x)) return {x, kSpecialCode};
+    return {x, std::max(raw_exponent(x), emin_)};
+  }
+
+ private:
+  const FusedAddSpec& spec_;
+  bool as_is_;
+  int emin_;
+};
 #endif
 
 #ifdef FPLAB_FUSED_LANES_AVX2
@@ -426,6 +436,7 @@ void fused_multiply_add_tile(double* acc, size_t rows, size_t cols, const float*
     constexpr size_t kColumns = 16;  // 4 vectors of 4 lanes
 #endif
     // B's factors and codes once for the tile's rows; padded to whole vectors of columns.
+    const TileConversion tile_factor(spec);
     const size_t padded = (cols + kColumns - 1) / kColumns * kColumns;
     thread_local std::vector<double> b_values;  // reused: this runs once per chunk
     thread_local std::vector<Code> b_codes;
@@ -433,7 +444,7 @@ void fused_multiply_add_tile(double* acc, size_t rows, size_t cols, const float*
     b_codes.assign(count * padded, static_cast<Code>(kZeroCode));
     for (size_t i = 0; i < count; ++i)
       for (size_t c = 0; c < cols; ++c) {
-        const TileFactor f = tile_factor(b[terms[i] * ldb + c], spec);
+        const TileFactor f = tile_factor(b[terms[i] * ldb + c]);
         b_values[i * padded + c] = f.value, b_codes[i * padded + c] = static_cast<Code>(f.code);
       }
 #ifdef FPLAB_FUSED_LANES_AVX512
@@ -442,7 +453,7 @@ void fused_multiply_add_tile(double* acc, size_t rows, size_t cols, const float*
     a_values.resize(count), a_codes.resize(count);
     for (size_t r = 0; r < rows; ++r) {
       for (size_t i = 0; i < count; ++i) {
-        const TileFactor f = tile_factor(a[r * lda + terms[i]], spec);
+        const TileFactor f = tile_factor(a[r * lda + terms[i]]);
         a_values[i] = f.value, a_codes[i] = f.code;
       }
       for (size_t c0 = 0; c0 < cols; c0 += kColumns) {
@@ -470,7 +481,7 @@ void fused_multiply_add_tile(double* acc, size_t rows, size_t cols, const float*
     thread_local std::vector<const int32_t*> b_code_rows;
     b_rows.resize(count), b_code_rows.resize(count);
     for (size_t i = 0; i < count; ++i) b_rows[i] = &b_values[i * padded], b_code_rows[i] = &b_codes[i * padded];
-    tile_rows_avx2(form, acc, rows, cols, count, [&](size_t r, size_t i) { return tile_factor(a[r * lda + terms[i]], spec); },
+    tile_rows_avx2(form, acc, rows, cols, count, [&](size_t r, size_t i) { return tile_factor(a[r * lda + terms[i]]); },
                    b_rows.data(), b_code_rows.data(), scalar_output);
 #endif
     return;
@@ -498,16 +509,17 @@ FusedFactors::FusedFactors(const float* a, const float* b, size_t m, size_t n, s
   if (!tile_form(spec)) return;
   prepared_ = true;
   ldb_ = n + 16;
+  const TileConversion tile_factor(spec);
   a_values_.resize(m * k), a_codes_.resize(m * k);
   for (size_t i = 0; i < m * k; ++i) {
-    const TileFactor f = tile_factor(a[i], spec);
+    const TileFactor f = tile_factor(a[i]);
     a_values_[i] = f.value, a_codes_[i] = static_cast<int32_t>(f.code);
   }
   b_values_.assign(k * ldb_, 0.0);
   b_codes_.assign(k * ldb_, static_cast<int32_t>(kZeroCode));
   for (size_t t = 0; t < k; ++t)
     for (size_t c = 0; c < n; ++c) {
-      const TileFactor f = tile_factor(b[t * n + c], spec);
+      const TileFactor f = tile_factor(b[t * n + c]);
       b_values_[t * ldb_ + c] = f.value, b_codes_[t * ldb_ + c] = static_cast<int32_t>(f.code);
     }
 #endif
