@@ -112,10 +112,12 @@ void tile_kernel(const double* a_rows[kRows], const double* b, size_t ldb, size_
 #endif
 }
 
-}  // namespace
-
-void exact_gemm_values(const float* a, const float* b, size_t m, size_t n, size_t k, fp::Mode mode,
-                       const std::function<void(size_t, size_t, const fp::ExactValue&)>& sink) {
+// The walk of exact_gemm_values: slow(i, j, value) takes an output the exact dot product gives;
+// fast(i, j, hi, lo) one whose exact value is hi + lo (two doubles, exact sum), and returns false
+// to hand it to the exact dot instead (an exact zero, whose sign IEEE ties to the products').
+template <class Slow, class Fast>
+void exact_gemm_walk(const float* a, const float* b, size_t m, size_t n, size_t k, fp::Mode mode, Slow&& sink,
+                     Fast&& fast_sink) {
   // Transposed B for the slow path; doubles for the fast one.
   std::vector<float> bt(n * k);
   for (size_t t = 0; t < k; ++t)
@@ -168,13 +170,23 @@ void exact_gemm_values(const float* a, const float* b, size_t m, size_t n, size_
             slow(i, j);
             continue;
           }
-          const fp::ExactValue exact = fp::exact_sum(s1[r][cc] - std::ldexp(1.5, s), s2[r][cc], mode);
-          // The sign of an exact zero depends on the products' signs: the slow path knows them.
-          if (exact.kind == fp::ExactValue::Kind::zero) slow(i, j);
-          else sink(i, j, exact);
+          if (!fast_sink(i, j, s1[r][cc] - std::ldexp(1.5, s), s2[r][cc])) slow(i, j);
         }
     }
   }
+}
+
+}  // namespace
+
+void exact_gemm_values(const float* a, const float* b, size_t m, size_t n, size_t k, fp::Mode mode,
+                       const std::function<void(size_t, size_t, const fp::ExactValue&)>& sink) {
+  exact_gemm_walk(a, b, m, n, k, mode, sink, [&](size_t i, size_t j, double hi, double lo) {
+    const fp::ExactValue exact = fp::exact_sum(hi, lo, mode);
+    // The sign of an exact zero depends on the products' signs: the slow path knows them.
+    if (exact.kind == fp::ExactValue::Kind::zero) return false;
+    sink(i, j, exact);
+    return true;
+  });
 }
 
 void exact_gemm(const float* a, const float* b, float* c, size_t m, size_t n, size_t k, const fp::Format& format,
@@ -182,12 +194,24 @@ void exact_gemm(const float* a, const float* b, float* c, size_t m, size_t n, si
   // Only stochastic rounding reads the output's stream: keying one per output cost a quarter of an
   // `exact`-profile training run in the hash alone.
   const bool draws = options.mode == fp::Mode::sr;
-  exact_gemm_values(a, b, m, n, k, options.mode, [&](size_t i, size_t j, const fp::ExactValue& exact) {
+  auto round = [&](size_t i, size_t j, const fp::ExactValue& exact) {
     fp::RoundingOptions o = options;
     fp::CounterRng stream(0);
     if (draws) stream = stream_for(i, j), o.stream = &stream;
     c[i * n + j] = static_cast<float>(fp::round_exact(exact, format, o).value);
-  });
+  };
+  if (format == fp::fp32() && options.mode == fp::Mode::rne && !options.flush_subnormals && !options.saturate) {
+    // fp32 to nearest (the usual case): hi + lo rounded to odd in a double, then to fp32 by the
+    // host, no exact value built; a sum of zero (exactly: two doubles cannot cancel to an inexact
+    // zero) goes to the exact dot for its sign.
+    exact_gemm_walk(a, b, m, n, k, options.mode, round, [&](size_t i, size_t j, double hi, double lo) {
+      if (hi + lo == 0) return false;
+      c[i * n + j] = fp::sum_rounded_to_fp32(hi, lo);
+      return true;
+    });
+    return;
+  }
+  exact_gemm_values(a, b, m, n, k, options.mode, round);
 }
 
 }  // namespace fplab::sim

@@ -18,21 +18,11 @@
 #include <stdexcept>
 #include <vector>
 
+#include "fp/arithmetic.hpp"
 #include "sim/tile_walker.hpp"
 
 namespace fplab::sim::detail {
 namespace {
-
-// round_fp32(p + q) for exact doubles p, q: their sum rounded to odd in binary64 (TwoSum tells
-// whether and in which direction it was inexact), then to nearest in binary32; 53 >= 24 + 2 bits
-// make the double rounding innocuous.
-float sum_rounded_to_float(double p, double q) {
-  double s = p + q;
-  const double z = s - p, error = (p - (s - z)) + (q - z);
-  const auto bits = std::bit_cast<uint64_t>(s);
-  if (error != 0 && (bits & 1) == 0) s = std::bit_cast<double>((error > 0) == (s > 0) ? bits + 1 : bits - 1);
-  return static_cast<float>(s);
-}
 
 // A partial of the leading stages: the exact product of term `term` of every lane (row < 0), or
 // row `row` of the tile's values. Every partial is consumed once, so a sum may reuse its row.
@@ -84,7 +74,7 @@ class ProductTermOps {
         each_lane2(row(d), x.term, y.term, [&](float a0, float b0, float a1, float b1, T, size_t l) {
           const double p = double(a0) * b0, q = double(a1) * b1;
           if constexpr (!Add::native) return fp::add(p, q, ar_.format, options(l));
-          else if constexpr (sizeof(T) == sizeof(float)) return sum_rounded_to_float(p, q);
+          else if constexpr (sizeof(T) == sizeof(float)) return fp::sum_rounded_to_fp32(p, q);
           else return p + q;
         });
       } else {

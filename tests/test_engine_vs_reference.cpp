@@ -3,6 +3,7 @@
 // batches split into noise tiles, and GEMM against one reference dot product per output.
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -145,11 +146,11 @@ TEST_CASE("engine exact gemm == exact reference per output: wide ranges, zeros, 
   std::mt19937_64 g(17);
   std::normal_distribution<float> d;
   const Schedule exact = parse_schedule("exact");
-  enum Data { normal, lognormal, zero_lines, subnormal, cancelling, special };
-  for (int data = normal; data <= special; ++data) {
+  enum Data { normal, lognormal, zero_lines, subnormal, cancelling, special, midpoints };
+  for (int data = normal; data <= midpoints; ++data) {
     for (auto [format, mode] : {std::pair{fp::fp32(), fp::Mode::rne}, {fp::bf16(), fp::Mode::rd}, {fp::e4m3(), fp::Mode::rne},
                                 {fp::fp32(), fp::Mode::sr}, {fp::fp16(), fp::Mode::ro}}) {
-      const size_t m = 6, n = 35, k = data == cancelling ? 64 : 300;
+      const size_t m = 6, n = 35, k = data == cancelling ? 64 : data == midpoints ? 2 : 300;
       std::vector<float> a(m * k), b(k * n), c(m * n);
       for (auto& x : a) x = d(g) * (data == lognormal ? std::exp2(std::round(d(g) * 12)) : 1.0f);
       for (auto& x : b) x = d(g) * (data == lognormal ? std::exp2(std::round(d(g) * 12)) : 1.0f);
@@ -168,6 +169,14 @@ TEST_CASE("engine exact gemm == exact reference per output: wide ranges, zeros, 
       if (data == special) {
         a[3] = INFINITY;
         b[7 * n + 2] = NAN;
+      }
+      if (data == midpoints) {  // (1 + u)(1 + v), often an fp32 midpoint, plus 2^-60, -2^-60 or 0:
+        // a sum rounded first to a double lands on the midpoint, and then ties the wrong way
+        for (size_t i = 0; i < m; ++i) {
+          a[i * k] = 1.0f + std::ldexp(static_cast<float>(g() % 4096), -12);
+          a[i * k + 1] = std::array{0x1p-30f, -0x1p-30f, 0.0f}[i % 3];
+        }
+        for (size_t j = 0; j < n; ++j) b[j] = 1.0f + std::ldexp(static_cast<float>(g() % 4096), -12), b[n + j] = 0x1p-30f;
       }
       Arithmetic arithmetic;
       arithmetic.format = format;
