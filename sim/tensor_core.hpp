@@ -79,17 +79,18 @@ void fused_multiply_add_lanes(double* acc, const double* a, const double* b, siz
 // The same step for a tile of GEMM outputs with fp32 factors: for r < rows, c < cols,
 // acc[r * cols + c] = fused_multiply_add(acc[r * cols + c], {a[r * lda + t] : t in terms},
 // {b[t * ldb + c] : t in terms}, spec). Each factor is converted to the input format once for the
-// tile. In AVX-512 registers (a row's factor of A broadcast along the row; 32 columns at a time) or,
-// without AVX-512, AVX2 registers (16 columns at a time) for input formats within fp32 (fp64, fp32,
-// tf32, bf16, fp16, fp8) and fp32 results rounded toward zero or to nearest, lanes with an infinity
-// or NaN taking the scalar step; otherwise through the lanes form.
+// tile. In AVX-512 registers (a row's factor of A broadcast along the row; 32 columns at a time) for
+// input formats within fp32 (fp64, fp32, tf32, bf16, fp16, fp8) and fp32 results rounded toward zero
+// or to nearest, lanes with an infinity or NaN taking the scalar step; otherwise (and on hosts
+// without AVX-512, whose vector form is FusedFactors') through the lanes form.
 void fused_multiply_add_tile(double* acc, size_t rows, size_t cols, const float* a, size_t lda, const float* b,
                              size_t ldb, std::span<const uint32_t> terms, const FusedAddSpec& spec);
 
 // A GEMM's fp32 factors (A: m x k, B: k x n, row-major, kept by pointer) for fused steps on many
 // tiles of it. On hosts with AVX2 but not AVX-512, every factor is converted to the input format
-// and given its exponent code once here, where fused_multiply_add_tile does it for every tile and
-// chunk of terms (B's k x n again for every 4 rows); elsewhere tile() is fused_multiply_add_tile.
+// and given its exponent code once here (not for every tile and chunk of terms: B's k x n again
+// for every 4 rows), and tile() runs 16 columns at a time in AVX2 registers, under the conditions
+// of fused_multiply_add_tile's vector form; elsewhere tile() is fused_multiply_add_tile.
 // Memory: 12 bytes per factor of A and B (a double and an int32 code), for the GEMM's duration.
 class FusedFactors {
  public:

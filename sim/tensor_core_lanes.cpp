@@ -22,8 +22,10 @@
 #include <immintrin.h>
 #define FPLAB_FUSED_LANES_AVX512 1
 // GCC 12 warns about the undefined pass-through operand inside its own unmasked AVX-512
-// intrinsics (GCC PR 105593); nothing of ours is uninitialised.
+// intrinsics (GCC PR 105593; as "maybe" or, depending on inlining, as certain); nothing of ours
+// is uninitialised.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #elif defined(__AVX2__)
 #include <immintrin.h>
 #define FPLAB_FUSED_LANES_AVX2 1
@@ -374,33 +376,6 @@ class TileConversion {
 };
 #endif
 
-#ifdef FPLAB_FUSED_LANES_AVX2
-// A tile's outputs through fp32_lanes_avx2, row by row, 16 columns at a time: a_at(r, i) gives row
-// r's TileFactor of term i; b_rows[i] and b_code_rows[i] term i's converted factors of B and their
-// codes from the tile's first column on (readable up to the columns rounded up to 16); scalar(r, c)
-// takes the outputs the vector form leaves (infinities, NaN, accumulators out of range).
-template <class AAt, class Scalar>
-void tile_rows_avx2(const LaneForm& form, double* acc, size_t rows, size_t cols, size_t count, AAt&& a_at,
-                    const double* const* b_rows, const int32_t* const* b_code_rows, Scalar&& scalar) {
-  thread_local std::vector<double> a_values;
-  thread_local std::vector<int32_t> a_codes;
-  a_values.resize(count), a_codes.resize(count);
-  for (size_t r = 0; r < rows; ++r) {
-    for (size_t i = 0; i < count; ++i) {
-      const TileFactor f = a_at(r, i);
-      a_values[i] = f.value, a_codes[i] = static_cast<int32_t>(f.code);
-    }
-    for (size_t c0 = 0; c0 < cols; c0 += 16) {
-      const size_t lanes = std::min<size_t>(16, cols - c0);
-      const unsigned left = form.fp32_lanes_avx2(acc + r * cols + c0, count, lanes, a_values.data(), a_codes.data(),
-                                                 b_rows, b_code_rows, c0);
-      for (size_t l = 0; l < lanes; ++l)
-        if ((left >> l) & 1) scalar(r, c0 + l);
-    }
-  }
-}
-#endif
-
 }  // namespace
 
 void fused_multiply_add_lanes(double* acc, const double* a, const double* b, size_t count, size_t width,
@@ -417,47 +392,32 @@ void fused_multiply_add_tile(double* acc, size_t rows, size_t cols, const float*
                              size_t ldb, std::span<const uint32_t> terms, const FusedAddSpec& spec) {
   check_fused_add_spec(spec);
   const size_t count = terms.size();
-#if defined(FPLAB_FUSED_LANES_AVX512) || defined(FPLAB_FUSED_LANES_AVX2)
+#ifdef FPLAB_FUSED_LANES_AVX512
   // Each factor converted (tf32, bf16, fp16, fp8: every value of them is an fp32 value) and coded
-  // once for the tile, as the scalar step converts it, instead of once per output.
+  // once for the tile, as the scalar step converts it, instead of once per output. (Without
+  // AVX-512 the vector form is FusedFactors', which does that once for a whole GEMM.)
   if (tile_form(spec) && lane_form(spec, count)) {
     const LaneForm form{spec.fraction_bits, spec.input.emin(), spec.output.emin(), &spec, true};
-    thread_local std::vector<double> x, y;
-    x.resize(count), y.resize(count);
-    auto scalar_output = [&](size_t r, size_t col) {
-      for (size_t i = 0; i < count; ++i) x[i] = a[r * lda + terms[i]], y[i] = b[terms[i] * ldb + col];
-      acc[r * cols + col] = fused_multiply_add(acc[r * cols + col], x, y, spec);
-    };
-#ifdef FPLAB_FUSED_LANES_AVX512
-    using Code = int64_t;
-    constexpr size_t kColumns = 32;  // 4 vectors of 8 lanes
-#else
-    using Code = int32_t;
-    constexpr size_t kColumns = 16;  // 4 vectors of 4 lanes
-#endif
-    // B's factors and codes once for the tile's rows; padded to whole vectors of columns.
     const TileConversion tile_factor(spec);
-    const size_t padded = (cols + kColumns - 1) / kColumns * kColumns;
-    thread_local std::vector<double> b_values;  // reused: this runs once per chunk
-    thread_local std::vector<Code> b_codes;
+    // B's factors and codes once for the tile's rows; padded to whole vectors of columns.
+    constexpr size_t kVectors = 4;  // 32 columns of one row at a time
+    const size_t padded = (cols + 8 * kVectors - 1) / (8 * kVectors) * (8 * kVectors);
+    thread_local std::vector<double> b_values, a_values, x, y;  // reused: this runs once per chunk
+    thread_local std::vector<int64_t> b_codes, a_codes;
     b_values.assign(count * padded, 0.0);
-    b_codes.assign(count * padded, static_cast<Code>(kZeroCode));
+    b_codes.assign(count * padded, kZeroCode);
+    a_values.resize(count), a_codes.resize(count), x.resize(count), y.resize(count);
     for (size_t i = 0; i < count; ++i)
       for (size_t c = 0; c < cols; ++c) {
         const TileFactor f = tile_factor(b[terms[i] * ldb + c]);
-        b_values[i * padded + c] = f.value, b_codes[i * padded + c] = static_cast<Code>(f.code);
+        b_values[i * padded + c] = f.value, b_codes[i * padded + c] = f.code;
       }
-#ifdef FPLAB_FUSED_LANES_AVX512
-    thread_local std::vector<double> a_values;
-    thread_local std::vector<int64_t> a_codes;
-    a_values.resize(count), a_codes.resize(count);
     for (size_t r = 0; r < rows; ++r) {
       for (size_t i = 0; i < count; ++i) {
         const TileFactor f = tile_factor(a[r * lda + terms[i]]);
         a_values[i] = f.value, a_codes[i] = f.code;
       }
-      for (size_t c0 = 0; c0 < cols; c0 += kColumns) {
-        constexpr size_t kVectors = 4;
+      for (size_t c0 = 0; c0 < cols; c0 += 8 * kVectors) {
         __mmask8 live[kVectors], left[kVectors];
         for (size_t v = 0; v < kVectors; ++v) {
           const size_t first = c0 + 8 * v, n = first < cols ? std::min<size_t>(8, cols - first) : 0;
@@ -472,18 +432,14 @@ void fused_multiply_add_tile(double* acc, size_t rows, size_t cols, const float*
         };
         form.fp32_lanes<kVectors, true>(acc + r * cols + c0, count, live, left, load, term_code);
         for (size_t v = 0; v < kVectors; ++v)
-          for (size_t l = 0; l < 8; ++l)
-            if ((left[v] >> l) & 1) scalar_output(r, c0 + 8 * v + l);
+          for (size_t l = 0; l < 8; ++l) {
+            if (!((left[v] >> l) & 1)) continue;
+            const size_t col = c0 + 8 * v + l;
+            for (size_t i = 0; i < count; ++i) x[i] = a[r * lda + terms[i]], y[i] = b[terms[i] * ldb + col];
+            acc[r * cols + col] = fused_multiply_add(acc[r * cols + col], x, y, spec);
+          }
       }
     }
-#else
-    thread_local std::vector<const double*> b_rows;
-    thread_local std::vector<const int32_t*> b_code_rows;
-    b_rows.resize(count), b_code_rows.resize(count);
-    for (size_t i = 0; i < count; ++i) b_rows[i] = &b_values[i * padded], b_code_rows[i] = &b_codes[i * padded];
-    tile_rows_avx2(form, acc, rows, cols, count, [&](size_t r, size_t i) { return tile_factor(a[r * lda + terms[i]]); },
-                   b_rows.data(), b_code_rows.data(), scalar_output);
-#endif
     return;
   }
 #endif
@@ -536,23 +492,33 @@ void FusedFactors::tile(double* acc, size_t row0, size_t rows, size_t col0, size
     const LaneForm form{spec.fraction_bits, spec.input.emin(), spec.output.emin(), &spec, true};
     thread_local std::vector<const double*> b_rows;
     thread_local std::vector<const int32_t*> b_code_rows;
-    thread_local std::vector<double> x, y;
+    thread_local std::vector<double> x, y, a_values;
+    thread_local std::vector<int32_t> a_codes;
     b_rows.resize(count), b_code_rows.resize(count), x.resize(count), y.resize(count);
+    a_values.resize(count), a_codes.resize(count);
     for (size_t i = 0; i < count; ++i) {
       if (terms[i] >= k_) throw std::invalid_argument("FusedFactors::tile: a term past K");
       b_rows[i] = &b_values_[terms[i] * ldb_ + col0], b_code_rows[i] = &b_codes_[terms[i] * ldb_ + col0];
     }
-    const float* a = a_ + row0 * k_;
-    const float* b = b_ + col0;
-    auto scalar_output = [&](size_t r, size_t col) {
-      for (size_t i = 0; i < count; ++i) x[i] = a[r * k_ + terms[i]], y[i] = b[terms[i] * n_ + col];
-      acc[r * cols + col] = fused_multiply_add(acc[r * cols + col], x, y, spec);
-    };
-    auto a_at = [&](size_t r, size_t i) {
-      const size_t at = (row0 + r) * k_ + terms[i];
-      return TileFactor{a_values_[at], a_codes_[at]};
-    };
-    tile_rows_avx2(form, acc, rows, cols, count, a_at, b_rows.data(), b_code_rows.data(), scalar_output);
+    // Row by row, 16 columns at a time; the lanes the vector form leaves (an infinity or NaN, an
+    // accumulator out of range) take the scalar step.
+    for (size_t r = 0; r < rows; ++r) {
+      for (size_t i = 0; i < count; ++i) {
+        const size_t at = (row0 + r) * k_ + terms[i];
+        a_values[i] = a_values_[at], a_codes[i] = a_codes_[at];
+      }
+      for (size_t c0 = 0; c0 < cols; c0 += 16) {
+        const size_t lanes = std::min<size_t>(16, cols - c0);
+        const unsigned left = form.fp32_lanes_avx2(acc + r * cols + c0, count, lanes, a_values.data(), a_codes.data(),
+                                                   b_rows.data(), b_code_rows.data(), c0);
+        for (size_t l = 0; l < lanes; ++l) {
+          if (!((left >> l) & 1)) continue;
+          const size_t col = col0 + c0 + l;
+          for (size_t i = 0; i < count; ++i) x[i] = a_[(row0 + r) * k_ + terms[i]], y[i] = b_[terms[i] * n_ + col];
+          acc[r * cols + c0 + l] = fused_multiply_add(acc[r * cols + c0 + l], x, y, spec);
+        }
+      }
+    }
     return;
   }
 #endif
