@@ -249,7 +249,7 @@ TEST_CASE("gpu gemm, ordered split-K on grids larger than the device (two passes
     const Schedule s = parse_schedule(text);
     std::vector<float> out(shape.m * shape.n), cpu(shape.m * shape.n);
     sim::gemm(s, a.data(), b.data(), cpu.data(), shape, Arithmetic{});
-    for (int run = 0; run < 3; ++run) {  // the flags and the dispatch counter are reset for the next launch
+    for (int run = 0; run < 3; ++run) {  // the flags are reset for the next launch
       std::fill(out.begin(), out.end(), std::nanf(""));
       gpu.run(plan_gemm(s), out.data());
       size_t same = 0;
@@ -334,7 +334,7 @@ TEST_CASE("gpu gemm: the serial form's timeline — each tile's parts release in
   // By tile, the parts' end times (after their release) never go back: part p waited for p - 1.
   std::vector<unsigned long long> last_end(153, 0);
   size_t in_order = 0, sane = 0;
-  for (const auto& blk : blocks) {  // dispatch order: parts in order, so p - 1 of a tile came first
+  for (const auto& blk : blocks) {  // linear block index: part-major, so p - 1 of a tile comes first
     in_order += blk.end_ns >= last_end[blk.tile];
     last_end[blk.tile] = blk.end_ns;
     sane += blk.end_ns >= blk.start_ns && blk.chains_cycles > 0 && blk.tail_cycles > 0;
@@ -342,7 +342,7 @@ TEST_CASE("gpu gemm: the serial form's timeline — each tile's parts release in
   CHECK(in_order == blocks.size());
   CHECK(sane == blocks.size());
   CHECK_THROWS_AS(gpu.serial_timeline(plan_gemm(parse_schedule("split(16):seq | all:atomic"))), NotRealisable);
-  // The timed run left the flags and the dispatch counter ready: the next serial run is exact.
+  // The timed run left the flags ready: the next serial run is exact.
   std::vector<float> out(shape.m * shape.n), cpu(shape.m * shape.n);
   sim::gemm(s, a.data(), b.data(), cpu.data(), shape, Arithmetic{});
   gpu.force_ordered_form(GpuGemm::OrderedForm::serial);

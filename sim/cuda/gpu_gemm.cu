@@ -22,9 +22,13 @@ constexpr int kTileM = 64, kTileN = 64, kTileK = 16, kThreads = 256;
 //   folds the tile's parts in part order into C. For few tiles, where all parts run at once.
 // - serial: into C itself, in part order: part p waits until part p - 1 of its tile has written
 //   C (a flag per tile), then writes C + its chains (part 0: its chains). CUTLASS's "serial"
-//   split-K: no workspace, C stays in L2. For many tiles. Blocks take their (part, tile) from a
-//   dispatch counter, parts in order, so the part a block waits for started before it: it runs,
-//   and the wait ends (whatever order the hardware launches blocks in).
+//   split-K: no workspace, C stays in L2. For many tiles. The part is blockIdx.z, the slowest
+//   index of the grid, so part p - 1 of a tile is launched before part p and the wait ends. Like
+//   CUTLASS's serial split-K and CUB's decoupled look-back, this relies on the hardware launching
+//   a grid's blocks in index order, which CUDA does not promise; taking (part, tile) from a
+//   dispatch counter instead promised it, at the price of an atomic round trip before each
+//   block's first load: 1.06-1.08x the atomic combine's time against 1.01-1.03x
+//   (docs/results/gpu.md, section 8, experiment 7).
 // last_folds, serial and the parts + combine_in_order pair all give ((p0 + p1) + p2) + ..., the
 // emulation's all:seq of the parts; GpuGemm::ordered_form picks one by shape.
 // serial_timed: the serial form, thread 0 of each block also recording when it started, finished
@@ -39,26 +43,20 @@ __device__ __forceinline__ unsigned long long global_ns() {
   return t;
 }
 
+// The timed form holds its clocks in 16 more registers: held to the serial form's 48 (5 blocks an
+// SM; 16 bytes spilled) so that it runs at the same occupancy as what it measures.
 template <Out O>
-__global__ void __launch_bounds__(kThreads)
+constexpr int kMinBlocksPerSm = O == Out::serial_timed ? 5 : 0;
+
+template <Out O>
+__global__ void __launch_bounds__(kThreads, kMinBlocksPerSm<O>)
     gemm_fma_chains(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ out, int m, int n,
-                    int64_t k, int64_t chunk, float* __restrict__ parts, unsigned* __restrict__ tickets,
-                    unsigned* __restrict__ dispatch) {
+                    int64_t k, int64_t chunk, float* __restrict__ parts, unsigned* __restrict__ tickets) {
   __shared__ float as[kTileK][kTileM + 1];  // +1: the transposing store is free of bank conflicts
   __shared__ float bs[kTileK][kTileN];
-  unsigned bx = blockIdx.x, by = blockIdx.y, bz = blockIdx.z;
+  const unsigned bx = blockIdx.x, by = blockIdx.y, bz = blockIdx.z;
   [[maybe_unused]] unsigned long long start_ns = 0, start_clock = 0, chains_clock = 0, acquired_clock = 0;
-  if constexpr (kSerial<O>) {
-    __shared__ unsigned order;
-    const unsigned tiles = gridDim.x * gridDim.y;
-    if (threadIdx.x == 0) {
-      order = atomicAdd(dispatch, 1u);
-      if (order == tiles * gridDim.z - 1) *dispatch = 0;  // every block has its number: ready for the next launch
-    }
-    __syncthreads();
-    bz = order / tiles, by = order % tiles / gridDim.x, bx = order % gridDim.x;
-    if constexpr (O == Out::serial_timed) start_ns = global_ns(), start_clock = clock64();
-  }
+  if constexpr (O == Out::serial_timed) start_ns = global_ns(), start_clock = clock64();
   const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
   const int row0 = by * kTileM, col0 = bx * kTileN;
   const int64_t k0 = static_cast<int64_t>(bz) * chunk, k1 = k0 + chunk < k ? k0 + chunk : k;
@@ -130,19 +128,44 @@ __global__ void __launch_bounds__(kThreads)
       if constexpr (O == Out::serial_timed) acquired_clock = clock64();
     }
     __syncthreads();
+    // A whole tile (the usual case): the 16 reads of C first, then the adds and stores. Read, add
+    // and store output by output, each read waits for the store before it (the compiler cannot
+    // tell the addresses apart): 16 L2 round trips in a row, 4.4 us of a 16 us block on an H100
+    // (gpu_gemm_bench --serial-waits). One base address and offsets: 16 live 64-bit pointers would
+    // cost 26 registers a thread, two blocks an SM.
+    if (row0 + kTileM <= m && col0 + kTileN <= n) {
+      float* const base = out + static_cast<int64_t>(row0 + ty) * n + col0 + tx;
+      const int64_t rows16 = 16 * static_cast<int64_t>(n);
+      if (bz != 0) {
+        float before[4][4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
+        for (int i = 0; i < 4; ++i)
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int r = row0 + ty + 16 * i, c = col0 + tx + 16 * j;
-        if (r >= m || c >= n) continue;
-        const int64_t at = static_cast<int64_t>(r) * n + c;
-        out[at] = bz == 0 ? acc[i][j] : __fadd_rn(__ldcg(out + at), acc[i][j]);
+          for (int j = 0; j < 4; ++j) before[i][j] = __ldcg(base + i * rows16 + 16 * j);
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) acc[i][j] = __fadd_rn(before[i][j], acc[i][j]);
       }
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) base[i * rows16 + 16 * j] = acc[i][j];
+    } else {
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int r = row0 + ty + 16 * i, c = col0 + tx + 16 * j;
+          if (r >= m || c >= n) continue;
+          const int64_t at = static_cast<int64_t>(r) * n + c;
+          out[at] = bz == 0 ? acc[i][j] : __fadd_rn(__ldcg(out + at), acc[i][j]);
+        }
+    }
     __syncthreads();
     if (threadIdx.x == 0) {
       const unsigned next = bz + 1 == gridDim.z ? 0u : bz + 1;  // the last part: ready for the next launch
-      if constexpr (O == Out::serial_timed) {  // the record of this block, at its dispatch order
+      if constexpr (O == Out::serial_timed) {  // the record of this block, at its linear index (launch order)
         // Taken before the release, so the next part's end is always later than this one's.
         const unsigned long long released_clock = clock64(), end_ns = global_ns();
         unsigned long long* record =
@@ -287,26 +310,26 @@ void GpuGemm::launch(const GemmPlan& plan) {
   if (plan.combine == GemmPlan::Combine::atomic) {
     fill<<<blocks_for(mn, 256), 256>>>(c_, mn, -0.0f);  // -0: the identity of the additions
     FPLAB_CUDA_LAUNCHED("fill");
-    gemm_fma_chains<Out::atomic><<<grid, kThreads>>>(a_, b_, c_, mi, ni, kk, chunk, nullptr, nullptr, nullptr);
+    gemm_fma_chains<Out::atomic><<<grid, kThreads>>>(a_, b_, c_, mi, ni, kk, chunk, nullptr, nullptr);
     FPLAB_CUDA_LAUNCHED("gemm_fma_chains<atomic>");
     return;
   }
   if (count == 1) {
-    gemm_fma_chains<Out::parts><<<grid, kThreads>>>(a_, b_, nullptr, mi, ni, kk, chunk, c_, nullptr, nullptr);
+    gemm_fma_chains<Out::parts><<<grid, kThreads>>>(a_, b_, nullptr, mi, ni, kk, chunk, c_, nullptr);
     FPLAB_CUDA_LAUNCHED("gemm_fma_chains");
     return;
   }
   const size_t tiles = static_cast<size_t>(grid.x) * grid.y;
-  if (tiles > tickets_capacity_) {  // flags / tickets, one per output tile, and the dispatch counter
+  if (tiles > tickets_capacity_) {  // flags / tickets, one per output tile
     if (tickets_) FPLAB_CUDA(cudaFree(tickets_));
     tickets_ = nullptr;
-    FPLAB_CUDA(cudaMalloc(&tickets_, (tiles + 1) * sizeof(unsigned)));
-    FPLAB_CUDA(cudaMemset(tickets_, 0, (tiles + 1) * sizeof(unsigned)));  // each launch leaves them at 0
+    FPLAB_CUDA(cudaMalloc(&tickets_, tiles * sizeof(unsigned)));
+    FPLAB_CUDA(cudaMemset(tickets_, 0, tiles * sizeof(unsigned)));  // each launch leaves them at 0
     tickets_capacity_ = tiles;
   }
   const OrderedForm form = plan.combine == GemmPlan::Combine::seq ? ordered_form(plan) : OrderedForm::by_shape;
   if (form == OrderedForm::serial) {
-    gemm_fma_chains<Out::serial><<<grid, kThreads>>>(a_, b_, c_, mi, ni, kk, chunk, nullptr, tickets_ + 1, tickets_);
+    gemm_fma_chains<Out::serial><<<grid, kThreads>>>(a_, b_, c_, mi, ni, kk, chunk, nullptr, tickets_);
     FPLAB_CUDA_LAUNCHED("gemm_fma_chains<serial>");
     return;
   }
@@ -318,7 +341,7 @@ void GpuGemm::launch(const GemmPlan& plan) {
     parts_capacity_ = need;
   }
   if (plan.combine == GemmPlan::Combine::tree || two_passes) {
-    gemm_fma_chains<Out::parts><<<grid, kThreads>>>(a_, b_, nullptr, mi, ni, kk, chunk, parts_, nullptr, nullptr);
+    gemm_fma_chains<Out::parts><<<grid, kThreads>>>(a_, b_, nullptr, mi, ni, kk, chunk, parts_, nullptr);
     FPLAB_CUDA_LAUNCHED("gemm_fma_chains<parts>");
     if (two_passes) {
       combine_in_order<<<blocks_for(mn, 256), 256>>>(parts_, c_, mn, static_cast<int>(count));
@@ -328,7 +351,7 @@ void GpuGemm::launch(const GemmPlan& plan) {
     }
     return;
   }
-  gemm_fma_chains<Out::last_folds><<<grid, kThreads>>>(a_, b_, c_, mi, ni, kk, chunk, parts_, tickets_ + 1, nullptr);
+  gemm_fma_chains<Out::last_folds><<<grid, kThreads>>>(a_, b_, c_, mi, ni, kk, chunk, parts_, tickets_);
   FPLAB_CUDA_LAUNCHED("gemm_fma_chains<last_folds>");
 }
 
@@ -340,14 +363,14 @@ std::vector<GpuGemm::SerialBlock> GpuGemm::serial_timeline(const GemmPlan& plan)
     throw NotRealisable("serial_timeline: an ordered split-K of at least two parts");
   const OrderedForm before = forced_;
   forced_ = OrderedForm::serial;
-  launch(plan);  // the flags and the dispatch counter allocated, and a warm-up
+  launch(plan);  // the flags allocated, and a warm-up
   forced_ = before;
   const dim3 grid(blocks_for(static_cast<int64_t>(n), kTileN), blocks_for(static_cast<int64_t>(m), kTileM),
                   static_cast<unsigned>(count));
   const size_t blocks = static_cast<size_t>(grid.x) * grid.y * grid.z;
   grow(parts_, parts_capacity_, 12 * blocks);  // 6 unsigned long long a block
   gemm_fma_chains<Out::serial_timed><<<grid, kThreads>>>(a_, b_, c_, static_cast<int>(m), static_cast<int>(n), kk,
-                                                          chunk, parts_, tickets_ + 1, tickets_);
+                                                          chunk, parts_, tickets_);
   FPLAB_CUDA_LAUNCHED("gemm_fma_chains<serial_timed>");
   std::vector<unsigned long long> raw(6 * blocks);
   FPLAB_CUDA(cudaMemcpy(raw.data(), parts_, raw.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
@@ -380,11 +403,12 @@ const char* GpuGemm::form_name(OrderedForm form) {
 // - shorter parts, all blocks resident: last_folds;
 // - shorter parts, more blocks: the workspace would be as many bytes as the compute is flops; the
 //   parts add themselves into C in turn (serial), C staying in L2. This is where determinism
-//   costs most (1.10-1.12x the atomic combine on an H100). Measured and dropped: one block doing
+//   costs most (1.01-1.02x the atomic combine on an H100). Measured and dropped: one block doing
 //   all of a tile's parts in turn (no split of the grid: 1.3-85x slower), reading C early when
-//   the part before had already finished (registers cost more than the latency hidden), and two
-//   parts a block, C += first, then += second (half the waits, but slower: 1.14-1.16x); and
-//   last_folds dispatched tile by tile (workspace in L2; still slower than serial there).
+//   the part before had already finished (registers cost more than the latency hidden), two
+//   parts a block, C += first, then += second (half the waits, but slower), last_folds
+//   dispatched tile by tile (workspace in L2; still slower than serial there), a flag per warp
+//   instead of per block, and a register cap for 6 blocks an SM.
 GpuGemm::OrderedForm GpuGemm::ordered_form(const GemmPlan& plan) const {
   if (forced_ != OrderedForm::by_shape) return forced_;
   const auto kk = static_cast<int64_t>(shape_.k);

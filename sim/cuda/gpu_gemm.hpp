@@ -38,10 +38,11 @@ class GpuGemm {
   // Benchmarks and tests: force a form (by_shape: back to the rule).
   void force_ordered_form(OrderedForm form) { forced_ = form; }
   // Where the serial form's time goes (docs/results/gpu.md, section 8): one run of it on the loaded
-  // shape under `plan` (an ordered split-K), with a record per block, in dispatch order: its part
-  // and tile, its start and end (ns, %globaltimer; the end taken just before its release) and, in
-  // SM clock cycles (clock64), its chains up to the wait, the wait for the part before, and the
-  // tail (read C, add, write, up to the release). Throws NotRealisable for other plans.
+  // shape under `plan` (an ordered split-K), with a record per block, by linear block index (the
+  // launch order): its part and tile, its start and end (ns, %globaltimer; the end taken just
+  // before its release) and, in SM clock cycles (clock64), its chains up to the wait, the wait for
+  // the part before, and the tail (read C, add, write, up to the release). Throws NotRealisable
+  // for other plans.
   struct SerialBlock {
     int part = 0, tile = 0;
     unsigned long long start_ns = 0, end_ns = 0, chains_cycles = 0, wait_cycles = 0, tail_cycles = 0;
@@ -58,7 +59,7 @@ class GpuGemm {
   GemmShape shape_{};
   OrderedForm forced_ = OrderedForm::by_shape;
   float *a_ = nullptr, *b_ = nullptr, *c_ = nullptr, *parts_ = nullptr;
-  unsigned* tickets_ = nullptr;  // the ordered split-K combine's dispatch counter, then one per output tile
+  unsigned* tickets_ = nullptr;  // the ordered split-K combine's flags / tickets, one per output tile
   size_t a_capacity_ = 0, b_capacity_ = 0, c_capacity_ = 0, parts_capacity_ = 0, tickets_capacity_ = 0;
 };
 
