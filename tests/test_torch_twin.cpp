@@ -203,3 +203,26 @@ TEST_CASE("torch twin: small_cnn_bn, SGD(0.05, momentum 0.9, wd 5e-4), batch 64:
   CHECK(w5_seq <= 2 * spread_seq + 1e-6);
   CHECK(w5_seq <= 1e-2);  // an absolute cap, far below what a backprop error gives
 }
+
+TEST_CASE("torch twin: without a CUDA device, cuda_available says why and Device::cuda throws before training") {
+  std::string why;
+  if (twin::cuda_available(&why)) {
+    WARN("a CUDA device is visible to LibTorch here: the GPU side runs in scripts/gpu-check --only torch");
+    return;
+  }
+  CHECK(why.find("no CUDA device") != std::string::npos);
+  twin::TwinOptions o;
+  o.device = twin::Device::cuda;
+  int batches = 0;
+  o.on_batch = [&](size_t, size_t, size_t) { ++batches; };
+  CHECK_THROWS_WITH(twin::train(run("mlp", "sgd", 1), data(), o), Catch::Contains("no CUDA device"));
+  CHECK(batches == 0);
+}
+
+TEST_CASE("torch twin: two deterministic CPU runs of the same config are bit-identical (what torch_churn's Control relies on)") {
+  const auto a = twin_run(run("small_cnn", "adam", 3));
+  const auto b = twin_run(run("small_cnn", "adam", 3));
+  CHECK(a.weights == b.weights);
+  CHECK(a.predictions == b.predictions);
+  CHECK(a.backend.find(", CPU") != std::string::npos);
+}

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <stdexcept>
 
@@ -57,6 +58,8 @@ at::Tensor copy_in(const Tensor<float>& t) {
   return at::from_blob(const_cast<float*>(t.ptr()), sizes, at::kFloat).clone();
 }
 
+at::Device device_of(Device d) { return d == Device::cuda ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU); }
+
 // fplab layout -> LibTorch layout. Linear: (in x out) -> (out x in). Conv2d: (C*kh*kw) x C_out
 // -> (C_out, C, kh, kw): the transpose's rows are (c, i, j) in row-major order, as im2col's columns.
 at::Tensor to_torch_layout(Kind kind, const Tensor<float>& w, int64_t kernel) {
@@ -72,11 +75,11 @@ at::Tensor to_fplab_layout(Kind kind, const at::Tensor& w) {
 }
 
 void append(std::vector<float>& out, const at::Tensor& t) {
-  const at::Tensor c = t.detach().contiguous();
+  const at::Tensor c = t.detach().to(at::kCPU).contiguous();
   out.insert(out.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
 }
 
-Twin make_twin(Model<float>& model, const ModelSpec& spec) {
+Twin make_twin(Model<float>& model, const ModelSpec& spec, at::Device device) {
   Twin twin;
   for (size_t i = 0; i < model.layer_count(); ++i) {
     Layer<float>& layer = model.layer(i);
@@ -107,6 +110,8 @@ Twin make_twin(Model<float>& model, const ModelSpec& spec) {
     } else if (!params.empty()) {
       throw std::invalid_argument("torch twin: unexpected parameters in '" + d + "'");
     }
+    for (at::Tensor* x : {&t.weight, &t.bias, &t.running_mean, &t.running_var})
+      if (x->defined()) *x = x->to(device);
     if (t.weight.defined()) {
       t.weight.requires_grad_(true);
       t.bias.requires_grad_(true);
@@ -141,7 +146,7 @@ at::Tensor forward(const Twin& twin, at::Tensor x, bool training, uint64_t algo_
           at::Tensor scale = at::empty(x.sizes(), at::kFloat);
           float* s = scale.data_ptr<float>();
           for (size_t i = 0; i < keep.size(); ++i) s[i] = keep[i] ? kept : 0.0f;
-          x = x * scale;
+          x = x * scale.to(x.device());
         }
         break;
     }
@@ -247,23 +252,34 @@ void set_threads(int threads) {
   if (auto* f = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) f(threads);
 }
 
-std::string backend(int threads) {
+std::string backend(const TwinOptions& options) {
+  const int threads = options.threads;
   std::string s = "LibTorch " + std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
-                  std::to_string(TORCH_VERSION_PATCH) + ", CPU";
+                  std::to_string(TORCH_VERSION_PATCH);
+  if (options.device == Device::cuda) {
+    const long v = at::detail::getCUDAHooks().versionCuDNN();  // 8.9.2: 8902; 9.10.0: 91000
+    const long major = v >= 90000 ? v / 10000 : v / 1000, minor = v >= 90000 ? v / 100 % 100 : v / 100 % 10;
+    s += ", CUDA, cuBLAS, cuDNN " + std::to_string(major) + "." + std::to_string(minor);
+    s += options.tf32 ? ", TF32 products" : ", fp32 products";
+    s += options.deterministic ? ", deterministic algorithms" : ", default algorithms";
+    return s;
+  }
+  s += ", CPU";
   s += at::hasMKL() ? ", MKL" : (dlsym(RTLD_DEFAULT, "openblas_set_num_threads") ? ", OpenBLAS" : ", BLAS");
   if (at::hasMKLDNN() && at::globalContext().userEnabledMkldnn()) s += ", oneDNN";
   s += ", " + std::to_string(threads) + (threads == 1 ? " thread" : " threads");
   return s;
 }
 
-std::vector<uint8_t> predict(const Twin& twin, const ImageSet& set, size_t batch = 200) {
+std::vector<uint8_t> predict(const Twin& twin, const ImageSet& set, at::Device device, size_t batch = 200) {
   at::NoGradGuard no_grad;
   std::vector<uint8_t> out;
   out.reserve(set.size());
   for (size_t start = 0; start < set.size(); start += batch) {
     const auto n = static_cast<int64_t>(std::min(batch, set.size() - start));
-    const at::Tensor x = at::from_blob(const_cast<float*>(set.image(start)), {n, set.channels, set.rows, set.cols}, at::kFloat);
-    const at::Tensor labels = forward(twin, x, false, 0, 0).argmax(1).contiguous();
+    const at::Tensor x =
+        at::from_blob(const_cast<float*>(set.image(start)), {n, set.channels, set.rows, set.cols}, at::kFloat).to(device);
+    const at::Tensor labels = forward(twin, x, false, 0, 0).argmax(1).to(at::kCPU).contiguous();
     const int64_t* p = labels.data_ptr<int64_t>();
     for (int64_t i = 0; i < n; ++i) out.push_back(static_cast<uint8_t>(p[i]));
   }
@@ -271,6 +287,16 @@ std::vector<uint8_t> predict(const Twin& twin, const ImageSet& set, size_t batch
 }
 
 }  // namespace
+
+bool cuda_available(std::string* why) {
+  if (!torch::cuda::is_available()) {
+    if (why)
+      *why = std::string("no CUDA device for LibTorch ") + (at::hasCUDA() ? "(built with CUDA; no GPU visible)" :
+                                                           "(this LibTorch is built without CUDA: docs/torch.md, \"On a GPU\")");
+    return false;
+  }
+  return true;
+}
 
 std::vector<float> initial_weights(const TrainConfig& config, const Dataset& data) {
   Model<float> model = initial_model(config, data.train);
@@ -281,7 +307,7 @@ std::vector<float> initial_weights(const TrainConfig& config, const Dataset& dat
 
 std::vector<ParameterMapping> parameter_mapping(const ModelSpec& spec, const std::vector<size_t>& input_shape) {
   Model<float> model = build_model<float>(spec, input_shape);
-  const Twin twin = make_twin(model, spec);
+  const Twin twin = make_twin(model, spec, at::Device(at::kCPU));
   std::vector<ParameterMapping> out;
   size_t at = 0;
   for (const auto& l : twin.layers) {
@@ -298,7 +324,23 @@ std::vector<ParameterMapping> parameter_mapping(const ModelSpec& spec, const std
 TwinResult train(const TrainConfig& config, const Dataset& data, const TwinOptions& options) {
   using clock = std::chrono::steady_clock;
   set_threads(options.threads);
-  at::globalContext().setDeterministicAlgorithms(options.deterministic, false);
+  const bool cuda = options.device == Device::cuda;
+  std::string why;
+  if (cuda && !cuda_available(&why)) throw std::runtime_error("torch twin: " + why);
+  const at::Device device = device_of(options.device);
+  auto& context = at::globalContext();
+  if (cuda) {
+    // cuBLAS reads this when it creates its handle: before the first GEMM. The ":4096:8" setting
+    // is the one PyTorch's reproducibility notes name for deterministic cuBLAS.
+    if (options.deterministic) setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 1);
+    context.setDeterministicCuDNN(options.deterministic);
+    context.setBenchmarkCuDNN(false);
+    context.setAllowTF32CuBLAS(options.tf32);
+    context.setAllowTF32CuDNN(options.tf32);
+  }
+  // On the GPU an op without a deterministic form warns (on stderr) instead of stopping the run:
+  // whether replicas agree bit for bit is measured, not assumed.
+  context.setDeterministicAlgorithms(options.deterministic, cuda);
 
   const ImageSet& set = data.train;
   const std::vector<size_t> examples = select_training_examples(set.labels, config.selection, config.algo_seed);
@@ -307,7 +349,7 @@ TwinResult train(const TrainConfig& config, const Dataset& data, const TwinOptio
   const size_t batches = (examples.size() + batch - 1) / batch;
 
   Model<float> model = initial_model(config, set);
-  const Twin twin = make_twin(model, config.model);
+  const Twin twin = make_twin(model, config.model, device);
   std::unique_ptr<FplabUpdate> fplab_update;
   std::unique_ptr<LibtorchUpdate> libtorch_update;
   if (options.update == UpdateRule::fplab)
@@ -318,7 +360,7 @@ TwinResult train(const TrainConfig& config, const Dataset& data, const TwinOptio
   const uint64_t order_seed = config.order_seed ? config.order_seed : config.algo_seed;
 
   TwinResult result;
-  result.backend = backend(options.threads);
+  result.backend = backend(options);
   std::vector<size_t> batch_examples;
   std::vector<float> images(batch * set.image_size());
   std::vector<uint8_t> labels(batch);
@@ -334,9 +376,10 @@ TwinResult train(const TrainConfig& config, const Dataset& data, const TwinOptio
       make_batch(set, batch_examples, config.augmentation, config.algo_seed, epoch, data.background(), images.data(),
                  labels.data());
       const auto rows = static_cast<int64_t>(n);
-      const at::Tensor x = at::from_blob(images.data(), {rows, set.channels, set.rows, set.cols}, at::kFloat);
+      const at::Tensor x = at::from_blob(images.data(), {rows, set.channels, set.rows, set.cols}, at::kFloat).to(device);
       at::Tensor target = at::empty({rows}, at::kLong);
       for (size_t i = 0; i < n; ++i) target.data_ptr<int64_t>()[i] = labels[i];
+      target = target.to(device);
 
       for (const auto& p : twin.parameters) p.mutable_grad().reset();  // fresh gradients, nothing accumulated
       const at::Tensor loss = at::cross_entropy_loss(forward(twin, x, true, config.algo_seed, step), target);
@@ -353,6 +396,7 @@ TwinResult train(const TrainConfig& config, const Dataset& data, const TwinOptio
         break;
       }
     }
+    if (cuda) torch::cuda::synchronize();  // the epoch's kernels finished, not only queued
     result.epoch_seconds.push_back(std::chrono::duration<double>(clock::now() - started).count());
   }
   result.steps = step;
@@ -366,7 +410,7 @@ TwinResult train(const TrainConfig& config, const Dataset& data, const TwinOptio
     }
   }
   if (options.evaluate) {
-    result.predictions = predict(twin, data.test);
+    result.predictions = predict(twin, data.test, device);
     size_t correct = 0;
     for (size_t i = 0; i < result.predictions.size(); ++i) correct += result.predictions[i] == data.test.labels[i];
     result.test_accuracy = static_cast<double>(correct) / static_cast<double>(result.predictions.size());

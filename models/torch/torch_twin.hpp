@@ -8,8 +8,9 @@
 // and the reference that real cuBLAS/cuDNN churn is held against (DESIGN.md, "GPU side").
 //
 // Assumptions, stated once: the model comes from models::build_model (BatchNorm momentum 0.1,
-// eps 1e-5; at most one dropout, of probability ModelSpec::dropout); the twin runs on the CPU
-// in fp32; checkpoints and resuming are fplab's business, not the twin's.
+// eps 1e-5; at most one dropout, of probability ModelSpec::dropout); the twin computes in fp32
+// (on a GPU, TF32 products only when asked); checkpoints and resuming are fplab's business, not
+// the twin's.
 //
 // This header does not include LibTorch: only torch_twin.cpp does, so the tests and benchmarks
 // that use the twin compile at fplab's usual speed.
@@ -32,9 +33,18 @@ enum class UpdateRule {
              // e.g. a fused multiply-add in p.add_(buf, -lr))
 };
 
+// Where the twin computes: LibTorch's CPU kernels, or cuBLAS and cuDNN on the first CUDA device
+// (a LibTorch built with CUDA, e.g. the GPU machine's PyTorch install: docs/torch.md).
+enum class Device { cpu, cuda };
 struct TwinOptions {
+  Device device = Device::cpu;
   int threads = 1;             // at::set_num_threads, and OpenBLAS's own pool where it is loaded
-  bool deterministic = true;   // at::globalContext().setDeterministicAlgorithms(true, false)
+  // CPU: at::globalContext().setDeterministicAlgorithms(deterministic, false). CUDA: also
+  // cuDNN's deterministic algorithms (cudnn.deterministic) and CUBLAS_WORKSPACE_CONFIG=:4096:8,
+  // ops without a deterministic form only warning; false is PyTorch's default mode (cuDNN may
+  // pick algorithms that accumulate with atomics). cuDNN's benchmark mode stays off in both.
+  bool deterministic = true;
+  bool tf32 = false;           // CUDA: cuBLAS and cuDNN may multiply in TF32 (off: fp32 products)
   UpdateRule update = UpdateRule::fplab;
   size_t max_steps = 0;        // stop after this many optimizer steps (0: all epochs)
   bool evaluate = true;        // predict the test set after the last step
@@ -52,12 +62,15 @@ struct TwinResult {
   std::string backend;               // what LibTorch computes with, e.g. "LibTorch 1.13.1, OpenBLAS, oneDNN, 1 thread"
 };
 
+// Whether this LibTorch can run the twin on a CUDA device; if not, *why says so in one line.
+bool cuda_available(std::string* why = nullptr);
 // The parameters fplab's trainer starts from for this config (fplab layout, model order).
 std::vector<float> initial_weights(const TrainConfig& config, const Dataset& data);
 
 // Trains the LibTorch twin of config.model as train(config, data) trains the fplab model (the
 // schedules in config.ops are ignored: LibTorch reduces as it does). Throws std::invalid_argument
-// for a layer the twin does not know.
+// for a layer the twin does not know, std::runtime_error for Device::cuda where cuda_available()
+// is false.
 TwinResult train(const TrainConfig& config, const Dataset& data, const TwinOptions& options = {});
 
 // How one fplab parameter maps onto LibTorch's, for the documentation and the tests.

@@ -1,0 +1,127 @@
+#include "apps/torch_churn.hpp"
+
+#include <cstdio>
+#include <iostream>
+
+#include "apps/cli_support.hpp"
+#include "models/checkpoint_io.hpp"
+
+namespace fplab::app {
+namespace {
+
+struct Args {
+  std::string file, device = "cuda", variant = "impl", data_dir = models::kFashionMnistDir, json;
+  std::vector<std::string> modes{"default", "deterministic"};
+  size_t replicas = 0;
+  int threads = 1;
+  bool tf32 = false, quiet = false;
+};
+
+nlohmann::json group_json(const experiments::TwinGroup& g) {
+  nlohmann::json replicas = nlohmann::json::array();
+  for (const auto& r : g.replicas)
+    replicas.push_back({{"algo_seed", r.algo_seed},
+                        {"test_accuracy", r.test_accuracy},
+                        {"seconds", r.seconds},
+                        {"weights_sha256", r.weights_sha256},
+                        {"predictions_sha256", r.predictions_sha256}});
+  return {{"mode", g.mode},
+          {"variant", experiments::variant_name(g.variant)},
+          {"backend", g.backend},
+          {"accuracy_mean", g.accuracy_mean},
+          {"accuracy_sd", g.accuracy_sd},
+          {"churn", {{"mean", g.churn.mean}, {"ci_low", g.churn.ci_low}, {"ci_high", g.churn.ci_high}, {"pairs", g.churn.pairs}}},
+          {"l2", g.l2},
+          {"identical", g.identical},
+          {"replicas", replicas}};
+}
+
+int run(const Args& args, const std::string& command, const experiments::TwinTrainer& train,
+        const CudaCheck& cuda_available) {
+  const experiments::Experiment experiment = experiments::load_experiment(args.file);
+  const experiments::Variant variant = experiments::parse_variant(args.variant);
+  const size_t replicas = args.replicas ? args.replicas : experiment.replicas;
+  models::torch_twin::TwinOptions options;
+  options.device = args.device == "cuda" ? models::torch_twin::Device::cuda : models::torch_twin::Device::cpu;
+  options.threads = args.threads;
+  options.tf32 = args.tf32;
+  std::string why;
+  if (options.device == models::torch_twin::Device::cuda && !cuda_available(&why))
+    throw UsageError(why + "; --device cpu runs LibTorch's CPU kernels");
+  const auto data = models::load_fashion_mnist(args.data_dir);
+  std::vector<experiments::TwinGroup> groups;
+  for (const auto& mode : args.modes) {
+    options.deterministic = mode == "deterministic";
+    if (!args.quiet)
+      std::fprintf(stderr, "%s: %s mode, %zu replica(s) of the %s variant on %s\n", experiment.name.c_str(), mode.c_str(),
+                   replicas, experiments::variant_name(variant).c_str(), args.device.c_str());
+    auto progress = [&](size_t i, const experiments::TwinReplica& r) {
+      if (!args.quiet)
+        std::fprintf(stderr, "  [%s %zu/%zu] %.1f s, test accuracy %.4f, weights %.12s\n", mode.c_str(), i + 1, replicas,
+                     r.seconds, r.test_accuracy, r.weights_sha256.c_str());
+    };
+    groups.push_back(experiments::run_twin_group(experiment, data, variant, replicas, options, train, progress));
+  }
+  std::string backends;
+  for (const auto& g : groups) backends += g.mode + ": " + g.backend + "\n";
+  std::printf("%s (%s)\n%s\n%s", experiment.name.c_str(), args.file.c_str(), backends.c_str(),
+              experiments::twin_table(groups).c_str());
+  if (!args.json.empty()) {
+    nlohmann::json doc = {{"experiment", experiment.name}, {"file", args.file}, {"command", command},
+                          {"device", args.device}, {"tf32", args.tf32}, {"groups", nlohmann::json::array()}};
+    for (const auto& g : groups) doc["groups"].push_back(group_json(g));
+    models::write_file_atomically(args.json, doc.dump(1) + "\n");
+  }
+  return 0;
+}
+
+}  // namespace
+
+int torch_churn_main(int argc, char** argv, const experiments::TwinTrainer& train, const CudaCheck& cuda_available) {
+  Args args;
+  CLI::App app{"torch_churn: an experiment's recipe trained by fplab's LibTorch twin (cuBLAS/cuDNN on a GPU), replicas "
+               "in PyTorch's default and deterministic modes: the real churn, beside the simulated one"};
+  app.add_option("file", args.file, "experiment TOML (its [data], [model], [training] recipe and replicas)")->required();
+  app.add_option("--device", args.device, "cuda (cuBLAS and cuDNN) or cpu (LibTorch's CPU kernels)")
+      ->check(CLI::IsMember({"cuda", "cpu"}))
+      ->capture_default_str();
+  app.add_option("--modes", args.modes, "PyTorch modes, each a group of replicas: default, deterministic")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"default", "deterministic"}))
+      ->capture_default_str();
+  app.add_option("--replicas", args.replicas, "replicas a mode (default: the experiment's)")->check(CLI::Range(1, 1000));
+  app.add_option("--variant", args.variant,
+                 "which seeds vary between replicas: impl or control (none: only the hardware can differ), algo, "
+                 "algo+impl (the algorithmic seed too)")
+      ->check(CLI::IsMember({"impl", "control", "algo", "algo+impl"}))
+      ->capture_default_str();
+  app.add_flag("--tf32", args.tf32, "let cuBLAS and cuDNN multiply in TF32 (default: fp32 products)");
+  app.add_option("--threads", args.threads, "LibTorch CPU threads")->check(CLI::Range(1, 1024))->capture_default_str();
+  app.add_option("--data-dir", args.data_dir, "folder with the Fashion-MNIST IDX files")->capture_default_str();
+  app.add_option("--json", args.json, "also write the groups, with every replica's SHA-256, as JSON to this file");
+  app.add_flag("--quiet", args.quiet, "no progress on stderr");
+  app.footer(
+      "Examples:\n"
+      "  torch_churn experiments/hardware.toml                 4 replicas a mode on the GPU, fp32\n"
+      "  torch_churn experiments/hardware.toml --tf32 --json real.json\n"
+      "  torch_churn experiments/quick.toml --device cpu --modes deterministic --replicas 2\n"
+      "Compare the default-mode churn with `fplab run` of the same recipe on a GPU profile\n"
+      "(docs/torch.md, \"Real churn on a GPU\"; docs/results.md, section 5).");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::cerr << "torch_churn: error: " << e.what() << " (see torch_churn --help)\n";
+    return 2;
+  }
+  std::string command = "torch_churn";
+  for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
+  try {
+    return run(args, command, train, cuda_available);
+  } catch (const std::exception& e) {
+    std::cerr << "torch_churn: error: " << e.what() << '\n';
+  }
+  return 2;
+}
+
+}  // namespace fplab::app
