@@ -1,6 +1,9 @@
 #include "apps/torch_churn.hpp"
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
 #include "apps/cli_support.hpp"
@@ -10,11 +13,11 @@ namespace fplab::app {
 namespace {
 
 struct Args {
-  std::string file, device = "cuda", variant = "impl", data_dir = models::kFashionMnistDir, json;
+  std::string file, device = "cuda", variant = "impl", tf32 = "off", data_dir = models::kFashionMnistDir, json;
   std::vector<std::string> modes{"default", "deterministic"};
   size_t replicas = 0;
   int threads = 1;
-  bool tf32 = false, quiet = false;
+  bool quiet = false;
 };
 
 nlohmann::json group_json(const experiments::TwinGroup& g) {
@@ -44,10 +47,20 @@ int run(const Args& args, const std::string& command, const experiments::TwinTra
   models::torch_twin::TwinOptions options;
   options.device = args.device == "cuda" ? models::torch_twin::Device::cuda : models::torch_twin::Device::cpu;
   options.threads = args.threads;
-  options.tf32 = args.tf32;
+  options.tf32_cublas = args.tf32 == "all";
+  options.tf32_cudnn = args.tf32 != "off";
+  const bool cuda = options.device == models::torch_twin::Device::cuda;
+  if (!cuda && args.tf32 != "off") throw UsageError("--tf32 " + args.tf32 + ": TF32 is a GPU setting (--device cuda)");
+  if (!args.json.empty()) {  // found out now, not after the training
+    const std::filesystem::path parent = std::filesystem::absolute(args.json).parent_path();
+    if (!std::filesystem::is_directory(parent)) throw UsageError("--json " + args.json + ": no folder " + parent.string());
+  }
+  // Deterministic cuBLAS needs its workspace setting before the process's first GEMM, so it is
+  // set now, for every group of this run (unless the environment already has one).
+  if (cuda && std::find(args.modes.begin(), args.modes.end(), "deterministic") != args.modes.end())
+    setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 0);
   std::string why;
-  if (options.device == models::torch_twin::Device::cuda && !cuda_available(&why))
-    throw UsageError(why + "; --device cpu runs LibTorch's CPU kernels");
+  if (cuda && !cuda_available(&why)) throw UsageError(why + "; --device cpu runs LibTorch's CPU kernels");
   const auto data = models::load_fashion_mnist(args.data_dir);
   std::vector<experiments::TwinGroup> groups;
   for (const auto& mode : args.modes) {
@@ -89,13 +102,18 @@ int torch_churn_main(int argc, char** argv, const experiments::TwinTrainer& trai
       ->delimiter(',')
       ->check(CLI::IsMember({"default", "deterministic"}))
       ->capture_default_str();
-  app.add_option("--replicas", args.replicas, "replicas a mode (default: the experiment's)")->check(CLI::Range(1, 1000));
+  app.add_option("--replicas", args.replicas, "replicas a mode, at least 2 (default: the experiment's)")
+      ->check(CLI::Range(2, 1000));
   app.add_option("--variant", args.variant,
                  "which seeds vary between replicas: impl or control (none: only the hardware can differ), algo, "
                  "algo+impl (the algorithmic seed too)")
       ->check(CLI::IsMember({"impl", "control", "algo", "algo+impl"}))
       ->capture_default_str();
-  app.add_flag("--tf32", args.tf32, "let cuBLAS and cuDNN multiply in TF32 (default: fp32 products)");
+  app.add_option("--tf32", args.tf32,
+                 "TF32 products on the GPU: off (fp32, as the simulator's CUDA-core profiles), cudnn (PyTorch's own "
+                 "default: convolutions in TF32, GEMMs fp32), all (cuBLAS too)")
+      ->check(CLI::IsMember({"off", "cudnn", "all"}))
+      ->capture_default_str();
   app.add_option("--threads", args.threads, "LibTorch CPU threads")->check(CLI::Range(1, 1024))->capture_default_str();
   app.add_option("--data-dir", args.data_dir, "folder with the Fashion-MNIST IDX files")->capture_default_str();
   app.add_option("--json", args.json, "also write the groups, with every replica's SHA-256, as JSON to this file");
@@ -103,10 +121,11 @@ int torch_churn_main(int argc, char** argv, const experiments::TwinTrainer& trai
   app.footer(
       "Examples:\n"
       "  torch_churn experiments/hardware.toml                 4 replicas a mode on the GPU, fp32\n"
-      "  torch_churn experiments/hardware.toml --tf32 --json real.json\n"
+      "  torch_churn experiments/hardware.toml --tf32 cudnn --json real.json   PyTorch's TF32 default\n"
       "  torch_churn experiments/quick.toml --device cpu --modes deterministic --replicas 2\n"
       "Compare the default-mode churn with `fplab run` of the same recipe on a GPU profile\n"
-      "(docs/torch.md, \"Real churn on a GPU\"; docs/results.md, section 5).");
+      "(docs/torch.md, \"Real churn on a GPU\"; docs/results.md, section 5). Where deterministic is among\n"
+      "the modes, CUBLAS_WORKSPACE_CONFIG=:4096:8 is set for the whole run (unless set already).");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -37,7 +37,7 @@ TwinGroup run_twin_group(const Experiment& experiment, const models::Dataset& da
   group.accuracy_sd = stddev(accuracy);
   group.churn = churn_summary(predictions);
   group.l2 = mean_pairwise_l2(weights);
-  group.identical = !group.replicas.empty();
+  group.identical = group.replicas.size() >= 2;  // one replica proves nothing
   for (const auto& r : group.replicas)
     group.identical = group.identical && r.weights_sha256 == group.replicas[0].weights_sha256 &&
                       r.predictions_sha256 == group.replicas[0].predictions_sha256;

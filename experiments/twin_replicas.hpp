@@ -35,7 +35,7 @@ struct TwinGroup {
   double accuracy_mean = 0, accuracy_sd = 0;  // fractions
   ChurnSummary churn;                         // fractions
   double l2 = 0;                              // mean pairwise normalized L2 of the final weights
-  bool identical = false;                     // every replica's weights and predictions equal bit for bit
+  bool identical = false;                     // >= 2 replicas, weights and predictions all equal bit for bit
 };
 
 // Trains the replicas of `experiment`'s recipe for `variant` (seeds as Experiment::replica_config;

@@ -219,10 +219,16 @@ TEST_CASE("torch twin: without a CUDA device, cuda_available says why and Device
   CHECK(batches == 0);
 }
 
-TEST_CASE("torch twin: two deterministic CPU runs of the same config are bit-identical (what torch_churn's Control relies on)") {
+TEST_CASE("torch twin: deterministic CPU runs are bit-identical, and a default-mode run between them changes nothing") {
   const auto a = twin_run(run("small_cnn", "adam", 3));
-  const auto b = twin_run(run("small_cnn", "adam", 3));
-  CHECK(a.weights == b.weights);
-  CHECK(a.predictions == b.predictions);
+  twin::TwinOptions o;
+  o.deterministic = false;
+  const auto b = twin::train(run("small_cnn", "adam", 3), data(), o);
+  const auto c = twin_run(run("small_cnn", "adam", 3));
+  CHECK(a.weights == c.weights);
+  CHECK(a.predictions == c.predictions);
+  CHECK(a.losses == c.losses);
+  CHECK(a.losses.size() == 3);
+  CHECK(b.losses.size() == 3);
   CHECK(a.backend.find(", CPU") != std::string::npos);
 }

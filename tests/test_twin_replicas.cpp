@@ -4,11 +4,13 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <stdexcept>
 
 #include "apps/torch_churn.hpp"
 #include "experiments/twin_replicas.hpp"
@@ -57,8 +59,12 @@ const models::Dataset& tiny_data() {  // 20 test images are enough for the stand
 // default options also change prediction `call % 20` (a different one each call) and one weight.
 struct StandIn {
   int calls = 0;
+  int fail_at = -1;  // throw on this call
   std::vector<TwinResult> given;
+  std::vector<TwinOptions> asked;
   TwinResult operator()(const models::TrainConfig& config, const models::Dataset& data, const TwinOptions& options) {
+    asked.push_back(options);
+    if (calls == fail_at) throw std::runtime_error("LibTorch: CUDA out of memory (stand-in)");
     TwinResult r;
     r.backend = options.deterministic ? "stand-in, deterministic" : "stand-in, default";
     r.weights = {1.0f, 2.0f, static_cast<float>(config.algo_seed)};
@@ -150,6 +156,46 @@ TEST_CASE("twin replicas: seeds by variant, and the group's metrics against dire
     }
 }
 
+TEST_CASE("torch_churn: options reach the trainer; CUBLAS_WORKSPACE_CONFIG only where deterministic runs on CUDA") {
+  const std::string recipe = write_temp("recipe.toml", kRecipe);
+  {
+    unsetenv("CUBLAS_WORKSPACE_CONFIG");
+    StandIn stand_in;
+    std::string err;
+    REQUIRE(run_program({recipe, "--replicas", "2", "--tf32", "cudnn", "--threads", "3", "--quiet"}, std::ref(stand_in), true,
+                        &err) == 0);
+    REQUIRE(stand_in.asked.size() == 4);
+    for (size_t i = 0; i < 4; ++i) {
+      CHECK(stand_in.asked[i].device == models::torch_twin::Device::cuda);
+      CHECK(stand_in.asked[i].deterministic == (i >= 2));  // default first, then deterministic
+      CHECK(stand_in.asked[i].tf32_cudnn);
+      CHECK(!stand_in.asked[i].tf32_cublas);
+      CHECK(stand_in.asked[i].threads == 3);
+    }
+    const char* workspace = std::getenv("CUBLAS_WORKSPACE_CONFIG");
+    CHECK((workspace && std::string(workspace) == ":4096:8"));
+  }
+  {
+    unsetenv("CUBLAS_WORKSPACE_CONFIG");
+    StandIn stand_in;
+    REQUIRE(run_program({recipe, "--replicas", "2", "--modes", "default", "--tf32", "all", "--quiet"}, std::ref(stand_in),
+                        true) == 0);
+    REQUIRE(stand_in.asked.size() == 2);
+    CHECK(stand_in.asked[0].tf32_cublas);
+    CHECK(stand_in.asked[0].tf32_cudnn);
+    CHECK(!stand_in.asked[0].deterministic);
+    CHECK(std::getenv("CUBLAS_WORKSPACE_CONFIG") == nullptr);  // PyTorch's default mode, untouched
+  }
+  {
+    StandIn stand_in;
+    REQUIRE(run_program({recipe, "--replicas", "2", "--device", "cpu", "--modes", "deterministic", "--quiet"},
+                        std::ref(stand_in), false) == 0);
+    REQUIRE(stand_in.asked.size() == 2);
+    CHECK(stand_in.asked[0].device == models::torch_twin::Device::cpu);
+    CHECK(!stand_in.asked[0].tf32_cudnn);
+  }
+}
+
 TEST_CASE("torch_churn: runs the modes, prints the table, writes --json whole") {
   const std::string recipe = write_temp("recipe.toml", kRecipe);
   const fs::path dir = fs::temp_directory_path() / "fplab_twin_out";
@@ -193,7 +239,9 @@ TEST_CASE("torch_churn: bad input is one line on stderr, exit code 2, no result 
       {{recipe, "--json", json_path}, false, "no CUDA device"},
       {{recipe, "--device", "cpu", "--data-dir", "/nonexistent/fashion", "--json", json_path}, true, "/nonexistent/fashion"},
       {{recipe, "--modes", "default,fast"}, true, "--modes"},
-      {{recipe, "--replicas", "0"}, true, "--replicas"},
+      {{recipe, "--replicas", "1"}, true, "--replicas"},
+      {{recipe, "--device", "cpu", "--tf32", "cudnn"}, false, "TF32"},
+      {{recipe, "--json", (dir / "no" / "such" / "x.json").string()}, true, "no folder"},
       {{(dir / "missing.toml").string()}, true, "missing.toml"},
       {{recipe, "--variant", "order"}, true, "--variant"},
   };
@@ -206,7 +254,14 @@ TEST_CASE("torch_churn: bad input is one line on stderr, exit code 2, no result 
     CHECK(std::count(err.begin(), err.end(), '\n') == 1);
     CHECK(err.rfind("torch_churn: error: ", 0) == 0);
   }
-  CHECK(stand_in.calls == 0);
+  CHECK(stand_in.calls == 0);  // every one of them found out before any training
+  // A trainer that fails halfway (LibTorch's errors reach here as one line): exit 2, no file.
+  StandIn failing;
+  failing.fail_at = 3;
+  std::string err;
+  CHECK(run_program({recipe, "--replicas", "3", "--json", json_path}, std::ref(failing), true, &err) == 2);
+  CHECK(err == "torch_churn: error: LibTorch: CUDA out of memory (stand-in)\n");
   CHECK(!fs::exists(json_path));
+  CHECK(fs::is_empty(dir));
   fs::remove_all(dir);
 }

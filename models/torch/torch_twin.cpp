@@ -260,8 +260,11 @@ std::string backend(const TwinOptions& options) {
     const long v = at::detail::getCUDAHooks().versionCuDNN();  // 8.9.2: 8902; 9.10.0: 91000
     const long major = v >= 90000 ? v / 10000 : v / 1000, minor = v >= 90000 ? v / 100 % 100 : v / 100 % 10;
     s += ", CUDA, cuBLAS, cuDNN " + std::to_string(major) + "." + std::to_string(minor);
-    s += options.tf32 ? ", TF32 products" : ", fp32 products";
+    s += options.tf32_cublas ? ", cuBLAS TF32" : ", cuBLAS fp32";
+    s += options.tf32_cudnn ? ", cuDNN TF32" : ", cuDNN fp32";
     s += options.deterministic ? ", deterministic algorithms" : ", default algorithms";
+    const char* workspace = std::getenv("CUBLAS_WORKSPACE_CONFIG");
+    s += std::string(", CUBLAS_WORKSPACE_CONFIG=") + (workspace ? workspace : "(unset)");
     return s;
   }
   s += ", CPU";
@@ -321,23 +324,19 @@ std::vector<ParameterMapping> parameter_mapping(const ModelSpec& spec, const std
   return out;
 }
 
-TwinResult train(const TrainConfig& config, const Dataset& data, const TwinOptions& options) {
+namespace {
+
+TwinResult train_on(const TrainConfig& config, const Dataset& data, const TwinOptions& options) {
   using clock = std::chrono::steady_clock;
   set_threads(options.threads);
   const bool cuda = options.device == Device::cuda;
-  std::string why;
-  if (cuda && !cuda_available(&why)) throw std::runtime_error("torch twin: " + why);
   const at::Device device = device_of(options.device);
+  // Every flag on every call (the CUDA ones are inert on the CPU), so nothing carries over.
   auto& context = at::globalContext();
-  if (cuda) {
-    // cuBLAS reads this when it creates its handle: before the first GEMM. The ":4096:8" setting
-    // is the one PyTorch's reproducibility notes name for deterministic cuBLAS.
-    if (options.deterministic) setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 1);
-    context.setDeterministicCuDNN(options.deterministic);
-    context.setBenchmarkCuDNN(false);
-    context.setAllowTF32CuBLAS(options.tf32);
-    context.setAllowTF32CuDNN(options.tf32);
-  }
+  context.setDeterministicCuDNN(options.deterministic);
+  context.setBenchmarkCuDNN(false);
+  context.setAllowTF32CuBLAS(cuda && options.tf32_cublas);
+  context.setAllowTF32CuDNN(cuda && options.tf32_cudnn);
   // On the GPU an op without a deterministic form warns (on stderr) instead of stopping the run:
   // whether replicas agree bit for bit is measured, not assumed.
   context.setDeterministicAlgorithms(options.deterministic, cuda);
@@ -364,6 +363,7 @@ TwinResult train(const TrainConfig& config, const Dataset& data, const TwinOptio
   std::vector<size_t> batch_examples;
   std::vector<float> images(batch * set.image_size());
   std::vector<uint8_t> labels(batch);
+  std::vector<at::Tensor> losses;  // this epoch's
   uint64_t step = 0;
   bool done = false;
   for (size_t epoch = 0; epoch < config.epochs && !done; ++epoch) {
@@ -388,7 +388,7 @@ TwinResult train(const TrainConfig& config, const Dataset& data, const TwinOptio
         fplab_update->step(epoch);
       else
         libtorch_update->step(epoch);
-      result.losses.push_back(loss.item<float>());
+      losses.push_back(loss.detach());  // copied once an epoch: no GPU sync per step
       ++step;
       if (options.on_batch) options.on_batch(epoch, b, batches);
       if (options.max_steps != 0 && step >= options.max_steps) {
@@ -398,6 +398,8 @@ TwinResult train(const TrainConfig& config, const Dataset& data, const TwinOptio
     }
     if (cuda) torch::cuda::synchronize();  // the epoch's kernels finished, not only queued
     result.epoch_seconds.push_back(std::chrono::duration<double>(clock::now() - started).count());
+    if (!losses.empty()) append(result.losses, at::stack(losses));
+    losses.clear();
   }
   result.steps = step;
   for (const auto& l : twin.layers) {
@@ -416,6 +418,20 @@ TwinResult train(const TrainConfig& config, const Dataset& data, const TwinOptio
     result.test_accuracy = static_cast<double>(correct) / static_cast<double>(result.predictions.size());
   }
   return result;
+}
+
+}  // namespace
+
+TwinResult train(const TrainConfig& config, const Dataset& data, const TwinOptions& options) {
+  const bool cuda = options.device == Device::cuda;
+  std::string why;
+  if (cuda && !cuda_available(&why)) throw std::runtime_error("torch twin: " + why);
+  try {
+    return train_on(config, data, options);
+  } catch (const c10::Error& e) {  // what() carries LibTorch's backtrace: keep the message's first line
+    const std::string message = e.what_without_backtrace();
+    throw std::runtime_error("LibTorch: " + message.substr(0, message.find('\n')));
+  }
 }
 
 }  // namespace fplab::models::torch_twin

@@ -40,11 +40,15 @@ struct TwinOptions {
   Device device = Device::cpu;
   int threads = 1;             // at::set_num_threads, and OpenBLAS's own pool where it is loaded
   // CPU: at::globalContext().setDeterministicAlgorithms(deterministic, false). CUDA: also
-  // cuDNN's deterministic algorithms (cudnn.deterministic) and CUBLAS_WORKSPACE_CONFIG=:4096:8,
-  // ops without a deterministic form only warning; false is PyTorch's default mode (cuDNN may
-  // pick algorithms that accumulate with atomics). cuDNN's benchmark mode stays off in both.
+  // cuDNN's deterministic algorithms (cudnn.deterministic), ops without a deterministic form only
+  // warning; false is PyTorch's default mode (cuDNN may pick algorithms that accumulate with
+  // atomics). cuDNN's benchmark mode stays off in both. Deterministic cuBLAS also needs
+  // CUBLAS_WORKSPACE_CONFIG=:4096:8 in the environment before the process's first GEMM: the
+  // caller's business (torch_churn sets it at its start), reported in TwinResult::backend.
+  // Every flag is set on every call, so one call's settings never leak into the next.
   bool deterministic = true;
-  bool tf32 = false;           // CUDA: cuBLAS and cuDNN may multiply in TF32 (off: fp32 products)
+  bool tf32_cublas = false;    // CUDA: cuBLAS may multiply in TF32 (PyTorch's default: no)
+  bool tf32_cudnn = false;     // CUDA: cuDNN may multiply in TF32 (PyTorch's default: yes)
   UpdateRule update = UpdateRule::fplab;
   size_t max_steps = 0;        // stop after this many optimizer steps (0: all epochs)
   bool evaluate = true;        // predict the test set after the last step
@@ -70,7 +74,7 @@ std::vector<float> initial_weights(const TrainConfig& config, const Dataset& dat
 // Trains the LibTorch twin of config.model as train(config, data) trains the fplab model (the
 // schedules in config.ops are ignored: LibTorch reduces as it does). Throws std::invalid_argument
 // for a layer the twin does not know, std::runtime_error for Device::cuda where cuda_available()
-// is false.
+// is false and for LibTorch's own errors (their first line, without LibTorch's backtrace).
 TwinResult train(const TrainConfig& config, const Dataset& data, const TwinOptions& options = {});
 
 // How one fplab parameter maps onto LibTorch's, for the documentation and the tests.
