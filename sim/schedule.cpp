@@ -11,6 +11,9 @@ namespace fplab::sim {
 namespace {
 
 using RK = Reducer::Kind;
+constexpr std::array<std::pair<Reducer::Input, std::string_view>, 6> kFusedInputs = {{
+    {Reducer::Input::none, "none"}, {Reducer::Input::tf32, "tf32"}, {Reducer::Input::bf16, "bf16"},
+    {Reducer::Input::fp16, "fp16"}, {Reducer::Input::e4m3, "e4m3"}, {Reducer::Input::e5m2, "e5m2"}}};
 constexpr std::array<std::pair<RK, std::string_view>, 13> kPlainReducers = {{
     {RK::seq, "seq"},
     {RK::rev, "rev"},
@@ -87,13 +90,23 @@ class Reader {
       r.fused_products = static_cast<int>(number(1, 1024, "fused product count N"));
       expect(',');
       r.fused_fraction_bits = static_cast<int>(number(1, 1024, "fused fraction bits F"));
+      if (take(',')) {
+        skip_spaces();
+        const size_t at = pos_;
+        const std::string_view input = identifier();
+        bool known_input = false;
+        for (const auto& [kind, name] : kFusedInputs)
+          if (kind != Reducer::Input::none && input == name) r.fused_input = kind, known_input = true;
+        if (!known_input)
+          fail_at(at, "unknown tensor-core input format '" + std::string(input) + "' (known: tf32, bf16, fp16, e4m3, e5m2)");
+      }
       expect(')');
       return r;
     }
     std::string known;
     for (const auto& [kind, name] : kPlainReducers) known += std::string(name) + ", ";
     fail_at(start, word.empty() ? "expected a reducer after ':'"
-                                : "unknown reducer '" + std::string(word) + "' (known: " + known + "fused(N,F))");
+                                : "unknown reducer '" + std::string(word) + "' (known: " + known + "fused(N,F), fused(N,F,INPUT))");
   }
 
   std::string_view identifier() {
@@ -146,8 +159,18 @@ class Reader {
 
 }  // namespace
 
+const char* to_string(Reducer::Input input) {
+  for (const auto& [kind, name] : kFusedInputs)
+    if (kind == input) return name.data();
+  return "?";
+}
+
 std::string to_string(const Reducer& r) {
-  if (r.kind == RK::fused) return "fused(" + std::to_string(r.fused_products) + "," + std::to_string(r.fused_fraction_bits) + ")";
+  if (r.kind == RK::fused) {
+    std::string text = "fused(" + std::to_string(r.fused_products) + "," + std::to_string(r.fused_fraction_bits);
+    if (r.fused_input != Reducer::Input::none) text.append(",").append(to_string(r.fused_input));
+    return text.append(")");
+  }
   for (const auto& [kind, name] : kPlainReducers)
     if (kind == r.kind) return std::string(name);
   return "?";

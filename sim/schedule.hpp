@@ -5,7 +5,9 @@
 //   stage    := "shuffle" | grouping ":" reducer
 //   grouping := "contig(" G ")" | "strided(" P ")" | "split(" S ")" | "all"
 //   reducer  := seq | rev | tree | shfl_down | shfl_up | shfl_xor | atomic | ring | kahan
-//             | neumaier | exact | binned | numpy_pairwise | fused(N,F)
+//             | neumaier | exact | binned | numpy_pairwise | fused(N,F) | fused(N,F,INPUT)
+//   INPUT    := tf32 | bf16 | fp16 | e4m3 | e5m2   (the tensor core's input format; default: none,
+//                                                  products of the values as they are)
 //
 // The canonical text has single spaces around '|' and no other spaces; parse(print(s)) == s.
 #pragma once
@@ -36,9 +38,14 @@ struct Reducer {
   enum class Kind : uint8_t {
     seq, rev, tree, shfl_down, shfl_up, shfl_xor, atomic, ring, kahan, neumaier, exact, binned, numpy_pairwise, fused
   };
+  // fused(N,F,INPUT): the factors converted to INPUT before the fused step (tf32 truncated, as
+  // the H100's tensor cores read fp32 operands; the others rounded to nearest even, as a
+  // framework's cast); none: no conversion.
+  enum class Input : uint8_t { none, tf32, bf16, fp16, e4m3, e5m2 };
   Kind kind = Kind::seq;
   int fused_products = 0;       // N of fused(N,F)
   int fused_fraction_bits = 0;  // F of fused(N,F)
+  Input fused_input = Input::none;
   bool operator==(const Reducer&) const = default;
   // Reducers whose result depends on the implementation-noise stream.
   bool random() const { return kind == Kind::atomic; }
@@ -64,6 +71,7 @@ struct Schedule {
 std::string to_string(const Schedule& schedule);
 std::string to_string(const Stage& stage);
 std::string to_string(const Reducer& reducer);
+const char* to_string(Reducer::Input input);  // "none", "tf32", "bf16", "fp16", "e4m3", "e5m2"
 
 // Parses a schedule or a preset name (see presets.hpp); throws ScheduleError.
 Schedule parse_schedule(std::string_view text);

@@ -321,7 +321,9 @@ TEST_CASE("engine gemm == reference: fused(N,F) first stages x tf32/bf16/fp16/e4
   const char* schedules[] = {"tc-h100-tf32", "tc-h100-bf16", "tc-h100-fp8", "tc-v100", "tc-a100",
                              "split(16):fused(8,25) | all:seq", "strided(3):fused(4,24) | all:atomic",
                              "shuffle | all:fused(8,25)", "contig(8):fused(16,25) | contig(3):seq | all:tree",
-                             "all:fused(64,48)" /* F too wide for the lane form: the scalar step per lane */};
+                             "all:fused(64,48)" /* F too wide for the lane form: the scalar step per lane */,
+                             "all:fused(8,25,tf32)", "split(16):fused(16,25,bf16) | all:seq", "contig(8):fused(32,13,e4m3) | all:tree",
+                             "all:fused(16,25,fp16)"};
   const Arithmetic arithmetics[] = {arithmetic_of(fp::fp32(), fp::Mode::rne), arithmetic_of(fp::parse_format("e8m13"), fp::Mode::rz),
                                     arithmetic_of(fp::bf16(), fp::Mode::rne), arithmetic_of(fp::fp16(), fp::Mode::rne),
                                     arithmetic_of(fp::fp32(), fp::Mode::rd, Products::rounded)};
@@ -359,4 +361,50 @@ TEST_CASE("engine gemm == reference: fused(N,F) first stages x tf32/bf16/fp16/e4
       }
     }
   }
+}
+
+TEST_CASE("fused(N,F,INPUT) == fused(N,F) on factors converted beforehand (tf32 truncated, the others to nearest)") {
+  // An independent route: the test converts the data with fp::round_double, the engine inside
+  // the fused step (its GEMM tile form and its sum form), both held to the same bits.
+  std::mt19937_64 g(31);
+  std::normal_distribution<double> d;
+  struct Case {
+    const char* input;
+    fp::Format format;
+    fp::Mode mode;
+  };
+  const Case cases[] = {{"tf32", fp::tf32(), fp::Mode::rz}, {"bf16", fp::bf16(), fp::Mode::rne},
+                        {"fp16", fp::fp16(), fp::Mode::rne}, {"e5m2", fp::e5m2(), fp::Mode::rne}};
+  const Arithmetic ar = arithmetic_of(fp::fp32(), fp::Mode::rne);
+  for (const Case& c : cases)
+    for (const Shape& sh : awkward_shapes) {
+      std::vector<float> a(sh.m * sh.k), b(sh.k * sh.n), a_in(a.size()), b_in(b.size());
+      auto convert = [&](float x) { return static_cast<float>(fp::round_double(x, c.format, {c.mode}).value); };
+      for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(d(g) * 3), a_in[i] = convert(a[i]);
+      for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(d(g) * 3), b_in[i] = convert(b[i]);
+      for (const std::string stages : {"all:fused(8,25", "split(4):fused(16,25"}) {
+        const std::string tail = stages.rfind("split", 0) == 0 ? ") | all:seq" : ")";
+        const Schedule with_input = parse_schedule(stages + "," + c.input + tail);
+        const Schedule plain = parse_schedule(stages + tail);
+        std::vector<float> c1(sh.m * sh.n), c2(sh.m * sh.n);
+        gemm(with_input, a.data(), b.data(), c1.data(), {sh.m, sh.n, sh.k}, ar);
+        gemm(plain, a_in.data(), b_in.data(), c2.data(), {sh.m, sh.n, sh.k}, ar);
+        size_t same = 0, changed = 0;
+        for (size_t i = 0; i < c1.size(); ++i) same += std::bit_cast<uint32_t>(c1[i]) == std::bit_cast<uint32_t>(c2[i]);
+        // ... and the conversion matters: the unconverted data give other results somewhere.
+        std::vector<float> c3(sh.m * sh.n);
+        gemm(plain, a.data(), b.data(), c3.data(), {sh.m, sh.n, sh.k}, ar);
+        for (size_t i = 0; i < c1.size(); ++i) changed += c1[i] != c3[i];
+        INFO(c.input << " " << to_string(with_input) << " " << sh.m << "x" << sh.n << "x" << sh.k);
+        CHECK(same == c1.size());
+        if (sh.k >= 4) CHECK(changed > 0);
+      }
+      // Sums: values enter as value * 1, so a fused sum converts the values.
+      std::vector<double> v(1000), v_in(1000);
+      for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(d(g)), v_in[i] = convert(static_cast<float>(v[i]));
+      const double s1 = reduce(parse_schedule(std::string("all:fused(8,25,") + c.input + ")"), v, ar);
+      const double s2 = reduce(parse_schedule("all:fused(8,25)"), v_in, ar);
+      INFO(c.input << " sum");
+      CHECK(std::bit_cast<uint64_t>(s1) == std::bit_cast<uint64_t>(s2));
+    }
 }

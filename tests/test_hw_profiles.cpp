@@ -153,9 +153,10 @@ TEST_CASE("hw profiles: GPU parallelism follows the chips' SM counts and the sch
   CHECK(sim::to_string(find_hw_profile("v100").default_ops[OpKind::wgrad].schedule) == "split(80):seq | all:atomic");
   CHECK(sim::to_string(find_hw_profile("p100").default_ops[OpKind::dgrad].schedule) == "split(56):seq | all:atomic");
   // Tensor cores: the fused multi-term models of docs/tensor-cores.md.
-  CHECK(sim::to_string(find_hw_profile("h100-tf32").default_ops[OpKind::fwd].schedule) == "all:fused(8,25)");
-  CHECK(sim::to_string(find_hw_profile("h100-bf16").default_ops[OpKind::fwd].schedule) == "all:fused(16,25)");
-  CHECK(sim::to_string(find_hw_profile("a100-tf32").default_ops[OpKind::fwd].schedule) == "all:fused(4,24)");
+  CHECK(sim::to_string(find_hw_profile("h100-tf32").default_ops[OpKind::fwd].schedule) == "all:fused(8,25,tf32)");
+  CHECK(sim::to_string(find_hw_profile("h100-bf16").default_ops[OpKind::fwd].schedule) == "all:fused(16,25,bf16)");
+  CHECK(sim::to_string(find_hw_profile("a100-tf32").default_ops[OpKind::fwd].schedule) == "all:fused(4,24,tf32)");
+  CHECK(sim::to_string(find_hw_profile("rtx5000-tc").default_ops[OpKind::fwd].schedule) == "all:fused(4,23,fp16)");
 }
 
 TEST_CASE("hw profiles: det-atomics is v100 with every atomic step made a fixed-order fold") {
@@ -179,7 +180,7 @@ TEST_CASE("hw profiles: per-operation arithmetic, presets and the folder lookup"
   const HardwareProfile p = load_hw_profile(path);
   CHECK(p.name == "toy");
   CHECK(p.parallelism.at("sms") == 4);
-  CHECK(sim::to_string(p.default_ops[OpKind::fwd].schedule) == "all:fused(8,24)");  // preset, printed canonical
+  CHECK(sim::to_string(p.default_ops[OpKind::fwd].schedule) == "all:fused(8,24,fp16)");  // preset, printed canonical
   CHECK(p.default_ops[OpKind::fwd].arithmetic.format == fp::bf16());
   CHECK(p.default_ops[OpKind::fwd].arithmetic.mode == fp::Mode::rz);  // table-level, not overridden
   CHECK(p.default_ops[OpKind::fwd].arithmetic.products == sim::Products::exact);

@@ -25,6 +25,7 @@ Schedule random_schedule(std::mt19937_64& g) {
       if (st.reducer.kind == Reducer::Kind::fused) {
         st.reducer.fused_products = 1 + static_cast<int>(g() % 64);
         st.reducer.fused_fraction_bits = 1 + static_cast<int>(g() % 60);
+        st.reducer.fused_input = static_cast<Reducer::Input>(g() % 6);
       }
     }
     s.stages.push_back(st);
@@ -67,6 +68,15 @@ TEST_CASE("schedule grammar: 20000 seeded random schedules round-trip through te
   }
 }
 
+TEST_CASE("schedule grammar: fused(N,F,INPUT) names the tensor core's input format; without it, none") {
+  CHECK(parse_schedule("all:fused(8,25)").stages[0].reducer.fused_input == Reducer::Input::none);
+  CHECK(parse_schedule("all:fused(8,25,tf32)").stages[0].reducer.fused_input == Reducer::Input::tf32);
+  CHECK(parse_schedule("all:fused(16, 25, bf16)").stages[0].reducer.fused_input == Reducer::Input::bf16);
+  CHECK(to_string(parse_schedule("split(16):fused(32,13,e4m3) | all:seq")) == "split(16):fused(32,13,e4m3) | all:seq");
+  CHECK(to_string(parse_schedule("all:fused(8,25)")) == "all:fused(8,25)");  // no ",none" printed
+  CHECK_FALSE(parse_schedule("all:fused(8,25,tf32)") == parse_schedule("all:fused(8,25)"));
+}
+
 TEST_CASE("schedule grammar: canonical text has single spaces around '|' and no others") {
   const Schedule s = parse_schedule("  strided( 32 ) :seq|contig(8) : shfl_down |all:fused( 4 , 23 )  ");
   CHECK(to_string(s) == "strided(32):seq | contig(8):shfl_down | all:fused(4,23)");
@@ -88,6 +98,9 @@ TEST_CASE("schedule grammar: malformed schedules name the offending token and it
       {"strided(x):seq", 8},
       {"all:fused(0,23)", 10},
       {"all:fused(4)", 11},
+      {"all:fused(8,25,fp32)", 15},
+      {"all:fused(8,25,)", 15},
+      {"all:fused(8,25,tf32", 19},
       {"all:seq all:seq", 8},
       {"all:", 4},
   };
