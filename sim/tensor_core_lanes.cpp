@@ -32,6 +32,7 @@
 #endif
 
 #include "fp/round.hpp"
+#include "sim/fp32_narrowing.hpp"
 #include "sim/tensor_core.hpp"
 
 namespace fplab::sim {
@@ -361,9 +362,16 @@ struct TileFactor {
 class TileConversion {
  public:
   explicit TileConversion(const FusedAddSpec& spec)
-      : spec_(spec), as_is_(spec.input == fp::fp64() || spec.input == fp::fp32()), emin_(spec.input.emin()) {}
+      : spec_(spec), as_is_(spec.input == fp::fp64() || spec.input == fp::fp32()),
+        tf32_rz_(spec.input == fp::tf32() && spec.input_mode == fp::Mode::rz),
+        bf16_rne_(spec.input == fp::bf16() && spec.input_mode == fp::Mode::rne), emin_(spec.input.emin()) {}
   TileFactor operator()(float v) const {
-    const float x = as_is_ ? v : static_cast<float>(to_input(v, spec_));
+    // The two conversions training's tensor-core profiles use, on the bit pattern; the others
+    // through the scalar step's own conversion.
+    const float x = as_is_     ? v
+                    : tf32_rz_ ? fp32_to_tf32_rz(v)
+                    : bf16_rne_ ? fp32_to_bf16_rne(v)
+                                : static_cast<float>(to_input(v, spec_));
     if (x == 0) return {x, kZeroCode};
     if (!std::isfinite(x)) return {x, kSpecialCode};
     return {x, std::max(raw_exponent(x), emin_)};
@@ -371,7 +379,7 @@ class TileConversion {
 
  private:
   const FusedAddSpec& spec_;
-  bool as_is_;
+  bool as_is_, tf32_rz_, bf16_rne_;
   int emin_;
 };
 #endif

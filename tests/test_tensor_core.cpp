@@ -17,6 +17,8 @@
 
 #include "fp/superaccumulator.hpp"
 #include "harness.hpp"
+#include "fp/round.hpp"
+#include "sim/fp32_narrowing.hpp"
 #include "sim/tensor_core.hpp"
 
 using namespace fplab::test;
@@ -657,4 +659,31 @@ TEST_CASE("FusedFactors: a GEMM's factors prepared once, any tile of it == the s
   const std::vector<uint32_t> terms = {0, 1};
   CHECK_THROWS_AS(factors.tile(acc.data(), 0, 2, 0, 2, terms, sim::tensor_core_model("tc-h100-bf16")), std::invalid_argument);
   CHECK_THROWS_AS(factors.tile(acc.data(), 1, 2, 0, 2, terms, sim::tensor_core_model("tc-h100-tf32")), std::invalid_argument);
+}
+
+TEST_CASE("fp32 narrowing on bit patterns == fp::round_double: tf32 truncated, bf16 to nearest even, every exponent and sign", "[exhaustive]") {
+  // Every value of the high 16 bits (sign, exponent, 7 fraction bits) with low halves that hit
+  // every rounding case: zero, just under/at/over one half (a tie for bf16), all ones, and tf32's
+  // 13-bit boundary patterns; plus seeded random low halves.
+  std::mt19937 g(23);
+  std::vector<uint32_t> lows = {0x0000, 0x0001, 0x1FFF, 0x2000, 0x2001, 0x7FFF, 0x8000, 0x8001, 0xC000, 0xDFFF, 0xE000, 0xFFFF};
+  for (int i = 0; i < 8; ++i) lows.push_back(g() & 0xFFFF);
+  size_t checked = 0, tf32_bad = 0, bf16_bad = 0;
+  for (uint32_t high = 0; high <= 0xFFFF; ++high)
+    for (uint32_t low : lows) {
+      const float x = std::bit_cast<float>(high << 16 | low);
+      const double tf32 = fp::round_double(x, fp::tf32(), {fp::Mode::rz}).value;
+      const double bf16 = fp::round_double(x, fp::bf16(), {fp::Mode::rne}).value;
+      const float t = sim::fp32_to_tf32_rz(x), b = sim::fp32_to_bf16_rne(x);
+      auto same = [](double want, float got) {
+        return std::isnan(want) ? std::isnan(got) : std::bit_cast<uint64_t>(want) == std::bit_cast<uint64_t>(double(got));
+      };
+      tf32_bad += !same(tf32, t);
+      bf16_bad += !same(bf16, b);
+      ++checked;
+    }
+  INFO(checked << " patterns");
+  CHECK(checked == 65536 * lows.size());
+  CHECK(tf32_bad == 0);
+  CHECK(bf16_bad == 0);
 }
