@@ -83,6 +83,13 @@ BENCHMARK_CAPTURE(BM_fplab_gemm, tc_h100_tf32, "all:fused(8,25)")->Unit(benchmar
 BENCHMARK_CAPTURE(BM_fplab_gemm, tc_h100_tf32_splitk16, "split(16):fused(8,25) | all:seq")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_fplab_gemm, tc_h100_bf16, "all:fused(16,25)")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_fplab_gemm, tc_a100, "all:fused(8,24)")->Unit(benchmark::kMillisecond);
+// The same with the factors converted to the tensor core's input format, as the hardware profiles
+// do since 2026-11-23 (tf32 truncated, bf16 to nearest; sim/fp32_narrowing.hpp).
+BENCHMARK_CAPTURE(BM_fplab_gemm, tc_h100_tf32_inputs, "all:fused(8,25,tf32)")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_fplab_gemm, tc_h100_tf32_inputs_splitk16, "split(16):fused(8,25,tf32) | all:seq")
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_fplab_gemm, tc_h100_bf16_inputs, "all:fused(16,25,bf16)")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_fplab_gemm, tc_a100_fp16_inputs, "all:fused(8,24,fp16)")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_fplab_gemm, pairwise_tree, "all:tree")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_fplab_gemm, rev, "all:rev")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_fplab_gemm, shfl_down, "all:shfl_down")->Unit(benchmark::kMillisecond);

@@ -3,10 +3,10 @@
 // profiles live in hw_profiles/, one TOML file each).
 //
 // Assumptions stated once:
-// - a profile only chooses schedules and arithmetic (OpTable); the rounding of the *inputs* of
-//   tensor cores or TPUs to tf32/bf16/fp16 is not modelled (OpTable has no such notion), so every
-//   accumulation format must be one whose values a float holds (exponent <= 8 bits, fraction
-//   <= 23 bits: fp32, tf32, bf16, fp16, e4m3, e5m2, e8m13, ...);
+// - a profile only chooses schedules and arithmetic (OpTable); the rounding of a GEMM's *inputs*
+//   is part of a schedule only through the tensor-core reducer fused(N,F,INPUT) (docs/profiles.md,
+//   "What a profile cannot say"); every accumulation format must be one whose values a float holds
+//   (exponent <= 8 bits, fraction <= 23 bits: fp32, tf32, bf16, fp16, e4m3, e5m2, e8m13, ...);
 // - the [deterministic] table of every profile draws nothing from the implementation-noise
 //   stream (no atomic, no shuffle, no stochastic rounding): the loader rejects one that does.
 #pragma once

@@ -98,7 +98,9 @@ class Reader {
         for (const auto& [kind, name] : kFusedInputs)
           if (kind != Reducer::Input::none && input == name) r.fused_input = kind, known_input = true;
         if (!known_input)
-          fail_at(at, "unknown tensor-core input format '" + std::string(input) + "' (known: tf32, bf16, fp16, e4m3, e5m2)");
+          fail_at(at, input.empty() ? std::string("expected an input format (tf32, bf16, fp16, e4m3, e5m2)")
+                                    : "unknown tensor-core input format '" + std::string(input) +
+                                          "' (known: tf32, bf16, fp16, e4m3, e5m2)");
       }
       expect(')');
       return r;

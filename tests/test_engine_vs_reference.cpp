@@ -323,7 +323,8 @@ TEST_CASE("engine gemm == reference: fused(N,F) first stages x tf32/bf16/fp16/e4
                              "shuffle | all:fused(8,25)", "contig(8):fused(16,25) | contig(3):seq | all:tree",
                              "all:fused(64,48)" /* F too wide for the lane form: the scalar step per lane */,
                              "all:fused(8,25,tf32)", "split(16):fused(16,25,bf16) | all:seq", "contig(8):fused(32,13,e4m3) | all:tree",
-                             "all:fused(16,25,fp16)"};
+                             "all:fused(16,25,fp16)",
+                             "contig(4):seq | all:fused(8,25,tf32)" /* partial sums converted too */};
   const Arithmetic arithmetics[] = {arithmetic_of(fp::fp32(), fp::Mode::rne), arithmetic_of(fp::parse_format("e8m13"), fp::Mode::rz),
                                     arithmetic_of(fp::bf16(), fp::Mode::rne), arithmetic_of(fp::fp16(), fp::Mode::rne),
                                     arithmetic_of(fp::fp32(), fp::Mode::rd, Products::rounded)};
