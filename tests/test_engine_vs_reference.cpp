@@ -310,6 +310,12 @@ TEST_CASE("engine gemm == reference: non-seq first stages on product terms x fp3
         // Exact cancellations, so that signs of zero and rounding of tiny sums show.
         for (size_t t = 1; t < sh.k; t += 3) a[t] = a[t - 1], b[t * sh.n] = -b[(t - 1) * sh.n];
         check_gemm(s, a, b, sh, ar, "");
+        // An infinite factor (inf times finite products meeting finite ones, and inf - inf where
+        // a second one of the other sign meets it), and a NaN.
+        a[sh.k > 3 ? 3 : 0] = INFINITY;
+        check_gemm(s, a, b, sh, ar, "inf");
+        if (sh.m > 1) a[sh.k + (sh.k > 3 ? 3 : 0)] = -INFINITY, b[sh.n - 1] = NAN;
+        check_gemm(s, a, b, sh, ar, "inf, -inf, NaN");
       }
     }
   }
