@@ -21,12 +21,6 @@ std::string fixed(double v, int digits) {
   return buffer;
 }
 std::string percent(double v, int digits = 2) { return fixed(100 * v, digits); }
-// Three significant digits, so that a distance of 1.7e-07 does not print as 0.00000.
-std::string short_number(double v) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.3g", v);
-  return buffer;
-}
 
 std::string today() {
   const std::time_t now = std::time(nullptr);
@@ -128,6 +122,17 @@ nlohmann::json summary_json(const Experiment& x, const std::vector<GroupSummary>
   return {{"experiment", x.name}, {"description", x.description}, {"results", results}};
 }
 
+std::string accuracy_cell(double mean, double sd) { return percent(mean) + " ± " + percent(sd); }
+std::string churn_cell(const ChurnSummary& c) {
+  return percent(c.mean) + " [" + percent(c.ci_low) + ", " + percent(c.ci_high) + "]";
+}
+// Three significant digits, so that a distance of 1.7e-07 does not print as 0.00000.
+std::string short_number(double v) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.3g", v);
+  return buffer;
+}
+
 std::string summary_table(const std::vector<GroupSummary>& groups) {
   std::ostringstream s;
   char line[256];
@@ -135,8 +140,7 @@ std::string summary_table(const std::vector<GroupSummary>& groups) {
                 "accuracy %", "churn % [95% CI]", "L2", "class sd", "identical");
   s << line;
   for (const auto& g : groups) {
-    const std::string acc = percent(g.accuracy_mean) + " ± " + percent(g.accuracy_std);
-    const std::string churn = percent(g.churn.mean) + " [" + percent(g.churn.ci_low) + ", " + percent(g.churn.ci_high) + "]";
+    const std::string acc = accuracy_cell(g.accuracy_mean, g.accuracy_std), churn = churn_cell(g.churn);
     std::snprintf(line, sizeof line, "%-12s %-10s %4zu  %-16s %-24s %-9s %-9s %s\n", g.profile.c_str(),
                   variant_name(g.variant).c_str(), g.replicas, acc.c_str(), churn.c_str(), short_number(g.l2_mean).c_str(),
                   percent(g.per_class_std_max).c_str(), g.identical ? "yes" : "no");
@@ -227,9 +231,8 @@ void write_results(const Experiment& x, const std::vector<ReplicaRecord>& record
   md << "| profile | variant | replicas | accuracy % (mean ± sd) | churn % [95% CI] | L2 | max per-class sd % | ratio | identical |\n";
   md << "|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& g : groups)
-    md << "| " << g.profile << " | " << variant_name(g.variant) << " | " << g.replicas << " | " << percent(g.accuracy_mean)
-       << " ± " << percent(g.accuracy_std) << " | " << percent(g.churn.mean) << " [" << percent(g.churn.ci_low) << ", "
-       << percent(g.churn.ci_high) << "] | " << short_number(g.l2_mean) << " | " << percent(g.per_class_std_max) << " | "
+    md << "| " << g.profile << " | " << variant_name(g.variant) << " | " << g.replicas << " | "
+       << accuracy_cell(g.accuracy_mean, g.accuracy_std) << " | " << churn_cell(g.churn) << " | " << short_number(g.l2_mean) << " | " << percent(g.per_class_std_max) << " | "
        << (g.per_class_std_ratio ? fixed(*g.per_class_std_ratio, 2) : "—") << " | " << (g.identical ? "yes" : "no") << " |\n";
   md << "\nChurn: fraction of test examples whose predicted label differs between two replicas, mean over pairs. "
         "L2: distance between the replicas' final weights after scaling each to unit norm, mean over pairs. "

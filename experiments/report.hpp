@@ -33,6 +33,11 @@ std::vector<GroupSummary> summarize(const Experiment& experiment, const std::vec
 
 nlohmann::json summary_json(const Experiment& experiment, const std::vector<GroupSummary>& groups);
 std::string summary_table(const std::vector<GroupSummary>& groups);  // for the terminal
+// The terminal tables' cells, shared by summary_table and twin_table (twin_replicas.hpp):
+// "73.28 ± 0.60" (fractions as percent), "3.35 [3.09, 3.63]", and three significant digits.
+std::string accuracy_cell(double mean, double sd);
+std::string churn_cell(const ChurnSummary& churn);
+std::string short_number(double v);
 
 // Writes every result file into `out_dir`; `command` is the command line, quoted in the report.
 void write_results(const Experiment& experiment, const std::vector<ReplicaRecord>& records,

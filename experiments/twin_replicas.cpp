@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <numeric>
 
+#include "experiments/report.hpp"
 #include "models/sha256.hpp"
 
 namespace fplab::experiments {
@@ -51,18 +52,13 @@ std::string twin_table(const std::vector<TwinGroup>& groups) {
                 "accuracy %", "churn % [95% CI]", "L2", "identical", "s/replica");
   out += line;
   for (const auto& g : groups) {
-    char acc[64], churn[64], l2[32];
-    std::snprintf(acc, sizeof acc, "%.2f +- %.2f", 100 * g.accuracy_mean, 100 * g.accuracy_sd);
-    if (g.churn.pairs == 0)
-      std::snprintf(churn, sizeof churn, "-");
-    else
-      std::snprintf(churn, sizeof churn, "%.2f [%.2f, %.2f]", 100 * g.churn.mean, 100 * g.churn.ci_low,
-                    100 * g.churn.ci_high);
-    std::snprintf(l2, sizeof l2, "%.3g", g.l2);
+    const std::string acc = accuracy_cell(g.accuracy_mean, g.accuracy_sd);
+    const std::string churn = g.churn.pairs == 0 ? "-" : churn_cell(g.churn);  // one replica: no pair
     double seconds = 0;
     for (const auto& r : g.replicas) seconds += r.seconds;
     std::snprintf(line, sizeof line, "%-14s %-10s %3zu  %-16s %-24s %-10s %-9s %.2f\n", g.mode.c_str(),
-                  variant_name(g.variant).c_str(), g.replicas.size(), acc, churn, l2, g.identical ? "yes" : "no",
+                  variant_name(g.variant).c_str(), g.replicas.size(), acc.c_str(), churn.c_str(),
+                  short_number(g.l2).c_str(), g.identical ? "yes" : "no",
                   g.replicas.empty() ? 0.0 : seconds / static_cast<double>(g.replicas.size()));
     out += line;
   }

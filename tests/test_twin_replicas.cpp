@@ -45,6 +45,14 @@ std::string write_temp(const std::string& name, const std::string& text) {
   return path;
 }
 
+// An empty folder of that name under the system's temporary folder.
+fs::path fresh_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("fplab_twin_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
 const models::Dataset& tiny_data() {  // 20 test images are enough for the stand-in
   static const models::Dataset d = [] {
     models::Dataset d;
@@ -198,9 +206,7 @@ TEST_CASE("torch_churn: options reach the trainer; CUBLAS_WORKSPACE_CONFIG only 
 
 TEST_CASE("torch_churn: runs the modes, prints the table, writes --json whole") {
   const std::string recipe = write_temp("recipe.toml", kRecipe);
-  const fs::path dir = fs::temp_directory_path() / "fplab_twin_out";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = fresh_dir("out");
   const std::string json_path = (dir / "real.json").string();
   StandIn stand_in;
   std::string err;
@@ -225,9 +231,7 @@ TEST_CASE("torch_churn: runs the modes, prints the table, writes --json whole") 
 
 TEST_CASE("torch_churn: bad input is one line on stderr, exit code 2, no result file") {
   const std::string recipe = write_temp("recipe.toml", kRecipe);
-  const fs::path dir = fs::temp_directory_path() / "fplab_twin_bad";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = fresh_dir("bad");
   const std::string json_path = (dir / "real.json").string();
   StandIn stand_in;
   struct Case {
