@@ -9,6 +9,7 @@
 #include "experiments/experiment.hpp"
 #include "models/checkpoint_io.hpp"
 #include "models/hw_profile.hpp"
+#include "util/gnuplot_figure.hpp"
 
 namespace fplab::app {
 namespace {
@@ -36,26 +37,17 @@ int run_diverge(const DivergeArgs& args) {
            std::to_string(p.differing) + "\n";
   if (!args.csv.empty()) models::write_file_atomically(args.csv, csv);
   if (!args.plot.empty()) {
-    if (std::system("command -v gnuplot >/dev/null 2>&1") != 0)
-      throw UsageError("--plot needs gnuplot (scripts/setup installs gnuplot-nox)");
-    models::publish_atomically(args.plot, "gnuplot", [&](const std::string& temporary) {
-      std::string data_points;
-      for (const auto& p : d.curve)
-        if (p.relative > 0) data_points += std::to_string(p.step) + " " + fp::format_double(p.relative) + "\n";
-      if (data_points.empty()) data_points = "0 1e-30\n";
-      const std::string data_path = temporary + ".dat", script_path = temporary + ".gp";
-      models::write_file_atomically(data_path, data_points);
-      models::write_file_atomically(
-          script_path, "set terminal pngcairo size 900,480\nset output '" + temporary + "'\nset logscale y\nset format y '10^{%L}'\n"
-                       "set title \"" + x.name + ": " + profile_name + " " + args.variant + ", replicas " +
-                           std::to_string(args.pair[0]) + " and " + std::to_string(args.pair[1]) +
-                           "\" noenhanced\nset xlabel 'training step'\nset ylabel '||w_a - w_b|| / ||w_a||'\nset key off\n"
-                           "plot '" + data_path + "' using 1:2 with lines lw 2\n");
-      const int status = std::system(("gnuplot '" + script_path + "' 2>/dev/null").c_str());
-      std::remove(data_path.c_str());
-      std::remove(script_path.c_str());
-      return status == 0;
-    });
+    std::string data_points;
+    for (const auto& p : d.curve)
+      if (p.relative > 0) data_points += std::to_string(p.step) + " " + fp::format_double(p.relative) + "\n";
+    if (data_points.empty()) data_points = "0 1e-30\n";
+    const std::string title = x.name + ": " + profile_name + " " + args.variant + ", replicas " +
+                              std::to_string(args.pair[0]) + " and " + std::to_string(args.pair[1]);
+    util::render_gnuplot(args.plot,
+                         "set logscale y\nset format y '10^{%L}'\nset title " + util::gnuplot_quoted(title) +
+                             " noenhanced\nset xlabel 'training step'\nset ylabel '||w_a - w_b|| / ||w_a||'\n"
+                             "set key off\nplot 'data.dat' using 1:2 with lines lw 2\n",
+                         data_points);
   }
   const auto& last = d.curve.back();
   if (args.json) {

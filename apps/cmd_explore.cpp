@@ -14,6 +14,7 @@
 #include "fp/number_text.hpp"
 #include "sim/engine.hpp"
 #include "sim/schedule_tree.hpp"
+#include "util/gnuplot_figure.hpp"
 
 namespace fplab::app {
 namespace {
@@ -29,24 +30,15 @@ struct ExploreArgs {
 
 void plot_histogram(const std::map<double, int>& counts, const Judge& judge, const std::string& title,
                     const std::string& path) {
-  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0)
-    throw UsageError("--plot needs gnuplot (scripts/setup installs gnuplot-nox)");
   std::string data;
   for (const auto& [value, count] : counts) data += std::to_string(judge.ulps(value)) + " " + std::to_string(count) + "\n";
-  models::publish_atomically(path, "gnuplot", [&](const std::string& temporary) {
-    const std::string data_path = temporary + ".dat", script_path = temporary + ".gp";
-    models::write_file_atomically(data_path, data);
-    std::string script = "set terminal pngcairo size 900,500\nset output '" + temporary + "'\n";
-    script += "set title \"" + title + "\" noenhanced\nset xlabel 'error of the result, in ulps of the exact sum'\n";
-    script += "set ylabel 'implementation seeds'\nset key off\n";
-    script += "set arrow from 0, graph 0 to 0, graph 1 nohead lc rgb 'red'\n";
-    script += "plot '" + data_path + "' using 1:2 with impulses lw 4\n";
-    models::write_file_atomically(script_path, script);
-    const int status = std::system(("gnuplot '" + script_path + "' 2>/dev/null").c_str());
-    std::remove(data_path.c_str());
-    std::remove(script_path.c_str());
-    return status == 0;
-  });
+  util::render_gnuplot(path,
+                       "set title " + util::gnuplot_quoted(title) + " noenhanced\n"
+                       "set xlabel 'error of the result, in ulps of the exact sum'\n"
+                       "set ylabel 'implementation seeds'\nset key off\n"
+                       "set arrow from 0, graph 0 to 0, graph 1 nohead lc rgb 'red'\n"
+                       "plot 'data.dat' using 1:2 with impulses lw 4\n",
+                       data, 900, 500);
 }
 
 int run_explore(const ExploreArgs& args) {

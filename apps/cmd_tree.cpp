@@ -8,6 +8,7 @@
 #include "models/checkpoint_io.hpp"
 #include "sim/schedule.hpp"
 #include "sim/schedule_tree.hpp"
+#include "util/rendered_file.hpp"
 
 namespace fplab::app {
 namespace {
@@ -21,15 +22,8 @@ struct TreeArgs {
 };
 
 void write_svg(const std::string& dot, const std::string& path) {
-  if (std::system("command -v dot >/dev/null 2>&1") != 0)
-    throw UsageError("--svg needs Graphviz's 'dot' (scripts/setup installs the graphviz package)");
-  models::publish_atomically(path, "Graphviz", [&](const std::string& temporary) {
-    const std::string source = temporary + ".dot";
-    models::write_file_atomically(source, dot);
-    const int status = std::system(("dot -Tsvg '" + source + "' -o '" + temporary + "'").c_str());
-    std::remove(source.c_str());
-    return status == 0;
-  });
+  util::render_to(path, {"dot", {"-Tsvg", "tree.dot", "-o", "tree.svg"}, {{"tree.dot", dot}}, "tree.svg",
+                         "scripts/setup installs the graphviz package"});
 }
 
 int run_tree(const TreeArgs& args) {

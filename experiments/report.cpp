@@ -9,6 +9,8 @@
 #include <sstream>
 
 #include "models/checkpoint_io.hpp"
+#include "util/external_program.hpp"
+#include "util/gnuplot_figure.hpp"
 
 namespace fplab::experiments {
 namespace {
@@ -29,25 +31,11 @@ std::string today() {
   return buffer;
 }
 
-bool have_gnuplot() { return std::system("command -v gnuplot >/dev/null 2>&1") == 0; }
+bool have_gnuplot() { return util::program_on_path("gnuplot"); }
 
-// Renders a gnuplot script (with @TERMINAL@, @OUTPUT@ and @DATA@ placeholders) to PNG and SVG.
+// Renders a gnuplot script (reading its data as 'data.dat') to PNG and SVG beside each other.
 void plot(const std::string& script, const std::string& data, const std::string& stem) {
-  for (auto [terminal, ext] : {std::pair{"pngcairo size 900,480", ".png"}, {"svg size 900,480", ".svg"}}) {
-    models::publish_atomically(stem + ext, "gnuplot", [&](const std::string& temporary) {
-      const std::string data_path = temporary + ".dat", script_path = temporary + ".gp";
-      std::string s = script;
-      s.replace(s.find("@TERMINAL@"), 10, terminal);
-      s.replace(s.find("@OUTPUT@"), 8, temporary);
-      for (size_t at; (at = s.find("@DATA@")) != std::string::npos;) s.replace(at, 6, data_path);
-      models::write_file_atomically(data_path, data);
-      models::write_file_atomically(script_path, s);
-      const int status = std::system(("gnuplot '" + script_path + "' 2>/dev/null").c_str());
-      std::remove(data_path.c_str());
-      std::remove(script_path.c_str());
-      return status == 0;
-    });
-  }
+  for (const char* ext : {".png", ".svg"}) util::render_gnuplot(stem + ext, script, data);
 }
 
 }  // namespace
@@ -193,13 +181,13 @@ void write_results(const Experiment& x, const std::vector<ReplicaRecord>& record
       data += std::to_string(i) + " \"" + groups[i].profile + "/" + variant_name(groups[i].variant) + "\" " +
               fixed(100 * groups[i].churn.mean, 5) + " " + fixed(100 * groups[i].churn.ci_low, 5) + " " +
               fixed(100 * groups[i].churn.ci_high, 5) + " " + fixed(100 * groups[i].accuracy_std, 5) + "\n";
-    plot("set terminal @TERMINAL@\nset output '@OUTPUT@'\nset title 'Prediction churn by noise variant (95% bootstrap interval)'\n"
+    plot("set title 'Prediction churn by noise variant (95% bootstrap interval)'\n"
          "set ylabel 'churn (% of test examples)'\nset style fill solid 0.6\nset boxwidth 0.6\nset xtics rotate by -30\nset rmargin 12\n"
-         "set yrange [0:*]\nset key off\nplot '@DATA@' using 1:3:xtic(2) with boxes, '' using 1:3:4:5 with yerrorbars lc rgb 'black' pt 0\n",
+         "set yrange [0:*]\nset key off\nplot 'data.dat' using 1:3:xtic(2) with boxes, '' using 1:3:4:5 with yerrorbars lc rgb 'black' pt 0\n",
          data, out + "/figures/churn");
-    plot("set terminal @TERMINAL@\nset output '@OUTPUT@'\nset title 'Standard deviation of test accuracy over replicas'\n"
+    plot("set title 'Standard deviation of test accuracy over replicas'\n"
          "set ylabel 'stddev of accuracy (%)'\nset style fill solid 0.6\nset boxwidth 0.6\nset xtics rotate by -30\nset rmargin 12\n"
-         "set yrange [0:*]\nset key off\nplot '@DATA@' using 1:6:xtic(2) with boxes lc rgb '#3b7dd8'\n",
+         "set yrange [0:*]\nset key off\nplot 'data.dat' using 1:6:xtic(2) with boxes lc rgb '#3b7dd8'\n",
          data, out + "/figures/accuracy_std");
     std::string classes;
     for (size_t c = 0; c < groups.front().class_accuracy_std.size(); ++c) {
@@ -209,9 +197,9 @@ void write_results(const Experiment& x, const std::vector<ReplicaRecord>& record
     }
     std::string lines = "plot ";
     for (size_t i = 0; i < groups.size(); ++i)
-      lines += std::string(i ? ", " : "") + "'@DATA@' using 1:" + std::to_string(i + 2) + " with linespoints title '" +
+      lines += std::string(i ? ", " : "") + "'data.dat' using 1:" + std::to_string(i + 2) + " with linespoints title '" +
                groups[i].profile + "/" + variant_name(groups[i].variant) + "'";
-    plot("set terminal @TERMINAL@\nset output '@OUTPUT@'\nset title 'Per-class stddev of accuracy over replicas'\n"
+    plot("set title 'Per-class stddev of accuracy over replicas'\n"
          "set xlabel 'class'\nset ylabel 'stddev of class accuracy (%)'\nset xtics 1\nset key outside right\nset yrange [0:*]\n" +
              lines + "\n",
          classes, out + "/figures/per_class_std");

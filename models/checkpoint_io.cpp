@@ -95,27 +95,6 @@ void write_file_atomically(const std::string& path, std::span<const uint8_t> byt
   }
 }
 
-void publish_atomically(const std::string& path, const std::string& what,
-                        const std::function<bool(const std::string& temporary)>& make) {
-  static std::atomic<uint64_t> serial{0};
-  const size_t slash = path.rfind('/');
-  const std::string folder = slash == std::string::npos ? "." : path.substr(0, slash + 1);
-  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
-  const std::string temporary = (slash == std::string::npos ? "" : folder) + "." + name + ".tmp." +
-                                std::to_string(::getpid()) + "." + std::to_string(serial.fetch_add(1));
-  bool made = false;
-  try {
-    made = make(temporary);
-  } catch (...) {
-    ::unlink(temporary.c_str());
-    throw;
-  }
-  if (!made || ::rename(temporary.c_str(), path.c_str()) != 0) {
-    ::unlink(temporary.c_str());
-    throw DataError(path, what + " failed");
-  }
-}
-
 void write_file_atomically(const std::string& path, std::string_view text) {
   write_file_atomically(path, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
 }

@@ -33,13 +33,6 @@ static_assert(std::endian::native == std::endian::little, "checkpoints are writt
 // ("<path>: cannot write: <reason>") and leaves no temporary file behind.
 void write_file_atomically(const std::string& path, std::span<const uint8_t> bytes);
 void write_file_atomically(const std::string& path, std::string_view text);
-// For files another program writes (Graphviz, gnuplot): make(temporary) must create the file at
-// the temporary path it is given (a hidden name in path's folder) and return true; it is then
-// renamed over `path`. On false or an exception the temporary is removed and DataError
-// ("<path>: <what> failed") is thrown.
-void publish_atomically(const std::string& path, const std::string& what,
-                        const std::function<bool(const std::string& temporary)>& make);
-
 // The whole file; DataError ("<path>: cannot open: <reason>") if it cannot be read.
 std::vector<uint8_t> read_file(const std::string& path);
 
