@@ -5,10 +5,12 @@
 #include "apps/commands.hpp"
 #include "fp/format.hpp"
 #include "sim/schedule.hpp"
+#include "util/version.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"fplab: how the order and format in which hardware adds numbers changes the result"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", "fplab " + fplab::util::version(), "print the fplab version and exit");
   app.footer(
       "Examples:\n"
       "  fplab round 0.1 --format bf16 --mode all     0.1 in bf16 under every rounding mode\n"
