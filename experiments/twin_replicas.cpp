@@ -4,7 +4,7 @@
 #include <numeric>
 
 #include "experiments/report.hpp"
-#include "models/sha256.hpp"
+#include "util/sha256.hpp"
 
 namespace fplab::experiments {
 
@@ -25,8 +25,8 @@ TwinGroup run_twin_group(const Experiment& experiment, const models::Dataset& da
     replica.algo_seed = config.algo_seed;
     replica.test_accuracy = r.test_accuracy;
     replica.seconds = std::accumulate(r.epoch_seconds.begin(), r.epoch_seconds.end(), 0.0);
-    replica.weights_sha256 = models::sha256_hex(r.weights.data(), r.weights.size() * sizeof(float));
-    replica.predictions_sha256 = models::sha256_hex(r.predictions.data(), r.predictions.size());
+    replica.weights_sha256 = util::sha256_hex(r.weights.data(), r.weights.size() * sizeof(float));
+    replica.predictions_sha256 = util::sha256_hex(r.predictions.data(), r.predictions.size());
     if (i == 0) group.backend = r.backend;
     accuracy.push_back(r.test_accuracy);
     predictions.push_back(std::move(r.predictions));

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "models/sha256.hpp"
+#include "util/sha256.hpp"
 
 namespace fplab::models {
 namespace {
@@ -151,7 +151,7 @@ std::vector<uint8_t> CheckpointWriter::bytes() const {
   put(out, static_cast<uint32_t>(names_.size()));
   put(out, static_cast<uint64_t>(kHeaderSize + body_.size() + kChecksumSize));
   out.insert(out.end(), body_.begin(), body_.end());
-  const Sha256Digest checksum = sha256(out.data(), out.size());
+  const util::Sha256Digest checksum = util::sha256(out.data(), out.size());
   out.insert(out.end(), checksum.begin(), checksum.end());
   return out;
 }
@@ -167,7 +167,7 @@ CheckpointReader CheckpointReader::parse(std::span<const uint8_t> bytes, const s
                               std::to_string(kHeaderSize + kChecksumSize));
   const auto declared = get_at<uint64_t>(bytes, 16);
   const size_t body_end = bytes.size() - kChecksumSize;
-  const Sha256Digest checksum = sha256(bytes.data(), body_end);
+  const util::Sha256Digest checksum = util::sha256(bytes.data(), body_end);
   if (!std::equal(checksum.begin(), checksum.end(), bytes.begin() + static_cast<std::ptrdiff_t>(body_end))) {
     if (declared > bytes.size())
       throw DataError(path, "truncated checkpoint: " + std::to_string(bytes.size()) + " bytes, its header says " +

@@ -3,10 +3,11 @@
 #include <bit>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 
 #include "models/checkpoint_io.hpp"
-#include "models/sha256.hpp"
+#include "util/sha256.hpp"
 #include "models/softmax_cross_entropy.hpp"
 
 namespace fplab::models {
@@ -41,7 +42,7 @@ struct Position {
 void save(const TrainConfig& config, Model<float>& model, Optimizer<float>& optimizer, const Position& at,
           const std::vector<EpochReport>& history) {
   CheckpointWriter w;
-  const std::string fingerprint = sha256_hex(config.fingerprint());
+  const std::string fingerprint = util::sha256_hex(config.fingerprint());
   std::vector<uint64_t> fp_words(4);
   for (size_t i = 0; i < 4; ++i) fp_words[i] = std::stoull(fingerprint.substr(16 * i, 16), nullptr, 16);
   w.add("fingerprint", std::span<const uint64_t>(fp_words));
@@ -62,7 +63,7 @@ void save(const TrainConfig& config, Model<float>& model, Optimizer<float>& opti
 Position load(const TrainConfig& config, Model<float>& model, Optimizer<float>& optimizer,
               std::vector<EpochReport>& history) {
   const auto r = CheckpointReader::read(config.checkpoint);
-  const std::string fingerprint = sha256_hex(config.fingerprint());
+  const std::string fingerprint = util::sha256_hex(config.fingerprint());
   const auto words = r.u64("fingerprint");
   for (size_t i = 0; i < 4; ++i)
     if (words.size() != 4 || words[i] != std::stoull(fingerprint.substr(16 * i, 16), nullptr, 16))
@@ -84,16 +85,28 @@ Position load(const TrainConfig& config, Model<float>& model, Optimizer<float>& 
 
 }  // namespace
 
+namespace {
+
+// A double exactly (hexadecimal significand, "%a"): two values that differ in any bit differ
+// here, which std::to_string's six decimals did not (lr 0.0010004 printed as 0.001000).
+std::string exact_text(double value) {
+  char buffer[40];
+  std::snprintf(buffer, sizeof buffer, "%a", value);
+  return buffer;
+}
+
+}  // namespace
+
 std::string TrainConfig::fingerprint() const {
   std::string s = "model=" + model.name + " hidden=";
   for (size_t h : model.hidden) s += std::to_string(h) + ",";
-  s += " kernel=" + std::to_string(model.kernel) + " dropout=" + std::to_string(model.dropout);
-  s += " opt=" + optimizer.kind + " lr=" + std::to_string(optimizer.lr) + " momentum=" + std::to_string(optimizer.momentum) +
-       " wd=" + std::to_string(optimizer.weight_decay) + " decay=" + std::to_string(optimizer.decay_every) + "/" +
-       std::to_string(optimizer.decay_factor);
+  s += " kernel=" + std::to_string(model.kernel) + " dropout=" + exact_text(model.dropout);
+  s += " opt=" + optimizer.kind + " lr=" + exact_text(optimizer.lr) + " momentum=" + exact_text(optimizer.momentum) +
+       " wd=" + exact_text(optimizer.weight_decay) + " decay=" + std::to_string(optimizer.decay_every) + "/" +
+       exact_text(optimizer.decay_factor);
   s += " epochs=" + std::to_string(epochs) + " batch=" + std::to_string(batch);
   s += " subset=" + std::to_string(selection.subset) + " imbalance=" + std::to_string(selection.imbalance_class) + "/" +
-       std::to_string(selection.imbalance_percent);
+       exact_text(selection.imbalance_percent);
   s += " augment=" + std::to_string(augmentation.pad) + "/" + std::to_string(augmentation.flip);
   s += " ops=" + ops.describe() + " algo=" + std::to_string(algo_seed) + " impl=" + std::to_string(impl_seed);
   s += " order=" + std::to_string(order_seed) + " flip=" + std::to_string(flip_weight);
@@ -229,11 +242,11 @@ TrainResult train(const TrainConfig& config, const Dataset& data, const Progress
   result.train_loss = result.history.back().train_loss;
   result.weights = gather(values(model));
   result.buffers = gather(model.buffers());
-  Sha256 h;
+  util::Sha256 h;
   h.update(result.weights.data(), result.weights.size() * sizeof(float));
   h.update(result.buffers.data(), result.buffers.size() * sizeof(float));
   result.weights_sha256 = h.hex_digest();
-  result.predictions_sha256 = sha256_hex(result.predictions.data(), result.predictions.size());
+  result.predictions_sha256 = util::sha256_hex(result.predictions.data(), result.predictions.size());
   return result;
 }
 

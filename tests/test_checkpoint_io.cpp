@@ -10,7 +10,7 @@
 #include <limits>
 
 #include "models/checkpoint_io.hpp"
-#include "models/sha256.hpp"
+#include "util/sha256.hpp"
 
 using namespace fplab::models;
 namespace fs = std::filesystem;
@@ -141,7 +141,7 @@ TEST_CASE("checkpoint: a foreign file and an unknown version are refused") {
   // Version 2 with a correct checksum: refused for its version, not as corruption.
   auto future = sample().bytes();
   future[8] = 2;
-  const Sha256Digest checksum = sha256(future.data(), future.size() - 32);
+  const fplab::util::Sha256Digest checksum = fplab::util::sha256(future.data(), future.size() - 32);
   std::copy(checksum.begin(), checksum.end(), future.end() - 32);
   CHECK(data_error([&] { CheckpointReader::parse(future, path); }) ==
         "x.ckpt: checkpoint version 2 is not supported (this build reads 1)");

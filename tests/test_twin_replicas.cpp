@@ -14,7 +14,7 @@
 
 #include "apps/torch_churn.hpp"
 #include "experiments/twin_replicas.hpp"
-#include "models/sha256.hpp"
+#include "util/sha256.hpp"
 
 using namespace fplab;
 using namespace fplab::experiments;
@@ -128,7 +128,7 @@ TEST_CASE("twin replicas: seeds by variant, and the group's metrics against dire
       for (size_t i = 0; i < 4; ++i) {
         CHECK(g.replicas[i].algo_seed == e.algo_seed + (variant == Variant::algo ? i : 0));
         const auto& w = stand_in.given[i].weights;
-        CHECK(g.replicas[i].weights_sha256 == models::sha256_hex(w.data(), w.size() * sizeof(float)));
+        CHECK(g.replicas[i].weights_sha256 == util::sha256_hex(w.data(), w.size() * sizeof(float)));
         CHECK(g.replicas[i].seconds == 0.5);
       }
       // Churn: the mean over pairs of the fraction of differing predictions, counted here.

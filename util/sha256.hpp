@@ -1,6 +1,5 @@
-// SHA-256 (FIPS 180-4), for fingerprints of weights and predictions and checksums of
-// checkpoints: the same bytes give the same hex string on every machine. Not constant-time;
-// nothing here is secret.
+// SHA-256 through OpenSSL's libcrypto, for fingerprints of weights and predictions and
+// checksums of checkpoints: the same bytes give the same hex string on every machine.
 #pragma once
 
 #include <array>
@@ -10,13 +9,17 @@
 #include <string>
 #include <string_view>
 
-namespace fplab::models {
+namespace fplab::util {
 
 using Sha256Digest = std::array<uint8_t, 32>;
 
+// An incremental hash: update() any number of times, digest() at any point.
 class Sha256 {
  public:
-  Sha256() { reset(); }
+  Sha256();
+  Sha256(const Sha256& other);
+  Sha256& operator=(const Sha256& other);
+  ~Sha256();
   void reset();
   Sha256& update(const void* data, size_t size);
   Sha256& update(std::string_view text) { return update(text.data(), text.size()); }
@@ -25,12 +28,7 @@ class Sha256 {
   std::string hex_digest() const;
 
  private:
-  void compress(const uint8_t* block);
-
-  std::array<uint32_t, 8> state_;
-  std::array<uint8_t, 64> buffer_;
-  size_t buffered_ = 0;
-  uint64_t length_ = 0;  // bytes so far
+  void* context_;  // EVP_MD_CTX, kept out of this header
 };
 
 std::string sha256_hex(const void* data, size_t size);
@@ -40,4 +38,4 @@ Sha256Digest sha256(const void* data, size_t size);
 // Lower-case hex, two digits per byte.
 std::string to_hex(std::span<const uint8_t> bytes);
 
-}  // namespace fplab::models
+}  // namespace fplab::util
