@@ -45,7 +45,7 @@ std::vector<double> DataArgs::load(const fp::Format& format, int& rounded) const
 void add_data_options(CLI::App* cmd, DataArgs& d) {
   cmd->add_option("--file", d.file, "data: one number per line (- for stdin)");
   cmd->add_option("--gen", d.gen, "generated data DIST:N, DIST one of normal uniform lognormal cancel ones");
-  cmd->add_option("--seed", d.seed, "seed of --gen")->capture_default_str();
+  cmd->add_option("--seed", d.seed, "seed of --gen")->capture_default_str()->check(whole_number());
 }
 
 }  // namespace fplab::app

@@ -2,6 +2,8 @@
 
 #include <toml++/toml.h>
 
+#include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -47,11 +49,14 @@ void apply_toml_config(CLI::App* command, const std::string& path) {
     throw UsageError(path + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
   }
   for (const auto& [key, node] : doc) {
-    const std::string name(key.str());
+    // Keys are spelled as in experiment files (train_subset); the option's own spelling
+    // (train-subset) is accepted too.
+    std::string name(key.str());
+    std::replace(name.begin(), name.end(), '_', '-');
     const std::string where = path + ":" + std::to_string(node.source().begin.line);
     CLI::Option* option = command->get_option_no_throw("--" + name);
     if (option == nullptr || name == "config")
-      throw UsageError(where + ": unknown key '" + name + "' (keys are the long option names of 'fplab " +
+      throw UsageError(where + ": unknown key '" + std::string(key.str()) + "' (keys are the long option names of 'fplab " +
                        command->get_name() + " --help')");
     if (option->count() > 0) continue;  // given on the command line: it wins
     auto text = [&](const toml::node& v) -> std::string {
@@ -76,6 +81,25 @@ void apply_toml_config(CLI::App* command, const std::string& path) {
       throw UsageError(where + ": key '" + name + "': " + e.what());
     }
   }
+}
+
+const CLI::Validator& whole_number() {
+  static const CLI::Validator validator(
+      [](std::string& text) -> std::string {
+        uint64_t value = 0;
+        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+        if (text.empty() || error != std::errc() || end != text.data() + text.size())
+          return "'" + text + "' is not a whole number from 0 to 18446744073709551615";
+        return "";
+      },
+      "UINT");
+  return validator;
+}
+
+void add_profiles_dir_option(CLI::App* command, std::vector<std::string>& folders) {
+  command->add_option("--profiles-dir", folders,
+                      "a folder of your own hardware profiles, searched by name before the shipped ones (repeatable)")
+      ->check(CLI::ExistingDirectory);
 }
 
 std::string bits_hex(uint64_t bits, int width_bits) {

@@ -30,6 +30,14 @@ void print_json(const nlohmann::json& document);
 // flags. Unknown keys and unreadable files: UsageError naming the file, line and key.
 void apply_toml_config(CLI::App* command, const std::string& path);
 
+// For every option held in an unsigned integer (seeds, sizes, counts): CLI11 itself wraps "-1"
+// to 2^64-1 and saturates numbers past it; this refuses both, and anything but decimal digits.
+const CLI::Validator& whole_number();
+
+// --profiles-dir FOLDER (repeatable): the user's folders of hardware profiles, searched before
+// $FPLAB_HW_PROFILES and the shipped profiles (models/hw_profile.hpp).
+void add_profiles_dir_option(CLI::App* command, std::vector<std::string>& folders);
+
 // "0x3f80"-style hex of a format's bit pattern, zero-padded to the format's width.
 std::string bits_hex(uint64_t bits, int width_bits);
 

@@ -15,7 +15,8 @@ namespace fplab::app {
 namespace {
 
 struct DivergeArgs {
-  std::string file, profile, variant = "impl", csv, plot, data_dir = models::kFashionMnistDir, profiles_dir;
+  std::string file, profile, variant = "impl", csv, plot, data_dir = models::kFashionMnistDir;
+  std::vector<std::string> profiles_dir;
   std::vector<size_t> pair = {0, 1};
   bool json = false;
 };
@@ -26,6 +27,10 @@ int run_diverge(const DivergeArgs& args) {
   const auto profile = models::find_hw_profile(profile_name, args.profiles_dir);
   const auto variant = experiments::parse_variant(args.variant);
   if (args.pair.size() != 2 || args.pair[0] == args.pair[1]) throw UsageError("--pair needs two different replica numbers");
+  for (size_t replica : args.pair)
+    if (replica >= x.replicas)
+      throw UsageError("--pair: replica " + std::to_string(replica) + " does not exist (" + x.path + " has replicas 0 to " +
+                       std::to_string(x.replicas - 1) + ")");
   const auto data = models::load_fashion_mnist(args.data_dir);
   const auto a = x.replica_config(profile.default_ops, profile.deterministic_ops, variant, args.pair[0]);
   const auto b = x.replica_config(profile.default_ops, profile.deterministic_ops, variant, args.pair[1]);
@@ -91,11 +96,11 @@ void add_diverge_command(CLI::App& app, Runner& run) {
   cmd->add_option("file", a->file, "experiment TOML")->required();
   cmd->add_option("--profile", a->profile, "hardware profile (default: the experiment's first)");
   cmd->add_option("--variant", a->variant, "algo+impl, algo, impl, control, order or flip")->capture_default_str();
-  cmd->add_option("--pair", a->pair, "the two replica numbers")->capture_default_str()->expected(2);
+  cmd->add_option("--pair", a->pair, "the two replica numbers")->capture_default_str()->expected(2)->check(whole_number());
   cmd->add_option("--csv", a->csv, "write the per-step distances (CSV)");
   cmd->add_option("--plot", a->plot, "write a plot of the relative distance per step (PNG)");
   cmd->add_option("--data-dir", a->data_dir, "folder with the Fashion-MNIST IDX files")->capture_default_str();
-  cmd->add_option("--profiles-dir", a->profiles_dir, "folder of hardware profiles");
+  add_profiles_dir_option(cmd, a->profiles_dir);
   cmd->add_flag("--json", a->json, "print JSON");
   cmd->footer(
       "Examples:\n"

@@ -1,5 +1,6 @@
 // fplab profile: the hardware profiles (hw_profiles/*.toml, docs/profiles.md): list them, or show
 // one's schedules and arithmetic per operation in default and deterministic mode.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
@@ -12,7 +13,8 @@ namespace fplab::app {
 namespace {
 
 struct ProfileArgs {
-  std::string name, profiles_dir;
+  std::string name;
+  std::vector<std::string> profiles_dir;
   bool json = false;
 };
 
@@ -43,11 +45,10 @@ nlohmann::json mode_json(const models::OpTable& table) {
 
 int run_list(const ProfileArgs& args) {
   std::vector<models::HardwareProfile> profiles;
-  const std::string dir = args.profiles_dir.empty() ? models::default_hw_profiles_dir() : args.profiles_dir;
-  for (const auto& name : models::hw_profile_names(dir)) profiles.push_back(models::find_hw_profile(name, dir));
+  for (const auto& name : models::hw_profile_names(args.profiles_dir)) profiles.push_back(models::find_hw_profile(name, args.profiles_dir));
   if (args.json) {
     nlohmann::json list = nlohmann::json::array();
-    for (const auto& p : profiles) list.push_back({{"name", p.name}, {"description", p.description}});
+    for (const auto& p : profiles) list.push_back({{"name", p.name}, {"description", p.description}, {"path", p.path}});
     print_json({{"profiles", list}});
     return 0;
   }
@@ -55,7 +56,9 @@ int run_list(const ProfileArgs& args) {
   for (const auto& p : profiles)
     std::printf("%-12s %-11s %s\n", p.name.c_str(), models::noisy_ops(p.default_ops).empty() ? "none" : "yes",
                 p.description.c_str());
-  std::printf("(%zu profiles in %s; 'fplab profile show NAME' for the schedules)\n", profiles.size(), dir.c_str());
+  const auto built_in = std::count_if(profiles.begin(), profiles.end(), [](const auto& p) { return p.path.ends_with("(built in)"); });
+  std::printf("(%zu profiles: %zu built in, %zu from your folders; 'fplab profile show NAME' for the schedules)\n",
+              profiles.size(), static_cast<size_t>(built_in), profiles.size() - static_cast<size_t>(built_in));
   return 0;
 }
 
@@ -104,12 +107,13 @@ void add_profile_command(CLI::App& app, Runner& run) {
       "  fplab profile show v100\n"
       "  fplab profile show tpu-v3 --json\n"
       "  fplab profile show ./my-device.toml          (any profile file; schema in docs/profiles.md)\n"
-      "The profiles live in the project's hw_profiles/ (or $FPLAB_HW_PROFILES, or --profiles-dir).");
+      "Profiles are found by name in --profiles-dir folders, then $FPLAB_HW_PROFILES (FOLDER:FOLDER...), then\n"
+      "the shipped ones (hw_profiles/, built into fplab); a path to a .toml file always works.");
 
   auto list_args = std::make_shared<ProfileArgs>();
   CLI::App* list = cmd->add_subcommand("list", "List the profiles: name, whether default mode has IMPL noise, description");
   list->add_flag("--json", list_args->json, "print {\"profiles\":[{\"name\":...,\"description\":...}, ...]}");
-  list->add_option("--profiles-dir", list_args->profiles_dir, "folder of profiles (default: the project's hw_profiles/)");
+  add_profiles_dir_option(list, list_args->profiles_dir);
   list->footer("Examples:\n  fplab profile list\n  fplab profile list --json --profiles-dir ./my-profiles");
   list->callback([&run, list_args] { run = [list_args] { return run_list(*list_args); }; });
 
@@ -117,7 +121,7 @@ void add_profile_command(CLI::App& app, Runner& run) {
   CLI::App* show = cmd->add_subcommand("show", "Every operation's schedule (canonical) and arithmetic, in both modes");
   show->add_option("name", show_args->name, "profile name (see 'fplab profile list') or path to a .toml file")->required();
   show->add_flag("--json", show_args->json, "print JSON: parallelism, and per mode the ops and whether it is deterministic");
-  show->add_option("--profiles-dir", show_args->profiles_dir, "folder of profiles (default: the project's hw_profiles/)");
+  add_profiles_dir_option(show, show_args->profiles_dir);
   show->footer(
       "Examples:\n  fplab profile show v100\n  fplab profile show h100-bf16 --json\n"
       "  fplab profile show ./my-device.toml");

@@ -65,7 +65,7 @@ void add_reduce_command(CLI::App& app, Runner& run) {
   cmd->add_option("-s,--schedule", args->schedule, "schedule text or preset (see docs/schedules.md)")->required();
   add_arithmetic_options(cmd, args->arithmetic);
   add_data_options(cmd, args->data);
-  cmd->add_option("--impl-seed", args->impl_seed, "implementation-noise seed (atomic, shuffle, sr)")->capture_default_str();
+  cmd->add_option("--impl-seed", args->impl_seed, "implementation-noise seed (atomic, shuffle, sr)")->capture_default_str()->check(whole_number());
   cmd->add_flag("--json", args->json, "print JSON");
   cmd->footer(
       "Examples:\n"

@@ -93,7 +93,7 @@ void add_round_command(CLI::App& app, Runner& run) {
   cmd->add_option("-m,--mode", args->mode, "rne rna rz ru rd ro sr, or all")->capture_default_str();
   cmd->add_flag("--flush-subnormals", args->flush, "results below the smallest normal become zero");
   cmd->add_flag("--saturate", args->saturate, "overflow gives the largest finite value instead of inf/NaN");
-  cmd->add_option("--seed", args->seed, "seed of the stochastic-rounding stream")->capture_default_str();
+  cmd->add_option("--seed", args->seed, "seed of the stochastic-rounding stream")->capture_default_str()->check(whole_number());
   cmd->add_flag("--json", args->json, "print JSON");
   cmd->footer(
       "Examples:\n"

@@ -1,4 +1,5 @@
 // fplab run: an experiment (TOML) of variants x replicas x profiles, with metrics and a report.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <thread>
@@ -7,17 +8,20 @@
 
 #include "apps/cli_support.hpp"
 #include "apps/commands.hpp"
+#include "experiments/output_folder.hpp"
 #include "experiments/report.hpp"
 #include "experiments/runner.hpp"
 #include "models/hw_profile.hpp"
+#include "util/file_name.hpp"
 
 namespace fplab::app {
 namespace {
 
 struct RunArgs {
-  std::string file, out, data_dir = models::kFashionMnistDir, profiles_dir;
+  std::string file, out, data_dir = models::kFashionMnistDir;
+  std::vector<std::string> profiles_dir;
   size_t jobs = 0;
-  bool resume = false, json = false, quiet = false;
+  bool resume = false, force = false, json = false, quiet = false;
   std::vector<std::string> argv;
 };
 
@@ -32,8 +36,9 @@ models::OpTable in_format(models::OpTable table, const std::string& format) {
 int run_run(const RunArgs& args) {
   const auto experiment = experiments::load_experiment(args.file);
   experiments::RunOptions options;
-  options.out_dir = args.out.empty() ? "results/" + experiment.name : args.out;
-  options.jobs = args.jobs ? args.jobs : std::max(1u, std::thread::hardware_concurrency());
+  options.out_dir = args.out.empty() ? "results/" + util::safe_file_stem(experiment.name) : args.out;
+  const size_t replicas = experiment.profiles.size() * experiment.variants.size() * experiment.replicas;
+  options.jobs = std::min<size_t>(args.jobs ? args.jobs : std::max(1u, std::thread::hardware_concurrency()), replicas);
   options.resume = args.resume;
   options.quiet = args.quiet || args.json;
   std::tie(options.rank, options.ranks) = experiments::launcher_rank();
@@ -44,6 +49,14 @@ int run_run(const RunArgs& args) {
   };
   for (const auto& p : experiment.profiles) resolve(p);  // fail early on a bad profile
   const auto data = models::load_fashion_mnist(args.data_dir);
+  if (const int c = experiment.recipe.selection.imbalance_class; c >= static_cast<int>(data.class_names.size()))
+    throw UsageError(experiment.path + ": key 'data.imbalance_class': class " + std::to_string(c) +
+                     " does not exist (the data set has classes 0 to " + std::to_string(data.class_names.size() - 1) + ")");
+  const experiments::OutputFolder folder(options.out_dir, experiment.name,
+                                         {args.resume, args.force, options.rank, options.ranks});
+  if (!options.quiet && folder.leftovers_removed())
+    std::fprintf(stderr, "removed %zu temporary file(s) an interrupted run left in %s\n", folder.leftovers_removed(),
+                 options.out_dir.c_str());
   if (!options.quiet)
     std::fprintf(stderr, "%s: %zu profile(s) x %zu variant(s) x %zu replicas on %zu thread(s)%s -> %s\n",
                  experiment.name.c_str(), experiment.profiles.size(), experiment.variants.size(), experiment.replicas,
@@ -69,10 +82,11 @@ void add_run_command(CLI::App& app, Runner& run, int argc, char** argv) {
   CLI::App* cmd = app.add_subcommand("run", "Run an experiment: noise variants x replicas x hardware profiles");
   cmd->add_option("file", a->file, "experiment TOML (see experiments/ and docs/experiments.md)")->required();
   cmd->add_option("--out", a->out, "output folder (default results/NAME)");
-  cmd->add_option("--jobs", a->jobs, "replicas trained at once (default: all cores)");
-  cmd->add_flag("--resume", a->resume, "keep the replicas an earlier (killed) run finished");
+  cmd->add_option("--jobs", a->jobs, "replicas trained at once (default: all cores)")->check(whole_number());
+  cmd->add_flag("--resume", a->resume, "keep the replicas an earlier (killed) run of this experiment finished");
+  cmd->add_flag("--force", a->force, "write into --out even if it holds other results (they are not deleted)");
   cmd->add_option("--data-dir", a->data_dir, "folder with the Fashion-MNIST IDX files")->capture_default_str();
-  cmd->add_option("--profiles-dir", a->profiles_dir, "folder of hardware profiles (default: the project's hw_profiles/)");
+  add_profiles_dir_option(cmd, a->profiles_dir);
   cmd->add_flag("--quiet", a->quiet, "no progress on stderr");
   cmd->add_flag("--json", a->json, "print summary.json");
   cmd->footer(

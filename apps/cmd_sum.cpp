@@ -142,7 +142,7 @@ void add_sum_command(CLI::App& app, Runner& run) {
   cmd->add_option("-m,--mode", args->mode, "rounding mode of every addition")->capture_default_str();
   cmd->add_option("--orders", args->orders, "comma-separated: seq rev pairwise sorted-asc sorted-desc random:N")
       ->capture_default_str();
-  cmd->add_option("--seed", args->seed, "seed of the random orders (and of sr rounding)")->capture_default_str();
+  cmd->add_option("--seed", args->seed, "seed of the random orders (and of sr rounding)")->capture_default_str()->check(whole_number());
   cmd->add_flag("--json", args->json, "print JSON");
   cmd->footer(
       "Examples:\n"

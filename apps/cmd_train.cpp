@@ -9,6 +9,7 @@
 #include "apps/commands.hpp"
 #include "models/checkpoint_io.hpp"
 #include "models/hw_profile.hpp"
+#include "models/recipe_limits.hpp"
 #include "models/trainer.hpp"
 #if FPLAB_WITH_CUDA
 #include "models/gpu_backend.hpp"
@@ -35,6 +36,7 @@ struct TrainArgs {
   std::string data_dir = models::kFashionMnistDir;
   std::string schedules = "seq";
   std::string profile;  // NAME[:default|deterministic]
+  std::vector<std::string> profiles_dir;
   std::string device = "cpu";
   std::string format = "fp32";
   uint64_t algo_seed = 1, impl_seed = 1;
@@ -44,7 +46,32 @@ struct TrainArgs {
   std::string config;
 };
 
+// Every number against the rule the experiment files follow too (models/recipe_limits.hpp).
+void check_numbers(const TrainArgs& a) {
+  auto check = [](const char* option, std::string_view key, double value) {
+    try {
+      models::check_recipe_number(key, value);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(std::string(option) + " " + e.what());
+    }
+  };
+  check("--lr", "lr", a.lr);
+  check("--momentum", "momentum", a.momentum);
+  check("--weight-decay", "weight_decay", a.weight_decay);
+  check("--dropout", "dropout", a.dropout);
+  check("--lr-decay-factor", "lr_decay_factor", a.decay_factor);
+  check("--lr-decay-every", "lr_decay_every", static_cast<double>(a.decay_every));
+  check("--epochs", "epochs", static_cast<double>(a.epochs));
+  check("--batch", "batch", static_cast<double>(a.batch));
+  check("--train-subset", "train_subset", static_cast<double>(a.subset));
+  check("--augment-pad", "augment_pad", a.augment_pad);
+  check("--kernel", "kernel", static_cast<double>(a.kernel));
+  check("--checkpoint-every", "checkpoint_every", static_cast<double>(a.checkpoint_every));
+  for (size_t h : a.hidden) check("--hidden", "hidden", static_cast<double>(h));
+}
+
 models::TrainConfig make_config(const TrainArgs& a) {
+  check_numbers(a);
   models::TrainConfig c;
   c.model = {a.model, a.hidden, a.kernel, a.dropout};
   c.optimizer.kind = a.optimizer;
@@ -54,8 +81,6 @@ models::TrainConfig make_config(const TrainArgs& a) {
   c.optimizer.decay_every = a.decay_every;
   c.optimizer.decay_factor = a.decay_factor;
   if (a.optimizer != "sgd" && a.optimizer != "adam") throw UsageError("--optimizer must be sgd or adam");
-  if (a.epochs < 1) throw UsageError("--epochs must be at least 1");
-  if (!(a.lr > 0) || !std::isfinite(a.lr)) throw UsageError("--lr must be a positive number");
   c.epochs = a.epochs;
   c.batch = a.batch;
   c.selection.subset = a.subset;
@@ -68,17 +93,22 @@ models::TrainConfig make_config(const TrainArgs& a) {
     } catch (const std::exception&) {
       throw UsageError("--imbalance must be CLASS:PERCENT, e.g. 3:2 (keep 2% of class 3)");
     }
-    if (c.selection.imbalance_class < 0 || c.selection.imbalance_class > 9 || c.selection.imbalance_percent < 0 ||
-        c.selection.imbalance_percent > 100)
-      throw UsageError("--imbalance: class must be 0..9 and percent 0..100");
+    if (c.selection.imbalance_class < 0 || c.selection.imbalance_class > 255 ||
+        !(c.selection.imbalance_percent >= 0 && c.selection.imbalance_percent <= 100))
+      throw UsageError("--imbalance: CLASS must be a class of the data set and PERCENT from 0 to 100");
   }
   c.augmentation = {a.augment_pad, a.flip};
   if (!a.profile.empty()) {
-    const auto colon = a.profile.rfind(':');
-    const std::string mode = colon == std::string::npos ? "default" : a.profile.substr(colon + 1);
-    if (mode != "default" && mode != "deterministic")
-      throw UsageError("--profile takes NAME, NAME:default or NAME:deterministic, not '" + a.profile + "'");
-    const auto profile = models::find_hw_profile(a.profile.substr(0, colon));
+    // NAME or PATH, then an optional :default or :deterministic (a path may itself hold ':').
+    auto colon = a.profile.rfind(':');
+    std::string mode = colon == std::string::npos ? "default" : a.profile.substr(colon + 1);
+    if (mode != "default" && mode != "deterministic") {
+      if (!models::is_hw_profile_path(a.profile))
+        throw UsageError("--profile takes NAME, NAME:default or NAME:deterministic (or a .toml path), not '" + a.profile + "'");
+      colon = std::string::npos;
+      mode = "default";
+    }
+    const auto profile = models::find_hw_profile(a.profile.substr(0, colon), a.profiles_dir);
     c.ops = mode == "default" ? profile.default_ops : profile.deterministic_ops;
     if (a.format == "exact") c.ops = models::op_table_preset("exact");
     else if (a.format != "fp32")
@@ -194,18 +224,18 @@ void add_train_command(CLI::App& app, Runner& run) {
   CLI::App* cmd = app.add_subcommand("train", "Train a model on Fashion-MNIST, every reduction following a schedule");
   cmd->add_option("--config", a->config, "TOML file with any of these options by long name (epochs = 3); flags override it");
   cmd->add_option("--model", a->model, "mlp, small_cnn, small_cnn_bn, medium_cnn")->capture_default_str();
-  cmd->add_option("--hidden", a->hidden, "mlp hidden sizes, e.g. --hidden 256 128")->capture_default_str();
-  cmd->add_option("--kernel", a->kernel, "medium_cnn kernel size (1, 3, 5, 7)")->capture_default_str();
+  cmd->add_option("--hidden", a->hidden, "mlp hidden sizes, e.g. --hidden 256 128")->capture_default_str()->check(whole_number());
+  cmd->add_option("--kernel", a->kernel, "medium_cnn kernel size (1, 3, 5, 7)")->capture_default_str()->check(whole_number());
   cmd->add_option("--dropout", a->dropout, "dropout before the last layer")->capture_default_str();
-  cmd->add_option("--epochs", a->epochs, "epochs")->capture_default_str();
-  cmd->add_option("--batch", a->batch, "batch size (0: the whole training set as one batch)")->capture_default_str();
+  cmd->add_option("--epochs", a->epochs, "epochs")->capture_default_str()->check(whole_number());
+  cmd->add_option("--batch", a->batch, "batch size (0: the whole training set as one batch)")->capture_default_str()->check(whole_number());
   cmd->add_option("--lr", a->lr, "learning rate")->capture_default_str();
   cmd->add_option("--optimizer", a->optimizer, "sgd or adam")->capture_default_str();
   cmd->add_option("--momentum", a->momentum, "SGD momentum")->capture_default_str();
   cmd->add_option("--weight-decay", a->weight_decay, "L2 weight decay")->capture_default_str();
-  cmd->add_option("--lr-decay-every", a->decay_every, "epochs between learning-rate decays (0: none)")->capture_default_str();
+  cmd->add_option("--lr-decay-every", a->decay_every, "epochs between learning-rate decays (0: none)")->capture_default_str()->check(whole_number());
   cmd->add_option("--lr-decay-factor", a->decay_factor, "learning-rate decay factor")->capture_default_str();
-  cmd->add_option("--train-subset", a->subset, "use N training examples, stratified by class (0: all)")->capture_default_str();
+  cmd->add_option("--train-subset", a->subset, "use N training examples, stratified by class (0: all)")->capture_default_str()->check(whole_number());
   cmd->add_option("--imbalance", a->imbalance, "CLASS:PERCENT keep only PERCENT% of one class's training examples");
   cmd->add_option("--augment-pad", a->augment_pad, "random crop with this padding (0: none)")->capture_default_str();
   cmd->add_flag("--flip", a->flip, "random horizontal flips");
@@ -216,17 +246,18 @@ void add_train_command(CLI::App& app, Runner& run) {
   cmd->add_option("--profile", a->profile,
                   "schedules of a hardware profile (fplab profile list): NAME or NAME:deterministic")
       ->excludes(schedules);
+  add_profiles_dir_option(cmd, a->profiles_dir);
   cmd->add_option("--device", a->device,
                   "where the reductions run: cpu (the engine), cuda (our CUDA kernels; deterministic schedules give "
                   "the same bits), auto (cuda if it can, else cpu)")
       ->capture_default_str();
   cmd->add_option("--format", a->format, "accumulation format of every reduction, or exact")->capture_default_str();
   cmd->add_option("--algo-seed", a->algo_seed, "algorithmic seed: init, subset, order, augmentation, dropout")
-      ->capture_default_str();
-  cmd->add_option("--impl-seed", a->impl_seed, "implementation seed: atomic orders, shuffles, sr")->capture_default_str();
+      ->capture_default_str()->check(whole_number());
+  cmd->add_option("--impl-seed", a->impl_seed, "implementation seed: atomic orders, shuffles, sr")->capture_default_str()->check(whole_number());
   cmd->add_option("--save-weights", a->save_weights, "write the final weights and test predictions (atomically)");
   cmd->add_option("--checkpoint", a->checkpoint, "checkpoint file, written atomically during training");
-  cmd->add_option("--checkpoint-every", a->checkpoint_every, "batches between checkpoints")->capture_default_str();
+  cmd->add_option("--checkpoint-every", a->checkpoint_every, "batches between checkpoints")->capture_default_str()->check(whole_number());
   cmd->add_flag("--resume", a->resume, "continue from --checkpoint if it exists (same bits as an uninterrupted run)");
   cmd->add_flag("--quiet", a->quiet, "no progress on stderr");
   cmd->add_flag("--json", a->json, "print JSON");

@@ -53,10 +53,10 @@ void add_tree_command(CLI::App& app, Runner& run) {
   auto args = std::make_shared<TreeArgs>();
   CLI::App* cmd = app.add_subcommand("tree", "Draw the reduction tree of a schedule (Graphviz)");
   cmd->add_option("-s,--schedule", args->schedule, "schedule text or preset")->required();
-  cmd->add_option("-n,--n", args->n, "number of terms K")->capture_default_str();
+  cmd->add_option("-n,--n", args->n, "number of terms K")->capture_default_str()->check(whole_number());
   cmd->add_option("--dot", args->dot_file, "write Graphviz DOT to this file");
   cmd->add_option("--svg", args->svg_file, "write an SVG picture to this file (needs graphviz)");
-  cmd->add_option("--impl-seed", args->impl_seed, "which random order atomic/shuffle steps show")->capture_default_str();
+  cmd->add_option("--impl-seed", args->impl_seed, "which random order atomic/shuffle steps show")->capture_default_str()->check(whole_number());
   cmd->add_flag("--json", args->json, "print JSON: canonical schedule, additions, depth");
   cmd->footer(
       "Examples:\n"

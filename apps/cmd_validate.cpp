@@ -44,7 +44,7 @@ void add_validate_command(CLI::App& app, Runner& run) {
   CLI::App* cmd = app.add_subcommand(
       "validate", "Run our CUDA kernels against the CPU emulation: every kernel x schedule x shape x input, bit for bit");
   cmd->add_option("--runs", a->runs, "runs of each atomic case, whose distinct results are counted (>= 50)")
-      ->capture_default_str();
+      ->capture_default_str()->check(whole_number());
   cmd->add_option("--out", a->out, "also write the whole report as JSON to this file (atomically)");
   cmd->add_flag("--json", a->json, "print the JSON report instead of the table");
   cmd->add_flag("--quiet", a->quiet, "no progress dots on stderr");

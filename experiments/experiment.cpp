@@ -2,10 +2,13 @@
 
 #include <toml++/toml.h>
 
+#include <filesystem>
 #include <set>
 #include <stdexcept>
 
 #include "fp/format.hpp"
+#include "models/hw_profile.hpp"
+#include "models/recipe_limits.hpp"
 
 namespace fplab::experiments {
 
@@ -82,6 +85,34 @@ struct Reader {
       fail(*node, section + key, "must be a whole number");
     }
   }
+  // A number under the recipe's rule (models/recipe_limits.hpp): the same as `fplab train`'s.
+  double number(const toml::table& t, const std::string& section, const char* key, double fallback) const {
+    const double value = get<double>(t, section, key, fallback);
+    if (const toml::node* node = t.get(key)) {
+      if (const auto* whole = node->as_integer()) return static_cast<double>(checked_whole(*node, section, key, whole->get()));
+      try {
+        models::check_recipe_number(key, value);
+      } catch (const std::invalid_argument& e) {
+        fail(*node, section + key, e.what());
+      }
+    }
+    return value;
+  }
+  int64_t whole(const toml::table& t, const std::string& section, const char* key, int64_t fallback) const {
+    const toml::node* node = t.get(key);
+    if (!node) return fallback;
+    const auto* value = node->as_integer();
+    if (!value) fail(*node, section + key, "must be a whole number");
+    return checked_whole(*node, section, key, value->get());
+  }
+  int64_t checked_whole(const toml::node& node, const std::string& section, const char* key, int64_t value) const {
+    try {
+      models::check_recipe_integer(key, value);
+    } catch (const std::invalid_argument& e) {
+      fail(node, section + key, e.what());
+    }
+    return value;
+  }
   std::vector<std::string> strings(const toml::table& t, const std::string& section, const char* key) const {
     std::vector<std::string> out;
     const toml::node* node = t.get(key);
@@ -125,10 +156,10 @@ Experiment load_experiment(const std::string& path) {
   r.check_keys(data, "data.", {"train_subset", "imbalance_class", "imbalance_percent", "augment_pad", "flip"});
   auto& c = x.recipe;
   c.evaluate_every_epoch = false;  // the metrics use the final model only
-  c.selection.subset = r.get<size_t>(data, "data.", "train_subset", 0);
-  c.selection.imbalance_class = static_cast<int>(r.get<int64_t>(data, "data.", "imbalance_class", -1));
-  c.selection.imbalance_percent = r.get<double>(data, "data.", "imbalance_percent", 100);
-  c.augmentation.pad = static_cast<int>(r.get<size_t>(data, "data.", "augment_pad", 0));
+  c.selection.subset = static_cast<size_t>(r.whole(data, "data.", "train_subset", 0));
+  c.selection.imbalance_class = static_cast<int>(r.whole(data, "data.", "imbalance_class", -1));
+  c.selection.imbalance_percent = r.number(data, "data.", "imbalance_percent", 100);
+  c.augmentation.pad = static_cast<int>(r.whole(data, "data.", "augment_pad", 0));
   c.augmentation.flip = r.get<bool>(data, "data.", "flip", false);
 
   const auto& model = r.section(doc, "model");
@@ -138,30 +169,37 @@ Experiment load_experiment(const std::string& path) {
     c.model.hidden.clear();
     if (!hidden->as_array()) r.fail(*hidden, "model.hidden", "must be an array of sizes");
     for (const auto& h : *hidden->as_array()) {
-      if (!h.as_integer() || h.as_integer()->get() < 1) r.fail(*hidden, "model.hidden", "must be an array of sizes >= 1");
-      c.model.hidden.push_back(static_cast<size_t>(h.as_integer()->get()));
+      if (!h.as_integer()) r.fail(*hidden, "model.hidden", "must be an array of whole numbers");
+      c.model.hidden.push_back(static_cast<size_t>(r.checked_whole(h, "model.", "hidden", h.as_integer()->get())));
     }
   }
-  c.model.kernel = r.get<size_t>(model, "model.", "kernel", 3);
-  c.model.dropout = r.get<double>(model, "model.", "dropout", 0);
+  c.model.kernel = static_cast<size_t>(r.whole(model, "model.", "kernel", 3));
+  c.model.dropout = r.number(model, "model.", "dropout", 0);
 
   const auto& training = r.section(doc, "training");
   r.check_keys(training, "training.", {"epochs", "batch", "optimizer", "lr", "momentum", "weight_decay", "lr_decay_every",
                                        "lr_decay_factor"});
-  c.epochs = r.get<size_t>(training, "training.", "epochs", 1);
-  c.batch = r.get<size_t>(training, "training.", "batch", 64);
+  c.epochs = static_cast<size_t>(r.whole(training, "training.", "epochs", 1));
+  c.batch = static_cast<size_t>(r.whole(training, "training.", "batch", 64));
   c.optimizer.kind = r.get<std::string>(training, "training.", "optimizer", "adam");
-  c.optimizer.lr = r.get<double>(training, "training.", "lr", 1e-3);
-  c.optimizer.momentum = r.get<double>(training, "training.", "momentum", 0.9);
-  c.optimizer.weight_decay = r.get<double>(training, "training.", "weight_decay", 0);
-  c.optimizer.decay_every = r.get<size_t>(training, "training.", "lr_decay_every", 0);
-  c.optimizer.decay_factor = r.get<double>(training, "training.", "lr_decay_factor", 0.1);
-  if (c.epochs < 1) throw std::runtime_error(path + ": key 'training.epochs' must be at least 1");
+  c.optimizer.lr = r.number(training, "training.", "lr", 1e-3);
+  c.optimizer.momentum = r.number(training, "training.", "momentum", 0.9);
+  c.optimizer.weight_decay = r.number(training, "training.", "weight_decay", 0);
+  c.optimizer.decay_every = static_cast<size_t>(r.whole(training, "training.", "lr_decay_every", 0));
+  c.optimizer.decay_factor = r.number(training, "training.", "lr_decay_factor", 0.1);
 
   const auto& run = r.section(doc, "run");
   r.check_keys(run, "run.", {"profiles", "variants", "replicas", "algo_seed", "impl_seed", "format"});
   x.profiles = r.strings(run, "run.", "profiles");
   if (x.profiles.empty()) throw std::runtime_error(path + ": key 'run.profiles' must name at least one profile");
+  // A profile given by a relative path is looked for beside the experiment file first, so that an
+  // experiment and its own profiles travel together; otherwise it is relative to where fplab runs.
+  for (auto& p : x.profiles) {
+    std::error_code ec;
+    const std::filesystem::path beside = std::filesystem::path(path).parent_path() / p;
+    if (models::is_hw_profile_path(p) && std::filesystem::path(p).is_relative() && std::filesystem::is_regular_file(beside, ec))
+      p = beside.lexically_normal().string();
+  }
   for (const auto& v : r.strings(run, "run.", "variants")) {
     try {
       x.variants.push_back(parse_variant(v));
@@ -170,8 +208,7 @@ Experiment load_experiment(const std::string& path) {
     }
   }
   if (x.variants.empty()) x.variants = {Variant::algo_impl, Variant::algo, Variant::impl, Variant::control};
-  x.replicas = r.get<size_t>(run, "run.", "replicas", 5);
-  if (x.replicas < 2) throw std::runtime_error(path + ": key 'run.replicas' must be at least 2 (churn needs pairs)");
+  x.replicas = static_cast<size_t>(r.whole(run, "run.", "replicas", 5));  // at least 2: churn needs pairs
   x.algo_seed = r.get<uint64_t>(run, "run.", "algo_seed", 1);
   x.impl_seed = r.get<uint64_t>(run, "run.", "impl_seed", 1);
   x.format = r.get<std::string>(run, "run.", "format", "fp32");

@@ -1,5 +1,6 @@
 #include "experiments/runner.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -7,10 +8,13 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <stdexcept>
+#include <system_error>
 #include <thread>
 
 #include "models/checkpoint_io.hpp"
-#include "models/sha256.hpp"
+#include "util/file_name.hpp"
+#include "util/sha256.hpp"
 
 namespace fplab::experiments {
 namespace {
@@ -25,11 +29,11 @@ std::string replica_path(const std::string& out, const Job& j) {
   std::string variant = variant_name(j.variant);
   for (char& c : variant)
     if (c == '+') c = '_';
-  return out + "/replicas/" + j.profile + "." + variant + "." + std::to_string(j.replica) + ".ckpt";
+  return out + "/replicas/" + util::safe_file_stem(j.profile) + "." + variant + "." + std::to_string(j.replica) + ".ckpt";
 }
 
 std::vector<uint64_t> fingerprint_words(const models::TrainConfig& c) {
-  const std::string h = models::sha256_hex(c.fingerprint());
+  const std::string h = util::sha256_hex(c.fingerprint());
   std::vector<uint64_t> words(4);
   for (size_t i = 0; i < 4; ++i) words[i] = std::stoull(h.substr(16 * i, 16), nullptr, 16);
   return words;
@@ -68,11 +72,11 @@ bool load_replica(const std::string& path, const models::TrainConfig& c, Replica
   const auto seeds = reader.u64("seeds");
   r.algo_seed = seeds[0];
   r.impl_seed = seeds[1];
-  models::Sha256 h;
+  util::Sha256 h;
   h.update(r.weights.data(), r.weights.size() * sizeof(float));
   h.update(r.buffers.data(), r.buffers.size() * sizeof(float));
   r.weights_sha256 = h.hex_digest();
-  r.predictions_sha256 = models::sha256_hex(r.predictions.data(), r.predictions.size());
+  r.predictions_sha256 = util::sha256_hex(r.predictions.data(), r.predictions.size());
   return true;
 }
 
@@ -167,9 +171,23 @@ std::vector<ReplicaRecord> run_experiment(const Experiment& x, const models::Dat
       }
     }
   };
+  // No more threads than replicas to train; if the system refuses a thread, the ones started
+  // stop taking work and are joined before the error is reported (never a joinable thread left).
+  const size_t wanted = std::clamp<size_t>(o.jobs, 1, std::max<size_t>(1, to_do - reused));
   std::vector<std::thread> threads;
-  for (size_t t = 0; t < std::max<size_t>(1, o.jobs); ++t) threads.emplace_back(worker);
+  std::string refused;
+  for (size_t t = 0; t < wanted; ++t) {
+    try {
+      threads.emplace_back(worker);
+    } catch (const std::system_error& e) {
+      refused = e.what();
+      next = jobs.size();
+      break;
+    }
+  }
   for (auto& t : threads) t.join();
+  if (!refused.empty())
+    throw std::runtime_error("cannot start " + std::to_string(wanted) + " threads (" + refused + "); try a smaller --jobs");
   if (failure) std::rethrow_exception(failure);
   if (!o.quiet && done > 0) std::fprintf(stderr, "\n");
 

@@ -94,6 +94,10 @@ std::vector<size_t> select_training_examples(std::span<const uint8_t> labels, co
                                              uint64_t seed) {
   std::vector<size_t> chosen =
       selection.subset == 0 ? all_indices(labels.size()) : stratified_subset(labels, selection.subset, seed);
+  // Checked before the narrowing to a label: class 260 must not become class 4.
+  if (selection.imbalance_class >= static_cast<int>(kNumClasses))
+    throw std::invalid_argument("imbalance class " + std::to_string(selection.imbalance_class) +
+                                " does not exist (classes 0 to " + std::to_string(kNumClasses - 1) + ")");
   if (selection.imbalance_class >= 0)
     chosen = keep_percent_of_class(labels, chosen, static_cast<uint8_t>(selection.imbalance_class),
                                    selection.imbalance_percent, seed);

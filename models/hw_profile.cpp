@@ -5,10 +5,13 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <optional>
+#include <sstream>
 
 #include "fp/format.hpp"
 #include "fp/rounding.hpp"
+#include "models/shipped_hw_profiles.hpp"
 #include "sim/schedule.hpp"
 
 namespace fplab::models {
@@ -24,14 +27,18 @@ std::vector<OpKind> noisy_ops(const OpTable& table) {
   return out;
 }
 
-std::string default_hw_profiles_dir() {
-  if (const char* env = std::getenv("FPLAB_HW_PROFILES"); env && *env) return env;
-#ifdef FPLAB_HW_PROFILES_DIR
-  return FPLAB_HW_PROFILES_DIR;
-#else
-  // CMake hands the compiler this file's absolute path: the profiles sit beside models/.
-  return (std::filesystem::path(__FILE__).parent_path().parent_path() / "hw_profiles").string();
-#endif
+std::vector<std::string> hw_profile_search_folders(const std::vector<std::string>& folders) {
+  std::vector<std::string> out = folders;
+  if (const char* env = std::getenv("FPLAB_HW_PROFILES"); env && *env) {
+    std::string_view rest = env;
+    for (;;) {
+      const size_t colon = rest.find(':');
+      if (const auto folder = rest.substr(0, colon); !folder.empty()) out.emplace_back(folder);
+      if (colon == std::string_view::npos) break;
+      rest.remove_prefix(colon + 1);
+    }
+  }
+  return out;
 }
 
 namespace {
@@ -155,10 +162,19 @@ bool valid_name(const std::string& name) {
 }  // namespace
 
 HardwareProfile load_hw_profile(const std::string& path) {
-  if (!std::filesystem::is_regular_file(path)) throw fp::FormatError(path + ": cannot read hardware profile (no such file)");
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) throw fp::FormatError(path + ": cannot read hardware profile (no such file)");
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in) throw fp::FormatError(path + ": cannot read hardware profile");
+  return parse_hw_profile(text.str(), path);
+}
+
+HardwareProfile parse_hw_profile(std::string_view text, const std::string& path) {
   toml::table doc;
   try {
-    doc = toml::parse_file(path);
+    doc = toml::parse(text, path);
   } catch (const toml::parse_error& e) {
     throw fp::FormatError(path + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
   }
@@ -210,34 +226,50 @@ HardwareProfile load_hw_profile(const std::string& path) {
   return p;
 }
 
-std::vector<std::string> hw_profile_names(const std::string& dir) {
-  const std::string folder = dir.empty() ? default_hw_profiles_dir() : dir;
-  std::error_code ec;
-  if (!std::filesystem::is_directory(folder, ec))
-    throw fp::FormatError(folder + ": no such folder of hardware profiles (set FPLAB_HW_PROFILES or pass --profiles-dir)");
+namespace {
+
+std::string shipped_source(std::string_view name) { return "hw_profiles/" + std::string(name) + ".toml (built in)"; }
+
+}  // namespace
+
+std::vector<std::string> hw_profile_names(const std::vector<std::string>& folders) {
   std::vector<std::string> names;
-  for (const auto& entry : std::filesystem::directory_iterator(folder))
-    if (entry.is_regular_file() && entry.path().extension() == ".toml") names.push_back(entry.path().stem().string());
+  for (const auto& folder : hw_profile_search_folders(folders)) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(folder, ec))
+      throw fp::FormatError(folder + ": no such folder of hardware profiles (from --profiles-dir or $FPLAB_HW_PROFILES)");
+    for (const auto& entry : std::filesystem::directory_iterator(folder, ec))
+      if (entry.is_regular_file(ec) && entry.path().extension() == ".toml") names.push_back(entry.path().stem().string());
+  }
+  for (const auto& shipped : shipped_hw_profiles()) names.emplace_back(shipped.name);
   std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
   return names;
 }
 
-HardwareProfile find_hw_profile(const std::string& name_or_path, const std::string& dir) {
+bool is_hw_profile_path(const std::string& text) {
   std::error_code ec;
-  if (std::filesystem::is_regular_file(name_or_path, ec) || name_or_path.ends_with(".toml"))
-    return load_hw_profile(name_or_path);
-  const std::string folder = dir.empty() ? default_hw_profiles_dir() : dir;
-  const auto path = (std::filesystem::path(folder) / (name_or_path + ".toml")).string();
-  if (!std::filesystem::is_regular_file(path, ec)) {
-    std::string known;
-    for (const auto& n : hw_profile_names(folder)) known += (known.empty() ? "" : ", ") + n;
-    throw fp::FormatError("unknown hardware profile '" + name_or_path + "' (known in " + folder + ": " + known +
-                          "; or a path to a .toml file)");
+  return text.find('/') != std::string::npos || text.ends_with(".toml") || std::filesystem::is_regular_file(text, ec);
+}
+
+HardwareProfile find_hw_profile(const std::string& name_or_path, const std::vector<std::string>& folders) {
+  if (is_hw_profile_path(name_or_path)) return load_hw_profile(name_or_path);
+  auto checked = [&](HardwareProfile p) {
+    if (p.name != name_or_path)
+      throw fp::FormatError(p.path + ": key 'name' is '" + p.name + "', not '" + name_or_path + "' as the file name says");
+    return p;
+  };
+  for (const auto& folder : hw_profile_search_folders(folders)) {
+    const auto path = (std::filesystem::path(folder) / (name_or_path + ".toml")).string();
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(path, ec)) return checked(load_hw_profile(path));
   }
-  HardwareProfile p = load_hw_profile(path);
-  if (p.name != name_or_path)
-    throw fp::FormatError(path + ": key 'name' is '" + p.name + "', not '" + name_or_path + "' as the file name says");
-  return p;
+  for (const auto& shipped : shipped_hw_profiles())
+    if (shipped.name == name_or_path) return checked(parse_hw_profile(shipped.text, shipped_source(shipped.name)));
+  std::string known;
+  for (const auto& n : hw_profile_names(folders)) known += (known.empty() ? "" : ", ") + n;
+  throw fp::FormatError("unknown hardware profile '" + name_or_path + "' (known: " + known +
+                        "; or a path to a .toml file)");
 }
 
 }  // namespace fplab::models

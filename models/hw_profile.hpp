@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "models/op_table.hpp"
@@ -35,19 +36,26 @@ bool draws_noise(const OpChoice& choice);
 // The operation kinds of a table that draw noise, in OpKind order.
 std::vector<OpKind> noisy_ops(const OpTable& table);
 
-// The folder of the shipped profiles: $FPLAB_HW_PROFILES when set and non-empty, else the
-// source tree's hw_profiles/ (fixed at compile time; FPLAB_HW_PROFILES_DIR overrides it).
-std::string default_hw_profiles_dir();
+// Profiles are found by name along a search path: the caller's folders (e.g. --profiles-dir,
+// in order), then the folders of $FPLAB_HW_PROFILES (colon-separated), then the profiles
+// shipped in hw_profiles/, which are compiled into the program (models/shipped_hw_profiles.hpp).
+// A user's folder may thus hold its own profiles and override a shipped one by name.
+std::vector<std::string> hw_profile_search_folders(const std::vector<std::string>& folders = {});
 
 // Reads one profile. Errors (fp::FormatError, one line) name the file, the line and the key.
 HardwareProfile load_hw_profile(const std::string& path);
+// The same from TOML text; `source` names it in errors and becomes the profile's path.
+HardwareProfile parse_hw_profile(std::string_view text, const std::string& source);
 
-// The profile names in `dir` (the stems of its *.toml files), sorted. "" means
-// default_hw_profiles_dir().
-std::vector<std::string> hw_profile_names(const std::string& dir = "");
+// Every profile name the search path knows (user folders and shipped), sorted, each once.
+std::vector<std::string> hw_profile_names(const std::vector<std::string>& folders = {});
 
-// `name_or_path` is a path when it names an existing file or ends in ".toml"; otherwise a profile
-// name looked up as DIR/NAME.toml ("" = default dir), whose `name` key must equal NAME.
-HardwareProfile find_hw_profile(const std::string& name_or_path, const std::string& dir = "");
+// Whether `text` names a profile file rather than a profile: it contains '/', ends in ".toml"
+// or is an existing file.
+bool is_hw_profile_path(const std::string& text);
+
+// A path (see is_hw_profile_path) is read as it is; a name is looked up as FOLDER/NAME.toml along
+// the search path, then among the shipped profiles, and the file's `name` key must equal NAME.
+HardwareProfile find_hw_profile(const std::string& name_or_path, const std::vector<std::string>& folders = {});
 
 }  // namespace fplab::models

@@ -3,9 +3,11 @@
 #include "models/idx.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -38,54 +40,83 @@ std::string magic_description(uint32_t magic) {
   return "unsigned bytes, " + std::to_string(magic & 0xFF) + " dimensions";
 }
 
-// The whole file, decompressed if it is gzip.
-std::vector<uint8_t> read_all(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT)
-      throw DataError(path, "cannot open (is the dataset-fashion-mnist package installed? scripts/setup installs it)");
-    throw DataError(path, std::string("cannot open: ") + std::strerror(errno));
-  }
-  gzFile file = gzdopen(fd, "rb");
-  if (file == nullptr) {
-    ::close(fd);
-    throw DataError(path, "cannot open: out of memory in zlib");
-  }
-  std::vector<uint8_t> bytes;
-  constexpr unsigned kChunk = 1u << 20;
-  for (;;) {
-    const size_t old = bytes.size();
-    bytes.resize(old + kChunk);
-    errno = 0;
-    const int got = gzread(file, bytes.data() + old, kChunk);
-    if (got < 0) {
-      int code = 0;
-      const std::string message = gzerror(file, &code);
-      const int saved_errno = errno;
-      gzclose(file);
-      if (code == Z_ERRNO) throw DataError(path, std::string("cannot read: ") + std::strerror(saved_errno));
-      throw DataError(path, "corrupt gzip data (zlib: " + message + ")");
+// The largest array read (elements of one byte): far above any image data set fplab trains on,
+// far below what a header can claim (a 6 MB gzip of zeros can expand to 6 GB).
+constexpr uint64_t kMaxElements = uint64_t{1} << 32;
+
+// An IDX file opened for reading, decompressed if it is gzip, read only as far as asked.
+class IdxStream {
+ public:
+  explicit IdxStream(const std::string& path) : path_(path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+      if (errno == ENOENT)
+        throw DataError(path, "cannot open (is the dataset-fashion-mnist package installed? scripts/setup installs it)");
+      throw DataError(path, std::string("cannot open: ") + std::strerror(errno));
     }
-    bytes.resize(old + static_cast<size_t>(got));
-    if (static_cast<unsigned>(got) < kChunk) break;
+    // Only regular files: a FIFO or a device would block or never end.
+    struct stat info;
+    if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+      ::close(fd);
+      throw DataError(path, "not a regular file");
+    }
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    file_ = gzdopen(fd, "rb");
+    if (file_ == nullptr) {
+      ::close(fd);
+      throw DataError(path, "cannot open: out of memory in zlib");
+    }
   }
-  int code = 0;
-  const std::string message = gzerror(file, &code);
-  gzclose(file);
-  if (code == Z_BUF_ERROR) throw DataError(path, "truncated gzip data (the compressed stream ends early)");
-  if (code != Z_OK) throw DataError(path, "corrupt gzip data (zlib: " + message + ")");
-  return bytes;
-}
+  ~IdxStream() { gzclose(file_); }
+  IdxStream(const IdxStream&) = delete;
+  IdxStream& operator=(const IdxStream&) = delete;
+
+  // Up to `size` bytes into `out` (fewer only at the end of the data).
+  size_t read(uint8_t* out, size_t size) {
+    size_t done = 0;
+    while (done < size) {
+      const unsigned ask = static_cast<unsigned>(std::min<size_t>(size - done, 1u << 30));
+      errno = 0;
+      const int got = gzread(file_, out + done, ask);
+      if (got < 0) fail();
+      if (got == 0) break;
+      done += static_cast<size_t>(got);
+    }
+    if (done < size) check_clean_end();
+    return done;
+  }
+
+ private:
+  [[noreturn]] void fail() {
+    int code = 0;
+    const std::string message = gzerror(file_, &code);
+    if (code == Z_ERRNO) throw DataError(path_, std::string("cannot read: ") + std::strerror(errno));
+    if (code == Z_BUF_ERROR) throw DataError(path_, "truncated gzip data (the compressed stream ends early)");
+    throw DataError(path_, "corrupt gzip data (zlib: " + message + ")");
+  }
+  void check_clean_end() {
+    int code = 0;
+    gzerror(file_, &code);
+    if (code != Z_OK) fail();
+  }
+
+  std::string path_;
+  gzFile file_ = nullptr;
+};
 
 uint32_t big_endian_u32(const uint8_t* p) {
   return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
 }
 
-IdxArray parse(const std::string& path, std::vector<uint8_t> bytes, uint32_t expected_magic, const std::string& what) {
-  if (bytes.size() < 4)
-    throw DataError(path, "truncated: an IDX file starts with a 4-byte magic number, got " +
-                              std::to_string(bytes.size()) + " bytes");
-  const uint32_t magic = big_endian_u32(bytes.data());
+// Reads the header, checks it, then exactly the elements it promises and one byte more (to
+// report trailing data): memory and time are bounded by the header, never by the file.
+IdxArray read_checked(const std::string& path, uint32_t expected_magic, const std::string& what) {
+  IdxStream in(path);
+  uint8_t head[4 + 4 * 4];
+  const size_t got = in.read(head, 4);
+  if (got < 4)
+    throw DataError(path, "truncated: an IDX file starts with a 4-byte magic number, got " + std::to_string(got) + " bytes");
+  const uint32_t magic = big_endian_u32(head);
   if (magic >> 16 != 0) throw DataError(path, "not an IDX file: magic " + hex(magic, 8) + " does not start with two zero bytes");
   const uint8_t type = static_cast<uint8_t>(magic >> 8);
   if (type != 0x08)
@@ -98,36 +129,41 @@ IdxArray parse(const std::string& path, std::vector<uint8_t> bytes, uint32_t exp
     throw DataError(path, "wrong magic " + hex(magic, 8) + ", expected " + hex(expected_magic, 8) + " (" +
                               magic_description(expected_magic) + ")");
   const size_t header = 4 + 4 * size_t{ndims};
-  if (bytes.size() < header)
+  if (const size_t dims_got = in.read(head + 4, header - 4); dims_got < header - 4)
     throw DataError(path, "truncated: the header needs " + std::to_string(header) + " bytes, got " +
-                              std::to_string(bytes.size()));
+                              std::to_string(4 + dims_got));
   IdxArray array;
   uint64_t elements = 1;
   for (unsigned d = 0; d < ndims; ++d) {
-    const uint32_t dim = big_endian_u32(bytes.data() + 4 + 4 * d);
+    const uint32_t dim = big_endian_u32(head + 4 + 4 * d);
     array.dims.push_back(dim);
-    // Saturate: such a size can never match the data and is reported as truncation.
-    elements = (dim != 0 && elements > std::numeric_limits<uint64_t>::max() / dim) ? std::numeric_limits<uint64_t>::max()
-                                                                                    : elements * dim;
+    elements = (dim != 0 && elements > kMaxElements / dim) ? kMaxElements + 1 : elements * dim;
   }
-  const uint64_t payload = bytes.size() - header;
+  if (elements > kMaxElements)
+    throw DataError(path, "the header promises more than " + std::to_string(kMaxElements) + " bytes of " + what +
+                              " (dimensions too large for an image data set)");
+  array.data.resize(elements);
+  const size_t payload = in.read(array.data.data(), elements);
   if (payload < elements)
     throw DataError(path, "truncated: expected " + std::to_string(elements) + " bytes of " + what + ", got " +
                               std::to_string(payload));
-  if (payload > elements)
-    throw DataError(path, "trailing garbage: " + std::to_string(payload - elements) + " bytes after the " +
-                              std::to_string(elements) + " bytes of " + what);
-  bytes.erase(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(header));
-  array.data = std::move(bytes);
+  // Trailing bytes are counted up to a bound, not read to the end.
+  constexpr size_t kTrailingCounted = 1 << 16;
+  std::vector<uint8_t> extra(kTrailingCounted + 1);
+  if (const size_t trailing = in.read(extra.data(), extra.size()); trailing > 0)
+    throw DataError(path, "trailing garbage: " +
+                              (trailing > kTrailingCounted ? "more than " + std::to_string(kTrailingCounted)
+                                                           : std::to_string(trailing)) +
+                              " bytes after the " + std::to_string(elements) + " bytes of " + what);
   return array;
 }
 
 }  // namespace
 
-IdxArray read_idx(const std::string& path) { return parse(path, read_all(path), 0, "elements"); }
+IdxArray read_idx(const std::string& path) { return read_checked(path, 0, "elements"); }
 
 IdxArray read_idx(const std::string& path, uint32_t expected_magic, const std::string& what) {
-  return parse(path, read_all(path), expected_magic, what);
+  return read_checked(path, expected_magic, what);
 }
 
 }  // namespace fplab::models

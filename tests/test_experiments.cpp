@@ -59,7 +59,10 @@ TEST_CASE("experiment config: errors name the file, the line and the key") {
       {"name = \"x\"\n[run]\nprofiles = [\"v100\"]\nreplicaz = 3\n", ":4: key 'run.replicaz': unknown key"},
       {"name = \"x\"\n[run]\nprofiles = [\"v100\"]\nvariants = [\"impl\", \"nope\"]\n", ":4: key 'run.variants': unknown variant 'nope'"},
       {"name = \"x\"\n[training]\nepochs = \"three\"\n[run]\nprofiles = [\"v100\"]\n", ":3: key 'training.epochs': must be a whole number"},
-      {"name = \"x\"\n[run]\nprofiles = [\"v100\"]\nreplicas = 1\n", "run.replicas' must be at least 2"},
+      {"name = \"x\"\n[run]\nprofiles = [\"v100\"]\nreplicas = 1\n", ":4: key 'run.replicas': must be a whole number from 2"},
+      {"name = \"x\"\n[training]\nlr = nan\n[run]\nprofiles = [\"v100\"]\n", ":3: key 'training.lr': must be a number greater than 0"},
+      {"name = \"x\"\n[data]\naugment_pad = 4294967297\n[run]\nprofiles = [\"v100\"]\n", ":3: key 'data.augment_pad': must be a whole number"},
+      {"name = \"x\"\n[data]\nimbalance_class = 260\n[run]\nprofiles = [\"v100\"]\n", ":3: key 'data.imbalance_class'"},
       {"description = \"no name\"\n[run]\nprofiles = [\"v100\"]\n", "missing key 'name'"},
       {"name = \"x\"\n[run\nprofiles = [\"v100\"]\n", ".toml:2:"},
   };

@@ -187,22 +187,49 @@ TEST_CASE("hw profiles: per-operation arithmetic, presets and the folder lookup"
   CHECK(p.default_ops[OpKind::dgrad].arithmetic.to_string() == "fp32/rz/fused");
   CHECK(p.deterministic_ops[OpKind::dgrad].arithmetic.to_string() == "fp32/rne/fused");
 
-  CHECK(hw_profile_names(dir.path.string()) == std::vector<std::string>{"toy"});
-  CHECK(find_hw_profile("toy", dir.path.string()).path == path);
+  const std::vector<std::string> folders = {dir.path.string()};
+  const auto names = hw_profile_names(folders);  // the user's folder and every shipped profile
+  CHECK(std::count(names.begin(), names.end(), "toy") == 1);
+  CHECK(std::count(names.begin(), names.end(), "h100") == 1);
+  CHECK(find_hw_profile("toy", folders).path == path);
   CHECK(find_hw_profile(path).name == "toy");  // a path works anywhere
-  CHECK_THROWS_WITH(find_hw_profile("nope", dir.path.string()),
-                    Catch::Contains("unknown hardware profile 'nope'") && Catch::Contains("toy"));
+  CHECK_THROWS_WITH(find_hw_profile("nope", folders),
+                    Catch::Contains("unknown hardware profile 'nope'") && Catch::Contains("toy") && Catch::Contains("h100"));
   dir.write("other.toml", text);  // says name = "toy"
-  CHECK_THROWS_WITH(find_hw_profile("other", dir.path.string()), Catch::Contains("key 'name' is 'toy', not 'other'"));
+  CHECK_THROWS_WITH(find_hw_profile("other", folders), Catch::Contains("key 'name' is 'toy', not 'other'"));
 
-  // $FPLAB_HW_PROFILES moves the default folder.
+  // $FPLAB_HW_PROFILES adds folders after the caller's and before the shipped profiles.
   const char* old = std::getenv("FPLAB_HW_PROFILES");
   const std::string saved = old ? old : "";
+  ::setenv("FPLAB_HW_PROFILES", ("/nonexistent-a:" + dir.path.string()).c_str(), 1);
+  CHECK(hw_profile_search_folders({"x"}) == std::vector<std::string>{"x", "/nonexistent-a", dir.path.string()});
   ::setenv("FPLAB_HW_PROFILES", dir.path.string().c_str(), 1);
-  CHECK(default_hw_profiles_dir() == dir.path.string());
   CHECK(find_hw_profile("toy").path == path);
   if (old) ::setenv("FPLAB_HW_PROFILES", saved.c_str(), 1);
   else ::unsetenv("FPLAB_HW_PROFILES");
+}
+
+TEST_CASE("hw profiles: the shipped profiles are built in, and a user's folder overrides one by name") {
+  // Built in: found with no folder on the search path, from the program's own bytes.
+  const char* old = std::getenv("FPLAB_HW_PROFILES");
+  const std::string saved = old ? old : "";
+  ::unsetenv("FPLAB_HW_PROFILES");
+  const HardwareProfile shipped = find_hw_profile("h100");
+  CHECK(shipped.path == "hw_profiles/h100.toml (built in)");
+  // ... and equal to the file in the source tree they were built from.
+  const HardwareProfile from_file = load_hw_profile(std::string(FPLAB_SOURCE_DIR) + "/hw_profiles/h100.toml");
+  CHECK(shipped.default_ops.describe() == from_file.default_ops.describe());
+  CHECK(shipped.deterministic_ops.describe() == from_file.deterministic_ops.describe());
+
+  TempDir dir;
+  std::string text = profile_text(table("default"), table("deterministic"));
+  const auto at = text.find("name = \"toy\"");
+  REQUIRE(at != std::string::npos);
+  text.replace(at, 12, "name = \"h100\"");
+  const std::string mine = dir.write("h100.toml", text);
+  CHECK(find_hw_profile("h100", {dir.path.string()}).path == mine);
+  CHECK(find_hw_profile("h100").path == shipped.path);
+  if (old) ::setenv("FPLAB_HW_PROFILES", saved.c_str(), 1);
 }
 
 TEST_CASE("hw profiles: malformed profiles give one line naming the file, the line and the key") {

@@ -2,6 +2,8 @@
 // the published shapes and class counts; IDX files written here (plain and gzip) round-trip;
 // every malformed file is refused with one line naming the file and the problem.
 #include <catch2/catch.hpp>
+
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <cmath>
@@ -225,10 +227,25 @@ TEST_CASE("idx: every malformed file is refused with one line naming the file an
     write_plain(path, idx_bytes(0x802, {5, 12}, pixels));
     check_message(data_error(read_images(path)), path, "wrong magic 0x00000802, expected 0x00000803");
   }
-  SECTION("dimensions whose product overflows are a truncation, not a crash") {
+  SECTION("dimensions whose product overflows or is too large are refused before any data is read") {
     const std::string path = dir.file("huge");
     write_plain(path, idx_bytes(0x804, {0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 2}, {1, 2, 3}));
-    check_message(data_error([&] { read_idx(path); }), path, "truncated: expected");
+    check_message(data_error([&] { read_idx(path); }), path, "the header promises more than 4294967296 bytes");
+    write_plain(path, idx_bytes(0x803, {70000, 280, 280}, {1, 2, 3}));
+    check_message(data_error([&] { read_idx(path); }), path, "the header promises more than 4294967296 bytes");
+  }
+  SECTION("a gzip that expands far past what its header promises is read only as far as the header says") {
+    // 64 MiB of zeros after a 10-byte array: the old reader decompressed all of it first.
+    const std::string path = dir.file("bomb.gz");
+    auto bytes = idx_bytes(0x801, {10}, std::vector<uint8_t>(10, 1));
+    bytes.resize(bytes.size() + (size_t{64} << 20), 0);
+    write_gzip(path, bytes);
+    check_message(data_error([&] { read_idx(path); }), path, "trailing garbage: more than 65536 bytes after the 10 bytes");
+  }
+  SECTION("a FIFO is refused at once instead of waiting for a writer") {
+    const std::string path = dir.file("fifo");
+    REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
+    check_message(data_error([&] { read_idx(path); }), path, "not a regular file");
   }
   SECTION("trailing bytes") {
     for (bool gzip : {false, true}) {
@@ -248,7 +265,7 @@ TEST_CASE("idx: every malformed file is refused with one line naming the file an
                   "cannot open (is the dataset-fashion-mnist package installed?");
   }
   SECTION("a folder where a file is expected") {
-    check_message(data_error([&] { read_idx(dir.path.string()); }), dir.path.string(), "cannot read");
+    check_message(data_error([&] { read_idx(dir.path.string()); }), dir.path.string(), "not a regular file");
   }
 }
 
