@@ -1,5 +1,5 @@
 // An experiment: one training recipe, run as replicas of several noise variants on one or more
-// hardware profiles (DESIGN.md's variants table), from a TOML file (docs/experiments.md).
+// hardware profiles (docs/architecture.md's variants table), from a TOML file (docs/experiments.md).
 #pragma once
 
 #include <string>

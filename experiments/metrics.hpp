@@ -1,4 +1,4 @@
-// The metrics of the research (DESIGN.md "Metrics"), on the results of a group of replicas:
+// The metrics of the research (docs/architecture.md, "Metrics"), on the results of a group of replicas:
 // prediction churn with a bootstrap interval, distance between normalised final weights,
 // accuracy spread, per-class spread and one-vs-rest error rates.
 #pragma once

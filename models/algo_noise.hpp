@@ -3,7 +3,7 @@
 // stream keyed by the algorithmic seed, a purpose tag and the coordinates of the draw. Each draw
 // can therefore be replayed in isolation (resuming mid-epoch reproduces it), and no draw depends
 // on how many others were made before it. Implementation noise (sim/noise.hpp) uses the impl
-// seed and never these keys; that is what separates the ALGO and IMPL variants (DESIGN.md).
+// seed and never these keys; that is what separates the ALGO and IMPL variants (docs/architecture.md).
 //
 // The keys, in one place (key = fp::mix_key({algo_seed, purpose, a, b}), sub-stream s):
 //   purpose    a                  b              s                 draws

@@ -5,7 +5,7 @@
 // models/algo_noise and models/augment). What differs is only how LibTorch reduces (OpenBLAS,
 // oneDNN, its own softmax and BatchNorm kernels) and, with UpdateRule::libtorch, how
 // torch::optim rounds its updates. It is an independent check of fplab's hand-written backprop
-// and the reference that real cuBLAS/cuDNN churn is held against (DESIGN.md, "GPU side").
+// and the reference that real cuBLAS/cuDNN churn is held against (docs/architecture.md, "GPU side").
 //
 // Assumptions, stated once: the model comes from models::build_model (BatchNorm momentum 0.1,
 // eps 1e-5; at most one dropout, of probability ModelSpec::dropout); the twin computes in fp32
