@@ -2,13 +2,12 @@
 
 #include <cmath>
 
-#include "fp/double_parts.hpp"
+#include "fp/ieee_bits.hpp"
 #include "fp/round.hpp"
 #include "fp/superaccumulator.hpp"
 
 namespace fplab::fp {
 
-using detail::split_double;
 using u128 = unsigned __int128;
 
 ExactValue exact_sum(double a, double b, Mode mode) {

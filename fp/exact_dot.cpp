@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "fp/superaccumulator.hpp"
+#include "fp/ieee_bits.hpp"
 
 namespace fplab::fp {
 namespace {
@@ -33,7 +34,7 @@ bool all_finite(const float* x, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     uint32_t bits;
     std::memcpy(&bits, &x[i], 4);
-    special |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+    special |= static_cast<uint32_t>((bits & binary32::kInfinityBits) == binary32::kInfinityBits);
   }
   return special == 0;
 }
@@ -56,7 +57,7 @@ ExactValue exact_dot(const float* a, const float* b, size_t n, Mode mode) {
   SuperAccumulator acc;
   alignas(64) uint32_t index[kChunk];
   alignas(64) uint64_t significand[kChunk];
-  uint32_t low = 0x7ff, high = 0;  // range of product exponents since the last flush
+  uint32_t low = binary64::kExponentMask, high = 0;  // range of product exponents since the last flush
   size_t i = 0;
   while (i < n) {
     const size_t flush_at = std::min(n, i + kLanes * kPerLaneBeforeFlush);
@@ -66,12 +67,12 @@ ExactValue exact_dot(const float* a, const float* b, size_t n, Mode mode) {
       for (size_t k = 0; k < len; ++k) {
         const double p = static_cast<double>(a[i + k]) * static_cast<double>(b[i + k]);
         const uint64_t bits = std::bit_cast<uint64_t>(p);
-        const auto exponent = static_cast<uint32_t>(bits >> 52) & 0x7ff;
+        const auto exponent = static_cast<uint32_t>(binary64::biased_exponent(bits));
         low = std::min(low, exponent);
         high = std::max(high, exponent);
-        index[k] = static_cast<uint32_t>(bits >> 52) * kLanes + static_cast<uint32_t>(k % kLanes);
+        index[k] = static_cast<uint32_t>(bits >> binary64::kFractionBits) * kLanes + static_cast<uint32_t>(k % kLanes);
         // The implicit bit is set for zero products too; they land in buckets that are never read.
-        significand[k] = ((bits & 0xfffffffffffffull) | (uint64_t{1} << 52)) >> 5;
+        significand[k] = ((bits & binary64::kFractionMask) | binary64::kHiddenBit) >> 5;
       }
       // Scatter pass.
       for (size_t k = 0; k < len; ++k) word[index[k]] += significand[k];
@@ -81,7 +82,7 @@ ExactValue exact_dot(const float* a, const float* b, size_t n, Mode mode) {
     // the last flush can be nonzero (zero products, exponent 0, are cleared below).
     const int first = std::max<int>(kFirstExponent, static_cast<int>(low));
     const int last = std::min<int>(kLastExponent, static_cast<int>(high));
-    low = 0x7ff;
+    low = binary64::kExponentMask;
     high = 0;
     for (int sign = 0; sign < 2; ++sign) {
       for (int e = first; e <= last; ++e) {

@@ -1,4 +1,5 @@
 #include "fp/exact_value.hpp"
+#include "fp/ieee_bits.hpp"
 
 #include <bit>
 #include <cmath>
@@ -22,16 +23,12 @@ ExactValue ExactValue::from_integer(bool negative, unsigned __int128 magnitude, 
 }
 
 ExactValue ExactValue::from_double(double x) {
-  const uint64_t bits = std::bit_cast<uint64_t>(x);
-  const bool negative = bits >> 63;
-  const int biased = static_cast<int>((bits >> 52) & 0x7ff);
-  const uint64_t fraction = bits & ((uint64_t{1} << 52) - 1);
-  if (biased == 0x7ff) return fraction ? nan(negative) : infinity(negative);
-  if (biased == 0) {
-    if (fraction == 0) return zero(negative);
-    return from_integer(negative, fraction, -1074, false);
-  }
-  return {Kind::finite, negative, biased - 1023, (fraction | (uint64_t{1} << 52)) << 11, false};
+  const DoubleParts parts = split_double(x);
+  if (!parts.finite) return (parts.significand & binary64::kFractionMask) ? nan(parts.negative) : infinity(parts.negative);
+  if (parts.significand == 0) return zero(parts.negative);
+  if (parts.scale == binary64::kSubnormalScale && parts.significand < binary64::kHiddenBit)
+    return from_integer(parts.negative, parts.significand, parts.scale, false);
+  return {Kind::finite, parts.negative, parts.scale + binary64::kFractionBits, parts.significand << 11, false};
 }
 
 }  // namespace fplab::fp

@@ -1,4 +1,5 @@
 #include "fp/round.hpp"
+#include "fp/ieee_bits.hpp"
 
 #include <bit>
 #include <cmath>
@@ -11,8 +12,8 @@ double signed_value(bool negative, double magnitude) { return negative ? -magnit
 
 // 2^q for q in the double range (subnormal powers included), without a library call.
 double power_of_two(int64_t q) {
-  const uint64_t bits = q >= -1022 ? static_cast<uint64_t>(q + 1023) << 52 : uint64_t{1} << (q + 1074);
-  return std::bit_cast<double>(bits);
+  if (q >= binary64::kMinNormalExponent) return binary64::power_of_two(static_cast<int>(q));
+  return std::bit_cast<double>(uint64_t{1} << (q - binary64::kSubnormalScale));
 }
 
 Rounded special(const Format& f, uint64_t bits, bool inexact, bool overflow) {

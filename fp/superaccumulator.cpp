@@ -3,12 +3,11 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "fp/double_parts.hpp"
+#include "fp/ieee_bits.hpp"
 
 namespace fplab::fp {
 
 using u128 = unsigned __int128;
-using detail::split_double;
 
 namespace {
 // Each add puts at most 2^32 - 1 into a digit; 2^30 adds keep every digit inside int64.

@@ -25,6 +25,7 @@
 #include "fp/arithmetic.hpp"
 #include "fp/exact_dot.hpp"
 #include "fp/round.hpp"
+#include "fp/ieee_bits.hpp"
 
 namespace fplab::sim {
 namespace {
@@ -37,18 +38,19 @@ struct Range {
   int top = -1000, ulp_low = 1000;
   bool finite = true, any_nonzero = false;
   void add(float x) {
+    using namespace fp::binary32;
     const uint32_t bits = std::bit_cast<uint32_t>(x);
-    const int biased = static_cast<int>((bits >> 23) & 0xff);
-    if (biased == 0xff) {
+    const int biased = biased_exponent(bits);
+    if (biased == static_cast<int>(kExponentMask)) {
       finite = false;
       return;
     }
-    if ((bits & 0x7fffffff) == 0) return;
+    if ((bits & kMagnitudeMask) == 0) return;
     any_nonzero = true;
     top = std::max(top, std::ilogb(x) + 1);
     // The lowest set bit of the significand gives the finest grid x lies on.
-    const uint32_t significand = biased ? ((bits & 0x7fffff) | 0x800000) : (bits & 0x7fffff);
-    ulp_low = std::min(ulp_low, (biased ? biased - 150 : -149) + std::countr_zero(significand));
+    const uint32_t significand = biased ? ((bits & kFractionMask) | kHiddenBit) : (bits & kFractionMask);
+    ulp_low = std::min(ulp_low, (biased ? biased - kBias - kFractionBits : kSubnormalScale) + std::countr_zero(significand));
   }
 };
 

@@ -18,6 +18,7 @@
 #include "fp/exact_value.hpp"
 #include "fp/round.hpp"
 #include "fp/superaccumulator.hpp"
+#include "fp/ieee_bits.hpp"
 
 namespace fplab::sim {
 namespace {
@@ -41,16 +42,9 @@ struct Split {
 };
 
 Split split(double x) {
-  const auto bits = std::bit_cast<uint64_t>(x);
-  const int biased = static_cast<int>((bits >> 52) & 0x7ff);
-  uint64_t significand = bits & ((uint64_t{1} << 52) - 1);
-  int scale = -1074;
-  if (biased != 0) {
-    significand |= uint64_t{1} << 52;
-    scale = biased - 1075;
-  }
-  const int exponent = scale + std::bit_width(significand) - 1;
-  return {bool(bits >> 63), significand, scale, exponent};
+  const fp::DoubleParts parts = fp::split_double(x);
+  const int exponent = parts.scale + std::bit_width(parts.significand) - 1;
+  return {parts.negative, parts.significand, parts.scale, exponent};
 }
 
 }  // namespace

@@ -34,6 +34,7 @@
 #include "fp/round.hpp"
 #include "sim/fp32_narrowing.hpp"
 #include "sim/tensor_core.hpp"
+#include "fp/ieee_bits.hpp"
 
 namespace fplab::sim {
 namespace {
@@ -45,8 +46,8 @@ constexpr size_t kLaneBlock = 16;
 constexpr int64_t kZeroCode = kNoExponent, kSpecialCode = int64_t{1} << 22;
 constexpr int64_t kNoTermsBelow = kNoExponent / 2, kSpecialFrom = kSpecialCode / 2;
 
-int raw_exponent(double x) { return static_cast<int>((std::bit_cast<uint64_t>(x) >> 52) & 0x7ff) - 1023; }
-double power_of_two(int e) { return std::bit_cast<double>(static_cast<uint64_t>(e + 1023) << 52); }  // |e| <= 1022
+int raw_exponent(double x) { return fp::binary64::biased_exponent(std::bit_cast<uint64_t>(x)) - fp::binary64::kBias; }
+using fp::binary64::power_of_two;  // |e| <= 1022
 bool in_range(double x, int e) { return x == 0 || (e >= -kLaneExponentLimit && e <= kLaneExponentLimit); }
 
 // One lane after alignment and summation: the largest reference exponent (kNoExponent: every
@@ -127,7 +128,7 @@ struct LaneForm {
   // the core independent chains to overlap.
   template <size_t V, bool kCoded, class Load, class Code>
   void fp32_lanes(double* c, size_t count, const __mmask8* live, __mmask8* left, Load&& load, Code&& code) const {
-    const __m512i exponent_mask = _mm512_set1_epi64(0x7ff), bias = _mm512_set1_epi64(1023);
+    const __m512i exponent_mask = _mm512_set1_epi64(fp::binary64::kExponentMask), bias = _mm512_set1_epi64(fp::binary64::kBias);
     const __m512i low = _mm512_set1_epi64(-kLaneExponentLimit), high = _mm512_set1_epi64(kLaneExponentLimit);
     const __m512i input_min = _mm512_set1_epi64(input_emin), none = _mm512_set1_epi64(kNoExponent);
     const __m512i f = _mm512_set1_epi64(fraction_bits);
@@ -222,7 +223,7 @@ struct LaneForm {
                            const double* const* b_rows, const int32_t* const* b_code_rows, size_t c0) const {
     constexpr size_t V = 4;
     const __m256d zero = _mm256_setzero_pd();
-    const __m256i bias = _mm256_set1_epi64x(1023), f = _mm256_set1_epi64x(fraction_bits);
+    const __m256i bias = _mm256_set1_epi64x(fp::binary64::kBias), f = _mm256_set1_epi64x(fraction_bits);
     const __m256i lane_index = _mm256_setr_epi64x(0, 1, 2, 3);
     const __m256i low32 = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
     auto narrow = [&](__m256i x) { return _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(x, low32)); };
@@ -237,7 +238,7 @@ struct LaneForm {
       acc[v] = _mm256_maskload_pd(c + 4 * v, _mm256_castpd_si256(live[v]));
       const __m256i bits = _mm256_castpd_si256(acc[v]);
       const __m128i e = _mm_sub_epi32(
-          _mm_and_si128(narrow(_mm256_srli_epi64(bits, 52)), _mm_set1_epi32(0x7ff)), _mm_set1_epi32(1023));
+          _mm_and_si128(narrow(_mm256_srli_epi64(bits, fp::binary64::kFractionBits)), _mm_set1_epi32(fp::binary64::kExponentMask)), _mm_set1_epi32(fp::binary64::kBias));
       const __m256d acc_zero = _mm256_cmp_pd(acc[v], zero, _CMP_EQ_OQ);
       const __m128i in_range = _mm_and_si128(_mm_cmpgt_epi32(e, _mm_set1_epi32(-kLaneExponentLimit - 1)),
                                              _mm_cmplt_epi32(e, _mm_set1_epi32(kLaneExponentLimit + 1)));
@@ -271,7 +272,7 @@ struct LaneForm {
             units[v], _mm256_round_pd(_mm256_mul_pd(_mm256_mul_pd(x, _mm256_loadu_pd(y + 4 * v)), scale[v]), kTruncate));
     }
     const bool toward_zero = spec->output_mode == fp::Mode::rz;
-    const __m256d magnitude = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffff));
+    const __m256d magnitude = _mm256_castsi256_pd(_mm256_set1_epi64x(static_cast<int64_t>(fp::binary64::kMagnitudeMask)));
     unsigned left = 0;
     for (size_t v = 0; v < V; ++v) {
       const __m256d value = _mm256_mul_pd(units[v], power(_mm256_sub_epi64(grid_top[v], f)));
