@@ -30,6 +30,9 @@ void print_json(const nlohmann::json& document);
 // flags. Unknown keys and unreadable files: UsageError naming the file, line and key.
 void apply_toml_config(CLI::App* command, const std::string& path);
 
+// argv as one line that a POSIX shell reads back as the same words (arguments quoted where needed).
+std::string shell_command_line(int argc, char** argv);
+
 // "0x3f80"-style hex of a format's bit pattern, zero-padded to the format's width.
 std::string bits_hex(uint64_t bits, int width_bits);
 
