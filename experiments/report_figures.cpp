@@ -66,15 +66,16 @@ void bar_figure(const std::vector<GroupSummary>& groups, const std::function<Bar
   }
   const std::string script =
       "set title " + util::gnuplot_quoted(title) + "\nset ylabel " + util::gnuplot_quoted(ylabel) +
-      "\nset style fill solid 0.8 border -1\nset boxwidth 0.6\nset xtics rotate by -25 nomirror\nset ytics nomirror\n"
-      "set grid ytics lc rgb '#dddddd'\nset key off\nset bmargin 5\nset rmargin 6\n"
+      "\nset style fill solid 0.8 border -1\nset boxwidth 0.6\nset xtics rotate by 35 right nomirror\nset ytics nomirror\n"
+      "set grid ytics lc rgb '#dddddd'\nset key off\nset rmargin 6\n"
       "set xrange [-0.7:" + number(static_cast<double>(groups.size()) - 0.3, 1) + "]\nset yrange [0:" +
       number(100 * y_top(highest), 6) + "]\n"
       "plot 'data.dat' using 1:3:6:xtic(2) with boxes lc rgb variable, " +
       interval_clause(1, 4, 5) + ", "
       "'data.dat' using 1:($3 == 0 ? 0 : 1/0):6 with points pt 7 ps 1.6 lc rgb variable, "
       "'' using 1:5:7 with labels center offset 0,0.9\n";
-  render_all(script, data, stem, 900, 500);
+  // 70 pixels a bar at least, so that the value printed above each bar stays clear of the next.
+  render_all(script, data, stem, std::max(900, 200 + 70 * static_cast<int>(groups.size())), 520);
 }
 
 // Per class, one bar per group (clustered), with the interval and markers for zeros.
@@ -108,7 +109,9 @@ void per_class_figure(const std::vector<GroupSummary>& groups, const std::vector
       interval_clause(1, 3, 4) + ", "
       "'data.dat' using 1:($2 == 0 ? 0 : 1/0):5 with points pt 7 ps 1.1 lc rgb variable notitle, "
       "'' using 1:($2 == 0 ? 0 : 1/0):(\"0\") with labels center offset 0,0.8 notitle\n";
-  render_all(script, data, stem, 1100, 520);
+  // 18 pixels a bar at least, so that the "0" over a zero bar stays clear of its neighbours'.
+  const int bars = static_cast<int>(classes * groups.size());
+  render_all(script, data, stem, std::clamp(350 + 18 * bars, 1100, 2600), 520);
 }
 
 }  // namespace
