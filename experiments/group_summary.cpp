@@ -64,8 +64,9 @@ std::vector<GroupSummary> summarize(const Experiment& x, const std::vector<Repli
       // The interval of the max is the max recomputed on each resample (the class that is largest
       // may change between resamples), not the interval of today's largest class.
       const auto max_ci = bootstrap.interval([&](std::span<const uint32_t> counts) -> std::optional<double> {
-        double largest = 0;
-        for (const auto& values : class_acc) largest = std::max(largest, resampled_stddev(values, counts));
+        std::optional<double> largest;
+        for (const auto& values : class_acc)
+          if (const auto sd = resampled_stddev(values, counts)) largest = std::max(largest.value_or(0), *sd);
         return largest;
       });
       g.per_class_sd_max.ci_low = max_ci.low;

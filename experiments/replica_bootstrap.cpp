@@ -94,13 +94,15 @@ std::optional<double> resampled_pair_mean(const PairMatrix& d, std::span<const u
   return sum / pairs;
 }
 
-double resampled_stddev(std::span<const double> values, std::span<const uint32_t> counts) {
+std::optional<double> resampled_stddev(std::span<const double> values, std::span<const uint32_t> counts) {
   double n = 0, total = 0;
+  size_t drawn = 0;
   for (size_t i = 0; i < values.size(); ++i) {
     n += counts[i];
     total += counts[i] * values[i];
+    drawn += counts[i] > 0;
   }
-  if (n < 2) return 0;
+  if (drawn < 2) return std::nullopt;
   const double m = total / n;
   double s = 0;
   for (size_t i = 0; i < values.size(); ++i) s += counts[i] * (values[i] - m) * (values[i] - m);

@@ -45,8 +45,8 @@ std::string interval_text(const IntervalMethod& m) {
   return "Every interval is a 95% percentile bootstrap over replicas: a resample draws the group's replicas with "
          "replacement and recomputes the statistic; the test examples are the fixed test set and are not resampled. "
          "For churn and L2, a pair made of one replica drawn twice is left out (a replica compared with itself "
-         "measures nothing), and so is a resample that drew a single replica; for the standard deviations a replica "
-         "drawn k times counts k times. " +
+         "measures nothing); for the standard deviations a replica drawn k times counts k times; a resample that "
+         "drew a single replica (no pair, no spread) is left out of every interval. " +
          (m.exact ? "All " + std::to_string(m.resamples) +
                         " distinct resamples were enumerated with their probabilities (exact; no seed)."
                   : std::to_string(m.resamples) + " resamples were drawn with seed " + std::to_string(m.seed) + ".") +
@@ -149,7 +149,7 @@ nlohmann::json summary_json(const Experiment& x, const std::vector<GroupSummary>
       {"level", ReplicaBootstrap::kLevel},
       {"method", "percentile bootstrap over replicas"},
       {"resampled", "replicas, with replacement; the test examples are fixed (not resampled)"},
-      {"same_replica_pairs", "left out of churn and L2 (so is a resample that drew a single replica)"},
+      {"same_replica_pairs", "left out of churn and L2; a resample that drew a single replica is left out of every interval"},
       {"exact", m.exact},
       {"resamples", m.resamples},
       {"seed", m.exact ? nlohmann::json(nullptr) : nlohmann::json(m.seed)}};
