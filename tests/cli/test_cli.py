@@ -260,7 +260,7 @@ replicas = 3
         shutil.rmtree(self.dir)
 
     def test_run_writes_every_result_file_and_control_is_identical(self):
-        out = os.path.join(self.dir, "out")
+        out = os.path.join(self.dir, "out dir")  # a space: the recorded command must quote it
         r = run("run", self.config, "--out", out, "--json")
         self.assertEqual(r.returncode, 0, r.stderr)
         summary = json.loads(r.stdout)
@@ -272,7 +272,7 @@ replicas = 3
         with open(os.path.join(out, "summary.json")) as f:
             self.assertEqual(json.load(f), summary)
         # The exact command line, quoted as a shell would need it, and the version that ran it.
-        self.assertTrue(summary["command"].endswith(" run " + self.config + " --out " + out + " --json"), summary["command"])
+        self.assertTrue(summary["command"].endswith(" run " + self.config + " --out '" + out + "' --json"), summary["command"])
         version = run("--version").stdout.strip()
         self.assertEqual("fplab " + summary["fplab_version"], version)
 
