@@ -108,4 +108,22 @@ std::string bits_hex(uint64_t bits, int width_bits) {
   return buffer;
 }
 
+std::string shell_command_line(int argc, char** argv) {
+  std::string line;
+  for (int i = 0; i < argc; ++i) {
+    const std::string word = argv[i];
+    const bool plain = !word.empty() && word.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                                               "0123456789_-+=.,/:@%") == std::string::npos;
+    if (i) line += ' ';
+    if (plain) {
+      line += word;
+      continue;
+    }
+    line += '\'';  // single quotes take everything literally but a single quote: close, escape, reopen
+    for (char c : word) line += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    line += '\'';
+  }
+  return line;
+}
+
 }  // namespace fplab::app

@@ -38,6 +38,9 @@ const CLI::Validator& whole_number();
 // $FPLAB_HW_PROFILES and the shipped profiles (models/hw_profile.hpp).
 void add_profiles_dir_option(CLI::App* command, std::vector<std::string>& folders);
 
+// argv as one line that a POSIX shell reads back as the same words (arguments quoted where needed).
+std::string shell_command_line(int argc, char** argv);
+
 // "0x3f80"-style hex of a format's bit pattern, zero-padded to the format's width.
 std::string bits_hex(uint64_t bits, int width_bits);
 

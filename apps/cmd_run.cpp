@@ -13,6 +13,7 @@
 #include "experiments/runner.hpp"
 #include "models/hw_profile.hpp"
 #include "util/file_name.hpp"
+#include "util/version.hpp"
 
 namespace fplab::app {
 namespace {
@@ -22,7 +23,7 @@ struct RunArgs {
   std::vector<std::string> profiles_dir;
   size_t jobs = 0;
   bool resume = false, force = false, json = false, quiet = false;
-  std::vector<std::string> argv;
+  std::string command;  // the command line as typed, recorded with the results
 };
 
 // Every op of a table in `format` ("exact": every reduction exact, in fp32).
@@ -65,10 +66,9 @@ int run_run(const RunArgs& args) {
   const auto records = experiments::run_experiment(experiment, data, resolve, options);
   if (options.rank != 0) return 0;  // rank 0 writes the one report
   const auto groups = experiments::summarize(experiment, records, data.test.labels);
-  std::string command = "fplab";
-  for (const auto& a : args.argv) command += " " + a;
-  experiments::write_results(experiment, records, groups, data.class_names, options.out_dir, command);
-  if (args.json) print_json(experiments::summary_json(experiment, groups));
+  const experiments::Provenance provenance{args.command, util::version()};
+  experiments::write_results(experiment, records, groups, data.class_names, options.out_dir, provenance);
+  if (args.json) print_json(experiments::summary_json(experiment, groups, provenance));
   else std::printf("%s\nresults in %s/ (report.md, report.html, summary.json, *.csv, figures/)\n",
                    experiments::summary_table(groups).c_str(), options.out_dir.c_str());
   return 0;
@@ -78,7 +78,7 @@ int run_run(const RunArgs& args) {
 
 void add_run_command(CLI::App& app, Runner& run, int argc, char** argv) {
   auto a = std::make_shared<RunArgs>();
-  for (int i = 1; i < argc; ++i) a->argv.emplace_back(argv[i]);
+  a->command = shell_command_line(argc, argv);
   CLI::App* cmd = app.add_subcommand("run", "Run an experiment: noise variants x replicas x hardware profiles");
   cmd->add_option("file", a->file, "experiment TOML (see experiments/ and docs/experiments.md)")->required();
   cmd->add_option("--out", a->out, "output folder (default results/NAME)");

@@ -5,8 +5,6 @@
 #include <numeric>
 #include <stdexcept>
 
-#include "fp/counter_rng.hpp"
-
 namespace fplab::experiments {
 
 double churn(std::span<const uint8_t> a, std::span<const uint8_t> b) {
@@ -15,45 +13,6 @@ double churn(std::span<const uint8_t> a, std::span<const uint8_t> b) {
   size_t differ = 0;
   for (size_t i = 0; i < a.size(); ++i) differ += a[i] != b[i];
   return static_cast<double>(differ) / static_cast<double>(a.size());
-}
-
-ChurnSummary churn_summary(const std::vector<std::vector<uint8_t>>& p, size_t resamples, uint64_t seed) {
-  ChurnSummary s;
-  const size_t r = p.size();
-  if (r < 2) return s;
-  const size_t n = p[0].size();
-  for (const auto& v : p)
-    if (v.size() != n) throw std::invalid_argument("churn: prediction vectors differ in length");
-  s.pairs = r * (r - 1) / 2;
-  // The mean churn over pairs is the mean over examples of (disagreeing pairs) / pairs, so a
-  // bootstrap over examples only needs each example's count.
-  std::vector<uint32_t> disagreeing(n, 0);
-  for (size_t i = 0; i < r; ++i)
-    for (size_t j = i + 1; j < r; ++j)
-      for (size_t e = 0; e < n; ++e) disagreeing[e] += p[i][e] != p[j][e];
-  const double scale = 1.0 / (static_cast<double>(s.pairs) * static_cast<double>(n));
-  s.mean = static_cast<double>(std::accumulate(disagreeing.begin(), disagreeing.end(), uint64_t{0})) * scale;
-  if (n == 0 || resamples == 0) {
-    s.ci_low = s.ci_high = s.mean;
-    return s;
-  }
-  fp::CounterRng rng(fp::mix_key({seed, 0x626f6f74}));
-  std::vector<double> means(resamples);
-  for (auto& m : means) {
-    uint64_t total = 0;
-    for (size_t k = 0; k < n; ++k) total += disagreeing[rng.below(n)];
-    m = static_cast<double>(total) * scale;
-  }
-  std::sort(means.begin(), means.end());
-  auto quantile = [&](double q) {  // linear interpolation between order statistics
-    const double at = q * static_cast<double>(resamples - 1);
-    const auto lo = static_cast<size_t>(std::floor(at));
-    const size_t hi = std::min(lo + 1, resamples - 1);
-    return means[lo] + (at - static_cast<double>(lo)) * (means[hi] - means[lo]);
-  };
-  s.ci_low = quantile(0.025);
-  s.ci_high = quantile(0.975);
-  return s;
 }
 
 double normalized_l2(std::span<const float> w1, std::span<const float> w2) {
@@ -73,12 +32,63 @@ double normalized_l2(std::span<const float> w1, std::span<const float> w2) {
   return std::sqrt(d);
 }
 
-double mean_pairwise_l2(const std::vector<std::vector<float>>& w) {
+namespace {
+
+// d[i][j] = metric(i, j) for every pair; `vectors` must all have the same length.
+template <class T, class Metric>
+PairMatrix pair_matrix(const std::vector<std::vector<T>>& vectors, Metric metric) {
+  PairMatrix d(vectors.size(), std::vector<double>(vectors.size(), 0));
+  for (size_t i = 0; i < vectors.size(); ++i)
+    for (size_t j = i + 1; j < vectors.size(); ++j) d[i][j] = d[j][i] = metric(vectors[i], vectors[j]);
+  return d;
+}
+
+// The mean over all pairs (0 without a pair).
+double pair_mean(const PairMatrix& d) {
   double total = 0;
   size_t pairs = 0;
-  for (size_t i = 0; i < w.size(); ++i)
-    for (size_t j = i + 1; j < w.size(); ++j, ++pairs) total += normalized_l2(w[i], w[j]);
+  for (size_t i = 0; i < d.size(); ++i)
+    for (size_t j = i + 1; j < d.size(); ++j, ++pairs) total += d[i][j];
   return pairs ? total / static_cast<double>(pairs) : 0;
+}
+
+PairMatrix l2_matrix(const std::vector<std::vector<float>>& w) {
+  return pair_matrix(w, [](const auto& a, const auto& b) { return normalized_l2(a, b); });
+}
+
+PairwiseSummary pairwise_summary(const PairMatrix& d, const ReplicaBootstrap& bootstrap) {
+  if (bootstrap.replicas() != d.size()) throw std::invalid_argument("bootstrap: made for a different number of replicas");
+  PairwiseSummary s;
+  const size_t r = d.size();
+  if (r < 2) return s;
+  s.pairs = r * (r - 1) / 2;
+  s.mean = pair_mean(d);
+  const auto ci = bootstrap.interval([&](std::span<const uint32_t> counts) { return resampled_pair_mean(d, counts); });
+  s.ci_low = ci.low;
+  s.ci_high = ci.high;
+  return s;
+}
+
+}  // namespace
+
+PairwiseSummary churn_summary(const std::vector<std::vector<uint8_t>>& p, const ReplicaBootstrap& bootstrap) {
+  return pairwise_summary(pair_matrix(p, [](const auto& a, const auto& b) { return churn(a, b); }), bootstrap);
+}
+
+PairwiseSummary l2_summary(const std::vector<std::vector<float>>& w, const ReplicaBootstrap& bootstrap) {
+  return pairwise_summary(l2_matrix(w), bootstrap);
+}
+
+double mean_pairwise_l2(const std::vector<std::vector<float>>& w) { return pair_mean(l2_matrix(w)); }
+
+SpreadSummary stddev_summary(std::span<const double> values, const ReplicaBootstrap& bootstrap) {
+  if (bootstrap.replicas() != values.size()) throw std::invalid_argument("bootstrap: made for a different number of replicas");
+  SpreadSummary s;
+  s.sd = stddev(values);
+  const auto ci = bootstrap.interval([&](std::span<const uint32_t> counts) { return resampled_stddev(values, counts); });
+  s.ci_low = ci.low;
+  s.ci_high = ci.high;
+  return s;
 }
 
 double mean(std::span<const double> x) {

@@ -1,16 +1,16 @@
 #include "experiments/report.hpp"
 
-#include <chrono>
-#include <cmath>
+#include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <sstream>
 
+#include "experiments/recipe.hpp"
+#include "experiments/report_document.hpp"
+#include "experiments/report_figures.hpp"
 #include "models/checkpoint_io.hpp"
 #include "util/external_program.hpp"
-#include "util/gnuplot_figure.hpp"
 
 namespace fplab::experiments {
 namespace {
@@ -24,6 +24,15 @@ std::string fixed(double v, int digits) {
 }
 std::string percent(double v, int digits = 2) { return fixed(100 * v, digits); }
 
+// "0.70 [0.31, 0.95]" in percent; the interval cell of the reports.
+std::string with_interval(double value, double low, double high) {
+  return percent(value) + " [" + percent(low) + ", " + percent(high) + "]";
+}
+std::string spread_cell(const SpreadSummary& s) { return with_interval(s.sd, s.ci_low, s.ci_high); }
+std::string l2_cell(const PairwiseSummary& l2) {
+  return short_number(l2.mean) + " [" + short_number(l2.ci_low) + ", " + short_number(l2.ci_high) + "]";
+}
+
 std::string today() {
   const std::time_t now = std::time(nullptr);
   char buffer[32];
@@ -31,89 +40,126 @@ std::string today() {
   return buffer;
 }
 
-bool have_gnuplot() { return util::program_on_path("gnuplot"); }
+// What every interval covers, for the reports (docs/experiments.md says the same).
+std::string interval_text(const IntervalMethod& m) {
+  return "Every interval is a 95% percentile bootstrap over replicas: a resample draws the group's replicas with "
+         "replacement and recomputes the statistic; the test examples are the fixed test set and are not resampled. "
+         "For churn and L2, a pair made of one replica drawn twice is left out (a replica compared with itself "
+         "measures nothing); for the standard deviations a replica drawn k times counts k times; a resample that "
+         "drew a single replica (no pair, no spread) is left out of every interval. " +
+         (m.exact ? "All " + std::to_string(m.resamples) +
+                        " distinct resamples were enumerated with their probabilities (exact; no seed)."
+                  : std::to_string(m.resamples) + " resamples were drawn with seed " + std::to_string(m.seed) + ".") +
+         " With few replicas these intervals are coarse and tend to be too narrow: more replicas, not more "
+         "resamples, make them trustworthy.";
+}
 
-// Renders a gnuplot script (reading its data as 'data.dat') to PNG and SVG beside each other.
-void plot(const std::string& script, const std::string& data, const std::string& stem) {
-  for (const char* ext : {".png", ".svg"}) util::render_gnuplot(stem + ext, script, data);
+std::string class_name(const std::vector<std::string>& names, size_t c) {
+  return c < names.size() ? names[c] : std::to_string(c);
+}
+
+ReportDocument report_document(const Experiment& x, const std::vector<GroupSummary>& groups,
+                               const std::vector<std::string>& class_names, const std::vector<ReportFigure>& figures,
+                               const std::string& figure_note, const Provenance& provenance) {
+  ReportDocument d;
+  d.title = x.name;
+  if (!x.description.empty()) d.paragraph(x.description);
+  if (!x.paper.empty()) d.paragraph(x.paper, "What the research found:");
+  d.paragraph(recipe_text(x), "Recipe:");
+
+  const bool buffers = std::any_of(groups.begin(), groups.end(), [](const auto& g) { return g.l2_buffers_mean.has_value(); });
+  std::vector<std::string> header = {"profile", "variant", "replicas", "accuracy % (mean)", "accuracy sd % [95% CI]",
+                                     "churn % [95% CI]", "L2 [95% CI]"};
+  if (buffers) header.push_back("L2 of BatchNorm statistics");
+  for (const char* h : {"max per-class sd % [95% CI]", "ratio", "identical"}) header.push_back(h);
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& g : groups) {
+    std::vector<std::string> row = {g.profile, variant_name(g.variant), std::to_string(g.replicas), percent(g.accuracy_mean),
+                                    spread_cell(g.accuracy_sd), churn_cell(g.churn), l2_cell(g.l2)};
+    if (buffers) row.push_back(g.l2_buffers_mean ? short_number(*g.l2_buffers_mean) : "—");
+    row.push_back(spread_cell(g.per_class_sd_max));
+    row.push_back(g.per_class_sd_ratio ? fixed(*g.per_class_sd_ratio, 2) : "—");
+    row.push_back(g.identical ? "yes" : "no");
+    rows.push_back(std::move(row));
+  }
+  d.table(header, rows);
+
+  d.heading("What the numbers are");
+  d.paragraph("the fraction of test examples whose predicted labels differ between two replicas, averaged over all "
+              "pairs of replicas of the group.", "Churn:");
+  d.paragraph("the distance between two replicas' final trainable weights after scaling each to unit norm, "
+              "‖w1/‖w1‖ − w2/‖w2‖‖, averaged over all pairs (BatchNorm running statistics separately).", "L2:");
+  d.paragraph("the sample standard deviation (n − 1) over replicas of the test accuracy, and per class of the "
+              "accuracy on that class's test examples; the max per-class sd is the largest of these, and its "
+              "interval is that largest value recomputed on every resample. Ratio: max per-class sd over accuracy sd. "
+              "FPR = FP/(FP+TN) and FNR = FN/(FN+TP), one class against the rest.", "Accuracy sd:");
+  d.paragraph(interval_text(interval_method(x.replicas)), "Intervals:");
+
+  if (!figures.empty()) d.heading("Figures");
+  for (const auto& f : figures) d.figure(f.stem, f.caption);
+  if (!figure_note.empty()) d.paragraph(figure_note);
+
+  d.heading("Per class");
+  rows.clear();
+  for (const auto& g : groups)
+    for (size_t c = 0; c < g.class_accuracy_mean.size(); ++c)
+      rows.push_back({g.profile, variant_name(g.variant), class_name(class_names, c), percent(g.class_accuracy_mean[c]),
+                      spread_cell(g.class_accuracy_sd[c]), percent(g.fpr_sd[c]), percent(g.fnr_sd[c])});
+  d.table({"profile", "variant", "class", "accuracy % (mean)", "sd % [95% CI]", "FPR sd %", "FNR sd %"}, rows);
+
+  d.heading("Files");
+  d.links({{"summary.json: the table above, the recipe, the interval method, version and command", "summary.json"},
+           {"replicas.csv: one row per replica (seeds, accuracy, loss, hashes, seconds)", "replicas.csv"},
+           {"per_class.csv: per class accuracy, FPR and FNR means and sds, with intervals", "per_class.csv"},
+           {"pairs.csv: churn and L2 of every pair of replicas", "pairs.csv"}});
+  d.heading("Provenance");
+  d.paragraph(provenance.version + ", " + today() + ".", "fplab version:");
+  d.paragraph("", "Command:");
+  d.code(provenance.command);
+  return d;
 }
 
 }  // namespace
 
-std::vector<GroupSummary> summarize(const Experiment& x, const std::vector<ReplicaRecord>& records,
-                                    std::span<const uint8_t> labels, size_t classes) {
-  std::vector<GroupSummary> out;
-  for (const auto& profile : x.profiles)
-    for (Variant v : x.variants) {
-      std::vector<const ReplicaRecord*> group;
-      for (const auto& r : records)
-        if (r.profile == profile && r.variant == v) group.push_back(&r);
-      GroupSummary g;
-      g.profile = profile;
-      g.variant = v;
-      g.replicas = group.size();
-      std::vector<double> accuracy;
-      std::vector<std::vector<uint8_t>> predictions;
-      std::vector<std::vector<float>> weights, buffers;
-      std::vector<std::vector<double>> class_acc(classes), fpr(classes), fnr(classes);
-      g.identical = true;
-      for (const auto* r : group) {
-        accuracy.push_back(r->test_accuracy);
-        predictions.push_back(r->predictions);
-        weights.push_back(r->weights);
-        if (!r->buffers.empty()) buffers.push_back(r->buffers);
-        g.identical = g.identical && r->weights_sha256 == group.front()->weights_sha256;
-        const auto per_class = per_class_accuracy(r->predictions, labels, classes);
-        for (size_t c = 0; c < classes; ++c) {
-          class_acc[c].push_back(per_class[c]);
-          const auto e = error_rates(r->predictions, labels, static_cast<uint8_t>(c));
-          fpr[c].push_back(e.fpr);
-          fnr[c].push_back(e.fnr);
-        }
-      }
-      g.accuracy_mean = mean(accuracy);
-      g.accuracy_std = stddev(accuracy);
-      g.churn = churn_summary(predictions);
-      g.l2_mean = mean_pairwise_l2(weights);
-      if (!buffers.empty()) g.l2_buffers_mean = mean_pairwise_l2(buffers);
-      for (size_t c = 0; c < classes; ++c) {
-        g.class_accuracy_mean.push_back(mean(class_acc[c]));
-        g.class_accuracy_std.push_back(stddev(class_acc[c]));
-        g.fpr_mean.push_back(mean(fpr[c]));
-        g.fpr_std.push_back(stddev(fpr[c]));
-        g.fnr_mean.push_back(mean(fnr[c]));
-        g.fnr_std.push_back(stddev(fnr[c]));
-        g.per_class_std_max = std::max(g.per_class_std_max, g.class_accuracy_std.back());
-      }
-      if (g.accuracy_std > 0) g.per_class_std_ratio = g.per_class_std_max / g.accuracy_std;
-      out.push_back(std::move(g));
-    }
-  return out;
-}
-
-nlohmann::json summary_json(const Experiment& x, const std::vector<GroupSummary>& groups) {
+nlohmann::json summary_json(const Experiment& x, const std::vector<GroupSummary>& groups, const Provenance& provenance) {
+  auto interval = [](double low, double high) { return nlohmann::json::array({low, high}); };
   nlohmann::json results = nlohmann::json::array();
-  for (const auto& g : groups)
+  for (const auto& g : groups) {
+    double fnr_sd_max = 0;
+    for (double v : g.fnr_sd) fnr_sd_max = std::max(fnr_sd_max, v);
     results.push_back({{"profile", g.profile},
                        {"variant", variant_name(g.variant)},
                        {"replicas", g.replicas},
                        {"accuracy_mean", g.accuracy_mean},
-                       {"accuracy_std", g.accuracy_std},
+                       {"accuracy_std", g.accuracy_sd.sd},
+                       {"accuracy_std_ci95_replicas", interval(g.accuracy_sd.ci_low, g.accuracy_sd.ci_high)},
                        {"churn_mean", g.churn.mean},
-                       {"churn_ci95", {g.churn.ci_low, g.churn.ci_high}},
-                       {"l2_mean", g.l2_mean},
+                       {"churn_ci95_replicas", interval(g.churn.ci_low, g.churn.ci_high)},
+                       {"l2_mean", g.l2.mean},
+                       {"l2_ci95_replicas", interval(g.l2.ci_low, g.l2.ci_high)},
                        {"l2_buffers_mean", optional_json(g.l2_buffers_mean)},
-                       {"per_class_std_max", g.per_class_std_max},
-                       {"per_class_std_ratio", optional_json(g.per_class_std_ratio)},
-                       {"fnr_std_max", *std::max_element(g.fnr_std.begin(), g.fnr_std.end())},
+                       {"per_class_std_max", g.per_class_sd_max.sd},
+                       {"per_class_std_max_ci95_replicas", interval(g.per_class_sd_max.ci_low, g.per_class_sd_max.ci_high)},
+                       {"per_class_std_ratio", optional_json(g.per_class_sd_ratio)},
+                       {"fnr_std_max", fnr_sd_max},
                        {"identical_replicas", g.identical}});
-  return {{"experiment", x.name}, {"description", x.description}, {"results", results}};
+  }
+  const IntervalMethod m = interval_method(x.replicas);
+  const nlohmann::json intervals = {
+      {"level", ReplicaBootstrap::kLevel},
+      {"method", "percentile bootstrap over replicas"},
+      {"resampled", "replicas, with replacement; the test examples are fixed (not resampled)"},
+      {"same_replica_pairs", "left out of churn and L2; a resample that drew a single replica is left out of every interval"},
+      {"exact", m.exact},
+      {"resamples", m.resamples},
+      {"seed", m.exact ? nlohmann::json(nullptr) : nlohmann::json(m.seed)}};
+  return {{"experiment", x.name},  {"description", x.description}, {"fplab_version", provenance.version},
+          {"command", provenance.command}, {"recipe", recipe_json(x)}, {"intervals", intervals},
+          {"results", results}};
 }
 
 std::string accuracy_cell(double mean, double sd) { return percent(mean) + " ± " + percent(sd); }
-std::string churn_cell(const ChurnSummary& c) {
-  return percent(c.mean) + " [" + percent(c.ci_low) + ", " + percent(c.ci_high) + "]";
-}
+std::string churn_cell(const PairwiseSummary& c) { return with_interval(c.mean, c.ci_low, c.ci_high); }
 // Three significant digits, so that a distance of 1.7e-07 does not print as 0.00000.
 std::string short_number(double v) {
   char buffer[64];
@@ -124,24 +170,24 @@ std::string short_number(double v) {
 std::string summary_table(const std::vector<GroupSummary>& groups) {
   std::ostringstream s;
   char line[256];
-  std::snprintf(line, sizeof line, "%-12s %-10s %4s  %-16s %-24s %-9s %-9s %s\n", "profile", "variant", "n",
-                "accuracy %", "churn % [95% CI]", "L2", "class sd", "identical");
+  std::snprintf(line, sizeof line, "%-12s %-10s %4s  %-16s %-27s %-9s %-9s %s\n", "profile", "variant", "n",
+                "accuracy %", "churn % [95% CI, replicas]", "L2", "class sd", "identical");
   s << line;
   for (const auto& g : groups) {
-    const std::string acc = accuracy_cell(g.accuracy_mean, g.accuracy_std), churn = churn_cell(g.churn);
-    std::snprintf(line, sizeof line, "%-12s %-10s %4zu  %-16s %-24s %-9s %-9s %s\n", g.profile.c_str(),
-                  variant_name(g.variant).c_str(), g.replicas, acc.c_str(), churn.c_str(), short_number(g.l2_mean).c_str(),
-                  percent(g.per_class_std_max).c_str(), g.identical ? "yes" : "no");
+    const std::string acc = accuracy_cell(g.accuracy_mean, g.accuracy_sd.sd), churn = churn_cell(g.churn);
+    std::snprintf(line, sizeof line, "%-12s %-10s %4zu  %-16s %-27s %-9s %-9s %s\n", g.profile.c_str(),
+                  variant_name(g.variant).c_str(), g.replicas, acc.c_str(), churn.c_str(), short_number(g.l2.mean).c_str(),
+                  percent(g.per_class_sd_max.sd).c_str(), g.identical ? "yes" : "no");
     s << line;
   }
   return s.str();
 }
 
 void write_results(const Experiment& x, const std::vector<ReplicaRecord>& records, const std::vector<GroupSummary>& groups,
-                   const std::vector<std::string>& class_names, const std::string& out, const std::string& command) {
+                   const std::vector<std::string>& class_names, const std::string& out, const Provenance& provenance) {
   using models::write_file_atomically;
   std::filesystem::create_directories(out + "/figures");
-  write_file_atomically(out + "/summary.json", summary_json(x, groups).dump(2) + "\n");
+  write_file_atomically(out + "/summary.json", summary_json(x, groups, provenance).dump(2) + "\n");
 
   std::string csv = "profile,variant,replica,algo_seed,impl_seed,test_accuracy,train_loss,weights_sha256,predictions_sha256,seconds\n";
   for (const auto& r : records)
@@ -150,13 +196,16 @@ void write_results(const Experiment& x, const std::vector<ReplicaRecord>& record
            r.weights_sha256 + "," + r.predictions_sha256 + "," + fixed(r.seconds, 3) + "\n";
   write_file_atomically(out + "/replicas.csv", csv);
 
-  csv = "profile,variant,class,class_name,accuracy_mean,accuracy_std,fpr_mean,fpr_std,fnr_mean,fnr_std\n";
+  csv = "profile,variant,class,class_name,accuracy_mean,accuracy_std,accuracy_std_ci95_replicas_low,"
+        "accuracy_std_ci95_replicas_high,fpr_mean,fpr_std,fnr_mean,fnr_std\n";
   for (const auto& g : groups)
-    for (size_t c = 0; c < g.class_accuracy_mean.size(); ++c)
-      csv += g.profile + "," + variant_name(g.variant) + "," + std::to_string(c) + ",\"" +
-             (c < class_names.size() ? class_names[c] : std::to_string(c)) + "\"," + fixed(g.class_accuracy_mean[c], 6) +
-             "," + fixed(g.class_accuracy_std[c], 6) + "," + fixed(g.fpr_mean[c], 6) + "," + fixed(g.fpr_std[c], 6) + "," +
-             fixed(g.fnr_mean[c], 6) + "," + fixed(g.fnr_std[c], 6) + "\n";
+    for (size_t c = 0; c < g.class_accuracy_mean.size(); ++c) {
+      const auto& sd = g.class_accuracy_sd[c];
+      csv += g.profile + "," + variant_name(g.variant) + "," + std::to_string(c) + ",\"" + class_name(class_names, c) + "\"," +
+             fixed(g.class_accuracy_mean[c], 6) + "," + fixed(sd.sd, 6) + "," + fixed(sd.ci_low, 6) + "," +
+             fixed(sd.ci_high, 6) + "," + fixed(g.fpr_mean[c], 6) + "," + fixed(g.fpr_sd[c], 6) + "," +
+             fixed(g.fnr_mean[c], 6) + "," + fixed(g.fnr_sd[c], 6) + "\n";
+    }
   write_file_atomically(out + "/per_class.csv", csv);
 
   csv = "profile,variant,replica_a,replica_b,churn,l2\n";
@@ -172,88 +221,14 @@ void write_results(const Experiment& x, const std::vector<ReplicaRecord>& record
   }
   write_file_atomically(out + "/pairs.csv", csv);
 
-  // Figures: churn and accuracy spread by variant, and per-class accuracy spread.
-  std::vector<std::string> figures;
+  std::vector<ReportFigure> figures;
   std::string figure_note;
-  if (have_gnuplot()) {
-    std::string data;
-    for (size_t i = 0; i < groups.size(); ++i)
-      data += std::to_string(i) + " \"" + groups[i].profile + "/" + variant_name(groups[i].variant) + "\" " +
-              fixed(100 * groups[i].churn.mean, 5) + " " + fixed(100 * groups[i].churn.ci_low, 5) + " " +
-              fixed(100 * groups[i].churn.ci_high, 5) + " " + fixed(100 * groups[i].accuracy_std, 5) + "\n";
-    plot("set title 'Prediction churn by noise variant (95% bootstrap interval)'\n"
-         "set ylabel 'churn (% of test examples)'\nset style fill solid 0.6\nset boxwidth 0.6\nset xtics rotate by -30\nset rmargin 12\n"
-         "set yrange [0:*]\nset key off\nplot 'data.dat' using 1:3:xtic(2) with boxes, '' using 1:3:4:5 with yerrorbars lc rgb 'black' pt 0\n",
-         data, out + "/figures/churn");
-    plot("set title 'Standard deviation of test accuracy over replicas'\n"
-         "set ylabel 'stddev of accuracy (%)'\nset style fill solid 0.6\nset boxwidth 0.6\nset xtics rotate by -30\nset rmargin 12\n"
-         "set yrange [0:*]\nset key off\nplot 'data.dat' using 1:6:xtic(2) with boxes lc rgb '#3b7dd8'\n",
-         data, out + "/figures/accuracy_std");
-    std::string classes;
-    for (size_t c = 0; c < groups.front().class_accuracy_std.size(); ++c) {
-      classes += std::to_string(c);
-      for (const auto& g : groups) classes += " " + fixed(100 * g.class_accuracy_std[c], 5);
-      classes += "\n";
-    }
-    std::string lines = "plot ";
-    for (size_t i = 0; i < groups.size(); ++i)
-      lines += std::string(i ? ", " : "") + "'data.dat' using 1:" + std::to_string(i + 2) + " with linespoints title '" +
-               groups[i].profile + "/" + variant_name(groups[i].variant) + "'";
-    plot("set title 'Per-class stddev of accuracy over replicas'\n"
-         "set xlabel 'class'\nset ylabel 'stddev of class accuracy (%)'\nset xtics 1\nset key outside right\nset yrange [0:*]\n" +
-             lines + "\n",
-         classes, out + "/figures/per_class_std");
-    figures = {"churn", "accuracy_std", "per_class_std"};
-  } else {
-    figure_note = "(figures skipped: gnuplot is not installed; scripts/setup installs gnuplot-nox)";
-  }
+  if (util::program_on_path("gnuplot")) figures = write_figures(groups, class_names, out);
+  else figure_note = "(figures skipped: gnuplot is not installed; scripts/setup installs gnuplot-nox)";
 
-  // report.md and report.html.
-  std::ostringstream md;
-  md << "# " << x.name << "\n\n" << x.description << "\n\n";
-  if (!x.paper.empty()) md << "**What the research found:** " << x.paper << "\n\n";
-  const auto& c = x.recipe;
-  md << "Recipe: `" << c.model.name << "`, " << c.epochs << " epoch(s), batch " << c.batch << ", " << c.optimizer.kind
-     << " lr " << c.optimizer.lr << ", training subset " << (c.selection.subset ? std::to_string(c.selection.subset) : "all")
-     << "; " << x.replicas << " replicas per variant; accumulation " << x.format << ".\n\n";
-  md << "| profile | variant | replicas | accuracy % (mean ± sd) | churn % [95% CI] | L2 | max per-class sd % | ratio | identical |\n";
-  md << "|---|---|---|---|---|---|---|---|---|\n";
-  for (const auto& g : groups)
-    md << "| " << g.profile << " | " << variant_name(g.variant) << " | " << g.replicas << " | "
-       << accuracy_cell(g.accuracy_mean, g.accuracy_std) << " | " << churn_cell(g.churn) << " | " << short_number(g.l2_mean) << " | " << percent(g.per_class_std_max) << " | "
-       << (g.per_class_std_ratio ? fixed(*g.per_class_std_ratio, 2) : "—") << " | " << (g.identical ? "yes" : "no") << " |\n";
-  md << "\nChurn: fraction of test examples whose predicted label differs between two replicas, mean over pairs. "
-        "L2: distance between the replicas' final weights after scaling each to unit norm, mean over pairs. "
-        "Ratio: the largest per-class accuracy sd over the overall accuracy sd.\n\n";
-  for (const auto& f : figures) md << "![" << f << "](figures/" << f << ".png)\n\n";
-  if (!figure_note.empty()) md << figure_note << "\n\n";
-  md << "## Per class\n\n| profile | variant | class | accuracy % | sd | FPR sd | FNR sd |\n|---|---|---|---|---|---|---|\n";
-  for (const auto& g : groups)
-    for (size_t k = 0; k < g.class_accuracy_mean.size(); ++k)
-      md << "| " << g.profile << " | " << variant_name(g.variant) << " | " << (k < class_names.size() ? class_names[k] : std::to_string(k))
-         << " | " << percent(g.class_accuracy_mean[k]) << " | " << percent(g.class_accuracy_std[k]) << " | "
-         << percent(g.fpr_std[k]) << " | " << percent(g.fnr_std[k]) << " |\n";
-  md << "\nMade on " << today() << " by `" << command << "`; files: summary.json, replicas.csv, per_class.csv, pairs.csv.\n";
-  write_file_atomically(out + "/report.md", md.str());
-
-  std::ostringstream html;
-  html << "<!doctype html><html><head><meta charset='utf-8'><title>" << x.name
-       << "</title><style>body{font-family:sans-serif;max-width:1000px;margin:2em auto}table{border-collapse:collapse}"
-          "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}</style></head><body>\n<h1>"
-       << x.name << "</h1><p>" << x.description << "</p>\n";
-  if (!x.paper.empty()) html << "<p><b>What the research found:</b> " << x.paper << "</p>\n";
-  html << "<table><tr><th>profile</th><th>variant</th><th>n</th><th>accuracy %</th><th>sd</th><th>churn %</th><th>95% CI</th>"
-          "<th>L2</th><th>max class sd %</th><th>identical</th></tr>\n";
-  for (const auto& g : groups)
-    html << "<tr><td>" << g.profile << "</td><td>" << variant_name(g.variant) << "</td><td>" << g.replicas << "</td><td>"
-         << percent(g.accuracy_mean) << "</td><td>" << percent(g.accuracy_std) << "</td><td>" << percent(g.churn.mean)
-         << "</td><td>" << percent(g.churn.ci_low) << " – " << percent(g.churn.ci_high) << "</td><td>" << short_number(g.l2_mean)
-         << "</td><td>" << percent(g.per_class_std_max) << "</td><td>" << (g.identical ? "yes" : "no") << "</td></tr>\n";
-  html << "</table>\n";
-  for (const auto& f : figures) html << "<p><img src='figures/" << f << ".svg' alt='" << f << "'></p>\n";
-  if (!figure_note.empty()) html << "<p>" << figure_note << "</p>\n";
-  html << "<p>Made on " << today() << " by <code>" << command << "</code>.</p></body></html>\n";
-  write_file_atomically(out + "/report.html", html.str());
+  const ReportDocument document = report_document(x, groups, class_names, figures, figure_note, provenance);
+  write_file_atomically(out + "/report.md", to_markdown(document));
+  write_file_atomically(out + "/report.html", to_html(document));
 }
 
 }  // namespace fplab::experiments

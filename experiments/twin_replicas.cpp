@@ -36,7 +36,7 @@ TwinGroup run_twin_group(const Experiment& experiment, const models::Dataset& da
   }
   group.accuracy_mean = mean(accuracy);
   group.accuracy_sd = stddev(accuracy);
-  group.churn = churn_summary(predictions);
+  group.churn = churn_summary(predictions, ReplicaBootstrap(predictions.size()));
   group.l2 = mean_pairwise_l2(weights);
   group.identical = group.replicas.size() >= 2;  // one replica proves nothing
   for (const auto& r : group.replicas)
@@ -48,15 +48,15 @@ TwinGroup run_twin_group(const Experiment& experiment, const models::Dataset& da
 std::string twin_table(const std::vector<TwinGroup>& groups) {
   std::string out;
   char line[512];
-  std::snprintf(line, sizeof line, "%-14s %-10s %3s  %-16s %-24s %-10s %-9s %s\n", "mode", "variant", "n",
-                "accuracy %", "churn % [95% CI]", "L2", "identical", "s/replica");
+  std::snprintf(line, sizeof line, "%-14s %-10s %3s  %-16s %-26s %-10s %-9s %s\n", "mode", "variant", "n",
+                "accuracy %", "churn % [95% CI, replicas]", "L2", "identical", "s/replica");
   out += line;
   for (const auto& g : groups) {
     const std::string acc = accuracy_cell(g.accuracy_mean, g.accuracy_sd);
     const std::string churn = g.churn.pairs == 0 ? "-" : churn_cell(g.churn);  // one replica: no pair
     double seconds = 0;
     for (const auto& r : g.replicas) seconds += r.seconds;
-    std::snprintf(line, sizeof line, "%-14s %-10s %3zu  %-16s %-24s %-10s %-9s %.2f\n", g.mode.c_str(),
+    std::snprintf(line, sizeof line, "%-14s %-10s %3zu  %-16s %-26s %-10s %-9s %.2f\n", g.mode.c_str(),
                   variant_name(g.variant).c_str(), g.replicas.size(), acc.c_str(), churn.c_str(),
                   short_number(g.l2).c_str(), g.identical ? "yes" : "no",
                   g.replicas.empty() ? 0.0 : seconds / static_cast<double>(g.replicas.size()));

@@ -33,7 +33,7 @@ struct TwinGroup {
   Variant variant = Variant::impl;
   std::vector<TwinReplica> replicas;
   double accuracy_mean = 0, accuracy_sd = 0;  // fractions
-  ChurnSummary churn;                         // fractions
+  PairwiseSummary churn;                      // fractions; interval: bootstrap over replicas
   double l2 = 0;                              // mean pairwise normalized L2 of the final weights
   bool identical = false;                     // >= 2 replicas, weights and predictions all equal bit for bit
 };

@@ -6,9 +6,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "experiments/report.hpp"
 #include "experiments/runner.hpp"
+#include "util/external_program.hpp"
 
 using namespace fplab;
 using namespace fplab::experiments;
@@ -43,9 +45,69 @@ variants = ["impl", "control"]
 replicas = 3
 )";
 
+const Provenance kProvenance{"fplab run 'tiny experiment.toml' --out x", "9.9.9 (git test)"};
+
 // default mode: atomics everywhere; deterministic mode: left folds.
 std::pair<models::OpTable, models::OpTable> synthetic(const std::string&) {
   return {models::op_table_preset("atomic"), models::op_table_preset("seq")};
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// What a paper needs from the output folder: provenance and recipe in summary.json, the
+// intervals under names that say what they resample, the same content in both reports, and
+// every figure in three formats where gnuplot is installed.
+void check_written_results(const std::string& out, const std::vector<GroupSummary>& groups) {
+  const auto summary = nlohmann::json::parse(read_text(out + "/summary.json"));
+  CHECK(summary["fplab_version"] == kProvenance.version);
+  CHECK(summary["command"] == kProvenance.command);
+  CHECK(summary["recipe"]["model"]["name"] == "mlp");
+  CHECK(summary["recipe"]["model"]["hidden"] == nlohmann::json::array({16}));
+  CHECK(summary["recipe"]["data"]["train_subset"] == 600);
+  CHECK(summary["recipe"]["training"]["batch"] == 50);
+  CHECK(summary["recipe"]["run"]["replicas"] == 3);
+  CHECK(summary["intervals"]["method"] == "percentile bootstrap over replicas");
+  CHECK(summary["intervals"]["exact"] == true);
+  CHECK(summary["intervals"]["resamples"] == 10);  // C(5, 3) multisets of 3 replicas
+  const auto& impl = summary["results"][0];
+  CHECK_FALSE(impl.contains("churn_ci95"));
+  for (const char* key : {"churn_ci95_replicas", "l2_ci95_replicas", "accuracy_std_ci95_replicas",
+                          "per_class_std_max_ci95_replicas"}) {
+    INFO(key);
+    REQUIRE(impl.contains(key));
+    CHECK(impl[key].size() == 2);
+  }
+  CHECK(impl["churn_ci95_replicas"][0] == groups[0].churn.ci_low);
+  CHECK(impl["l2_ci95_replicas"][1] == groups[0].l2.ci_high);
+
+  for (const char* report : {"report.md", "report.html"}) {
+    INFO(report);
+    const auto text = read_text(out + "/" + report);
+    for (const char* expect : {"Per class", "Trouser", "Ankle boot", "per_class.csv", "pairs.csv", "replicas.csv",
+                               "summary.json", "9.9.9 (git test)", "bootstrap over replicas", "model mlp (hidden 16)",
+                               "training subset 600", "L2:", "Churn:"})
+      CHECK_THAT(text, Catch::Contains(expect));
+  }
+  const auto html = read_text(out + "/report.html");
+  CHECK_THAT(html, Catch::Contains("fplab run &#39;tiny experiment.toml&#39; --out x"));  // escaped, not raw
+  CHECK_THAT(html, Catch::Contains("<a href='per_class.csv'>"));
+  CHECK_THAT(read_text(out + "/per_class.csv"), Catch::Contains("accuracy_std_ci95_replicas_low"));
+
+  if (!fplab::util::program_on_path("gnuplot")) {
+    WARN("SKIPPED figure checks: gnuplot is not installed");
+    return;
+  }
+  for (const char* figure : {"churn", "accuracy_std", "per_class_std"})
+    for (const char* ext : {".png", ".svg", ".pdf"}) {
+      const auto path = out + "/figures/" + figure + ext;
+      INFO(path);
+      CHECK(fs::exists(path));
+      CHECK(fs::file_size(path) > 1000);
+      CHECK_THAT(html, Catch::Contains(std::string("figures/") + figure + ext));
+    }
 }
 
 }  // namespace
@@ -91,17 +153,17 @@ TEST_CASE("runner: Control replicas are bit-identical (churn 0, L2 0); IMPL unde
   const auto& control = groups[1];
   CHECK(control.identical);
   CHECK(control.churn.mean == 0);
-  CHECK(control.l2_mean == 0);
-  CHECK(control.accuracy_std == 0);
+  CHECK(control.l2.mean == 0);
+  CHECK(control.accuracy_sd.sd == 0);
   CHECK_FALSE(impl.identical);
-  CHECK(impl.l2_mean > 0);
-  const auto json = summary_json(experiment, groups).dump();
+  CHECK(impl.l2.mean > 0);
+  const auto json = summary_json(experiment, groups, kProvenance).dump();
 
   // Resume: drop one replica's file; the others are reused, the summary does not change.
   fs::remove(out + "/replicas/synthetic.impl.1.ckpt");
   o.resume = true;
   const auto resumed = run_experiment(experiment, data(), synthetic, o);
-  CHECK(summary_json(experiment, summarize(experiment, resumed, data().test.labels)).dump() == json);
+  CHECK(summary_json(experiment, summarize(experiment, resumed, data().test.labels), kProvenance).dump() == json);
   CHECK(fs::exists(out + "/replicas/synthetic.impl.1.ckpt"));
 
   // Two ranks in one folder: rank 1 runs its share, rank 0 its share and collects.
@@ -113,11 +175,12 @@ TEST_CASE("runner: Control replicas are bit-identical (churn 0, L2 0); IMPL unde
   r1.rank = 1, r1.ranks = 2, r0.rank = 0, r0.ranks = 2;
   run_experiment(experiment, data(), synthetic, r1);
   const auto collected = run_experiment(experiment, data(), synthetic, r0);
-  CHECK(summary_json(experiment, summarize(experiment, collected, data().test.labels)).dump() == json);
+  CHECK(summary_json(experiment, summarize(experiment, collected, data().test.labels), kProvenance).dump() == json);
 
-  write_results(experiment, records, groups, data().class_names, out, "test");
+  write_results(experiment, records, groups, data().class_names, out, kProvenance);
   for (const char* f : {"summary.json", "replicas.csv", "per_class.csv", "pairs.csv", "report.md", "report.html"})
     CHECK(fs::exists(out + "/" + f));
+  check_written_results(out, groups);
   fs::remove_all(out);
   fs::remove_all(split);
   fs::remove(path);

@@ -260,7 +260,7 @@ replicas = 3
         shutil.rmtree(self.dir)
 
     def test_run_writes_every_result_file_and_control_is_identical(self):
-        out = os.path.join(self.dir, "out")
+        out = os.path.join(self.dir, "out dir")  # a space: the recorded command must quote it
         r = run("run", self.config, "--out", out, "--json")
         self.assertEqual(r.returncode, 0, r.stderr)
         summary = json.loads(r.stdout)
@@ -271,6 +271,10 @@ replicas = 3
             self.assertTrue(os.path.exists(os.path.join(out, name)), name)
         with open(os.path.join(out, "summary.json")) as f:
             self.assertEqual(json.load(f), summary)
+        # The exact command line, quoted as a shell would need it, and the version that ran it.
+        self.assertTrue(summary["command"].endswith(" run " + self.config + " --out '" + out + "' --json"), summary["command"])
+        version = run("--version").stdout.strip()
+        self.assertEqual("fplab " + summary["fplab_version"], version)
 
     def test_unknown_profile_is_one_line(self):
         with open(self.config, "a") as f:
@@ -292,7 +296,11 @@ replicas = 3
                             "--out", split, "--quiet"], capture_output=True, text=True, timeout=300)
         self.assertEqual(r.returncode, 0, r.stderr)
         with open(os.path.join(single, "summary.json")) as a, open(os.path.join(split, "summary.json")) as b:
-            self.assertEqual(a.read(), b.read())
+            one, two = json.load(a), json.load(b)
+        # The command lines differ (--out, the launcher); everything measured must not.
+        self.assertIn("--out " + single, one.pop("command"))
+        self.assertIn("--out " + split, two.pop("command"))
+        self.assertEqual(one, two)
 
 
     def test_diverge_control_identical_impl_and_flip_part_ways(self):
