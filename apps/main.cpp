@@ -1,5 +1,8 @@
 // fplab: the command line. Thin by design: it parses and calls into the libraries.
+#include <cctype>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "apps/cli_support.hpp"
 #include "apps/commands.hpp"
@@ -41,8 +44,18 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  // CLI11 reads "-nan" and "-inf" as clusters of short options (it knows "-0.5" is a number);
+  // a leading space makes them values, and number parsing ignores it.
+  std::vector<std::string> spaced(argv, argv + argc);
+  std::vector<char*> arguments;
+  for (std::string& a : spaced) {
+    std::string lower = a;
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (lower == "-nan" || lower == "-inf" || lower == "-infinity") a.insert(0, " ");
+    arguments.push_back(a.data());
+  }
   try {
-    app.parse(argc, argv);
+    app.parse(argc, arguments.data());
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

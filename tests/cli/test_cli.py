@@ -30,6 +30,25 @@ def fp32(x):
     return struct.unpack("f", struct.pack("f", x))[0]
 
 
+def fp16(x):  # nearest-even, inf beyond the range (struct raises OverflowError there)
+    try:
+        return struct.unpack("e", struct.pack("e", x))[0]
+    except OverflowError:
+        return float("inf") if x > 0 else float("-inf")
+
+
+def exact_decimal(q):
+    """Every digit of a dyadic rational, as plain decimal text (the independent reference)."""
+    sign = "-" if q < 0 else ""
+    q = abs(q)
+    k = 0
+    while q.denominator != 1:  # the denominator is a power of 2: times 10 until it is gone
+        q *= 10
+        k += 1
+    digits = str(q.numerator).rjust(k + 1, "0")
+    return sign + (digits[:-k] + "." + digits[-k:] if k else digits)
+
+
 class Errors(unittest.TestCase):
     def check_error(self, *args, stdin=None):
         r = run(*args, stdin=stdin)
@@ -56,6 +75,8 @@ class Errors(unittest.TestCase):
         self.check_error("tree", "--schedule", "splitk(0)")
         self.check_error("explore", "--schedule", "atomic", "--gen", "normal:10", "--trials", "0")
         self.check_error("sum", "--file", "-", stdin="1\n2\nnot-a-number\n")
+        with tempfile.TemporaryDirectory() as folder:
+            self.assertIn("is a folder", self.check_error("sum", "--file", folder))
 
 
 class Json(unittest.TestCase):
@@ -107,6 +128,80 @@ class Json(unittest.TestCase):
         self.assertEqual(out["schedule"], "contig(8192):numpy_pairwise | all:seq")
         for key in ("format", "value", "exact", "ulps"):
             self.assertIn(key, out)
+
+    def test_sum_shows_the_exact_sum_and_its_rounding(self):
+        # seq 1 100 in fp16: the exact sum 5050 is not an fp16 value; its rounding (5048) is not
+        # what errors are measured from.
+        r = run("sum", "--file", "-", "--format", "fp16", "--orders", "seq,pairwise", "--json",
+                stdin="\n".join(str(i) for i in range(1, 101)))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = json.loads(r.stdout)
+        self.assertEqual(out["exact_text"], "5050")
+        self.assertEqual(out["exact"], 5050)
+        self.assertEqual(out["correctly_rounded"], fp16(5050.0))
+        self.assertEqual(out["correctly_rounded"], 5048)
+        self.assertFalse(out["correctly_rounded_overflow"])
+        self.assertEqual(out["error_from"], "exact")
+        for o in out["orders"]:
+            self.assertEqual(Fraction(o["error"]), Fraction(o["value"]) - 5050)
+            self.assertEqual(o["ulps"], (o["value"] - 5050) / 4)  # the fp16 ulp from 4096 to 8192 is 4
+        text = run("sum", "--file", "-", "--format", "fp16", "--orders", "seq",
+                   stdin="\n".join(str(i) for i in range(1, 101))).stdout
+        self.assertRegex(text, r"exact sum +5050\n")
+        self.assertRegex(text, r"rounded +5048 ")
+
+    def test_sum_exact_text_has_every_digit(self):
+        for numbers, fmt in ((["0.1", "0.2", "0.3"], "fp64"), (["1e-300", "3"], "fp64"), (["-0.1", "1e-3"], "fp32"),
+                             (["1e300", "1e300", "-1e-300"], "fp64")):
+            r = run("sum", *numbers, "--format", fmt, "--orders", "seq", "--json")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            out = json.loads(r.stdout)
+            rounder = float if fmt == "fp64" else fp32
+            exact = sum(Fraction(rounder(float(x))) for x in numbers)
+            self.assertEqual(out["exact_text"], exact_decimal(exact), numbers)
+            self.assertEqual(Fraction(out["exact_text"]), exact)
+            self.assertEqual(out["exact"], float(exact))
+            self.assertEqual(out["correctly_rounded"], rounder(float(exact)))
+        # The terminal shortens the 750-digit expansion of 1e-300 visibly, not silently.
+        text = run("sum", "1e-300", "--format", "fp64", "--orders", "seq").stdout
+        self.assertRegex(text, r"exact sum +1\.0000000000000000250590918352087596856\d*\.\.\.\[\d+ more digits; --json has them all\]e-300")
+
+    def test_sum_overflow_is_reported_as_overflow(self):
+        numbers = "\n".join(str(i) for i in range(1, 1001))  # 500500: beyond fp16's 65504
+        r = run("sum", "--file", "-", "--format", "fp16", "--orders", "seq,pairwise,random:10", "--json", stdin=numbers)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = json.loads(r.stdout)
+        self.assertEqual(out["exact_text"], "500500")
+        self.assertTrue(out["correctly_rounded_overflow"])
+        self.assertEqual(out["correctly_rounded_text"], "inf")
+        for o in out["orders"][:2]:
+            self.assertTrue(o["overflow"], o)
+        text = run("sum", "--file", "-", "--format", "fp16", "--orders", "seq,pairwise,random:10", stdin=numbers).stdout
+        self.assertNotIn("nan", text)
+        self.assertNotIn("correctly rounded)", text)
+        self.assertRegex(text, r"seq +inf +overflow")
+        self.assertIn("overflow: beyond fp16's largest finite value 65504", text)
+
+    def test_reduce_and_explore_show_the_exact_sum(self):
+        for command in (["reduce"], ["explore", "--trials", "3"]):
+            r = run(*command, "--schedule", "seq", "--format", "fp16", "--gen", "normal:100", "--json")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            out = json.loads(r.stdout)
+            self.assertEqual(out["error_from"], "exact")
+            exact = Fraction(out["exact_text"])
+            self.assertEqual(Fraction(float(exact)), exact)  # fp16 sums fit a double: one rounding below
+            self.assertEqual(out["correctly_rounded"], fp16(float(exact)))
+            if command == ["reduce"]:
+                self.assertEqual(Fraction(out["error"]), Fraction(out["value"]) - exact)
+
+    def test_round_keeps_the_sign_of_nan(self):
+        for text, sign in (("nan", 0), ("+nan", 0), ("-nan", 1), ("-NaN", 1)):
+            r = run("round", text, "--format", "bf16", "--json")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            e = json.loads(r.stdout)["results"][0]
+            self.assertEqual(int(e["bits"], 16) >> 15, sign, text)
+            self.assertEqual(e["value_text"], "-nan" if sign else "nan")
+            self.assertIn("-> -nan" if sign else "-> nan", run("round", text, "--format", "bf16").stdout)
 
     def test_sum_reads_stdin(self):
         r = run("sum", "--file", "-", "--format", "fp64", "--orders", "seq", "--json", stdin="# a comment\n1\n\n2\n0x1p-1\n")
