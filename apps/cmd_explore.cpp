@@ -119,8 +119,8 @@ void add_explore_command(CLI::App& app, Runner& run) {
   cmd->add_flag("--json", args->json, "print JSON");
   cmd->footer(
       "Examples:\n"
-      "  fplab explore --schedule cuda-naive-sum(256,64) --gen cancel:100000 --trials 200\n"
-      "  fplab explore --schedule splitk-atomic(16) --gen lognormal:4096 --trials 1000 --plot spread.png");
+      "  fplab explore --schedule 'cuda-naive-sum(256,64)' --gen cancel:100000 --trials 200\n"
+      "  fplab explore --schedule 'splitk-atomic(16)' --gen lognormal:4096 --trials 1000 --plot spread.png");
   cmd->callback([&run, args] { run = [args] { return run_explore(*args); }; });
 }
 

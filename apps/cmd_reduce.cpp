@@ -71,8 +71,8 @@ void add_reduce_command(CLI::App& app, Runner& run) {
   cmd->footer(
       "Examples:\n"
       "  fplab reduce --schedule 'strided(32):seq | all:shfl_down' --gen normal:100000\n"
-      "  fplab reduce --schedule cuda-naive-sum(256,64) --gen cancel:1000000 --impl-seed 3\n"
-      "  fplab reduce --schedule numpy --format bf16 --file data.txt --json");
+      "  fplab reduce --schedule 'cuda-naive-sum(256,64)' --gen cancel:1000000 --impl-seed 3\n"
+      "  seq 1 1000 | fplab reduce --schedule numpy --format bf16 --file - --json    # numbers from stdin");
   cmd->callback([&run, args] { run = [args] { return run_reduce(*args); }; });
 }
 

@@ -156,7 +156,8 @@ void add_sum_command(CLI::App& app, Runner& run) {
       "Examples:\n"
       "  fplab sum 1e8 1 -1e8 1 --format fp32\n"
       "  fplab sum 0.1 0.2 0.3 --format bf16 --orders seq,rev\n"
-      "  seq 1 1000 | fplab sum --file - --format fp16 --orders seq,pairwise,random:100 --json");
+      "  seq 1 100 | fplab sum --file - --format fp16 --orders seq,pairwise,random:100    # orders differ by ulps\n"
+      "  seq 1 1000 | fplab sum --file - --format fp16 --json    # 500500 overflows fp16 (max 65504)");
   cmd->callback([&run, args] { run = [args] { return run_sum(*args); }; });
 }
 

@@ -234,10 +234,10 @@ void add_train_command(CLI::App& app, Runner& run) {
       "Examples:\n"
       "  fplab train --train-subset 10000 --epochs 1\n"
       "  fplab train --model small_cnn --schedules gpu --impl-seed 2 --epochs 3 --json\n"
-      "  fplab train --format exact --schedules atomic --train-subset 5000     (exact: the order cannot matter)\n"
-      "  fplab train --profile h100:deterministic --device cuda --json     (on the GPU: same weights as --device cpu)\n"
-      "  fplab train --checkpoint run.ckpt --resume --epochs 5                  (continue a killed run)\n"
-      "  fplab train --config run.toml --epochs 2     (run.toml: model = \"small_cnn\"\\n train-subset = 5000 ...)");
+      "  fplab train --format exact --schedules atomic --train-subset 5000    # exact: the order cannot matter\n"
+      "  fplab train --profile h100:deterministic --device cuda --json    # on a GPU: the weights of --device cpu\n"
+      "  fplab train --checkpoint run.ckpt --resume --epochs 5    # continue a killed run\n"
+      "  printf 'model = \"small_cnn\"\\ntrain-subset = 5000\\n' > run.toml && fplab train --config run.toml --epochs 2");
   cmd->callback([&run, a, cmd] {
     run = [a, cmd] {
       if (!a->config.empty()) apply_toml_config(cmd, a->config);

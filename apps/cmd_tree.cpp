@@ -62,7 +62,7 @@ void add_tree_command(CLI::App& app, Runner& run) {
       "Examples:\n"
       "  fplab tree --schedule 'contig(4):seq | all:shfl_down' --n 16 --svg tree.svg\n"
       "  fplab tree --schedule numpy --n 24 --dot numpy.dot\n"
-      "  fplab tree --schedule cuda-naive-sum(64,2) --n 256 --json");
+      "  fplab tree --schedule 'cuda-naive-sum(64,2)' --n 256 --json");
   cmd->callback([&run, args] { run = [args] { return run_tree(*args); }; });
 }
 

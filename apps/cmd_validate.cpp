@@ -52,7 +52,7 @@ void add_validate_command(CLI::App& app, Runner& run) {
       "Needs a CUDA device (sm_90); without one it says so and exits with status 2. Exit status 1: some\n"
       "deterministic schedule's GPU result differed from the emulation.\n"
       "Examples:\n"
-      "  fplab validate                            the table: bit-identical %, max ulps, distinct atomic results\n"
+      "  fplab validate    # the table: bit-identical %, max ulps, distinct atomic results\n"
       "  fplab validate --out validate.json --runs 100\n"
       "  fplab validate --json --quiet | jq .ok");
   cmd->callback([&run, a] { run = [a] { return run_validate(*a); }; });

@@ -15,11 +15,13 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "fplab " + fplab::util::version(), "print the fplab version and exit");
   app.footer(
+      // Example lines are whole shell commands (explanations are # comments), so that they run
+      // when pasted; tests/cli/test_cli.py runs every one.
       "Examples:\n"
-      "  fplab round 0.1 --format bf16 --mode all     0.1 in bf16 under every rounding mode\n"
-      "  fplab sum 1e8 1 -1e8 1 --format fp32          a sum whose value depends on the order\n"
-      "  fplab reduce --schedule cuda-naive-sum(256,64) --gen normal:100000   a GPU-like order\n"
-      "  fplab tree --schedule 'contig(4):seq | all:shfl_down' --n 16 --svg t.svg   draw it\n"
+      "  fplab round 0.1 --format bf16 --mode all      # 0.1 in bf16 under every rounding mode\n"
+      "  fplab sum 1e8 1 -1e8 1 --format fp32           # a sum whose value depends on the order\n"
+      "  fplab reduce --schedule 'cuda-naive-sum(256,64)' --gen normal:100000    # a GPU-like order\n"
+      "  fplab tree --schedule 'contig(4):seq | all:shfl_down' --n 16 --svg t.svg    # draw it\n"
       "Run 'fplab COMMAND --help' for a command's options.");
   fplab::app::Runner run;
   fplab::app::add_round_command(app, run);

@@ -6,6 +6,7 @@ Usage: test_cli.py PATH/TO/fplab
 """
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -418,13 +419,87 @@ replicas = 3
         self.assertEqual(flip["curve"][0]["differing"], 1)
 
 
+HELP_COMMANDS = ([], ["round"], ["sum"], ["reduce"], ["tree"], ["explore"], ["train"], ["run"], ["diverge"],
+                 ["profile"], ["profile", "list"], ["profile", "show"], ["validate"])
+
+
+def help_examples(command):
+    """The example lines of a command's --help: the indented lines after 'Examples:'."""
+    lines = run(*command, "--help").stdout.splitlines()
+    start = lines.index("Examples:") + 1
+    examples = []
+    for line in lines[start:]:
+        if not line.startswith(" "):
+            break
+        examples.append(line.strip())
+    return examples
+
+
 class Help(unittest.TestCase):
     def test_every_command_has_help_with_examples(self):
-        for command in ([], ["round"], ["sum"], ["reduce"], ["tree"], ["explore"], ["train"], ["run"], ["profile"],
-                        ["validate"]):
+        section = run("--help").stdout.split("Subcommands:\n")[1].split("\n\n")[0]
+        listed = [line.split()[0] for line in section.splitlines()]
+        self.assertIn("validate", listed)
+        for name in listed:  # a new command must be added to HELP_COMMANDS
+            self.assertIn([name], HELP_COMMANDS, name)
+        for command in HELP_COMMANDS:
             r = run(*command, "--help")
             self.assertEqual(r.returncode, 0, command)
-            self.assertIn("Examples", r.stdout, command)
+            self.assertTrue(help_examples(command), command)
+
+    def test_every_help_example_runs_when_pasted(self):
+        """Runs every example line of every --help through /bin/sh -c, expecting exit 0.
+
+        The rules, so that the whole takes a few minutes on 2 cores:
+        - the lines run from a temporary folder holding hw_profiles/ and experiments/, with fplab's
+          folder on PATH, so files they write land there;
+        - experiments/ there holds the shipped TOMLs shrunk: train_subset 200, epochs 1, replicas
+          2, only the first profile (the examples are checked for running, not for results);
+        - 'fplab train' lines get --train-subset 200 and --epochs 1 (replacing the line's own);
+        - explained exclusions: 'fplab validate' needs an NVIDIA GPU (without one it fails
+          cleanly, see Train.test_cuda_without_a_gpu_is_one_line), so does '--device cuda';
+          'mpirun' lines are skipped where Open MPI is not installed.
+        """
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        has_gpu = shutil.which("nvidia-smi") is not None
+        with tempfile.TemporaryDirectory() as work:
+            os.symlink(os.path.join(root, "hw_profiles"), os.path.join(work, "hw_profiles"))
+            os.mkdir(os.path.join(work, "experiments"))
+            for name in os.listdir(os.path.join(root, "experiments")):
+                if name.endswith(".toml"):
+                    with open(os.path.join(root, "experiments", name)) as f:
+                        text = f.read()
+                    text = re.sub(r"(?m)^train_subset = \d+", "train_subset = 200", text)
+                    text = re.sub(r"(?m)^epochs = \d+", "epochs = 1", text)
+                    text = re.sub(r"(?m)^replicas = \d+", "replicas = 2", text)
+                    text = re.sub(r'(?m)^profiles = \[("[^"]+").*\]', r"profiles = [\1]", text)
+                    with open(os.path.join(work, "experiments", name), "w") as f:
+                        f.write(text)
+            # FPLAB_HW_PROFILES: a build through ccache with CCACHE_BASEDIR compiles in a relative
+            # path to the profiles, which a temporary folder does not reach.
+            env = dict(os.environ, PATH=os.path.dirname(FPLAB) + os.pathsep + os.environ["PATH"],
+                       FPLAB_HW_PROFILES=os.path.join(root, "hw_profiles"),
+                       OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                       OMPI_MCA_rmaps_base_oversubscribe="1")
+            ran = 0
+            for command in HELP_COMMANDS:
+                for line in help_examples(command):
+                    self.assertIn("fplab", line, f"{command}: example is not an fplab command: {line}")
+                    if line.startswith("fplab validate") or ("--device cuda" in line and not has_gpu):
+                        continue
+                    if line.startswith("mpirun") and shutil.which("mpirun") is None:
+                        continue
+                    shell = line
+                    if "fplab train" in line:
+                        code, hash_, comment = line.partition(" #")
+                        code = re.sub(r"--(train-subset|epochs) \d+", "", code)
+                        shell = code.rstrip() + " --train-subset 200 --epochs 1" + hash_ + comment
+                    r = subprocess.run(["/bin/sh", "-c", shell], cwd=work, env=env, capture_output=True, text=True,
+                                       timeout=600)
+                    self.assertEqual(r.returncode, 0, f"fplab {' '.join(command)} --help example failed: {line}\n"
+                                                      f"ran: {shell}\nstderr: {r.stderr[-2000:]}")
+                    ran += 1
+            self.assertGreater(ran, 25)
 
 
 if __name__ == "__main__":
