@@ -15,6 +15,7 @@
 #include "sim/engine.hpp"
 #include "sim/schedule_tree.hpp"
 #include "util/gnuplot_figure.hpp"
+#include "util/progress.hpp"
 
 namespace fplab::app {
 namespace {
@@ -52,12 +53,12 @@ int run_explore(const ExploreArgs& args) {
   const double bound = error_bound(depth, unit_roundoff(arithmetic.format, arithmetic.mode), judge.sum_of_magnitudes());
 
   std::map<double, int> counts;
+  util::Progress progress;
   for (int seed = 0; seed < args.trials; ++seed) {
     ++counts[sim::reduce(schedule, terms, arithmetic, {static_cast<uint64_t>(seed)})];
-    if (!args.json && args.trials >= 1000 && (seed + 1) % (args.trials / 10) == 0)
-      std::fprintf(stderr, "\r  %d / %d seeds", seed + 1, args.trials);
+    progress.update("  " + std::to_string(seed + 1) + " / " + std::to_string(args.trials) + " seeds");
   }
-  if (!args.json && args.trials >= 1000) std::fprintf(stderr, "\n");
+  progress.finish();
   const double lo = counts.begin()->first, hi = counts.rbegin()->first;
   const std::string canonical = sim::to_string(schedule);
   if (!args.plot.empty()) plot_histogram(counts, judge, canonical + "  (" + arithmetic.to_string() + ")", args.plot);

@@ -10,6 +10,7 @@
 #include "models/checkpoint_io.hpp"
 #include "models/hw_profile.hpp"
 #include "models/trainer.hpp"
+#include "util/progress.hpp"
 #if FPLAB_WITH_CUDA
 #include "models/gpu_backend.hpp"
 #include "sim/cuda/gpu_device.hpp"
@@ -135,17 +136,27 @@ int run_train(const TrainArgs& args) {
     std::fprintf(stderr, "training %s on %zu Fashion-MNIST examples for %zu epoch(s)\n  schedules: %s\n  device: %s\n",
                  args.model.c_str(), args.subset ? args.subset : data.train.size(), args.epochs,
                  config.ops.describe().c_str(), device.c_str());
+  util::Progress progress(chatty);
+  size_t epoch_now = 0;
   const auto result = models::train(
       config, data,
       [&](const models::EpochReport& e) {
-        if (chatty)
-          std::fprintf(stderr, "\repoch %zu/%zu: train loss %.4f, test accuracy %.2f%%, %.0f examples/s (%.1f s)\n", e.epoch,
-                       args.epochs, e.train_loss, 100 * e.test_accuracy, e.examples_per_second, e.seconds);
+        char line[160];
+        std::snprintf(line, sizeof line, "epoch %zu/%zu: train loss %.4f, test accuracy %.2f%%, %.0f examples/s (%.1f s)",
+                      e.epoch, args.epochs, e.train_loss, 100 * e.test_accuracy, e.examples_per_second, e.seconds);
+        progress.note(line);
       },
       [&](size_t epoch, size_t batch, size_t batches) {
-        if (chatty && batches >= 20 && (batch + 1) % (batches / 20) == 0)
-          std::fprintf(stderr, "\r  epoch %zu: %3zu%%", epoch + 1, 100 * (batch + 1) / batches);
+        epoch_now = epoch;
+        progress.update("  epoch " + std::to_string(epoch + 1) + "/" + std::to_string(args.epochs) + ": batch " +
+                        std::to_string(batch + 1) + "/" + std::to_string(batches));
+      },
+      {},
+      [&](size_t done, size_t total) {
+        progress.update("  epoch " + std::to_string(epoch_now + 1) + "/" + std::to_string(args.epochs) +
+                        ": evaluating, " + std::to_string(done) + "/" + std::to_string(total) + " test images");
       });
+  progress.finish();
   if (!args.save_weights.empty()) {
     models::CheckpointWriter w;
     w.add("parameters", std::span<const float>(result.weights));

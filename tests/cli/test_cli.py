@@ -330,6 +330,52 @@ class Train(unittest.TestCase):
         self.assertEqual([n for n in os.listdir(self.dir) if n.endswith(".tmp")], [])
 
 
+class Progress(unittest.TestCase):
+    """Long work reports progress on stderr: plain lines where stderr is not a terminal (a log
+    keeps them readable), one line rewritten with carriage returns where it is."""
+
+    TRAIN = ["train", "--model", "mlp", "--hidden", "16", "--format", "bf16", "--train-subset", "500", "--epochs", "1"]
+
+    def test_plain_lines_when_stderr_is_not_a_terminal(self):
+        r = run(*self.TRAIN)  # about 5 s, most of it evaluating 10000 test images in bf16
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("\r", r.stderr)
+        self.assertRegex(r.stderr, r"(?m)^  epoch 1/1: evaluating, \d+/10000 test images$")
+        r = run("explore", "--schedule", "atomic", "--gen", "normal:200000", "--trials", "200")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("\r", r.stderr)
+        self.assertRegex(r.stderr, r"(?m)^  \d+ / 200 seeds$")
+        with tempfile.TemporaryDirectory() as folder:
+            config = os.path.join(folder, "bf16.toml")
+            with open(config, "w") as f:
+                f.write(Run.TINY.replace("600", "200").replace('["impl", "control"]', '["control"]')
+                        .replace('name = "mlp"', 'name = "small_cnn"'))  # long enough to report
+            r = run("diverge", config, "--variant", "control", "--json")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertNotIn("\r", r.stderr)
+            self.assertRegex(r.stderr, r"(?m)^replica [ab]: evaluating, \d+/10000 test images$")
+
+    def test_one_rewritten_line_on_a_terminal(self):
+        import pty
+        master, slave = pty.openpty()
+        p = subprocess.Popen([FPLAB, *self.TRAIN], stdout=subprocess.DEVNULL, stderr=slave)
+        os.close(slave)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            seen += chunk
+        os.close(master)
+        self.assertEqual(p.wait(timeout=300), 0)
+        text = seen.decode()
+        self.assertRegex(text, r"\r  epoch 1/1: evaluating, \d+/10000 test images")
+        self.assertIn("epoch 1/1: train loss", text)
+
+
 class Run(unittest.TestCase):
     TINY = """name = "tiny"
 [data]
