@@ -226,6 +226,50 @@ class Files(unittest.TestCase):
         self.assertEqual(json.loads(r.stdout)["additions"], 15)
         self.assertEqual(os.listdir(self.dir), ["t.dot"])  # no temporary left behind
 
+    def test_tree_draws_fused_steps_as_a_chain(self):
+        # all:fused(8,25) over 40 terms is what a tensor core runs: five steps, each the previous
+        # result (acc) plus 8 terms rounded once; the depth is 5 roundings, not 1.
+        path = os.path.join(self.dir, "f.dot")
+        r = run("tree", "--schedule", "all:fused(8,25)", "--n", "40", "--dot", path, "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = json.loads(r.stdout)
+        self.assertEqual((out["additions"], out["fused_operations"], out["depth"], out["nodes"]), (0, 5, 5, 45))
+        with open(path) as f:
+            dot = f.read()
+        self.assertEqual(dot.count('label="fused: 8 terms\\n1 rounding"'), 1)
+        self.assertEqual(dot.count('label="fused: acc + 8 terms\\n1 rounding"'), 4)
+        self.assertEqual(dot.count('[label="acc", style=bold]'), 4)
+        out = json.loads(run("tree", "--schedule", "tc-h100-fp16", "--n", "40", "--json").stdout)  # 16 per step
+        self.assertEqual((out["fused_operations"], out["depth"]), (3, 3))
+        text = run("tree", "--schedule", "all:fused(8,25)", "--n", "40", "--dot", path).stdout
+        self.assertIn("0 additions, 5 fused operations", text)
+        self.assertIn("depth 5", text)
+        # explore's error bound uses the same depth
+        out = json.loads(run("explore", "--schedule", "all:fused(8,25)", "--gen", "normal:40", "--trials", "1",
+                             "--json").stdout)
+        self.assertEqual(out["depth"], 5)
+
+    def test_tree_terms_in_index_order(self):
+        r = run("tree", "--schedule", "strided(4):seq | all:tree", "--n", "16")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("rank=same", r.stdout)
+        chain = re.findall(r"n(\d+) -> n(\d+) \[style=invis\]", r.stdout)
+        self.assertEqual([(int(a), int(b)) for a, b in chain], [(i, i + 1) for i in range(15)])  # t0..t15 are n0..n15
+        self.assertIn("ordering=in", r.stdout)
+
+    def test_tree_refuses_what_graphviz_cannot_lay_out(self):
+        r = run("tree", "--schedule", "seq", "--n", "100000", "--svg", os.path.join(self.dir, "t.svg"))
+        self.assertEqual(r.returncode, 2)
+        lines = r.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertIn("199999 nodes, more than --max-nodes 4000", lines[0])
+        self.assertEqual(os.listdir(self.dir), [])
+        self.assertEqual(run("tree", "--schedule", "seq", "--n", "16", "--max-nodes", "30").returncode, 2)
+        self.assertEqual(run("tree", "--schedule", "seq", "--n", "16", "--max-nodes", "31").returncode, 0)
+        r = run("tree", "--schedule", "seq", "--n", "100000", "--json")  # counts only: nothing to lay out
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["additions"], 99999)
+
     def test_unwritable_output_fails_cleanly(self):
         r = run("tree", "--schedule", "seq", "--n", "4", "--dot", os.path.join(self.dir, "missing", "t.dot"))
         self.assertEqual(r.returncode, 2)
