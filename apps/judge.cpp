@@ -23,7 +23,8 @@ Judge::Judge(std::span<const double> terms, const fp::Format& format, fp::Mode m
 }
 
 double Judge::error(double value) const {
-  if (!std::isfinite(value) || sum_.has_nan()) return value - exact_;  // inf - finite: inf; nan stays nan
+  // Specials: an infinite exact sum (inf terms) matched is no error; inf - finite is inf; NaN stays NaN.
+  if (!std::isfinite(value) || !std::isfinite(exact_)) return value == exact_ ? 0.0 : value - exact_;
   fp::SuperAccumulator difference = sum_;
   difference.add(-value);
   return 0.0 - difference.round(fp::fp64(), {}).value;  // 0 - x: an exact result prints as +0
