@@ -548,7 +548,8 @@ class Help(unittest.TestCase):
         - 'fplab train' lines get --train-subset 200 and --epochs 1 (replacing the line's own);
         - explained exclusions: 'fplab validate' needs an NVIDIA GPU (without one it fails
           cleanly, see Train.test_cuda_without_a_gpu_is_one_line), so does '--device cuda';
-          'mpirun' lines are skipped where Open MPI is not installed.
+          lines needing a program that is not installed (mpirun; dot for --svg; gnuplot for
+          --plot; scripts/setup installs them all) are skipped.
         """
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         has_gpu = shutil.which("nvidia-smi") is not None
@@ -577,7 +578,8 @@ class Help(unittest.TestCase):
                     self.assertIn("fplab", line, f"{command}: example is not an fplab command: {line}")
                     if line.startswith("fplab validate") or ("--device cuda" in line and not has_gpu):
                         continue
-                    if line.startswith("mpirun") and shutil.which("mpirun") is None:
+                    needs = {"mpirun": line.startswith("mpirun"), "dot": "--svg" in line, "gnuplot": "--plot" in line}
+                    if any(needed and shutil.which(program) is None for program, needed in needs.items()):
                         continue
                     shell = line
                     if "fplab train" in line:
