@@ -90,7 +90,7 @@ void add_tree_command(CLI::App& app, Runner& run) {
       "Examples:\n"
       "  fplab tree --schedule 'contig(4):seq | all:shfl_down' --n 16 --svg tree.svg\n"
       "  fplab tree --schedule numpy --n 24 --dot numpy.dot\n"
-      "  fplab tree --schedule tc-h100-fp16 --n 40 --svg tc.svg    # tensor cores: fused steps of 8 terms\n"
+      "  fplab tree --schedule tc-h100-fp16 --n 40 --svg tc.svg    # tensor cores: fused steps of 16 terms\n"
       "  fplab tree --schedule 'cuda-naive-sum(64,2)' --n 256 --json");
   cmd->callback([&run, args] { run = [args] { return run_tree(*args); }; });
 }
