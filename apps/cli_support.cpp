@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <iostream>
@@ -18,6 +19,10 @@ std::vector<std::string> read_number_texts(const std::vector<std::string>& argum
     std::ifstream stream;
     std::istream* in = &std::cin;
     if (file != "-") {
+      // An ifstream opens a folder without complaint and then reads nothing.
+      std::error_code ignored;
+      if (std::filesystem::is_directory(file, ignored))
+        throw UsageError("--file '" + file + "' is a folder, not a file of numbers");
       stream.open(file);
       if (!stream) throw UsageError("cannot read file '" + file + "'");
       in = &stream;

@@ -10,6 +10,7 @@
 #include "models/checkpoint_io.hpp"
 #include "models/hw_profile.hpp"
 #include "util/gnuplot_figure.hpp"
+#include "util/progress.hpp"
 
 namespace fplab::app {
 namespace {
@@ -18,7 +19,7 @@ struct DivergeArgs {
   std::string file, profile, variant = "impl", csv, plot, data_dir = models::kFashionMnistDir;
   std::vector<std::string> profiles_dir;
   std::vector<size_t> pair = {0, 1};
-  bool json = false;
+  bool json = false, quiet = false;
 };
 
 int run_diverge(const DivergeArgs& args) {
@@ -34,7 +35,9 @@ int run_diverge(const DivergeArgs& args) {
   const auto data = models::load_fashion_mnist(args.data_dir);
   const auto a = x.replica_config(profile.default_ops, profile.deterministic_ops, variant, args.pair[0]);
   const auto b = x.replica_config(profile.default_ops, profile.deterministic_ops, variant, args.pair[1]);
-  const auto d = experiments::diverge(a, b, data);
+  util::Progress progress(!args.quiet);
+  const auto d = experiments::diverge(a, b, data, [&](const std::string& where) { progress.update(where); });
+  progress.finish();
 
   std::string csv = "step,l2,relative_l2,differing_weights\n";
   for (const auto& p : d.curve)
@@ -101,6 +104,7 @@ void add_diverge_command(CLI::App& app, Runner& run) {
   cmd->add_option("--plot", a->plot, "write a plot of the relative distance per step (PNG)");
   cmd->add_option("--data-dir", a->data_dir, "folder with the Fashion-MNIST IDX files")->capture_default_str();
   add_profiles_dir_option(cmd, a->profiles_dir);
+  cmd->add_flag("--quiet", a->quiet, "no progress on stderr");
   cmd->add_flag("--json", a->json, "print JSON");
   cmd->footer(
       "Examples:\n"

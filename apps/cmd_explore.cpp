@@ -15,6 +15,7 @@
 #include "sim/engine.hpp"
 #include "sim/schedule_tree.hpp"
 #include "util/gnuplot_figure.hpp"
+#include "util/progress.hpp"
 
 namespace fplab::app {
 namespace {
@@ -52,12 +53,12 @@ int run_explore(const ExploreArgs& args) {
   const double bound = error_bound(depth, unit_roundoff(arithmetic.format, arithmetic.mode), judge.sum_of_magnitudes());
 
   std::map<double, int> counts;
+  util::Progress progress;
   for (int seed = 0; seed < args.trials; ++seed) {
     ++counts[sim::reduce(schedule, terms, arithmetic, {static_cast<uint64_t>(seed)})];
-    if (!args.json && args.trials >= 1000 && (seed + 1) % (args.trials / 10) == 0)
-      std::fprintf(stderr, "\r  %d / %d seeds", seed + 1, args.trials);
+    progress.update("  " + std::to_string(seed + 1) + " / " + std::to_string(args.trials) + " seeds");
   }
-  if (!args.json && args.trials >= 1000) std::fprintf(stderr, "\n");
+  progress.finish();
   const double lo = counts.begin()->first, hi = counts.rbegin()->first;
   const std::string canonical = sim::to_string(schedule);
   if (!args.plot.empty()) plot_histogram(counts, judge, canonical + "  (" + arithmetic.to_string() + ")", args.plot);
@@ -66,26 +67,28 @@ int run_explore(const ExploreArgs& args) {
   for (const auto& [value, count] : counts)
     histogram.push_back({{"value", json_number(value)}, {"ulps", json_number(judge.ulps(value))}, {"count", count}});
   if (args.json) {
-    print_json({{"schedule", canonical},
-                {"arithmetic", arithmetic.to_string()},
-                {"terms", terms.size()},
-                {"trials", args.trials},
-                {"nondeterministic", schedule.nondeterministic()},
-                {"distinct", counts.size()},
-                {"exact", json_number(judge.exact_rounded())},
-                {"min", json_number(lo)},
-                {"max", json_number(hi)},
-                {"spread_ulps", json_number((hi - lo) / judge.ulp())},
-                {"depth", depth},
-                {"error_bound", json_number(bound)},
-                {"error_bound_ulps", json_number(bound / judge.ulp())},
-                {"histogram", histogram}});
+    nlohmann::json out = {{"schedule", canonical},
+                          {"arithmetic", arithmetic.to_string()},
+                          {"terms", terms.size()},
+                          {"trials", args.trials},
+                          {"nondeterministic", schedule.nondeterministic()},
+                          {"distinct", counts.size()},
+                          {"min", json_number(lo)},
+                          {"max", json_number(hi)},
+                          {"spread_ulps", json_number((hi - lo) / judge.ulp())},
+                          {"depth", depth},
+                          {"error_bound", json_number(bound)},
+                          {"error_bound_ulps", json_number(bound / judge.ulp())},
+                          {"histogram", histogram}};
+    add_exact_fields(out, judge);
+    print_json(out);
     return 0;
   }
   std::printf("schedule    %s\narithmetic  %s\nterms       %zu, reduction depth %zu\n", canonical.c_str(),
               arithmetic.to_string().c_str(), terms.size(), depth);
-  std::printf("exact       %s\n%d implementation seeds gave %zu distinct results, spread %.3g ulps:\n",
-              fp::format_double(judge.exact_rounded()).c_str(), args.trials, counts.size(), (hi - lo) / judge.ulp());
+  print_exact_lines(judge, arithmetic.format, "", 11);
+  std::printf("%d implementation seeds gave %zu distinct results, spread %.3g ulps:\n", args.trials, counts.size(),
+              (hi - lo) / judge.ulp());
   if (!schedule.nondeterministic())
     std::printf("  (this schedule has no atomic or shuffle step: every seed gives the same order)\n");
   int widest = 0;
@@ -96,7 +99,7 @@ int run_explore(const ExploreArgs& args) {
       std::printf("    ... %zu more (see --json)\n", counts.size() - 25);
       break;
     }
-    std::printf("    %-24s %+10.3f ulps %7d %s\n", fp::format_double(value).c_str(), judge.ulps(value), count,
+    std::printf("    %-24s %-22s %7d %s\n", fp::format_double(value).c_str(), error_text(judge, value).c_str(), count,
                 std::string(std::max(1, 40 * count / widest), '#').c_str());
   }
   std::printf("error bound for depth %zu: |error| <= %.4g (%.4g ulps)\n", depth, bound, bound / judge.ulp());
@@ -117,8 +120,8 @@ void add_explore_command(CLI::App& app, Runner& run) {
   cmd->add_flag("--json", args->json, "print JSON");
   cmd->footer(
       "Examples:\n"
-      "  fplab explore --schedule cuda-naive-sum(256,64) --gen cancel:100000 --trials 200\n"
-      "  fplab explore --schedule splitk-atomic(16) --gen lognormal:4096 --trials 1000 --plot spread.png");
+      "  fplab explore --schedule 'cuda-naive-sum(256,64)' --gen cancel:100000 --trials 200\n"
+      "  fplab explore --schedule 'splitk-atomic(16)' --gen lognormal:4096 --trials 1000 --plot spread.png");
   cmd->callback([&run, args] { run = [args] { return run_explore(*args); }; });
 }
 

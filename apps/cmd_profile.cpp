@@ -106,7 +106,7 @@ void add_profile_command(CLI::App& app, Runner& run) {
       "  fplab profile list --json\n"
       "  fplab profile show v100\n"
       "  fplab profile show tpu-v3 --json\n"
-      "  fplab profile show ./my-device.toml          (any profile file; schema in docs/profiles.md)\n"
+      "  fplab profile show hw_profiles/v100.toml    # any profile file (schema: docs/profiles.md)\n"
       "Profiles are found by name in --profiles-dir folders, then $FPLAB_HW_PROFILES (FOLDER:FOLDER...), then\n"
       "the shipped ones (hw_profiles/, built into fplab); a path to a .toml file always works.");
 
@@ -114,7 +114,7 @@ void add_profile_command(CLI::App& app, Runner& run) {
   CLI::App* list = cmd->add_subcommand("list", "List the profiles: name, whether default mode has IMPL noise, description");
   list->add_flag("--json", list_args->json, "print {\"profiles\":[{\"name\":...,\"description\":...}, ...]}");
   add_profiles_dir_option(list, list_args->profiles_dir);
-  list->footer("Examples:\n  fplab profile list\n  fplab profile list --json --profiles-dir ./my-profiles");
+  list->footer("Examples:\n  fplab profile list\n  fplab profile list --json --profiles-dir hw_profiles");
   list->callback([&run, list_args] { run = [list_args] { return run_list(*list_args); }; });
 
   auto show_args = std::make_shared<ProfileArgs>();
@@ -124,7 +124,7 @@ void add_profile_command(CLI::App& app, Runner& run) {
   add_profiles_dir_option(show, show_args->profiles_dir);
   show->footer(
       "Examples:\n  fplab profile show v100\n  fplab profile show h100-bf16 --json\n"
-      "  fplab profile show ./my-device.toml");
+      "  fplab profile show hw_profiles/h100.toml");
   show->callback([&run, show_args] { run = [show_args] { return run_show(*show_args); }; });
 }
 

@@ -30,20 +30,21 @@ int run_reduce(const ReduceArgs& args) {
   const Judge judge(terms, arithmetic.format, arithmetic.mode);
   const std::string canonical = sim::to_string(schedule);
   if (args.json) {
-    print_json({{"schedule", canonical},
-                {"format", arithmetic.format.name},
-                {"mode", fp::mode_name(arithmetic.mode)},
-                {"arithmetic", arithmetic.to_string()},
-                {"terms", terms.size()},
-                {"inputs_rounded", rounded},
-                {"impl_seed", args.impl_seed},
-                {"nondeterministic", schedule.nondeterministic()},
-                {"value", json_number(value)},
-                {"value_text", fp::format_double(value)},
-                {"exact", json_number(judge.exact_rounded())},
-                {"exact_text", fp::format_double(judge.exact_rounded())},
-                {"error", json_number(judge.error(value))},
-                {"ulps", json_number(judge.ulps(value))}});
+    nlohmann::json out = {{"schedule", canonical},
+                          {"format", arithmetic.format.name},
+                          {"mode", fp::mode_name(arithmetic.mode)},
+                          {"arithmetic", arithmetic.to_string()},
+                          {"terms", terms.size()},
+                          {"inputs_rounded", rounded},
+                          {"impl_seed", args.impl_seed},
+                          {"nondeterministic", schedule.nondeterministic()},
+                          {"value", json_number(value)},
+                          {"value_text", fp::format_double(value)},
+                          {"overflow", std::isinf(value) && std::isfinite(judge.exact())},
+                          {"error", json_number(judge.error(value))},
+                          {"ulps", json_number(judge.ulps(value))}};
+    add_exact_fields(out, judge);
+    print_json(out);
     return 0;
   }
   std::printf("schedule    %s\narithmetic  %s\nterms       %zu%s\n", canonical.c_str(), arithmetic.to_string().c_str(),
@@ -51,9 +52,9 @@ int run_reduce(const ReduceArgs& args) {
   if (schedule.nondeterministic())
     std::printf("impl seed   %llu (atomic/shuffle steps: another seed is another run of the same hardware)\n",
                 static_cast<unsigned long long>(args.impl_seed));
-  std::printf("value       %s\nexact       %s (exact sum rounded once)\nerror       %+.6g = %+.3f ulps\n",
-              fp::format_double(value).c_str(), fp::format_double(judge.exact_rounded()).c_str(), judge.error(value),
-              judge.ulps(value));
+  std::printf("value       %s\n", fp::format_double(value).c_str());
+  print_exact_lines(judge, arithmetic.format, "", 11);
+  std::printf("error       %s\n", error_text(judge, value).c_str());
   return 0;
 }
 
@@ -70,8 +71,8 @@ void add_reduce_command(CLI::App& app, Runner& run) {
   cmd->footer(
       "Examples:\n"
       "  fplab reduce --schedule 'strided(32):seq | all:shfl_down' --gen normal:100000\n"
-      "  fplab reduce --schedule cuda-naive-sum(256,64) --gen cancel:1000000 --impl-seed 3\n"
-      "  fplab reduce --schedule numpy --format bf16 --file data.txt --json");
+      "  fplab reduce --schedule 'cuda-naive-sum(256,64)' --gen cancel:1000000 --impl-seed 3\n"
+      "  seq 1 1000 | fplab reduce --schedule numpy --format bf16 --file - --json    # numbers from stdin");
   cmd->callback([&run, args] { run = [args] { return run_reduce(*args); }; });
 }
 

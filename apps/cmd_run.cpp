@@ -92,9 +92,9 @@ void add_run_command(CLI::App& app, Runner& run, int argc, char** argv) {
   cmd->footer(
       "Examples:\n"
       "  fplab run experiments/quick.toml\n"
-      "  fplab run experiments/noise_sources.toml --jobs 2 --out results/fig2\n"
-      "  fplab run experiments/hardware.toml --resume            (continue a killed run)\n"
-      "  mpirun -n 4 fplab run experiments/noise_sources.toml    (replicas split over ranks)");
+      "  fplab run experiments/noise_sources_mlp.toml --jobs 2 --out results/fig2\n"
+      "  fplab run experiments/hardware.toml --resume    # continue a killed run\n"
+      "  mpirun -n 4 fplab run experiments/noise_sources_mlp.toml    # replicas split over ranks");
   cmd->callback([&run, a] { run = [a] { return run_run(*a); }; });
 }
 

@@ -29,7 +29,10 @@ nlohmann::json histogram(const std::vector<double>& values, const Judge& judge) 
   for (double v : values) ++counts[v];
   nlohmann::json bins = nlohmann::json::array();
   for (const auto& [value, count] : counts)
-    bins.push_back({{"value", json_number(value)}, {"ulps", json_number(judge.ulps(value))}, {"count", count}});
+    bins.push_back({{"value", json_number(value)},
+                    {"value_text", fp::format_double(value)},
+                    {"ulps", json_number(judge.ulps(value))},
+                    {"count", count}});
   return bins;
 }
 
@@ -60,8 +63,9 @@ int run_sum(const SumArgs& args) {
                 std::string(fp::mode_name(mode)).c_str());
     if (changed) std::printf(" (%d inputs were not %s values and were rounded to nearest first)", changed,
                              format.name.c_str());
-    std::printf("\n  exact sum, rounded once: %s\n\n", fp::format_double(judge.exact_rounded()).c_str());
-    std::printf("  %-14s %-26s %-14s %s\n", "order", "value", "error", "in ulps of the exact sum");
+    std::printf("\n");
+    print_exact_lines(judge, format, "  ", 10);
+    std::printf("\n  %-14s %-26s %-14s %s\n", "order", "value", "error", "in ulps");
   }
   for (const auto& order : orders) {
     const auto values = sim::sum_in_order(order, terms, format, options, args.seed);
@@ -71,8 +75,11 @@ int run_sum(const SumArgs& args) {
                             {"value", json_number(v)},
                             {"value_text", fp::format_double(v)},
                             {"ulps", json_number(judge.ulps(v))},
-                            {"error", json_number(judge.error(v))}});
-      if (!args.json)
+                            {"error", json_number(judge.error(v))},
+                            {"overflow", std::isinf(v) && std::isfinite(judge.exact())}});
+      if (!args.json && std::isinf(v) && std::isfinite(judge.exact()))
+        std::printf("  %-14s %-26s overflow\n", order.name().c_str(), fp::format_double(v).c_str());
+      else if (!args.json)
         std::printf("  %-14s %-26s %-+14.6g %+.3f%s\n", order.name().c_str(), fp::format_double(v).c_str(),
                     judge.error(v), judge.ulps(v),
                     v == judge.exact_rounded() ? "  (correctly rounded)" : "");
@@ -104,23 +111,24 @@ int run_sum(const SumArgs& args) {
           break;
         }
         const int bar = std::max(1, static_cast<int>(40.0 * bin["count"].get<int>() / widest));
-        const double v = bin["value"].is_null() ? NAN : bin["value"].get<double>();
-        std::printf("      %-24s %+9.3f ulps %6d %s\n", fp::format_double(v).c_str(),
-                    bin["ulps"].is_null() ? NAN : bin["ulps"].get<double>(), bin["count"].get<int>(),
+        const double v = fp::parse_double(bin["value_text"].get<std::string>());  // "value" is null for inf
+        char ulps[32] = "overflow";
+        if (!bin["ulps"].is_null()) std::snprintf(ulps, sizeof ulps, "%+.3f ulps", bin["ulps"].get<double>());
+        std::printf("      %-24s %18s %6d %s\n", fp::format_double(v).c_str(), ulps, bin["count"].get<int>(),
                     std::string(bar, '#').c_str());
       }
     }
   }
   if (args.json) {
-    print_json({{"format", format.name},
-                {"mode", fp::mode_name(mode)},
-                {"count", terms.size()},
-                {"inputs_rounded", changed},
-                {"exact", json_number(judge.exact_rounded())},
-                {"exact_text", fp::format_double(judge.exact_rounded())},
-                {"error_bound", json_number(bound)},
-                {"error_bound_ulps", json_number(bound / judge.ulp())},
-                {"orders", out_orders}});
+    nlohmann::json out = {{"format", format.name},
+                          {"mode", fp::mode_name(mode)},
+                          {"count", terms.size()},
+                          {"inputs_rounded", changed},
+                          {"error_bound", json_number(bound)},
+                          {"error_bound_ulps", json_number(bound / judge.ulp())},
+                          {"orders", out_orders}};
+    add_exact_fields(out, judge);
+    print_json(out);
   } else {
     std::printf("\n  error bound for recursive summation in any order: |error| <= %.4g (%.4g ulps)\n", bound,
                 bound / judge.ulp());
@@ -148,7 +156,8 @@ void add_sum_command(CLI::App& app, Runner& run) {
       "Examples:\n"
       "  fplab sum 1e8 1 -1e8 1 --format fp32\n"
       "  fplab sum 0.1 0.2 0.3 --format bf16 --orders seq,rev\n"
-      "  seq 1 1000 | fplab sum --file - --format fp16 --orders seq,pairwise,random:100 --json");
+      "  seq 1 100 | fplab sum --file - --format fp16 --orders seq,pairwise,random:100    # orders differ by ulps\n"
+      "  seq 1 1000 | fplab sum --file - --format fp16 --json    # 500500 overflows fp16 (max 65504)");
   cmd->callback([&run, args] { run = [args] { return run_sum(*args); }; });
 }
 

@@ -11,6 +11,7 @@
 #include "models/hw_profile.hpp"
 #include "models/recipe_limits.hpp"
 #include "models/trainer.hpp"
+#include "util/progress.hpp"
 #if FPLAB_WITH_CUDA
 #include "models/gpu_backend.hpp"
 #include "sim/cuda/gpu_device.hpp"
@@ -165,17 +166,27 @@ int run_train(const TrainArgs& args) {
     std::fprintf(stderr, "training %s on %zu Fashion-MNIST examples for %zu epoch(s)\n  schedules: %s\n  device: %s\n",
                  args.model.c_str(), args.subset ? args.subset : data.train.size(), args.epochs,
                  config.ops.describe().c_str(), device.c_str());
+  util::Progress progress(chatty);
+  size_t epoch_now = 0;
   const auto result = models::train(
       config, data,
       [&](const models::EpochReport& e) {
-        if (chatty)
-          std::fprintf(stderr, "\repoch %zu/%zu: train loss %.4f, test accuracy %.2f%%, %.0f examples/s (%.1f s)\n", e.epoch,
-                       args.epochs, e.train_loss, 100 * e.test_accuracy, e.examples_per_second, e.seconds);
+        char line[160];
+        std::snprintf(line, sizeof line, "epoch %zu/%zu: train loss %.4f, test accuracy %.2f%%, %.0f examples/s (%.1f s)",
+                      e.epoch, args.epochs, e.train_loss, 100 * e.test_accuracy, e.examples_per_second, e.seconds);
+        progress.note(line);
       },
       [&](size_t epoch, size_t batch, size_t batches) {
-        if (chatty && batches >= 20 && (batch + 1) % (batches / 20) == 0)
-          std::fprintf(stderr, "\r  epoch %zu: %3zu%%", epoch + 1, 100 * (batch + 1) / batches);
+        epoch_now = epoch;
+        progress.update("  epoch " + std::to_string(epoch + 1) + "/" + std::to_string(args.epochs) + ": batch " +
+                        std::to_string(batch + 1) + "/" + std::to_string(batches));
+      },
+      {},
+      [&](size_t done, size_t total) {
+        progress.update("  epoch " + std::to_string(epoch_now + 1) + "/" + std::to_string(args.epochs) +
+                        ": evaluating, " + std::to_string(done) + "/" + std::to_string(total) + " test images");
       });
+  progress.finish();
   if (!args.save_weights.empty()) {
     models::CheckpointWriter w;
     w.add("parameters", std::span<const float>(result.weights));
@@ -265,10 +276,10 @@ void add_train_command(CLI::App& app, Runner& run) {
       "Examples:\n"
       "  fplab train --train-subset 10000 --epochs 1\n"
       "  fplab train --model small_cnn --schedules gpu --impl-seed 2 --epochs 3 --json\n"
-      "  fplab train --format exact --schedules atomic --train-subset 5000     (exact: the order cannot matter)\n"
-      "  fplab train --profile h100:deterministic --device cuda --json     (on the GPU: same weights as --device cpu)\n"
-      "  fplab train --checkpoint run.ckpt --resume --epochs 5                  (continue a killed run)\n"
-      "  fplab train --config run.toml --epochs 2     (run.toml: model = \"small_cnn\"\\n train-subset = 5000 ...)");
+      "  fplab train --format exact --schedules atomic --train-subset 5000    # exact: the order cannot matter\n"
+      "  fplab train --profile h100:deterministic --device cuda --json    # on a GPU: the weights of --device cpu\n"
+      "  fplab train --checkpoint run.ckpt --resume --epochs 5    # continue a killed run\n"
+      "  printf 'model = \"small_cnn\"\\ntrain-subset = 5000\\n' > run.toml && fplab train --config run.toml --epochs 2");
   cmd->callback([&run, a, cmd] {
     run = [a, cmd] {
       if (!a->config.empty()) apply_toml_config(cmd, a->config);

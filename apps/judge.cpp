@@ -1,22 +1,79 @@
 #include "apps/judge.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+
+#include "apps/cli_support.hpp"
+#include "fp/number_text.hpp"
 
 namespace fplab::app {
 
 Judge::Judge(std::span<const double> terms, const fp::Format& format, fp::Mode mode) {
   for (double t : terms) {
-    exact_.add(t);
+    sum_.add(t);
     sum_of_magnitudes_ += std::fabs(t);
   }
-  exact_rounded_ = exact_.round(format, {mode == fp::Mode::sr ? fp::Mode::rne : mode}).value;
-  ulp_ = std::isfinite(exact_rounded_) ? format.ulp(exact_rounded_) : NAN;
+  exact_text_ = sum_.decimal_text();
+  exact_ = sum_.round(fp::fp64(), {}).value;
+  const fp::Rounded rounded = sum_.round(format, {mode == fp::Mode::sr ? fp::Mode::rne : mode});
+  exact_rounded_ = rounded.value;
+  exact_rounded_overflow_ = rounded.overflow;
+  ulp_ = std::isnan(exact_) ? NAN : format.ulp(std::min(std::fabs(exact_), format.max_finite()));
 }
 
 double Judge::error(double value) const {
-  fp::SuperAccumulator difference = exact_;
+  // Specials: an infinite exact sum (inf terms) matched is no error; inf - finite is inf; NaN stays NaN.
+  if (!std::isfinite(value) || !std::isfinite(exact_)) return value == exact_ ? 0.0 : value - exact_;
+  fp::SuperAccumulator difference = sum_;
   difference.add(-value);
   return 0.0 - difference.round(fp::fp64(), {}).value;  // 0 - x: an exact result prints as +0
+}
+
+void add_exact_fields(nlohmann::json& out, const Judge& judge) {
+  out["exact"] = json_number(judge.exact());
+  out["exact_text"] = judge.exact_text();
+  out["correctly_rounded"] = json_number(judge.exact_rounded());
+  out["correctly_rounded_text"] = fp::format_double(judge.exact_rounded());
+  out["correctly_rounded_overflow"] = judge.exact_rounded_overflows();
+  out["error_from"] = "exact";
+}
+
+void print_exact_lines(const Judge& judge, const fp::Format& format, const char* indent, int width) {
+  std::printf("%s%-*s %s\n", indent, width, "exact sum", shortened_exact_text(judge.exact_text()).c_str());
+  if (judge.exact_rounded_overflows())
+    std::printf("%s%-*s overflow: beyond %s's largest finite value %s (rounds to %s)\n", indent, width, "rounded",
+                format.name.c_str(), fp::format_double(format.max_finite()).c_str(),
+                fp::format_double(judge.exact_rounded()).c_str());
+  else
+    std::printf("%s%-*s %s (the exact sum rounded once to %s: the best any order can give)\n", indent, width,
+                "rounded", fp::format_double(judge.exact_rounded()).c_str(), format.name.c_str());
+  std::printf("%s%-*s from the exact sum, in ulps of %s there\n", indent, width, "errors", format.name.c_str());
+}
+
+std::string error_text(const Judge& judge, double value) {
+  if (std::isinf(value) && std::isfinite(judge.exact())) return "overflow";
+  char buffer[96];
+  std::snprintf(buffer, sizeof buffer, "%+.6g = %+.3f ulps", judge.error(value), judge.ulps(value));
+  return buffer;
+}
+
+std::string shortened_exact_text(const std::string& text, size_t keep) {
+  if (text.size() <= keep + 20) return text;
+  // Scientific form from the first significant digit, so that tiny values do not show as zeros.
+  const bool negative = text[0] == '-';
+  const std::string magnitude = text.substr(negative);
+  const size_t point = std::min(magnitude.find('.'), magnitude.size());
+  std::string digits;
+  for (char c : magnitude)
+    if (c != '.') digits += c;
+  const size_t first = digits.find_first_not_of('0');
+  if (first == std::string::npos) return text;
+  const long exponent = static_cast<long>(point) - static_cast<long>(first) - 1;
+  digits.erase(0, first);
+  if (digits.size() <= keep) return text;
+  return (negative ? "-" : "") + digits.substr(0, 1) + "." + digits.substr(1, keep - 1) + "...[" +
+         std::to_string(digits.size() - keep) + " more digits; --json has them all]e" + std::to_string(exponent);
 }
 
 double unit_roundoff(const fp::Format& format, fp::Mode mode) {

@@ -21,16 +21,31 @@ std::vector<Named> named_parameters(models::Model<float>& model) {
 
 }  // namespace
 
-Divergence diverge(const models::TrainConfig& a, const models::TrainConfig& b, const models::Dataset& data) {
+Divergence diverge(const models::TrainConfig& a, const models::TrainConfig& b, const models::Dataset& data,
+                   const std::function<void(const std::string&)>& progress) {
+  auto on_batch = [&](const char* replica) -> models::BatchFn {
+    if (!progress) return {};
+    return [&progress, replica](size_t epoch, size_t batch, size_t batches) {
+      progress("replica " + std::string(replica) + ": epoch " + std::to_string(epoch + 1) + ", batch " +
+               std::to_string(batch + 1) + "/" + std::to_string(batches));
+    };
+  };
+  auto on_evaluation = [&](const char* replica) -> models::EvaluationFn {
+    if (!progress) return {};
+    return [&progress, replica](size_t done, size_t total) {
+      progress("replica " + std::string(replica) + ": evaluating, " + std::to_string(done) + "/" +
+               std::to_string(total) + " test images");
+    };
+  };
   // Snapshots of A after every step; memory is steps x parameters floats (meant for small runs).
   std::vector<std::vector<std::vector<float>>> snapshots;
-  models::train(a, data, {}, {}, [&](uint64_t, models::Model<float>& m) {
+  models::train(a, data, {}, on_batch("a"), [&](uint64_t, models::Model<float>& m) {
     std::vector<std::vector<float>> copy;
     for (const auto& p : named_parameters(m)) copy.push_back(*p.values);
     snapshots.push_back(std::move(copy));
-  });
+  }, on_evaluation("a"));
   Divergence d;
-  models::train(b, data, {}, {}, [&](uint64_t step, models::Model<float>& m) {
+  models::train(b, data, {}, on_batch("b"), [&](uint64_t step, models::Model<float>& m) {
     if (step >= snapshots.size()) return;
     const auto params = named_parameters(m);
     DivergencePoint point{step, 0, 0, 0};
@@ -56,7 +71,7 @@ Divergence diverge(const models::TrainConfig& a, const models::TrainConfig& b, c
     point.l2 = std::sqrt(point.l2);
     point.relative = norm > 0 ? point.l2 / std::sqrt(norm) : 0;
     d.curve.push_back(point);
-  });
+  }, on_evaluation("b"));
   return d;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,8 @@ struct Divergence {
   size_t parameters = 0;
 };
 
-Divergence diverge(const models::TrainConfig& a, const models::TrainConfig& b, const models::Dataset& data);
+// `progress` (optional) hears where the two trainings are, as text ("replica b: epoch 1, batch 3/40").
+Divergence diverge(const models::TrainConfig& a, const models::TrainConfig& b, const models::Dataset& data,
+                   const std::function<void(const std::string&)>& progress = {});
 
 }  // namespace fplab::experiments

@@ -14,6 +14,7 @@
 
 #include "models/checkpoint_io.hpp"
 #include "util/file_name.hpp"
+#include "util/progress.hpp"
 #include "util/sha256.hpp"
 
 namespace fplab::experiments {
@@ -128,6 +129,8 @@ std::vector<ReplicaRecord> run_experiment(const Experiment& x, const models::Dat
     }
   }
   const auto started = std::chrono::steady_clock::now();
+  // Replicas finish minutes apart: no delay before the first line.
+  util::Progress progress(!o.quiet, 10, 0);
   if (!o.quiet && reused)
     std::fprintf(stderr, "resuming: %zu of %zu replicas already finished\n", reused, to_do);
   auto worker = [&] {
@@ -154,14 +157,15 @@ std::vector<ReplicaRecord> run_experiment(const Experiment& x, const models::Dat
         save_replica(replica_path(o.out_dir, j), r, c);
         const size_t finished = ++done + reused;
         if (!o.quiet) {
-          std::lock_guard lock(print);
           const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
           const double left = elapsed / static_cast<double>(done) * static_cast<double>(to_do - finished);
           const int bar = static_cast<int>(30 * finished / to_do);
-          std::fprintf(stderr, "\r[%s%s] %zu/%zu replicas  %s %s #%zu: %.2f%%  %s elapsed, ~%s left   ",
-                       std::string(bar, '=').c_str(), std::string(30 - bar, ' ').c_str(), finished, to_do,
-                       j.profile.c_str(), variant_name(j.variant).c_str(), j.replica, 100 * r.test_accuracy,
-                       clock_text(elapsed).c_str(), clock_text(left).c_str());
+          char line[256];
+          std::snprintf(line, sizeof line, "[%s%s] %zu/%zu replicas  %s %s #%zu: %.2f%%  %s elapsed, ~%s left",
+                        std::string(bar, '=').c_str(), std::string(30 - bar, ' ').c_str(), finished, to_do,
+                        j.profile.c_str(), variant_name(j.variant).c_str(), j.replica, 100 * r.test_accuracy,
+                        clock_text(elapsed).c_str(), clock_text(left).c_str());
+          progress.update(line);
         }
       } catch (...) {
         std::lock_guard lock(print);
@@ -189,7 +193,7 @@ std::vector<ReplicaRecord> run_experiment(const Experiment& x, const models::Dat
   if (!refused.empty())
     throw std::runtime_error("cannot start " + std::to_string(wanted) + " threads (" + refused + "); try a smaller --jobs");
   if (failure) std::rethrow_exception(failure);
-  if (!o.quiet && done > 0) std::fprintf(stderr, "\n");
+  progress.finish();
 
   if (o.ranks > 1) {
     if (o.rank != 0) {

@@ -42,7 +42,8 @@ int read(mpfr_t x, std::string_view text, mpfr_rnd_t rounding) {
 ExactValue parse_number(std::string_view text) {
   Mpfr x(64);
   const int ternary = read(x.value, text, MPFR_RNDZ);
-  if (mpfr_nan_p(x.value)) return ExactValue::nan(mpfr_signbit(x.value));
+  // MPFR reads "-nan" as a NaN without a sign; the sign is the user's, so it comes from the text.
+  if (mpfr_nan_p(x.value)) return ExactValue::nan(trim(text).starts_with('-'));
   if (mpfr_inf_p(x.value)) return ExactValue::infinity(mpfr_signbit(x.value));
   if (mpfr_zero_p(x.value)) {
     if (ternary != 0) throw FormatError("number '" + std::string(text) + "' is too small to represent");
@@ -75,7 +76,7 @@ double difference_from_text(double value, std::string_view text) {
 }
 
 std::string format_double(double value) {
-  if (std::isnan(value)) return "nan";
+  if (std::isnan(value)) return std::signbit(value) ? "-nan" : "nan";  // the sign of a NaN is data too
   if (std::isinf(value)) return value < 0 ? "-inf" : "inf";
   char buffer[64];
   const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);

@@ -21,7 +21,7 @@ double parse_double(std::string_view text);
 // value - (the number TEXT), to about 1e-30 relative accuracy, as a double.
 double difference_from_text(double value, std::string_view text);
 
-// Shortest decimal that reads back as the same double; "inf", "-inf", "nan" otherwise.
+// Shortest decimal that reads back as the same double; "inf", "-inf", "nan", "-nan" otherwise.
 std::string format_double(double value);
 // C99 hex-float text of a double, e.g. 0x1.99999ap-4.
 std::string format_hex(double value);

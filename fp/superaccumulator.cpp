@@ -1,6 +1,10 @@
 #include "fp/superaccumulator.hpp"
 
+#include <gmp.h>
+
 #include <cmath>
+#include <cstdlib>
+#include <memory>
 #include <stdexcept>
 
 #include "fp/ieee_bits.hpp"
@@ -114,6 +118,52 @@ ExactValue SuperAccumulator::value(Mode mode) const {
   bool sticky = false;
   for (int i = top - 3; i >= 0 && !sticky; --i) sticky = d[i] != 0;
   return ExactValue::from_integer(negative, window, kLowestExponent + (top - 2) * kDigitBits, sticky);
+}
+
+std::string SuperAccumulator::decimal_text() const {
+  const ExactValue v = value();
+  switch (v.kind) {
+    case ExactValue::Kind::nan: return "nan";
+    case ExactValue::Kind::infinite: return v.negative ? "-inf" : "inf";
+    case ExactValue::Kind::zero: return v.negative ? "-0" : "0";
+    case ExactValue::Kind::finite: break;
+  }
+  SuperAccumulator copy = *this;
+  copy.carry_propagate();
+  auto& d = copy.digits_;
+  if (v.negative) {  // the magnitude, as value() takes it
+    for (auto& digit : d) digit = -digit;
+    copy.carry_propagate();
+  }
+  // magnitude = N * 2^kLowestExponent with N the digit string; N * 2^-k = N * 5^k / 10^k.
+  mpz_t n, five;
+  mpz_init(n);
+  mpz_init(five);
+  for (int i = kDigits - 1; i >= 0; --i) {
+    mpz_mul_2exp(n, n, kDigitBits);
+    mpz_add_ui(n, n, static_cast<unsigned long>(d[i]));
+  }
+  const auto zeros = static_cast<long>(mpz_scan1(n, 0));  // drop trailing binary zeros: no trailing decimal zeros
+  mpz_fdiv_q_2exp(n, n, zeros);
+  const long exponent = kLowestExponent + zeros;
+  long fraction_digits = 0;
+  if (exponent >= 0) {
+    mpz_mul_2exp(n, n, exponent);
+  } else {
+    fraction_digits = -exponent;
+    mpz_ui_pow_ui(five, 5, fraction_digits);
+    mpz_mul(n, n, five);
+  }
+  const std::unique_ptr<char, void (*)(void*)> raw(mpz_get_str(nullptr, 10, n), std::free);
+  mpz_clear(n);
+  mpz_clear(five);
+  std::string digits = raw.get();
+  if (fraction_digits > 0) {
+    if (static_cast<long>(digits.size()) <= fraction_digits)
+      digits.insert(0, fraction_digits - digits.size() + 1, '0');
+    digits.insert(digits.size() - fraction_digits, ".");
+  }
+  return v.negative ? "-" + digits : digits;
 }
 
 }  // namespace fplab::fp

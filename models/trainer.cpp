@@ -115,7 +115,7 @@ std::string TrainConfig::fingerprint() const {
 }
 
 std::vector<uint8_t> predict(Model<float>& model, const ImageSet& set, const OpTable& ops, uint64_t impl_seed,
-                             uint64_t call, size_t batch, ComputeBackend* backend) {
+                             uint64_t call, size_t batch, ComputeBackend* backend, const EvaluationFn& on_evaluation) {
   std::vector<uint8_t> out;
   out.reserve(set.size());
   Context ctx;
@@ -131,6 +131,7 @@ std::vector<uint8_t> predict(Model<float>& model, const ImageSet& set, const OpT
     ctx.call = call + start / batch;
     const auto p = predictions(model.forward(x, ctx));
     out.insert(out.end(), p.begin(), p.end());
+    if (on_evaluation) on_evaluation(out.size(), set.size());
   }
   return out;
 }
@@ -160,7 +161,7 @@ Model<float> initial_model(const TrainConfig& config, const ImageSet& set) {
 }
 
 TrainResult train(const TrainConfig& config, const Dataset& data, const ProgressFn& progress, const BatchFn& on_batch,
-                  const StepFn& on_step) {
+                  const StepFn& on_step, const EvaluationFn& on_evaluation) {
   using clock = std::chrono::steady_clock;
   const ImageSet& set = data.train;
   const std::vector<size_t> examples = select_training_examples(set.labels, config.selection, config.algo_seed);
@@ -218,7 +219,7 @@ TrainResult train(const TrainConfig& config, const Dataset& data, const Progress
     double accuracy = NAN;
     if (config.evaluate_every_epoch || at.epoch + 1 == config.epochs) {
       result.predictions = predict(model, data.test, config.ops, config.impl_seed, kEvaluationCalls + (at.epoch << 24),
-                                   200, config.backend);
+                                   200, config.backend, on_evaluation);
       size_t correct = 0;
       for (size_t i = 0; i < result.predictions.size(); ++i) correct += result.predictions[i] == data.test.labels[i];
       accuracy = static_cast<double>(correct) / static_cast<double>(result.predictions.size());
@@ -235,7 +236,7 @@ TrainResult train(const TrainConfig& config, const Dataset& data, const Progress
   if (result.history.empty()) throw DataError(config.checkpoint, "already covers all epochs: nothing to train");
   if (result.predictions.empty())  // resumed at the very end: evaluate the final model
     result.predictions = predict(model, data.test, config.ops, config.impl_seed,
-                                 kEvaluationCalls + ((config.epochs - 1) << 24), 200, config.backend);
+                                 kEvaluationCalls + ((config.epochs - 1) << 24), 200, config.backend, on_evaluation);
   result.epochs = config.epochs;
   result.steps = at.step;
   result.test_accuracy = result.history.back().test_accuracy;

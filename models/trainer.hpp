@@ -72,6 +72,9 @@ struct TrainResult {
 
 using ProgressFn = std::function<void(const EpochReport&)>;
 using BatchFn = std::function<void(size_t epoch, size_t batch, size_t batches)>;  // after every batch
+// During an evaluation of the test set: examples predicted so far, of `total` (evaluating a
+// large test set under emulated formats takes longer than training on a subset).
+using EvaluationFn = std::function<void(size_t done, size_t total)>;
 // With the model after initialisation (step 0) and after every optimiser step (1, 2, ...).
 using StepFn = std::function<void(uint64_t step, Model<float>& model)>;
 
@@ -80,10 +83,11 @@ using StepFn = std::function<void(uint64_t step, Model<float>& model)>;
 Model<float> initial_model(const TrainConfig& config, const ImageSet& set);
 
 TrainResult train(const TrainConfig& config, const Dataset& data, const ProgressFn& progress = {},
-                  const BatchFn& on_batch = {}, const StepFn& on_step = {});
+                  const BatchFn& on_batch = {}, const StepFn& on_step = {}, const EvaluationFn& on_evaluation = {});
 
 // Predictions of a model on a set, in evaluation mode, with noise keys from `call`.
 std::vector<uint8_t> predict(Model<float>& model, const ImageSet& set, const OpTable& ops, uint64_t impl_seed,
-                             uint64_t call, size_t batch = 200, ComputeBackend* backend = nullptr);
+                             uint64_t call, size_t batch = 200, ComputeBackend* backend = nullptr,
+                             const EvaluationFn& on_evaluation = {});
 
 }  // namespace fplab::models

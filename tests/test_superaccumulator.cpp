@@ -10,6 +10,9 @@
 #include <cstdio>
 #include <limits>
 #include <random>
+#include <string>
+
+#include <mpfr.h>
 
 #include <catch2/catch.hpp>
 
@@ -423,4 +426,51 @@ TEST_CASE("superaccumulator carry: merging two accumulators that each hold 2^30 
   const std::string d = exact_difference(a.value(Mode::rne), exact);
   INFO(d);
   CHECK(d.empty());
+}
+
+TEST_CASE("superaccumulator decimal_text: every digit of the exact sum, read back exactly by MPFR") {
+  auto text_of = [](std::initializer_list<double> terms) {
+    fplab::fp::SuperAccumulator acc;
+    for (double t : terms) acc.add(t);
+    return acc.decimal_text();
+  };
+  CHECK(text_of({0.1}) == "0.1000000000000000055511151231257827021181583404541015625");
+  CHECK(text_of({1, 2, 4.5}) == "7.5");
+  CHECK(text_of({-0.375}) == "-0.375");
+  CHECK(text_of({1e8, 1, -1e8, 1}) == "2");
+  CHECK(text_of({}) == "0");
+  CHECK(text_of({-0.0}) == "-0");
+  CHECK(text_of({1.0, -1.0}) == "0");
+  CHECK(text_of({INFINITY, 1}) == "inf");
+  CHECK(text_of({-INFINITY}) == "-inf");
+  CHECK(text_of({INFINITY, -INFINITY}) == "nan");
+  const std::string tiny = text_of({std::ldexp(1.0, -1074)});  // 5^1074 / 10^1074
+  CHECK(tiny.size() == 2 + 1074);
+  CHECK(tiny.starts_with("0.000"));
+  CHECK(tiny.ends_with("625"));
+  CHECK(text_of({DBL_MAX, DBL_MAX}).size() == 309);  // 2 * DBL_MAX: an integer of 309 digits
+
+  // Random wide-range sums: the text, read by MPFR at a precision that holds every bit of the
+  // accumulator, is exactly the sum MPFR computes.
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> mantissa(-1, 1);
+  std::uniform_int_distribution<int> exponent(-1070, 1000);
+  for (int trial = 0; trial < 200; ++trial) {
+    fplab::fp::SuperAccumulator acc;
+    mpfr_t sum, term, read;
+    mpfr_inits2(4500, sum, term, read, static_cast<mpfr_ptr>(nullptr));
+    mpfr_set_zero(sum, 1);
+    for (int i = 0; i < 1 + trial % 7; ++i) {
+      const double t = std::ldexp(mantissa(rng), exponent(rng));
+      acc.add(t);
+      mpfr_set_d(term, t, MPFR_RNDN);
+      REQUIRE(mpfr_add(sum, sum, term, MPFR_RNDN) == 0);
+    }
+    const std::string text = acc.decimal_text();
+    char* end = nullptr;
+    REQUIRE(mpfr_strtofr(read, text.c_str(), &end, 10, MPFR_RNDN) == 0);  // ternary 0: read exactly
+    REQUIRE(*end == '\0');
+    CHECK(mpfr_equal_p(read, sum) != 0);
+    mpfr_clears(sum, term, read, static_cast<mpfr_ptr>(nullptr));
+  }
 }

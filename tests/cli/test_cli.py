@@ -6,6 +6,7 @@ Usage: test_cli.py PATH/TO/fplab
 """
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -28,6 +29,25 @@ def bf16_value(bits):  # bf16 is the top half of an fp32 pattern
 
 def fp32(x):
     return struct.unpack("f", struct.pack("f", x))[0]
+
+
+def fp16(x):  # nearest-even, inf beyond the range (struct raises OverflowError there)
+    try:
+        return struct.unpack("e", struct.pack("e", x))[0]
+    except OverflowError:
+        return float("inf") if x > 0 else float("-inf")
+
+
+def exact_decimal(q):
+    """Every digit of a dyadic rational, as plain decimal text (the independent reference)."""
+    sign = "-" if q < 0 else ""
+    q = abs(q)
+    k = 0
+    while q.denominator != 1:  # the denominator is a power of 2: times 10 until it is gone
+        q *= 10
+        k += 1
+    digits = str(q.numerator).rjust(k + 1, "0")
+    return sign + (digits[:-k] + "." + digits[-k:] if k else digits)
 
 
 class Errors(unittest.TestCase):
@@ -56,6 +76,8 @@ class Errors(unittest.TestCase):
         self.check_error("tree", "--schedule", "splitk(0)")
         self.check_error("explore", "--schedule", "atomic", "--gen", "normal:10", "--trials", "0")
         self.check_error("sum", "--file", "-", stdin="1\n2\nnot-a-number\n")
+        with tempfile.TemporaryDirectory() as folder:
+            self.assertIn("is a folder", self.check_error("sum", "--file", folder))
 
 
 class Json(unittest.TestCase):
@@ -108,6 +130,80 @@ class Json(unittest.TestCase):
         for key in ("format", "value", "exact", "ulps"):
             self.assertIn(key, out)
 
+    def test_sum_shows_the_exact_sum_and_its_rounding(self):
+        # seq 1 100 in fp16: the exact sum 5050 is not an fp16 value; its rounding (5048) is not
+        # what errors are measured from.
+        r = run("sum", "--file", "-", "--format", "fp16", "--orders", "seq,pairwise", "--json",
+                stdin="\n".join(str(i) for i in range(1, 101)))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = json.loads(r.stdout)
+        self.assertEqual(out["exact_text"], "5050")
+        self.assertEqual(out["exact"], 5050)
+        self.assertEqual(out["correctly_rounded"], fp16(5050.0))
+        self.assertEqual(out["correctly_rounded"], 5048)
+        self.assertFalse(out["correctly_rounded_overflow"])
+        self.assertEqual(out["error_from"], "exact")
+        for o in out["orders"]:
+            self.assertEqual(Fraction(o["error"]), Fraction(o["value"]) - 5050)
+            self.assertEqual(o["ulps"], (o["value"] - 5050) / 4)  # the fp16 ulp from 4096 to 8192 is 4
+        text = run("sum", "--file", "-", "--format", "fp16", "--orders", "seq",
+                   stdin="\n".join(str(i) for i in range(1, 101))).stdout
+        self.assertRegex(text, r"exact sum +5050\n")
+        self.assertRegex(text, r"rounded +5048 ")
+
+    def test_sum_exact_text_has_every_digit(self):
+        for numbers, fmt in ((["0.1", "0.2", "0.3"], "fp64"), (["1e-300", "3"], "fp64"), (["-0.1", "1e-3"], "fp32"),
+                             (["1e300", "1e300", "-1e-300"], "fp64")):
+            r = run("sum", *numbers, "--format", fmt, "--orders", "seq", "--json")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            out = json.loads(r.stdout)
+            rounder = float if fmt == "fp64" else fp32
+            exact = sum(Fraction(rounder(float(x))) for x in numbers)
+            self.assertEqual(out["exact_text"], exact_decimal(exact), numbers)
+            self.assertEqual(Fraction(out["exact_text"]), exact)
+            self.assertEqual(out["exact"], float(exact))
+            self.assertEqual(out["correctly_rounded"], rounder(float(exact)))
+        # The terminal shortens the 750-digit expansion of 1e-300 visibly, not silently.
+        text = run("sum", "1e-300", "--format", "fp64", "--orders", "seq").stdout
+        self.assertRegex(text, r"exact sum +1\.0000000000000000250590918352087596856\d*\.\.\.\[\d+ more digits; --json has them all\]e-300")
+
+    def test_sum_overflow_is_reported_as_overflow(self):
+        numbers = "\n".join(str(i) for i in range(1, 1001))  # 500500: beyond fp16's 65504
+        r = run("sum", "--file", "-", "--format", "fp16", "--orders", "seq,pairwise,random:10", "--json", stdin=numbers)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = json.loads(r.stdout)
+        self.assertEqual(out["exact_text"], "500500")
+        self.assertTrue(out["correctly_rounded_overflow"])
+        self.assertEqual(out["correctly_rounded_text"], "inf")
+        for o in out["orders"][:2]:
+            self.assertTrue(o["overflow"], o)
+        text = run("sum", "--file", "-", "--format", "fp16", "--orders", "seq,pairwise,random:10", stdin=numbers).stdout
+        self.assertNotIn("nan", text)
+        self.assertNotIn("correctly rounded)", text)
+        self.assertRegex(text, r"seq +inf +overflow")
+        self.assertIn("overflow: beyond fp16's largest finite value 65504", text)
+
+    def test_reduce_and_explore_show_the_exact_sum(self):
+        for command in (["reduce"], ["explore", "--trials", "3"]):
+            r = run(*command, "--schedule", "seq", "--format", "fp16", "--gen", "normal:100", "--json")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            out = json.loads(r.stdout)
+            self.assertEqual(out["error_from"], "exact")
+            exact = Fraction(out["exact_text"])
+            self.assertEqual(Fraction(float(exact)), exact)  # fp16 sums fit a double: one rounding below
+            self.assertEqual(out["correctly_rounded"], fp16(float(exact)))
+            if command == ["reduce"]:
+                self.assertEqual(Fraction(out["error"]), Fraction(out["value"]) - exact)
+
+    def test_round_keeps_the_sign_of_nan(self):
+        for text, sign in (("nan", 0), ("+nan", 0), ("-nan", 1), ("-NaN", 1)):
+            r = run("round", text, "--format", "bf16", "--json")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            e = json.loads(r.stdout)["results"][0]
+            self.assertEqual(int(e["bits"], 16) >> 15, sign, text)
+            self.assertEqual(e["value_text"], "-nan" if sign else "nan")
+            self.assertIn("-> -nan" if sign else "-> nan", run("round", text, "--format", "bf16").stdout)
+
     def test_sum_reads_stdin(self):
         r = run("sum", "--file", "-", "--format", "fp64", "--orders", "seq", "--json", stdin="# a comment\n1\n\n2\n0x1p-1\n")
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -129,6 +225,50 @@ class Files(unittest.TestCase):
             self.assertTrue(f.read().startswith("digraph"))
         self.assertEqual(json.loads(r.stdout)["additions"], 15)
         self.assertEqual(os.listdir(self.dir), ["t.dot"])  # no temporary left behind
+
+    def test_tree_draws_fused_steps_as_a_chain(self):
+        # all:fused(8,25) over 40 terms is what a tensor core runs: five steps, each the previous
+        # result (acc) plus 8 terms rounded once; the depth is 5 roundings, not 1.
+        path = os.path.join(self.dir, "f.dot")
+        r = run("tree", "--schedule", "all:fused(8,25)", "--n", "40", "--dot", path, "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = json.loads(r.stdout)
+        self.assertEqual((out["additions"], out["fused_operations"], out["depth"], out["nodes"]), (0, 5, 5, 45))
+        with open(path) as f:
+            dot = f.read()
+        self.assertEqual(dot.count('label="fused: 8 terms\\n1 rounding"'), 1)
+        self.assertEqual(dot.count('label="fused: acc + 8 terms\\n1 rounding"'), 4)
+        self.assertEqual(dot.count('[label="acc", style=bold]'), 4)
+        out = json.loads(run("tree", "--schedule", "tc-h100-fp16", "--n", "40", "--json").stdout)  # 16 per step
+        self.assertEqual((out["fused_operations"], out["depth"]), (3, 3))
+        text = run("tree", "--schedule", "all:fused(8,25)", "--n", "40", "--dot", path).stdout
+        self.assertIn("0 additions, 5 fused operations", text)
+        self.assertIn("depth 5", text)
+        # explore's error bound uses the same depth
+        out = json.loads(run("explore", "--schedule", "all:fused(8,25)", "--gen", "normal:40", "--trials", "1",
+                             "--json").stdout)
+        self.assertEqual(out["depth"], 5)
+
+    def test_tree_terms_in_index_order(self):
+        r = run("tree", "--schedule", "strided(4):seq | all:tree", "--n", "16")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("rank=same", r.stdout)
+        chain = re.findall(r"n(\d+) -> n(\d+) \[style=invis\]", r.stdout)
+        self.assertEqual([(int(a), int(b)) for a, b in chain], [(i, i + 1) for i in range(15)])  # t0..t15 are n0..n15
+        self.assertIn("ordering=in", r.stdout)
+
+    def test_tree_refuses_what_graphviz_cannot_lay_out(self):
+        r = run("tree", "--schedule", "seq", "--n", "100000", "--svg", os.path.join(self.dir, "t.svg"))
+        self.assertEqual(r.returncode, 2)
+        lines = r.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertIn("199999 nodes, more than --max-nodes 4000", lines[0])
+        self.assertEqual(os.listdir(self.dir), [])
+        self.assertEqual(run("tree", "--schedule", "seq", "--n", "16", "--max-nodes", "30").returncode, 2)
+        self.assertEqual(run("tree", "--schedule", "seq", "--n", "16", "--max-nodes", "31").returncode, 0)
+        r = run("tree", "--schedule", "seq", "--n", "100000", "--json")  # counts only: nothing to lay out
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["additions"], 99999)
 
     def test_unwritable_output_fails_cleanly(self):
         r = run("tree", "--schedule", "seq", "--n", "4", "--dot", os.path.join(self.dir, "missing", "t.dot"))
@@ -234,6 +374,52 @@ class Train(unittest.TestCase):
         self.assertEqual([n for n in os.listdir(self.dir) if n.endswith(".tmp")], [])
 
 
+class Progress(unittest.TestCase):
+    """Long work reports progress on stderr: plain lines where stderr is not a terminal (a log
+    keeps them readable), one line rewritten with carriage returns where it is."""
+
+    TRAIN = ["train", "--model", "mlp", "--hidden", "16", "--format", "bf16", "--train-subset", "500", "--epochs", "1"]
+
+    def test_plain_lines_when_stderr_is_not_a_terminal(self):
+        r = run(*self.TRAIN)  # about 5 s, most of it evaluating 10000 test images in bf16
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("\r", r.stderr)
+        self.assertRegex(r.stderr, r"(?m)^  epoch 1/1: evaluating, \d+/10000 test images$")
+        r = run("explore", "--schedule", "atomic", "--gen", "normal:200000", "--trials", "200")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("\r", r.stderr)
+        self.assertRegex(r.stderr, r"(?m)^  \d+ / 200 seeds$")
+        with tempfile.TemporaryDirectory() as folder:
+            config = os.path.join(folder, "bf16.toml")
+            with open(config, "w") as f:
+                f.write(Run.TINY.replace("600", "200").replace('["impl", "control"]', '["control"]')
+                        .replace('name = "mlp"', 'name = "small_cnn"'))  # long enough to report
+            r = run("diverge", config, "--variant", "control", "--json")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertNotIn("\r", r.stderr)
+            self.assertRegex(r.stderr, r"(?m)^replica [ab]: evaluating, \d+/10000 test images$")
+
+    def test_one_rewritten_line_on_a_terminal(self):
+        import pty
+        master, slave = pty.openpty()
+        p = subprocess.Popen([FPLAB, *self.TRAIN], stdout=subprocess.DEVNULL, stderr=slave)
+        os.close(slave)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            seen += chunk
+        os.close(master)
+        self.assertEqual(p.wait(timeout=300), 0)
+        text = seen.decode()
+        self.assertRegex(text, r"\r  epoch 1/1: evaluating, \d+/10000 test images")
+        self.assertIn("epoch 1/1: train loss", text)
+
+
 class Run(unittest.TestCase):
     TINY = """name = "tiny"
 [data]
@@ -331,13 +517,89 @@ replicas = 3
         self.assertEqual(flip["curve"][0]["differing"], 1)
 
 
+HELP_COMMANDS = ([], ["round"], ["sum"], ["reduce"], ["tree"], ["explore"], ["train"], ["run"], ["diverge"],
+                 ["profile"], ["profile", "list"], ["profile", "show"], ["validate"])
+
+
+def help_examples(command):
+    """The example lines of a command's --help: the indented lines after 'Examples:'."""
+    lines = run(*command, "--help").stdout.splitlines()
+    start = lines.index("Examples:") + 1
+    examples = []
+    for line in lines[start:]:
+        if not line.startswith(" "):
+            break
+        examples.append(line.strip())
+    return examples
+
+
 class Help(unittest.TestCase):
     def test_every_command_has_help_with_examples(self):
-        for command in ([], ["round"], ["sum"], ["reduce"], ["tree"], ["explore"], ["train"], ["run"], ["profile"],
-                        ["validate"]):
+        section = run("--help").stdout.split("Subcommands:\n")[1].split("\n\n")[0]
+        listed = [line.split()[0] for line in section.splitlines()]
+        self.assertIn("validate", listed)
+        for name in listed:  # a new command must be added to HELP_COMMANDS
+            self.assertIn([name], HELP_COMMANDS, name)
+        for command in HELP_COMMANDS:
             r = run(*command, "--help")
             self.assertEqual(r.returncode, 0, command)
-            self.assertIn("Examples", r.stdout, command)
+            self.assertTrue(help_examples(command), command)
+
+    def test_every_help_example_runs_when_pasted(self):
+        """Runs every example line of every --help through /bin/sh -c, expecting exit 0.
+
+        The rules, so that the whole takes a few minutes on 2 cores:
+        - the lines run from a temporary folder holding hw_profiles/ and experiments/, with fplab's
+          folder on PATH, so files they write land there;
+        - experiments/ there holds the shipped TOMLs shrunk: train_subset 200, epochs 1, replicas
+          2, only the first profile (the examples are checked for running, not for results);
+        - 'fplab train' lines get --train-subset 200 and --epochs 1 (replacing the line's own);
+        - explained exclusions: 'fplab validate' needs an NVIDIA GPU (without one it fails
+          cleanly, see Train.test_cuda_without_a_gpu_is_one_line), so does '--device cuda';
+          lines needing a program that is not installed (mpirun; dot for --svg; gnuplot for
+          --plot; scripts/setup installs them all) are skipped.
+        """
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        has_gpu = shutil.which("nvidia-smi") is not None
+        with tempfile.TemporaryDirectory() as work:
+            os.symlink(os.path.join(root, "hw_profiles"), os.path.join(work, "hw_profiles"))
+            os.mkdir(os.path.join(work, "experiments"))
+            for name in os.listdir(os.path.join(root, "experiments")):
+                if name.endswith(".toml"):
+                    with open(os.path.join(root, "experiments", name)) as f:
+                        text = f.read()
+                    text = re.sub(r"(?m)^train_subset = \d+", "train_subset = 200", text)
+                    text = re.sub(r"(?m)^epochs = \d+", "epochs = 1", text)
+                    text = re.sub(r"(?m)^replicas = \d+", "replicas = 2", text)
+                    text = re.sub(r'(?m)^profiles = \[("[^"]+").*\]', r"profiles = [\1]", text)
+                    with open(os.path.join(work, "experiments", name), "w") as f:
+                        f.write(text)
+            # FPLAB_HW_PROFILES: a build through ccache with CCACHE_BASEDIR compiles in a relative
+            # path to the profiles, which a temporary folder does not reach.
+            env = dict(os.environ, PATH=os.path.dirname(FPLAB) + os.pathsep + os.environ["PATH"],
+                       FPLAB_HW_PROFILES=os.path.join(root, "hw_profiles"),
+                       OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                       OMPI_MCA_rmaps_base_oversubscribe="1")
+            ran = 0
+            for command in HELP_COMMANDS:
+                for line in help_examples(command):
+                    self.assertIn("fplab", line, f"{command}: example is not an fplab command: {line}")
+                    if line.startswith("fplab validate") or ("--device cuda" in line and not has_gpu):
+                        continue
+                    needs = {"mpirun": line.startswith("mpirun"), "dot": "--svg" in line, "gnuplot": "--plot" in line}
+                    if any(needed and shutil.which(program) is None for program, needed in needs.items()):
+                        continue
+                    shell = line
+                    if "fplab train" in line:
+                        code, hash_, comment = line.partition(" #")
+                        code = re.sub(r"--(train-subset|epochs) \d+", "", code)
+                        shell = code.rstrip() + " --train-subset 200 --epochs 1" + hash_ + comment
+                    r = subprocess.run(["/bin/sh", "-c", shell], cwd=work, env=env, capture_output=True, text=True,
+                                       timeout=600)
+                    self.assertEqual(r.returncode, 0, f"fplab {' '.join(command)} --help example failed: {line}\n"
+                                                      f"ran: {shell}\nstderr: {r.stderr[-2000:]}")
+                    ran += 1
+            self.assertGreater(ran, 25)
 
 
 if __name__ == "__main__":
