@@ -71,9 +71,12 @@ OutputFolder::OutputFolder(const std::string& path, const std::string& name, con
       if (other != name)
         throw std::runtime_error(path + ": holds the results of experiment '" + other + "', not '" + name +
                                  "'; choose another --out, or pass --force to write over them");
-      if (!o.resume && holds_replicas(path))
+      if (!o.resume && o.ranks == 1 && holds_replicas(path))
         throw std::runtime_error(path + ": holds results of this experiment already; pass --resume to keep its finished "
                                  "replicas, or --force to train them all again");
+    } else if (o.ranks > 1) {
+      // Under mpirun the other ranks are already writing their replicas here: only a marker of
+      // another experiment is refused.
     } else if (holds_replicas(path)) {
       // Written before folders were marked: taken as this experiment's only when resuming.
       if (!o.resume)

@@ -18,8 +18,9 @@ class OutputFolder {
   // Creates `path` if needed and claims it for experiment `name`. Refuses (std::runtime_error, one
   // line saying what to do) when another process holds it, when it holds another experiment's
   // results or files that are no experiment's (unless force), or this experiment's results
-  // without resume (unless force). With resume in a single process, removes the temporary files
-  // an interrupted run left (half-written replicas or figures).
+  // without resume (unless force); under mpirun (ranks > 1, the other ranks already writing) only
+  // another experiment's marker is refused. With resume in a single process, removes the
+  // temporary files an interrupted run left (half-written replicas or figures).
   OutputFolder(const std::string& path, const std::string& name, const ClaimOptions& options);
   ~OutputFolder();
   OutputFolder(const OutputFolder&) = delete;

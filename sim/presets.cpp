@@ -4,6 +4,8 @@
 #include <charconv>
 #include <functional>
 
+#include "sim/tensor_core_models.hpp"
+
 namespace fplab::sim {
 namespace {
 
@@ -15,8 +17,18 @@ struct PresetDef {
 
 std::string n(int64_t v) { return std::to_string(v); }
 
+// The plain presets and, after them, one tc-* preset per tensor-core model of the registry.
+std::vector<PresetDef> with_tensor_core_models(std::vector<PresetDef> defs) {
+  for (const auto& m : tensor_core_models()) {
+    const std::string expansion = "all:" + to_string(fused_reducer(m));
+    defs.push_back({{std::string(m.name), std::string(m.name), std::string(m.description)}, {},
+                    [expansion](auto&) { return expansion; }});
+  }
+  return defs;
+}
+
 const std::vector<PresetDef>& definitions() {
-  static const std::vector<PresetDef> defs = {
+  static const std::vector<PresetDef> defs = with_tensor_core_models({
       {{"seq", "seq", "left fold ((t0 + t1) + t2) + ..."}, {}, [](auto&) { return "all:seq"; }},
       {{"rev", "rev", "right fold t0 + (t1 + (... + t(K-1)))"}, {}, [](auto&) { return "all:rev"; }},
       {{"pairwise", "pairwise", "balanced binary tree, first half on the left"}, {}, [](auto&) { return "all:tree"; }},
@@ -60,26 +72,12 @@ const std::vector<PresetDef>& definitions() {
       {{"systolic(R)", "systolic(128)",
         "TPU-like systolic array: R-deep sequential accumulation per tile, tile results added in K order"},
        {128}, [](auto& p) { return "contig(" + n(p[0]) + "):seq | all:seq"; }},
-      {{"tc-v100", "tc-v100", "V100 tensor core, fp16 inputs: 4 products + accumulator fused, 23 fraction bits kept"},
-       {}, [](auto&) { return "all:fused(4,23,fp16)"; }},
-      {{"tc-a100", "tc-a100", "A100 tensor core, fp16 inputs: 8 products + accumulator fused, 24 fraction bits kept"},
-       {}, [](auto&) { return "all:fused(8,24,fp16)"; }},
-      {{"tc-h100-tf32", "tc-h100-tf32", "H100 mma/wgmma, tf32 inputs: 8 products per fused step, 25 fraction bits (inputs truncated to tf32)"},
-       {}, [](auto&) { return "all:fused(8,25,tf32)"; }},
-      {{"tc-h100-bf16", "tc-h100-bf16", "H100 mma/wgmma, bf16 inputs: 16 products per fused step, 25 fraction bits"},
-       {}, [](auto&) { return "all:fused(16,25,bf16)"; }},
-      {{"tc-h100-fp16", "tc-h100-fp16", "H100 mma/wgmma, fp16 inputs: 16 products per fused step, 25 fraction bits"},
-       {}, [](auto&) { return "all:fused(16,25,fp16)"; }},
-      {{"tc-h100-fp8", "tc-h100-fp8",
-        "H100 wgmma, fp8 inputs: 32 products per fused step, 13 fraction bits (MMA-Sim; use --format e8m13 for "
-        "its 13-bit accumulator)"},
-       {}, [](auto&) { return "all:fused(32,13,e4m3)"; }},
       {{"nccl-ring(R)", "nccl-ring(8)",
         "all-reduce over R workers, ring: local sums, then each chunk summed starting one rank later"},
        {8}, [](auto& p) { return "split(" + n(p[0]) + "):seq | all:ring"; }},
       {{"nccl-tree(R)", "nccl-tree(8)", "all-reduce over R workers, tree: local sums, then a binary tree"},
        {8}, [](auto& p) { return "split(" + n(p[0]) + "):seq | all:tree"; }},
-  };
+  });
   return defs;
 }
 

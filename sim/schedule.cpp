@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "sim/presets.hpp"
+#include "sim/tensor_core_models.hpp"
 
 namespace fplab::sim {
 namespace {
@@ -87,6 +88,8 @@ class Reader {
     if (word == "fused") {
       Reducer r{RK::fused};
       expect('(');
+      skip_spaces();
+      if (!done() && std::isalpha(static_cast<unsigned char>(text_[pos_]))) return named_fused();
       r.fused_products = static_cast<int>(number(1, 1024, "fused product count N"));
       expect(',');
       r.fused_fraction_bits = static_cast<int>(number(1, 1024, "fused fraction bits F"));
@@ -108,7 +111,20 @@ class Reader {
     std::string known;
     for (const auto& [kind, name] : kPlainReducers) known += std::string(name) + ", ";
     fail_at(start, word.empty() ? "expected a reducer after ':'"
-                                : "unknown reducer '" + std::string(word) + "' (known: " + known + "fused(N,F), fused(N,F,INPUT))");
+                                : "unknown reducer '" + std::string(word) + "' (known: " + known + "fused(N,F), fused(N,F,INPUT), fused(MODEL))");
+  }
+
+  // fused(MODEL): a tensor-core model of the registry by name, e.g. fused(tc-h100-tf32).
+  Reducer named_fused() {
+    const size_t at = pos_;
+    while (!done() && (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '-' || text_[pos_] == '_'))
+      ++pos_;
+    const std::string_view name = text_.substr(at, pos_ - at);
+    const TensorCoreModel* model = find_tensor_core_model(name);
+    if (model == nullptr)
+      fail_at(at, "unknown tensor-core model '" + std::string(name) + "' (known: " + tensor_core_model_list() + ")");
+    expect(')');
+    return fused_reducer(*model);
   }
 
   std::string_view identifier() {

@@ -7,6 +7,10 @@
 // fp::round_exact() rounds it once.
 #include "sim/tensor_core.hpp"
 
+#include <tuple>
+
+#include "sim/tensor_core_models.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -181,38 +185,35 @@ double fused_dot(double acc, std::span<const double> a, std::span<const double> 
   return acc;
 }
 
+std::pair<fp::Format, fp::Mode> fused_input_conversion(Reducer::Input input) {
+  switch (input) {
+    case Reducer::Input::none: return {fp::fp64(), fp::Mode::rne};
+    case Reducer::Input::tf32: return {fp::tf32(), fp::Mode::rz};
+    case Reducer::Input::bf16: return {fp::bf16(), fp::Mode::rne};
+    case Reducer::Input::fp16: return {fp::fp16(), fp::Mode::rne};
+    case Reducer::Input::e4m3: return {fp::e4m3(), fp::Mode::rne};
+    case Reducer::Input::e5m2: return {fp::e5m2(), fp::Mode::rne};
+  }
+  return {fp::fp64(), fp::Mode::rne};
+}
+
 FusedAddSpec tensor_core_model(std::string_view name) {
-  // N and F per MMA-Sim (arch_accum_fractional_bits: Volta 23, Ampere 24, Hopper 25; Ampere
-  // splits k16 fp16/bf16 and k8 tf32 mma into two halves; Hopper fuses the whole instruction;
-  // Hopper fp8 keeps 13 fraction bits and truncates the fp32 result to 13), agreeing with the
-  // extra-bit and FMA-width probes of Fasi et al. 2021 and FTTN 2024.
-  auto spec = [](int n, int f, fp::Format input, fp::Mode input_mode, fp::Format output) {
-    FusedAddSpec s;
-    s.products = n;
-    s.fraction_bits = f;
-    s.input = std::move(input);
-    s.input_mode = input_mode;
-    s.output = std::move(output);
-    s.output_mode = fp::Mode::rz;
-    return s;
-  };
-  using fp::Mode;
-  if (name == "tc-v100") return spec(4, 23, fp::fp16(), Mode::rne, fp::fp32());
-  if (name == "tc-a100") return spec(8, 24, fp::fp16(), Mode::rne, fp::fp32());
-  if (name == "tc-a100-bf16") return spec(8, 24, fp::bf16(), Mode::rne, fp::fp32());
-  if (name == "tc-a100-tf32") return spec(4, 24, fp::tf32(), Mode::rz, fp::fp32());
-  if (name == "tc-h100-tf32") return spec(8, 25, fp::tf32(), Mode::rz, fp::fp32());
-  if (name == "tc-h100-bf16") return spec(16, 25, fp::bf16(), Mode::rne, fp::fp32());
-  if (name == "tc-h100-fp16") return spec(16, 25, fp::fp16(), Mode::rne, fp::fp32());
-  if (name == "tc-h100-fp8") return spec(32, 13, fp::e4m3(), Mode::rne, fp::parse_format("e8m13"));
-  std::string known;
-  for (const std::string& n : tensor_core_model_names()) known += (known.empty() ? "" : ", ") + n;
-  throw fp::FormatError("unknown tensor-core model '" + std::string(name) + "' (known: " + known + ")");
+  const TensorCoreModel* model = find_tensor_core_model(name);
+  if (model == nullptr)
+    throw fp::FormatError("unknown tensor-core model '" + std::string(name) + "' (known: " + tensor_core_model_list() + ")");
+  FusedAddSpec s;
+  s.products = model->products;
+  s.fraction_bits = model->fraction_bits;
+  std::tie(s.input, s.input_mode) = fused_input_conversion(model->input);
+  s.output = fp::parse_format(model->accumulator);
+  s.output_mode = fp::Mode::rz;
+  return s;
 }
 
 std::vector<std::string> tensor_core_model_names() {
-  return {"tc-v100",      "tc-a100",      "tc-a100-bf16", "tc-a100-tf32",
-          "tc-h100-tf32", "tc-h100-bf16", "tc-h100-fp16", "tc-h100-fp8"};
+  std::vector<std::string> names;
+  for (const auto& m : tensor_core_models()) names.emplace_back(m.name);
+  return names;
 }
 
 }  // namespace fplab::sim

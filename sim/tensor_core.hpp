@@ -24,10 +24,12 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "fp/format.hpp"
 #include "fp/rounding.hpp"
+#include "sim/schedule.hpp"
 
 namespace fplab::sim {
 
@@ -115,10 +117,15 @@ class FusedFactors {
   std::vector<int32_t> a_codes_, b_codes_;
 };
 
-// Named device models (docs/tensor-cores.md): "tc-v100", "tc-a100" (fp16 inputs),
-// "tc-a100-bf16", "tc-a100-tf32", "tc-h100-tf32", "tc-h100-bf16", "tc-h100-fp16",
-// "tc-h100-fp8" (e4m3 inputs). Throws fp::FormatError naming the unknown model.
+// The fused step of a model of the registry (sim/tensor_core_models.hpp, docs/tensor-cores.md),
+// e.g. "tc-h100-tf32"; its result rounded toward zero to the model's accumulator format. Throws
+// fp::FormatError naming the unknown model.
 FusedAddSpec tensor_core_model(std::string_view name);
+
+// The format a fused step converts its factors to, and how: tf32 by truncation (the H100 ignores
+// an fp32 operand's 13 low bits), the others to nearest even (a framework's cast); none: fp64,
+// i.e. the values as they are.
+std::pair<fp::Format, fp::Mode> fused_input_conversion(Reducer::Input input);
 std::vector<std::string> tensor_core_model_names();
 
 }  // namespace fplab::sim

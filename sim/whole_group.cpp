@@ -1,5 +1,7 @@
 #include "sim/whole_group.hpp"
 
+#include <tuple>
+
 #include <cmath>
 #include <stdexcept>
 #include <vector>
@@ -8,6 +10,7 @@
 #include "fp/superaccumulator.hpp"
 #include "sim/binned_sum.hpp"
 #include "sim/tensor_core.hpp"
+#include "sim/tensor_core_models.hpp"
 
 namespace fplab::sim {
 
@@ -15,15 +18,7 @@ FusedAddSpec fused_reducer_spec(const Reducer& r, const Arithmetic& ar) {
   FusedAddSpec spec;
   spec.products = r.fused_products;
   spec.fraction_bits = r.fused_fraction_bits;
-  using In = Reducer::Input;
-  switch (r.fused_input) {  // fused(N,F,INPUT); none: the values' own products, unconverted; casts RNE
-    case In::none: spec.input = fp::fp64(); break;
-    case In::tf32: spec.input = fp::tf32(), spec.input_mode = fp::Mode::rz; break;  // the low 13 bits ignored
-    case In::bf16: spec.input = fp::bf16(); break;
-    case In::fp16: spec.input = fp::fp16(); break;
-    case In::e4m3: spec.input = fp::e4m3(); break;
-    case In::e5m2: spec.input = fp::e5m2(); break;
-  }
+  std::tie(spec.input, spec.input_mode) = fused_input_conversion(r.fused_input);
   spec.output = ar.format;
   spec.output_mode = ar.format == fp::fp32() ? fp::Mode::rz : ar.mode;
   return spec;

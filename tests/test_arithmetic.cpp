@@ -3,6 +3,7 @@
 // near-cancelling pairs, products landing in the subnormal range, sums beyond DBL_MAX, signed
 // zeros, inf and NaN. The MPFR reference computes the exact result and rounds it once. Also
 // exact_sum / exact_product against the exact value.
+#include <bit>
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
@@ -205,5 +206,47 @@ TEST_CASE("arithmetic exact_sum and exact_product: ExactValue describes the exac
       else log.fail("exact_product(" + input() + "): " + d);
     });
   }
+  log.require_none();
+}
+
+namespace {
+
+// sum_rounded_to_fp32(p, q) against MPFR's p + q rounded once to fp32, to nearest even.
+void check_sum_rounded_to_fp32(MismatchLog& log, double p, double q) {
+  auto input = [&] { return show(p) + ", " + show(q); };
+  guarded(log, input, [&] {
+    const float got = fp::sum_rounded_to_fp32(p, q);
+    const auto want = ref::round(ref::exact_add(p, q, Mode::rne), fp::fp32(), Mode::rne, false, false);
+    const bool same = (std::isnan(got) && std::isnan(want[0].value)) ||
+                      std::bit_cast<uint32_t>(got) == std::bit_cast<uint32_t>(static_cast<float>(want[0].value));
+    if (same) log.pass();
+    else log.fail("sum_rounded_to_fp32(" + input() + ") = " + show(got) + ", MPFR " + show(want[0].value));
+  });
+}
+
+}  // namespace
+
+TEST_CASE("arithmetic sum_rounded_to_fp32: the exact p + q rounded once to fp32 (nearest even) "
+          "for 300000 double pairs: every range, fp32 midpoints nudged by tiny terms, overflow, "
+          "specials",
+          "[arithmetic]") {
+  std::mt19937_64 rng(kSeed + 32);
+  const ref::Grid wide(format_named("fp64")), single(format_named("fp32"));
+  MismatchLog log("sum_rounded_to_fp32");
+  for (int i = 0; i < 300000; ++i) {
+    double p = operand(rng, (i % 2) ? single : wide), q = operand(rng, (i % 3) ? single : wide);
+    if (i % 5 == 0) {
+      // p on an fp32 midpoint (halfway between neighbours), q far below it: the case where a
+      // plain double sum followed by a conversion rounds twice.
+      const float f = static_cast<float>(operand(rng, single));
+      if (std::isfinite(f)) p = (static_cast<double>(f) + static_cast<double>(std::nextafter(f, INFINITY))) / 2;
+      q = std::ldexp((rng() & 1) ? 1.0 : -1.0, std::ilogb(p) - 40 - static_cast<int>(rng() % 30));
+    }
+    if (i % 7 == 0) q = -std::nextafter(p, (rng() & 1) ? INFINITY : -INFINITY);  // cancellation
+    check_sum_rounded_to_fp32(log, p, q);
+  }
+  constexpr double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  for (double special : {inf, -inf, nan, 0.0, -0.0, DBL_MAX, -DBL_MAX})
+    for (double other : {1.0, -1.0, inf, -inf, 0.0, -0.0, DBL_MAX}) check_sum_rounded_to_fp32(log, special, other);
   log.require_none();
 }

@@ -8,10 +8,15 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
+#include <set>
 
 #include "fp/format.hpp"
 #include "models/hw_profile.hpp"
+#include "sim/presets.hpp"
 #include "sim/schedule.hpp"
+#include "sim/tensor_core.hpp"
+#include "sim/tensor_core_models.hpp"
 
 using namespace fplab;
 using namespace fplab::models;
@@ -294,4 +299,49 @@ TEST_CASE("hw profiles: malformed profiles give one line naming the file, the li
     }
   }
   CHECK_THROWS_WITH(load_hw_profile((dir.path / "absent.toml").string()), Catch::Contains("absent.toml: cannot read"));
+}
+
+TEST_CASE("hw profiles: presets, named models and every shipped profile agree with the tensor-core registry") {
+  std::set<std::string> preset_names;
+  for (const auto& p : sim::presets()) preset_names.insert(p.name);
+  for (const auto& m : sim::tensor_core_models()) {
+    INFO(m.name);
+    // The preset of the same name is exactly the model's fused reducer over the whole group.
+    REQUIRE(preset_names.count(std::string(m.name)) == 1);
+    const sim::Schedule preset = sim::parse_schedule(m.name);
+    REQUIRE(preset.stages.size() == 1);
+    CHECK(preset.stages[0].grouping.kind == sim::Grouping::Kind::all);
+    CHECK(preset.stages[0].reducer == sim::fused_reducer(m));
+    // fused(MODEL) in the grammar names the same reducer.
+    CHECK(sim::parse_schedule("split(4):fused(" + std::string(m.name) + ") | all:seq").stages[0].reducer ==
+          sim::fused_reducer(m));
+    // The spec the MMA validation and the probes use holds the same N, F and input.
+    const sim::FusedAddSpec spec = sim::tensor_core_model(m.name);
+    CHECK(spec.products == m.products);
+    CHECK(spec.fraction_bits == m.fraction_bits);
+    CHECK(std::pair{spec.input, spec.input_mode} == sim::fused_input_conversion(m.input));
+  }
+  // Every tc-* preset comes from the registry (none written by hand beside it).
+  for (const auto& name : preset_names)
+    if (name.rfind("tc-", 0) == 0) CHECK(sim::find_tensor_core_model(name) != nullptr);
+  // Every fused step of every shipped profile is a model of the registry, and the files name it
+  // (the numbers are written once, in the registry).
+  for (const auto& name : hw_profile_names()) {
+    const HardwareProfile p = find_hw_profile(name);
+    for (const OpTable* table : {&p.default_ops, &p.deterministic_ops})
+      for (OpKind k : all_op_kinds)
+        for (const auto& stage : (*table)[k].schedule.stages) {
+          if (stage.shuffle || stage.reducer.kind != sim::Reducer::Kind::fused) continue;
+          INFO(name << " " << op_kind_name(k) << ": " << sim::to_string(stage.reducer));
+          bool known = false;
+          for (const auto& m : sim::tensor_core_models()) known = known || stage.reducer == sim::fused_reducer(m);
+          CHECK(known);
+        }
+    std::ifstream in(std::string(FPLAB_SOURCE_DIR) + "/hw_profiles/" + name + ".toml");
+    for (std::string line; std::getline(in, line);) {
+      const auto code = line.substr(0, line.find('#'));
+      INFO(name << ": " << line);
+      CHECK_FALSE(std::regex_search(code, std::regex(R"(fused\(\s*[0-9])")));
+    }
+  }
 }
