@@ -7,6 +7,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace fplab::app {
@@ -27,8 +28,10 @@ void print_json(const nlohmann::json& document);
 
 // Applies a TOML file of `long-option-name = value` pairs to a command's options, except those
 // given on the command line (flags override the file). Arrays give several values; booleans set
-// flags. Unknown keys and unreadable files: UsageError naming the file, line and key.
+// flags. Unknown keys, empty arrays and unreadable files: UsageError naming the file, line and key.
 void apply_toml_config(CLI::App* command, const std::string& path);
+// The same on a config file's text; `path` names it in errors (the fuzz harness's entry point).
+void apply_toml_text(CLI::App* command, std::string_view text, const std::string& path);
 
 // "0x3f80"-style hex of a format's bit pattern, zero-padded to the format's width.
 std::string bits_hex(uint64_t bits, int width_bits);
