@@ -234,7 +234,9 @@ void fma_chain_tile(const float* a, size_t lda, const float* b, size_t ldb, size
 
 void gemm(const Schedule& schedule, const float* a, const float* b, float* c, GemmShape shape, const Arithmetic& ar,
           const NoiseKey& key) {
-  const auto [m, n, k] = shape;
+  // Plain variables, not a structured binding: the lambdas below capture n, which C++20 allows
+  // for bindings only from clang 16 on.
+  const size_t m = shape.m, n = shape.n, k = shape.k;
   const bool first_is_reduction = !schedule.stages.empty() && !schedule.stages[0].shuffle;
   const bool fma_chains = ar.native_float() && ar.products == Products::fused && first_is_reduction &&
                           schedule.stages[0].reducer.kind == Reducer::Kind::seq;
