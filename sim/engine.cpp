@@ -237,6 +237,12 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
   // Plain variables, not a structured binding: the lambdas below capture n, which C++20 allows
   // for bindings only from clang 16 on.
   const size_t m = shape.m, n = shape.n, k = shape.k;
+  if (k == 0) {
+    // The empty sum, whatever the schedule: every output is +0 (dot_reference's value too). A
+    // and B hold nothing and may be null, so no path below may even offset them (b + j0).
+    std::fill_n(c, m * n, 0.0f);
+    return;
+  }
   const bool first_is_reduction = !schedule.stages.empty() && !schedule.stages[0].shuffle;
   const bool fma_chains = ar.native_float() && ar.products == Products::fused && first_is_reduction &&
                           schedule.stages[0].reducer.kind == Reducer::Kind::seq;

@@ -1,9 +1,10 @@
 // A GEMM with K = 0 (an MLP layer of width 0 used to reach one): every output is the empty sum,
-// +0, whatever the schedule, arithmetic or tile shape, and A and B (m x 0 and 0 x n) are never
-// read. Every path of sim::gemm is taken: FMA chains (fp32, fused products, a seq first stage),
-// rounded products, the exact GEMM, the product-term walker, the tensor-core lane form and the
-// generic emulated arithmetic. Built twice, like test_engine_vs_reference: against the native
-// sim/ (AVX-512 or AVX2 microkernels) and against sim_portable (the scalar fallbacks).
+// +0, whatever the schedule, arithmetic or tile shape, and A and B (m x 0 and 0 x n, here null)
+// are never read, nor offset (UBSan, scripts/test --sanitize, checks that). The arithmetics and
+// schedules select every path sim::gemm has for K > 0: FMA chains (fp32, fused products, a seq
+// first stage), rounded products, the exact GEMM, the product-term walker, the tensor-core lane
+// form and the generic emulated arithmetic. Built twice, like test_engine_vs_reference: against
+// the native sim/ (AVX-512 or AVX2 microkernels) and against sim_portable (scalar fallbacks).
 #include <catch2/catch.hpp>
 
 #include <bit>
