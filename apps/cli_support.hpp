@@ -17,6 +17,10 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// An error message as one line: control characters that user text brought into it (a TOML
+// parser quoting the newline it stopped at, a name read from a file) written as \n, \t, \xNN.
+std::string one_line(std::string_view message);
+
 // Numbers from the command line, or one per line from a file ("-" is stdin); blank lines and
 // lines starting with '#' are skipped. Throws UsageError when nothing is left or a file
 // cannot be read.

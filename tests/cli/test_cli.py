@@ -226,6 +226,13 @@ class Train(unittest.TestCase):
             self.assertEqual(len(lines), 1, r.stderr)
             self.assertIn(f"{config}:2: key '{key}'", lines[0])
             self.assertIn("empty array", lines[0])
+        # The TOML parser quotes the character it stopped at, here a newline: still one line.
+        with open(config, "w") as f:
+            f.write("quiet = true\nflip = t\nepochs = 1\n")
+        r = run("train", "--config", config)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+        self.assertIn(f"{config}:2:", r.stderr)
 
     def test_mlp_resume_reads_its_own_checkpoint(self):
         # An MLP checkpoint holds empty arrays; reading them was undefined behaviour (memcpy to a
