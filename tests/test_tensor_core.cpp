@@ -357,8 +357,13 @@ Case random_case(std::mt19937_64& rng, const sim::FusedAddSpec& s, size_t max_le
     case 0: c.acc = rng() % 2 ? 0.0 : -0.0; break;
     case 1: c.acc = random_value(rng, s.output); break;
     case 2: c.acc = -fp::round_double(c.a[0] * c.b[0], s.output, {Mode::rne}).value; break;
-    default: c.acc = std::ldexp(random_value(rng, s.output, s.output.bias(), s.output.bias()),
-                                std::ilogb(c.a[0] * c.b[0] + 0x1p-1000) + int(rng() % 9) - 4);
+    default: {
+      // Near the first product's exponent. fp64 factors can overflow it to inf (or NaN), whose
+      // ilogb is INT_MAX: then near the largest exponent.
+      const double product = c.a[0] * c.b[0] + 0x1p-1000;
+      const int e = std::isfinite(product) ? std::ilogb(product) : 1023;
+      c.acc = std::ldexp(random_value(rng, s.output, s.output.bias(), s.output.bias()), e + int(rng() % 9) - 4);
+    }
   }
   if (rng() % 256 == 0) c.a[rng() % n] = (rng() % 2 ? NAN : INFINITY);
   if (rng() % 256 == 0) c.acc = -INFINITY;
