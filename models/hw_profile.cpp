@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <optional>
+#include <sstream>
 
 #include "fp/format.hpp"
 #include "fp/rounding.hpp"
@@ -156,9 +158,17 @@ bool valid_name(const std::string& name) {
 
 HardwareProfile load_hw_profile(const std::string& path) {
   if (!std::filesystem::is_regular_file(path)) throw fp::FormatError(path + ": cannot read hardware profile (no such file)");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw fp::FormatError(path + ": cannot read hardware profile");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_hw_profile(text.str(), path);
+}
+
+HardwareProfile parse_hw_profile(std::string_view text, const std::string& path) {
   toml::table doc;
   try {
-    doc = toml::parse_file(path);
+    doc = toml::parse(text, path);
   } catch (const toml::parse_error& e) {
     throw fp::FormatError(path + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
   }

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "models/op_table.hpp"
@@ -41,6 +42,8 @@ std::string default_hw_profiles_dir();
 
 // Reads one profile. Errors (fp::FormatError, one line) name the file, the line and the key.
 HardwareProfile load_hw_profile(const std::string& path);
+// The same from a file's text; `path` names it in errors (the fuzz harness's entry point).
+HardwareProfile parse_hw_profile(std::string_view text, const std::string& path);
 
 // The profile names in `dir` (the stems of its *.toml files), sorted. "" means
 // default_hw_profiles_dir().

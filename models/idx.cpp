@@ -81,7 +81,10 @@ uint32_t big_endian_u32(const uint8_t* p) {
   return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
 }
 
-IdxArray parse(const std::string& path, std::vector<uint8_t> bytes, uint32_t expected_magic, const std::string& what) {
+}  // namespace
+
+IdxArray parse_idx(std::vector<uint8_t> bytes, const std::string& path, uint32_t expected_magic,
+                   const std::string& what) {
   if (bytes.size() < 4)
     throw DataError(path, "truncated: an IDX file starts with a 4-byte magic number, got " +
                               std::to_string(bytes.size()) + " bytes");
@@ -122,12 +125,10 @@ IdxArray parse(const std::string& path, std::vector<uint8_t> bytes, uint32_t exp
   return array;
 }
 
-}  // namespace
-
-IdxArray read_idx(const std::string& path) { return parse(path, read_all(path), 0, "elements"); }
+IdxArray read_idx(const std::string& path) { return parse_idx(read_all(path), path, 0, "elements"); }
 
 IdxArray read_idx(const std::string& path, uint32_t expected_magic, const std::string& what) {
-  return parse(path, read_all(path), expected_magic, what);
+  return parse_idx(read_all(path), path, expected_magic, what);
 }
 
 }  // namespace fplab::models
