@@ -39,6 +39,22 @@ std::vector<std::string> read_number_texts(const std::vector<std::string>& argum
   return texts;
 }
 
+std::string one_line(std::string_view message) {
+  std::string out;
+  out.reserve(message.size());
+  for (const char c : message) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else if (byte < 0x20 || byte == 0x7f) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", byte);
+      out += escaped;
+    } else out += c;
+  }
+  return out;
+}
+
 nlohmann::json json_number(double value) {
   if (std::isfinite(value)) return value;
   return nullptr;
@@ -47,9 +63,17 @@ nlohmann::json json_number(double value) {
 void print_json(const nlohmann::json& document) { std::cout << document.dump(2) << '\n'; }
 
 void apply_toml_config(CLI::App* command, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UsageError(path + ": cannot read the config file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  apply_toml_text(command, text.str(), path);
+}
+
+void apply_toml_text(CLI::App* command, std::string_view text, const std::string& path) {
   toml::table doc;
   try {
-    doc = toml::parse_file(path);
+    doc = toml::parse(text, path);
   } catch (const toml::parse_error& e) {
     throw UsageError(path + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
   }
@@ -76,9 +100,13 @@ void apply_toml_config(CLI::App* command, const std::string& path) {
       if (auto b = v.as_boolean()) return b->get() ? "true" : "false";
       throw UsageError(where + ": key '" + name + "' must be a string, number, boolean or array of them");
     };
-    if (const auto* array = node.as_array())
+    if (const auto* array = node.as_array()) {
+      // An empty array gives the option no value at all, which CLI11's callbacks do not expect
+      // (a flag's reads its first result): refused, like every other key that cannot be applied.
+      if (array->empty())
+        throw UsageError(where + ": key '" + name + "' is an empty array (give a value, or leave the key out)");
       for (const auto& element : *array) option->add_result(text(element));
-    else
+    } else
       option->add_result(text(node));
     try {
       option->run_callback();

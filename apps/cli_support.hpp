@@ -7,6 +7,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace fplab::app {
@@ -15,6 +16,10 @@ namespace fplab::app {
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+// An error message as one line: control characters that user text brought into it (a TOML
+// parser quoting the newline it stopped at, a name read from a file) written as \n, \t, \xNN.
+std::string one_line(std::string_view message);
 
 // Numbers from the command line, or one per line from a file ("-" is stdin); blank lines and
 // lines starting with '#' are skipped. Throws UsageError when nothing is left or a file
@@ -27,8 +32,10 @@ void print_json(const nlohmann::json& document);
 
 // Applies a TOML file of `long-option-name = value` pairs to a command's options, except those
 // given on the command line (flags override the file). Arrays give several values; booleans set
-// flags. Unknown keys and unreadable files: UsageError naming the file, line and key.
+// flags. Unknown keys, empty arrays and unreadable files: UsageError naming the file, line and key.
 void apply_toml_config(CLI::App* command, const std::string& path);
+// The same on a config file's text; `path` names it in errors (the fuzz harness's entry point).
+void apply_toml_text(CLI::App* command, std::string_view text, const std::string& path);
 
 // For every option held in an unsigned integer (seeds, sizes, counts): CLI11 itself wraps "-1"
 // to 2^64-1 and saturates numbers past it; this refuses both, and anything but decimal digits.

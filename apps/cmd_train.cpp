@@ -1,4 +1,5 @@
 // fplab train: train a model on Fashion-MNIST with every reduction following a schedule.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -75,6 +76,9 @@ models::TrainConfig make_config(const TrainArgs& a) {
   check_numbers(a);
   models::TrainConfig c;
   c.model = {a.model, a.hidden, a.kernel, a.dropout};
+  // Refused here, before anything is printed or loaded (models/build_model refuses it too).
+  if (std::find(a.hidden.begin(), a.hidden.end(), size_t{0}) != a.hidden.end())
+    throw UsageError("--hidden: every layer needs at least 1 unit (0 makes a layer of width 0)");
   c.optimizer.kind = a.optimizer;
   c.optimizer.lr = a.lr;
   c.optimizer.momentum = a.momentum;

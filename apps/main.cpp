@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
       names += (names.empty() ? "" : ", ") + sub->get_name();
     }
     if (!known) {
-      std::cerr << "fplab: error: unknown command '" << argv[1] << "' (known: " << names << ")\n";
+      std::cerr << "fplab: error: unknown command '" << fplab::app::one_line(argv[1]) << "' (known: " << names << ")\n";
       return 2;
     }
   }
@@ -65,19 +65,19 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "fplab: error: " << e.what() << " (see fplab --help)\n";
+    std::cerr << "fplab: error: " << fplab::app::one_line(e.what()) << " (see fplab --help)\n";
     return 2;
   }
   try {
     return run();
   } catch (const fplab::app::UsageError& e) {
-    std::cerr << "fplab: error: " << e.what() << '\n';
+    std::cerr << "fplab: error: " << fplab::app::one_line(e.what()) << '\n';
   } catch (const fplab::sim::ScheduleError& e) {
-    std::cerr << "fplab: error: " << e.what() << '\n';
+    std::cerr << "fplab: error: " << fplab::app::one_line(e.what()) << '\n';
   } catch (const fplab::fp::FormatError& e) {
-    std::cerr << "fplab: error: " << e.what() << '\n';
+    std::cerr << "fplab: error: " << fplab::app::one_line(e.what()) << '\n';
   } catch (const std::exception& e) {
-    std::cerr << "fplab: error: " << e.what() << '\n';
+    std::cerr << "fplab: error: " << fplab::app::one_line(e.what()) << '\n';
   }
   return 2;
 }

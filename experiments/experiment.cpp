@@ -3,7 +3,9 @@
 #include <toml++/toml.h>
 
 #include <filesystem>
+#include <fstream>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 
 #include "fp/format.hpp"
@@ -137,9 +139,17 @@ struct Reader {
 }  // namespace
 
 Experiment load_experiment(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path + ": cannot read the experiment file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_experiment(text.str(), path);
+}
+
+Experiment parse_experiment(std::string_view text, const std::string& path) {
   toml::table doc;
   try {
-    doc = toml::parse_file(path);
+    doc = toml::parse(text, path);
   } catch (const toml::parse_error& e) {
     throw std::runtime_error(path + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
   }

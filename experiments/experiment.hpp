@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "models/trainer.hpp"
@@ -39,5 +40,7 @@ struct Experiment {
 
 // Errors name the file, the line and the key (one line).
 Experiment load_experiment(const std::string& path);
+// The same from a file's text; `path` names it in errors (the fuzz harness's entry point).
+Experiment parse_experiment(std::string_view text, const std::string& path);
 
 }  // namespace fplab::experiments

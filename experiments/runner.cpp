@@ -75,7 +75,8 @@ bool load_replica(const std::string& path, const models::TrainConfig& c, Replica
   r.impl_seed = seeds[1];
   util::Sha256 h;
   h.update(r.weights.data(), r.weights.size() * sizeof(float));
-  h.update(r.buffers.data(), r.buffers.size() * sizeof(float));
+  // No buffers (an MLP): data() is null, which Sha256::update must not memcpy from (UBSan).
+  if (!r.buffers.empty()) h.update(r.buffers.data(), r.buffers.size() * sizeof(float));
   r.weights_sha256 = h.hex_digest();
   r.predictions_sha256 = util::sha256_hex(r.predictions.data(), r.predictions.size());
   return true;

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "fp/format.hpp"
+#include "fp/round.hpp"
 
 namespace fplab::fp {
 namespace {
@@ -32,7 +33,8 @@ int read(mpfr_t x, std::string_view text, mpfr_rnd_t rounding) {
   const std::string s = trim(text);
   char* end = nullptr;
   const int ternary = s.empty() ? 0 : mpfr_strtofr(x, s.c_str(), &end, 0, rounding);
-  if (s.empty() || end == s.c_str() || *end != '\0')
+  // The whole text, NUL bytes included: MPFR stops at the first, which must not make "1<NUL>x" a 1.
+  if (s.empty() || end != s.c_str() + s.size())
     throw FormatError("cannot read '" + std::string(text) + "' as a number");
   return ternary;
 }
@@ -62,6 +64,17 @@ ExactValue parse_number(std::string_view text) {
 double parse_double(std::string_view text) {
   Mpfr x(53);
   read(x.value, text, MPFR_RNDN);
+  // MPFR keeps 53 bits at every exponent, a double fewer below 2^-1022: there, rounding to 53
+  // bits and then to the subnormal grid (mpfr_get_d) would round twice (0x0.637962a741b55p-1022
+  // printed shortest read back one ulp off). Such a number is rounded once, from 64 bits and a
+  // sticky bit; one too small even for those is a zero of its sign.
+  if (mpfr_regular_p(x.value) && mpfr_get_exp(x.value) <= -1021) {
+    try {
+      return round_exact(parse_number(text), fp64(), {}).value;
+    } catch (const FormatError&) {
+      return mpfr_signbit(x.value) ? -0.0 : 0.0;
+    }
+  }
   return mpfr_get_d(x.value, MPFR_RNDN);
 }
 

@@ -64,6 +64,14 @@ const char* type_name(ArrayType type) {
 
 size_t element_size(ArrayType type) { return type == ArrayType::float32 ? 4 : 8; }
 
+// n elements from unaligned bytes. An empty array (an MLP's empty optimizer state, say) is left
+// alone: its vector's data() is null, and memcpy to null is undefined even for 0 bytes.
+template <class T>
+void copy_elements(std::vector<T>& dest, const uint8_t* data, size_t n) {
+  dest.resize(n);
+  if (n > 0) std::memcpy(dest.data(), data, n * sizeof(T));
+}
+
 }  // namespace
 
 void write_file_atomically(const std::string& path, std::span<const uint8_t> bytes) {
@@ -205,9 +213,9 @@ CheckpointReader CheckpointReader::parse(std::span<const uint8_t> bytes, const s
     const uint8_t* data = bytes.data() + at;
     const size_t n = static_cast<size_t>(elements);
     switch (type) {
-      case ArrayType::float32: entry.f32.resize(n); std::memcpy(entry.f32.data(), data, n * 4); break;
-      case ArrayType::float64: entry.f64.resize(n); std::memcpy(entry.f64.data(), data, n * 8); break;
-      case ArrayType::uint64: entry.u64.resize(n); std::memcpy(entry.u64.data(), data, n * 8); break;
+      case ArrayType::float32: copy_elements(entry.f32, data, n); break;
+      case ArrayType::float64: copy_elements(entry.f64, data, n); break;
+      case ArrayType::uint64: copy_elements(entry.u64, data, n); break;
     }
     at += n * element_size(type);
     if (reader.find(entry.name) != nullptr) throw malformed("array '" + entry.name + "' appears twice");

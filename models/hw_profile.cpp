@@ -165,9 +165,9 @@ HardwareProfile load_hw_profile(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) throw fp::FormatError(path + ": cannot read hardware profile (no such file)");
   std::ifstream in(path, std::ios::binary);
+  if (!in) throw fp::FormatError(path + ": cannot read hardware profile");
   std::ostringstream text;
   text << in.rdbuf();
-  if (!in) throw fp::FormatError(path + ": cannot read hardware profile");
   return parse_hw_profile(text.str(), path);
 }
 

@@ -44,7 +44,8 @@ std::vector<std::string> hw_profile_search_folders(const std::vector<std::string
 
 // Reads one profile. Errors (fp::FormatError, one line) name the file, the line and the key.
 HardwareProfile load_hw_profile(const std::string& path);
-// The same from TOML text; `source` names it in errors and becomes the profile's path.
+// The same from TOML text; `source` names it in errors and becomes the profile's path (the
+// built-in profiles and the fuzz harness use it).
 HardwareProfile parse_hw_profile(std::string_view text, const std::string& source);
 
 // Every profile name the search path knows (user folders and shipped), sorted, each once.

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <span>
 
 namespace fplab::models {
 namespace {
@@ -108,10 +109,26 @@ uint32_t big_endian_u32(const uint8_t* p) {
   return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
 }
 
-// Reads the header, checks it, then exactly the elements it promises and one byte more (to
-// report trailing data): memory and time are bounded by the header, never by the file.
-IdxArray read_checked(const std::string& path, uint32_t expected_magic, const std::string& what) {
-  IdxStream in(path);
+// Bytes already in memory (the fuzz harness's input), read like a stream.
+class MemorySource {
+ public:
+  explicit MemorySource(std::span<const uint8_t> bytes) : bytes_(bytes) {}
+  size_t read(uint8_t* out, size_t size) {
+    const size_t n = std::min(size, bytes_.size() - at_);
+    if (n > 0) std::memcpy(out, bytes_.data() + at_, n);
+    at_ += n;
+    return n;
+  }
+
+ private:
+  std::span<const uint8_t> bytes_;
+  size_t at_ = 0;
+};
+
+// Reads the header, checks it, then exactly the elements it promises and a bounded count more
+// (to report trailing data): memory and time are bounded by the header, never by the file.
+template <class Source>
+IdxArray read_checked(Source& in, const std::string& path, uint32_t expected_magic, const std::string& what) {
   uint8_t head[4 + 4 * 4];
   const size_t got = in.read(head, 4);
   if (got < 4)
@@ -160,10 +177,17 @@ IdxArray read_checked(const std::string& path, uint32_t expected_magic, const st
 
 }  // namespace
 
-IdxArray read_idx(const std::string& path) { return read_checked(path, 0, "elements"); }
+IdxArray read_idx(const std::string& path) { return read_idx(path, 0, "elements"); }
 
 IdxArray read_idx(const std::string& path, uint32_t expected_magic, const std::string& what) {
-  return read_checked(path, expected_magic, what);
+  IdxStream in(path);
+  return read_checked(in, path, expected_magic, what);
+}
+
+IdxArray parse_idx(std::vector<uint8_t> bytes, const std::string& path, uint32_t expected_magic,
+                   const std::string& what) {
+  MemorySource in(bytes);
+  return read_checked(in, path, expected_magic, what);
 }
 
 }  // namespace fplab::models

@@ -33,4 +33,8 @@ IdxArray read_idx(const std::string& path);
 // fixes the number of dimensions). `what` names the elements in errors ("pixels", "labels").
 IdxArray read_idx(const std::string& path, uint32_t expected_magic, const std::string& what);
 
+// The same on a file's bytes, already decompressed; `path` names it in errors, expected_magic 0
+// takes any (the fuzz harness's entry point).
+IdxArray parse_idx(std::vector<uint8_t> bytes, const std::string& path, uint32_t expected_magic, const std::string& what);
+
 }  // namespace fplab::models

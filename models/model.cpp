@@ -92,6 +92,9 @@ Model<T> build_model(const ModelSpec& spec, const std::vector<size_t>& input_sha
   if (spec.dropout < 0 || spec.dropout >= 1) throw fp::FormatError("dropout must be in [0, 1)");
   if (spec.name == "mlp") {
     if (spec.hidden.empty()) throw fp::FormatError("mlp needs at least one hidden size (e.g. --hidden 128)");
+    // A layer of width 0 would make the next GEMM's K zero: nothing to learn, and no caller means it.
+    for (size_t h : spec.hidden)
+      if (h == 0) throw fp::FormatError("mlp hidden sizes must be at least 1 (--hidden 0 makes a layer of width 0)");
     dense_head(spec.hidden);
   } else if (spec.name == "small_cnn" || spec.name == "small_cnn_bn") {
     for (size_t channels : {16, 32, 32}) {

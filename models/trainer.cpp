@@ -245,7 +245,9 @@ TrainResult train(const TrainConfig& config, const Dataset& data, const Progress
   result.buffers = gather(model.buffers());
   util::Sha256 h;
   h.update(result.weights.data(), result.weights.size() * sizeof(float));
-  h.update(result.buffers.data(), result.buffers.size() * sizeof(float));
+  // A model without buffers (an MLP) has an empty vector, data() null: Sha256::update would
+  // memcpy from null, undefined even for 0 bytes (found by scripts/test --sanitize).
+  if (!result.buffers.empty()) h.update(result.buffers.data(), result.buffers.size() * sizeof(float));
   result.weights_sha256 = h.hex_digest();
   result.predictions_sha256 = util::sha256_hex(result.predictions.data(), result.predictions.size());
   return result;

@@ -160,10 +160,16 @@ inline void fma_chain_pass(const float* const rows[4], const float* b, size_t ld
 
 // acc[r][c] = fma chain over the k-indices first, first + stride, ... (count of them), starting
 // from the rounded first product: exactly a sequence of FMAs per output. The tile is mr <= 4
-// rows by nr <= 64 columns; out is mr x nr, row-major.
+// rows by nr <= 64 columns; out is mr x nr, row-major. count == 0 (a GEMM with K = 0, whose
+// only group is empty) is the empty sum, +0: every form below loads the first product before
+// its loop, so that case must not reach them (A and B may then be empty, even null).
 void fma_chain_tile(const float* a, size_t lda, const float* b, size_t ldb, size_t first, size_t stride, size_t count,
                     size_t mr, size_t nr, float* out) {
   static_assert(kGemmTileRows == 4 && kGemmTileCols == 64, "the microkernel is written for 4 x 64 tiles");
+  if (count == 0) {
+    std::fill_n(out, mr * nr, 0.0f);
+    return;
+  }
 #if defined(__AVX512F__)
   // 16 accumulators of 16 floats: 4 rows x 4 vectors; one broadcast of a[r][k] feeds 4 FMAs.
   // Partial tiles use masked loads and stores (rows past mr compute on row 0's data, unused).
@@ -228,7 +234,15 @@ void fma_chain_tile(const float* a, size_t lda, const float* b, size_t ldb, size
 
 void gemm(const Schedule& schedule, const float* a, const float* b, float* c, GemmShape shape, const Arithmetic& ar,
           const NoiseKey& key) {
-  const auto [m, n, k] = shape;
+  // Plain variables, not a structured binding: the lambdas below capture n, which C++20 allows
+  // for bindings only from clang 16 on.
+  const size_t m = shape.m, n = shape.n, k = shape.k;
+  if (k == 0) {
+    // The empty sum, whatever the schedule: every output is +0 (dot_reference's value too). A
+    // and B hold nothing and may be null, so no path below may even offset them (b + j0).
+    std::fill_n(c, m * n, 0.0f);
+    return;
+  }
   const bool first_is_reduction = !schedule.stages.empty() && !schedule.stages[0].shuffle;
   const bool fma_chains = ar.native_float() && ar.products == Products::fused && first_is_reduction &&
                           schedule.stages[0].reducer.kind == Reducer::Kind::seq;

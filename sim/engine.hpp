@@ -29,7 +29,8 @@ NoiseKey batch_output_key(const NoiseKey& key, size_t output, size_t tile_output
 // C = A B with A (m x k), B (k x n), C (m x n), row-major fp32; the reduction over k of every
 // output follows the schedule and arithmetic (a product term is a[i,t] * b[t,j]). Output (i, j)
 // equals dot_reference of row i and column j with gemm_output_key(key, i, j, n), stored as a float
-// (formats wider than fp32 are rounded to nearest there).
+// (formats wider than fp32 are rounded to nearest there). K = 0 gives +0 everywhere (the empty
+// sum); A and B are then not read and may be null.
 struct GemmShape {
   size_t m, n, k;
 };

@@ -111,8 +111,9 @@ class FusedFactors {
   const float *a_, *b_;
   size_t m_, n_, k_;
   FusedAddSpec spec_;
-  bool prepared_ = false;
-  size_t ldb_ = 0;  // n + 16: a row of B's values and codes is readable 16 past any column
+  // Only the AVX2 form prepares converted factors: unused in other builds (clang would warn).
+  [[maybe_unused]] bool prepared_ = false;
+  [[maybe_unused]] size_t ldb_ = 0;  // n + 16: a row of B's values and codes is readable 16 past any column
   std::vector<double> a_values_, b_values_;
   std::vector<int32_t> a_codes_, b_codes_;
 };

@@ -24,8 +24,10 @@
 // GCC 12 warns about the undefined pass-through operand inside its own unmasked AVX-512
 // intrinsics (GCC PR 105593; as "maybe" or, depending on inlining, as certain); nothing of ours
 // is uninitialised.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 #elif defined(__AVX2__)
 #include <immintrin.h>
 #define FPLAB_FUSED_LANES_AVX2 1
@@ -43,8 +45,9 @@ constexpr int kLaneExponentLimit = 480;
 constexpr int kNoExponent = -(1 << 20);  // no nonzero term seen
 constexpr size_t kLaneBlock = 16;
 // Exponent codes of fp32 factors in the GEMM tile form: a term's code is the sum of its factors'.
-constexpr int64_t kZeroCode = kNoExponent, kSpecialCode = int64_t{1} << 22;
-constexpr int64_t kNoTermsBelow = kNoExponent / 2, kSpecialFrom = kSpecialCode / 2;
+// (Only the vector forms read some: [[maybe_unused]] for the baseline x86-64 build.)
+[[maybe_unused]] constexpr int64_t kZeroCode = kNoExponent, kSpecialCode = int64_t{1} << 22;
+[[maybe_unused]] constexpr int64_t kNoTermsBelow = kNoExponent / 2, kSpecialFrom = kSpecialCode / 2;
 
 int raw_exponent(double x) { return fp::binary64::biased_exponent(std::bit_cast<uint64_t>(x)) - fp::binary64::kBias; }
 using fp::binary64::power_of_two;  // |e| <= 1022

@@ -3,6 +3,8 @@
 // finished replicas; two "ranks" sharing a folder give the single-process summary.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -18,8 +20,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// Temporary names carry the process id: every worktree's build runs this test, often at once,
+// and one run's remove_all of a shared folder made another's checkpoint writes fail.
+std::string temp_name(const std::string& name) { return "fplab_test_" + std::to_string(::getpid()) + "_" + name; }
+
 std::string write_temp(const std::string& name, const std::string& text) {
-  const auto path = (fs::temp_directory_path() / ("fplab_test_" + name)).string();
+  const auto path = (fs::temp_directory_path() / temp_name(name)).string();
   std::ofstream(path) << text;
   return path;
 }
@@ -140,7 +146,7 @@ TEST_CASE("experiment config: errors name the file, the line and the key") {
 TEST_CASE("runner: Control replicas are bit-identical (churn 0, L2 0); IMPL under atomics is not; resume and ranks agree") {
   const auto path = write_temp("tiny.toml", kTiny);
   const auto experiment = load_experiment(path);
-  const std::string out = (fs::temp_directory_path() / "fplab_test_run").string();
+  const std::string out = (fs::temp_directory_path() / temp_name("run")).string();
   fs::remove_all(out);
   RunOptions o;
   o.out_dir = out;

@@ -11,6 +11,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <set>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -311,12 +312,16 @@ double reference_dot(double acc, const std::vector<double>& a, const std::vector
   return acc;
 }
 
+// The low `width` bits set. A 64-bit format needs its own case: shifting a uint64_t by 64 is
+// undefined, and x86 shifts by 0 instead, which made every fp64 draw +0 or a power of two.
+uint64_t low_bits(int width) { return width >= 64 ? ~uint64_t{0} : (uint64_t{1} << width) - 1; }
+
 // A value of the format: random bits, or with the biased exponent field drawn from [lo, hi]
 // (0 gives subnormals), finite unless specials are allowed.
 double random_value(std::mt19937_64& rng, const fp::Format& f, int lo = -1, int hi = -1,
                     bool specials = false) {
   for (;;) {
-    uint64_t bits = rng() & ((uint64_t{1} << f.width()) - 1);
+    uint64_t bits = rng() & low_bits(f.width());
     if (lo >= 0) {
       const uint64_t field = lo + rng() % uint64_t(hi - lo + 1);
       bits = (bits & ~(((uint64_t{1} << f.exp_bits) - 1) << f.man_bits)) | (field << f.man_bits);
@@ -352,8 +357,13 @@ Case random_case(std::mt19937_64& rng, const sim::FusedAddSpec& s, size_t max_le
     case 0: c.acc = rng() % 2 ? 0.0 : -0.0; break;
     case 1: c.acc = random_value(rng, s.output); break;
     case 2: c.acc = -fp::round_double(c.a[0] * c.b[0], s.output, {Mode::rne}).value; break;
-    default: c.acc = std::ldexp(random_value(rng, s.output, s.output.bias(), s.output.bias()),
-                                std::ilogb(c.a[0] * c.b[0] + 0x1p-1000) + int(rng() % 9) - 4);
+    default: {
+      // Near the first product's exponent. fp64 factors can overflow it to inf (or NaN), whose
+      // ilogb is INT_MAX: then near the largest exponent.
+      const double product = c.a[0] * c.b[0] + 0x1p-1000;
+      const int e = std::isfinite(product) ? std::ilogb(product) : 1023;
+      c.acc = std::ldexp(random_value(rng, s.output, s.output.bias(), s.output.bias()), e + int(rng() % 9) - 4);
+    }
   }
   if (rng() % 256 == 0) c.a[rng() % n] = (rng() % 2 ? NAN : INFINITY);
   if (rng() % 256 == 0) c.acc = -INFINITY;
@@ -374,6 +384,41 @@ sim::FusedAddSpec variant(const char* name, void (*edit)(sim::FusedAddSpec&)) {
 
 }  // namespace
 
+// The random tests below are only as good as their inputs: every format they draw from (fp64
+// included, the widest) must give both signs, most exponents and full significands (lowest and
+// highest fraction bits set), both from random bits and from a band of exponents.
+TEST_CASE("random_value spans signs, exponents and significands of every input format, fp64 included", "[random]") {
+  for (const fp::Format& f : {fp::fp64(), fp::fp32(), fp::bf16(), fp::fp16(), fp::e4m3(), fp::e5m2()}) {
+    std::mt19937_64 rng(99);
+    for (const bool band : {false, true}) {
+      const int bias = f.bias();
+      std::set<int> exponents;
+      bool negative = false, positive = false, low_fraction_bit = false, high_fraction_bit = false;
+      for (int i = 0; i < 2000; ++i) {
+        const double x = band ? random_value(rng, f, bias - 6, bias + 6) : random_value(rng, f);
+        if (x == 0) continue;
+        (std::signbit(x) ? negative : positive) = true;
+        int e = 0;
+        const double m = std::frexp(std::fabs(x), &e);  // m in [0.5, 1): 1.f x 2^(e-1)
+        exponents.insert(e);
+        // The fraction as an integer of man_bits bits (exact for normal values of the format).
+        const double fraction = std::ldexp(m * 2 - 1, f.man_bits);
+        if (x >= f.min_normal()) {
+          low_fraction_bit |= std::fmod(fraction, 2) == 1;
+          high_fraction_bit |= m >= 0.75;
+        }
+      }
+      INFO(f.name << (band ? " exponent band" : " random bits"));
+      CHECK(negative);
+      CHECK(positive);
+      CHECK(low_fraction_bit);
+      CHECK(high_fraction_bit);
+      const size_t exponent_values = band ? 13 : std::min<size_t>(100, (size_t{1} << f.exp_bits) - 2);
+      CHECK(exponents.size() >= exponent_values);
+    }
+  }
+}
+
 TEST_CASE("fused step vs MPFR reference: every device model and variants, 10^5 seeded random steps", "[random]") {
   std::vector<std::pair<std::string, sim::FusedAddSpec>> specs;
   for (const std::string& name : sim::tensor_core_model_names()) specs.push_back({name, sim::tensor_core_model(name)});
@@ -387,7 +432,11 @@ TEST_CASE("fused step vs MPFR reference: every device model and variants, 10^5 s
   specs.push_back({"fp64 in/out N4 F60", variant("tc-v100", [](auto& s) { s.input = fp::fp64(); s.output = fp::fp64(); s.fraction_bits = 60; })});
 
   const size_t steps_per_spec = 100000 / specs.size() + 1;
-  for (const auto& [name, spec] : specs) {
+  // Named members, not a structured binding: the lambdas below capture spec, which C++20
+  // allows for bindings only from clang 16 on.
+  for (const auto& named : specs) {
+    const std::string& name = named.first;
+    const sim::FusedAddSpec& spec = named.second;
     MismatchLog log("fused step " + name);
     std::mt19937_64 rng(std::hash<std::string>{}(name));
     for (size_t t = 0; t < steps_per_spec; ++t) {
@@ -594,7 +643,11 @@ TEST_CASE("fused step on a GEMM tile == the scalar step per output: fp32 factors
       {"tc-h100-fp16 (fp16 conversion: overflow, fp16 subnormals)", sim::tensor_core_model("tc-h100-fp16")},
       {"tc-v100 (fp16 conversion, 4 products)", sim::tensor_core_model("tc-v100")}};
   const sim::FusedAddSpec fp32_data = variant("tc-h100-tf32", [](auto& s) { s.input_mode = Mode::rne; s.input = fp::fp32(); });
-  for (const auto& [name, spec] : specs) {
+  // Named members, not a structured binding: the lambdas below capture spec, which C++20
+  // allows for bindings only from clang 16 on.
+  for (const auto& named : specs) {
+    const std::string& name = named.first;
+    const sim::FusedAddSpec& spec = named.second;
     MismatchLog log("fused tile " + name);
     std::mt19937_64 rng(std::hash<std::string>{}(name) + 5);
     for (int trial = 0; trial < 150; ++trial) {
