@@ -159,8 +159,17 @@ IdxArray read_checked(Source& in, const std::string& path, uint32_t expected_mag
   if (elements > kMaxElements)
     throw DataError(path, "the header promises more than " + std::to_string(kMaxElements) + " bytes of " + what +
                               " (dimensions too large for an image data set)");
-  array.data.resize(elements);
-  const size_t payload = in.read(array.data.data(), elements);
+  // Grown as the data arrives, so that a header promising gigabytes over a short file costs
+  // what the file holds, not what the header says.
+  size_t payload = 0;
+  while (payload < elements) {
+    const size_t chunk = static_cast<size_t>(std::min<uint64_t>(elements - payload, 1u << 20));
+    array.data.resize(payload + chunk);
+    const size_t got = in.read(array.data.data() + payload, chunk);
+    payload += got;
+    if (got < chunk) break;
+  }
+  array.data.resize(payload);
   if (payload < elements)
     throw DataError(path, "truncated: expected " + std::to_string(elements) + " bytes of " + what + ", got " +
                               std::to_string(payload));

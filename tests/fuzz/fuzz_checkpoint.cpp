@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "models/checkpoint_io.hpp"
-#include "models/sha256.hpp"
+#include "util/sha256.hpp"
 
 namespace {
 
@@ -69,7 +69,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   put<uint32_t>(sealed, data[0]);
   put<uint64_t>(sealed, 8 + 4 + 4 + 8 + (size - 1) + 32);
   sealed.insert(sealed.end(), data + 1, data + size);
-  const Sha256Digest checksum = sha256(sealed.data(), sealed.size());
+  const fplab::util::Sha256Digest checksum = fplab::util::sha256(sealed.data(), sealed.size());
   sealed.insert(sealed.end(), checksum.begin(), checksum.end());
   parse_one(sealed);
   return 0;
