@@ -21,6 +21,7 @@
 #include "sim/cuda/gpu_stats.hpp"
 #include "sim/generate.hpp"
 #include "tools/gpu/tool_cli.hpp"
+#include "tools/gpu/tool_device.hpp"
 #include "tools/gpu/tool_rng.hpp"
 
 using namespace fplab;
@@ -54,13 +55,9 @@ int main(int argc, char** argv) {
   app.add_option("--runs", runs, "runs of each launch shape")->check(CLI::Range(2, 1 << 20))->capture_default_str();
   app.footer("Examples:\n  gpu_atomic_order\n  gpu_atomic_order --runs 200 --json out/gpu_atomic_order.json\n");
   if (const int status = tools::gpu::parse_options(app, argc, argv); status >= 0) return status;
-  std::string why;
-  if (!device_available(&why)) {
-    std::printf("SKIPPED: %s\n", why.c_str());
-    return 0;
-  }
-  const DeviceInfo info = device_info();
-  std::printf("device: %s\n", info.describe().c_str());
+  const auto device = tools::gpu::device_or_skip();
+  if (!device) return 0;
+  const DeviceInfo& info = *device;
   const int64_t sms = info.sm_count;
   const std::vector<Shape> shapes = {
       {256, sms, 1 << 24},       {256, 8 * sms, 1 << 24},  {256, 32 * sms, 1 << 24}, {256, 1024, 1 << 24},

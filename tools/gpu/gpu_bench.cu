@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <ctime>
 #include <fstream>
 #include <functional>
 #include <string>
@@ -26,6 +25,7 @@
 #include "sim/cuda/gpu_timing.cuh"
 #include "sim/engine.hpp"
 #include "tools/gpu/tool_cli.hpp"
+#include "tools/gpu/tool_device.hpp"
 #include "tools/gpu/tool_rng.hpp"
 
 using namespace fplab;
@@ -73,16 +73,10 @@ int main(int argc, char** argv) {
   app.add_option("--gib", gib, "GiB of fp32 to sum")->check(CLI::Range(1e-6, 64.0))->capture_default_str();
   app.footer("Examples:\n  gpu_bench\n  gpu_bench --json out/gpu_bench.json --reps 30\n  gpu_bench --gib 0.25 --reps 5\n");
   if (const int status = tools::gpu::parse_options(app, argc, argv); status >= 0) return status;
-  std::string why;
-  if (!device_available(&why)) {
-    std::printf("SKIPPED: %s\n", why.c_str());
-    return 0;
-  }
-  const DeviceInfo info = device_info();
-  char date[32];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
-  std::printf("device: %s\ndate: %s\n", info.describe().c_str(), date);
+  const std::string date = tools::gpu::utc_now();
+  const auto device = tools::gpu::device_or_skip(&date);
+  if (!device) return 0;
+  const DeviceInfo& info = *device;
 
   const size_t n = static_cast<size_t>(gib * (1 << 28)) / 64 * 64;  // floats; 2^28 = 1 GiB
   const double bytes = static_cast<double>(n) * sizeof(float);

@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <ctime>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -29,6 +28,7 @@
 #include "sim/cuda/gpu_gemm.hpp"
 #include "sim/cuda/gpu_gemm_probe.hpp"
 #include "tools/gpu/tool_cli.hpp"
+#include "tools/gpu/tool_device.hpp"
 #include "tools/gpu/tool_rng.hpp"
 #include "sim/cuda/gpu_timing.cuh"
 
@@ -162,16 +162,10 @@ int main(int argc, char** argv) {
   app.footer("Examples:\n  gpu_gemm_bench\n  gpu_gemm_bench --json out/gpu_gemm_bench.json --reps 20\n"
              "  gpu_gemm_bench --serial-waits --json out/gpu_gemm_waits.json\n");
   if (const int status = tools::gpu::parse_options(app, argc, argv); status >= 0) return status;
-  std::string why;
-  if (!device_available(&why)) {
-    std::printf("SKIPPED: %s\n", why.c_str());
-    return 0;
-  }
-  const DeviceInfo info = device_info();
-  char date[64];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
-  std::printf("device: %s\ndate: %s\n", info.describe().c_str(), date);
+  const std::string date = tools::gpu::utc_now();
+  const auto device = tools::gpu::device_or_skip(&date);
+  if (!device) return 0;
+  const DeviceInfo& info = *device;
   if (waits_only) {
     const json doc = {{"device", info.describe()}, {"date", date}, {"serial_waits", serial_waits()}};
     std::ofstream(json_path) << doc.dump(1) << '\n';
