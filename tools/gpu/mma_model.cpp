@@ -52,14 +52,6 @@ sim::FusedAddSpec model_spec(MmaInput in) {
   return s;
 }
 
-// What the chip computes for one output, as fplab describes it, and variants of it that a mismatch
-// may be explained by (the first of a list is the expectation itself).
-//  - fused: sim::fused_dot with `spec` (the products of each instruction in `order`, if given).
-//  - fp8 via fp16: mma.sync with fp8 inputs on sm_90 is no fp8 tensor-core operation: ptxas turns
-//    it into two HMMA.16816.F32 on the values converted to fp16 (exactly), the first from zero
-//    over the products in order[0..16), the second accumulating order[16..32); C is added by an
-//    FADD (round to nearest) when `c_by_fadd`, else it is the first HMMA's accumulator.
-
 // Two things the chip does that sim::fused_multiply_add does not (docs/results/tensor-cores-h100.md):
 // a sum beyond the output's range gives inf, though the result is truncated toward zero (the
 // model saturates, as IEEE round-toward-zero does); and a zero result is always +0 (the model
