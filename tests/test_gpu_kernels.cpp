@@ -14,6 +14,7 @@
 #include "sim/cuda/gpu_device.hpp"
 #include "tests/gpu_device_or_skip.hpp"
 #include "sim/cuda/gpu_gemm.hpp"
+#include "sim/cuda/gpu_gemm_probe.hpp"
 #include "sim/cuda/gpu_plan.hpp"
 #include "sim/cuda/gpu_reduce.hpp"
 #include "sim/engine.hpp"
@@ -275,7 +276,7 @@ TEST_CASE("gpu gemm: every ordered split-K form, forced, == sim::gemm on every s
       sim::gemm(s, a.data(), b.data(), cpu.data(), shape, Arithmetic{});
       GpuGemm gpu(a.data(), b.data(), shape);
       for (Form form : {Form::last_folds, Form::two_passes, Form::serial, Form::by_shape}) {
-        gpu.force_ordered_form(form);
+        GpuGemmProbe::force_ordered_form(gpu, form);
         for (int run = 0; run < 2; ++run) {  // tickets and flags are reset for the next launch
           std::fill(out.begin(), out.end(), std::nanf(""));
           gpu.run(plan_gemm(s), out.data());
@@ -329,7 +330,7 @@ TEST_CASE("gpu gemm: the serial form's timeline — each tile's parts release in
   const auto b = floats("lognormal:" + std::to_string(shape.k * shape.n), 32);
   const Schedule s = parse_schedule("split(16):seq | all:seq");
   GpuGemm gpu(a.data(), b.data(), shape);
-  const auto blocks = gpu.serial_timeline(plan_gemm(s));
+  const auto blocks = GpuGemmProbe::serial_timeline(gpu, plan_gemm(s));
   REQUIRE(blocks.size() == 153 * 16);
   // By tile, the parts' end times (after their release) never go back: part p waited for p - 1.
   std::vector<unsigned long long> last_end(153, 0);
@@ -341,11 +342,11 @@ TEST_CASE("gpu gemm: the serial form's timeline — each tile's parts release in
   }
   CHECK(in_order == blocks.size());
   CHECK(sane == blocks.size());
-  CHECK_THROWS_AS(gpu.serial_timeline(plan_gemm(parse_schedule("split(16):seq | all:atomic"))), NotRealisable);
+  CHECK_THROWS_AS(GpuGemmProbe::serial_timeline(gpu, plan_gemm(parse_schedule("split(16):seq | all:atomic"))), NotRealisable);
   // The timed run left the flags ready: the next serial run is exact.
   std::vector<float> out(shape.m * shape.n), cpu(shape.m * shape.n);
   sim::gemm(s, a.data(), b.data(), cpu.data(), shape, Arithmetic{});
-  gpu.force_ordered_form(GpuGemm::OrderedForm::serial);
+  GpuGemmProbe::force_ordered_form(gpu, GpuGemm::OrderedForm::serial);
   gpu.run(plan_gemm(s), out.data());
   size_t same = 0;
   for (size_t i = 0; i < out.size(); ++i) same += std::bit_cast<uint32_t>(out[i]) == std::bit_cast<uint32_t>(cpu[i]);

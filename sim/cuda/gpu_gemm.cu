@@ -8,6 +8,7 @@
 
 #include "sim/cuda/cuda_check.cuh"
 #include "sim/cuda/gpu_gemm.hpp"
+#include "sim/cuda/gpu_gemm_probe.hpp"
 #include "sim/cuda/gpu_timing.cuh"
 
 namespace fplab::sim::gpu {
@@ -25,14 +26,13 @@ constexpr int kTileM = 64, kTileN = 64, kTileK = 16, kThreads = 256;
 //   split-K: no workspace, C stays in L2. For many tiles. The part is blockIdx.z, the slowest
 //   index of the grid, so part p - 1 of a tile is launched before part p and the wait ends. Like
 //   CUTLASS's serial split-K and CUB's decoupled look-back, this relies on the hardware launching
-//   a grid's blocks in index order, which CUDA does not promise; taking (part, tile) from a
-//   dispatch counter instead promised it, at the price of an atomic round trip before each
-//   block's first load: 1.06-1.08x the atomic combine's time against 1.01-1.03x
-//   (docs/results/gpu.md, section 8, experiment 7).
+//   a grid's blocks in index order, which CUDA does not promise; a dispatch counter would
+//   promise it, but its atomic round trip before each block's first load costs more than the
+//   whole ordered combine (docs/results/gpu.md, "The numbers behind sim/cuda's comments").
 // last_folds, serial and the parts + combine_in_order pair all give ((p0 + p1) + p2) + ..., the
 // emulation's all:seq of the parts; GpuGemm::ordered_form picks one by shape.
 // serial_timed: the serial form, thread 0 of each block also recording when it started, finished
-// its chains, ended its wait and released (GpuGemm::serial_timeline; never used for results).
+// its chains, ended its wait and released (GpuGemmProbe::serial_timeline; never used for results).
 enum class Out { parts, atomic, last_folds, serial, serial_timed };
 template <Out O>
 constexpr bool kSerial = O == Out::serial || O == Out::serial_timed;
@@ -355,34 +355,6 @@ void GpuGemm::launch(const GemmPlan& plan) {
   FPLAB_CUDA_LAUNCHED("gemm_fma_chains<last_folds>");
 }
 
-std::vector<GpuGemm::SerialBlock> GpuGemm::serial_timeline(const GemmPlan& plan) {
-  const auto [m, n, k] = shape_;
-  const auto kk = static_cast<int64_t>(k);
-  const int64_t chunk = plan.chunk(kk), count = plan.part_count(kk);
-  if (m * n == 0 || k == 0 || count < 2 || plan.combine != GemmPlan::Combine::seq)
-    throw NotRealisable("serial_timeline: an ordered split-K of at least two parts");
-  const OrderedForm before = forced_;
-  forced_ = OrderedForm::serial;
-  launch(plan);  // the flags allocated, and a warm-up
-  forced_ = before;
-  const dim3 grid(blocks_for(static_cast<int64_t>(n), kTileN), blocks_for(static_cast<int64_t>(m), kTileM),
-                  static_cast<unsigned>(count));
-  const size_t blocks = static_cast<size_t>(grid.x) * grid.y * grid.z;
-  grow(parts_, parts_capacity_, 12 * blocks);  // 6 unsigned long long a block
-  gemm_fma_chains<Out::serial_timed><<<grid, kThreads>>>(a_, b_, c_, static_cast<int>(m), static_cast<int>(n), kk,
-                                                          chunk, parts_, tickets_);
-  FPLAB_CUDA_LAUNCHED("gemm_fma_chains<serial_timed>");
-  std::vector<unsigned long long> raw(6 * blocks);
-  FPLAB_CUDA(cudaMemcpy(raw.data(), parts_, raw.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
-  std::vector<SerialBlock> out(blocks);
-  const size_t tiles = static_cast<size_t>(grid.x) * grid.y;
-  for (size_t b = 0; b < blocks; ++b) {
-    const unsigned long long* r = &raw[6 * b];
-    out[b] = {static_cast<int>(b / tiles), static_cast<int>(b % tiles), r[0], r[1], r[3] - r[2], r[4] - r[3], r[5] - r[4]};
-  }
-  return out;
-}
-
 const char* GpuGemm::form_name(OrderedForm form) {
   switch (form) {
     case OrderedForm::by_shape: return "by shape";
@@ -403,12 +375,8 @@ const char* GpuGemm::form_name(OrderedForm form) {
 // - shorter parts, all blocks resident: last_folds;
 // - shorter parts, more blocks: the workspace would be as many bytes as the compute is flops; the
 //   parts add themselves into C in turn (serial), C staying in L2. This is where determinism
-//   costs most (1.01-1.02x the atomic combine on an H100). Measured and dropped: one block doing
-//   all of a tile's parts in turn (no split of the grid: 1.3-85x slower), reading C early when
-//   the part before had already finished (registers cost more than the latency hidden), two
-//   parts a block, C += first, then += second (half the waits, but slower), last_folds
-//   dispatched tile by tile (workspace in L2; still slower than serial there), a flag per warp
-//   instead of per block, and a register cap for 6 blocks an SM.
+//   costs most; the alternatives to serial that were timed and dropped, and why, are listed in
+//   docs/results/gpu.md, "The numbers behind sim/cuda's comments".
 GpuGemm::OrderedForm GpuGemm::ordered_form(const GemmPlan& plan) const {
   if (forced_ != OrderedForm::by_shape) return forced_;
   const auto kk = static_cast<int64_t>(shape_.k);
@@ -438,9 +406,40 @@ void GpuGemm::run(const GemmPlan& plan, float* c) {
   if (mn) FPLAB_CUDA(cudaMemcpy(c, c_, mn * sizeof(float), cudaMemcpyDeviceToHost));
 }
 
-double GpuGemm::time_ms(const GemmPlan& plan, int reps) {
-  return detail::median_ms([&] { launch(plan); }, reps, 1);
+double GpuGemmProbe::time_ms(GpuGemm& gemm, const GemmPlan& plan, int reps) {
+  return detail::median_ms([&] { gemm.launch(plan); }, reps, 1);
 }
+
+void GpuGemmProbe::force_ordered_form(GpuGemm& gemm, GpuGemm::OrderedForm form) { gemm.forced_ = form; }
+
+std::vector<GpuGemmProbe::SerialBlock> GpuGemmProbe::serial_timeline(GpuGemm& g, const GemmPlan& plan) {
+  const auto [m, n, k] = g.shape_;
+  const auto kk = static_cast<int64_t>(k);
+  const int64_t chunk = plan.chunk(kk), count = plan.part_count(kk);
+  if (m * n == 0 || k == 0 || count < 2 || plan.combine != GemmPlan::Combine::seq)
+    throw NotRealisable("serial_timeline: an ordered split-K of at least two parts");
+  const GpuGemm::OrderedForm before = g.forced_;
+  g.forced_ = GpuGemm::OrderedForm::serial;
+  g.launch(plan);  // the flags allocated, and a warm-up
+  g.forced_ = before;
+  const dim3 grid(blocks_for(static_cast<int64_t>(n), kTileN), blocks_for(static_cast<int64_t>(m), kTileM),
+                  static_cast<unsigned>(count));
+  const size_t blocks = static_cast<size_t>(grid.x) * grid.y * grid.z;
+  grow(g.parts_, g.parts_capacity_, 12 * blocks);  // 6 unsigned long long a block
+  gemm_fma_chains<Out::serial_timed><<<grid, kThreads>>>(g.a_, g.b_, g.c_, static_cast<int>(m), static_cast<int>(n), kk,
+                                                          chunk, g.parts_, g.tickets_);
+  FPLAB_CUDA_LAUNCHED("gemm_fma_chains<serial_timed>");
+  std::vector<unsigned long long> raw(6 * blocks);
+  FPLAB_CUDA(cudaMemcpy(raw.data(), g.parts_, raw.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+  std::vector<SerialBlock> out(blocks);
+  const size_t tiles = static_cast<size_t>(grid.x) * grid.y;
+  for (size_t b = 0; b < blocks; ++b) {
+    const unsigned long long* r = &raw[6 * b];
+    out[b] = {static_cast<int>(b / tiles), static_cast<int>(b % tiles), r[0], r[1], r[3] - r[2], r[4] - r[3], r[5] - r[4]};
+  }
+  return out;
+}
+
 
 void gemm(const Schedule& schedule, const float* a, const float* b, float* c, GemmShape shape) {
   const GemmPlan plan = plan_gemm(schedule);

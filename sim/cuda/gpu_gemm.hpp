@@ -12,6 +12,8 @@
 
 namespace fplab::sim::gpu {
 
+struct GpuGemmProbe;
+
 class GpuGemm {
  public:
   // How an ordered split-K (`split(S):seq | all:seq`, `splitk(S)`, ...) combines its parts; every
@@ -29,31 +31,18 @@ class GpuGemm {
   // Copies new A and B (of any shape) to the device, growing the buffers only when they must.
   void load(const float* a, const float* b, GemmShape shape);
   void run(const GemmPlan& plan, float* c);  // c: m x n on the host
-  // Median milliseconds of `reps` runs (after one warm-up), kernels only.
-  double time_ms(const GemmPlan& plan, int reps);
   // Blocks of the GEMM kernel the device holds at once (picks the ordered split-K combine).
   static int64_t resident_blocks();
-  // The form an ordered split-K of the loaded shape takes under `plan`: the forced one, or by shape.
+  // The form an ordered split-K of the loaded shape takes under `plan`: the one forced through
+  // GpuGemmProbe (benchmarks, tests), or by shape.
   OrderedForm ordered_form(const GemmPlan& plan) const;
-  // Benchmarks and tests: force a form (by_shape: back to the rule).
-  void force_ordered_form(OrderedForm form) { forced_ = form; }
-  // Where the serial form's time goes (docs/results/gpu.md, section 8): one run of it on the loaded
-  // shape under `plan` (an ordered split-K), with a record per block, by linear block index (the
-  // launch order): its part and tile, its start and end (ns, %globaltimer; the end taken just
-  // before its release) and, in SM clock cycles (clock64), its chains up to the wait, the wait for
-  // the part before, and the tail (read C, add, write, up to the release). Throws NotRealisable
-  // for other plans.
-  struct SerialBlock {
-    int part = 0, tile = 0;
-    unsigned long long start_ns = 0, end_ns = 0, chains_cycles = 0, wait_cycles = 0, tail_cycles = 0;
-  };
-  std::vector<SerialBlock> serial_timeline(const GemmPlan& plan);
   // load + run for operands that may already be on the device (a convolution's columns, gpu_conv):
   // a, b and c may each be a host or a device pointer; cudaMemcpyDefault tells which from the
   // address (unified addressing), and copies a device one on the device.
   void run_unified(const GemmPlan& plan, const float* a, const float* b, float* c, GemmShape shape);
 
  private:
+  friend struct GpuGemmProbe;  // timing, forced forms, the serial timeline (gpu_gemm_probe.hpp)
   void launch(const GemmPlan& plan);
 
   GemmShape shape_{};

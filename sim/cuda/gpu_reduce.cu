@@ -152,7 +152,8 @@ __device__ __forceinline__ float thread_fold(const PassArgs& a, const float* x) 
 // The last block's fold of every block partial, in block order: the partials are staged through
 // shared memory by all its threads (coalesced, all loads in flight at once), and thread 0 adds
 // them from there. Reading them one by one from L2 instead costs an L2 round trip per handful
-// of partials, about 30 us for 1056 blocks: 9% of a 1 GiB sum.
+// of partials, a visible share of a whole sum (docs/results/gpu.md, "The numbers behind
+// sim/cuda's comments").
 constexpr int kStage = 2048;
 
 __device__ float fold_partials_in_order(const float* partials, unsigned count, float* stage) {

@@ -1,4 +1,4 @@
-// Internal to sim/cuda/'s programs: comparing fp32 results bit for bit and in ulps, and
+// Shared by the validation matrix and tools/gpu/'s programs: comparing fp32 results bit for bit and in ulps, and
 // describing a block arrival order against the identity and against a uniform permutation.
 #pragma once
 

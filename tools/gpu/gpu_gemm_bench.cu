@@ -6,9 +6,9 @@
 // cuBLAS runs in CUBLAS_DEFAULT_MATH (no TF32: fp32 FMAs, its own order) — for the record, our
 // kernels are written for exactness first.
 //
-//   gpu_gemm_bench [--json FILE] [--reps N] [--serial-waits]
+//   gpu_gemm_bench [--json FILE] [--reps N] [--serial-waits]      (--help)
 //
-// --serial-waits: only where the serial split-K form's time goes (GpuGemm::serial_timeline) on the
+// --serial-waits: only where the serial split-K form's time goes (GpuGemmProbe::serial_timeline) on the
 // two short-part shapes where determinism costs most and on a long-part one: per block, the
 // chains, the wait for the part before, the tail, as medians, 90th percentiles and shares.
 #include <dlfcn.h>
@@ -16,11 +16,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <ctime>
 #include <fstream>
 #include <iterator>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -29,6 +26,10 @@
 #include "sim/cuda/cuda_check.cuh"
 #include "sim/cuda/gpu_device.hpp"
 #include "sim/cuda/gpu_gemm.hpp"
+#include "sim/cuda/gpu_gemm_probe.hpp"
+#include "tools/gpu/tool_cli.hpp"
+#include "tools/gpu/tool_device.hpp"
+#include "tools/gpu/tool_rng.hpp"
 #include "sim/cuda/gpu_timing.cuh"
 
 using namespace fplab;
@@ -81,10 +82,9 @@ struct Inputs {
   GemmShape shape;
   std::vector<float> a, b;
   Inputs(GemmShape s, uint32_t seed) : shape(s), a(s.m * s.k), b(s.k * s.n) {
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<float> u(-1, 1);
-    for (auto& v : a) v = u(rng);
-    for (auto& v : b) v = u(rng);
+    tools::gpu::ToolRng rng(seed);
+    for (auto& v : a) v = rng.signed_unit();
+    for (auto& v : b) v = rng.signed_unit();
   }
   std::string name() const { return std::to_string(shape.m) + "x" + std::to_string(shape.n) + "x" + std::to_string(shape.k); }
   double flop() const { return 2.0 * static_cast<double>(shape.m) * shape.n * shape.k; }
@@ -112,7 +112,7 @@ json serial_waits() {
     const Inputs in(c.shape, 7);
     GpuGemm gemm(in.a.data(), in.b.data(), in.shape);
     const GemmPlan plan = plan_gemm(parse_schedule("split(" + std::to_string(c.parts) + "):seq | all:seq"));
-    const auto blocks = gemm.serial_timeline(plan);
+    const auto blocks = GpuGemmProbe::serial_timeline(gemm, plan);
     unsigned long long first = ~0ull, last = 0;
     std::vector<double> ghz, chains, wait, tail;
     double wait_sum = 0, tail_sum = 0, all_sum = 0;
@@ -151,25 +151,21 @@ int main(int argc, char** argv) {
   std::string json_path = "gpu_gemm_bench.json";
   int reps = 20;
   bool waits_only = false;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
-    else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::max(3, std::atoi(argv[++i]));
-    else if (!std::strcmp(argv[i], "--serial-waits")) waits_only = true;
-    else {
-      std::fprintf(stderr, "usage: gpu_gemm_bench [--json FILE] [--reps N] [--serial-waits]\n");
-      return 2;
-    }
-  }
-  std::string why;
-  if (!device_available(&why)) {
-    std::printf("SKIPPED: %s\n", why.c_str());
-    return 0;
-  }
-  const DeviceInfo info = device_info();
-  char date[64];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
-  std::printf("device: %s\ndate: %s\n", info.describe().c_str(), date);
+  CLI::App app("Our fp32 GEMM against cuBLAS's SGEMM, and the cost of determinism: ordered vs atomic\n"
+               "split-K and weight-gradient times. Needs a GPU (prints SKIPPED without one); the table\n"
+               "comes last.",
+               "gpu_gemm_bench");
+  app.add_option("--json", json_path, "where to write the JSON results")->capture_default_str();
+  app.add_option("--reps", reps, "event-timed runs per median")->check(CLI::Range(3, 1 << 20))->capture_default_str();
+  app.add_flag("--serial-waits", waits_only,
+               "only where the serial split-K form's time goes (chains, wait, tail per block) on three shapes");
+  app.footer("Examples:\n  gpu_gemm_bench\n  gpu_gemm_bench --json out/gpu_gemm_bench.json --reps 20\n"
+             "  gpu_gemm_bench --serial-waits --json out/gpu_gemm_waits.json\n");
+  if (const int status = tools::gpu::parse_options(app, argc, argv); status >= 0) return status;
+  const std::string date = tools::gpu::utc_now();
+  const auto device = tools::gpu::device_or_skip(&date);
+  if (!device) return 0;
+  const DeviceInfo& info = *device;
   if (waits_only) {
     const json doc = {{"device", info.describe()}, {"date", date}, {"serial_waits", serial_waits()}};
     std::ofstream(json_path) << doc.dump(1) << '\n';
@@ -191,7 +187,7 @@ int main(int argc, char** argv) {
     const Inputs in(shapes[i], static_cast<uint32_t>(i + 1));
     GpuGemm ours(in.a.data(), in.b.data(), in.shape);
     const GemmPlan plan = plan_gemm(parse_schedule("seq"));
-    const double ours_ms = ours.time_ms(plan, reps);
+    const double ours_ms = GpuGemmProbe::time_ms(ours, plan, reps);
     std::vector<float> c_ours(in.shape.m * in.shape.n), c_blas(c_ours.size(), NAN);
     ours.run(plan, c_ours.data());
     double blas_ms = NAN, rel = NAN;
@@ -254,11 +250,11 @@ int main(int argc, char** argv) {
     std::fill(std::begin(form_ms), std::end(form_ms), 1e30);
     for (int round = 0; round < 2; ++round) {
       for (int f = 0; f < kForms; ++f) {
-        gemm.force_ordered_form(forms[f]);
-        form_ms[f] = std::min(form_ms[f], gemm.time_ms(ordered, reps));
+        GpuGemmProbe::force_ordered_form(gemm, forms[f]);
+        form_ms[f] = std::min(form_ms[f], GpuGemmProbe::time_ms(gemm, ordered, reps));
       }
-      gemm.force_ordered_form(Form::by_shape);
-      atomic_ms = std::min(atomic_ms, gemm.time_ms(atomic, reps));
+      GpuGemmProbe::force_ordered_form(gemm, Form::by_shape);
+      atomic_ms = std::min(atomic_ms, GpuGemmProbe::time_ms(gemm, atomic, reps));
     }
     const double ordered_ms = form_ms[std::find(std::begin(forms), std::end(forms), chosen) - std::begin(forms)];
     const double ratio = ordered_ms / atomic_ms;

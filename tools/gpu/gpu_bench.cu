@@ -4,16 +4,13 @@
 // CUB's DeviceReduce::Sum for the record; then split-K GEMM with ordered vs atomic combination.
 // Each time is the median of --reps event-timed runs after warm-ups. Prints the table last.
 //
-//   gpu_bench [--json FILE] [--reps N] [--gib G]
+//   gpu_bench [--json FILE] [--reps N] [--gib G]      (--help)
 #include <cub/cub.cuh>
 
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
-#include <ctime>
 #include <fstream>
 #include <functional>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -22,10 +19,14 @@
 #include "sim/cuda/cuda_check.cuh"
 #include "sim/cuda/gpu_device.hpp"
 #include "sim/cuda/gpu_gemm.hpp"
+#include "sim/cuda/gpu_gemm_probe.hpp"
 #include "sim/cuda/gpu_reduce.hpp"
 #include "sim/cuda/gpu_stats.hpp"
 #include "sim/cuda/gpu_timing.cuh"
 #include "sim/engine.hpp"
+#include "tools/gpu/tool_cli.hpp"
+#include "tools/gpu/tool_device.hpp"
+#include "tools/gpu/tool_rng.hpp"
 
 using namespace fplab;
 using namespace fplab::sim;
@@ -63,25 +64,19 @@ int main(int argc, char** argv) {
   std::string json_path = "gpu_bench.json";
   int reps = 30;
   double gib = 1.0;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
-    else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::max(3, std::atoi(argv[++i]));
-    else if (!std::strcmp(argv[i], "--gib") && i + 1 < argc) gib = std::atof(argv[++i]);
-    else {
-      std::fprintf(stderr, "usage: gpu_bench [--json FILE] [--reps N] [--gib G]\n");
-      return 2;
-    }
-  }
-  std::string why;
-  if (!device_available(&why)) {
-    std::printf("SKIPPED: %s\n", why.c_str());
-    return 0;
-  }
-  const DeviceInfo info = device_info();
-  char date[32];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
-  std::printf("device: %s\ndate: %s\n", info.describe().c_str(), date);
+  CLI::App app("The cost of a fixed reduction order on the GPU: a sum of --gib GiB of fp32 in fixed\n"
+               "order vs atomicAdd vs a device copy (and CUB), then split-K GEMM ordered vs atomic. Needs\n"
+               "a GPU (prints SKIPPED without one); the table comes last.",
+               "gpu_bench");
+  app.add_option("--json", json_path, "where to write the JSON results")->capture_default_str();
+  app.add_option("--reps", reps, "event-timed runs per median")->check(CLI::Range(3, 1 << 20))->capture_default_str();
+  app.add_option("--gib", gib, "GiB of fp32 to sum")->check(CLI::Range(1e-6, 64.0))->capture_default_str();
+  app.footer("Examples:\n  gpu_bench\n  gpu_bench --json out/gpu_bench.json --reps 30\n  gpu_bench --gib 0.25 --reps 5\n");
+  if (const int status = tools::gpu::parse_options(app, argc, argv); status >= 0) return status;
+  const std::string date = tools::gpu::utc_now();
+  const auto device = tools::gpu::device_or_skip(&date);
+  if (!device) return 0;
+  const DeviceInfo& info = *device;
 
   const size_t n = static_cast<size_t>(gib * (1 << 28)) / 64 * 64;  // floats; 2^28 = 1 GiB
   const double bytes = static_cast<double>(n) * sizeof(float);
@@ -169,16 +164,15 @@ int main(int argc, char** argv) {
 
   // Split-K GEMM: ordered vs atomic combination of the parts (the cost of determinism).
   const size_t gm = 2048, gn = 2048, gk = 8192;
+  tools::gpu::ToolRng rng(5);
   std::vector<float> a(gm * gk), b(gk * gn);
-  std::mt19937 rng(5);
-  std::uniform_real_distribution<float> u(-1, 1);
-  for (auto& v : a) v = u(rng);
-  for (auto& v : b) v = u(rng);
+  for (auto& v : a) v = rng.signed_unit();
+  for (auto& v : b) v = rng.signed_unit();
   GpuGemm gemm(a.data(), b.data(), {gm, gn, gk});
   json gemm_rows = json::array();
   std::vector<std::pair<std::string, double>> gemm_times;
   for (const std::string s : {"seq", "splitk(4)", "splitk-tree(4)", "splitk-atomic(4)", "splitk(16)", "splitk-tree(16)", "splitk-atomic(16)"}) {
-    const double ms = gemm.time_ms(plan_gemm(parse_schedule(s)), std::max(5, reps / 3));
+    const double ms = GpuGemmProbe::time_ms(gemm, plan_gemm(parse_schedule(s)), std::max(5, reps / 3));
     const double tflops = 2.0 * gm * gn * gk / (ms * 1e-3) / 1e12;
     gemm_times.push_back({s, ms});
     gemm_rows.push_back({{"schedule", s}, {"ms", ms}, {"tflops", tflops}});

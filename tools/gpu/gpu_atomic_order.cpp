@@ -5,13 +5,11 @@
 // it gives, next to what the emulation's noise model (a uniform random permutation of the same
 // block partials) gives. Prints the table last and writes JSON.
 //
-//   gpu_atomic_order [--json FILE] [--runs N]     (default 200 runs of each shape)
+//   gpu_atomic_order [--json FILE] [--runs N]     (default 200 runs of each shape; --help)
 #include <algorithm>
 #include <cstdlib>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
-#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -22,6 +20,9 @@
 #include "sim/cuda/gpu_reduce.hpp"
 #include "sim/cuda/gpu_stats.hpp"
 #include "sim/generate.hpp"
+#include "tools/gpu/tool_cli.hpp"
+#include "tools/gpu/tool_device.hpp"
+#include "tools/gpu/tool_rng.hpp"
 
 using namespace fplab;
 using namespace fplab::sim;
@@ -46,21 +47,17 @@ double quantile(std::vector<int64_t> v, double q) {  // v by value: sorted here
 int main(int argc, char** argv) {
   std::string json_path = "gpu_atomic_order.json";
   int runs = 200;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
-    else if (!std::strcmp(argv[i], "--runs") && i + 1 < argc) runs = std::max(2, std::atoi(argv[++i]));
-    else {
-      std::fprintf(stderr, "usage: gpu_atomic_order [--json FILE] [--runs N]\n");
-      return 2;
-    }
-  }
-  std::string why;
-  if (!device_available(&why)) {
-    std::printf("SKIPPED: %s\n", why.c_str());
-    return 0;
-  }
-  const DeviceInfo info = device_info();
-  std::printf("device: %s\n", info.describe().c_str());
+  CLI::App app("In what order do a grid's blocks reach the atomicAdd of an all:atomic combine? Measured\n"
+               "over many runs of eight launch shapes, next to the emulation's noise model. Needs a GPU\n"
+               "(prints SKIPPED without one); the table comes last.",
+               "gpu_atomic_order");
+  app.add_option("--json", json_path, "where to write the JSON results")->capture_default_str();
+  app.add_option("--runs", runs, "runs of each launch shape")->check(CLI::Range(2, 1 << 20))->capture_default_str();
+  app.footer("Examples:\n  gpu_atomic_order\n  gpu_atomic_order --runs 200 --json out/gpu_atomic_order.json\n");
+  if (const int status = tools::gpu::parse_options(app, argc, argv); status >= 0) return status;
+  const auto device = tools::gpu::device_or_skip();
+  if (!device) return 0;
+  const DeviceInfo& info = *device;
   const int64_t sms = info.sm_count;
   const std::vector<Shape> shapes = {
       {256, sms, 1 << 24},       {256, 8 * sms, 1 << 24},  {256, 32 * sms, 1 << 24}, {256, 1024, 1 << 24},
@@ -97,7 +94,7 @@ int main(int argc, char** argv) {
     int64_t gpu_spread, model_spread;
   };
   std::vector<Line> lines;
-  std::mt19937_64 model_rng(12345);
+  tools::gpu::ToolRng model_rng(12345);
   for (const auto& s : shapes) {
     const int64_t t = s.threads, b = s.blocks;
     const std::string text = "strided(" + std::to_string(t * b) + "):seq | contig(32):shfl_down | contig(" +
@@ -132,7 +129,7 @@ int main(int argc, char** argv) {
       gpu_hi = r == 0 ? run.result : std::max(gpu_hi, run.result);
       // The noise model on the same partials: a uniform random order, folded from -0.
       std::vector<float> parts = run.partials;
-      std::shuffle(parts.begin(), parts.end(), model_rng);
+      for (size_t i = parts.size(); i > 1; --i) std::swap(parts[i - 1], parts[model_rng.below(i)]);  // Fisher-Yates
       float sum = -0.0f;
       for (float v : parts) sum += v;
       model_results.insert(stats::bits(sum));
