@@ -3,7 +3,8 @@
 // On a terminal one line is rewritten in place (carriage return) a few times a second. Anywhere
 // else (a log file, a pipe, CI) carriage returns would pile up into one unreadable line, so
 // whole lines are written instead, at most one per `plain_interval_seconds`. Work that ends
-// within `delay_seconds` shows no progress at all, so quick commands stay quiet.
+// within `delay_seconds` shows no progress at all, so quick commands stay quiet. With the
+// environment variable FPLAB_PROGRESS=all every update is written at once (tests, full logs).
 #pragma once
 
 #include <chrono>

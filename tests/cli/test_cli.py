@@ -424,6 +424,14 @@ class Progress(unittest.TestCase):
 
     TRAIN = ["train", "--model", "mlp", "--hidden", "16", "--format", "bf16", "--train-subset", "500", "--epochs", "1"]
 
+    # Every update at once, so that what is asserted does not depend on how fast this machine is
+    # (by default progress waits 1 s and then writes a plain line at most every 10 s).
+    def setUp(self):
+        os.environ["FPLAB_PROGRESS"] = "all"
+
+    def tearDown(self):
+        os.environ.pop("FPLAB_PROGRESS", None)
+
     def test_plain_lines_when_stderr_is_not_a_terminal(self):
         r = run(*self.TRAIN)  # about 5 s, most of it evaluating 10000 test images in bf16
         self.assertEqual(r.returncode, 0, r.stderr)

@@ -196,8 +196,8 @@ class OutputFolder(unittest.TestCase):
     def test_two_runs_on_one_folder_cannot_both_write(self):
         slow = os.path.join(self.dir, "slow.toml")
         with open(slow, "w") as f:
-            f.write(TINY.format(name="first", profiles='["h100"]').replace("train_subset = 200", "train_subset = 6000")
-                    .replace("epochs = 1", "epochs = 3"))
+            f.write(TINY.format(name="first", profiles='["h100"]').replace("train_subset = 200", "train_subset = 30000")
+                    .replace("epochs = 1", "epochs = 10").replace("hidden = [8]", "hidden = [256]"))
         first = subprocess.Popen([FPLAB, "run", slow, "--out", self.out, "--quiet"], stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL)
         try:
