@@ -35,7 +35,8 @@ std::vector<std::string> read_number_texts(const std::vector<std::string>& argum
       texts.push_back(line.substr(first, last - first + 1));
     }
   }
-  if (texts.empty()) throw UsageError("no numbers given (pass them as arguments, or --file PATH, or --file - for stdin)");
+  if (texts.empty())
+    throw UsageError("no numbers given (pass them as arguments, or --file PATH, or --file - for stdin)");
   return texts;
 }
 
@@ -44,13 +45,16 @@ std::string one_line(std::string_view message) {
   out.reserve(message.size());
   for (const char c : message) {
     const auto byte = static_cast<unsigned char>(c);
-    if (c == '\n') out += "\\n";
-    else if (c == '\t') out += "\\t";
+    if (c == '\n')
+      out += "\\n";
+    else if (c == '\t')
+      out += "\\t";
     else if (byte < 0x20 || byte == 0x7f) {
       char escaped[8];
       std::snprintf(escaped, sizeof escaped, "\\x%02x", byte);
       out += escaped;
-    } else out += c;
+    } else
+      out += c;
   }
   return out;
 }
@@ -85,8 +89,8 @@ void apply_toml_text(CLI::App* command, std::string_view text, const std::string
     const std::string where = path + ":" + std::to_string(node.source().begin.line);
     CLI::Option* option = command->get_option_no_throw("--" + name);
     if (option == nullptr || name == "config")
-      throw UsageError(where + ": unknown key '" + std::string(key.str()) + "' (keys are the long option names of 'fplab " +
-                       command->get_name() + " --help')");
+      throw UsageError(where + ": unknown key '" + std::string(key.str()) +
+                       "' (keys are the long option names of 'fplab " + command->get_name() + " --help')");
     if (option->count() > 0) continue;  // given on the command line: it wins
     auto text = [&](const toml::node& v) -> std::string {
       if (auto s = v.as_string()) return s->get();
@@ -130,8 +134,9 @@ const CLI::Validator& whole_number() {
 }
 
 void add_profiles_dir_option(CLI::App* command, std::vector<std::string>& folders) {
-  command->add_option("--profiles-dir", folders,
-                      "a folder of your own hardware profiles, searched by name before the shipped ones (repeatable)")
+  command
+      ->add_option("--profiles-dir", folders,
+                   "a folder of your own hardware profiles, searched by name before the shipped ones (repeatable)")
       ->check(CLI::ExistingDirectory);
 }
 
@@ -145,8 +150,9 @@ std::string shell_command_line(int argc, char** argv) {
   std::string line;
   for (int i = 0; i < argc; ++i) {
     const std::string word = argv[i];
-    const bool plain = !word.empty() && word.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                                                               "0123456789_-+=.,/:@%") == std::string::npos;
+    const bool plain = !word.empty() && word.find_first_not_of(
+                                            "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                            "0123456789_-+=.,/:@%") == std::string::npos;
     if (i) line += ' ';
     if (plain) {
       line += word;

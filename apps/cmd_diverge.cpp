@@ -27,11 +27,12 @@ int run_diverge(const DivergeArgs& args) {
   const std::string profile_name = args.profile.empty() ? x.profiles.front() : args.profile;
   const auto profile = models::find_hw_profile(profile_name, args.profiles_dir);
   const auto variant = experiments::parse_variant(args.variant);
-  if (args.pair.size() != 2 || args.pair[0] == args.pair[1]) throw UsageError("--pair needs two different replica numbers");
+  if (args.pair.size() != 2 || args.pair[0] == args.pair[1])
+    throw UsageError("--pair needs two different replica numbers");
   for (size_t replica : args.pair)
     if (replica >= x.replicas)
-      throw UsageError("--pair: replica " + std::to_string(replica) + " does not exist (" + x.path + " has replicas 0 to " +
-                       std::to_string(x.replicas - 1) + ")");
+      throw UsageError("--pair: replica " + std::to_string(replica) + " does not exist (" + x.path +
+                       " has replicas 0 to " + std::to_string(x.replicas - 1) + ")");
   const auto data = models::load_fashion_mnist(args.data_dir);
   const auto a = x.replica_config(profile.default_ops, profile.deterministic_ops, variant, args.pair[0]);
   const auto b = x.replica_config(profile.default_ops, profile.deterministic_ops, variant, args.pair[1]);
@@ -85,8 +86,8 @@ int run_diverge(const DivergeArgs& args) {
   const size_t n = d.curve.size();
   for (size_t k = 0; k < 8; ++k) {
     const auto& p = d.curve[std::min(n - 1, k * (n - 1) / 7)];
-    std::printf("  step %6llu  %.3e  (%zu of %zu weights differ)\n", static_cast<unsigned long long>(p.step), p.relative,
-                p.differing, d.parameters);
+    std::printf("  step %6llu  %.3e  (%zu of %zu weights differ)\n", static_cast<unsigned long long>(p.step),
+                p.relative, p.differing, d.parameters);
   }
   return 0;
 }
@@ -99,7 +100,10 @@ void add_diverge_command(CLI::App& app, Runner& run) {
   cmd->add_option("file", a->file, "experiment TOML")->required();
   cmd->add_option("--profile", a->profile, "hardware profile (default: the experiment's first)");
   cmd->add_option("--variant", a->variant, "algo+impl, algo, impl, control, order or flip")->capture_default_str();
-  cmd->add_option("--pair", a->pair, "the two replica numbers")->capture_default_str()->expected(2)->check(whole_number());
+  cmd->add_option("--pair", a->pair, "the two replica numbers")
+      ->capture_default_str()
+      ->expected(2)
+      ->check(whole_number());
   cmd->add_option("--csv", a->csv, "write the per-step distances (CSV)");
   cmd->add_option("--plot", a->plot, "write a plot of the relative distance per step (PNG)");
   cmd->add_option("--data-dir", a->data_dir, "folder with the Fashion-MNIST IDX files")->capture_default_str();

@@ -32,13 +32,15 @@ struct ExploreArgs {
 void plot_histogram(const std::map<double, int>& counts, const Judge& judge, const std::string& title,
                     const std::string& path) {
   std::string data;
-  for (const auto& [value, count] : counts) data += std::to_string(judge.ulps(value)) + " " + std::to_string(count) + "\n";
+  for (const auto& [value, count] : counts)
+    data += std::to_string(judge.ulps(value)) + " " + std::to_string(count) + "\n";
   util::render_gnuplot(path,
-                       "set title " + util::gnuplot_quoted(title) + " noenhanced\n"
-                       "set xlabel 'error of the result, in ulps of the exact sum'\n"
-                       "set ylabel 'implementation seeds'\nset key off\n"
-                       "set arrow from 0, graph 0 to 0, graph 1 nohead lc rgb 'red'\n"
-                       "plot 'data.dat' using 1:2 with impulses lw 4\n",
+                       "set title " + util::gnuplot_quoted(title) +
+                           " noenhanced\n"
+                           "set xlabel 'error of the result, in ulps of the exact sum'\n"
+                           "set ylabel 'implementation seeds'\nset key off\n"
+                           "set arrow from 0, graph 0 to 0, graph 1 nohead lc rgb 'red'\n"
+                           "plot 'data.dat' using 1:2 with impulses lw 4\n",
                        data, 900, 500);
 }
 

@@ -45,7 +45,8 @@ nlohmann::json mode_json(const models::OpTable& table) {
 
 int run_list(const ProfileArgs& args) {
   std::vector<models::HardwareProfile> profiles;
-  for (const auto& name : models::hw_profile_names(args.profiles_dir)) profiles.push_back(models::find_hw_profile(name, args.profiles_dir));
+  for (const auto& name : models::hw_profile_names(args.profiles_dir))
+    profiles.push_back(models::find_hw_profile(name, args.profiles_dir));
   if (args.json) {
     nlohmann::json list = nlohmann::json::array();
     for (const auto& p : profiles) list.push_back({{"name", p.name}, {"description", p.description}, {"path", p.path}});
@@ -56,7 +57,8 @@ int run_list(const ProfileArgs& args) {
   for (const auto& p : profiles)
     std::printf("%-12s %-11s %s\n", p.name.c_str(), models::noisy_ops(p.default_ops).empty() ? "none" : "yes",
                 p.description.c_str());
-  const auto built_in = std::count_if(profiles.begin(), profiles.end(), [](const auto& p) { return p.path.ends_with("(built in)"); });
+  const auto built_in =
+      std::count_if(profiles.begin(), profiles.end(), [](const auto& p) { return p.path.ends_with("(built in)"); });
   std::printf("(%zu profiles: %zu built in, %zu from your folders; 'fplab profile show NAME' for the schedules)\n",
               profiles.size(), static_cast<size_t>(built_in), profiles.size() - static_cast<size_t>(built_in));
   return 0;
@@ -111,7 +113,8 @@ void add_profile_command(CLI::App& app, Runner& run) {
       "the shipped ones (hw_profiles/, built into fplab); a path to a .toml file always works.");
 
   auto list_args = std::make_shared<ProfileArgs>();
-  CLI::App* list = cmd->add_subcommand("list", "List the profiles: name, whether default mode has IMPL noise, description");
+  CLI::App* list =
+      cmd->add_subcommand("list", "List the profiles: name, whether default mode has IMPL noise, description");
   list->add_flag("--json", list_args->json, "print {\"profiles\":[{\"name\":...,\"description\":...}, ...]}");
   add_profiles_dir_option(list, list_args->profiles_dir);
   list->footer("Examples:\n  fplab profile list\n  fplab profile list --json --profiles-dir hw_profiles");
@@ -119,8 +122,10 @@ void add_profile_command(CLI::App& app, Runner& run) {
 
   auto show_args = std::make_shared<ProfileArgs>();
   CLI::App* show = cmd->add_subcommand("show", "Every operation's schedule (canonical) and arithmetic, in both modes");
-  show->add_option("name", show_args->name, "profile name (see 'fplab profile list') or path to a .toml file")->required();
-  show->add_flag("--json", show_args->json, "print JSON: parallelism, and per mode the ops and whether it is deterministic");
+  show->add_option("name", show_args->name, "profile name (see 'fplab profile list') or path to a .toml file")
+      ->required();
+  show->add_flag("--json", show_args->json,
+                 "print JSON: parallelism, and per mode the ops and whether it is deterministic");
   add_profiles_dir_option(show, show_args->profiles_dir);
   show->footer(
       "Examples:\n  fplab profile show v100\n  fplab profile show h100-bf16 --json\n"

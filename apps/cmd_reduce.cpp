@@ -47,8 +47,10 @@ int run_reduce(const ReduceArgs& args) {
     print_json(out);
     return 0;
   }
-  std::printf("schedule    %s\narithmetic  %s\nterms       %zu%s\n", canonical.c_str(), arithmetic.to_string().c_str(),
-              terms.size(), rounded ? (" (" + std::to_string(rounded) + " rounded to " + arithmetic.format.name + " first)").c_str() : "");
+  std::printf(
+      "schedule    %s\narithmetic  %s\nterms       %zu%s\n", canonical.c_str(), arithmetic.to_string().c_str(),
+      terms.size(),
+      rounded ? (" (" + std::to_string(rounded) + " rounded to " + arithmetic.format.name + " first)").c_str() : "");
   if (schedule.nondeterministic())
     std::printf("impl seed   %llu (atomic/shuffle steps: another seed is another run of the same hardware)\n",
                 static_cast<unsigned long long>(args.impl_seed));
@@ -66,7 +68,9 @@ void add_reduce_command(CLI::App& app, Runner& run) {
   cmd->add_option("-s,--schedule", args->schedule, "schedule text or preset (see docs/schedules.md)")->required();
   add_arithmetic_options(cmd, args->arithmetic);
   add_data_options(cmd, args->data);
-  cmd->add_option("--impl-seed", args->impl_seed, "implementation-noise seed (atomic, shuffle, sr)")->capture_default_str()->check(whole_number());
+  cmd->add_option("--impl-seed", args->impl_seed, "implementation-noise seed (atomic, shuffle, sr)")
+      ->capture_default_str()
+      ->check(whole_number());
   cmd->add_flag("--json", args->json, "print JSON");
   cmd->footer(
       "Examples:\n"

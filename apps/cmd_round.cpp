@@ -22,8 +22,10 @@ struct RoundArgs {
 int run_round(const RoundArgs& args) {
   const fp::Format format = fp::parse_format(args.format);
   std::vector<fp::Mode> modes;
-  if (args.mode == "all") modes.assign(fp::all_modes.begin(), fp::all_modes.end());
-  else modes.push_back(fp::parse_mode(args.mode));
+  if (args.mode == "all")
+    modes.assign(fp::all_modes.begin(), fp::all_modes.end());
+  else
+    modes.push_back(fp::parse_mode(args.mode));
   fp::CounterRng stream(args.seed);
 
   nlohmann::json results = nlohmann::json::array();
@@ -34,8 +36,8 @@ int run_round(const RoundArgs& args) {
     const fp::Rounded above = fp::round_exact(exact, format, {fp::Mode::ru});
     const double approx = fp::parse_double(text);
     if (!args.json) {
-      std::printf("%s in %s (%d exponent bits, %d fraction bits)\n", text.c_str(), format.name.c_str(),
-                  format.exp_bits, format.man_bits);
+      std::printf("%s in %s (%d exponent bits, %d fraction bits)\n", text.c_str(), format.name.c_str(), format.exp_bits,
+                  format.man_bits);
       if (below.bits == above.bits)
         std::printf("  exactly representable: %s  bits %s\n", fp::format_double(below.value).c_str(),
                     bits_hex(below.bits, format.width()).c_str());
@@ -93,7 +95,9 @@ void add_round_command(CLI::App& app, Runner& run) {
   cmd->add_option("-m,--mode", args->mode, "rne rna rz ru rd ro sr, or all")->capture_default_str();
   cmd->add_flag("--flush-subnormals", args->flush, "results below the smallest normal become zero");
   cmd->add_flag("--saturate", args->saturate, "overflow gives the largest finite value instead of inf/NaN");
-  cmd->add_option("--seed", args->seed, "seed of the stochastic-rounding stream")->capture_default_str()->check(whole_number());
+  cmd->add_option("--seed", args->seed, "seed of the stochastic-rounding stream")
+      ->capture_default_str()
+      ->check(whole_number());
   cmd->add_flag("--json", args->json, "print JSON");
   cmd->footer(
       "Examples:\n"

@@ -52,7 +52,8 @@ int run_run(const RunArgs& args) {
   const auto data = models::load_fashion_mnist(args.data_dir);
   if (const int c = experiment.recipe.selection.imbalance_class; c >= static_cast<int>(data.class_names.size()))
     throw UsageError(experiment.path + ": key 'data.imbalance_class': class " + std::to_string(c) +
-                     " does not exist (the data set has classes 0 to " + std::to_string(data.class_names.size() - 1) + ")");
+                     " does not exist (the data set has classes 0 to " + std::to_string(data.class_names.size() - 1) +
+                     ")");
   const experiments::OutputFolder folder(options.out_dir, experiment.name,
                                          {args.resume, args.force, options.rank, options.ranks});
   if (!options.quiet && folder.leftovers_removed())
@@ -61,16 +62,21 @@ int run_run(const RunArgs& args) {
   if (!options.quiet)
     std::fprintf(stderr, "%s: %zu profile(s) x %zu variant(s) x %zu replicas on %zu thread(s)%s -> %s\n",
                  experiment.name.c_str(), experiment.profiles.size(), experiment.variants.size(), experiment.replicas,
-                 options.jobs, options.ranks > 1 ? (", rank " + std::to_string(options.rank) + " of " + std::to_string(options.ranks)).c_str() : "",
+                 options.jobs,
+                 options.ranks > 1
+                     ? (", rank " + std::to_string(options.rank) + " of " + std::to_string(options.ranks)).c_str()
+                     : "",
                  options.out_dir.c_str());
   const auto records = experiments::run_experiment(experiment, data, resolve, options);
   if (options.rank != 0) return 0;  // rank 0 writes the one report
   const auto groups = experiments::summarize(experiment, records, data.test.labels);
   const experiments::Provenance provenance{args.command, util::version()};
   experiments::write_results(experiment, records, groups, data.class_names, options.out_dir, provenance);
-  if (args.json) print_json(experiments::summary_json(experiment, groups, provenance));
-  else std::printf("%s\nresults in %s/ (report.md, report.html, summary.json, *.csv, figures/)\n",
-                   experiments::summary_table(groups).c_str(), options.out_dir.c_str());
+  if (args.json)
+    print_json(experiments::summary_json(experiment, groups, provenance));
+  else
+    std::printf("%s\nresults in %s/ (report.md, report.html, summary.json, *.csv, figures/)\n",
+                experiments::summary_table(groups).c_str(), options.out_dir.c_str());
   return 0;
 }
 

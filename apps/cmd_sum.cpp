@@ -61,8 +61,8 @@ int run_sum(const SumArgs& args) {
   if (!args.json) {
     std::printf("%zu numbers summed in %s with %s", terms.size(), format.name.c_str(),
                 std::string(fp::mode_name(mode)).c_str());
-    if (changed) std::printf(" (%d inputs were not %s values and were rounded to nearest first)", changed,
-                             format.name.c_str());
+    if (changed)
+      std::printf(" (%d inputs were not %s values and were rounded to nearest first)", changed, format.name.c_str());
     std::printf("\n");
     print_exact_lines(judge, format, "  ", 10);
     std::printf("\n  %-14s %-26s %-14s %s\n", "order", "value", "error", "in ulps");
@@ -81,8 +81,7 @@ int run_sum(const SumArgs& args) {
         std::printf("  %-14s %-26s overflow\n", order.name().c_str(), fp::format_double(v).c_str());
       else if (!args.json)
         std::printf("  %-14s %-26s %-+14.6g %+.3f%s\n", order.name().c_str(), fp::format_double(v).c_str(),
-                    judge.error(v), judge.ulps(v),
-                    v == judge.exact_rounded() ? "  (correctly rounded)" : "");
+                    judge.error(v), judge.ulps(v), v == judge.exact_rounded() ? "  (correctly rounded)" : "");
       continue;
     }
     const auto bins = histogram(values, judge);
@@ -132,9 +131,10 @@ int run_sum(const SumArgs& args) {
   } else {
     std::printf("\n  error bound for recursive summation in any order: |error| <= %.4g (%.4g ulps)\n", bound,
                 bound / judge.ulp());
-    std::printf("  (gamma(n-1) * sum|x| with unit roundoff u = %g; the orders above differ only in which\n"
-                "   additions round, and how much of each rounding error the later additions keep)\n",
-                u);
+    std::printf(
+        "  (gamma(n-1) * sum|x| with unit roundoff u = %g; the orders above differ only in which\n"
+        "   additions round, and how much of each rounding error the later additions keep)\n",
+        u);
   }
   return 0;
 }
@@ -150,7 +150,9 @@ void add_sum_command(CLI::App& app, Runner& run) {
   cmd->add_option("-m,--mode", args->mode, "rounding mode of every addition")->capture_default_str();
   cmd->add_option("--orders", args->orders, "comma-separated: seq rev pairwise sorted-asc sorted-desc random:N")
       ->capture_default_str();
-  cmd->add_option("--seed", args->seed, "seed of the random orders (and of sr rounding)")->capture_default_str()->check(whole_number());
+  cmd->add_option("--seed", args->seed, "seed of the random orders (and of sr rounding)")
+      ->capture_default_str()
+      ->check(whole_number());
   cmd->add_flag("--json", args->json, "print JSON");
   cmd->footer(
       "Examples:\n"

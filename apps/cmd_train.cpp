@@ -109,18 +109,21 @@ models::TrainConfig make_config(const TrainArgs& a) {
     std::string mode = colon == std::string::npos ? "default" : a.profile.substr(colon + 1);
     if (mode != "default" && mode != "deterministic") {
       if (!models::is_hw_profile_path(a.profile))
-        throw UsageError("--profile takes NAME, NAME:default or NAME:deterministic (or a .toml path), not '" + a.profile + "'");
+        throw UsageError("--profile takes NAME, NAME:default or NAME:deterministic (or a .toml path), not '" +
+                         a.profile + "'");
       colon = std::string::npos;
       mode = "default";
     }
     const auto profile = models::find_hw_profile(a.profile.substr(0, colon), a.profiles_dir);
     c.ops = mode == "default" ? profile.default_ops : profile.deterministic_ops;
-    if (a.format == "exact") c.ops = models::op_table_preset("exact");
+    if (a.format == "exact")
+      c.ops = models::op_table_preset("exact");
     else if (a.format != "fp32")
       for (auto& op : c.ops.ops) op.arithmetic.format = fp::parse_format(a.format);
   } else {
-    c.ops = std::filesystem::exists(a.schedules) ? models::load_op_table(a.schedules, a.format == "fp32" ? "" : a.format)
-                                                 : models::op_table_preset(a.schedules, a.format);
+    c.ops = std::filesystem::exists(a.schedules)
+                ? models::load_op_table(a.schedules, a.format == "fp32" ? "" : a.format)
+                : models::op_table_preset(a.schedules, a.format);
   }
   c.algo_seed = a.algo_seed;
   c.impl_seed = a.impl_seed;
@@ -136,7 +139,8 @@ models::TrainConfig make_config(const TrainArgs& a) {
 std::unique_ptr<models::ComputeBackend> make_backend(const std::string& device, const models::OpTable& ops,
                                                      bool chatty) {
   if (device == "cpu") return nullptr;
-  if (device != "cuda" && device != "auto") throw UsageError("--device must be cpu, cuda or auto, not '" + device + "'");
+  if (device != "cuda" && device != "auto")
+    throw UsageError("--device must be cpu, cuda or auto, not '" + device + "'");
 #if FPLAB_WITH_CUDA
   std::string why;
   if (!sim::gpu::device_available(&why)) {
@@ -153,7 +157,8 @@ std::unique_ptr<models::ComputeBackend> make_backend(const std::string& device, 
   return models::make_gpu_backend(ops);
 #else
   (void)ops;
-  if (device == "cuda") throw UsageError("--device cuda: this fplab was built without CUDA (no nvcc at configure time)");
+  if (device == "cuda")
+    throw UsageError("--device cuda: this fplab was built without CUDA (no nvcc at configure time)");
   if (chatty) std::fprintf(stderr, "--device auto: built without CUDA; training on the CPU\n");
   return nullptr;
 #endif
@@ -176,8 +181,9 @@ int run_train(const TrainArgs& args) {
       config, data,
       [&](const models::EpochReport& e) {
         char line[160];
-        std::snprintf(line, sizeof line, "epoch %zu/%zu: train loss %.4f, test accuracy %.2f%%, %.0f examples/s (%.1f s)",
-                      e.epoch, args.epochs, e.train_loss, 100 * e.test_accuracy, e.examples_per_second, e.seconds);
+        std::snprintf(line, sizeof line,
+                      "epoch %zu/%zu: train loss %.4f, test accuracy %.2f%%, %.0f examples/s (%.1f s)", e.epoch,
+                      args.epochs, e.train_loss, 100 * e.test_accuracy, e.examples_per_second, e.seconds);
         progress.note(line);
       },
       [&](size_t epoch, size_t batch, size_t batches) {
@@ -208,8 +214,11 @@ int run_train(const TrainArgs& args) {
   if (args.json) {
     nlohmann::json history = nlohmann::json::array();
     for (const auto& e : result.history)
-      history.push_back({{"epoch", e.epoch}, {"train_loss", e.train_loss}, {"test_accuracy", e.test_accuracy},
-                         {"seconds", e.seconds}, {"examples_per_second", e.examples_per_second}});
+      history.push_back({{"epoch", e.epoch},
+                         {"train_loss", e.train_loss},
+                         {"test_accuracy", e.test_accuracy},
+                         {"seconds", e.seconds},
+                         {"examples_per_second", e.examples_per_second}});
     print_json({{"test_accuracy", result.test_accuracy},
                 {"train_loss", result.train_loss},
                 {"weights_sha256", result.weights_sha256},
@@ -237,20 +246,31 @@ int run_train(const TrainArgs& args) {
 void add_train_command(CLI::App& app, Runner& run) {
   auto a = std::make_shared<TrainArgs>();
   CLI::App* cmd = app.add_subcommand("train", "Train a model on Fashion-MNIST, every reduction following a schedule");
-  cmd->add_option("--config", a->config, "TOML file with any of these options by long name (epochs = 3); flags override it");
+  cmd->add_option("--config", a->config,
+                  "TOML file with any of these options by long name (epochs = 3); flags override it");
   cmd->add_option("--model", a->model, "mlp, small_cnn, small_cnn_bn, medium_cnn")->capture_default_str();
-  cmd->add_option("--hidden", a->hidden, "mlp hidden sizes, e.g. --hidden 256 128")->capture_default_str()->check(whole_number());
-  cmd->add_option("--kernel", a->kernel, "medium_cnn kernel size (1, 3, 5, 7)")->capture_default_str()->check(whole_number());
+  cmd->add_option("--hidden", a->hidden, "mlp hidden sizes, e.g. --hidden 256 128")
+      ->capture_default_str()
+      ->check(whole_number());
+  cmd->add_option("--kernel", a->kernel, "medium_cnn kernel size (1, 3, 5, 7)")
+      ->capture_default_str()
+      ->check(whole_number());
   cmd->add_option("--dropout", a->dropout, "dropout before the last layer")->capture_default_str();
   cmd->add_option("--epochs", a->epochs, "epochs")->capture_default_str()->check(whole_number());
-  cmd->add_option("--batch", a->batch, "batch size (0: the whole training set as one batch)")->capture_default_str()->check(whole_number());
+  cmd->add_option("--batch", a->batch, "batch size (0: the whole training set as one batch)")
+      ->capture_default_str()
+      ->check(whole_number());
   cmd->add_option("--lr", a->lr, "learning rate")->capture_default_str();
   cmd->add_option("--optimizer", a->optimizer, "sgd or adam")->capture_default_str();
   cmd->add_option("--momentum", a->momentum, "SGD momentum")->capture_default_str();
   cmd->add_option("--weight-decay", a->weight_decay, "L2 weight decay")->capture_default_str();
-  cmd->add_option("--lr-decay-every", a->decay_every, "epochs between learning-rate decays (0: none)")->capture_default_str()->check(whole_number());
+  cmd->add_option("--lr-decay-every", a->decay_every, "epochs between learning-rate decays (0: none)")
+      ->capture_default_str()
+      ->check(whole_number());
   cmd->add_option("--lr-decay-factor", a->decay_factor, "learning-rate decay factor")->capture_default_str();
-  cmd->add_option("--train-subset", a->subset, "use N training examples, stratified by class (0: all)")->capture_default_str()->check(whole_number());
+  cmd->add_option("--train-subset", a->subset, "use N training examples, stratified by class (0: all)")
+      ->capture_default_str()
+      ->check(whole_number());
   cmd->add_option("--imbalance", a->imbalance, "CLASS:PERCENT keep only PERCENT% of one class's training examples");
   cmd->add_option("--augment-pad", a->augment_pad, "random crop with this padding (0: none)")->capture_default_str();
   cmd->add_flag("--flip", a->flip, "random horizontal flips");
@@ -268,11 +288,16 @@ void add_train_command(CLI::App& app, Runner& run) {
       ->capture_default_str();
   cmd->add_option("--format", a->format, "accumulation format of every reduction, or exact")->capture_default_str();
   cmd->add_option("--algo-seed", a->algo_seed, "algorithmic seed: init, subset, order, augmentation, dropout")
-      ->capture_default_str()->check(whole_number());
-  cmd->add_option("--impl-seed", a->impl_seed, "implementation seed: atomic orders, shuffles, sr")->capture_default_str()->check(whole_number());
+      ->capture_default_str()
+      ->check(whole_number());
+  cmd->add_option("--impl-seed", a->impl_seed, "implementation seed: atomic orders, shuffles, sr")
+      ->capture_default_str()
+      ->check(whole_number());
   cmd->add_option("--save-weights", a->save_weights, "write the final weights and test predictions (atomically)");
   cmd->add_option("--checkpoint", a->checkpoint, "checkpoint file, written atomically during training");
-  cmd->add_option("--checkpoint-every", a->checkpoint_every, "batches between checkpoints")->capture_default_str()->check(whole_number());
+  cmd->add_option("--checkpoint-every", a->checkpoint_every, "batches between checkpoints")
+      ->capture_default_str()
+      ->check(whole_number());
   cmd->add_flag("--resume", a->resume, "continue from --checkpoint if it exists (same bits as an uninterrupted run)");
   cmd->add_flag("--quiet", a->quiet, "no progress on stderr");
   cmd->add_flag("--json", a->json, "print JSON");
@@ -283,7 +308,8 @@ void add_train_command(CLI::App& app, Runner& run) {
       "  fplab train --format exact --schedules atomic --train-subset 5000    # exact: the order cannot matter\n"
       "  fplab train --profile h100:deterministic --device cuda --json    # on a GPU: the weights of --device cpu\n"
       "  fplab train --checkpoint run.ckpt --resume --epochs 5    # continue a killed run\n"
-      "  printf 'model = \"small_cnn\"\\ntrain-subset = 5000\\n' > run.toml && fplab train --config run.toml --epochs 2");
+      "  printf 'model = \"small_cnn\"\\ntrain-subset = 5000\\n' > run.toml && fplab train --config run.toml --epochs "
+      "2");
   cmd->callback([&run, a, cmd] {
     run = [a, cmd] {
       if (!a->config.empty()) apply_toml_config(cmd, a->config);

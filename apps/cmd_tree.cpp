@@ -23,7 +23,10 @@ struct TreeArgs {
 };
 
 void write_svg(const std::string& dot, const std::string& path) {
-  util::render_to(path, {"dot", {"-Tsvg", "tree.dot", "-o", "tree.svg"}, {{"tree.dot", dot}}, "tree.svg",
+  util::render_to(path, {"dot",
+                         {"-Tsvg", "tree.dot", "-o", "tree.svg"},
+                         {{"tree.dot", dot}},
+                         "tree.svg",
                          "scripts/setup installs the graphviz package"});
 }
 
@@ -31,8 +34,8 @@ void write_svg(const std::string& dot, const std::string& path) {
 std::string counts_text(const sim::ScheduleTree& tree) {
   std::string text = std::to_string(tree.additions) + (tree.additions == 1 ? " addition" : " additions");
   if (tree.fused_operations > 0)
-    text += ", " + std::to_string(tree.fused_operations) + " fused operation" + (tree.fused_operations == 1 ? "" : "s") +
-            " (accumulator + N terms, one rounding each)";
+    text += ", " + std::to_string(tree.fused_operations) + " fused operation" +
+            (tree.fused_operations == 1 ? "" : "s") + " (accumulator + N terms, one rounding each)";
   if (tree.whole_group_nodes > 0)
     text += ", " + std::to_string(tree.whole_group_nodes) + " whole-group reduction" +
             (tree.whole_group_nodes == 1 ? "" : "s") + " (kahan, neumaier, exact or binned: one node each)";
@@ -48,9 +51,10 @@ int run_tree(const TreeArgs& args) {
     // minutes (--n 100000 ran for 7), and before printing DOT nobody can lay out.
     const size_t nodes = sim::schedule_tree_nodes(schedule, args.n, {args.impl_seed});
     if (nodes > args.max_nodes)
-      throw UsageError("the tree of " + std::to_string(args.n) + " terms has " + std::to_string(nodes) +
-                       " nodes, more than --max-nodes " + std::to_string(args.max_nodes) +
-                       " (Graphviz would take minutes): use a smaller --n, raise --max-nodes, or --json for the counts");
+      throw UsageError(
+          "the tree of " + std::to_string(args.n) + " terms has " + std::to_string(nodes) +
+          " nodes, more than --max-nodes " + std::to_string(args.max_nodes) +
+          " (Graphviz would take minutes): use a smaller --n, raise --max-nodes, or --json for the counts");
   }
   const sim::ScheduleTree tree = sim::draw_schedule(schedule, args.n, {args.impl_seed});
   if (!args.dot_file.empty()) models::write_file_atomically(args.dot_file, tree.dot);
@@ -81,9 +85,12 @@ void add_tree_command(CLI::App& app, Runner& run) {
   cmd->add_option("-n,--n", args->n, "number of terms K")->capture_default_str()->check(whole_number());
   cmd->add_option("--dot", args->dot_file, "write Graphviz DOT to this file");
   cmd->add_option("--svg", args->svg_file, "write an SVG picture to this file (needs graphviz)");
-  cmd->add_option("--impl-seed", args->impl_seed, "which random order atomic/shuffle steps show")->capture_default_str()->check(whole_number());
+  cmd->add_option("--impl-seed", args->impl_seed, "which random order atomic/shuffle steps show")
+      ->capture_default_str()
+      ->check(whole_number());
   cmd->add_option("--max-nodes", args->max_nodes, "refuse to draw trees with more nodes (Graphviz would take minutes)")
-      ->capture_default_str()->check(whole_number());
+      ->capture_default_str()
+      ->check(whole_number());
   cmd->add_flag("--json", args->json,
                 "print JSON: canonical schedule, nodes, additions, fused operations, whole-group reductions, depth");
   cmd->footer(

@@ -33,8 +33,10 @@ int run_validate(const ValidateArgs& args) {
   const auto report = sim::gpu::validate_kernels(options);
   progress.finish();
   if (!args.out.empty()) models::write_file_atomically(args.out, report.json.dump(1) + "\n");
-  if (args.json) print_json(report.json);
-  else std::fputs(sim::gpu::validation_table(report).c_str(), stdout);
+  if (args.json)
+    print_json(report.json);
+  else
+    std::fputs(sim::gpu::validation_table(report).c_str(), stdout);
   return report.ok ? 0 : 1;
 #else
   throw UsageError("validate needs the CUDA kernels: this fplab was built without CUDA (no nvcc at configure time)");
@@ -46,9 +48,11 @@ int run_validate(const ValidateArgs& args) {
 void add_validate_command(CLI::App& app, Runner& run) {
   auto a = std::make_shared<ValidateArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "validate", "Run our CUDA kernels against the CPU emulation: every kernel x schedule x shape x input, bit for bit");
+      "validate",
+      "Run our CUDA kernels against the CPU emulation: every kernel x schedule x shape x input, bit for bit");
   cmd->add_option("--runs", a->runs, "runs of each atomic case, whose distinct results are counted (>= 50)")
-      ->capture_default_str()->check(whole_number());
+      ->capture_default_str()
+      ->check(whole_number());
   cmd->add_option("--out", a->out, "also write the whole report as JSON to this file (atomically)");
   cmd->add_flag("--json", a->json, "print the JSON report instead of the table");
   cmd->add_flag("--quiet", a->quiet, "no progress on stderr");

@@ -46,8 +46,8 @@ void print_exact_lines(const Judge& judge, const fp::Format& format, const char*
                 format.name.c_str(), fp::format_double(format.max_finite()).c_str(),
                 fp::format_double(judge.exact_rounded()).c_str());
   else
-    std::printf("%s%-*s %s (the exact sum rounded once to %s: the best any order can give)\n", indent, width,
-                "rounded", fp::format_double(judge.exact_rounded()).c_str(), format.name.c_str());
+    std::printf("%s%-*s %s (the exact sum rounded once to %s: the best any order can give)\n", indent, width, "rounded",
+                fp::format_double(judge.exact_rounded()).c_str(), format.name.c_str());
   std::printf("%s%-*s from the exact sum, in ulps of %s there\n", indent, width, "errors", format.name.c_str());
 }
 

@@ -28,15 +28,17 @@ nlohmann::json group_json(const experiments::TwinGroup& g) {
                         {"seconds", r.seconds},
                         {"weights_sha256", r.weights_sha256},
                         {"predictions_sha256", r.predictions_sha256}});
-  return {{"mode", g.mode},
-          {"variant", experiments::variant_name(g.variant)},
-          {"backend", g.backend},
-          {"accuracy_mean", g.accuracy_mean},
-          {"accuracy_sd", g.accuracy_sd},
-          {"churn", {{"mean", g.churn.mean}, {"ci_low", g.churn.ci_low}, {"ci_high", g.churn.ci_high}, {"pairs", g.churn.pairs}}},
-          {"l2", g.l2},
-          {"identical", g.identical},
-          {"replicas", replicas}};
+  return {
+      {"mode", g.mode},
+      {"variant", experiments::variant_name(g.variant)},
+      {"backend", g.backend},
+      {"accuracy_mean", g.accuracy_mean},
+      {"accuracy_sd", g.accuracy_sd},
+      {"churn",
+       {{"mean", g.churn.mean}, {"ci_low", g.churn.ci_low}, {"ci_high", g.churn.ci_high}, {"pairs", g.churn.pairs}}},
+      {"l2", g.l2},
+      {"identical", g.identical},
+      {"replicas", replicas}};
 }
 
 int run(const Args& args, const std::string& command, const experiments::TwinTrainer& train,
@@ -53,7 +55,8 @@ int run(const Args& args, const std::string& command, const experiments::TwinTra
   if (!cuda && args.tf32 != "off") throw UsageError("--tf32 " + args.tf32 + ": TF32 is a GPU setting (--device cuda)");
   if (!args.json.empty()) {  // found out now, not after the training
     const std::filesystem::path parent = std::filesystem::absolute(args.json).parent_path();
-    if (!std::filesystem::is_directory(parent)) throw UsageError("--json " + args.json + ": no folder " + parent.string());
+    if (!std::filesystem::is_directory(parent))
+      throw UsageError("--json " + args.json + ": no folder " + parent.string());
   }
   // Deterministic cuBLAS needs its workspace setting before the process's first GEMM, so it is
   // set now, for every group of this run (unless the environment already has one).
@@ -66,12 +69,12 @@ int run(const Args& args, const std::string& command, const experiments::TwinTra
   for (const auto& mode : args.modes) {
     options.deterministic = mode == "deterministic";
     if (!args.quiet)
-      std::fprintf(stderr, "%s: %s mode, %zu replica(s) of the %s variant on %s\n", experiment.name.c_str(), mode.c_str(),
-                   replicas, experiments::variant_name(variant).c_str(), args.device.c_str());
+      std::fprintf(stderr, "%s: %s mode, %zu replica(s) of the %s variant on %s\n", experiment.name.c_str(),
+                   mode.c_str(), replicas, experiments::variant_name(variant).c_str(), args.device.c_str());
     auto progress = [&](size_t i, const experiments::TwinReplica& r) {
       if (!args.quiet)
-        std::fprintf(stderr, "  [%s %zu/%zu] %.1f s, test accuracy %.4f, weights %.12s\n", mode.c_str(), i + 1, replicas,
-                     r.seconds, r.test_accuracy, r.weights_sha256.c_str());
+        std::fprintf(stderr, "  [%s %zu/%zu] %.1f s, test accuracy %.4f, weights %.12s\n", mode.c_str(), i + 1,
+                     replicas, r.seconds, r.test_accuracy, r.weights_sha256.c_str());
     };
     groups.push_back(experiments::run_twin_group(experiment, data, variant, replicas, options, train, progress));
   }
@@ -81,7 +84,7 @@ int run(const Args& args, const std::string& command, const experiments::TwinTra
               experiments::twin_table(groups).c_str());
   if (!args.json.empty()) {
     nlohmann::json doc = {{"experiment", experiment.name}, {"file", args.file}, {"command", command},
-                          {"device", args.device}, {"tf32", args.tf32}, {"groups", nlohmann::json::array()}};
+                          {"device", args.device},         {"tf32", args.tf32}, {"groups", nlohmann::json::array()}};
     for (const auto& g : groups) doc["groups"].push_back(group_json(g));
     models::write_file_atomically(args.json, doc.dump(1) + "\n");
   }
@@ -92,9 +95,11 @@ int run(const Args& args, const std::string& command, const experiments::TwinTra
 
 int torch_churn_main(int argc, char** argv, const experiments::TwinTrainer& train, const CudaCheck& cuda_available) {
   Args args;
-  CLI::App app{"torch_churn: an experiment's recipe trained by fplab's LibTorch twin (cuBLAS/cuDNN on a GPU), replicas "
-               "in PyTorch's default and deterministic modes: the real churn, beside the simulated one"};
-  app.add_option("file", args.file, "experiment TOML (its [data], [model], [training] recipe and replicas)")->required();
+  CLI::App app{
+      "torch_churn: an experiment's recipe trained by fplab's LibTorch twin (cuBLAS/cuDNN on a GPU), replicas "
+      "in PyTorch's default and deterministic modes: the real churn, beside the simulated one"};
+  app.add_option("file", args.file, "experiment TOML (its [data], [model], [training] recipe and replicas)")
+      ->required();
   app.add_option("--device", args.device, "cuda (cuBLAS and cuDNN) or cpu (LibTorch's CPU kernels)")
       ->check(CLI::IsMember({"cuda", "cpu"}))
       ->capture_default_str();

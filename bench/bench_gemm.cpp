@@ -30,8 +30,8 @@ Matrices& matrices() {
 }
 
 void report(benchmark::State& state) {
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * kSize * kSize * kSize, benchmark::Counter::kIsIterationInvariantRate,
-                                                 benchmark::Counter::kIs1000);
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      2.0 * kSize * kSize * kSize, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
 void BM_openblas_sgemm(benchmark::State& state) {
@@ -80,7 +80,8 @@ BENCHMARK_CAPTURE(BM_fplab_gemm, exact, "exact")->Unit(benchmark::kMillisecond);
 // First stages that are not FMA chains: tensor-core steps (tc-h100-tf32, its split-K weight
 // gradient, tc-h100-bf16, tc-a100) and the other reducers on exact/fused products.
 BENCHMARK_CAPTURE(BM_fplab_gemm, tc_h100_tf32, "all:fused(8,25)")->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_fplab_gemm, tc_h100_tf32_splitk16, "split(16):fused(8,25) | all:seq")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_fplab_gemm, tc_h100_tf32_splitk16, "split(16):fused(8,25) | all:seq")
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_fplab_gemm, tc_h100_bf16, "all:fused(16,25)")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_fplab_gemm, tc_a100, "all:fused(8,24)")->Unit(benchmark::kMillisecond);
 // The same with the factors converted to the tensor core's input format, as the hardware profiles

@@ -24,8 +24,8 @@ void BM_reduce(benchmark::State& state, const char* schedule_text) {
   const fplab::sim::Arithmetic arithmetic;
   const auto& v = terms();
   for (auto _ : state) benchmark::DoNotOptimize(fplab::sim::reduce(schedule, v, arithmetic, {1}));
-  state.counters["ns_per_term"] = benchmark::Counter(static_cast<double>(v.size()),
-                                                     benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  state.counters["ns_per_term"] = benchmark::Counter(
+      static_cast<double>(v.size()), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 
 }  // namespace

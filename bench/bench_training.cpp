@@ -111,11 +111,26 @@ void BM_fplab_epoch(benchmark::State& state, const std::string& model, const cha
 
 // LibTorch first, so that fplab's rows can show the ratio.
 BENCHMARK_CAPTURE(BM_libtorch_epoch, mlp, std::string("mlp"))->Iterations(1)->UseManualTime()->Unit(benchmark::kSecond);
-BENCHMARK_CAPTURE(BM_fplab_epoch, mlp_seq, std::string("mlp"), "seq")->Iterations(1)->UseManualTime()->Unit(benchmark::kSecond);
-BENCHMARK_CAPTURE(BM_fplab_epoch, mlp_gpu, std::string("mlp"), "gpu")->Iterations(1)->UseManualTime()->Unit(benchmark::kSecond);
-BENCHMARK_CAPTURE(BM_libtorch_epoch, small_cnn, std::string("small_cnn"))->Iterations(1)->UseManualTime()->Unit(benchmark::kSecond);
-BENCHMARK_CAPTURE(BM_fplab_epoch, small_cnn_seq, std::string("small_cnn"), "seq")->Iterations(1)->UseManualTime()->Unit(benchmark::kSecond);
-BENCHMARK_CAPTURE(BM_fplab_epoch, small_cnn_gpu, std::string("small_cnn"), "gpu")->Iterations(1)->UseManualTime()->Unit(benchmark::kSecond);
+BENCHMARK_CAPTURE(BM_fplab_epoch, mlp_seq, std::string("mlp"), "seq")
+    ->Iterations(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kSecond);
+BENCHMARK_CAPTURE(BM_fplab_epoch, mlp_gpu, std::string("mlp"), "gpu")
+    ->Iterations(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kSecond);
+BENCHMARK_CAPTURE(BM_libtorch_epoch, small_cnn, std::string("small_cnn"))
+    ->Iterations(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kSecond);
+BENCHMARK_CAPTURE(BM_fplab_epoch, small_cnn_seq, std::string("small_cnn"), "seq")
+    ->Iterations(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kSecond);
+BENCHMARK_CAPTURE(BM_fplab_epoch, small_cnn_gpu, std::string("small_cnn"), "gpu")
+    ->Iterations(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kSecond);
 
 }  // namespace
 
@@ -125,7 +140,9 @@ int main(int argc, char** argv) {
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   // The table for bench/RESULTS.md.
-  std::printf("\nCPU seconds per epoch:\n| model | LibTorch | fplab seq | ratio | fplab gpu | ratio |\n|---|---|---|---|---|---|\n");
+  std::printf(
+      "\nCPU seconds per epoch:\n| model | LibTorch | fplab seq | ratio | fplab gpu | ratio "
+      "|\n|---|---|---|---|---|---|\n");
   for (const auto& [model, torch_s] : libtorch_seconds()) {
     auto& f = fplab_seconds()[model];
     auto cell = [&](const char* preset) {

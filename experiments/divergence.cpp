@@ -39,39 +39,45 @@ Divergence diverge(const models::TrainConfig& a, const models::TrainConfig& b, c
   };
   // Snapshots of A after every step; memory is steps x parameters floats (meant for small runs).
   std::vector<std::vector<std::vector<float>>> snapshots;
-  models::train(a, data, {}, on_batch("a"), [&](uint64_t, models::Model<float>& m) {
-    std::vector<std::vector<float>> copy;
-    for (const auto& p : named_parameters(m)) copy.push_back(*p.values);
-    snapshots.push_back(std::move(copy));
-  }, on_evaluation("a"));
+  models::train(
+      a, data, {}, on_batch("a"),
+      [&](uint64_t, models::Model<float>& m) {
+        std::vector<std::vector<float>> copy;
+        for (const auto& p : named_parameters(m)) copy.push_back(*p.values);
+        snapshots.push_back(std::move(copy));
+      },
+      on_evaluation("a"));
   Divergence d;
-  models::train(b, data, {}, on_batch("b"), [&](uint64_t step, models::Model<float>& m) {
-    if (step >= snapshots.size()) return;
-    const auto params = named_parameters(m);
-    DivergencePoint point{step, 0, 0, 0};
-    double norm = 0;
-    d.parameters = 0;
-    for (size_t k = 0; k < params.size(); ++k) {
-      const auto& wb = *params[k].values;
-      const auto& wa = snapshots[step][k];
-      d.parameters += wa.size();
-      for (size_t i = 0; i < wa.size(); ++i) {
-        const double diff = static_cast<double>(wa[i]) - wb[i];
-        point.l2 += diff * diff;
-        norm += static_cast<double>(wa[i]) * wa[i];
-        if (std::bit_cast<uint32_t>(wa[i]) != std::bit_cast<uint32_t>(wb[i])) {
-          if (d.first_step < 0) d.first_step = static_cast<int64_t>(step);
-          if (d.first_step == static_cast<int64_t>(step) &&
-              (d.first_layers.empty() || d.first_layers.back() != params[k].name))
-            d.first_layers.push_back(params[k].name);
-          ++point.differing;
+  models::train(
+      b, data, {}, on_batch("b"),
+      [&](uint64_t step, models::Model<float>& m) {
+        if (step >= snapshots.size()) return;
+        const auto params = named_parameters(m);
+        DivergencePoint point{step, 0, 0, 0};
+        double norm = 0;
+        d.parameters = 0;
+        for (size_t k = 0; k < params.size(); ++k) {
+          const auto& wb = *params[k].values;
+          const auto& wa = snapshots[step][k];
+          d.parameters += wa.size();
+          for (size_t i = 0; i < wa.size(); ++i) {
+            const double diff = static_cast<double>(wa[i]) - wb[i];
+            point.l2 += diff * diff;
+            norm += static_cast<double>(wa[i]) * wa[i];
+            if (std::bit_cast<uint32_t>(wa[i]) != std::bit_cast<uint32_t>(wb[i])) {
+              if (d.first_step < 0) d.first_step = static_cast<int64_t>(step);
+              if (d.first_step == static_cast<int64_t>(step) &&
+                  (d.first_layers.empty() || d.first_layers.back() != params[k].name))
+                d.first_layers.push_back(params[k].name);
+              ++point.differing;
+            }
+          }
         }
-      }
-    }
-    point.l2 = std::sqrt(point.l2);
-    point.relative = norm > 0 ? point.l2 / std::sqrt(norm) : 0;
-    d.curve.push_back(point);
-  }, on_evaluation("b"));
+        point.l2 = std::sqrt(point.l2);
+        point.relative = norm > 0 ? point.l2 / std::sqrt(norm) : 0;
+        d.curve.push_back(point);
+      },
+      on_evaluation("b"));
   return d;
 }
 

@@ -13,10 +13,10 @@
 namespace fplab::experiments {
 
 struct DivergencePoint {
-  uint64_t step = 0;        // 0: the initial weights
-  double l2 = 0;            // || w_a - w_b ||
-  double relative = 0;      // || w_a - w_b || / || w_a ||
-  size_t differing = 0;     // weights whose bits differ
+  uint64_t step = 0;     // 0: the initial weights
+  double l2 = 0;         // || w_a - w_b ||
+  double relative = 0;   // || w_a - w_b || / || w_a ||
+  size_t differing = 0;  // weights whose bits differ
 };
 
 struct Divergence {

@@ -16,12 +16,18 @@ namespace fplab::experiments {
 
 std::string variant_name(Variant v) {
   switch (v) {
-    case Variant::algo_impl: return "algo+impl";
-    case Variant::algo: return "algo";
-    case Variant::impl: return "impl";
-    case Variant::control: return "control";
-    case Variant::order: return "order";
-    case Variant::flip: return "flip";
+    case Variant::algo_impl:
+      return "algo+impl";
+    case Variant::algo:
+      return "algo";
+    case Variant::impl:
+      return "impl";
+    case Variant::control:
+      return "control";
+    case Variant::order:
+      return "order";
+    case Variant::flip:
+      return "flip";
   }
   return "?";
 }
@@ -32,8 +38,9 @@ Variant parse_variant(const std::string& text) {
   throw std::invalid_argument("unknown variant '" + text + "' (known: algo+impl, algo, impl, control, order, flip)");
 }
 
-models::TrainConfig Experiment::replica_config(const models::OpTable& default_ops, const models::OpTable& deterministic_ops,
-                                               Variant variant, size_t replica) const {
+models::TrainConfig Experiment::replica_config(const models::OpTable& default_ops,
+                                               const models::OpTable& deterministic_ops, Variant variant,
+                                               size_t replica) const {
   models::TrainConfig c = recipe;
   const uint64_t i = replica;
   const bool vary_algo = variant == Variant::algo_impl || variant == Variant::algo;
@@ -91,7 +98,8 @@ struct Reader {
   double number(const toml::table& t, const std::string& section, const char* key, double fallback) const {
     const double value = get<double>(t, section, key, fallback);
     if (const toml::node* node = t.get(key)) {
-      if (const auto* whole = node->as_integer()) return static_cast<double>(checked_whole(*node, section, key, whole->get()));
+      if (const auto* whole = node->as_integer())
+        return static_cast<double>(checked_whole(*node, section, key, whole->get()));
       try {
         models::check_recipe_number(key, value);
       } catch (const std::invalid_argument& e) {
@@ -187,8 +195,8 @@ Experiment parse_experiment(std::string_view text, const std::string& path) {
   c.model.dropout = r.number(model, "model.", "dropout", 0);
 
   const auto& training = r.section(doc, "training");
-  r.check_keys(training, "training.", {"epochs", "batch", "optimizer", "lr", "momentum", "weight_decay", "lr_decay_every",
-                                       "lr_decay_factor"});
+  r.check_keys(training, "training.",
+               {"epochs", "batch", "optimizer", "lr", "momentum", "weight_decay", "lr_decay_every", "lr_decay_factor"});
   c.epochs = static_cast<size_t>(r.whole(training, "training.", "epochs", 1));
   c.batch = static_cast<size_t>(r.whole(training, "training.", "batch", 64));
   c.optimizer.kind = r.get<std::string>(training, "training.", "optimizer", "adam");
@@ -207,7 +215,8 @@ Experiment parse_experiment(std::string_view text, const std::string& path) {
   for (auto& p : x.profiles) {
     std::error_code ec;
     const std::filesystem::path beside = std::filesystem::path(path).parent_path() / p;
-    if (models::is_hw_profile_path(p) && std::filesystem::path(p).is_relative() && std::filesystem::is_regular_file(beside, ec))
+    if (models::is_hw_profile_path(p) && std::filesystem::path(p).is_relative() &&
+        std::filesystem::is_regular_file(beside, ec))
       p = beside.lexically_normal().string();
   }
   for (const auto& v : r.strings(run, "run.", "variants")) {

@@ -24,8 +24,8 @@ Variant parse_variant(const std::string& text);
 
 struct Experiment {
   std::string name, description;
-  std::string paper;   // what the research found, quoted in the report
-  std::string path;    // the file it came from
+  std::string paper;           // what the research found, quoted in the report
+  std::string path;            // the file it came from
   models::TrainConfig recipe;  // the training recipe (seeds and schedules are set per replica)
   std::string format = "fp32";
   std::vector<std::string> profiles;

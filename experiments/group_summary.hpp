@@ -20,10 +20,10 @@ struct GroupSummary {
   double accuracy_mean = 0;
   SpreadSummary accuracy_sd;
   PairwiseSummary churn, l2;
-  std::optional<double> l2_buffers_mean;   // BatchNorm running statistics, when the model has them
-  SpreadSummary per_class_sd_max;          // the largest class's sd; its interval: that max, resampled
+  std::optional<double> l2_buffers_mean;     // BatchNorm running statistics, when the model has them
+  SpreadSummary per_class_sd_max;            // the largest class's sd; its interval: that max, resampled
   std::optional<double> per_class_sd_ratio;  // per_class_sd_max / accuracy sd (none if that is 0)
-  bool identical = false;                  // every replica's weights bit-identical
+  bool identical = false;                    // every replica's weights bit-identical
   std::vector<double> class_accuracy_mean, fpr_mean, fpr_sd, fnr_mean, fnr_sd;
   std::vector<SpreadSummary> class_accuracy_sd;
 };

@@ -57,7 +57,8 @@ PairMatrix l2_matrix(const std::vector<std::vector<float>>& w) {
 }
 
 PairwiseSummary pairwise_summary(const PairMatrix& d, const ReplicaBootstrap& bootstrap) {
-  if (bootstrap.replicas() != d.size()) throw std::invalid_argument("bootstrap: made for a different number of replicas");
+  if (bootstrap.replicas() != d.size())
+    throw std::invalid_argument("bootstrap: made for a different number of replicas");
   PairwiseSummary s;
   const size_t r = d.size();
   if (r < 2) return s;
@@ -82,10 +83,12 @@ PairwiseSummary l2_summary(const std::vector<std::vector<float>>& w, const Repli
 double mean_pairwise_l2(const std::vector<std::vector<float>>& w) { return pair_mean(l2_matrix(w)); }
 
 SpreadSummary stddev_summary(std::span<const double> values, const ReplicaBootstrap& bootstrap) {
-  if (bootstrap.replicas() != values.size()) throw std::invalid_argument("bootstrap: made for a different number of replicas");
+  if (bootstrap.replicas() != values.size())
+    throw std::invalid_argument("bootstrap: made for a different number of replicas");
   SpreadSummary s;
   s.sd = stddev(values);
-  const auto ci = bootstrap.interval([&](std::span<const uint32_t> counts) { return resampled_stddev(values, counts); });
+  const auto ci =
+      bootstrap.interval([&](std::span<const uint32_t> counts) { return resampled_stddev(values, counts); });
   s.ci_low = ci.low;
   s.ci_high = ci.high;
   return s;
@@ -105,7 +108,8 @@ double stddev(std::span<const double> x) {
 
 std::vector<double> per_class_accuracy(std::span<const uint8_t> predictions, std::span<const uint8_t> labels,
                                        size_t classes) {
-  if (predictions.size() != labels.size()) throw std::invalid_argument("accuracy: predictions and labels differ in length");
+  if (predictions.size() != labels.size())
+    throw std::invalid_argument("accuracy: predictions and labels differ in length");
   std::vector<double> correct(classes, 0), count(classes, 0);
   for (size_t i = 0; i < labels.size(); ++i) {
     if (labels[i] >= classes) throw std::invalid_argument("accuracy: label out of range");

@@ -22,9 +22,7 @@ namespace {
 
 constexpr const char* kLockPrefix = ".fplab-lock";
 
-bool is_bookkeeping(const std::string& name) {
-  return name == kExperimentMarker || name.rfind(kLockPrefix, 0) == 0;
-}
+bool is_bookkeeping(const std::string& name) { return name == kExperimentMarker || name.rfind(kLockPrefix, 0) == 0; }
 
 std::string read_marker(const std::filesystem::path& file) {
   std::ifstream in(file);
@@ -59,7 +57,8 @@ OutputFolder::OutputFolder(const std::string& path, const std::string& name, con
   if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
     ::close(lock_fd_);
     lock_fd_ = -1;
-    throw std::runtime_error(path + ": another fplab run is writing to this folder; wait for it or choose another --out");
+    throw std::runtime_error(path +
+                             ": another fplab run is writing to this folder; wait for it or choose another --out");
   }
   if (o.rank != 0) return;
 
@@ -72,7 +71,8 @@ OutputFolder::OutputFolder(const std::string& path, const std::string& name, con
         throw std::runtime_error(path + ": holds the results of experiment '" + other + "', not '" + name +
                                  "'; choose another --out, or pass --force to write over them");
       if (!o.resume && o.ranks == 1 && holds_replicas(path))
-        throw std::runtime_error(path + ": holds results of this experiment already; pass --resume to keep its finished "
+        throw std::runtime_error(path +
+                                 ": holds results of this experiment already; pass --resume to keep its finished "
                                  "replicas, or --force to train them all again");
     } else if (o.ranks > 1) {
       // Under mpirun the other ranks are already writing their replicas here: only a marker of
@@ -80,12 +80,14 @@ OutputFolder::OutputFolder(const std::string& path, const std::string& name, con
     } else if (holds_replicas(path)) {
       // Written before folders were marked: taken as this experiment's only when resuming.
       if (!o.resume)
-        throw std::runtime_error(path + ": holds results of an earlier run; pass --resume to keep the replicas that match "
+        throw std::runtime_error(path +
+                                 ": holds results of an earlier run; pass --resume to keep the replicas that match "
                                  "this experiment, or --force to write over them");
     } else {
       for (const auto& entry : fs::directory_iterator(path, ec))
         if (!is_bookkeeping(entry.path().filename().string()))
-          throw std::runtime_error(path + ": is not empty and holds no fplab experiment; choose another --out, or pass "
+          throw std::runtime_error(path +
+                                   ": is not empty and holds no fplab experiment; choose another --out, or pass "
                                    "--force to write into it");
     }
   }

@@ -8,8 +8,8 @@
 namespace fplab::experiments {
 
 struct ClaimOptions {
-  bool resume = false;  // keep this experiment's finished replicas
-  bool force = false;   // write into the folder whatever it holds
+  bool resume = false;      // keep this experiment's finished replicas
+  bool force = false;       // write into the folder whatever it holds
   int rank = 0, ranks = 1;  // under mpirun every rank locks its own file; rank 0 checks the marker
 };
 

@@ -8,9 +8,8 @@ nlohmann::json recipe_json(const Experiment& x) {
   const auto& c = x.recipe;
   nlohmann::json variants = nlohmann::json::array();
   for (Variant v : x.variants) variants.push_back(variant_name(v));
-  nlohmann::json data = {{"train_subset", c.selection.subset},
-                         {"augment_pad", c.augmentation.pad},
-                         {"flip", c.augmentation.flip}};
+  nlohmann::json data = {
+      {"train_subset", c.selection.subset}, {"augment_pad", c.augmentation.pad}, {"flip", c.augmentation.flip}};
   if (c.selection.imbalance_class >= 0) {
     data["imbalance_class"] = c.selection.imbalance_class;
     data["imbalance_percent"] = c.selection.imbalance_percent;
@@ -18,7 +17,8 @@ nlohmann::json recipe_json(const Experiment& x) {
   nlohmann::json model = {{"name", c.model.name}, {"dropout", c.model.dropout}};
   if (c.model.name == "mlp") model["hidden"] = c.model.hidden;
   if (c.model.name == "medium_cnn") model["kernel"] = c.model.kernel;
-  nlohmann::json training = {{"epochs", c.epochs}, {"batch", c.batch}, {"optimizer", c.optimizer.kind}, {"lr", c.optimizer.lr}};
+  nlohmann::json training = {
+      {"epochs", c.epochs}, {"batch", c.batch}, {"optimizer", c.optimizer.kind}, {"lr", c.optimizer.lr}};
   if (c.optimizer.kind == "sgd") {
     training["momentum"] = c.optimizer.momentum;
     training["weight_decay"] = c.optimizer.weight_decay;
@@ -49,11 +49,13 @@ std::string recipe_text(const Experiment& x) {
   }
   if (c.model.dropout > 0) s << ", dropout " << c.model.dropout;
   s << "; " << c.epochs << " epoch(s), batch " << c.batch << ", " << c.optimizer.kind << " lr " << c.optimizer.lr;
-  if (c.optimizer.kind == "sgd") s << " momentum " << c.optimizer.momentum << " weight decay " << c.optimizer.weight_decay;
+  if (c.optimizer.kind == "sgd")
+    s << " momentum " << c.optimizer.momentum << " weight decay " << c.optimizer.weight_decay;
   s << "; training subset " << (c.selection.subset ? std::to_string(c.selection.subset) : "all");
   if (c.selection.imbalance_class >= 0)
     s << " (class " << c.selection.imbalance_class << " kept at " << c.selection.imbalance_percent << " %)";
-  if (c.augmentation.enabled()) s << ", augmentation pad " << c.augmentation.pad << (c.augmentation.flip ? " + flips" : "");
+  if (c.augmentation.enabled())
+    s << ", augmentation pad " << c.augmentation.pad << (c.augmentation.flip ? " + flips" : "");
   s << "; " << x.replicas << " replicas per variant (algo seed " << x.algo_seed << ", impl seed " << x.impl_seed
     << "); accumulation " << x.format << "; from " << x.path << ".";
   return s.str();

@@ -43,7 +43,8 @@ ReplicaBootstrap::ReplicaBootstrap(size_t replicas, size_t resamples, uint64_t s
     std::vector<uint32_t> row(n);
     enumerate(row, 0, static_cast<uint32_t>(n), counts_);
     // Probability of a multiset: n! / prod(c_i!) / n^n, in logs so that no factor overflows.
-    const double log_total = std::lgamma(static_cast<double>(n) + 1) - static_cast<double>(n) * std::log(static_cast<double>(n));
+    const double log_total =
+        std::lgamma(static_cast<double>(n) + 1) - static_cast<double>(n) * std::log(static_cast<double>(n));
     for (size_t r = 0; r < counts_.size() / n; ++r) {
       double log_p = log_total;
       for (size_t i = 0; i < n; ++i) log_p -= std::lgamma(static_cast<double>(counts_[r * n + i]) + 1);

@@ -15,7 +15,9 @@
 namespace fplab::experiments {
 namespace {
 
-nlohmann::json optional_json(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
+nlohmann::json optional_json(const std::optional<double>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
 
 std::string fixed(double v, int digits) {
   char buffer[64];
@@ -67,15 +69,22 @@ ReportDocument report_document(const Experiment& x, const std::vector<GroupSumma
   if (!x.paper.empty()) d.paragraph(x.paper, "What the research found:");
   d.paragraph(recipe_text(x), "Recipe:");
 
-  const bool buffers = std::any_of(groups.begin(), groups.end(), [](const auto& g) { return g.l2_buffers_mean.has_value(); });
-  std::vector<std::string> header = {"profile", "variant", "replicas", "accuracy % (mean)", "accuracy sd % [95% CI]",
-                                     "churn % [95% CI]", "L2 [95% CI]"};
+  const bool buffers =
+      std::any_of(groups.begin(), groups.end(), [](const auto& g) { return g.l2_buffers_mean.has_value(); });
+  std::vector<std::string> header = {
+      "profile",          "variant",    "replicas", "accuracy % (mean)", "accuracy sd % [95% CI]",
+      "churn % [95% CI]", "L2 [95% CI]"};
   if (buffers) header.push_back("L2 of BatchNorm statistics");
   for (const char* h : {"max per-class sd % [95% CI]", "ratio", "identical"}) header.push_back(h);
   std::vector<std::vector<std::string>> rows;
   for (const auto& g : groups) {
-    std::vector<std::string> row = {g.profile, variant_name(g.variant), std::to_string(g.replicas), percent(g.accuracy_mean),
-                                    spread_cell(g.accuracy_sd), churn_cell(g.churn), l2_cell(g.l2)};
+    std::vector<std::string> row = {g.profile,
+                                    variant_name(g.variant),
+                                    std::to_string(g.replicas),
+                                    percent(g.accuracy_mean),
+                                    spread_cell(g.accuracy_sd),
+                                    churn_cell(g.churn),
+                                    l2_cell(g.l2)};
     if (buffers) row.push_back(g.l2_buffers_mean ? short_number(*g.l2_buffers_mean) : "—");
     row.push_back(spread_cell(g.per_class_sd_max));
     row.push_back(g.per_class_sd_ratio ? fixed(*g.per_class_sd_ratio, 2) : "—");
@@ -85,14 +94,20 @@ ReportDocument report_document(const Experiment& x, const std::vector<GroupSumma
   d.table(header, rows);
 
   d.heading("What the numbers are");
-  d.paragraph("the fraction of test examples whose predicted labels differ between two replicas, averaged over all "
-              "pairs of replicas of the group.", "Churn:");
-  d.paragraph("the distance between two replicas' final trainable weights after scaling each to unit norm, "
-              "‖w1/‖w1‖ − w2/‖w2‖‖, averaged over all pairs (BatchNorm running statistics separately).", "L2:");
-  d.paragraph("the sample standard deviation (n − 1) over replicas of the test accuracy, and per class of the "
-              "accuracy on that class's test examples; the max per-class sd is the largest of these, and its "
-              "interval is that largest value recomputed on every resample. Ratio: max per-class sd over accuracy sd. "
-              "FPR = FP/(FP+TN) and FNR = FN/(FN+TP), one class against the rest.", "Accuracy sd:");
+  d.paragraph(
+      "the fraction of test examples whose predicted labels differ between two replicas, averaged over all "
+      "pairs of replicas of the group.",
+      "Churn:");
+  d.paragraph(
+      "the distance between two replicas' final trainable weights after scaling each to unit norm, "
+      "‖w1/‖w1‖ − w2/‖w2‖‖, averaged over all pairs (BatchNorm running statistics separately).",
+      "L2:");
+  d.paragraph(
+      "the sample standard deviation (n − 1) over replicas of the test accuracy, and per class of the "
+      "accuracy on that class's test examples; the max per-class sd is the largest of these, and its "
+      "interval is that largest value recomputed on every resample. Ratio: max per-class sd over accuracy sd. "
+      "FPR = FP/(FP+TN) and FNR = FN/(FN+TP), one class against the rest.",
+      "Accuracy sd:");
   d.paragraph(interval_text(interval_method(x.replicas)), "Intervals:");
 
   if (!figures.empty()) d.heading("Figures");
@@ -121,40 +136,47 @@ ReportDocument report_document(const Experiment& x, const std::vector<GroupSumma
 
 }  // namespace
 
-nlohmann::json summary_json(const Experiment& x, const std::vector<GroupSummary>& groups, const Provenance& provenance) {
+nlohmann::json summary_json(const Experiment& x, const std::vector<GroupSummary>& groups,
+                            const Provenance& provenance) {
   auto interval = [](double low, double high) { return nlohmann::json::array({low, high}); };
   nlohmann::json results = nlohmann::json::array();
   for (const auto& g : groups) {
     double fnr_sd_max = 0;
     for (double v : g.fnr_sd) fnr_sd_max = std::max(fnr_sd_max, v);
-    results.push_back({{"profile", g.profile},
-                       {"variant", variant_name(g.variant)},
-                       {"replicas", g.replicas},
-                       {"accuracy_mean", g.accuracy_mean},
-                       {"accuracy_std", g.accuracy_sd.sd},
-                       {"accuracy_std_ci95_replicas", interval(g.accuracy_sd.ci_low, g.accuracy_sd.ci_high)},
-                       {"churn_mean", g.churn.mean},
-                       {"churn_ci95_replicas", interval(g.churn.ci_low, g.churn.ci_high)},
-                       {"l2_mean", g.l2.mean},
-                       {"l2_ci95_replicas", interval(g.l2.ci_low, g.l2.ci_high)},
-                       {"l2_buffers_mean", optional_json(g.l2_buffers_mean)},
-                       {"per_class_std_max", g.per_class_sd_max.sd},
-                       {"per_class_std_max_ci95_replicas", interval(g.per_class_sd_max.ci_low, g.per_class_sd_max.ci_high)},
-                       {"per_class_std_ratio", optional_json(g.per_class_sd_ratio)},
-                       {"fnr_std_max", fnr_sd_max},
-                       {"identical_replicas", g.identical}});
+    results.push_back(
+        {{"profile", g.profile},
+         {"variant", variant_name(g.variant)},
+         {"replicas", g.replicas},
+         {"accuracy_mean", g.accuracy_mean},
+         {"accuracy_std", g.accuracy_sd.sd},
+         {"accuracy_std_ci95_replicas", interval(g.accuracy_sd.ci_low, g.accuracy_sd.ci_high)},
+         {"churn_mean", g.churn.mean},
+         {"churn_ci95_replicas", interval(g.churn.ci_low, g.churn.ci_high)},
+         {"l2_mean", g.l2.mean},
+         {"l2_ci95_replicas", interval(g.l2.ci_low, g.l2.ci_high)},
+         {"l2_buffers_mean", optional_json(g.l2_buffers_mean)},
+         {"per_class_std_max", g.per_class_sd_max.sd},
+         {"per_class_std_max_ci95_replicas", interval(g.per_class_sd_max.ci_low, g.per_class_sd_max.ci_high)},
+         {"per_class_std_ratio", optional_json(g.per_class_sd_ratio)},
+         {"fnr_std_max", fnr_sd_max},
+         {"identical_replicas", g.identical}});
   }
   const IntervalMethod m = interval_method(x.replicas);
   const nlohmann::json intervals = {
       {"level", ReplicaBootstrap::kLevel},
       {"method", "percentile bootstrap over replicas"},
       {"resampled", "replicas, with replacement; the test examples are fixed (not resampled)"},
-      {"same_replica_pairs", "left out of churn and L2; a resample that drew a single replica is left out of every interval"},
+      {"same_replica_pairs",
+       "left out of churn and L2; a resample that drew a single replica is left out of every interval"},
       {"exact", m.exact},
       {"resamples", m.resamples},
       {"seed", m.exact ? nlohmann::json(nullptr) : nlohmann::json(m.seed)}};
-  return {{"experiment", x.name},  {"description", x.description}, {"fplab_version", provenance.version},
-          {"command", provenance.command}, {"recipe", recipe_json(x)}, {"intervals", intervals},
+  return {{"experiment", x.name},
+          {"description", x.description},
+          {"fplab_version", provenance.version},
+          {"command", provenance.command},
+          {"recipe", recipe_json(x)},
+          {"intervals", intervals},
           {"results", results}};
 }
 
@@ -176,33 +198,38 @@ std::string summary_table(const std::vector<GroupSummary>& groups) {
   for (const auto& g : groups) {
     const std::string acc = accuracy_cell(g.accuracy_mean, g.accuracy_sd.sd), churn = churn_cell(g.churn);
     std::snprintf(line, sizeof line, "%-12s %-10s %4zu  %-16s %-27s %-9s %-9s %s\n", g.profile.c_str(),
-                  variant_name(g.variant).c_str(), g.replicas, acc.c_str(), churn.c_str(), short_number(g.l2.mean).c_str(),
-                  percent(g.per_class_sd_max.sd).c_str(), g.identical ? "yes" : "no");
+                  variant_name(g.variant).c_str(), g.replicas, acc.c_str(), churn.c_str(),
+                  short_number(g.l2.mean).c_str(), percent(g.per_class_sd_max.sd).c_str(), g.identical ? "yes" : "no");
     s << line;
   }
   return s.str();
 }
 
-void write_results(const Experiment& x, const std::vector<ReplicaRecord>& records, const std::vector<GroupSummary>& groups,
-                   const std::vector<std::string>& class_names, const std::string& out, const Provenance& provenance) {
+void write_results(const Experiment& x, const std::vector<ReplicaRecord>& records,
+                   const std::vector<GroupSummary>& groups, const std::vector<std::string>& class_names,
+                   const std::string& out, const Provenance& provenance) {
   using models::write_file_atomically;
   std::filesystem::create_directories(out + "/figures");
   write_file_atomically(out + "/summary.json", summary_json(x, groups, provenance).dump(2) + "\n");
 
-  std::string csv = "profile,variant,replica,algo_seed,impl_seed,test_accuracy,train_loss,weights_sha256,predictions_sha256,seconds\n";
+  std::string csv =
+      "profile,variant,replica,algo_seed,impl_seed,test_accuracy,train_loss,weights_sha256,predictions_sha256,"
+      "seconds\n";
   for (const auto& r : records)
-    csv += r.profile + "," + variant_name(r.variant) + "," + std::to_string(r.replica) + "," + std::to_string(r.algo_seed) +
-           "," + std::to_string(r.impl_seed) + "," + fixed(r.test_accuracy, 6) + "," + fixed(r.train_loss, 6) + "," +
-           r.weights_sha256 + "," + r.predictions_sha256 + "," + fixed(r.seconds, 3) + "\n";
+    csv += r.profile + "," + variant_name(r.variant) + "," + std::to_string(r.replica) + "," +
+           std::to_string(r.algo_seed) + "," + std::to_string(r.impl_seed) + "," + fixed(r.test_accuracy, 6) + "," +
+           fixed(r.train_loss, 6) + "," + r.weights_sha256 + "," + r.predictions_sha256 + "," + fixed(r.seconds, 3) +
+           "\n";
   write_file_atomically(out + "/replicas.csv", csv);
 
-  csv = "profile,variant,class,class_name,accuracy_mean,accuracy_std,accuracy_std_ci95_replicas_low,"
-        "accuracy_std_ci95_replicas_high,fpr_mean,fpr_std,fnr_mean,fnr_std\n";
+  csv =
+      "profile,variant,class,class_name,accuracy_mean,accuracy_std,accuracy_std_ci95_replicas_low,"
+      "accuracy_std_ci95_replicas_high,fpr_mean,fpr_std,fnr_mean,fnr_std\n";
   for (const auto& g : groups)
     for (size_t c = 0; c < g.class_accuracy_mean.size(); ++c) {
       const auto& sd = g.class_accuracy_sd[c];
-      csv += g.profile + "," + variant_name(g.variant) + "," + std::to_string(c) + ",\"" + class_name(class_names, c) + "\"," +
-             fixed(g.class_accuracy_mean[c], 6) + "," + fixed(sd.sd, 6) + "," + fixed(sd.ci_low, 6) + "," +
+      csv += g.profile + "," + variant_name(g.variant) + "," + std::to_string(c) + ",\"" + class_name(class_names, c) +
+             "\"," + fixed(g.class_accuracy_mean[c], 6) + "," + fixed(sd.sd, 6) + "," + fixed(sd.ci_low, 6) + "," +
              fixed(sd.ci_high, 6) + "," + fixed(g.fpr_mean[c], 6) + "," + fixed(g.fpr_sd[c], 6) + "," +
              fixed(g.fnr_mean[c], 6) + "," + fixed(g.fnr_sd[c], 6) + "\n";
     }
@@ -223,8 +250,10 @@ void write_results(const Experiment& x, const std::vector<ReplicaRecord>& record
 
   std::vector<ReportFigure> figures;
   std::string figure_note;
-  if (util::program_on_path("gnuplot")) figures = write_figures(groups, class_names, out);
-  else figure_note = "(figures skipped: gnuplot is not installed; scripts/setup installs gnuplot-nox)";
+  if (util::program_on_path("gnuplot"))
+    figures = write_figures(groups, class_names, out);
+  else
+    figure_note = "(figures skipped: gnuplot is not installed; scripts/setup installs gnuplot-nox)";
 
   const ReportDocument document = report_document(x, groups, class_names, figures, figure_note, provenance);
   write_file_atomically(out + "/report.md", to_markdown(document));

@@ -9,12 +9,23 @@ std::string html_escaped(const std::string& text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -60,8 +71,12 @@ std::string to_markdown(const ReportDocument& d) {
   s << "# " << d.title << "\n\n";
   for (const auto& b : d.blocks) {
     switch (b.kind) {
-      case ReportBlock::Kind::heading: s << "## " << b.text << "\n\n"; break;
-      case ReportBlock::Kind::paragraph: s << (b.lead.empty() ? "" : "**" + b.lead + "** ") << b.text << "\n\n"; break;
+      case ReportBlock::Kind::heading:
+        s << "## " << b.text << "\n\n";
+        break;
+      case ReportBlock::Kind::paragraph:
+        s << (b.lead.empty() ? "" : "**" + b.lead + "** ") << b.text << "\n\n";
+        break;
       case ReportBlock::Kind::table:
         s << "|";
         for (const auto& h : b.header) s << " " << markdown_cell(h) << " |";
@@ -76,14 +91,16 @@ std::string to_markdown(const ReportDocument& d) {
         s << "\n";
         break;
       case ReportBlock::Kind::figure:
-        s << "![" << b.text << "](" << b.stem << ".png)\n\n*" << b.text << "* ([SVG](" << b.stem << ".svg), [PDF](" << b.stem
-          << ".pdf))\n\n";
+        s << "![" << b.text << "](" << b.stem << ".png)\n\n*" << b.text << "* ([SVG](" << b.stem << ".svg), [PDF]("
+          << b.stem << ".pdf))\n\n";
         break;
       case ReportBlock::Kind::links:
         for (const auto& [label, path] : b.links) s << "- [" << label << "](" << path << ")\n";
         s << "\n";
         break;
-      case ReportBlock::Kind::code: s << "```\n" << b.text << "\n```\n\n"; break;
+      case ReportBlock::Kind::code:
+        s << "```\n" << b.text << "\n```\n\n";
+        break;
     }
   }
   return s.str();
@@ -99,9 +116,12 @@ std::string to_html(const ReportDocument& d) {
     << html_escaped(d.title) << "</h1>\n";
   for (const auto& b : d.blocks) {
     switch (b.kind) {
-      case ReportBlock::Kind::heading: s << "<h2>" << html_escaped(b.text) << "</h2>\n"; break;
+      case ReportBlock::Kind::heading:
+        s << "<h2>" << html_escaped(b.text) << "</h2>\n";
+        break;
       case ReportBlock::Kind::paragraph:
-        s << "<p>" << (b.lead.empty() ? "" : "<b>" + html_escaped(b.lead) + "</b> ") << html_escaped(b.text) << "</p>\n";
+        s << "<p>" << (b.lead.empty() ? "" : "<b>" + html_escaped(b.lead) + "</b> ") << html_escaped(b.text)
+          << "</p>\n";
         break;
       case ReportBlock::Kind::table:
         s << "<table>\n<tr>";
@@ -116,8 +136,9 @@ std::string to_html(const ReportDocument& d) {
         break;
       case ReportBlock::Kind::figure: {
         const std::string stem = html_escaped(b.stem);
-        s << "<figure><img src='" << stem << ".svg' alt='" << html_escaped(b.text) << "'><figcaption>" << html_escaped(b.text)
-          << " (<a href='" << stem << ".png'>PNG</a>, <a href='" << stem << ".pdf'>PDF</a>)</figcaption></figure>\n";
+        s << "<figure><img src='" << stem << ".svg' alt='" << html_escaped(b.text) << "'><figcaption>"
+          << html_escaped(b.text) << " (<a href='" << stem << ".png'>PNG</a>, <a href='" << stem
+          << ".pdf'>PDF</a>)</figcaption></figure>\n";
         break;
       }
       case ReportBlock::Kind::links:
@@ -126,7 +147,9 @@ std::string to_html(const ReportDocument& d) {
           s << "<li><a href='" << html_escaped(path) << "'>" << html_escaped(label) << "</a></li>\n";
         s << "</ul>\n";
         break;
-      case ReportBlock::Kind::code: s << "<pre><code>" << html_escaped(b.text) << "</code></pre>\n"; break;
+      case ReportBlock::Kind::code:
+        s << "<pre><code>" << html_escaped(b.text) << "</code></pre>\n";
+        break;
     }
   }
   s << "</body></html>\n";

@@ -11,11 +11,11 @@ namespace fplab::experiments {
 struct ReportBlock {
   enum class Kind { heading, paragraph, table, figure, links, code };
   Kind kind = Kind::paragraph;
-  std::string text;  // heading, paragraph, code; figure: its caption
-  std::string lead;  // paragraph: a bold lead-in ("What the research found:")
-  std::vector<std::string> header;                          // table
-  std::vector<std::vector<std::string>> rows;               // table
-  std::vector<std::pair<std::string, std::string>> links;   // links: (label, relative path)
+  std::string text;                                        // heading, paragraph, code; figure: its caption
+  std::string lead;                                        // paragraph: a bold lead-in ("What the research found:")
+  std::vector<std::string> header;                         // table
+  std::vector<std::vector<std::string>> rows;              // table
+  std::vector<std::pair<std::string, std::string>> links;  // links: (label, relative path)
   std::string stem;  // figure: its path without extension; figures/NAME.{png,svg,pdf} beside it
 };
 

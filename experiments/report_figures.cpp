@@ -38,8 +38,8 @@ double y_top(double highest) { return highest > 1e-8 ? highest * 1.2 : 0.01; }
 // The plot clause of intervals as capped vertical lines, from data columns x, low and high
 // (gnuplot's yerrorbars style blanks a white disc around the point it marks at the mean).
 std::string interval_clause(int x, int low, int high) {
-  return "'data.dat' using " + std::to_string(x) + ":" + std::to_string(low) + ":(0):($" + std::to_string(high) + " - $" +
-         std::to_string(low) + ") with vectors heads size screen 0.006,90 lc rgb 'black' lw 1.5 notitle";
+  return "'data.dat' using " + std::to_string(x) + ":" + std::to_string(low) + ":(0):($" + std::to_string(high) +
+         " - $" + std::to_string(low) + ") with vectors heads size screen 0.006,90 lc rgb 'black' lw 1.5 notitle";
 }
 
 // A bar's value and interval, as fractions (drawn in percent).
@@ -66,12 +66,15 @@ void bar_figure(const std::vector<GroupSummary>& groups, const std::function<Bar
   }
   const std::string script =
       "set title " + util::gnuplot_quoted(title) + "\nset ylabel " + util::gnuplot_quoted(ylabel) +
-      "\nset style fill solid 0.8 border -1\nset boxwidth 0.6\nset xtics rotate by 35 right nomirror\nset ytics nomirror\n"
+      "\nset style fill solid 0.8 border -1\nset boxwidth 0.6\nset xtics rotate by 35 right nomirror\nset ytics "
+      "nomirror\n"
       "set grid ytics lc rgb '#dddddd'\nset key off\nset rmargin 6\n"
-      "set xrange [-0.7:" + number(static_cast<double>(groups.size()) - 0.3, 1) + "]\nset yrange [0:" +
-      number(100 * y_top(highest), 6) + "]\n"
+      "set xrange [-0.7:" +
+      number(static_cast<double>(groups.size()) - 0.3, 1) + "]\nset yrange [0:" + number(100 * y_top(highest), 6) +
+      "]\n"
       "plot 'data.dat' using 1:3:6:xtic(2) with boxes lc rgb variable, " +
-      interval_clause(1, 4, 5) + ", "
+      interval_clause(1, 4, 5) +
+      ", "
       "'data.dat' using 1:($3 == 0 ? 0 : 1/0):6 with points pt 7 ps 1.6 lc rgb variable, "
       "'' using 1:5:7 with labels center offset 0,0.9\n";
   // 70 pixels a bar at least, so that the value printed above each bar stays clear of the next.
@@ -90,23 +93,26 @@ void per_class_figure(const std::vector<GroupSummary>& groups, const std::vector
       const auto& s = groups[g].class_accuracy_sd[c];
       highest = std::max({highest, s.sd, s.ci_high});
       const double x = static_cast<double>(c) - 0.4 + width * (static_cast<double>(g) + 0.5);
-      data += number(x, 4) + " " + number(100 * s.sd, 6) + " " + number(100 * s.ci_low, 6) + " " + number(100 * s.ci_high, 6) +
-              " " + colour_number(groups[g].variant) + "\n";
+      data += number(x, 4) + " " + number(100 * s.sd, 6) + " " + number(100 * s.ci_low, 6) + " " +
+              number(100 * s.ci_high, 6) + " " + colour_number(groups[g].variant) + "\n";
     }
     data += "\n\n";  // one data block per group: `index g`
-    plots += "'data.dat' index " + std::to_string(g) + " using 1:2 with boxes " + profile_fill(groups, groups[g].profile) +
-             " lc rgb '" + variant_colour(groups[g].variant) + "' title " + util::gnuplot_quoted(group_label(groups[g])) + ", ";
+    plots += "'data.dat' index " + std::to_string(g) + " using 1:2 with boxes " +
+             profile_fill(groups, groups[g].profile) + " lc rgb '" + variant_colour(groups[g].variant) + "' title " +
+             util::gnuplot_quoted(group_label(groups[g])) + ", ";
   }
   for (size_t c = 0; c < classes; ++c)
     tics += (c ? ", " : "") + util::gnuplot_quoted(c < class_names.size() ? class_names[c] : std::to_string(c)) + " " +
             std::to_string(c);
   const std::string script =
-      "set title " + util::gnuplot_quoted("Per-class accuracy sd over replicas (95% bootstrap interval over replicas)") +
-      "\nset ylabel 'sd of class accuracy (%)'\nset boxwidth " + number(width, 4) +
-      "\nset xtics (" + tics + ") nomirror\nset ytics nomirror\nset grid ytics lc rgb '#dddddd'\n"
-      "set key outside right top\nset xrange [-0.6:" + number(static_cast<double>(classes) - 0.4, 1) +
-      "]\nset yrange [0:" + number(100 * y_top(highest), 6) + "]\nplot " + plots +
-      interval_clause(1, 3, 4) + ", "
+      "set title " +
+      util::gnuplot_quoted("Per-class accuracy sd over replicas (95% bootstrap interval over replicas)") +
+      "\nset ylabel 'sd of class accuracy (%)'\nset boxwidth " + number(width, 4) + "\nset xtics (" + tics +
+      ") nomirror\nset ytics nomirror\nset grid ytics lc rgb '#dddddd'\n"
+      "set key outside right top\nset xrange [-0.6:" +
+      number(static_cast<double>(classes) - 0.4, 1) + "]\nset yrange [0:" + number(100 * y_top(highest), 6) +
+      "]\nplot " + plots + interval_clause(1, 3, 4) +
+      ", "
       "'data.dat' using 1:($2 == 0 ? 0 : 1/0):5 with points pt 7 ps 1.1 lc rgb variable notitle, "
       "'' using 1:($2 == 0 ? 0 : 1/0):(\"0\") with labels center offset 0,0.8 notitle\n";
   // 18 pixels a bar at least, so that the "0" over a zero bar stays clear of its neighbours'.
@@ -118,30 +124,46 @@ void per_class_figure(const std::vector<GroupSummary>& groups, const std::vector
 
 std::string variant_colour(Variant v) {
   switch (v) {
-    case Variant::algo_impl: return "#d62728";
-    case Variant::algo: return "#ff7f0e";
-    case Variant::impl: return "#1f77b4";
-    case Variant::control: return "#2ca02c";
-    case Variant::order: return "#9467bd";
-    case Variant::flip: return "#8c564b";
+    case Variant::algo_impl:
+      return "#d62728";
+    case Variant::algo:
+      return "#ff7f0e";
+    case Variant::impl:
+      return "#1f77b4";
+    case Variant::control:
+      return "#2ca02c";
+    case Variant::order:
+      return "#9467bd";
+    case Variant::flip:
+      return "#8c564b";
   }
   return "#7f7f7f";
 }
 
-std::vector<ReportFigure> write_figures(const std::vector<GroupSummary>& groups, const std::vector<std::string>& class_names,
-                                        const std::string& out) {
+std::vector<ReportFigure> write_figures(const std::vector<GroupSummary>& groups,
+                                        const std::vector<std::string>& class_names, const std::string& out) {
   if (groups.empty()) return {};
   std::vector<ReportFigure> figures = {
       {"figures/churn", "Prediction churn, mean over replica pairs; error bars: 95% bootstrap interval over replicas"},
-      {"figures/accuracy_std", "Standard deviation of test accuracy over replicas; error bars: 95% bootstrap interval over replicas"},
-      {"figures/per_class_std", "Per-class accuracy standard deviation over replicas, by class; error bars: 95% bootstrap interval over replicas"}};
-  bar_figure(groups, [](const GroupSummary& g) { return Bar{g.churn.mean, g.churn.ci_low, g.churn.ci_high}; },
-             "Prediction churn (mean over replica pairs; 95% bootstrap interval over replicas)", "churn (% of test examples)",
-             out + "/" + figures[0].stem);
-  bar_figure(groups,
-             [](const GroupSummary& g) { return Bar{g.accuracy_sd.sd, g.accuracy_sd.ci_low, g.accuracy_sd.ci_high}; },
-             "Standard deviation of test accuracy over replicas (95% bootstrap interval over replicas)",
-             "sd of test accuracy (%)", out + "/" + figures[1].stem);
+      {"figures/accuracy_std",
+       "Standard deviation of test accuracy over replicas; error bars: 95% bootstrap interval over replicas"},
+      {"figures/per_class_std",
+       "Per-class accuracy standard deviation over replicas, by class; error bars: 95% bootstrap interval over "
+       "replicas"}};
+  bar_figure(
+      groups,
+      [](const GroupSummary& g) {
+        return Bar{g.churn.mean, g.churn.ci_low, g.churn.ci_high};
+      },
+      "Prediction churn (mean over replica pairs; 95% bootstrap interval over replicas)", "churn (% of test examples)",
+      out + "/" + figures[0].stem);
+  bar_figure(
+      groups,
+      [](const GroupSummary& g) {
+        return Bar{g.accuracy_sd.sd, g.accuracy_sd.ci_low, g.accuracy_sd.ci_high};
+      },
+      "Standard deviation of test accuracy over replicas (95% bootstrap interval over replicas)",
+      "sd of test accuracy (%)", out + "/" + figures[1].stem);
   per_class_figure(groups, class_names, out + "/" + figures[2].stem);
   return figures;
 }

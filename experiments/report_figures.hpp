@@ -12,14 +12,14 @@
 namespace fplab::experiments {
 
 struct ReportFigure {
-  std::string stem;     // relative to the output folder, e.g. "figures/churn"
+  std::string stem;  // relative to the output folder, e.g. "figures/churn"
   std::string caption;
 };
 
 // Writes out_dir/figures/*.{png,svg,pdf}; the figures written, in report order. Throws
 // util::RenderError when gnuplot fails (callers check that it is installed).
-std::vector<ReportFigure> write_figures(const std::vector<GroupSummary>& groups, const std::vector<std::string>& class_names,
-                                        const std::string& out_dir);
+std::vector<ReportFigure> write_figures(const std::vector<GroupSummary>& groups,
+                                        const std::vector<std::string>& class_names, const std::string& out_dir);
 
 // "#rrggbb" of a variant, the same in every figure.
 std::string variant_colour(Variant variant);

@@ -30,7 +30,8 @@ std::string replica_path(const std::string& out, const Job& j) {
   std::string variant = variant_name(j.variant);
   for (char& c : variant)
     if (c == '+') c = '_';
-  return out + "/replicas/" + util::safe_file_stem(j.profile) + "." + variant + "." + std::to_string(j.replica) + ".ckpt";
+  return out + "/replicas/" + util::safe_file_stem(j.profile) + "." + variant + "." + std::to_string(j.replica) +
+         ".ckpt";
 }
 
 std::vector<uint64_t> fingerprint_words(const models::TrainConfig& c) {
@@ -100,8 +101,8 @@ std::pair<int, int> launcher_rank() {
   return {0, 1};
 }
 
-std::vector<ReplicaRecord> run_experiment(const Experiment& x, const models::Dataset& data, const ProfileResolver& resolve,
-                                          const RunOptions& o) {
+std::vector<ReplicaRecord> run_experiment(const Experiment& x, const models::Dataset& data,
+                                          const ProfileResolver& resolve, const RunOptions& o) {
   std::filesystem::create_directories(o.out_dir + "/replicas");
   std::map<std::string, std::pair<models::OpTable, models::OpTable>> tables;
   for (const auto& p : x.profiles) tables.emplace(p, resolve(p));
@@ -132,8 +133,7 @@ std::vector<ReplicaRecord> run_experiment(const Experiment& x, const models::Dat
   const auto started = std::chrono::steady_clock::now();
   // Replicas finish minutes apart: no delay before the first line.
   util::Progress progress(!o.quiet, 10, 0);
-  if (!o.quiet && reused)
-    std::fprintf(stderr, "resuming: %zu of %zu replicas already finished\n", reused, to_do);
+  if (!o.quiet && reused) std::fprintf(stderr, "resuming: %zu of %zu replicas already finished\n", reused, to_do);
   auto worker = [&] {
     for (;;) {
       const size_t k = next++;
@@ -192,7 +192,8 @@ std::vector<ReplicaRecord> run_experiment(const Experiment& x, const models::Dat
   }
   for (auto& t : threads) t.join();
   if (!refused.empty())
-    throw std::runtime_error("cannot start " + std::to_string(wanted) + " threads (" + refused + "); try a smaller --jobs");
+    throw std::runtime_error("cannot start " + std::to_string(wanted) + " threads (" + refused +
+                             "); try a smaller --jobs");
   if (failure) std::rethrow_exception(failure);
   progress.finish();
 

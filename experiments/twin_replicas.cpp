@@ -48,8 +48,8 @@ TwinGroup run_twin_group(const Experiment& experiment, const models::Dataset& da
 std::string twin_table(const std::vector<TwinGroup>& groups) {
   std::string out;
   char line[512];
-  std::snprintf(line, sizeof line, "%-14s %-10s %3s  %-16s %-26s %-10s %-9s %s\n", "mode", "variant", "n",
-                "accuracy %", "churn % [95% CI, replicas]", "L2", "identical", "s/replica");
+  std::snprintf(line, sizeof line, "%-14s %-10s %3s  %-16s %-26s %-10s %-9s %s\n", "mode", "variant", "n", "accuracy %",
+                "churn % [95% CI, replicas]", "L2", "identical", "s/replica");
   out += line;
   for (const auto& g : groups) {
     const std::string acc = accuracy_cell(g.accuracy_mean, g.accuracy_sd);

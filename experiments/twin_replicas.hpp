@@ -17,12 +17,12 @@
 
 namespace fplab::experiments {
 
-using TwinTrainer = std::function<models::torch_twin::TwinResult(
-    const models::TrainConfig&, const models::Dataset&, const models::torch_twin::TwinOptions&)>;
+using TwinTrainer = std::function<models::torch_twin::TwinResult(const models::TrainConfig&, const models::Dataset&,
+                                                                 const models::torch_twin::TwinOptions&)>;
 
 struct TwinReplica {
   uint64_t algo_seed = 0;
-  double test_accuracy = 0, seconds = 0;  // seconds: the training loop of all epochs
+  double test_accuracy = 0, seconds = 0;           // seconds: the training loop of all epochs
   std::string weights_sha256, predictions_sha256;  // of the raw fp32 bytes / label bytes
 };
 

@@ -70,8 +70,7 @@ ExactValue exact_product(double a, double b) {
   }
   const auto x = split_double(a), y = split_double(b);
   if (x.significand == 0 || y.significand == 0) return ExactValue::zero(negative);
-  return ExactValue::from_integer(negative, static_cast<u128>(x.significand) * y.significand, x.scale + y.scale,
-                                  false);
+  return ExactValue::from_integer(negative, static_cast<u128>(x.significand) * y.significand, x.scale + y.scale, false);
 }
 
 double add(double a, double b, const Format& format, const RoundingOptions& options) {

@@ -25,7 +25,8 @@ ExactValue exact_product(double a, double b);
 // must round to nearest even, its conversion to float too.
 inline float sum_rounded_to_fp32(double p, double q) {
   double s = p + q;
-  if (!std::isfinite(s)) return static_cast<float>(s);  // inf + finite, inf - inf, NaN (no double overflows: |p|, |q| < 2^257)
+  if (!std::isfinite(s))
+    return static_cast<float>(s);  // inf + finite, inf - inf, NaN (no double overflows: |p|, |q| < 2^257)
   const double z = s - p, error = (p - (s - z)) + (q - z);
   const auto bits = std::bit_cast<uint64_t>(s);
   if (error != 0 && (bits & 1) == 0) s = std::bit_cast<double>((error > 0) == (s > 0) ? bits + 1 : bits - 1);

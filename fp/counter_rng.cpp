@@ -17,8 +17,8 @@ std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> c, std::array<uint32_
 }
 
 uint64_t CounterRng::at(uint64_t n) const {
-  const auto out = philox4x32({static_cast<uint32_t>(n), static_cast<uint32_t>(n >> 32),
-                               static_cast<uint32_t>(stream_), static_cast<uint32_t>(stream_ >> 32)},
+  const auto out = philox4x32({static_cast<uint32_t>(n), static_cast<uint32_t>(n >> 32), static_cast<uint32_t>(stream_),
+                               static_cast<uint32_t>(stream_ >> 32)},
                               {static_cast<uint32_t>(key_), static_cast<uint32_t>(key_ >> 32)});
   // Two of the four output words; the other two are a second number we do not need.
   return (uint64_t{out[0]} << 32) | out[1];

@@ -24,7 +24,8 @@ ExactValue ExactValue::from_integer(bool negative, unsigned __int128 magnitude, 
 
 ExactValue ExactValue::from_double(double x) {
   const DoubleParts parts = split_double(x);
-  if (!parts.finite) return (parts.significand & binary64::kFractionMask) ? nan(parts.negative) : infinity(parts.negative);
+  if (!parts.finite)
+    return (parts.significand & binary64::kFractionMask) ? nan(parts.negative) : infinity(parts.negative);
   if (parts.significand == 0) return zero(parts.negative);
   if (parts.scale == binary64::kSubnormalScale && parts.significand < binary64::kHiddenBit)
     return from_integer(parts.negative, parts.significand, parts.scale, false);

@@ -21,9 +21,9 @@ struct FormatError : std::invalid_argument {
 };
 
 struct Format {
-  std::string name;      // canonical name: "fp32", "bf16", "e4m3", or "eXmY" for a custom one
+  std::string name;  // canonical name: "fp32", "bf16", "e4m3", or "eXmY" for a custom one
   int exp_bits = 8;
-  int man_bits = 23;     // stored fraction bits (precision is man_bits + 1)
+  int man_bits = 23;  // stored fraction bits (precision is man_bits + 1)
   bool finite_only = false;
 
   int precision() const { return man_bits + 1; }

@@ -20,7 +20,7 @@ inline constexpr uint64_t kExponentMask = 0x7ff;  // after shifting right by kFr
 inline constexpr uint64_t kFractionMask = (uint64_t{1} << kFractionBits) - 1;
 inline constexpr uint64_t kHiddenBit = uint64_t{1} << kFractionBits;
 inline constexpr uint64_t kMagnitudeMask = ~(uint64_t{1} << 63);
-inline constexpr int kMinNormalExponent = 1 - kBias;                 // -1022
+inline constexpr int kMinNormalExponent = 1 - kBias;                        // -1022
 inline constexpr int kSubnormalScale = kMinNormalExponent - kFractionBits;  // -1074: 2^-1074 is the least subnormal
 
 inline int biased_exponent(uint64_t bits) { return static_cast<int>((bits >> kFractionBits) & kExponentMask); }
@@ -38,7 +38,7 @@ inline constexpr uint32_t kFractionMask = (uint32_t{1} << kFractionBits) - 1;
 inline constexpr uint32_t kHiddenBit = uint32_t{1} << kFractionBits;
 inline constexpr uint32_t kMagnitudeMask = 0x7fffffff;
 inline constexpr uint32_t kInfinityBits = kExponentMask << kFractionBits;  // also the exponent field's mask in place
-inline constexpr int kSubnormalScale = 1 - kBias - kFractionBits;  // -149
+inline constexpr int kSubnormalScale = 1 - kBias - kFractionBits;          // -149
 
 inline int biased_exponent(uint32_t bits) { return static_cast<int>((bits >> kFractionBits) & kExponentMask); }
 }  // namespace binary32
@@ -56,7 +56,8 @@ inline DoubleParts split_double(double x) {
   const uint64_t bits = std::bit_cast<uint64_t>(x);
   const int biased = biased_exponent(bits);
   if (biased == 0) return {sign(bits), true, fraction(bits), kSubnormalScale};
-  return {sign(bits), biased != static_cast<int>(kExponentMask), fraction(bits) | kHiddenBit, biased - kBias - kFractionBits};
+  return {sign(bits), biased != static_cast<int>(kExponentMask), fraction(bits) | kHiddenBit,
+          biased - kBias - kFractionBits};
 }
 
 }  // namespace fplab::fp

@@ -72,15 +72,11 @@ double Grid::max_finite() const {
   return std::ldexp(static_cast<double>(max_significand), static_cast<int>(top_quantum));
 }
 double Grid::min_normal() const { return std::ldexp(1.0, emin); }
-double Grid::min_subnormal() const {
-  return std::ldexp(1.0, static_cast<int>(subnormal_quantum));
-}
+double Grid::min_subnormal() const { return std::ldexp(1.0, static_cast<int>(subnormal_quantum)); }
 
 namespace {
 
-uint64_t sign_bit(const Grid& g, bool negative) {
-  return negative ? uint64_t{1} << (g.width() - 1) : 0;
-}
+uint64_t sign_bit(const Grid& g, bool negative) { return negative ? uint64_t{1} << (g.width() - 1) : 0; }
 uint64_t all_ones_exponent(const Grid& g) { return (uint64_t{1} << g.exp_bits) - 1; }
 uint64_t fraction_mask(const Grid& g) { return (uint64_t{1} << g.man_bits) - 1; }
 
@@ -92,9 +88,7 @@ uint64_t grid_nan_bits(const Grid& g, bool negative) {
   if (g.finite_only) return pack(g, negative, all_ones_exponent(g), fraction_mask(g));
   return pack(g, negative, all_ones_exponent(g), uint64_t{1} << (g.man_bits - 1));
 }
-uint64_t grid_infinity_bits(const Grid& g, bool negative) {
-  return pack(g, negative, all_ones_exponent(g), 0);
-}
+uint64_t grid_infinity_bits(const Grid& g, bool negative) { return pack(g, negative, all_ones_exponent(g), 0); }
 
 // integer * 2^quantum with integer <= 2^p, brought to integer < 2^p.
 void normalise(const Grid& g, uint64_t& integer, int64_t& quantum) {
@@ -148,8 +142,8 @@ Result infinity_result(const Grid& g, bool negative) {
 
 // The result once the mode has chosen integer * 2^quantum (a grid point of the unbounded grid).
 // overflow_to_max: the mode rounds this magnitude toward zero, so overflow gives max finite.
-Result finish(const Grid& g, bool negative, uint64_t integer, int64_t quantum, bool inexact,
-              bool overflow_to_max, bool flush_subnormals, bool saturate) {
+Result finish(const Grid& g, bool negative, uint64_t integer, int64_t quantum, bool inexact, bool overflow_to_max,
+              bool flush_subnormals, bool saturate) {
   normalise(g, integer, quantum);
   if (integer != 0 && above_max(g, integer, quantum)) {
     Result r = (overflow_to_max || saturate) ? max_result(g, negative)
@@ -232,8 +226,7 @@ Position locate(double x, const Grid& g) {
 // ---------------------------------------------------------------------------------------------
 // Rounding
 
-std::vector<Result> round(const Position& x, const Grid& g, Mode mode, bool flush_subnormals,
-                          bool saturate) {
+std::vector<Result> round(const Position& x, const Grid& g, Mode mode, bool flush_subnormals, bool saturate) {
   switch (x.kind) {
     case Kind::nan:
       return {nan_result(g, x.negative)};
@@ -252,13 +245,11 @@ std::vector<Result> round(const Position& x, const Grid& g, Mode mode, bool flus
   const bool neg = x.negative;
   const uint64_t lo = x.low, hi = x.low + 1;
   auto pick = [&](uint64_t integer, bool overflow_to_max) {
-    return finish(g, neg, integer, x.quantum, !x.exact, overflow_to_max, flush_subnormals,
-                  saturate);
+    return finish(g, neg, integer, x.quantum, !x.exact, overflow_to_max, flush_subnormals, saturate);
   };
   if (x.exact) {
     // Only overflow depends on the mode here (a grid point above the largest finite).
-    const bool to_max = mode == Mode::rz || mode == Mode::ro || (mode == Mode::ru && neg) ||
-                        (mode == Mode::rd && !neg);
+    const bool to_max = mode == Mode::rz || mode == Mode::ro || (mode == Mode::ru && neg) || (mode == Mode::rd && !neg);
     return {pick(lo, to_max)};
   }
   switch (mode) {
@@ -282,20 +273,17 @@ std::vector<Result> round(const Position& x, const Grid& g, Mode mode, bool flus
   throw std::logic_error("reference::round: unknown mode");
 }
 
-std::vector<Result> round(double x, const Format& format, Mode mode, bool flush_subnormals,
-                          bool saturate) {
+std::vector<Result> round(double x, const Format& format, Mode mode, bool flush_subnormals, bool saturate) {
   const Grid g(format);
   return round(locate(x, g), g, mode, flush_subnormals, saturate);
 }
 
-std::vector<Result> round(mpfr_srcptr x, const Format& format, Mode mode, bool flush_subnormals,
-                          bool saturate) {
+std::vector<Result> round(mpfr_srcptr x, const Format& format, Mode mode, bool flush_subnormals, bool saturate) {
   const Grid g(format);
   return round(locate(x, g), g, mode, flush_subnormals, saturate);
 }
 
-std::vector<Result> round(const Exact& x, const Format& format, Mode mode, bool flush_subnormals,
-                          bool saturate) {
+std::vector<Result> round(const Exact& x, const Format& format, Mode mode, bool flush_subnormals, bool saturate) {
   const Grid g(format);
   Position pos;
   if (x.kind == Kind::finite) {
@@ -317,16 +305,14 @@ double decode(uint64_t bits, const Format& format) {
   const uint64_t fraction = bits & fraction_mask(g);
   double magnitude;
   if (exponent == all_ones_exponent(g) && !g.finite_only) {
-    magnitude = fraction == 0 ? std::numeric_limits<double>::infinity()
-                              : std::numeric_limits<double>::quiet_NaN();
+    magnitude = fraction == 0 ? std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
   } else if (exponent == all_ones_exponent(g) && fraction == fraction_mask(g)) {
     magnitude = std::numeric_limits<double>::quiet_NaN();
   } else if (exponent == 0) {
     magnitude = std::ldexp(static_cast<double>(fraction), static_cast<int>(g.subnormal_quantum));
   } else {
     const uint64_t integer = (uint64_t{1} << g.man_bits) + fraction;
-    magnitude = std::ldexp(static_cast<double>(integer),
-                           static_cast<int>(exponent) - g.bias - g.man_bits);
+    magnitude = std::ldexp(static_cast<double>(integer), static_cast<int>(exponent) - g.bias - g.man_bits);
   }
   return std::copysign(magnitude, negative ? -1.0 : 1.0);
 }
@@ -349,15 +335,9 @@ uint64_t encode(double value, const Format& format) {
   return finite_bits(g, negative, integer, quantum);
 }
 
-uint64_t nan_bits(const Format& format, bool negative) {
-  return grid_nan_bits(Grid(format), negative);
-}
-uint64_t infinity_bits(const Format& format, bool negative) {
-  return grid_infinity_bits(Grid(format), negative);
-}
-uint64_t max_finite_bits(const Format& format, bool negative) {
-  return max_result(Grid(format), negative).bits;
-}
+uint64_t nan_bits(const Format& format, bool negative) { return grid_nan_bits(Grid(format), negative); }
+uint64_t infinity_bits(const Format& format, bool negative) { return grid_infinity_bits(Grid(format), negative); }
+uint64_t max_finite_bits(const Format& format, bool negative) { return max_result(Grid(format), negative).bits; }
 
 std::vector<double> nonnegative_values(const Format& format) {
   const Grid g(format);
@@ -494,8 +474,7 @@ Exact ExactSum::value(Mode mode) const {
   pointers.reserve(finite_terms_.size());
   for (const Real& t : finite_terms_) {
     top = std::max(top, static_cast<long>(mpfr_get_exp(t.get())));
-    bottom = std::min(bottom, static_cast<long>(mpfr_get_exp(t.get())) -
-                                  static_cast<long>(mpfr_get_prec(t.get())));
+    bottom = std::min(bottom, static_cast<long>(mpfr_get_exp(t.get())) - static_cast<long>(mpfr_get_prec(t.get())));
     pointers.push_back(const_cast<mpfr_ptr>(t.get()));
   }
   const long carry_bits = std::bit_width(finite_terms_.size()) + 2;

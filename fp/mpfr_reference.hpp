@@ -52,7 +52,7 @@ struct Grid {
 
   int exp_bits, man_bits;
   bool finite_only;
-  int precision;             // p = man_bits + 1
+  int precision;  // p = man_bits + 1
   int bias, emin, emax;
   int64_t subnormal_quantum;  // spacing below 2^emin: 2^(emin - p + 1)
   int64_t top_quantum;        // spacing in the top binade: 2^(emax - p + 1)
@@ -92,12 +92,9 @@ struct Result {
 
 // The results a rounding may give: one for the deterministic modes, {from the neighbour toward
 // zero, from the neighbour away from zero} for Mode::sr (equal when x is on the grid).
-std::vector<Result> round(const Position& x, const Grid& grid, Mode mode, bool flush_subnormals,
-                          bool saturate);
-std::vector<Result> round(double x, const Format& format, Mode mode, bool flush_subnormals,
-                          bool saturate);
-std::vector<Result> round(mpfr_srcptr x, const Format& format, Mode mode, bool flush_subnormals,
-                          bool saturate);
+std::vector<Result> round(const Position& x, const Grid& grid, Mode mode, bool flush_subnormals, bool saturate);
+std::vector<Result> round(double x, const Format& format, Mode mode, bool flush_subnormals, bool saturate);
+std::vector<Result> round(mpfr_srcptr x, const Format& format, Mode mode, bool flush_subnormals, bool saturate);
 
 // Bit patterns from their definition.
 double decode(uint64_t bits, const Format& format);
@@ -146,8 +143,7 @@ Exact exact_fma(double a, double b, double c, Mode mode);
 // Exact sum of a[i] * b[i].
 Exact exact_dot(const float* a, const float* b, size_t n, Mode mode);
 
-std::vector<Result> round(const Exact& x, const Format& format, Mode mode, bool flush_subnormals,
-                          bool saturate);
+std::vector<Result> round(const Exact& x, const Format& format, Mode mode, bool flush_subnormals, bool saturate);
 
 // ExactValue's description of a finite nonzero value: |x| = significand * 2^(exponent - 63)
 // + tail, top bit of significand set, sticky = (tail > 0).

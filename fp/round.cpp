@@ -22,8 +22,8 @@ Rounded special(const Format& f, uint64_t bits, bool inexact, bool overflow) {
 
 // The result of an overflow, decided by the direction the mode rounds the magnitude.
 Rounded overflowed(bool negative, const Format& f, const RoundingOptions& o) {
-  const bool toward_zero = o.mode == Mode::rz || o.mode == Mode::ro || (o.mode == Mode::ru && negative) ||
-                           (o.mode == Mode::rd && !negative);
+  const bool toward_zero =
+      o.mode == Mode::rz || o.mode == Mode::ro || (o.mode == Mode::ru && negative) || (o.mode == Mode::rd && !negative);
   if (toward_zero || o.saturate) return special(f, f.max_finite_bits(negative), true, true);
   if (f.has_infinity()) return special(f, f.infinity_bits(negative), true, true);
   return special(f, f.quiet_nan_bits(negative), true, true);
@@ -69,12 +69,23 @@ Rounded round_exact(const ExactValue& x, const Format& f, const RoundingOptions&
 
   bool up = false;
   switch (o.mode) {
-    case Mode::rne: up = round_bit && (rest || (kept & 1)); break;
-    case Mode::rna: up = round_bit; break;
-    case Mode::rz: break;
-    case Mode::ru: up = inexact && !x.negative; break;
-    case Mode::rd: up = inexact && x.negative; break;
-    case Mode::ro: kept |= uint64_t{inexact}; break;
+    case Mode::rne:
+      up = round_bit && (rest || (kept & 1));
+      break;
+    case Mode::rna:
+      up = round_bit;
+      break;
+    case Mode::rz:
+      break;
+    case Mode::ru:
+      up = inexact && !x.negative;
+      break;
+    case Mode::rd:
+      up = inexact && x.negative;
+      break;
+    case Mode::ro:
+      kept |= uint64_t{inexact};
+      break;
     case Mode::sr:
       if (inexact) {
         if (o.stream == nullptr) throw std::logic_error("stochastic rounding without a random stream");
@@ -96,8 +107,7 @@ Rounded round_exact(const ExactValue& x, const Format& f, const RoundingOptions&
     return Rounded{signed_value(x.negative, 0.0), sign_bit, inexact, false, inexact};
   }
   const int64_t result_lead = q + (63 - std::countl_zero(kept));
-  const bool nan_slot = f.finite_only && result_lead == f.emax() &&
-                        kept == (uint64_t{1} << f.precision()) - 1;
+  const bool nan_slot = f.finite_only && result_lead == f.emax() && kept == (uint64_t{1} << f.precision()) - 1;
   if (result_lead > f.emax() || nan_slot) return overflowed(x.negative, f, o);
 
   const bool subnormal = result_lead < f.emin();

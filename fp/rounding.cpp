@@ -8,13 +8,20 @@ namespace fplab::fp {
 
 std::string_view mode_name(Mode mode) {
   switch (mode) {
-    case Mode::rne: return "rne";
-    case Mode::rna: return "rna";
-    case Mode::rz: return "rz";
-    case Mode::ru: return "ru";
-    case Mode::rd: return "rd";
-    case Mode::ro: return "ro";
-    case Mode::sr: return "sr";
+    case Mode::rne:
+      return "rne";
+    case Mode::rna:
+      return "rna";
+    case Mode::rz:
+      return "rz";
+    case Mode::ru:
+      return "ru";
+    case Mode::rd:
+      return "rd";
+    case Mode::ro:
+      return "ro";
+    case Mode::sr:
+      return "sr";
   }
   return "?";
 }

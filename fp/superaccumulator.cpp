@@ -43,8 +43,10 @@ void SuperAccumulator::add_digits(bool negative, u128 magnitude, int scale) {
 void SuperAccumulator::add(double x) {
   const auto parts = split_double(x);
   if (!parts.finite) {
-    if (std::isnan(x)) nan_ = true;
-    else (parts.negative ? neg_inf_ : pos_inf_) = true;
+    if (std::isnan(x))
+      nan_ = true;
+    else
+      (parts.negative ? neg_inf_ : pos_inf_) = true;
     return;
   }
   if (parts.significand == 0) return note_zero(parts.negative);
@@ -55,8 +57,10 @@ void SuperAccumulator::add_product(double a, double b) {
   const auto x = split_double(a), y = split_double(b);
   const bool negative = x.negative != y.negative;
   if (!x.finite || !y.finite) {
-    if (std::isnan(a) || std::isnan(b) || x.significand == 0 || y.significand == 0) nan_ = true;
-    else (negative ? neg_inf_ : pos_inf_) = true;
+    if (std::isnan(a) || std::isnan(b) || x.significand == 0 || y.significand == 0)
+      nan_ = true;
+    else
+      (negative ? neg_inf_ : pos_inf_) = true;
     return;
   }
   if (x.significand == 0 || y.significand == 0) return note_zero(negative);
@@ -123,10 +127,14 @@ ExactValue SuperAccumulator::value(Mode mode) const {
 std::string SuperAccumulator::decimal_text() const {
   const ExactValue v = value();
   switch (v.kind) {
-    case ExactValue::Kind::nan: return "nan";
-    case ExactValue::Kind::infinite: return v.negative ? "-inf" : "inf";
-    case ExactValue::Kind::zero: return v.negative ? "-0" : "0";
-    case ExactValue::Kind::finite: break;
+    case ExactValue::Kind::nan:
+      return "nan";
+    case ExactValue::Kind::infinite:
+      return v.negative ? "-inf" : "inf";
+    case ExactValue::Kind::zero:
+      return v.negative ? "-0" : "0";
+    case ExactValue::Kind::finite:
+      break;
   }
   SuperAccumulator copy = *this;
   copy.carry_propagate();
@@ -159,8 +167,7 @@ std::string SuperAccumulator::decimal_text() const {
   mpz_clear(five);
   std::string digits = raw.get();
   if (fraction_digits > 0) {
-    if (static_cast<long>(digits.size()) <= fraction_digits)
-      digits.insert(0, fraction_digits - digits.size() + 1, '0');
+    if (static_cast<long>(digits.size()) <= fraction_digits) digits.insert(0, fraction_digits - digits.size() + 1, '0');
     digits.insert(digits.size() - fraction_digits, ".");
   }
   return v.negative ? "-" + digits : digits;

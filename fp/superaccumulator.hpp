@@ -43,10 +43,10 @@ class SuperAccumulator {
 
   bool has_nan() const { return nan_ || (pos_inf_ && neg_inf_); }
 
-  // The exact sum as plain decimal text, every digit ("5050", "-0.375", "0.1000000000000000055511151231257827021181583404541015625"):
-  // a sum of doubles is a dyadic rational, so its decimal expansion ends (it may run to
-  // thousands of digits for tiny or huge values). "inf", "-inf", "nan" as value() decides; zero
-  // signed as value(rne) signs it.
+  // The exact sum as plain decimal text, every digit ("5050", "-0.375",
+  // "0.1000000000000000055511151231257827021181583404541015625"): a sum of doubles is a dyadic rational, so its decimal
+  // expansion ends (it may run to thousands of digits for tiny or huge values). "inf", "-inf", "nan" as value()
+  // decides; zero signed as value(rne) signs it.
   std::string decimal_text() const;
 
  private:

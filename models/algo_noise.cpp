@@ -77,7 +77,8 @@ std::vector<size_t> stratified_subset(std::span<const uint8_t> labels, size_t n,
 std::vector<size_t> keep_percent_of_class(std::span<const uint8_t> labels, std::span<const size_t> indices,
                                           uint8_t label, double percent, uint64_t seed) {
   if (!(percent >= 0 && percent <= 100))
-    throw std::invalid_argument("the percentage of a class to keep must be in [0, 100], got " + std::to_string(percent));
+    throw std::invalid_argument("the percentage of a class to keep must be in [0, 100], got " +
+                                std::to_string(percent));
   if (label >= kNumClasses) throw std::invalid_argument("class " + std::to_string(label) + " does not exist");
   auto members = by_class(labels, indices);
   std::vector<size_t>& cut = members[label];

@@ -14,7 +14,8 @@ Tensor<T> to_rows(const Tensor<T>& x, size_t channels) {
   Tensor<T> m({batch * spatial, channels});
   for (size_t b = 0; b < batch; ++b)
     for (size_t c = 0; c < channels; ++c)
-      for (size_t s = 0; s < spatial; ++s) m.data[(b * spatial + s) * channels + c] = x.data[(b * channels + c) * spatial + s];
+      for (size_t s = 0; s < spatial; ++s)
+        m.data[(b * spatial + s) * channels + c] = x.data[(b * channels + c) * spatial + s];
   return m;
 }
 template <class T>
@@ -23,7 +24,8 @@ Tensor<T> from_rows(const Tensor<T>& m, const std::vector<size_t>& shape) {
   Tensor<T> x(shape);
   for (size_t b = 0; b < batch; ++b)
     for (size_t c = 0; c < channels; ++c)
-      for (size_t s = 0; s < spatial; ++s) x.data[(b * channels + c) * spatial + s] = m.data[(b * spatial + s) * channels + c];
+      for (size_t s = 0; s < spatial; ++s)
+        x.data[(b * channels + c) * spatial + s] = m.data[(b * spatial + s) * channels + c];
   return x;
 }
 
@@ -31,10 +33,13 @@ Tensor<T> from_rows(const Tensor<T>& m, const std::vector<size_t>& shape) {
 
 template <class T>
 BatchNorm<T>::BatchNorm(size_t channels, double momentum, double eps)
-    : channels_(channels), momentum_(momentum), eps_(eps),
+    : channels_(channels),
+      momentum_(momentum),
+      eps_(eps),
       gamma_{"gamma", Tensor<T>({channels}, T(1)), Tensor<T>({channels}), false},
       beta_{"beta", Tensor<T>({channels}), Tensor<T>({channels}), false},
-      running_mean_({channels}), running_var_({channels}, T(1)) {}
+      running_mean_({channels}),
+      running_var_({channels}, T(1)) {}
 
 template <class T>
 void BatchNorm<T>::initialize(const Context&) {

@@ -25,7 +25,7 @@ class BatchNorm : public Layer<T> {
   double momentum_, eps_;
   Parameter<T> gamma_, beta_;
   Tensor<T> running_mean_, running_var_;
-  Tensor<T> xhat_;             // (N x C) normalised training input
+  Tensor<T> xhat_;  // (N x C) normalised training input
   std::vector<T> inv_std_;
   std::vector<size_t> shape_;
 };

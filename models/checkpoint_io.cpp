@@ -55,9 +55,12 @@ T get_at(std::span<const uint8_t> bytes, size_t offset) {
 
 const char* type_name(ArrayType type) {
   switch (type) {
-    case ArrayType::float32: return "float32";
-    case ArrayType::float64: return "float64";
-    case ArrayType::uint64: return "uint64";
+    case ArrayType::float32:
+      return "float32";
+    case ArrayType::float64:
+      return "float64";
+    case ArrayType::uint64:
+      return "uint64";
   }
   return "unknown";
 }
@@ -82,8 +85,8 @@ void write_file_atomically(const std::string& path, std::span<const uint8_t> byt
   if (name.empty()) throw DataError(path, "cannot write: the path names a folder, not a file");
   // A hidden name in the same folder (rename is atomic only within one file system), unique
   // per process and call so that concurrent writers never share a temporary.
-  const std::string temporary = folder + "/." + name + ".tmp." + std::to_string(::getpid()) + "." +
-                                std::to_string(serial.fetch_add(1));
+  const std::string temporary =
+      folder + "/." + name + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(serial.fetch_add(1));
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) fail_write(path, errno);
   int error = write_all(fd, bytes.data(), bytes.size());
@@ -127,8 +130,7 @@ std::vector<uint8_t> read_file(const std::string& path) {
   return bytes;
 }
 
-void CheckpointWriter::add_raw(const std::string& name, ArrayType type, const void* data, size_t count,
-                               size_t size) {
+void CheckpointWriter::add_raw(const std::string& name, ArrayType type, const void* data, size_t count, size_t size) {
   if (std::find(names_.begin(), names_.end(), name) != names_.end())
     throw std::invalid_argument("checkpoint array '" + name + "' added twice");
   names_.push_back(name);
@@ -168,11 +170,12 @@ CheckpointReader CheckpointReader::read(const std::string& path) { return parse(
 
 CheckpointReader CheckpointReader::parse(std::span<const uint8_t> bytes, const std::string& path) {
   if (bytes.size() < sizeof kMagic || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
-    throw DataError(path, bytes.size() < sizeof kMagic ? "truncated checkpoint: " + std::to_string(bytes.size()) + " bytes"
-                                                       : "not an fplab checkpoint (bad magic)");
+    throw DataError(path, bytes.size() < sizeof kMagic
+                              ? "truncated checkpoint: " + std::to_string(bytes.size()) + " bytes"
+                              : "not an fplab checkpoint (bad magic)");
   if (bytes.size() < kHeaderSize + kChecksumSize)
-    throw DataError(path, "truncated checkpoint: " + std::to_string(bytes.size()) + " bytes, the header and checksum need " +
-                              std::to_string(kHeaderSize + kChecksumSize));
+    throw DataError(path, "truncated checkpoint: " + std::to_string(bytes.size()) +
+                              " bytes, the header and checksum need " + std::to_string(kHeaderSize + kChecksumSize));
   const auto declared = get_at<uint64_t>(bytes, 16);
   const size_t body_end = bytes.size() - kChecksumSize;
   const util::Sha256Digest checksum = util::sha256(bytes.data(), body_end);
@@ -204,7 +207,8 @@ CheckpointReader CheckpointReader::parse(std::span<const uint8_t> bytes, const s
     const auto elements = get_at<uint64_t>(bytes, at + 8);
     at += kArrayHeaderSize;
     if (type != ArrayType::float32 && type != ArrayType::float64 && type != ArrayType::uint64)
-      throw malformed("array " + std::to_string(i) + " has unknown type " + std::to_string(static_cast<uint32_t>(type)));
+      throw malformed("array " + std::to_string(i) + " has unknown type " +
+                      std::to_string(static_cast<uint32_t>(type)));
     const size_t room = body_end - at;
     if (name_length > room || elements > (room - name_length) / element_size(type))
       throw malformed("array " + std::to_string(i) + " runs past the end");
@@ -213,9 +217,15 @@ CheckpointReader CheckpointReader::parse(std::span<const uint8_t> bytes, const s
     const uint8_t* data = bytes.data() + at;
     const size_t n = static_cast<size_t>(elements);
     switch (type) {
-      case ArrayType::float32: copy_elements(entry.f32, data, n); break;
-      case ArrayType::float64: copy_elements(entry.f64, data, n); break;
-      case ArrayType::uint64: copy_elements(entry.u64, data, n); break;
+      case ArrayType::float32:
+        copy_elements(entry.f32, data, n);
+        break;
+      case ArrayType::float64:
+        copy_elements(entry.f64, data, n);
+        break;
+      case ArrayType::uint64:
+        copy_elements(entry.u64, data, n);
+        break;
     }
     at += n * element_size(type);
     if (reader.find(entry.name) != nullptr) throw malformed("array '" + entry.name + "' appears twice");
@@ -241,19 +251,26 @@ const CheckpointReader::Entry& CheckpointReader::get(const std::string& name, Ar
   const Entry* entry = find(name);
   if (entry == nullptr) throw DataError(path_, "checkpoint has no array '" + name + "'");
   if (entry->type != type)
-    throw DataError(path_, "checkpoint array '" + name + "' holds " + type_name(entry->type) + ", not " + type_name(type));
+    throw DataError(path_,
+                    "checkpoint array '" + name + "' holds " + type_name(entry->type) + ", not " + type_name(type));
   return *entry;
 }
 
-std::span<const float> CheckpointReader::f32(const std::string& name) const { return get(name, ArrayType::float32).f32; }
-std::span<const double> CheckpointReader::f64(const std::string& name) const { return get(name, ArrayType::float64).f64; }
-std::span<const uint64_t> CheckpointReader::u64(const std::string& name) const { return get(name, ArrayType::uint64).u64; }
+std::span<const float> CheckpointReader::f32(const std::string& name) const {
+  return get(name, ArrayType::float32).f32;
+}
+std::span<const double> CheckpointReader::f64(const std::string& name) const {
+  return get(name, ArrayType::float64).f64;
+}
+std::span<const uint64_t> CheckpointReader::u64(const std::string& name) const {
+  return get(name, ArrayType::uint64).u64;
+}
 
 uint64_t CheckpointReader::scalar(const std::string& name) const {
   const auto values = u64(name);
   if (values.size() != 1)
-    throw DataError(path_, "checkpoint array '" + name + "' has " + std::to_string(values.size()) +
-                               " elements, a scalar has 1");
+    throw DataError(
+        path_, "checkpoint array '" + name + "' has " + std::to_string(values.size()) + " elements, a scalar has 1");
   return values[0];
 }
 

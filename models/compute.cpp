@@ -64,8 +64,8 @@ void transpose(const T* x, size_t rows, size_t cols, T* out) {
 
 template void sum_rows<float>(const Context&, OpKind, const float*, size_t, size_t, float*, uint64_t);
 template void sum_rows<double>(const Context&, OpKind, const double*, size_t, size_t, double*, uint64_t);
-template bool backend_conv_forward<float>(const Context&, const sim::ConvGeometry&, size_t, const float*,
-                                          const float*, float*, float*);
+template bool backend_conv_forward<float>(const Context&, const sim::ConvGeometry&, size_t, const float*, const float*,
+                                          float*, float*);
 template bool backend_conv_forward<double>(const Context&, const sim::ConvGeometry&, size_t, const double*,
                                            const double*, double*, double*);
 template bool backend_conv_input_grad<float>(const Context&, const sim::ConvGeometry&, size_t, const float*,

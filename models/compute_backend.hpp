@@ -47,8 +47,7 @@ class ComputeBackend {
   // out_channels following `choice` (dgrad); g_rows: rows x out_channels, w_t: out_channels x
   // taps. col2im adds each element's terms in Conv2d::backward's order, from +0.
   virtual bool conv_input_grad(const OpChoice& /*choice*/, const sim::NoiseKey& /*key*/, const sim::ConvGeometry&,
-                               size_t /*out_channels*/, const float* /*g_rows*/, const float* /*w_t*/,
-                               float* /*dx*/) {
+                               size_t /*out_channels*/, const float* /*g_rows*/, const float* /*w_t*/, float* /*dx*/) {
     return false;
   }
 };

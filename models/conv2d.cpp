@@ -11,7 +11,11 @@ namespace fplab::models {
 
 template <class T>
 Conv2d<T>::Conv2d(size_t cin, size_t cout, size_t kernel, size_t stride, size_t padding)
-    : cin_(cin), cout_(cout), kernel_(kernel), stride_(stride), padding_(padding),
+    : cin_(cin),
+      cout_(cout),
+      kernel_(kernel),
+      stride_(stride),
+      padding_(padding),
       weight_{"weight", Tensor<T>({cin * kernel * kernel, cout}), Tensor<T>({cin * kernel * kernel, cout}), true},
       bias_{"bias", Tensor<T>({cout}), Tensor<T>({cout}), false} {}
 
@@ -23,7 +27,8 @@ std::string Conv2d<T>::describe() const {
 
 template <class T>
 std::vector<size_t> Conv2d<T>::output_shape(const std::vector<size_t>& in) const {
-  if (in.size() != 4 || in[1] != cin_) throw std::invalid_argument(describe() + ": input must be (B, " + std::to_string(cin_) + ", H, W)");
+  if (in.size() != 4 || in[1] != cin_)
+    throw std::invalid_argument(describe() + ": input must be (B, " + std::to_string(cin_) + ", H, W)");
   return {in[0], cout_, out_size(in[2]), out_size(in[3])};
 }
 
@@ -86,7 +91,8 @@ Tensor<T> Conv2d<T>::backward(const Tensor<T>& dy, Context& ctx) {
   Tensor<T> g({rows, cout_});  // dy as (B*Ho*Wo) x C_out
   for (size_t b = 0; b < batch; ++b)
     for (size_t c = 0; c < cout_; ++c)
-      for (size_t p = 0; p < positions; ++p) g.data[(b * positions + p) * cout_ + c] = dy.data[(b * cout_ + c) * positions + p];
+      for (size_t p = 0; p < positions; ++p)
+        g.data[(b * positions + p) * cout_ + c] = dy.data[(b * cout_ + c) * positions + p];
   // dW (k x C_out) = cols^T (k x rows) g (rows x C_out).
   Tensor<T> cols_t({k, rows});
   transpose(cols_.ptr(), rows, k, cols_t.ptr());

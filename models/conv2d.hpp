@@ -32,7 +32,7 @@ class Conv2d : public Layer<T> {
 
   size_t cin_, cout_, kernel_, stride_, padding_;
   Parameter<T> weight_, bias_;
-  Tensor<T> cols_;                   // im2col of the last training input
+  Tensor<T> cols_;  // im2col of the last training input
   std::vector<size_t> input_shape_;
 };
 

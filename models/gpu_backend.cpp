@@ -88,8 +88,10 @@ std::vector<std::string> gpu_unsupported_ops(const OpTable& table) {
     std::string problem = arithmetic_problem(op, choice.arithmetic);
     if (problem.empty()) {
       try {
-        if (is_gemm(op)) (void)gpu::plan_gemm(choice.schedule);
-        else (void)gpu::plan_reduction(choice.schedule);
+        if (is_gemm(op))
+          (void)gpu::plan_gemm(choice.schedule);
+        else
+          (void)gpu::plan_reduction(choice.schedule);
       } catch (const gpu::NotRealisable& e) {
         problem = e.what();
       }

@@ -72,8 +72,9 @@ struct Reader {
         // Training keeps every value in a float: the accumulation format must fit in one.
         if (f.exp_bits > 8 || f.man_bits > 23)
           fail(node, key,
-               "format '" + f.name + "' does not fit in a float (training stores fp32 values): use fp32, tf32, bf16, "
-               "fp16, e4m3, e5m2 or an eXmY with X <= 8, Y <= 23");
+               "format '" + f.name +
+                   "' does not fit in a float (training stores fp32 values): use fp32, tf32, bf16, "
+                   "fp16, e4m3, e5m2 or an eXmY with X <= 8, Y <= 23");
         a.format = f;
       } else if (k == "mode") {
         a.mode = fp::parse_mode(string(node, key));
@@ -121,7 +122,8 @@ struct Reader {
       for (OpKind kind : all_op_kinds)
         if (k == op_kind_name(kind)) op = kind;
       if (!op)
-        fail(node, full, "unknown key (known here: " + op_names() + ", format, mode, products, flush_subnormals, saturate)");
+        fail(node, full,
+             "unknown key (known here: " + op_names() + ", format, mode, products, flush_subnormals, saturate)");
       OpChoice choice{{}, shared};
       if (const auto* entry = node.as_table()) {
         bool has_schedule = false;
@@ -133,7 +135,8 @@ struct Reader {
           } else if (is_arithmetic_key(ik)) {
             arithmetic_key(choice.arithmetic, ik, inner, inner_full);
           } else {
-            fail(inner, inner_full, "unknown key (known here: schedule, format, mode, products, flush_subnormals, saturate)");
+            fail(inner, inner_full,
+                 "unknown key (known here: schedule, format, mode, products, flush_subnormals, saturate)");
           }
         }
         if (!has_schedule) fail(node, full, "needs a schedule (e.g. { schedule = \"all:seq\", format = \"fp32\" })");
@@ -163,7 +166,8 @@ bool valid_name(const std::string& name) {
 
 HardwareProfile load_hw_profile(const std::string& path) {
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) throw fp::FormatError(path + ": cannot read hardware profile (no such file)");
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw fp::FormatError(path + ": cannot read hardware profile (no such file)");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw fp::FormatError(path + ": cannot read hardware profile");
   std::ostringstream text;
@@ -219,8 +223,9 @@ HardwareProfile parse_hw_profile(std::string_view text, const std::string& path)
       std::string problem = sim::to_string(p.deterministic_ops[kind].schedule);
       problem += ' ';
       problem += p.deterministic_ops[kind].arithmetic.to_string();
-      problem += " draws from the implementation-noise stream (atomic, shuffle or stochastic rounding); the "
-                 "[deterministic] table must not";
+      problem +=
+          " draws from the implementation-noise stream (atomic, shuffle or stochastic rounding); the "
+          "[deterministic] table must not";
       r.fail(*node, key, problem);
     }
   return p;
@@ -237,9 +242,11 @@ std::vector<std::string> hw_profile_names(const std::vector<std::string>& folder
   for (const auto& folder : hw_profile_search_folders(folders)) {
     std::error_code ec;
     if (!std::filesystem::is_directory(folder, ec))
-      throw fp::FormatError(folder + ": no such folder of hardware profiles (from --profiles-dir or $FPLAB_HW_PROFILES)");
+      throw fp::FormatError(folder +
+                            ": no such folder of hardware profiles (from --profiles-dir or $FPLAB_HW_PROFILES)");
     for (const auto& entry : std::filesystem::directory_iterator(folder, ec))
-      if (entry.is_regular_file(ec) && entry.path().extension() == ".toml") names.push_back(entry.path().stem().string());
+      if (entry.is_regular_file(ec) && entry.path().extension() == ".toml")
+        names.push_back(entry.path().stem().string());
   }
   for (const auto& shipped : shipped_hw_profiles()) names.emplace_back(shipped.name);
   std::sort(names.begin(), names.end());
@@ -256,7 +263,8 @@ HardwareProfile find_hw_profile(const std::string& name_or_path, const std::vect
   if (is_hw_profile_path(name_or_path)) return load_hw_profile(name_or_path);
   auto checked = [&](HardwareProfile p) {
     if (p.name != name_or_path)
-      throw fp::FormatError(p.path + ": key 'name' is '" + p.name + "', not '" + name_or_path + "' as the file name says");
+      throw fp::FormatError(p.path + ": key 'name' is '" + p.name + "', not '" + name_or_path +
+                            "' as the file name says");
     return p;
   };
   for (const auto& folder : hw_profile_search_folders(folders)) {

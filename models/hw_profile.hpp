@@ -22,12 +22,12 @@
 namespace fplab::models {
 
 struct HardwareProfile {
-  std::string name;         // equals the file's stem for the shipped profiles
-  std::string description;  // one line
-  std::string path;         // the file it was read from
+  std::string name;                            // equals the file's stem for the shipped profiles
+  std::string description;                     // one line
+  std::string path;                            // the file it was read from
   std::map<std::string, int64_t> parallelism;  // sms, warp_size, threads_per_block, ... (descriptive)
-  OpTable default_ops;        // what the framework picks by default
-  OpTable deterministic_ops;  // what its deterministic switch picks
+  OpTable default_ops;                         // what the framework picks by default
+  OpTable deterministic_ops;                   // what its deterministic switch picks
 };
 
 // True if the choice draws from the implementation-noise stream: an atomic or shuffle step,

@@ -25,13 +25,20 @@ std::string hex(uint32_t value, int digits) {
 
 std::string type_name(uint8_t type) {
   switch (type) {
-    case 0x08: return "unsigned byte";
-    case 0x09: return "signed byte";
-    case 0x0B: return "int16";
-    case 0x0C: return "int32";
-    case 0x0D: return "float32";
-    case 0x0E: return "float64";
-    default: return "unknown";
+    case 0x08:
+      return "unsigned byte";
+    case 0x09:
+      return "signed byte";
+    case 0x0B:
+      return "int16";
+    case 0x0C:
+      return "int32";
+    case 0x0D:
+      return "float32";
+    case 0x0E:
+      return "float64";
+    default:
+      return "unknown";
   }
 }
 
@@ -52,7 +59,8 @@ class IdxStream {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
       if (errno == ENOENT)
-        throw DataError(path, "cannot open (is the dataset-fashion-mnist package installed? scripts/setup installs it)");
+        throw DataError(path,
+                        "cannot open (is the dataset-fashion-mnist package installed? scripts/setup installs it)");
       throw DataError(path, std::string("cannot open: ") + std::strerror(errno));
     }
     // Only regular files: a FIFO or a device would block or never end.
@@ -132,9 +140,11 @@ IdxArray read_checked(Source& in, const std::string& path, uint32_t expected_mag
   uint8_t head[4 + 4 * 4];
   const size_t got = in.read(head, 4);
   if (got < 4)
-    throw DataError(path, "truncated: an IDX file starts with a 4-byte magic number, got " + std::to_string(got) + " bytes");
+    throw DataError(path,
+                    "truncated: an IDX file starts with a 4-byte magic number, got " + std::to_string(got) + " bytes");
   const uint32_t magic = big_endian_u32(head);
-  if (magic >> 16 != 0) throw DataError(path, "not an IDX file: magic " + hex(magic, 8) + " does not start with two zero bytes");
+  if (magic >> 16 != 0)
+    throw DataError(path, "not an IDX file: magic " + hex(magic, 8) + " does not start with two zero bytes");
   const uint8_t type = static_cast<uint8_t>(magic >> 8);
   if (type != 0x08)
     throw DataError(path, "unsupported element type " + hex(type, 2) + " (" + type_name(type) +
@@ -147,8 +157,8 @@ IdxArray read_checked(Source& in, const std::string& path, uint32_t expected_mag
                               magic_description(expected_magic) + ")");
   const size_t header = 4 + 4 * size_t{ndims};
   if (const size_t dims_got = in.read(head + 4, header - 4); dims_got < header - 4)
-    throw DataError(path, "truncated: the header needs " + std::to_string(header) + " bytes, got " +
-                              std::to_string(4 + dims_got));
+    throw DataError(
+        path, "truncated: the header needs " + std::to_string(header) + " bytes, got " + std::to_string(4 + dims_got));
   IdxArray array;
   uint64_t elements = 1;
   for (unsigned d = 0; d < ndims; ++d) {

@@ -35,6 +35,7 @@ IdxArray read_idx(const std::string& path, uint32_t expected_magic, const std::s
 
 // The same on a file's bytes, already decompressed; `path` names it in errors, expected_magic 0
 // takes any (the fuzz harness's entry point).
-IdxArray parse_idx(std::vector<uint8_t> bytes, const std::string& path, uint32_t expected_magic, const std::string& what);
+IdxArray parse_idx(std::vector<uint8_t> bytes, const std::string& path, uint32_t expected_magic,
+                   const std::string& what);
 
 }  // namespace fplab::models

@@ -8,7 +8,9 @@ namespace fplab::models {
 
 template <class T>
 Linear<T>::Linear(size_t in, size_t out)
-    : in_(in), out_(out), weight_{"weight", Tensor<T>({in, out}), Tensor<T>({in, out}), true},
+    : in_(in),
+      out_(out),
+      weight_{"weight", Tensor<T>({in, out}), Tensor<T>({in, out}), true},
       bias_{"bias", Tensor<T>({out}), Tensor<T>({out}), false} {}
 
 template <class T>

@@ -11,7 +11,8 @@ namespace fplab::models {
 template <class T>
 class Model {
  public:
-  Model(std::string name, std::vector<size_t> input_shape) : name_(std::move(name)), input_shape_(std::move(input_shape)) {}
+  Model(std::string name, std::vector<size_t> input_shape)
+      : name_(std::move(name)), input_shape_(std::move(input_shape)) {}
   void add(LayerPtr<T> layer) { layers_.push_back(std::move(layer)); }
 
   // Layer i computes with ctx.layer = i.
@@ -35,10 +36,10 @@ class Model {
 };
 
 struct ModelSpec {
-  std::string name = "mlp";          // mlp | small_cnn | small_cnn_bn | medium_cnn
+  std::string name = "mlp";            // mlp | small_cnn | small_cnn_bn | medium_cnn
   std::vector<size_t> hidden = {128};  // mlp hidden sizes
-  size_t kernel = 3;                 // medium_cnn kernel size X (1, 3, 5 or 7)
-  double dropout = 0;                // dropout before the last layer, if > 0
+  size_t kernel = 3;                   // medium_cnn kernel size X (1, 3, 5 or 7)
+  double dropout = 0;                  // dropout before the last layer, if > 0
 };
 
 // mlp: flatten, [linear, relu] per hidden size, linear to 10.

@@ -11,13 +11,20 @@ namespace fplab::models {
 
 std::string_view op_kind_name(OpKind kind) {
   switch (kind) {
-    case OpKind::fwd: return "fwd";
-    case OpKind::dgrad: return "dgrad";
-    case OpKind::wgrad: return "wgrad";
-    case OpKind::bias_grad: return "bias_grad";
-    case OpKind::bn_stats: return "bn_stats";
-    case OpKind::softmax: return "softmax";
-    case OpKind::loss: return "loss";
+    case OpKind::fwd:
+      return "fwd";
+    case OpKind::dgrad:
+      return "dgrad";
+    case OpKind::wgrad:
+      return "wgrad";
+    case OpKind::bias_grad:
+      return "bias_grad";
+    case OpKind::bn_stats:
+      return "bn_stats";
+    case OpKind::softmax:
+      return "softmax";
+    case OpKind::loss:
+      return "loss";
   }
   return "?";
 }
@@ -112,8 +119,9 @@ OpTable load_op_table(const std::string& path, std::string_view format) {
           seen[static_cast<size_t>(op)] = known = true;
         }
       if (!known)
-        throw fp::FormatError("unknown key '" + k +
-                              "' (known: fwd, dgrad, wgrad, bias_grad, bn_stats, softmax, loss, format, mode, products)");
+        throw fp::FormatError(
+            "unknown key '" + k +
+            "' (known: fwd, dgrad, wgrad, bias_grad, bn_stats, softmax, loss, format, mode, products)");
     } catch (const sim::ScheduleError& e) {
       throw fp::FormatError(where(node) + ": key '" + k + "': " + e.what());
     } catch (const fp::FormatError& e) {
@@ -124,7 +132,8 @@ OpTable load_op_table(const std::string& path, std::string_view format) {
   }
   for (OpKind op : all_op_kinds)
     if (!seen[static_cast<size_t>(op)])
-      throw fp::FormatError(path + ": missing key '" + std::string(op_kind_name(op)) + "' (every operation needs a schedule)");
+      throw fp::FormatError(path + ": missing key '" + std::string(op_kind_name(op)) +
+                            "' (every operation needs a schedule)");
   for (auto& op : table.ops) op.arithmetic = arithmetic;
   return table;
 }

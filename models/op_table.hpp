@@ -23,8 +23,8 @@ enum class OpKind : uint8_t {
   softmax,    // the softmax denominator: a sum over classes
   loss,       // the mean loss over the batch
 };
-inline constexpr std::array<OpKind, 7> all_op_kinds = {OpKind::fwd,      OpKind::dgrad,    OpKind::wgrad, OpKind::bias_grad,
-                                                       OpKind::bn_stats, OpKind::softmax, OpKind::loss};
+inline constexpr std::array<OpKind, 7> all_op_kinds = {
+    OpKind::fwd, OpKind::dgrad, OpKind::wgrad, OpKind::bias_grad, OpKind::bn_stats, OpKind::softmax, OpKind::loss};
 std::string_view op_kind_name(OpKind kind);
 
 struct OpChoice {

@@ -12,9 +12,9 @@ struct OptimizerSpec {
   std::string kind = "sgd";  // sgd | adam
   double lr = 0.05;
   double momentum = 0.9;
-  double weight_decay = 0;   // L2, added to the gradient (not to biases / BatchNorm)
+  double weight_decay = 0;                        // L2, added to the gradient (not to biases / BatchNorm)
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam
-  size_t decay_every = 0;    // epochs between learning-rate decays (0: never)
+  size_t decay_every = 0;                         // epochs between learning-rate decays (0: never)
   double decay_factor = 0.1;
 
   double lr_at(size_t epoch) const;  // step decay

@@ -23,8 +23,8 @@ constexpr Limit kLimits[] = {
     {"lr_decay_factor", 0, 1, true, false, false},
     {"lr_decay_every", 0, 1e6, false, false, true},
     {"epochs", 1, 1e5, false, false, true},
-    {"batch", 0, 1e7, false, false, true},  // 0: the whole training set as one batch
-    {"train_subset", 0, 1e9, false, false, true},  // 0: all
+    {"batch", 0, 1e7, false, false, true},             // 0: the whole training set as one batch
+    {"train_subset", 0, 1e9, false, false, true},      // 0: all
     {"imbalance_class", -1, 255, false, false, true},  // -1: none; the data set bounds it further
     {"imbalance_percent", 0, 100, false, false, false},
     {"augment_pad", 0, 64, false, false, true},
@@ -70,7 +70,8 @@ void check_recipe_number(std::string_view key, double value) {
 void check_recipe_integer(std::string_view key, int64_t value) {
   const Limit& l = limit_of(key);
   // The bounds are far below 2^53, so comparing as doubles is exact whenever it matters.
-  if (value < static_cast<int64_t>(l.low) || value > static_cast<int64_t>(l.high) || !inside(l, static_cast<double>(value)))
+  if (value < static_cast<int64_t>(l.low) || value > static_cast<int64_t>(l.high) ||
+      !inside(l, static_cast<double>(value)))
     throw std::invalid_argument("must be " + range_text(l) + ", not " + std::to_string(value));
 }
 

@@ -23,7 +23,8 @@ T SoftmaxCrossEntropy<T>::forward(const Tensor<T>& logits, std::span<const uint8
   sum_rows(ctx, OpKind::softmax, exps.ptr(), classes, batch, denominators.data());
   probabilities_ = Tensor<T>({batch, classes});
   for (size_t b = 0; b < batch; ++b) {
-    for (size_t c = 0; c < classes; ++c) probabilities_.data[b * classes + c] = exps.data[c * batch + b] / denominators[b];
+    for (size_t c = 0; c < classes; ++c)
+      probabilities_.data[b * classes + c] = exps.data[c * batch + b] / denominators[b];
     losses[b] = std::log(denominators[b]) + row_max[b] - logits.data[b * classes + labels[b]];
   }
   T total;

@@ -55,7 +55,8 @@ void save(const TrainConfig& config, Model<float>& model, Optimizer<float>& opti
   for (size_t i = 0; i < optimizer.state().size(); ++i)
     w.add("optimizer_state_" + std::to_string(i), std::span<const float>(optimizer.state()[i]));
   std::vector<double> log;
-  for (const auto& e : history) log.insert(log.end(), {double(e.epoch), e.train_loss, e.test_accuracy, e.seconds, e.examples_per_second});
+  for (const auto& e : history)
+    log.insert(log.end(), {double(e.epoch), e.train_loss, e.test_accuracy, e.seconds, e.examples_per_second});
   w.add("history", std::span<const double>(log));
   w.write(config.checkpoint);
 }
@@ -125,7 +126,8 @@ std::vector<uint8_t> predict(Model<float>& model, const ImageSet& set, const OpT
   ctx.training = false;
   for (size_t start = 0; start < set.size(); start += batch) {
     const size_t n = std::min(batch, set.size() - start);
-    std::vector<size_t> shape = {n, static_cast<size_t>(set.channels), static_cast<size_t>(set.rows), static_cast<size_t>(set.cols)};
+    std::vector<size_t> shape = {n, static_cast<size_t>(set.channels), static_cast<size_t>(set.rows),
+                                 static_cast<size_t>(set.cols)};
     Tensor<float> x(shape);
     std::copy_n(set.image(start), n * set.image_size(), x.data.begin());
     ctx.call = call + start / batch;
@@ -137,8 +139,8 @@ std::vector<uint8_t> predict(Model<float>& model, const ImageSet& set, const OpT
 }
 
 Model<float> initial_model(const TrainConfig& config, const ImageSet& set) {
-  Model<float> model = build_model<float>(config.model, {static_cast<size_t>(set.channels), static_cast<size_t>(set.rows),
-                                                         static_cast<size_t>(set.cols)});
+  Model<float> model = build_model<float>(
+      config.model, {static_cast<size_t>(set.channels), static_cast<size_t>(set.rows), static_cast<size_t>(set.cols)});
   Context ctx;  // only the algorithmic seed and the layer index reach initialize()
   ctx.ops = &config.ops;
   ctx.impl_seed = config.impl_seed;
@@ -196,7 +198,8 @@ TrainResult train(const TrainConfig& config, const Dataset& data, const Progress
       const size_t begin = at.batch * batch, n = std::min(batch, examples.size() - begin);
       batch_examples.resize(n);
       for (size_t i = 0; i < n; ++i) batch_examples[i] = examples[order[begin + i]];
-      Tensor<float> x({n, static_cast<size_t>(set.channels), static_cast<size_t>(set.rows), static_cast<size_t>(set.cols)});
+      Tensor<float> x(
+          {n, static_cast<size_t>(set.channels), static_cast<size_t>(set.rows), static_cast<size_t>(set.cols)});
       labels.resize(n);
       make_batch(set, batch_examples, config.augmentation, config.algo_seed, at.epoch, data.background(), x.ptr(),
                  labels.data());

@@ -22,8 +22,8 @@ struct TrainConfig {
   ModelSpec model;
   OptimizerSpec optimizer;
   size_t epochs = 1;
-  size_t batch = 128;          // 0: the whole (selected) training set as one batch
-  TrainSelection selection;    // subset and class imbalance
+  size_t batch = 128;        // 0: the whole (selected) training set as one batch
+  TrainSelection selection;  // subset and class imbalance
   Augmentation augmentation;
   OpTable ops = op_table_preset("seq");
   uint64_t algo_seed = 1, impl_seed = 1;
@@ -33,9 +33,9 @@ struct TrainConfig {
   // Flip the lowest mantissa bit of this initial weight (index into all parameters in model
   // order, taken modulo their count); -1: none. One bit of difference (Summers & Dinneen 2021).
   int64_t flip_weight = -1;
-  std::string checkpoint;      // path; empty: no checkpoints
+  std::string checkpoint;        // path; empty: no checkpoints
   size_t checkpoint_every = 50;  // batches between checkpoints (and one at every epoch end)
-  bool resume = false;         // continue from `checkpoint` if it exists
+  bool resume = false;           // continue from `checkpoint` if it exists
   // Evaluate on the test set after every epoch (false: after the last one only; earlier epochs
   // then report a NaN test accuracy). Experiments only need the final model.
   bool evaluate_every_epoch = true;
@@ -63,8 +63,8 @@ struct TrainResult {
   std::string weights_sha256;      // of every parameter (model order) then every buffer, as fp32 bytes
   std::string predictions_sha256;  // of the test predictions, one byte per example in test order
   std::vector<uint8_t> predictions;
-  std::vector<float> weights;      // all parameters, model order
-  std::vector<float> buffers;      // BatchNorm running statistics, model order
+  std::vector<float> weights;  // all parameters, model order
+  std::vector<float> buffers;  // BatchNorm running statistics, model order
   std::vector<EpochReport> history;
   size_t steps = 0;
   bool resumed = false;

@@ -4,9 +4,12 @@ namespace fplab::sim {
 
 std::string_view products_name(Products p) {
   switch (p) {
-    case Products::exact: return "exact";
-    case Products::rounded: return "rounded";
-    case Products::fused: return "fused";
+    case Products::exact:
+      return "exact";
+    case Products::rounded:
+      return "rounded";
+    case Products::fused:
+      return "fused";
   }
   return "?";
 }

@@ -20,10 +20,10 @@ namespace fplab::sim {
 namespace {
 
 using detail::GenericAdd;
+using detail::groups_of;
 using detail::GroupSpan;
 using detail::NativeAdd;
 using detail::TileWalker;
-using detail::groups_of;
 
 std::vector<fp::CounterRng> rounding_streams(const NoiseKey& tile_key, size_t first_lane, size_t width) {
   std::vector<fp::CounterRng> streams;
@@ -214,8 +214,10 @@ void fma_chain_tile(const float* a, size_t lda, const float* b, size_t ldb, size
   const float* rows[4] = {a + row_of[0] * lda, a + row_of[1] * lda, a + row_of[2] * lda, a + row_of[3] * lda};
   for (size_t c0 = 0; c0 < nr; c0 += 16) {
     const size_t lanes = std::min<size_t>(16, nr - c0);
-    if (lanes == 16) fma_chain_pass<true>(rows, b + c0, ldb, first, stride, count, mr, lanes, out + c0, nr);
-    else fma_chain_pass<false>(rows, b + c0, ldb, first, stride, count, mr, lanes, out + c0, nr);
+    if (lanes == 16)
+      fma_chain_pass<true>(rows, b + c0, ldb, first, stride, count, mr, lanes, out + c0, nr);
+    else
+      fma_chain_pass<false>(rows, b + c0, ldb, first, stride, count, mr, lanes, out + c0, nr);
   }
 #else
   for (size_t r = 0; r < mr; ++r)
@@ -249,13 +251,12 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
   // Kahan, Neumaier and binned round every product to the format before they add it
   // (whole_group.hpp), so when the first reduction (after any shuffles) is one of them, the
   // rounded products are the terms whatever arithmetic.products says.
-  const auto lead = std::find_if(schedule.stages.begin(), schedule.stages.end(), [](const Stage& s) { return !s.shuffle; });
-  const bool lead_rounds_products =
-      lead != schedule.stages.end() && (lead->reducer.kind == Reducer::Kind::kahan ||
-                                        lead->reducer.kind == Reducer::Kind::neumaier ||
-                                        lead->reducer.kind == Reducer::Kind::binned);
-  const bool rounded_products =
-      ar.native_float() && (ar.products == Products::rounded || lead_rounds_products);
+  const auto lead =
+      std::find_if(schedule.stages.begin(), schedule.stages.end(), [](const Stage& s) { return !s.shuffle; });
+  const bool lead_rounds_products = lead != schedule.stages.end() && (lead->reducer.kind == Reducer::Kind::kahan ||
+                                                                      lead->reducer.kind == Reducer::Kind::neumaier ||
+                                                                      lead->reducer.kind == Reducer::Kind::binned);
+  const bool rounded_products = ar.native_float() && (ar.products == Products::rounded || lead_rounds_products);
   // A single exact reduction (after any shuffles, which cannot matter): one exact dot product
   // per output, rounded once, on a transposed copy of B.
   const bool exact_only = schedule.order_independent() && ar.products != Products::rounded &&
@@ -310,8 +311,10 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
           float* dest = &rows[g * w];
           fma_chain_tile(a_tile, k, b_block, ldb, groups[g].first, groups[g].stride, groups[g].count, mr, nr, dest);
         }
-        if (k == 0) std::fill(result.begin(), result.end(), 0.0f);
-        else walker.run(schedule, 1, rows.data(), w, groups.size(), result.data());
+        if (k == 0)
+          std::fill(result.begin(), result.end(), 0.0f);
+        else
+          walker.run(schedule, 1, rows.data(), w, groups.size(), result.data());
       } else {
         rows.resize(k * w);  // the rounded products are the terms
         for (size_t t = 0; t < k; ++t)

@@ -50,7 +50,8 @@ struct Range {
     top = std::max(top, std::ilogb(x) + 1);
     // The lowest set bit of the significand gives the finest grid x lies on.
     const uint32_t significand = biased ? ((bits & kFractionMask) | kHiddenBit) : (bits & kFractionMask);
-    ulp_low = std::min(ulp_low, (biased ? biased - kBias - kFractionBits : kSubnormalScale) + std::countr_zero(significand));
+    ulp_low =
+        std::min(ulp_low, (biased ? biased - kBias - kFractionBits : kSubnormalScale) + std::countr_zero(significand));
   }
 };
 
@@ -166,8 +167,8 @@ void exact_gemm_walk(const float* a, const float* b, size_t m, size_t n, size_t 
           const size_t i = i0 + r, j = j0 + cc;
           const int s = anchor[r][cc];
           // S2 exact: k * 2^(s-53) < 2^53 * 2^(ulp_low(a) + ulp_low(b)), with a bit to spare.
-          const bool fast = rows[i].any_nonzero && cols[j].any_nonzero &&
-                            s - 53 + log_k < 52 + rows[i].ulp_low + cols[j].ulp_low;
+          const bool fast =
+              rows[i].any_nonzero && cols[j].any_nonzero && s - 53 + log_k < 52 + rows[i].ulp_low + cols[j].ulp_low;
           if (!fast) {
             slow(i, j);
             continue;

@@ -73,9 +73,12 @@ class ProductTermOps {
       if (ar_.products == Products::exact) {
         each_lane2(row(d), x.term, y.term, [&](float a0, float b0, float a1, float b1, T, size_t l) {
           const double p = double(a0) * b0, q = double(a1) * b1;
-          if constexpr (!Add::native) return fp::add(p, q, ar_.format, options(l));
-          else if constexpr (sizeof(T) == sizeof(float)) return fp::sum_rounded_to_fp32(p, q);
-          else return p + q;
+          if constexpr (!Add::native)
+            return fp::add(p, q, ar_.format, options(l));
+          else if constexpr (sizeof(T) == sizeof(float))
+            return fp::sum_rounded_to_fp32(p, q);
+          else
+            return p + q;
         });
       } else {
         round_product(row(d), x.term);
@@ -161,16 +164,20 @@ class ProductTermOps {
   // dest[l] = round(dest[l] + a*b): one rounding of the exact sum.
   void fma_into(T* dest, uint32_t t) {
     each_lane2(dest, t, t, [&](float a, float b, float, float, T x, size_t l) {
-      if constexpr (Add::native) return std::fma(static_cast<T>(a), static_cast<T>(b), x);
-      else return fp::add(x, double(a) * b, ar_.format, options(l));
+      if constexpr (Add::native)
+        return std::fma(static_cast<T>(a), static_cast<T>(b), x);
+      else
+        return fp::add(x, double(a) * b, ar_.format, options(l));
     });
   }
 
   // dest[l] = round(a*b).
   void round_product(T* dest, uint32_t t) {
     each_lane2(dest, t, t, [&](float a, float b, float, float, T, size_t l) {
-      if constexpr (Add::native) return static_cast<T>(a) * static_cast<T>(b);
-      else return fp::mul(a, b, ar_.format, options(l));
+      if constexpr (Add::native)
+        return static_cast<T>(a) * static_cast<T>(b);
+      else
+        return fp::mul(a, b, ar_.format, options(l));
     });
   }
 
@@ -192,8 +199,10 @@ class ProductTermOps {
 
 template <class Add>
 Add make_add(size_t width, const Arithmetic& arithmetic, fp::CounterRng* streams) {
-  if constexpr (Add::native) return Add{width};
-  else return Add{width, &arithmetic, streams};
+  if constexpr (Add::native)
+    return Add{width};
+  else
+    return Add{width, &arithmetic, streams};
 }
 
 template <class T, class Add>
@@ -241,9 +250,12 @@ void run_tiles(const Schedule& schedule, const float* a, const float* b, float* 
 
 void gemm_through_product_terms(const Schedule& schedule, const float* a, const float* b, float* c, GemmShape shape,
                                 const Arithmetic& arithmetic, const NoiseKey& key) {
-  if (arithmetic.native_float()) run_tiles<float, NativeAdd<float>>(schedule, a, b, c, shape, arithmetic, key);
-  else if (arithmetic.native_double()) run_tiles<double, NativeAdd<double>>(schedule, a, b, c, shape, arithmetic, key);
-  else run_tiles<double, GenericAdd>(schedule, a, b, c, shape, arithmetic, key);
+  if (arithmetic.native_float())
+    run_tiles<float, NativeAdd<float>>(schedule, a, b, c, shape, arithmetic, key);
+  else if (arithmetic.native_double())
+    run_tiles<double, NativeAdd<double>>(schedule, a, b, c, shape, arithmetic, key);
+  else
+    run_tiles<double, GenericAdd>(schedule, a, b, c, shape, arithmetic, key);
 }
 
 }  // namespace fplab::sim::detail

@@ -20,7 +20,8 @@ std::vector<double> generate(std::string_view spec, uint64_t seed) {
     if (ec != std::errc{} || end != digits.data() + digits.size()) n = 0;
   }
   if (n < 1 || n > 1'000'000'000)
-    throw fp::FormatError("data spec '" + std::string(spec) + "': expected DIST:N with N from 1 to 10^9, e.g. normal:1000");
+    throw fp::FormatError("data spec '" + std::string(spec) +
+                          "': expected DIST:N with N from 1 to 10^9, e.g. normal:1000");
 
   fp::CounterRng rng(fp::mix_key({seed, 0x67656e}));
   auto gaussian = [&] {  // Box-Muller; one of the pair is enough here

@@ -21,8 +21,9 @@ std::string n(int64_t v) { return std::to_string(v); }
 std::vector<PresetDef> with_tensor_core_models(std::vector<PresetDef> defs) {
   for (const auto& m : tensor_core_models()) {
     const std::string expansion = "all:" + to_string(fused_reducer(m));
-    defs.push_back({{std::string(m.name), std::string(m.name), std::string(m.description)}, {},
-                    [expansion](auto&) { return expansion; }});
+    defs.push_back({{std::string(m.name), std::string(m.name), std::string(m.description)}, {}, [expansion](auto&) {
+                      return expansion;
+                    }});
   }
   return defs;
 }
@@ -36,47 +37,63 @@ const std::vector<PresetDef>& definitions() {
       {{"neumaier", "neumaier", "Neumaier (improved Kahan) compensated sum"}, {}, [](auto&) { return "all:neumaier"; }},
       {{"exact", "exact", "exact sum, rounded once (order cannot matter)"}, {}, [](auto&) { return "all:exact"; }},
       {{"binned", "binned", "order-independent reproducible sum (3-fold pre-rounding, ReproBLAS style)"},
-       {}, [](auto&) { return "all:binned"; }},
-      {{"atomic", "atomic", "every term added by an atomic in a random arrival order"}, {}, [](auto&) { return "all:atomic"; }},
-      {{"permuted", "permuted", "a random permutation, then a left fold"}, {}, [](auto&) { return "shuffle | all:seq"; }},
+       {},
+       [](auto&) { return "all:binned"; }},
+      {{"atomic", "atomic", "every term added by an atomic in a random arrival order"},
+       {},
+       [](auto&) { return "all:atomic"; }},
+      {{"permuted", "permuted", "a random permutation, then a left fold"},
+       {},
+       [](auto&) { return "shuffle | all:seq"; }},
       {{"numpy", "numpy",
         "numpy.sum of a contiguous array: pairwise sums (blocks of <= 128 with 8 interleaved accumulators) over "
         "the iterator's 8192-element buffers, added in order (checked bit for bit against NumPy 1.24)"},
-       {}, [](auto&) { return "contig(8192):numpy_pairwise | all:seq"; }},
+       {},
+       [](auto&) { return "contig(8192):numpy_pairwise | all:seq"; }},
       {{"cuda-naive-sum(T,B)", "cuda-naive-sum(256,1024)",
-        "textbook CUDA sum: grid-stride fold per thread, warp shfl_down, block combine by warp 0, atomicAdd across blocks"},
+        "textbook CUDA sum: grid-stride fold per thread, warp shfl_down, block combine by warp 0, atomicAdd across "
+        "blocks"},
        {256, 1024},
-       [](auto& p) { return "strided(" + n(p[0] * p[1]) + "):seq | contig(32):shfl_down | contig(" + n(p[0] / 32) + "):seq | all:atomic"; }},
+       [](auto& p) {
+         return "strided(" + n(p[0] * p[1]) + "):seq | contig(32):shfl_down | contig(" + n(p[0] / 32) +
+                "):seq | all:atomic";
+       }},
       {{"cub-sum(T,B)", "cub-sum(256,1024)",
         "model of CUB DeviceReduce::Sum: per-thread fold, warp reduction pairing lanes 1,2,4,..,16 (shfl_up), "
         "warp aggregates in order, then a second fixed pass over the block partials"},
        {256, 1024},
        [](auto& p) {
-         return "strided(" + n(p[0] * p[1]) + "):seq | contig(32):shfl_up | contig(" + n(p[0] / 32) + "):seq | strided(" +
-                n(p[0]) + "):seq | contig(32):shfl_up | all:seq";
+         return "strided(" + n(p[0] * p[1]) + "):seq | contig(32):shfl_up | contig(" + n(p[0] / 32) +
+                "):seq | strided(" + n(p[0]) + "):seq | contig(32):shfl_up | all:seq";
        }},
       {{"torch-sum(T,B)", "torch-sum(512,512)",
         "model of PyTorch's reduce kernel: 4 accumulators per thread (ILP), warp shfl_down, block shfl_down, "
         "global combine in block order"},
        {512, 512},
        [](auto& p) {
-         return "strided(" + n(4 * p[0] * p[1]) + "):seq | contig(4):seq | contig(32):shfl_down | contig(" + n(p[0] / 32) +
-                "):shfl_down | all:seq";
+         return "strided(" + n(4 * p[0] * p[1]) + "):seq | contig(4):seq | contig(32):shfl_down | contig(" +
+                n(p[0] / 32) + "):shfl_down | all:seq";
        }},
       {{"splitk(S)", "splitk(4)", "split-K: K cut into S parts, each an FMA chain, parts added in order"},
-       {4}, [](auto& p) { return "split(" + n(p[0]) + "):seq | all:seq"; }},
+       {4},
+       [](auto& p) { return "split(" + n(p[0]) + "):seq | all:seq"; }},
       {{"splitk-tree(S)", "splitk-tree(4)", "split-K, parts combined by a balanced tree"},
-       {4}, [](auto& p) { return "split(" + n(p[0]) + "):seq | all:tree"; }},
+       {4},
+       [](auto& p) { return "split(" + n(p[0]) + "):seq | all:tree"; }},
       {{"splitk-atomic(S)", "splitk-atomic(4)", "split-K, parts combined by atomics (nondeterministic)"},
-       {4}, [](auto& p) { return "split(" + n(p[0]) + "):seq | all:atomic"; }},
+       {4},
+       [](auto& p) { return "split(" + n(p[0]) + "):seq | all:atomic"; }},
       {{"systolic(R)", "systolic(128)",
         "TPU-like systolic array: R-deep sequential accumulation per tile, tile results added in K order"},
-       {128}, [](auto& p) { return "contig(" + n(p[0]) + "):seq | all:seq"; }},
+       {128},
+       [](auto& p) { return "contig(" + n(p[0]) + "):seq | all:seq"; }},
       {{"nccl-ring(R)", "nccl-ring(8)",
         "all-reduce over R workers, ring: local sums, then each chunk summed starting one rank later"},
-       {8}, [](auto& p) { return "split(" + n(p[0]) + "):seq | all:ring"; }},
+       {8},
+       [](auto& p) { return "split(" + n(p[0]) + "):seq | all:ring"; }},
       {{"nccl-tree(R)", "nccl-tree(8)", "all-reduce over R workers, tree: local sums, then a binary tree"},
-       {8}, [](auto& p) { return "split(" + n(p[0]) + "):seq | all:tree"; }},
+       {8},
+       [](auto& p) { return "split(" + n(p[0]) + "):seq | all:tree"; }},
   });
   return defs;
 }
@@ -104,9 +121,10 @@ std::optional<Schedule> expand_preset(std::string_view text) {
     std::vector<int64_t> params = d.defaults;
     if (name.size() < s.size()) {
       if (d.defaults.empty() || s.back() != ')')
-        throw ScheduleError("preset '" + std::string(text) + "' takes " +
-                                (d.defaults.empty() ? std::string("no parameters") : "parameters like " + d.info.example),
-                            name.size());
+        throw ScheduleError(
+            "preset '" + std::string(text) + "' takes " +
+                (d.defaults.empty() ? std::string("no parameters") : "parameters like " + d.info.example),
+            name.size());
       params.clear();
       const char* p = s.data() + name.size() + 1;
       const char* end = s.data() + s.size() - 1;
@@ -114,9 +132,9 @@ std::optional<Schedule> expand_preset(std::string_view text) {
         int64_t v = 0;
         const auto [next, ec] = std::from_chars(p, end, v);
         if (ec != std::errc{} || v < 1 || v > (int64_t{1} << 30) || (next != end && *next != ','))
-          throw ScheduleError("preset '" + std::string(text) + "': parameters must be whole numbers >= 1, like " +
-                                  d.info.example,
-                              static_cast<size_t>(p - s.data()));
+          throw ScheduleError(
+              "preset '" + std::string(text) + "': parameters must be whole numbers >= 1, like " + d.info.example,
+              static_cast<size_t>(p - s.data()));
         params.push_back(v);
         p = next == end ? end : next + 1;
       }
@@ -126,11 +144,13 @@ std::optional<Schedule> expand_preset(std::string_view text) {
                             name.size());
     }
     if ((name == "cuda-naive-sum" || name == "cub-sum" || name == "torch-sum") && params[0] % 32 != 0)
-      throw ScheduleError("preset '" + std::string(text) + "': threads per block must be a multiple of 32", name.size());
+      throw ScheduleError("preset '" + std::string(text) + "': threads per block must be a multiple of 32",
+                          name.size());
     try {
       return parse_schedule(d.expansion(params));
     } catch (const ScheduleError& e) {  // e.g. group sizes past the limit: blame the parameters
-      throw ScheduleError("preset '" + std::string(text) + "': parameters out of range (" + e.what() + ")", name.size());
+      throw ScheduleError("preset '" + std::string(text) + "': parameters out of range (" + e.what() + ")",
+                          name.size());
     }
   }
   return std::nullopt;

@@ -11,9 +11,9 @@
 namespace fplab::sim {
 
 struct PresetInfo {
-  std::string name;        // as typed, with parameter placeholders: "splitk(S)"
-  std::string example;     // a concrete use: "splitk(4)"
-  std::string description; // what it models and from where
+  std::string name;         // as typed, with parameter placeholders: "splitk(S)"
+  std::string example;      // a concrete use: "splitk(4)"
+  std::string description;  // what it models and from where
 };
 
 const std::vector<PresetInfo>& presets();

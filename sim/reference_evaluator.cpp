@@ -26,8 +26,10 @@ class NumericOps {
     fp::SuperAccumulator acc;
     // Under FMA semantics two products never meet unrounded: the left one is rounded first.
     const bool both_products = x.product && y.product;
-    if (both_products && arithmetic_.products == Products::fused) acc.add(rounded(x));
-    else put(acc, x);
+    if (both_products && arithmetic_.products == Products::fused)
+      acc.add(rounded(x));
+    else
+      put(acc, x);
     put(acc, y);
     return {acc.round(arithmetic_.format, options()).value};
   }
@@ -36,17 +38,17 @@ class NumericOps {
     return {reduce_whole_group(r, group, arithmetic_, stream_)};
   }
 
-  double rounded(const Value& v) {
-    return v.product ? fp::mul(v.a, v.b, arithmetic_.format, options()) : v.a;
-  }
+  double rounded(const Value& v) { return v.product ? fp::mul(v.a, v.b, arithmetic_.format, options()) : v.a; }
 
  private:
   fp::RoundingOptions options() {
     return {arithmetic_.mode, arithmetic_.flush_subnormals, arithmetic_.saturate, &stream_};
   }
   static void put(fp::SuperAccumulator& acc, const Value& v) {
-    if (v.product) acc.add_product(v.a, v.b);
-    else acc.add(v.a);
+    if (v.product)
+      acc.add_product(v.a, v.b);
+    else
+      acc.add(v.a);
   }
 
   const Arithmetic& arithmetic_;
@@ -83,8 +85,8 @@ void gemm_reference(const Schedule& schedule, const double* a, const double* b, 
   for (size_t j = 0; j < shape.n; ++j) {
     for (size_t t = 0; t < shape.k; ++t) column[t] = b[t * shape.n + j];
     for (size_t i = 0; i < shape.m; ++i)
-      c[i * shape.n + j] = dot_reference(schedule, {a + i * shape.k, shape.k}, column, arithmetic,
-                                         gemm_output_key(key, i, j, shape.n));
+      c[i * shape.n + j] =
+          dot_reference(schedule, {a + i * shape.k, shape.k}, column, arithmetic, gemm_output_key(key, i, j, shape.n));
   }
 }
 

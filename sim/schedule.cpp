@@ -12,9 +12,12 @@ namespace fplab::sim {
 namespace {
 
 using RK = Reducer::Kind;
-constexpr std::array<std::pair<Reducer::Input, std::string_view>, 6> kFusedInputs = {{
-    {Reducer::Input::none, "none"}, {Reducer::Input::tf32, "tf32"}, {Reducer::Input::bf16, "bf16"},
-    {Reducer::Input::fp16, "fp16"}, {Reducer::Input::e4m3, "e4m3"}, {Reducer::Input::e5m2, "e5m2"}}};
+constexpr std::array<std::pair<Reducer::Input, std::string_view>, 6> kFusedInputs = {{{Reducer::Input::none, "none"},
+                                                                                      {Reducer::Input::tf32, "tf32"},
+                                                                                      {Reducer::Input::bf16, "bf16"},
+                                                                                      {Reducer::Input::fp16, "fp16"},
+                                                                                      {Reducer::Input::e4m3, "e4m3"},
+                                                                                      {Reducer::Input::e5m2, "e5m2"}}};
 constexpr std::array<std::pair<RK, std::string_view>, 13> kPlainReducers = {{
     {RK::seq, "seq"},
     {RK::rev, "rev"},
@@ -61,7 +64,7 @@ class Reader {
       return st;
     }
     if (word == "contig" || word == "strided" || word == "split") {
-      st.grouping.kind = word == "contig" ? Grouping::Kind::contig
+      st.grouping.kind = word == "contig"    ? Grouping::Kind::contig
                          : word == "strided" ? Grouping::Kind::strided
                                              : Grouping::Kind::split;
       expect('(');
@@ -111,13 +114,15 @@ class Reader {
     std::string known;
     for (const auto& [kind, name] : kPlainReducers) known += std::string(name) + ", ";
     fail_at(start, word.empty() ? "expected a reducer after ':'"
-                                : "unknown reducer '" + std::string(word) + "' (known: " + known + "fused(N,F), fused(N,F,INPUT), fused(MODEL))");
+                                : "unknown reducer '" + std::string(word) + "' (known: " + known +
+                                      "fused(N,F), fused(N,F,INPUT), fused(MODEL))");
   }
 
   // fused(MODEL): a tensor-core model of the registry by name, e.g. fused(tc-h100-tf32).
   Reducer named_fused() {
     const size_t at = pos_;
-    while (!done() && (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '-' || text_[pos_] == '_'))
+    while (!done() &&
+           (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '-' || text_[pos_] == '_'))
       ++pos_;
     const std::string_view name = text_.substr(at, pos_ - at);
     const TensorCoreModel* model = find_tensor_core_model(name);
@@ -166,8 +171,8 @@ class Reader {
   [[noreturn]] void fail(const std::string& message) { fail_at(pos_, message); }
   [[noreturn]] void fail_at(size_t at, const std::string& message) {
     const std::string token = at < text_.size() ? std::string(text_.substr(at, 12)) : "end of text";
-    throw ScheduleError("schedule '" + std::string(text_) + "': " + message + " at position " +
-                            std::to_string(at + 1) + " ('" + token + "')",
+    throw ScheduleError("schedule '" + std::string(text_) + "': " + message + " at position " + std::to_string(at + 1) +
+                            " ('" + token + "')",
                         at);
   }
 
@@ -198,10 +203,18 @@ std::string to_string(const Stage& st) {
   if (st.shuffle) return "shuffle";
   std::string g;
   switch (st.grouping.kind) {
-    case Grouping::Kind::contig: g = "contig(" + std::to_string(st.grouping.size) + ")"; break;
-    case Grouping::Kind::strided: g = "strided(" + std::to_string(st.grouping.size) + ")"; break;
-    case Grouping::Kind::split: g = "split(" + std::to_string(st.grouping.size) + ")"; break;
-    case Grouping::Kind::all: g = "all"; break;
+    case Grouping::Kind::contig:
+      g = "contig(" + std::to_string(st.grouping.size) + ")";
+      break;
+    case Grouping::Kind::strided:
+      g = "strided(" + std::to_string(st.grouping.size) + ")";
+      break;
+    case Grouping::Kind::split:
+      g = "split(" + std::to_string(st.grouping.size) + ")";
+      break;
+    case Grouping::Kind::all:
+      g = "all";
+      break;
   }
   return g + ":" + to_string(st.reducer);
 }
@@ -223,8 +236,7 @@ bool Schedule::order_independent() const {
   // shuffles before it cannot change it.
   for (const Stage& st : stages) {
     if (st.shuffle) continue;
-    return st.grouping.kind == Grouping::Kind::all &&
-           (st.reducer.kind == RK::exact || st.reducer.kind == RK::binned);
+    return st.grouping.kind == Grouping::Kind::all && (st.reducer.kind == RK::exact || st.reducer.kind == RK::binned);
   }
   return false;
 }

@@ -22,8 +22,7 @@ namespace fplab::sim {
 
 // A malformed schedule: the message names the offending token, `position` is its offset.
 struct ScheduleError : std::invalid_argument {
-  ScheduleError(const std::string& message, size_t position)
-      : std::invalid_argument(message), position(position) {}
+  ScheduleError(const std::string& message, size_t position) : std::invalid_argument(message), position(position) {}
   size_t position;
 };
 
@@ -36,7 +35,20 @@ struct Grouping {
 
 struct Reducer {
   enum class Kind : uint8_t {
-    seq, rev, tree, shfl_down, shfl_up, shfl_xor, atomic, ring, kahan, neumaier, exact, binned, numpy_pairwise, fused
+    seq,
+    rev,
+    tree,
+    shfl_down,
+    shfl_up,
+    shfl_xor,
+    atomic,
+    ring,
+    kahan,
+    neumaier,
+    exact,
+    binned,
+    numpy_pairwise,
+    fused
   };
   // fused(N,F,INPUT): the factors converted to INPUT before the fused step (tf32 truncated, as
   // the H100's tensor cores read fp32 operands; the others rounded to nearest even, as a

@@ -104,11 +104,16 @@ struct CountOps {
 
 const char* node_style(const TreeOps::Node& n) {
   switch (n.shape) {
-    case TreeOps::Shape::term: return ", shape=box";
-    case TreeOps::Shape::zero: return ", shape=box, style=dashed";
-    case TreeOps::Shape::addition: return ", shape=circle";
-    case TreeOps::Shape::fused: return ", shape=box, style=\"rounded,filled\", fillcolor=\"#dde8f7\"";
-    case TreeOps::Shape::whole_group: return ", shape=hexagon";
+    case TreeOps::Shape::term:
+      return ", shape=box";
+    case TreeOps::Shape::zero:
+      return ", shape=box, style=dashed";
+    case TreeOps::Shape::addition:
+      return ", shape=circle";
+    case TreeOps::Shape::fused:
+      return ", shape=box, style=\"rounded,filled\", fillcolor=\"#dde8f7\"";
+    case TreeOps::Shape::whole_group:
+      return ", shape=hexagon";
   }
   return "";
 }

@@ -10,12 +10,12 @@
 namespace fplab::sim {
 
 struct ScheduleTree {
-  std::string dot;          // Graphviz source
-  size_t nodes = 0;         // every node drawn, terms included (what Graphviz has to lay out)
-  size_t additions = 0;     // binary additions in the tree (one rounding each)
+  std::string dot;               // Graphviz source
+  size_t nodes = 0;              // every node drawn, terms included (what Graphviz has to lay out)
+  size_t additions = 0;          // binary additions in the tree (one rounding each)
   size_t fused_operations = 0;   // tensor-core fused steps: accumulator + N terms, one rounding each
   size_t whole_group_nodes = 0;  // kahan/neumaier/exact/binned nodes, drawn as one n-ary node
-  size_t depth = 0;         // most roundings on any path from a term to the result
+  size_t depth = 0;              // most roundings on any path from a term to the result
 };
 
 // The tree for k terms (atomic and shuffle steps drawn as the order `key` gives). A fused(N,F)

@@ -100,11 +100,13 @@ typename Ops::Value reduce_group(Ops& ops, const Reducer& r, std::vector<typenam
       for (size_t i = v.size() - 1; i-- > 0;) acc = ops.add(v[i], acc);
       return acc;
     }
-    case K::tree: return tree_reduce<Ops>(ops, v);
+    case K::tree:
+      return tree_reduce<Ops>(ops, v);
     case K::shfl_down:
     case K::shfl_xor:  // the butterfly's lane 0 pairs exactly as shfl_down; other lanes never reach it
       return shuffle_down(ops, std::move(v));
-    case K::shfl_up: return shuffle_up(ops, std::move(v));
+    case K::shfl_up:
+      return shuffle_up(ops, std::move(v));
     case K::atomic: {
       permute(v, key.stream(stage, group));
       V acc = v[0];
@@ -118,12 +120,14 @@ typename Ops::Value reduce_group(Ops& ops, const Reducer& r, std::vector<typenam
       for (size_t k = 1; k < n; ++k) acc = ops.add(acc, v[(start + k) % n]);
       return acc;
     }
-    case K::numpy_pairwise: return numpy_pairwise<Ops>(ops, v);
+    case K::numpy_pairwise:
+      return numpy_pairwise<Ops>(ops, v);
     case K::kahan:
     case K::neumaier:
     case K::exact:
     case K::binned:
-    case K::fused: return ops.reduce_whole(r, v, key.tile);
+    case K::fused:
+      return ops.reduce_whole(r, v, key.tile);
   }
   return v[0];
 }
@@ -136,7 +140,9 @@ inline std::vector<GroupSpan> groups_of(const Grouping& g, size_t n) {
   std::vector<GroupSpan> out;
   const auto size = static_cast<size_t>(g.size);
   switch (g.kind) {
-    case Grouping::Kind::all: out.push_back({0, 1, n}); break;
+    case Grouping::Kind::all:
+      out.push_back({0, 1, n});
+      break;
     case Grouping::Kind::contig:
       for (size_t s = 0; s < n; s += size) out.push_back({s, 1, std::min(size, n - s)});
       break;
@@ -179,7 +185,8 @@ std::vector<typename Ops::Value> walk_stages(Ops& ops, const Schedule& schedule,
 
 // Runs the whole schedule; throws ScheduleError if more than one value is left at the end.
 template <class Ops>
-typename Ops::Value walk(Ops& ops, const Schedule& schedule, std::vector<typename Ops::Value> list, const NoiseKey& key) {
+typename Ops::Value walk(Ops& ops, const Schedule& schedule, std::vector<typename Ops::Value> list,
+                         const NoiseKey& key) {
   list = walk_stages(ops, schedule, 0, schedule.stages.size(), std::move(list), key);
   if (list.empty()) return ops.finish(ops.zero());
   if (list.size() > 1)

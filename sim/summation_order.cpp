@@ -14,12 +14,18 @@ using fp::FormatError;
 
 std::string SummationOrder::name() const {
   switch (kind) {
-    case Kind::seq: return "seq";
-    case Kind::rev: return "rev";
-    case Kind::pairwise: return "pairwise";
-    case Kind::sorted_asc: return "sorted-asc";
-    case Kind::sorted_desc: return "sorted-desc";
-    case Kind::random: return "random:" + std::to_string(permutations);
+    case Kind::seq:
+      return "seq";
+    case Kind::rev:
+      return "rev";
+    case Kind::pairwise:
+      return "pairwise";
+    case Kind::sorted_asc:
+      return "sorted-asc";
+    case Kind::sorted_desc:
+      return "sorted-desc";
+    case Kind::random:
+      return "random:" + std::to_string(permutations);
   }
   return "?";
 }
@@ -80,9 +86,12 @@ std::vector<double> sum_in_order(const SummationOrder& order, std::span<const do
   using K = SummationOrder::Kind;
   std::vector<double> sorted(terms.begin(), terms.end());
   switch (order.kind) {
-    case K::seq: return {fold_left(terms, f, o)};
-    case K::rev: return {fold_right(terms, f, o)};
-    case K::pairwise: return {pairwise_tree(terms, f, o)};
+    case K::seq:
+      return {fold_left(terms, f, o)};
+    case K::rev:
+      return {fold_right(terms, f, o)};
+    case K::pairwise:
+      return {pairwise_tree(terms, f, o)};
     case K::sorted_asc:
     case K::sorted_desc:
       // Stable, so equal magnitudes keep their input order and the result is well defined.

@@ -28,8 +28,8 @@ std::vector<SummationOrder> parse_summation_orders(std::string_view comma_separa
 
 // The sum of `terms` in the given order, every addition rounded to `format` with `options`.
 // One value, or one per permutation for random:N (permutation k drawn from (seed, k)).
-std::vector<double> sum_in_order(const SummationOrder& order, std::span<const double> terms,
-                                 const fp::Format& format, const fp::RoundingOptions& options, uint64_t seed);
+std::vector<double> sum_in_order(const SummationOrder& order, std::span<const double> terms, const fp::Format& format,
+                                 const fp::RoundingOptions& options, uint64_t seed);
 
 // Left fold ((t0 + t1) + t2) + ...; right fold t0 + (t1 + (... + t(n-1))); balanced tree with
 // the first floor(n/2) terms on the left. Empty input sums to +0.

@@ -42,7 +42,7 @@ struct Split {
   bool negative;
   uint64_t significand;  // integer, < 2^53, nonzero
   int scale;
-  int exponent;          // floor(log2 |x|)
+  int exponent;  // floor(log2 |x|)
 };
 
 Split split(double x) {
@@ -85,8 +85,7 @@ Cut cut(const Term& t, int grid, AlignedTruncation truncation) {
 
 }  // namespace
 
-double fused_multiply_add(double acc, std::span<const double> a, std::span<const double> b,
-                          const FusedAddSpec& spec) {
+double fused_multiply_add(double acc, std::span<const double> a, std::span<const double> b, const FusedAddSpec& spec) {
   check_fused_add_spec(spec);
   if (a.size() != b.size()) throw std::invalid_argument("fused add: a and b differ in length");
 
@@ -101,11 +100,16 @@ double fused_multiply_add(double acc, std::span<const double> a, std::span<const
   for (size_t i = 0; i < a.size(); ++i) {
     const double x = fp::round_double(a[i], spec.input, to_input).value;
     const double y = fp::round_double(b[i], spec.input, to_input).value;
-    if (std::isnan(x) || std::isnan(y)) { nan = true; continue; }
+    if (std::isnan(x) || std::isnan(y)) {
+      nan = true;
+      continue;
+    }
     const bool negative = std::signbit(x) != std::signbit(y);
     if (std::isinf(x) || std::isinf(y)) {
-      if (x == 0 || y == 0) nan = true;
-      else (negative ? neg_inf : pos_inf) = true;
+      if (x == 0 || y == 0)
+        nan = true;
+      else
+        (negative ? neg_inf : pos_inf) = true;
       continue;
     }
     if (x == 0 || y == 0) {
@@ -139,8 +143,7 @@ double fused_multiply_add(double acc, std::span<const double> a, std::span<const
   const bool cut_accumulator = spec.accumulator_in_alignment;
 
   const size_t count = terms.size() + (accumulator ? 1 : 0);
-  const bool fits_int128 = spec.fraction_bits + 2 + std::bit_width(count) <= 125 &&
-                           (!accumulator || cut_accumulator);
+  const bool fits_int128 = spec.fraction_bits + 2 + std::bit_width(count) <= 125 && (!accumulator || cut_accumulator);
   fp::ExactValue sum;
   if (fits_int128) {
     const int grid = static_cast<int>(grid64);
@@ -173,8 +176,7 @@ double fused_multiply_add(double acc, std::span<const double> a, std::span<const
   return fp::round_exact(sum, spec.output, {spec.output_mode}).value;
 }
 
-double fused_dot(double acc, std::span<const double> a, std::span<const double> b,
-                 const FusedAddSpec& spec) {
+double fused_dot(double acc, std::span<const double> a, std::span<const double> b, const FusedAddSpec& spec) {
   check_fused_add_spec(spec);
   if (a.size() != b.size()) throw std::invalid_argument("fused dot: a and b differ in length");
   const size_t n = static_cast<size_t>(spec.products);
@@ -187,12 +189,18 @@ double fused_dot(double acc, std::span<const double> a, std::span<const double> 
 
 std::pair<fp::Format, fp::Mode> fused_input_conversion(Reducer::Input input) {
   switch (input) {
-    case Reducer::Input::none: return {fp::fp64(), fp::Mode::rne};
-    case Reducer::Input::tf32: return {fp::tf32(), fp::Mode::rz};
-    case Reducer::Input::bf16: return {fp::bf16(), fp::Mode::rne};
-    case Reducer::Input::fp16: return {fp::fp16(), fp::Mode::rne};
-    case Reducer::Input::e4m3: return {fp::e4m3(), fp::Mode::rne};
-    case Reducer::Input::e5m2: return {fp::e5m2(), fp::Mode::rne};
+    case Reducer::Input::none:
+      return {fp::fp64(), fp::Mode::rne};
+    case Reducer::Input::tf32:
+      return {fp::tf32(), fp::Mode::rz};
+    case Reducer::Input::bf16:
+      return {fp::bf16(), fp::Mode::rne};
+    case Reducer::Input::fp16:
+      return {fp::fp16(), fp::Mode::rne};
+    case Reducer::Input::e4m3:
+      return {fp::e4m3(), fp::Mode::rne};
+    case Reducer::Input::e5m2:
+      return {fp::e5m2(), fp::Mode::rne};
   }
   return {fp::fp64(), fp::Mode::rne};
 }
@@ -200,7 +208,8 @@ std::pair<fp::Format, fp::Mode> fused_input_conversion(Reducer::Input input) {
 FusedAddSpec tensor_core_model(std::string_view name) {
   const TensorCoreModel* model = find_tensor_core_model(name);
   if (model == nullptr)
-    throw fp::FormatError("unknown tensor-core model '" + std::string(name) + "' (known: " + tensor_core_model_list() + ")");
+    throw fp::FormatError("unknown tensor-core model '" + std::string(name) + "' (known: " + tensor_core_model_list() +
+                          ")");
   FusedAddSpec s;
   s.products = model->products;
   s.fraction_bits = model->fraction_bits;

@@ -35,13 +35,13 @@ namespace fplab::sim {
 
 // What happens to the bits of an aligned term that fall below the grid 2^(E - F).
 enum class AlignedTruncation {
-  toward_zero,  // sign-magnitude: the magnitude is cut (what Fasi et al. measured on V100/A100)
+  toward_zero,            // sign-magnitude: the magnitude is cut (what Fasi et al. measured on V100/A100)
   toward_minus_infinity,  // two's complement: the signed value is floored
 };
 
 struct FusedAddSpec {
-  int products = 4;        // N products per fused step (the chunk length of fused_dot)
-  int fraction_bits = 23;  // F; 4300 or more makes every step exact (grid below any term)
+  int products = 4;                     // N products per fused step (the chunk length of fused_dot)
+  int fraction_bits = 23;               // F; 4300 or more makes every step exact (grid below any term)
   fp::Format input = fp::fp16();        // format of a[i], b[i]
   fp::Mode input_mode = fp::Mode::rne;  // their conversion to it (tf32 hardware truncates: rz)
   fp::Format output = fp::fp32();       // format of acc and of the result
@@ -55,14 +55,12 @@ struct FusedAddSpec {
 // the top of this file. NaN in, inf - inf or inf * 0 gives NaN; an infinite term gives inf.
 // Throws std::invalid_argument for mismatched lengths or an invalid spec (products < 1,
 // fraction_bits < 0, stochastic rounding).
-double fused_multiply_add(double acc, std::span<const double> a, std::span<const double> b,
-                          const FusedAddSpec& spec);
+double fused_multiply_add(double acc, std::span<const double> a, std::span<const double> b, const FusedAddSpec& spec);
 
 // A K-long dot product as the MMA chains it along K: fused steps over a[0..N), a[N..2N), ...,
 // each starting from the previous step's rounded result; the last chunk may be shorter.
 // K == 0 returns acc unchanged.
-double fused_dot(double acc, std::span<const double> a, std::span<const double> b,
-                 const FusedAddSpec& spec);
+double fused_dot(double acc, std::span<const double> a, std::span<const double> b, const FusedAddSpec& spec);
 
 // Throws std::invalid_argument for an invalid spec (products < 1, fraction_bits < 0, stochastic
 // rounding), as every function here does before it computes anything.

@@ -85,7 +85,8 @@ struct LaneForm {
     const fp::Mode mode = spec->output_mode;
     const bool no_terms = s.top == kNoExponent;
     if (no_terms || s.units == 0) {  // IEEE's sign of an exact zero
-      const bool negative = no_terms ? s.negative_zero && (!s.positive_zero || mode == fp::Mode::rd) : mode == fp::Mode::rd;
+      const bool negative =
+          no_terms ? s.negative_zero && (!s.positive_zero || mode == fp::Mode::rd) : mode == fp::Mode::rd;
       return fp::round_exact(fp::ExactValue::zero(negative), spec->output, {mode}).value;
     }
     const double exact = s.units * power_of_two(s.top - fraction_bits);
@@ -99,8 +100,10 @@ struct LaneForm {
       const int e = raw_exponent(c[l]);
       sums[l] = LaneSum{};
       sums[l].fast = in_range(c[l], e);  // excludes inf and NaN (e = 1024)
-      if (c[l] != 0) sums[l].top = std::max(e, output_emin);
-      else (std::signbit(c[l]) ? sums[l].negative_zero : sums[l].positive_zero) = true;
+      if (c[l] != 0)
+        sums[l].top = std::max(e, output_emin);
+      else
+        (std::signbit(c[l]) ? sums[l].negative_zero : sums[l].positive_zero) = true;
     }
     for (size_t i = 0; i < count; ++i)  // the largest reference exponent ea + eb of nonzero products
       for (size_t l = 0; l < n; ++l) {
@@ -108,8 +111,10 @@ struct LaneForm {
         const int ex = raw_exponent(x), ey = raw_exponent(y);
         LaneSum& s = sums[l];
         s.fast = s.fast && in_range(x, ex) && in_range(y, ey) && std::fma(x, y, -p) == 0;
-        if (p != 0) s.top = std::max(s.top, std::max(ex, input_emin) + std::max(ey, input_emin));
-        else (std::signbit(p) ? s.negative_zero : s.positive_zero) = true;
+        if (p != 0)
+          s.top = std::max(s.top, std::max(ex, input_emin) + std::max(ey, input_emin));
+        else
+          (std::signbit(p) ? s.negative_zero : s.positive_zero) = true;
       }
     for (size_t l = 0; l < n; ++l) {  // cut every term to the grid 2^(top - F) and add exactly
       LaneSum& s = sums[l];
@@ -131,7 +136,8 @@ struct LaneForm {
   // the core independent chains to overlap.
   template <size_t V, bool kCoded, class Load, class Code>
   void fp32_lanes(double* c, size_t count, const __mmask8* live, __mmask8* left, Load&& load, Code&& code) const {
-    const __m512i exponent_mask = _mm512_set1_epi64(fp::binary64::kExponentMask), bias = _mm512_set1_epi64(fp::binary64::kBias);
+    const __m512i exponent_mask = _mm512_set1_epi64(fp::binary64::kExponentMask),
+                  bias = _mm512_set1_epi64(fp::binary64::kBias);
     const __m512i low = _mm512_set1_epi64(-kLaneExponentLimit), high = _mm512_set1_epi64(kLaneExponentLimit);
     const __m512i input_min = _mm512_set1_epi64(input_emin), none = _mm512_set1_epi64(kNoExponent);
     const __m512i f = _mm512_set1_epi64(fraction_bits);
@@ -191,7 +197,8 @@ struct LaneForm {
     for (size_t i = 0; i < count; ++i)
       for (size_t v = 0; v < V; ++v) {
         const auto [x, y] = load(i, v);
-        units[v] = _mm512_add_pd(units[v], _mm512_roundscale_pd(_mm512_mul_pd(_mm512_mul_pd(x, y), scale[v]), kTruncate));
+        units[v] =
+            _mm512_add_pd(units[v], _mm512_roundscale_pd(_mm512_mul_pd(_mm512_mul_pd(x, y), scale[v]), kTruncate));
       }
     for (size_t v = 0; v < V; ++v) {
       const __m512d unit =
@@ -203,11 +210,11 @@ struct LaneForm {
       // Exact zeros (the mode is not rd): +0 when nonzero terms cancel; only zeros: -0 if all were.
       // Coded: the units already are those zeros (IEEE sums of the terms' signed zeros give -0
       // only when every term is -0, and a lane with a nonzero term cancels to +0), so keep them.
-      const __mmask8 zero_result =
-          kCoded ? 0 : no_terms[v] | _mm512_cmp_pd_mask(units[v], zero, _CMP_EQ_OQ);
+      const __mmask8 zero_result = kCoded ? 0 : no_terms[v] | _mm512_cmp_pd_mask(units[v], zero, _CMP_EQ_OQ);
       const __m512d signed_zero =
           _mm512_mask_blend_pd(no_terms[v] & negative_zero[v] & ~positive_zero[v], zero, _mm512_set1_pd(-0.0));
-      _mm512_mask_storeu_pd(c + 8 * v, fast[v], _mm512_mask_blend_pd(zero_result, _mm512_cvtps_pd(rounded), signed_zero));
+      _mm512_mask_storeu_pd(c + 8 * v, fast[v],
+                            _mm512_mask_blend_pd(zero_result, _mm512_cvtps_pd(rounded), signed_zero));
       left[v] = live[v] & ~fast[v];
     }
   }
@@ -217,11 +224,10 @@ struct LaneForm {
   // fp32_lanes<4, true> for hosts with AVX2 but not AVX-512: 16 lanes of one tile row (the first
   // `lanes` in use) in 4 vectors of 4 doubles; term i's factors are a_values[i] (the row's) and
   // b_rows[i][c0 + lane], its exponent codes a_codes[i] + b_code_rows[i][c0 + lane] (int32: every
-  // code sum fits; all 16 lanes of a row are read, used or not). The fast lanes are finished and stored at c; returns a bit per lane left to the
-  // caller (an infinity or NaN among its factors or accumulator, or an accumulator out of range).
-  // The same operations in the same order as the AVX-512 form, so the same values; the fp32
-  // conversion is the host's (round to nearest even), stepped toward zero for RZ where it
-  // rounded away, as host_fp32_round does.
+  // code sum fits; all 16 lanes of a row are read, used or not). The fast lanes are finished and stored at c; returns a
+  // bit per lane left to the caller (an infinity or NaN among its factors or accumulator, or an accumulator out of
+  // range). The same operations in the same order as the AVX-512 form, so the same values; the fp32 conversion is the
+  // host's (round to nearest even), stepped toward zero for RZ where it rounded away, as host_fp32_round does.
   unsigned fp32_lanes_avx2(double* c, size_t count, size_t lanes, const double* a_values, const int32_t* a_codes,
                            const double* const* b_rows, const int32_t* const* b_code_rows, size_t c0) const {
     constexpr size_t V = 4;
@@ -236,12 +242,13 @@ struct LaneForm {
     __m256d acc[V], fast[V], live[V], units[V], scale[V];
     __m128i top[V];
     for (size_t v = 0; v < V; ++v) {
-      live[v] = _mm256_castsi256_pd(
-          _mm256_cmpgt_epi64(_mm256_set1_epi64x(static_cast<int64_t>(lanes) - static_cast<int64_t>(4 * v)), lane_index));
+      live[v] = _mm256_castsi256_pd(_mm256_cmpgt_epi64(
+          _mm256_set1_epi64x(static_cast<int64_t>(lanes) - static_cast<int64_t>(4 * v)), lane_index));
       acc[v] = _mm256_maskload_pd(c + 4 * v, _mm256_castpd_si256(live[v]));
       const __m256i bits = _mm256_castpd_si256(acc[v]);
-      const __m128i e = _mm_sub_epi32(
-          _mm_and_si128(narrow(_mm256_srli_epi64(bits, fp::binary64::kFractionBits)), _mm_set1_epi32(fp::binary64::kExponentMask)), _mm_set1_epi32(fp::binary64::kBias));
+      const __m128i e = _mm_sub_epi32(_mm_and_si128(narrow(_mm256_srli_epi64(bits, fp::binary64::kFractionBits)),
+                                                    _mm_set1_epi32(fp::binary64::kExponentMask)),
+                                      _mm_set1_epi32(fp::binary64::kBias));
       const __m256d acc_zero = _mm256_cmp_pd(acc[v], zero, _CMP_EQ_OQ);
       const __m128i in_range = _mm_and_si128(_mm_cmpgt_epi32(e, _mm_set1_epi32(-kLaneExponentLimit - 1)),
                                              _mm_cmplt_epi32(e, _mm_set1_epi32(kLaneExponentLimit + 1)));
@@ -253,8 +260,8 @@ struct LaneForm {
       const __m128i a_code = _mm_set1_epi32(a_codes[i]);
       const int32_t* b_code = b_code_rows[i] + c0;
       for (size_t v = 0; v < V; ++v)
-        top[v] = _mm_max_epi32(top[v],
-                               _mm_add_epi32(a_code, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b_code + 4 * v))));
+        top[v] = _mm_max_epi32(
+            top[v], _mm_add_epi32(a_code, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b_code + 4 * v))));
     }
     constexpr int kTruncate = _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC;
     __m256i grid_top[V];
@@ -272,10 +279,12 @@ struct LaneForm {
       const double* y = b_rows[i] + c0;
       for (size_t v = 0; v < V; ++v)
         units[v] = _mm256_add_pd(
-            units[v], _mm256_round_pd(_mm256_mul_pd(_mm256_mul_pd(x, _mm256_loadu_pd(y + 4 * v)), scale[v]), kTruncate));
+            units[v],
+            _mm256_round_pd(_mm256_mul_pd(_mm256_mul_pd(x, _mm256_loadu_pd(y + 4 * v)), scale[v]), kTruncate));
     }
     const bool toward_zero = spec->output_mode == fp::Mode::rz;
-    const __m256d magnitude = _mm256_castsi256_pd(_mm256_set1_epi64x(static_cast<int64_t>(fp::binary64::kMagnitudeMask)));
+    const __m256d magnitude =
+        _mm256_castsi256_pd(_mm256_set1_epi64x(static_cast<int64_t>(fp::binary64::kMagnitudeMask)));
     unsigned left = 0;
     for (size_t v = 0; v < V; ++v) {
       const __m256d value = _mm256_mul_pd(units[v], power(_mm256_sub_epi64(grid_top[v], f)));
@@ -297,7 +306,6 @@ bool lane_form(const FusedAddSpec& spec, size_t count) {
   return spec.truncation == AlignedTruncation::toward_zero && spec.accumulator_in_alignment &&
          spec.fraction_bits + 2 + std::bit_width(count + 1) <= 53;
 }
-
 
 // The scalar step's conversion of a factor to the input format (idempotent on its values).
 double to_input(double x, const FusedAddSpec& spec) {
@@ -324,9 +332,11 @@ void lanes_of_input_values(double* acc, const double* a, const double* b, size_t
       const __mmask8 live = static_cast<__mmask8>((1u << n) - 1);
       __mmask8 left = 0;
       const auto load = [&](size_t i, size_t) {
-        return std::pair{_mm512_maskz_loadu_pd(live, a + i * width + l0), _mm512_maskz_loadu_pd(live, b + i * width + l0)};
+        return std::pair{_mm512_maskz_loadu_pd(live, a + i * width + l0),
+                         _mm512_maskz_loadu_pd(live, b + i * width + l0)};
       };
-      form.fp32_lanes<1, false>(acc + l0, count, &live, &left, load, [](size_t, size_t) { return _mm512_setzero_si512(); });
+      form.fp32_lanes<1, false>(acc + l0, count, &live, &left, load,
+                                [](size_t, size_t) { return _mm512_setzero_si512(); });
       for (size_t l = 0; l < n; ++l)
         if ((left >> l) & 1) scalar_lane(l0 + l);
     }
@@ -338,8 +348,10 @@ void lanes_of_input_values(double* acc, const double* a, const double* b, size_t
     const size_t n = std::min(kLaneBlock, width - l0);
     form.sum_block(acc + l0, a + l0, b + l0, count, width, n, sums);
     for (size_t l = 0; l < n; ++l) {
-      if (sums[l].fast) acc[l0 + l] = form.finish(sums[l]);
-      else scalar_lane(l0 + l);
+      if (sums[l].fast)
+        acc[l0 + l] = form.finish(sums[l]);
+      else
+        scalar_lane(l0 + l);
     }
   }
 }
@@ -366,14 +378,16 @@ struct TileFactor {
 class TileConversion {
  public:
   explicit TileConversion(const FusedAddSpec& spec)
-      : spec_(spec), as_is_(spec.input == fp::fp64() || spec.input == fp::fp32()),
+      : spec_(spec),
+        as_is_(spec.input == fp::fp64() || spec.input == fp::fp32()),
         tf32_rz_(spec.input == fp::tf32() && spec.input_mode == fp::Mode::rz),
-        bf16_rne_(spec.input == fp::bf16() && spec.input_mode == fp::Mode::rne), emin_(spec.input.emin()) {}
+        bf16_rne_(spec.input == fp::bf16() && spec.input_mode == fp::Mode::rne),
+        emin_(spec.input.emin()) {}
   TileFactor operator()(float v) const {
     // The two conversions training's tensor-core profiles use, on the bit pattern; the others
     // through the scalar step's own conversion.
-    const float x = as_is_     ? v
-                    : tf32_rz_ ? fp32_to_tf32_rz(v)
+    const float x = as_is_      ? v
+                    : tf32_rz_  ? fp32_to_tf32_rz(v)
                     : bf16_rne_ ? fp32_to_bf16_rne(v)
                                 : static_cast<float>(to_input(v, spec_));
     if (x == 0) return {x, kZeroCode};
@@ -439,8 +453,7 @@ void fused_multiply_add_tile(double* acc, size_t rows, size_t cols, const float*
           return std::pair{_mm512_set1_pd(a_values[i]), _mm512_loadu_pd(&b_values[i * padded + c0 + 8 * v])};
         };
         const auto term_code = [&](size_t i, size_t v) {
-          return _mm512_add_epi64(_mm512_set1_epi64(a_codes[i]),
-                                  _mm512_loadu_si512(&b_codes[i * padded + c0 + 8 * v]));
+          return _mm512_add_epi64(_mm512_set1_epi64(a_codes[i]), _mm512_loadu_si512(&b_codes[i * padded + c0 + 8 * v]));
         };
         form.fp32_lanes<kVectors, true>(acc + r * cols + c0, count, live, left, load, term_code);
         for (size_t v = 0; v < kVectors; ++v)
@@ -466,7 +479,8 @@ void fused_multiply_add_tile(double* acc, size_t rows, size_t cols, const float*
   }
   for (size_t i = 0; i < count; ++i)
     for (size_t r = 0; r < rows; ++r)
-      for (size_t c = 0; c < cols; ++c) x[i * width + r * cols + c] = a_in[r * count + i], y[i * width + r * cols + c] = b_in[i * cols + c];
+      for (size_t c = 0; c < cols; ++c)
+        x[i * width + r * cols + c] = a_in[r * count + i], y[i * width + r * cols + c] = b_in[i * cols + c];
   lanes_of_input_values(acc, x.data(), y.data(), count, width, spec);
 }
 
@@ -493,8 +507,8 @@ FusedFactors::FusedFactors(const float* a, const float* b, size_t m, size_t n, s
 #endif
 }
 
-void FusedFactors::tile(double* acc, size_t row0, size_t rows, size_t col0, size_t cols, std::span<const uint32_t> terms,
-                        const FusedAddSpec& spec) const {
+void FusedFactors::tile(double* acc, size_t row0, size_t rows, size_t col0, size_t cols,
+                        std::span<const uint32_t> terms, const FusedAddSpec& spec) const {
   if (!converted_for(spec)) throw std::invalid_argument("FusedFactors::tile: a spec with another input format or mode");
   if (row0 + rows > m_ || col0 + cols > n_) throw std::invalid_argument("FusedFactors::tile: a tile outside the GEMM");
 #if defined(FPLAB_FUSED_LANES_AVX2)

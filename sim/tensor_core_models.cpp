@@ -10,18 +10,23 @@ using In = Reducer::Input;
 // keeps 13 fraction bits and truncates the fp32 result to 13), agreeing with the extra-bit and
 // FMA-width probes of Fasi et al. 2021 and FTTN 2024 (docs/tensor-cores.md).
 constexpr TensorCoreModel kModels[] = {
-    {"tc-v100", 4, 23, In::fp16, "fp32", "V100 tensor core, fp16 inputs: 4 products + accumulator fused, 23 fraction bits kept"},
+    {"tc-v100", 4, 23, In::fp16, "fp32",
+     "V100 tensor core, fp16 inputs: 4 products + accumulator fused, 23 fraction bits kept"},
     {"tc-turing-unconverted", 4, 23, In::none, "fp32",
      "Volta/Turing tensor core fed its values as they are (no fp16 conversion: without loss scaling, fp16 would "
      "flush most weight-gradient factors)"},
-    {"tc-a100", 8, 24, In::fp16, "fp32", "A100 tensor core, fp16 inputs: 8 products + accumulator fused, 24 fraction bits kept"},
-    {"tc-a100-bf16", 8, 24, In::bf16, "fp32", "A100 tensor core, bf16 inputs: 8 products per fused step, 24 fraction bits"},
+    {"tc-a100", 8, 24, In::fp16, "fp32",
+     "A100 tensor core, fp16 inputs: 8 products + accumulator fused, 24 fraction bits kept"},
+    {"tc-a100-bf16", 8, 24, In::bf16, "fp32",
+     "A100 tensor core, bf16 inputs: 8 products per fused step, 24 fraction bits"},
     {"tc-a100-tf32", 4, 24, In::tf32, "fp32",
      "A100 tensor core, tf32 inputs (truncated): 4 products per fused step (k8 split in halves), 24 fraction bits"},
     {"tc-h100-tf32", 8, 25, In::tf32, "fp32",
      "H100 mma/wgmma, tf32 inputs: 8 products per fused step, 25 fraction bits (inputs truncated to tf32)"},
-    {"tc-h100-bf16", 16, 25, In::bf16, "fp32", "H100 mma/wgmma, bf16 inputs: 16 products per fused step, 25 fraction bits"},
-    {"tc-h100-fp16", 16, 25, In::fp16, "fp32", "H100 mma/wgmma, fp16 inputs: 16 products per fused step, 25 fraction bits"},
+    {"tc-h100-bf16", 16, 25, In::bf16, "fp32",
+     "H100 mma/wgmma, bf16 inputs: 16 products per fused step, 25 fraction bits"},
+    {"tc-h100-fp16", 16, 25, In::fp16, "fp32",
+     "H100 mma/wgmma, fp16 inputs: 16 products per fused step, 25 fraction bits"},
     {"tc-h100-fp8", 32, 13, In::e4m3, "e8m13",
      "H100 wgmma, fp8 inputs: 32 products per fused step, 13 fraction bits (MMA-Sim; use --format e8m13 for its "
      "13-bit accumulator)"},

@@ -15,10 +15,10 @@
 namespace fplab::sim {
 
 struct TensorCoreModel {
-  std::string_view name;  // "tc-h100-tf32": the preset's name and fused(MODEL)'s
-  int products;           // N
-  int fraction_bits;      // F
-  Reducer::Input input;   // the factors' conversion (none: used as they are)
+  std::string_view name;         // "tc-h100-tf32": the preset's name and fused(MODEL)'s
+  int products;                  // N
+  int fraction_bits;             // F
+  Reducer::Input input;          // the factors' conversion (none: used as they are)
   std::string_view accumulator;  // "fp32", or "e8m13" for Hopper's fp8 wgmma
   std::string_view description;  // one line
 };

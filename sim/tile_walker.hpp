@@ -98,8 +98,10 @@ class TileWalker {
       throw ScheduleError("schedule '" + to_string(schedule) + "' leaves " + std::to_string(count) +
                               " partial results; end it with an all: stage",
                           0);
-    if (count == 0) std::fill_n(out, w_, T(0));
-    else std::copy_n(in, w_, out);
+    if (count == 0)
+      std::fill_n(out, w_, T(0));
+    else
+      std::copy_n(in, w_, out);
   }
 
  private:
@@ -173,8 +175,8 @@ class TileWalker {
                     size_t group) {
     using K = Reducer::Kind;
     const size_t n = g.count;
-    const bool whole = r.kind == K::exact || r.kind == K::binned || r.kind == K::fused || r.kind == K::kahan ||
-                       r.kind == K::neumaier;
+    const bool whole =
+        r.kind == K::exact || r.kind == K::binned || r.kind == K::fused || r.kind == K::kahan || r.kind == K::neumaier;
     if (n == 1 && !whole) {
       std::copy_n(row(in, stride, g, 0), w_, dest);
       return;
@@ -192,11 +194,14 @@ class TileWalker {
       case K::ring: {
         std::vector<size_t> order(n);
         std::iota(order.begin(), order.end(), 0);
-        if (r.kind == K::atomic) permute(order, key_.stream(stage, group));
-        else std::rotate(order.begin(), order.begin() + (key_.tile + 1) % n, order.end());
+        if (r.kind == K::atomic)
+          permute(order, key_.stream(stage, group));
+        else
+          std::rotate(order.begin(), order.begin() + (key_.tile + 1) % n, order.end());
         return fold(in, stride, g, order, dest);
       }
-      default: break;
+      default:
+        break;
     }
     if constexpr (Add::native) {
       if (r.kind == K::kahan || r.kind == K::neumaier) return compensated_native(r.kind, in, stride, g, dest);
@@ -206,7 +211,8 @@ class TileWalker {
         fp::SuperAccumulator acc;
         for (size_t k = 0; k < n; ++k) acc.add(static_cast<double>(row(in, stride, g, k)[c]));
         dest[c] = static_cast<T>(acc.round(arithmetic_.format, {arithmetic_.mode, arithmetic_.flush_subnormals,
-                                                                 arithmetic_.saturate, &streams_[c]}).value);
+                                                                arithmetic_.saturate, &streams_[c]})
+                                     .value);
       }
       return;
     }
@@ -214,9 +220,9 @@ class TileWalker {
       std::vector<double> column(n);
       for (size_t c = 0; c < w_; ++c) {
         for (size_t k = 0; k < n; ++k) column[k] = static_cast<double>(row(in, stride, g, k)[c]);
-        dest[c] = static_cast<T>(binned_sum(column, arithmetic_.format,
-                                            {arithmetic_.mode, arithmetic_.flush_subnormals, arithmetic_.saturate,
-                                             &streams_[c]}));
+        dest[c] = static_cast<T>(
+            binned_sum(column, arithmetic_.format,
+                       {arithmetic_.mode, arithmetic_.flush_subnormals, arithmetic_.saturate, &streams_[c]}));
       }
       return;
     }
@@ -227,7 +233,8 @@ class TileWalker {
         factors_.resize(2 * len * w_);
         for (size_t k = 0; k < len; ++k) {
           const T* x = row(in, stride, g, first + k);
-          for (size_t c = 0; c < w_; ++c) factors_[k * w_ + c] = static_cast<double>(x[c]), factors_[(len + k) * w_ + c] = 1.0;
+          for (size_t c = 0; c < w_; ++c)
+            factors_[k * w_ + c] = static_cast<double>(x[c]), factors_[(len + k) * w_ + c] = 1.0;
         }
         fused_multiply_add_lanes(acc, factors_.data(), factors_.data() + len * w_, len, w_, spec);
       });
@@ -246,7 +253,9 @@ class TileWalker {
     for (size_t k = 0; k < n; ++k) std::copy_n(row(in, stride, g, k), w_, scratch_row(k));
     size_t result = 0;
     switch (r.kind) {
-      case K::tree: result = tree_in_place(0, n); break;
+      case K::tree:
+        result = tree_in_place(0, n);
+        break;
       case K::shfl_down:
       case K::shfl_xor:  // lane 0 of the butterfly pairs exactly as shfl_down
         for (size_t o = std::bit_ceil(n) / 2; o >= 1; o /= 2)
@@ -256,8 +265,11 @@ class TileWalker {
         for (size_t o = 1; o < n; o *= 2)
           for (size_t i = 0; i + o < n; i += 2 * o) add_(scratch_row(i), scratch_row(i + o));
         break;
-      case K::numpy_pairwise: result = numpy_in_place(0, n); break;
-      default: break;
+      case K::numpy_pairwise:
+        result = numpy_in_place(0, n);
+        break;
+      default:
+        break;
     }
     std::copy_n(scratch_row(result), w_, dest);
   }

@@ -71,7 +71,8 @@ double reduce_whole_group(const Reducer& r, std::span<const Term> group, const A
       }
       return fused_dot(0.0, a, b, spec);
     }
-    default: throw std::logic_error("reduce_whole_group: " + to_string(r) + " is not a whole-group reducer");
+    default:
+      throw std::logic_error("reduce_whole_group: " + to_string(r) + " is not a whole-group reducer");
   }
 }
 

@@ -61,20 +61,28 @@ std::string show_bits(uint64_t bits) {
 
 static const char* kind_name(ref::Kind k) {
   switch (k) {
-    case ref::Kind::zero: return "zero";
-    case ref::Kind::finite: return "finite";
-    case ref::Kind::infinite: return "inf";
-    case ref::Kind::nan: return "nan";
+    case ref::Kind::zero:
+      return "zero";
+    case ref::Kind::finite:
+      return "finite";
+    case ref::Kind::infinite:
+      return "inf";
+    case ref::Kind::nan:
+      return "nan";
   }
   return "?";
 }
 
 static ref::Kind kind_of(fp::ExactValue::Kind k) {
   switch (k) {
-    case fp::ExactValue::Kind::zero: return ref::Kind::zero;
-    case fp::ExactValue::Kind::finite: return ref::Kind::finite;
-    case fp::ExactValue::Kind::infinite: return ref::Kind::infinite;
-    case fp::ExactValue::Kind::nan: return ref::Kind::nan;
+    case fp::ExactValue::Kind::zero:
+      return ref::Kind::zero;
+    case fp::ExactValue::Kind::finite:
+      return ref::Kind::finite;
+    case fp::ExactValue::Kind::infinite:
+      return ref::Kind::infinite;
+    case fp::ExactValue::Kind::nan:
+      return ref::Kind::nan;
   }
   return ref::Kind::nan;
 }
@@ -83,8 +91,7 @@ std::string show(const fp::ExactValue& v) {
   std::ostringstream out;
   out << (v.negative ? "-" : "+") << kind_name(kind_of(v.kind));
   if (v.kind == fp::ExactValue::Kind::finite)
-    out << " significand " << show_bits(v.significand) << " exponent " << v.exponent
-        << " sticky " << v.sticky;
+    out << " significand " << show_bits(v.significand) << " exponent " << v.exponent << " sticky " << v.sticky;
   return out.str();
 }
 
@@ -93,31 +100,35 @@ std::string show(const ref::Exact& v) {
   out << (v.negative ? "-" : "+") << kind_name(v.kind);
   if (v.kind == ref::Kind::finite) {
     const ref::Top64 t = ref::top64(v.value.get());
-    out << " significand " << show_bits(t.significand) << " exponent " << t.exponent
-        << " sticky " << t.sticky;
+    out << " significand " << show_bits(t.significand) << " exponent " << t.exponent << " sticky " << t.sticky;
   }
   return out.str();
 }
 
 std::string mode_text(Mode mode) {
   switch (mode) {
-    case Mode::rne: return "rne";
-    case Mode::rna: return "rna";
-    case Mode::rz: return "rz";
-    case Mode::ru: return "ru";
-    case Mode::rd: return "rd";
-    case Mode::ro: return "ro";
-    case Mode::sr: return "sr";
+    case Mode::rne:
+      return "rne";
+    case Mode::rna:
+      return "rna";
+    case Mode::rz:
+      return "rz";
+    case Mode::ru:
+      return "ru";
+    case Mode::rd:
+      return "rd";
+    case Mode::ro:
+      return "ro";
+    case Mode::sr:
+      return "sr";
   }
   return "mode?";
 }
 
 std::string configuration(const Format& format, Mode mode, bool flush, bool saturate) {
   std::ostringstream out;
-  out << format.name << " (e" << format.exp_bits << "m" << format.man_bits
-      << (format.finite_only ? "fn" : "") << ") mode " << mode_text(mode)
-      << " flush_subnormals " << flush << " saturate "
-      << saturate;
+  out << format.name << " (e" << format.exp_bits << "m" << format.man_bits << (format.finite_only ? "fn" : "")
+      << ") mode " << mode_text(mode) << " flush_subnormals " << flush << " saturate " << saturate;
   return out.str();
 }
 
@@ -147,56 +158,52 @@ void MismatchLog::require_none() const {
 
 static std::string show_result(const ref::Result& r) {
   std::ostringstream out;
-  out << "bits " << show_bits(r.bits) << " value " << show(r.value) << " inexact " << r.inexact
-      << " overflow " << r.overflow << " underflow " << r.underflow;
+  out << "bits " << show_bits(r.bits) << " value " << show(r.value) << " inexact " << r.inexact << " overflow "
+      << r.overflow << " underflow " << r.underflow;
   return out.str();
 }
 
 static std::string show_rounded(const fp::Rounded& r) {
   std::ostringstream out;
-  out << "bits " << show_bits(r.bits) << " value " << show(r.value) << " inexact " << r.inexact
-      << " overflow " << r.overflow << " underflow " << r.underflow;
+  out << "bits " << show_bits(r.bits) << " value " << show(r.value) << " inexact " << r.inexact << " overflow "
+      << r.overflow << " underflow " << r.underflow;
   return out.str();
 }
 
-void compare_rounded(MismatchLog& values, MismatchLog& flags, const Describe& input,
-                     const Format& format, Mode mode, bool flush, bool saturate,
-                     const fp::Rounded& got, const std::vector<ref::Result>& want,
+void compare_rounded(MismatchLog& values, MismatchLog& flags, const Describe& input, const Format& format, Mode mode,
+                     bool flush, bool saturate, const fp::Rounded& got, const std::vector<ref::Result>& want,
                      bool finite_nonzero_input) {
   // With sr two candidates may share bits (saturated overflow) but not flags: prefer the one
   // whose flags match.
   const ref::Result* match = nullptr;
   for (const auto& w : want) {
     if (w.bits != got.bits) continue;
-    const bool flags_match = w.inexact == got.inexact && w.overflow == got.overflow &&
-                             w.underflow == got.underflow;
+    const bool flags_match = w.inexact == got.inexact && w.overflow == got.overflow && w.underflow == got.underflow;
     if (match == nullptr || flags_match) match = &w;
   }
   auto describe = [&] {
     std::ostringstream out;
-    out << "round " << configuration(format, mode, flush, saturate) << " x = " << input()
-        << ": expected ";
+    out << "round " << configuration(format, mode, flush, saturate) << " x = " << input() << ": expected ";
     for (size_t i = 0; i < want.size(); ++i) out << (i ? " or " : "") << "{" << show_result(want[i]) << "}";
     out << "; got {" << show_rounded(got) << "}";
     return out.str();
   };
-  const bool value_ok = match != nullptr && same_double(got.value, match->value) &&
-                        std::signbit(got.value) == std::signbit(match->value);
+  const bool value_ok =
+      match != nullptr && same_double(got.value, match->value) && std::signbit(got.value) == std::signbit(match->value);
   if (!value_ok) {
     values.fail(describe());
     return;
   }
   values.pass();
   if (!finite_nonzero_input) return;
-  if (got.inexact != match->inexact || got.overflow != match->overflow ||
-      got.underflow != match->underflow)
+  if (got.inexact != match->inexact || got.overflow != match->overflow || got.underflow != match->underflow)
     flags.fail(describe());
   else
     flags.pass();
 }
 
-void compare_double(MismatchLog& log, const Describe& input, const Format& format, Mode mode,
-                    bool flush, bool saturate, double got, const std::vector<ref::Result>& want) {
+void compare_double(MismatchLog& log, const Describe& input, const Format& format, Mode mode, bool flush, bool saturate,
+                    double got, const std::vector<ref::Result>& want) {
   for (const auto& w : want)
     if (same_double(got, w.value)) return log.pass();
   std::ostringstream out;

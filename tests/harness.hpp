@@ -23,8 +23,7 @@ using fp::Format;
 using fp::Mode;
 namespace ref = fp::reference;
 
-inline constexpr Mode deterministic_modes[] = {Mode::rne, Mode::rna, Mode::rz,
-                                               Mode::ru,  Mode::rd,  Mode::ro};
+inline constexpr Mode deterministic_modes[] = {Mode::rne, Mode::rna, Mode::rz, Mode::ru, Mode::rd, Mode::ro};
 
 // Formats by name, built directly from their fields so a bug in parse_format() or the named
 // constructors cannot hide one in rounding.
@@ -68,14 +67,13 @@ class MismatchLog {
 // allowed for sr): value and bits into `values`, the flags into `flags` (kept apart so that a
 // flag disagreement cannot hide a wrong value). Flags are compared only for finite nonzero
 // inputs.
-void compare_rounded(MismatchLog& values, MismatchLog& flags, const Describe& input,
-                     const Format& format, Mode mode, bool flush, bool saturate,
-                     const fp::Rounded& got, const std::vector<ref::Result>& want,
+void compare_rounded(MismatchLog& values, MismatchLog& flags, const Describe& input, const Format& format, Mode mode,
+                     bool flush, bool saturate, const fp::Rounded& got, const std::vector<ref::Result>& want,
                      bool finite_nonzero_input);
 
 // Compares a double result (add/mul/fma) with the reference results; NaNs by NaN-ness only.
-void compare_double(MismatchLog& log, const Describe& input, const Format& format, Mode mode,
-                    bool flush, bool saturate, double got, const std::vector<ref::Result>& want);
+void compare_double(MismatchLog& log, const Describe& input, const Format& format, Mode mode, bool flush, bool saturate,
+                    double got, const std::vector<ref::Result>& want);
 
 // Empty when the ExactValue describes the reference value (NaN sign not compared).
 std::string exact_difference(const fp::ExactValue& got, const ref::Exact& want);
@@ -95,10 +93,8 @@ bool guarded(MismatchLog& log, Context&& context, Fn&& fn) {
   return false;
 }
 
-
 // Every (mode, flush, saturate) for deterministic modes, then sr, calling fn.
-void for_each_rounding(const std::function<void(Mode, bool flush, bool saturate)>& fn,
-                       bool include_sr = true);
+void for_each_rounding(const std::function<void(Mode, bool flush, bool saturate)>& fn, bool include_sr = true);
 
 // A double with the given number of random significand bits (top bit set) times 2^exponent.
 double random_significand(std::mt19937_64& rng, int exponent);

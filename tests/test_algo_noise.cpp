@@ -295,5 +295,6 @@ TEST_CASE("augmentation: a batch depends only on its examples, so a resumed epoc
   // Without augmentation the batch is the images themselves.
   make_batch(set, whole, {}, 17, 5, -0.5f, batch.data(), labels.data());
   for (size_t b = 0; b < whole.size(); ++b)
-    CHECK(std::equal(set.image(whole[b]), set.image(whole[b]) + size, batch.begin() + static_cast<std::ptrdiff_t>(b * size)));
+    CHECK(std::equal(set.image(whole[b]), set.image(whole[b]) + size,
+                     batch.begin() + static_cast<std::ptrdiff_t>(b * size)));
 }

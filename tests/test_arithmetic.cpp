@@ -30,7 +30,9 @@ double operand(std::mt19937_64& rng, const ref::Grid& g) {
   auto uniform_int = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   double x;
   switch (rng() % 12) {
-    case 0: x = random_finite_bits(rng); break;
+    case 0:
+      x = random_finite_bits(rng);
+      break;
     case 1: {  // a value of the format
       const int e = uniform_int(g.emin, g.emax);
       const uint64_t m = (rng() >> (64 - g.man_bits)) | (uint64_t{1} << g.man_bits);
@@ -38,17 +40,33 @@ double operand(std::mt19937_64& rng, const ref::Grid& g) {
       if (x > g.max_finite()) x = g.max_finite();
       break;
     }
-    case 2: x = random_significand(rng, uniform_int(g.emin - g.precision - 2, g.emax + 1)); break;
-    case 3: x = random_significand(rng, uniform_int(g.emin / 2 - 2, g.emin / 2 + 2)); break;  // products near emin
-    case 4: x = random_significand(rng, uniform_int(1010, 1023)); break;  // sums beyond DBL_MAX
-    case 5: x = std::ldexp(static_cast<double>(rng() >> 12), -1074); break;  // double subnormals
-    case 6: x = (rng() & 1) ? 0.0 : -0.0; break;
-    case 7: x = rng() % 8 == 0 ? std::numeric_limits<double>::quiet_NaN()
-                               : std::numeric_limits<double>::infinity();
-            break;
-    case 8: x = std::ldexp(1.0, uniform_int(g.emin - g.precision, g.emax + 1)); break;
-    case 9: x = DBL_MAX; break;
-    default: x = random_significand(rng, uniform_int(-30, 30)); break;
+    case 2:
+      x = random_significand(rng, uniform_int(g.emin - g.precision - 2, g.emax + 1));
+      break;
+    case 3:
+      x = random_significand(rng, uniform_int(g.emin / 2 - 2, g.emin / 2 + 2));
+      break;  // products near emin
+    case 4:
+      x = random_significand(rng, uniform_int(1010, 1023));
+      break;  // sums beyond DBL_MAX
+    case 5:
+      x = std::ldexp(static_cast<double>(rng() >> 12), -1074);
+      break;  // double subnormals
+    case 6:
+      x = (rng() & 1) ? 0.0 : -0.0;
+      break;
+    case 7:
+      x = rng() % 8 == 0 ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
+      break;
+    case 8:
+      x = std::ldexp(1.0, uniform_int(g.emin - g.precision, g.emax + 1));
+      break;
+    case 9:
+      x = DBL_MAX;
+      break;
+    default:
+      x = random_significand(rng, uniform_int(-30, 30));
+      break;
   }
   return (rng() & 1) ? -x : x;
 }
@@ -63,11 +81,20 @@ void arithmetic_against_reference(const Format& format) {
   for (int i = 0; i < kTriplesPerFormat; ++i) {
     double a = operand(rng, grid), b = operand(rng, grid), c = operand(rng, grid);
     switch (i % 6) {
-      case 0: b = -a; break;                                    // exact cancellation
-      case 1: b = -std::nextafter(a, 0.0); break;               // near cancellation
-      case 2: c = -a * b; break;                                // fma: product minus its rounding
-      case 3: b = std::ldexp(1.0, grid.emin) / (a == 0 ? 1 : a); break;  // product near 2^emin
-      default: break;
+      case 0:
+        b = -a;
+        break;  // exact cancellation
+      case 1:
+        b = -std::nextafter(a, 0.0);
+        break;  // near cancellation
+      case 2:
+        c = -a * b;
+        break;  // fma: product minus its rounding
+      case 3:
+        b = std::ldexp(1.0, grid.emin) / (a == 0 ? 1 : a);
+        break;  // product near 2^emin
+      default:
+        break;
     }
     struct Op {
       const char* name;
@@ -92,9 +119,7 @@ void arithmetic_against_reference(const Format& format) {
         const ref::Exact& exact = mode == Mode::rd ? exact_rd : exact_rne;
         const auto want = ref::round(exact, format, mode, flush, saturate);
         fp::RoundingOptions options{mode, flush, saturate, &stream};
-        guarded(log, input, [&] {
-          compare_double(log, input, format, mode, flush, saturate, op.got(options), want);
-        });
+        guarded(log, input, [&] { compare_double(log, input, format, mode, flush, saturate, op.got(options), want); });
       });
     }
   }
@@ -103,36 +128,41 @@ void arithmetic_against_reference(const Format& format) {
 
 }  // namespace
 
-TEST_CASE("arithmetic fp64 add mul fma: 25000 random operand triples x every mode x flush x "
-          "saturate agree with MPFR (incl. sums beyond DBL_MAX, subnormal results)",
-          "[arithmetic]") {
+TEST_CASE(
+    "arithmetic fp64 add mul fma: 25000 random operand triples x every mode x flush x "
+    "saturate agree with MPFR (incl. sums beyond DBL_MAX, subnormal results)",
+    "[arithmetic]") {
   arithmetic_against_reference(format_named("fp64"));
 }
 
-TEST_CASE("arithmetic fp32 tf32 add mul fma: 25000 random operand triples x every mode x flush "
-          "x saturate agree with MPFR",
-          "[arithmetic]") {
+TEST_CASE(
+    "arithmetic fp32 tf32 add mul fma: 25000 random operand triples x every mode x flush "
+    "x saturate agree with MPFR",
+    "[arithmetic]") {
   arithmetic_against_reference(format_named("fp32"));
   arithmetic_against_reference(format_named("tf32"));
 }
 
-TEST_CASE("arithmetic fp16 bf16 add mul fma: 25000 random operand triples x every mode x flush "
-          "x saturate agree with MPFR",
-          "[arithmetic]") {
+TEST_CASE(
+    "arithmetic fp16 bf16 add mul fma: 25000 random operand triples x every mode x flush "
+    "x saturate agree with MPFR",
+    "[arithmetic]") {
   arithmetic_against_reference(format_named("fp16"));
   arithmetic_against_reference(format_named("bf16"));
 }
 
-TEST_CASE("arithmetic e4m3 e5m2 add mul fma: 25000 random operand triples x every mode x flush "
-          "x saturate agree with MPFR",
-          "[arithmetic]") {
+TEST_CASE(
+    "arithmetic e4m3 e5m2 add mul fma: 25000 random operand triples x every mode x flush "
+    "x saturate agree with MPFR",
+    "[arithmetic]") {
   arithmetic_against_reference(format_named("e4m3"));
   arithmetic_against_reference(format_named("e5m2"));
 }
 
-TEST_CASE("arithmetic fixed cases: DBL_MAX + DBL_MAX, fma(DBL_MAX, 2, -DBL_MAX), "
-          "fma(inf, 0, 1), fma(1e200, 1e200, -inf), (-0) + (-0), 1 - 1 in rd, tiny products",
-          "[arithmetic]") {
+TEST_CASE(
+    "arithmetic fixed cases: DBL_MAX + DBL_MAX, fma(DBL_MAX, 2, -DBL_MAX), "
+    "fma(inf, 0, 1), fma(1e200, 1e200, -inf), (-0) + (-0), 1 - 1 in rd, tiny products",
+    "[arithmetic]") {
   MismatchLog log("add/mul/fma fixed cases");
   const double inf = std::numeric_limits<double>::infinity();
   struct Fixed {
@@ -140,15 +170,24 @@ TEST_CASE("arithmetic fixed cases: DBL_MAX + DBL_MAX, fma(DBL_MAX, 2, -DBL_MAX),
     double a, b, c;
   };
   const Fixed cases[] = {
-      {"add", DBL_MAX, DBL_MAX, 0},        {"add", -DBL_MAX, -0x1p970, 0},
-      {"add", -0.0, -0.0, 0},              {"add", 1.0, -1.0, 0},
-      {"add", -0.0, 0.0, 0},               {"add", inf, -inf, 0},
-      {"mul", 1e-200, 1e-200, 0},          {"mul", -1e-200, 1e-200, 0},
-      {"mul", 1e200, -1e200, 0},           {"mul", inf, 0.0, 0},
-      {"mul", -0.0, 5.0, 0},               {"fma", DBL_MAX, 2.0, -DBL_MAX},
-      {"fma", inf, 0.0, 1.0},              {"fma", 1e200, 1e200, -inf},
-      {"fma", 1.0, -0.0, 0.0},             {"fma", -1.0, 0.0, -0.0},
-      {"fma", 1e-200, 1e-200, -0.0},       {"fma", 1 + 0x1p-30, 1 - 0x1p-30, -1.0},
+      {"add", DBL_MAX, DBL_MAX, 0},
+      {"add", -DBL_MAX, -0x1p970, 0},
+      {"add", -0.0, -0.0, 0},
+      {"add", 1.0, -1.0, 0},
+      {"add", -0.0, 0.0, 0},
+      {"add", inf, -inf, 0},
+      {"mul", 1e-200, 1e-200, 0},
+      {"mul", -1e-200, 1e-200, 0},
+      {"mul", 1e200, -1e200, 0},
+      {"mul", inf, 0.0, 0},
+      {"mul", -0.0, 5.0, 0},
+      {"fma", DBL_MAX, 2.0, -DBL_MAX},
+      {"fma", inf, 0.0, 1.0},
+      {"fma", 1e200, 1e200, -inf},
+      {"fma", 1.0, -0.0, 0.0},
+      {"fma", -1.0, 0.0, -0.0},
+      {"fma", 1e-200, 1e-200, -0.0},
+      {"fma", 1 + 0x1p-30, 1 - 0x1p-30, -1.0},
       {"fma", 0x1p-600, 0x1p-600, 0x1p-1074},
   };
   fp::CounterRng stream(4);
@@ -172,8 +211,7 @@ TEST_CASE("arithmetic fixed cases: DBL_MAX + DBL_MAX, fma(DBL_MAX, 2, -DBL_MAX),
           // Signed zeros matter here: compare the sign too.
           compare_double(log, input, format, mode, flush, saturate, got, want);
           if (got == 0 && want.size() == 1 && std::signbit(got) != std::signbit(want[0].value))
-            log.fail(configuration(format, mode, flush, saturate) + " " + input() +
-                     ": zero of the wrong sign");
+            log.fail(configuration(format, mode, flush, saturate) + " " + input() + ": zero of the wrong sign");
         });
       });
     }
@@ -181,9 +219,10 @@ TEST_CASE("arithmetic fixed cases: DBL_MAX + DBL_MAX, fma(DBL_MAX, 2, -DBL_MAX),
   log.require_none();
 }
 
-TEST_CASE("arithmetic exact_sum and exact_product: ExactValue describes the exact a + b and "
-          "a * b for 200000 random double pairs (every range, cancellation, specials), rne and rd",
-          "[arithmetic]") {
+TEST_CASE(
+    "arithmetic exact_sum and exact_product: ExactValue describes the exact a + b and "
+    "a * b for 200000 random double pairs (every range, cancellation, specials), rne and rd",
+    "[arithmetic]") {
   std::mt19937_64 rng(kSeed);
   const ref::Grid wide(format_named("fp64"));
   MismatchLog log("exact_sum / exact_product");
@@ -196,14 +235,18 @@ TEST_CASE("arithmetic exact_sum and exact_product: ExactValue describes the exac
     for (Mode mode : {Mode::rne, Mode::rd}) {
       guarded(log, input, [&] {
         const std::string d = exact_difference(fp::exact_sum(a, b, mode), ref::exact_add(a, b, mode));
-        if (d.empty()) log.pass();
-        else log.fail("exact_sum(" + input() + ", " + mode_text(mode) + "): " + d);
+        if (d.empty())
+          log.pass();
+        else
+          log.fail("exact_sum(" + input() + ", " + mode_text(mode) + "): " + d);
       });
     }
     guarded(log, input, [&] {
       const std::string d = exact_difference(fp::exact_product(a, b), ref::exact_mul(a, b, Mode::rne));
-      if (d.empty()) log.pass();
-      else log.fail("exact_product(" + input() + "): " + d);
+      if (d.empty())
+        log.pass();
+      else
+        log.fail("exact_product(" + input() + "): " + d);
     });
   }
   log.require_none();
@@ -219,17 +262,20 @@ void check_sum_rounded_to_fp32(MismatchLog& log, double p, double q) {
     const auto want = ref::round(ref::exact_add(p, q, Mode::rne), fp::fp32(), Mode::rne, false, false);
     const bool same = (std::isnan(got) && std::isnan(want[0].value)) ||
                       std::bit_cast<uint32_t>(got) == std::bit_cast<uint32_t>(static_cast<float>(want[0].value));
-    if (same) log.pass();
-    else log.fail("sum_rounded_to_fp32(" + input() + ") = " + show(got) + ", MPFR " + show(want[0].value));
+    if (same)
+      log.pass();
+    else
+      log.fail("sum_rounded_to_fp32(" + input() + ") = " + show(got) + ", MPFR " + show(want[0].value));
   });
 }
 
 }  // namespace
 
-TEST_CASE("arithmetic sum_rounded_to_fp32: the exact p + q rounded once to fp32 (nearest even) "
-          "for 300000 double pairs: every range, fp32 midpoints nudged by tiny terms, overflow, "
-          "specials",
-          "[arithmetic]") {
+TEST_CASE(
+    "arithmetic sum_rounded_to_fp32: the exact p + q rounded once to fp32 (nearest even) "
+    "for 300000 double pairs: every range, fp32 midpoints nudged by tiny terms, overflow, "
+    "specials",
+    "[arithmetic]") {
   std::mt19937_64 rng(kSeed + 32);
   const ref::Grid wide(format_named("fp64")), single(format_named("fp32"));
   MismatchLog log("sum_rounded_to_fp32");

@@ -46,9 +46,15 @@ bool one_line_naming(const std::string& message, const std::string& path) {
 }
 
 std::vector<float> awkward_floats() {
-  std::vector<float> v = {0.0f, -0.0f, 1.0f, -1.5f, std::numeric_limits<float>::infinity(),
-                          -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::denorm_min(),
-                          std::numeric_limits<float>::max(), 0.1f};
+  std::vector<float> v = {0.0f,
+                          -0.0f,
+                          1.0f,
+                          -1.5f,
+                          std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::denorm_min(),
+                          std::numeric_limits<float>::max(),
+                          0.1f};
   uint32_t payload_nan = 0x7fc12345;
   float nan;
   std::memcpy(&nan, &payload_nan, 4);
@@ -129,14 +135,16 @@ TEST_CASE("checkpoint: every truncation and every flipped byte is refused with o
   auto longer = good;
   longer.push_back(0);
   const std::string message = data_error([&] { CheckpointReader::parse(longer, path); });
-  CHECK(message == path + ": corrupted checkpoint: 1 bytes after its end (header says " + std::to_string(good.size()) +
-                       " bytes)");
+  CHECK(message ==
+        path + ": corrupted checkpoint: 1 bytes after its end (header says " + std::to_string(good.size()) + " bytes)");
   auto flipped = good;
   flipped[40] ^= 4;
-  CHECK(data_error([&] { CheckpointReader::parse(flipped, path); }) == path + ": corrupted checkpoint: SHA-256 checksum mismatch");
+  CHECK(data_error([&] { CheckpointReader::parse(flipped, path); }) ==
+        path + ": corrupted checkpoint: SHA-256 checksum mismatch");
   const std::vector<uint8_t> cut(good.begin(), good.end() - 5);
   CHECK(data_error([&] { CheckpointReader::parse(cut, path); }) ==
-        path + ": truncated checkpoint: " + std::to_string(cut.size()) + " bytes, its header says " + std::to_string(good.size()));
+        path + ": truncated checkpoint: " + std::to_string(cut.size()) + " bytes, its header says " +
+            std::to_string(good.size()));
 }
 
 TEST_CASE("checkpoint: a foreign file and an unknown version are refused") {

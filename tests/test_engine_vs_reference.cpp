@@ -23,7 +23,9 @@ using namespace fplab::sim;
 
 namespace {
 
-bool same_bits(double x, double y) { return std::bit_cast<uint64_t>(x) == std::bit_cast<uint64_t>(y) || (std::isnan(x) && std::isnan(y)); }
+bool same_bits(double x, double y) {
+  return std::bit_cast<uint64_t>(x) == std::bit_cast<uint64_t>(y) || (std::isnan(x) && std::isnan(y));
+}
 
 // Seeded data of a format: a mix of magnitudes and signs, with exact cancellations.
 std::vector<double> data_in(const fp::Format& f, size_t n, std::mt19937_64& g) {
@@ -38,12 +40,27 @@ std::vector<double> data_in(const fp::Format& f, size_t n, std::mt19937_64& g) {
 }
 
 std::vector<std::string> schedules_under_test() {
-  std::vector<std::string> s = {
-      "all:seq", "all:rev", "all:tree", "all:shfl_down", "all:shfl_up", "all:shfl_xor", "all:atomic", "all:ring",
-      "all:kahan", "all:neumaier", "all:exact", "all:binned", "all:numpy_pairwise", "all:fused(4,23)", "all:fused(8,30)",
-      "strided(32):seq | all:shfl_down", "contig(32):shfl_down | contig(3):rev | all:tree",
-      "strided(7):tree | shuffle | all:seq", "split(5):kahan | all:atomic", "contig(16):exact | all:binned",
-      "shuffle | contig(4):shfl_up | strided(3):numpy_pairwise | all:neumaier"};
+  std::vector<std::string> s = {"all:seq",
+                                "all:rev",
+                                "all:tree",
+                                "all:shfl_down",
+                                "all:shfl_up",
+                                "all:shfl_xor",
+                                "all:atomic",
+                                "all:ring",
+                                "all:kahan",
+                                "all:neumaier",
+                                "all:exact",
+                                "all:binned",
+                                "all:numpy_pairwise",
+                                "all:fused(4,23)",
+                                "all:fused(8,30)",
+                                "strided(32):seq | all:shfl_down",
+                                "contig(32):shfl_down | contig(3):rev | all:tree",
+                                "strided(7):tree | shuffle | all:seq",
+                                "split(5):kahan | all:atomic",
+                                "contig(16):exact | all:binned",
+                                "shuffle | contig(4):shfl_up | strided(3):numpy_pairwise | all:neumaier"};
   for (const auto& p : presets()) {
     std::string small = p.example;  // keep the group counts small enough for short K
     if (small == "cuda-naive-sum(256,1024)") small = "cuda-naive-sum(64,2)";
@@ -56,7 +73,8 @@ std::vector<std::string> schedules_under_test() {
 
 }  // namespace
 
-TEST_CASE("engine reduce_batch == reference, every reducer and preset x K in 1..1000 x fp32/fp64/bf16/e4m3 x rne/rz/sr") {
+TEST_CASE(
+    "engine reduce_batch == reference, every reducer and preset x K in 1..1000 x fp32/fp64/bf16/e4m3 x rne/rz/sr") {
   std::mt19937_64 g(7);
   const std::vector<size_t> ks = {1, 2, 3, 7, 8, 31, 32, 33, 64, 100, 127, 128, 129, 257, 1000};
   struct Ar {
@@ -106,14 +124,15 @@ TEST_CASE("engine reduce == reference on long reductions: K = 10^5 (and 10^4 for
   }
 }
 
-TEST_CASE("engine gemm == reference dot per output: fused FMA chains, rounded products, product terms; awkward shapes") {
+TEST_CASE(
+    "engine gemm == reference dot per output: fused FMA chains, rounded products, product terms; awkward shapes") {
   std::mt19937_64 g(13);
   std::normal_distribution<float> d;
-  const char* schedules[] = {"all:seq", "all:exact", "shuffle | all:exact", "strided(32):seq | all:shfl_down", "splitk(4)", "splitk-atomic(3)",
-                             "contig(5):seq | all:tree", "systolic(16)", "shuffle | all:seq", "all:fused(8,24)"};
-  const struct {
-    size_t m, n, k;
-  } shapes[] = {{1, 1, 1}, {4, 64, 33}, {5, 70, 31}, {9, 130, 100}, {3, 7, 257}};
+  const char* schedules[] = {
+      "all:seq",           "all:exact",        "shuffle | all:exact",      "strided(32):seq | all:shfl_down",
+      "splitk(4)",         "splitk-atomic(3)", "contig(5):seq | all:tree", "systolic(16)",
+      "shuffle | all:seq", "all:fused(8,24)"};
+  const struct { size_t m, n, k; } shapes[] = {{1, 1, 1}, {4, 64, 33}, {5, 70, 31}, {9, 130, 100}, {3, 7, 257}};
   for (const char* text : schedules) {
     const Schedule s = parse_schedule(text);
     for (auto products : {Products::fused, Products::rounded, Products::exact}) {
@@ -142,14 +161,19 @@ TEST_CASE("engine gemm == reference dot per output: fused FMA chains, rounded pr
   }
 }
 
-TEST_CASE("engine exact gemm == exact reference per output: wide ranges, zeros, subnormals, cancellation, inf/NaN, formats, sr") {
+TEST_CASE(
+    "engine exact gemm == exact reference per output: wide ranges, zeros, subnormals, cancellation, inf/NaN, formats, "
+    "sr") {
   std::mt19937_64 g(17);
   std::normal_distribution<float> d;
   const Schedule exact = parse_schedule("exact");
   enum Data { normal, lognormal, zero_lines, subnormal, cancelling, special, midpoints };
   for (int data = normal; data <= midpoints; ++data) {
-    for (auto [format, mode] : {std::pair{fp::fp32(), fp::Mode::rne}, {fp::bf16(), fp::Mode::rd}, {fp::e4m3(), fp::Mode::rne},
-                                {fp::fp32(), fp::Mode::sr}, {fp::fp16(), fp::Mode::ro}}) {
+    for (auto [format, mode] : {std::pair{fp::fp32(), fp::Mode::rne},
+                                {fp::bf16(), fp::Mode::rd},
+                                {fp::e4m3(), fp::Mode::rne},
+                                {fp::fp32(), fp::Mode::sr},
+                                {fp::fp16(), fp::Mode::ro}}) {
       const size_t m = 6, n = 35, k = data == cancelling ? 64 : data == midpoints ? 2 : 300;
       std::vector<float> a(m * k), b(k * n), c(m * n);
       for (auto& x : a) x = d(g) * (data == lognormal ? std::exp2(std::round(d(g) * 12)) : 1.0f);
@@ -176,7 +200,8 @@ TEST_CASE("engine exact gemm == exact reference per output: wide ranges, zeros, 
           a[i * k] = 1.0f + std::ldexp(static_cast<float>(g() % 4096), -12);
           a[i * k + 1] = std::array{0x1p-30f, -0x1p-30f, 0.0f}[i % 3];
         }
-        for (size_t j = 0; j < n; ++j) b[j] = 1.0f + std::ldexp(static_cast<float>(g() % 4096), -12), b[n + j] = 0x1p-30f;
+        for (size_t j = 0; j < n; ++j)
+          b[j] = 1.0f + std::ldexp(static_cast<float>(g() % 4096), -12), b[n + j] = 0x1p-30f;
       }
       Arithmetic arithmetic;
       arithmetic.format = format;
@@ -285,21 +310,44 @@ Arithmetic arithmetic_of(fp::Format format, fp::Mode mode, Products products = P
 
 }  // namespace
 
-TEST_CASE("engine gemm == reference: non-seq first stages on product terms x fp32/fp64/bf16/rz/sr x fused/exact/rounded products") {
+TEST_CASE(
+    "engine gemm == reference: non-seq first stages on product terms x fp32/fp64/bf16/rz/sr x fused/exact/rounded "
+    "products") {
   std::mt19937_64 g(23);
   std::normal_distribution<float> d;
-  const char* schedules[] = {"all:tree", "all:rev", "all:shfl_down", "all:shfl_up", "all:shfl_xor", "all:atomic", "all:ring",
-                             "all:numpy_pairwise", "all:kahan", "all:neumaier", "all:binned", "contig(16):exact | all:seq",
-                             "contig(5):tree | all:seq", "split(3):rev | all:tree", "shuffle | all:tree",
-                             "strided(4):shfl_up | contig(2):kahan | all:seq", "shuffle | shuffle | split(2):atomic | all:ring",
-                             "all:seq", "systolic(16)", "pairwise", "splitk-tree(3)", "all:fused(8,25)",
-                             "split(16):fused(8,25) | all:seq", "contig(24):fused(8,24) | all:tree"};
-  const Arithmetic arithmetics[] = {
-      arithmetic_of(fp::fp32(), fp::Mode::rne, Products::fused), arithmetic_of(fp::fp32(), fp::Mode::rne, Products::exact),
-      arithmetic_of(fp::fp32(), fp::Mode::rne, Products::rounded), arithmetic_of(fp::fp64(), fp::Mode::rne),
-      arithmetic_of(fp::fp64(), fp::Mode::rne, Products::exact), arithmetic_of(fp::bf16(), fp::Mode::rne),
-      arithmetic_of(fp::fp32(), fp::Mode::rz, Products::exact), arithmetic_of(fp::fp16(), fp::Mode::sr),
-      arithmetic_of(fp::bf16(), fp::Mode::sr, Products::rounded)};
+  const char* schedules[] = {"all:tree",
+                             "all:rev",
+                             "all:shfl_down",
+                             "all:shfl_up",
+                             "all:shfl_xor",
+                             "all:atomic",
+                             "all:ring",
+                             "all:numpy_pairwise",
+                             "all:kahan",
+                             "all:neumaier",
+                             "all:binned",
+                             "contig(16):exact | all:seq",
+                             "contig(5):tree | all:seq",
+                             "split(3):rev | all:tree",
+                             "shuffle | all:tree",
+                             "strided(4):shfl_up | contig(2):kahan | all:seq",
+                             "shuffle | shuffle | split(2):atomic | all:ring",
+                             "all:seq",
+                             "systolic(16)",
+                             "pairwise",
+                             "splitk-tree(3)",
+                             "all:fused(8,25)",
+                             "split(16):fused(8,25) | all:seq",
+                             "contig(24):fused(8,24) | all:tree"};
+  const Arithmetic arithmetics[] = {arithmetic_of(fp::fp32(), fp::Mode::rne, Products::fused),
+                                    arithmetic_of(fp::fp32(), fp::Mode::rne, Products::exact),
+                                    arithmetic_of(fp::fp32(), fp::Mode::rne, Products::rounded),
+                                    arithmetic_of(fp::fp64(), fp::Mode::rne),
+                                    arithmetic_of(fp::fp64(), fp::Mode::rne, Products::exact),
+                                    arithmetic_of(fp::bf16(), fp::Mode::rne),
+                                    arithmetic_of(fp::fp32(), fp::Mode::rz, Products::exact),
+                                    arithmetic_of(fp::fp16(), fp::Mode::sr),
+                                    arithmetic_of(fp::bf16(), fp::Mode::sr, Products::rounded)};
   for (const char* text : schedules) {
     const Schedule s = parse_schedule(text);
     for (const Arithmetic& ar : arithmetics) {
@@ -321,17 +369,28 @@ TEST_CASE("engine gemm == reference: non-seq first stages on product terms x fp3
   }
 }
 
-TEST_CASE("engine gemm == reference: fused(N,F) first stages x tf32/bf16/fp16/e4m3/fp32 data x fp32/e8m13/bf16/fp16 results x zeros, subnormals, cancellation, inf/NaN") {
+TEST_CASE(
+    "engine gemm == reference: fused(N,F) first stages x tf32/bf16/fp16/e4m3/fp32 data x fp32/e8m13/bf16/fp16 results "
+    "x zeros, subnormals, cancellation, inf/NaN") {
   std::mt19937_64 g(29);
   std::normal_distribution<double> d;
-  const char* schedules[] = {"tc-h100-tf32", "tc-h100-bf16", "tc-h100-fp8", "tc-v100", "tc-a100",
-                             "split(16):fused(8,25) | all:seq", "strided(3):fused(4,24) | all:atomic",
-                             "shuffle | all:fused(8,25)", "contig(8):fused(16,25) | contig(3):seq | all:tree",
+  const char* schedules[] = {"tc-h100-tf32",
+                             "tc-h100-bf16",
+                             "tc-h100-fp8",
+                             "tc-v100",
+                             "tc-a100",
+                             "split(16):fused(8,25) | all:seq",
+                             "strided(3):fused(4,24) | all:atomic",
+                             "shuffle | all:fused(8,25)",
+                             "contig(8):fused(16,25) | contig(3):seq | all:tree",
                              "all:fused(64,48)" /* F too wide for the lane form: the scalar step per lane */,
-                             "all:fused(8,25,tf32)", "split(16):fused(16,25,bf16) | all:seq", "contig(8):fused(32,13,e4m3) | all:tree",
+                             "all:fused(8,25,tf32)",
+                             "split(16):fused(16,25,bf16) | all:seq",
+                             "contig(8):fused(32,13,e4m3) | all:tree",
                              "all:fused(16,25,fp16)",
                              "contig(4):seq | all:fused(8,25,tf32)" /* partial sums converted too */};
-  const Arithmetic arithmetics[] = {arithmetic_of(fp::fp32(), fp::Mode::rne), arithmetic_of(fp::parse_format("e8m13"), fp::Mode::rz),
+  const Arithmetic arithmetics[] = {arithmetic_of(fp::fp32(), fp::Mode::rne),
+                                    arithmetic_of(fp::parse_format("e8m13"), fp::Mode::rz),
                                     arithmetic_of(fp::bf16(), fp::Mode::rne), arithmetic_of(fp::fp16(), fp::Mode::rne),
                                     arithmetic_of(fp::fp32(), fp::Mode::rd, Products::rounded)};
   const fp::Format inputs[] = {fp::tf32(), fp::bf16(), fp::fp16(), fp::e4m3(), fp::fp32()};
@@ -356,7 +415,8 @@ TEST_CASE("engine gemm == reference: fused(N,F) first stages x tf32/bf16/fp16/e4
             for (size_t x = 0; x < a.size(); x += 3) a[x] = std::ldexp(a[x], -130);
           if (data == cancelling)  // pairs of products that cancel exactly
             for (size_t t = 1; t < sh.k; t += 2)
-              for (size_t i = 0; i < sh.m; ++i) a[i * sh.k + t] = -a[i * sh.k + t - 1], b[t * sh.n + (i % sh.n)] = b[(t - 1) * sh.n + (i % sh.n)];
+              for (size_t i = 0; i < sh.m; ++i)
+                a[i * sh.k + t] = -a[i * sh.k + t - 1], b[t * sh.n + (i % sh.n)] = b[(t - 1) * sh.n + (i % sh.n)];
           if (data == special) {
             a[0] = INFINITY;
             b[(sh.k - 1) * sh.n + sh.n - 1] = NAN;
@@ -380,8 +440,10 @@ TEST_CASE("fused(N,F,INPUT) == fused(N,F) on factors converted beforehand (tf32 
     fp::Format format;
     fp::Mode mode;
   };
-  const Case cases[] = {{"tf32", fp::tf32(), fp::Mode::rz}, {"bf16", fp::bf16(), fp::Mode::rne},
-                        {"fp16", fp::fp16(), fp::Mode::rne}, {"e5m2", fp::e5m2(), fp::Mode::rne}};
+  const Case cases[] = {{"tf32", fp::tf32(), fp::Mode::rz},
+                        {"bf16", fp::bf16(), fp::Mode::rne},
+                        {"fp16", fp::fp16(), fp::Mode::rne},
+                        {"e5m2", fp::e5m2(), fp::Mode::rne}};
   const Arithmetic ar = arithmetic_of(fp::fp32(), fp::Mode::rne);
   for (const Case& c : cases)
     for (const Shape& sh : awkward_shapes) {
@@ -408,7 +470,8 @@ TEST_CASE("fused(N,F,INPUT) == fused(N,F) on factors converted beforehand (tf32 
       }
       // Sums: values enter as value * 1, so a fused sum converts the values.
       std::vector<double> v(1000), v_in(1000);
-      for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(d(g)), v_in[i] = convert(static_cast<float>(v[i]));
+      for (size_t i = 0; i < v.size(); ++i)
+        v[i] = static_cast<float>(d(g)), v_in[i] = convert(static_cast<float>(v[i]));
       const double s1 = reduce(parse_schedule(std::string("all:fused(8,25,") + c.input + ")"), v, ar);
       const double s2 = reduce(parse_schedule("all:fused(8,25)"), v_in, ar);
       INFO(c.input << " sum");

@@ -30,8 +30,7 @@ void check_dot(const std::string& name, const std::vector<float>& a, const std::
   MismatchLog flags("exact_dot " + name + ": flags");
   auto context = [&] {
     std::string text = name + " (n = " + std::to_string(n);
-    for (size_t i = 0; i < n && i < 3; ++i)
-      text += (i ? ", " : ": ") + show(a[i]) + " * " + show(b[i]);
+    for (size_t i = 0; i < n && i < 3; ++i) text += (i ? ", " : ": ") + show(a[i]) + " * " + show(b[i]);
     return text + (n > 3 ? ", ...)" : ")");
   };
   fp::CounterRng stream(2);
@@ -39,8 +38,10 @@ void check_dot(const std::string& name, const std::vector<float>& a, const std::
     const ref::Exact exact = ref::exact_dot(a.data(), b.data(), n, mode);
     guarded(values, context, [&] {
       const std::string d = exact_difference(fp::exact_dot(a.data(), b.data(), n, mode), exact);
-      if (d.empty()) values.pass();
-      else values.fail(context() + " exact_dot(" + mode_text(mode) + "): " + d);
+      if (d.empty())
+        values.pass();
+      else
+        values.fail(context() + " exact_dot(" + mode_text(mode) + "): " + d);
     });
     for (const Format& format : output_formats()) {
       for (bool flush : {false, true}) {
@@ -74,9 +75,10 @@ float random_subnormal_float(std::mt19937_64& rng) {
 
 }  // namespace
 
-TEST_CASE("exact_dot random fp32 vectors: n = 0..17, 31, 33, 100, 1000, 10003, 100000; normal "
-          "and wide-exponent floats vs MPFR, every mode and output format",
-          "[exact_dot]") {
+TEST_CASE(
+    "exact_dot random fp32 vectors: n = 0..17, 31, 33, 100, 1000, 10003, 100000; normal "
+    "and wide-exponent floats vs MPFR, every mode and output format",
+    "[exact_dot]") {
   std::mt19937_64 rng(99);
   std::printf("exact_dot random: seed 99\n");
   std::vector<size_t> lengths;
@@ -95,10 +97,11 @@ TEST_CASE("exact_dot random fp32 vectors: n = 0..17, 31, 33, 100, 1000, 10003, 1
   }
 }
 
-TEST_CASE("exact_dot one exponent bucket: n = 10^6, 200000 and 65537 positive products of "
-          "near-all-ones 24-bit significands at one exponent (near 1, 2^200, 2^-290), then with "
-          "mixed signs; 10^6 such products overflow a 64-bit bucket of 8 lanes never flushed",
-          "[exact_dot]") {
+TEST_CASE(
+    "exact_dot one exponent bucket: n = 10^6, 200000 and 65537 positive products of "
+    "near-all-ones 24-bit significands at one exponent (near 1, 2^200, 2^-290), then with "
+    "mixed signs; 10^6 such products overflow a 64-bit bucket of 8 lanes never flushed",
+    "[exact_dot]") {
   std::mt19937_64 rng(100);
   for (size_t n : {size_t{1000000}, size_t{200000}, size_t{65537}}) {
     for (int e : {0, 100, -145}) {
@@ -127,9 +130,10 @@ TEST_CASE("exact_dot one exponent bucket: n = 10^6, 200000 and 65537 positive pr
   check_dot("FLT_MAX * +-FLT_MAX x 200000 (cancels to 0)", big, neg);
 }
 
-TEST_CASE("exact_dot subnormal floats: subnormal x subnormal, subnormal x normal, mixed with "
-          "large products, n = 1..4097",
-          "[exact_dot]") {
+TEST_CASE(
+    "exact_dot subnormal floats: subnormal x subnormal, subnormal x normal, mixed with "
+    "large products, n = 1..4097",
+    "[exact_dot]") {
   std::mt19937_64 rng(101);
   for (size_t n : {size_t{1}, size_t{5}, size_t{64}, size_t{4097}}) {
     std::vector<float> a(n), b(n), c(n);
@@ -143,9 +147,10 @@ TEST_CASE("exact_dot subnormal floats: subnormal x subnormal, subnormal x normal
   }
 }
 
-TEST_CASE("exact_dot exact zeros and specials: n=0, +-0 products, x*y - x*y, inf*0, inf*2, "
-          "inf*2 + -inf*3, NaN anywhere, inf among 10^4 finite terms",
-          "[exact_dot]") {
+TEST_CASE(
+    "exact_dot exact zeros and specials: n=0, +-0 products, x*y - x*y, inf*0, inf*2, "
+    "inf*2 + -inf*3, NaN anywhere, inf among 10^4 finite terms",
+    "[exact_dot]") {
   check_dot("n=0", {}, {});
   check_dot("-0 * 1", {-0.0f}, {1.0f});
   check_dot("-0 * 1 + 0 * -1", {-0.0f, 0.0f}, {1.0f, -1.0f});

@@ -80,8 +80,8 @@ void check_written_results(const std::string& out, const std::vector<GroupSummar
   CHECK(summary["intervals"]["resamples"] == 10);  // C(5, 3) multisets of 3 replicas
   const auto& impl = summary["results"][0];
   CHECK_FALSE(impl.contains("churn_ci95"));
-  for (const char* key : {"churn_ci95_replicas", "l2_ci95_replicas", "accuracy_std_ci95_replicas",
-                          "per_class_std_max_ci95_replicas"}) {
+  for (const char* key :
+       {"churn_ci95_replicas", "l2_ci95_replicas", "accuracy_std_ci95_replicas", "per_class_std_max_ci95_replicas"}) {
     INFO(key);
     REQUIRE(impl.contains(key));
     CHECK(impl[key].size() == 2);
@@ -125,11 +125,16 @@ TEST_CASE("experiment config: errors name the file, the line and the key") {
   };
   const Case cases[] = {
       {"name = \"x\"\n[run]\nprofiles = [\"v100\"]\nreplicaz = 3\n", ":4: key 'run.replicaz': unknown key"},
-      {"name = \"x\"\n[run]\nprofiles = [\"v100\"]\nvariants = [\"impl\", \"nope\"]\n", ":4: key 'run.variants': unknown variant 'nope'"},
-      {"name = \"x\"\n[training]\nepochs = \"three\"\n[run]\nprofiles = [\"v100\"]\n", ":3: key 'training.epochs': must be a whole number"},
-      {"name = \"x\"\n[run]\nprofiles = [\"v100\"]\nreplicas = 1\n", ":4: key 'run.replicas': must be a whole number from 2"},
-      {"name = \"x\"\n[training]\nlr = nan\n[run]\nprofiles = [\"v100\"]\n", ":3: key 'training.lr': must be a number greater than 0"},
-      {"name = \"x\"\n[data]\naugment_pad = 4294967297\n[run]\nprofiles = [\"v100\"]\n", ":3: key 'data.augment_pad': must be a whole number"},
+      {"name = \"x\"\n[run]\nprofiles = [\"v100\"]\nvariants = [\"impl\", \"nope\"]\n",
+       ":4: key 'run.variants': unknown variant 'nope'"},
+      {"name = \"x\"\n[training]\nepochs = \"three\"\n[run]\nprofiles = [\"v100\"]\n",
+       ":3: key 'training.epochs': must be a whole number"},
+      {"name = \"x\"\n[run]\nprofiles = [\"v100\"]\nreplicas = 1\n",
+       ":4: key 'run.replicas': must be a whole number from 2"},
+      {"name = \"x\"\n[training]\nlr = nan\n[run]\nprofiles = [\"v100\"]\n",
+       ":3: key 'training.lr': must be a number greater than 0"},
+      {"name = \"x\"\n[data]\naugment_pad = 4294967297\n[run]\nprofiles = [\"v100\"]\n",
+       ":3: key 'data.augment_pad': must be a whole number"},
       {"name = \"x\"\n[data]\nimbalance_class = 260\n[run]\nprofiles = [\"v100\"]\n", ":3: key 'data.imbalance_class'"},
       {"description = \"no name\"\n[run]\nprofiles = [\"v100\"]\n", "missing key 'name'"},
       {"name = \"x\"\n[run\nprofiles = [\"v100\"]\n", ".toml:2:"},
@@ -143,7 +148,8 @@ TEST_CASE("experiment config: errors name the file, the line and the key") {
   }
 }
 
-TEST_CASE("runner: Control replicas are bit-identical (churn 0, L2 0); IMPL under atomics is not; resume and ranks agree") {
+TEST_CASE(
+    "runner: Control replicas are bit-identical (churn 0, L2 0); IMPL under atomics is not; resume and ranks agree") {
   const auto path = write_temp("tiny.toml", kTiny);
   const auto experiment = load_experiment(path);
   const std::string out = (fs::temp_directory_path() / temp_name("run")).string();

@@ -27,12 +27,13 @@ void check_fields(const Format& got, const Format& want) {
 
 }  // namespace
 
-TEST_CASE("format named constructors fp64 fp32 tf32 bf16 fp16 e4m3 e5m2: fields, emin, emax, "
-          "max_finite, min_normal, min_subnormal agree with the reference grid",
-          "[format]") {
-  const std::pair<Format, const char*> named[] = {
-      {fp::fp64(), "fp64"}, {fp::fp32(), "fp32"}, {fp::tf32(), "tf32"}, {fp::bf16(), "bf16"},
-      {fp::fp16(), "fp16"}, {fp::e4m3(), "e4m3"}, {fp::e5m2(), "e5m2"}};
+TEST_CASE(
+    "format named constructors fp64 fp32 tf32 bf16 fp16 e4m3 e5m2: fields, emin, emax, "
+    "max_finite, min_normal, min_subnormal agree with the reference grid",
+    "[format]") {
+  const std::pair<Format, const char*> named[] = {{fp::fp64(), "fp64"}, {fp::fp32(), "fp32"}, {fp::tf32(), "tf32"},
+                                                  {fp::bf16(), "bf16"}, {fp::fp16(), "fp16"}, {fp::e4m3(), "e4m3"},
+                                                  {fp::e5m2(), "e5m2"}};
   for (const auto& [got, name] : named) {
     const Format want = format_named(name);
     check_fields(got, want);
@@ -47,9 +48,10 @@ TEST_CASE("format named constructors fp64 fp32 tf32 bf16 fp16 e4m3 e5m2: fields,
   }
 }
 
-TEST_CASE("format documented facts: e4m3 max 448, e5m2 max 57344, fp16 max 65504, bf16 max "
-          "0x1.fep127, fp32 FLT_MAX, fp64 DBL_MAX, and their bit patterns",
-          "[format]") {
+TEST_CASE(
+    "format documented facts: e4m3 max 448, e5m2 max 57344, fp16 max 65504, bf16 max "
+    "0x1.fep127, fp32 FLT_MAX, fp64 DBL_MAX, and their bit patterns",
+    "[format]") {
   // These hold for both the reference and fp/.
   for (const auto& [name, max] : {std::pair<const char*, double>{"e4m3", 448.0},
                                   {"e5m2", 57344.0},
@@ -77,9 +79,10 @@ TEST_CASE("format documented facts: e4m3 max 448, e5m2 max 57344, fp16 max 65504
   CHECK(fp::fp64().quiet_nan_bits(false) == 0x7ff8000000000000ull);
 }
 
-TEST_CASE("format parse_format: names, aliases and eXmY give the right fields; bad names throw "
-          "FormatError",
-          "[format]") {
+TEST_CASE(
+    "format parse_format: names, aliases and eXmY give the right fields; bad names throw "
+    "FormatError",
+    "[format]") {
   check_fields(fp::parse_format("float"), format_named("fp32"));
   check_fields(fp::parse_format("double"), format_named("fp64"));
   check_fields(fp::parse_format("half"), format_named("fp16"));
@@ -99,15 +102,13 @@ TEST_CASE("format parse_format: names, aliases and eXmY give the right fields; b
     INFO("named format " << name);
     CHECK_NOTHROW(fp::parse_format(name));
   }
-  for (const char* bad : {"", "e1m3", "e12m3", "e5m0", "e5m53", "fp7", "e4m", "em3", "e4m3x",
-                          "e-4m3", "E", "fp16 "}) {
+  for (const char* bad : {"", "e1m3", "e12m3", "e5m0", "e5m53", "fp7", "e4m", "em3", "e4m3x", "e-4m3", "E", "fp16 "}) {
     INFO("bad format name '" << bad << "'");
     CHECK_THROWS_AS(fp::parse_format(bad), fp::FormatError);
   }
 }
 
-TEST_CASE("mode names: mode_name and parse_mode round-trip every mode; unknown names throw",
-          "[format]") {
+TEST_CASE("mode names: mode_name and parse_mode round-trip every mode; unknown names throw", "[format]") {
   for (Mode m : fp::all_modes) {
     INFO("mode " << mode_text(m));
     CHECK(fp::mode_name(m) == mode_text(m));
@@ -128,8 +129,7 @@ void exhaustive_bits(const Format& format) {
       const double got = format.decode(bits);
       if (!same_double(got, want) || std::signbit(got) != std::signbit(want))
         return log.fail(context() + ": decode expected " + show(want) + ", got " + show(got));
-      const uint64_t want_bits =
-          std::isnan(want) ? ref::nan_bits(format, std::signbit(want)) : bits;
+      const uint64_t want_bits = std::isnan(want) ? ref::nan_bits(format, std::signbit(want)) : bits;
       const uint64_t got_bits = format.encode(got);
       if (got_bits != want_bits)
         return log.fail(context() + ": encode(decode) expected " + show_bits(want_bits) + ", got " +
@@ -142,42 +142,43 @@ void exhaustive_bits(const Format& format) {
 
 }  // namespace
 
-TEST_CASE("format bits exhaustive: every bit pattern of e4m3 e5m2 fp16 bf16 and custom e2m1 "
-          "e3m2 e3m4 e6m5 e8m3 and IEEE-like e4m3 decodes to the reference value and encodes back",
-          "[format][exhaustive]") {
+TEST_CASE(
+    "format bits exhaustive: every bit pattern of e4m3 e5m2 fp16 bf16 and custom e2m1 "
+    "e3m2 e3m4 e6m5 e8m3 and IEEE-like e4m3 decodes to the reference value and encodes back",
+    "[format][exhaustive]") {
   for (const char* name : {"e4m3", "e5m2", "fp16", "bf16"}) exhaustive_bits(format_named(name));
   for (auto [e, m] : {std::pair{2, 1}, {3, 2}, {3, 4}, {6, 5}, {8, 3}, {4, 3}})
     exhaustive_bits(custom_format(e, m, false));
 }
 
-TEST_CASE("format special bit patterns: quiet NaN, infinity, max finite of every output format "
-          "agree with the reference",
-          "[format]") {
+TEST_CASE(
+    "format special bit patterns: quiet NaN, infinity, max finite of every output format "
+    "agree with the reference",
+    "[format]") {
   for (const Format& f : output_formats()) {
     for (bool negative : {false, true}) {
       INFO("format " << f.name << " negative " << negative);
       CHECK(f.quiet_nan_bits(negative) == ref::nan_bits(f, negative));
       CHECK(f.max_finite_bits(negative) == ref::max_finite_bits(f, negative));
       if (f.has_infinity()) CHECK(f.infinity_bits(negative) == ref::infinity_bits(f, negative));
-      CHECK(f.encode(negative ? -f.max_finite() : f.max_finite()) ==
-            ref::max_finite_bits(f, negative));
+      CHECK(f.encode(negative ? -f.max_finite() : f.max_finite()) == ref::max_finite_bits(f, negative));
       CHECK(same_double(f.decode(ref::max_finite_bits(f, negative)),
                         negative ? -ref::Grid(f).max_finite() : ref::Grid(f).max_finite()));
     }
   }
 }
 
-TEST_CASE("format encode rejects values not in the format: off-grid, below the least "
-          "subnormal, beyond max finite, e4m3's NaN slot and infinity",
-          "[format]") {
+TEST_CASE(
+    "format encode rejects values not in the format: off-grid, below the least "
+    "subnormal, beyond max finite, e4m3's NaN slot and infinity",
+    "[format]") {
   const Format fp16 = format_named("fp16"), e4m3 = format_named("e4m3"), bf16 = format_named("bf16");
   for (double x : {1 + 0x1p-11, 65520.0, 65536.0, 0x1p-25, 0x1.8p-25, 1e300}) {
     INFO("fp16 encode " << show(x));
     CHECK_THROWS(fp16.encode(x));
     CHECK_THROWS(ref::encode(x, fp16));
   }
-  for (double x : {480.0, 464.0, 512.0, 1.0625, 0x1p-10,
-                   std::numeric_limits<double>::infinity()}) {
+  for (double x : {480.0, 464.0, 512.0, 1.0625, 0x1p-10, std::numeric_limits<double>::infinity()}) {
     INFO("e4m3 encode " << show(x));
     CHECK_THROWS(e4m3.encode(x));
     CHECK_THROWS(ref::encode(x, e4m3));
@@ -186,9 +187,10 @@ TEST_CASE("format encode rejects values not in the format: off-grid, below the l
   CHECK_THROWS(fp::fp32().encode(0x1p-150));
 }
 
-TEST_CASE("format ulp: spacing around random |x| <= max finite in every output format agrees "
-          "with the reference grid",
-          "[format]") {
+TEST_CASE(
+    "format ulp: spacing around random |x| <= max finite in every output format agrees "
+    "with the reference grid",
+    "[format]") {
   std::mt19937_64 rng(20240611);
   INFO("seed 20240611");
   for (const Format& f : output_formats()) {
@@ -203,14 +205,15 @@ TEST_CASE("format ulp: spacing around random |x| <= max finite in every output f
       if (x > grid.max_finite()) continue;
       if (rng() & 1) x = -x;
       const ref::Position pos = ref::locate(x, grid);
-      const double want = std::ldexp(1.0, static_cast<int>(pos.kind == ref::Kind::zero
-                                                               ? grid.subnormal_quantum
-                                                               : pos.quantum));
-      guarded(log, [&] { return "ulp " + show(x); }, [&] {
-        const double got = f.ulp(x);
-        if (got == want) return log.pass();
-        log.fail(f.name + " ulp(" + show(x) + "): expected " + show(want) + ", got " + show(got));
-      });
+      const double want =
+          std::ldexp(1.0, static_cast<int>(pos.kind == ref::Kind::zero ? grid.subnormal_quantum : pos.quantum));
+      guarded(
+          log, [&] { return "ulp " + show(x); },
+          [&] {
+            const double got = f.ulp(x);
+            if (got == want) return log.pass();
+            log.fail(f.name + " ulp(" + show(x) + "): expected " + show(want) + ", got " + show(got));
+          });
     }
     log.require_none();
   }
@@ -224,11 +227,16 @@ namespace {
 
 int host_rounding(Mode m) {
   switch (m) {
-    case Mode::rne: return FE_TONEAREST;
-    case Mode::rz: return FE_TOWARDZERO;
-    case Mode::ru: return FE_UPWARD;
-    case Mode::rd: return FE_DOWNWARD;
-    default: return -1;
+    case Mode::rne:
+      return FE_TONEAREST;
+    case Mode::rz:
+      return FE_TOWARDZERO;
+    case Mode::ru:
+      return FE_UPWARD;
+    case Mode::rd:
+      return FE_DOWNWARD;
+    default:
+      return -1;
   }
 }
 
@@ -258,9 +266,10 @@ double host_fma(double a, double b, double c, Mode m) {
 
 }  // namespace
 
-TEST_CASE("reference self-check: MPFR reference rounding to fp32 equals the host's double->float "
-          "conversion in rne rz ru rd, for 200000 random doubles incl. subnormal and overflow",
-          "[reference]") {
+TEST_CASE(
+    "reference self-check: MPFR reference rounding to fp32 equals the host's double->float "
+    "conversion in rne rz ru rd, for 200000 random doubles incl. subnormal and overflow",
+    "[reference]") {
   std::mt19937_64 rng(777);
   INFO("seed 777");
   const Format fp32 = format_named("fp32");
@@ -278,28 +287,35 @@ TEST_CASE("reference self-check: MPFR reference rounding to fp32 equals the host
     for (Mode m : {Mode::rne, Mode::rz, Mode::ru, Mode::rd}) {
       const double want = host_to_float(x, m);
       const double got = ref::round(x, fp32, m, false, false).front().value;
-      if (same_double(got, want)) log.pass();
-      else log.fail("fp32 " + mode_text(m) + " x = " + show(x) + ": host " + show(want) +
-                    ", reference " + show(got));
+      if (same_double(got, want))
+        log.pass();
+      else
+        log.fail("fp32 " + mode_text(m) + " x = " + show(x) + ": host " + show(want) + ", reference " + show(got));
     }
   }
   log.require_none();
 }
 
-TEST_CASE("reference self-check: reference exact add and fma rounded to fp64 equal the host's "
-          "a+b and std::fma in rne rz ru rd, including overflow, subnormals and signed zeros",
-          "[reference]") {
+TEST_CASE(
+    "reference self-check: reference exact add and fma rounded to fp64 equal the host's "
+    "a+b and std::fma in rne rz ru rd, including overflow, subnormals and signed zeros",
+    "[reference]") {
   std::mt19937_64 rng(4242);
   INFO("seed 4242");
   const Format fp64 = format_named("fp64");
   MismatchLog log("reference fp64 add/fma vs host");
   auto operand = [&] {
     switch (rng() % 5) {
-      case 0: return random_finite_bits(rng);
-      case 1: return std::ldexp(static_cast<double>(rng() >> 11), -1074);  // subnormal range
-      case 2: return random_significand(rng, 1000 + static_cast<int>(rng() % 24));
-      case 3: return (rng() & 1) ? 0.0 : -0.0;
-      default: return random_significand(rng, static_cast<int>(rng() % 200) - 100);
+      case 0:
+        return random_finite_bits(rng);
+      case 1:
+        return std::ldexp(static_cast<double>(rng() >> 11), -1074);  // subnormal range
+      case 2:
+        return random_significand(rng, 1000 + static_cast<int>(rng() % 24));
+      case 3:
+        return (rng() & 1) ? 0.0 : -0.0;
+      default:
+        return random_significand(rng, static_cast<int>(rng() % 200) - 100);
     }
   };
   for (int i = 0; i < 100000; ++i) {
@@ -308,32 +324,31 @@ TEST_CASE("reference self-check: reference exact add and fma rounded to fp64 equ
     if (i % 4 == 1) b = -std::nextafter(a, 0.0);
     for (Mode m : {Mode::rne, Mode::rz, Mode::ru, Mode::rd}) {
       const double want_add = host_add(a, b, m);
-      const double got_add =
-          ref::round(ref::exact_add(a, b, m), fp64, m, false, false).front().value;
+      const double got_add = ref::round(ref::exact_add(a, b, m), fp64, m, false, false).front().value;
       const double want_fma = host_fma(a, b, c, m);
-      const double got_fma =
-          ref::round(ref::exact_fma(a, b, c, m), fp64, m, false, false).front().value;
-      auto same = [](double x, double y) {
-        return same_double(x, y) && std::signbit(x) == std::signbit(y);
-      };
-      if (same(got_add, want_add)) log.pass();
-      else log.fail("add " + mode_text(m) + " " + show(a) + " + " + show(b) + ": host " +
-                    show(want_add) + ", reference " + show(got_add));
-      if (same(got_fma, want_fma) || std::isnan(want_fma)) log.pass();
-      else log.fail("fma " + mode_text(m) + " " + show(a) + " * " + show(b) + " + " + show(c) +
-                    ": host " + show(want_fma) + ", reference " + show(got_fma));
+      const double got_fma = ref::round(ref::exact_fma(a, b, c, m), fp64, m, false, false).front().value;
+      auto same = [](double x, double y) { return same_double(x, y) && std::signbit(x) == std::signbit(y); };
+      if (same(got_add, want_add))
+        log.pass();
+      else
+        log.fail("add " + mode_text(m) + " " + show(a) + " + " + show(b) + ": host " + show(want_add) + ", reference " +
+                 show(got_add));
+      if (same(got_fma, want_fma) || std::isnan(want_fma))
+        log.pass();
+      else
+        log.fail("fma " + mode_text(m) + " " + show(a) + " * " + show(b) + " + " + show(c) + ": host " +
+                 show(want_fma) + ", reference " + show(got_fma));
     }
   }
   log.require_none();
 }
 
-TEST_CASE("reference self-check: documented e4m3 facts (rne 460 -> 448, 464 -> 448 (tie to even "
-          "M=14), 470 -> NaN or 448 saturated, rz 1000 -> 448, ro 450 -> 448, inf -> NaN or 448)",
-          "[reference]") {
+TEST_CASE(
+    "reference self-check: documented e4m3 facts (rne 460 -> 448, 464 -> 448 (tie to even "
+    "M=14), 470 -> NaN or 448 saturated, rz 1000 -> 448, ro 450 -> 448, inf -> NaN or 448)",
+    "[reference]") {
   const Format e4m3 = format_named("e4m3");
-  auto r = [&](double x, Mode m, bool sat = false) {
-    return ref::round(x, e4m3, m, false, sat).front();
-  };
+  auto r = [&](double x, Mode m, bool sat = false) { return ref::round(x, e4m3, m, false, sat).front(); };
   CHECK(r(460, Mode::rne).value == 448);
   CHECK(r(464, Mode::rne).value == 448);
   CHECK(std::isnan(r(470, Mode::rne).value));

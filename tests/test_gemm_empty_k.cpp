@@ -25,12 +25,28 @@ namespace {
 
 // Every reducer, groupings that split K, shuffles, fused(N,F) tensor-core steps, and every preset.
 std::vector<std::string> schedule_families() {
-  std::vector<std::string> s = {
-      "all:seq", "all:rev", "all:tree", "all:shfl_down", "all:shfl_up", "all:shfl_xor", "all:atomic", "all:ring",
-      "all:kahan", "all:neumaier", "all:exact", "all:binned", "all:numpy_pairwise", "all:fused(4,23)",
-      "all:fused(64,48)", "shuffle | all:exact", "strided(32):seq | all:shfl_down", "contig(5):seq | all:tree",
-      "split(5):kahan | all:atomic", "contig(16):exact | all:binned", "split(16):fused(8,25) | all:seq",
-      "shuffle | contig(4):shfl_up | strided(3):numpy_pairwise | all:neumaier"};
+  std::vector<std::string> s = {"all:seq",
+                                "all:rev",
+                                "all:tree",
+                                "all:shfl_down",
+                                "all:shfl_up",
+                                "all:shfl_xor",
+                                "all:atomic",
+                                "all:ring",
+                                "all:kahan",
+                                "all:neumaier",
+                                "all:exact",
+                                "all:binned",
+                                "all:numpy_pairwise",
+                                "all:fused(4,23)",
+                                "all:fused(64,48)",
+                                "shuffle | all:exact",
+                                "strided(32):seq | all:shfl_down",
+                                "contig(5):seq | all:tree",
+                                "split(5):kahan | all:atomic",
+                                "contig(16):exact | all:binned",
+                                "split(16):fused(8,25) | all:seq",
+                                "shuffle | contig(4):shfl_up | strided(3):numpy_pairwise | all:neumaier"};
   for (const auto& p : presets()) s.push_back(p.example);
   return s;
 }

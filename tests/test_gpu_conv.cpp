@@ -34,15 +34,20 @@ namespace {
 float mixed_value(std::mt19937_64& rng) {
   std::normal_distribution<float> normal;
   switch (rng() % 8) {
-    case 0: return -0.0f;
-    case 1: return 0.0f;
+    case 0:
+      return -0.0f;
+    case 1:
+      return 0.0f;
     case 2: {
       const auto bits = static_cast<uint32_t>(((rng() & 0x7fffffu) | 1u) | (rng() % 2 ? 0x80000000u : 0u));
       return std::bit_cast<float>(bits);  // a subnormal of either sign
     }
-    case 3: return std::ldexp(normal(rng), -120 + static_cast<int>(rng() % 10));
-    case 4: return std::ldexp(normal(rng), 20 + static_cast<int>(rng() % 20));
-    default: return std::ldexp(normal(rng), -10 + static_cast<int>(rng() % 20));
+    case 3:
+      return std::ldexp(normal(rng), -120 + static_cast<int>(rng() % 10));
+    case 4:
+      return std::ldexp(normal(rng), 20 + static_cast<int>(rng() % 20));
+    default:
+      return std::ldexp(normal(rng), -10 + static_cast<int>(rng() % 20));
   }
 }
 
@@ -139,10 +144,11 @@ TEST_CASE("gpu conv: a Conv2d layer's forward and backward with the GPU backend 
     size_t batch, cin, cout, h, w, kernel, stride, padding;
   };
   for (const char* table_name : {"seq", "h100"}) {
-    const OpTable ops = std::string(table_name) == "seq" ? op_table_preset("seq")
-                                                         : find_hw_profile("h100").deterministic_ops;
+    const OpTable ops =
+        std::string(table_name) == "seq" ? op_table_preset("seq") : find_hw_profile("h100").deterministic_ops;
     const auto backend = make_gpu_backend(ops);
-    for (const Shape s : {Shape{3, 3, 4, 11, 8, 3, 2, 1}, Shape{2, 5, 2, 7, 9, 5, 1, 2}, Shape{1, 1, 6, 28, 28, 3, 1, 1}}) {
+    for (const Shape s :
+         {Shape{3, 3, 4, 11, 8, 3, 2, 1}, Shape{2, 5, 2, 7, 9, 5, 1, 2}, Shape{1, 1, 6, 28, 28, 3, 1, 1}}) {
       INFO(table_name << ": " << s.batch << " x " << s.cin << " x " << s.h << " x " << s.w << " -> " << s.cout
                       << ", kernel " << s.kernel << ", stride " << s.stride << ", padding " << s.padding);
       Context cpu_ctx;
@@ -150,7 +156,8 @@ TEST_CASE("gpu conv: a Conv2d layer's forward and backward with the GPU backend 
       cpu_ctx.algo_seed = 5;
       Context gpu_ctx = cpu_ctx;
       gpu_ctx.backend = backend.get();
-      Conv2d<float> cpu(s.cin, s.cout, s.kernel, s.stride, s.padding), gpu(s.cin, s.cout, s.kernel, s.stride, s.padding);
+      Conv2d<float> cpu(s.cin, s.cout, s.kernel, s.stride, s.padding),
+          gpu(s.cin, s.cout, s.kernel, s.stride, s.padding);
       cpu.initialize(cpu_ctx);
       gpu.initialize(gpu_ctx);
       std::mt19937_64 rng(s.h * 100 + s.cout);

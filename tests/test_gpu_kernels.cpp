@@ -79,7 +79,8 @@ TEST_CASE("gpu plan: the GPU presets map onto the reduction kernel") {
   CHECK(warps.combine == GridCombine::seq);  // 128 blocks of one warp, folded in order
   CHECK(warps.first.warps == 1);
 
-  const ReductionPlan runs = plan_reduction(parse_schedule("contig(64):seq | contig(32):shfl_down | contig(8):seq | all:seq"));
+  const ReductionPlan runs =
+      plan_reduction(parse_schedule("contig(64):seq | contig(32):shfl_down | contig(8):seq | all:seq"));
   CHECK(runs.first.contiguous);
   CHECK(runs.first.blocks(1000000) == 62);  // ceil(ceil(10^6 / 64) / 256)
 }
@@ -106,7 +107,8 @@ TEST_CASE("gpu plan: the training profiles' sums map onto one-block passes (warp
   CHECK(fold.first.blocks(1000000) == 1);
   // A second pass of one warp (CUB's shape with a 32-thread second block).
   CHECK(plan_reduction(parse_schedule("strided(8192):seq | contig(32):shfl_down | contig(8):seq | strided(32):seq | "
-                                      "all:shfl_down")).combine == GridCombine::second_pass);
+                                      "all:shfl_down"))
+            .combine == GridCombine::second_pass);
   // Still out: an all: stage over more than one warp's partials with no warp stage before it.
   CHECK_THROWS_AS(plan_reduction(parse_schedule("strided(64):seq | all:shfl_up")), NotRealisable);
   CHECK_THROWS_AS(plan_reduction(parse_schedule("all:shfl_down")), NotRealisable);
@@ -124,8 +126,14 @@ TEST_CASE("gpu plan: split-K presets map onto the GEMM kernel") {
 }
 
 TEST_CASE("gpu plan: schedules outside the family are rejected with one line naming them") {
-  const char* reductions[] = {"pairwise", "numpy", "atomic", "kahan", "shuffle | all:seq", "nccl-ring(8)",
-                              "contig(4):seq | all:seq", "strided(100):seq | contig(32):shfl_down | all:seq",
+  const char* reductions[] = {"pairwise",
+                              "numpy",
+                              "atomic",
+                              "kahan",
+                              "shuffle | all:seq",
+                              "nccl-ring(8)",
+                              "contig(4):seq | all:seq",
+                              "strided(100):seq | contig(32):shfl_down | all:seq",
                               "strided(256):rev | contig(32):shfl_down | all:seq",
                               "strided(256):seq | contig(16):shfl_down | all:seq",
                               "strided(4096):seq | contig(3):seq | contig(32):shfl_down | all:seq",
@@ -152,7 +160,8 @@ TEST_CASE("gpu plan: schedules outside the family are rejected with one line nam
       (void)plan_gemm(s);
       FAIL("accepted: " << text);
     } catch (const NotRealisable& e) {
-      CHECK(std::string(e.what()).rfind("schedule '" + to_string(s) + "' is not realisable by the GPU GEMM kernel", 0) == 0);
+      CHECK(std::string(e.what()).rfind("schedule '" + to_string(s) + "' is not realisable by the GPU GEMM kernel",
+                                        0) == 0);
     }
   }
 }
@@ -221,7 +230,8 @@ TEST_CASE("gpu reduce, all:atomic: the atomicAdd chain is fp32 additions of the 
 TEST_CASE("gpu gemm == sim::gemm bit for bit: FMA chains and ordered split-K on awkward shapes") {
   if (!have_device()) return;
   const GemmShape shapes[] = {{1, 1, 1}, {7, 13, 33}, {33, 65, 1000}, {65, 3, 4097}, {70, 130, 17}};
-  for (const char* text : {"seq", "splitk(4)", "splitk(7)", "splitk-tree(5)", "splitk-tree(16)", "splitk-tree(40)", "systolic(128)"})
+  for (const char* text :
+       {"seq", "splitk(4)", "splitk(7)", "splitk-tree(5)", "splitk-tree(16)", "splitk-tree(40)", "systolic(128)"})
     for (const auto& shape : shapes) {
       const Schedule s = parse_schedule(text);
       const auto a = floats("normal:" + std::to_string(shape.m * shape.k), shape.k);
@@ -230,7 +240,8 @@ TEST_CASE("gpu gemm == sim::gemm bit for bit: FMA chains and ordered split-K on 
       gpu::gemm(s, a.data(), b.data(), gpu.data(), shape);
       sim::gemm(s, a.data(), b.data(), cpu.data(), shape, Arithmetic{});
       size_t same = 0;
-      for (size_t i = 0; i < gpu.size(); ++i) same += std::bit_cast<uint32_t>(gpu[i]) == std::bit_cast<uint32_t>(cpu[i]);
+      for (size_t i = 0; i < gpu.size(); ++i)
+        same += std::bit_cast<uint32_t>(gpu[i]) == std::bit_cast<uint32_t>(cpu[i]);
       INFO(text << ", " << shape.m << "x" << shape.n << "x" << shape.k);
       CHECK(same == gpu.size());
     }
@@ -254,7 +265,8 @@ TEST_CASE("gpu gemm, ordered split-K on grids larger than the device (two passes
       std::fill(out.begin(), out.end(), std::nanf(""));
       gpu.run(plan_gemm(s), out.data());
       size_t same = 0;
-      for (size_t i = 0; i < out.size(); ++i) same += std::bit_cast<uint32_t>(out[i]) == std::bit_cast<uint32_t>(cpu[i]);
+      for (size_t i = 0; i < out.size(); ++i)
+        same += std::bit_cast<uint32_t>(out[i]) == std::bit_cast<uint32_t>(cpu[i]);
       INFO(text << ", run " << run);
       CHECK(same == out.size());
     }
@@ -281,8 +293,10 @@ TEST_CASE("gpu gemm: every ordered split-K form, forced, == sim::gemm on every s
           std::fill(out.begin(), out.end(), std::nanf(""));
           gpu.run(plan_gemm(s), out.data());
           size_t same = 0;
-          for (size_t i = 0; i < out.size(); ++i) same += std::bit_cast<uint32_t>(out[i]) == std::bit_cast<uint32_t>(cpu[i]);
-          INFO(text << ", " << shape.m << "x" << shape.n << "x" << shape.k << ", " << GpuGemm::form_name(form) << ", run " << run);
+          for (size_t i = 0; i < out.size(); ++i)
+            same += std::bit_cast<uint32_t>(out[i]) == std::bit_cast<uint32_t>(cpu[i]);
+          INFO(text << ", " << shape.m << "x" << shape.n << "x" << shape.k << ", " << GpuGemm::form_name(form)
+                    << ", run " << run);
           CHECK(same == out.size());
         }
       }
@@ -342,7 +356,8 @@ TEST_CASE("gpu gemm: the serial form's timeline — each tile's parts release in
   }
   CHECK(in_order == blocks.size());
   CHECK(sane == blocks.size());
-  CHECK_THROWS_AS(GpuGemmProbe::serial_timeline(gpu, plan_gemm(parse_schedule("split(16):seq | all:atomic"))), NotRealisable);
+  CHECK_THROWS_AS(GpuGemmProbe::serial_timeline(gpu, plan_gemm(parse_schedule("split(16):seq | all:atomic"))),
+                  NotRealisable);
   // The timed run left the flags ready: the next serial run is exact.
   std::vector<float> out(shape.m * shape.n), cpu(shape.m * shape.n);
   sim::gemm(s, a.data(), b.data(), cpu.data(), shape, Arithmetic{});

@@ -24,9 +24,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::vector<std::string> kRequired = {"cpu-seq",   "numpy",     "p100",      "v100",   "t4",
-                                            "rtx5000",   "rtx5000-tc", "a100-tf32", "h100",   "h100-tf32",
-                                            "h100-bf16", "tpu-v3",    "exact",     "det-atomics"};
+const std::vector<std::string> kRequired = {"cpu-seq",   "numpy",      "p100",      "v100",       "t4",
+                                            "rtx5000",   "rtx5000-tc", "a100-tf32", "h100",       "h100-tf32",
+                                            "h100-bf16", "tpu-v3",     "exact",     "det-atomics"};
 // Real GPUs in their framework's default mode: atomics somewhere (Zhuang et al.'s IMPL noise).
 const std::vector<std::string> kNoisyByDefault = {"p100",      "v100", "t4",        "rtx5000",  "rtx5000-tc",
                                                   "a100-tf32", "h100", "h100-tf32", "h100-bf16"};
@@ -135,9 +135,9 @@ TEST_CASE("hw profiles: the GPUs' default modes draw implementation noise (the p
 }
 
 TEST_CASE("hw profiles: GPU parallelism follows the chips' SM counts and the schedules use it") {
-  const std::pair<const char*, int64_t> sms[] = {{"p100", 56},       {"v100", 80},      {"t4", 40},
-                                                 {"rtx5000", 48},    {"rtx5000-tc", 48}, {"a100-tf32", 108},
-                                                 {"h100", 132},      {"h100-tf32", 132}, {"h100-bf16", 132}};
+  const std::pair<const char*, int64_t> sms[] = {{"p100", 56},    {"v100", 80},       {"t4", 40},
+                                                 {"rtx5000", 48}, {"rtx5000-tc", 48}, {"a100-tf32", 108},
+                                                 {"h100", 132},   {"h100-tf32", 132}, {"h100-bf16", 132}};
   for (const auto& [name, count] : sms) {
     INFO(name);
     const HardwareProfile p = find_hw_profile(name);
@@ -161,7 +161,8 @@ TEST_CASE("hw profiles: GPU parallelism follows the chips' SM counts and the sch
   CHECK(sim::to_string(find_hw_profile("h100-tf32").default_ops[OpKind::fwd].schedule) == "all:fused(8,25,tf32)");
   CHECK(sim::to_string(find_hw_profile("h100-bf16").default_ops[OpKind::fwd].schedule) == "all:fused(16,25,bf16)");
   CHECK(sim::to_string(find_hw_profile("a100-tf32").default_ops[OpKind::fwd].schedule) == "all:fused(4,24,tf32)");
-  CHECK(sim::to_string(find_hw_profile("rtx5000-tc").default_ops[OpKind::fwd].schedule) == "all:fused(4,23)");  // fp16 unconverted: no loss scaling
+  CHECK(sim::to_string(find_hw_profile("rtx5000-tc").default_ops[OpKind::fwd].schedule) ==
+        "all:fused(4,23)");  // fp16 unconverted: no loss scaling
 }
 
 TEST_CASE("hw profiles: det-atomics is v100 with every atomic step made a fixed-order fold") {
@@ -178,9 +179,10 @@ TEST_CASE("hw profiles: det-atomics is v100 with every atomic step made a fixed-
 
 TEST_CASE("hw profiles: per-operation arithmetic, presets and the folder lookup") {
   TempDir dir;
-  const std::string text = profile_text(
-      table("default", "mode = \"rz\"\n", "fwd") + "fwd = { schedule = \"tc-a100\", format = \"bf16\", products = \"exact\" }\n",
-      table("deterministic"));
+  const std::string text =
+      profile_text(table("default", "mode = \"rz\"\n", "fwd") +
+                       "fwd = { schedule = \"tc-a100\", format = \"bf16\", products = \"exact\" }\n",
+                   table("deterministic"));
   const std::string path = dir.write("toy.toml", text);
   const HardwareProfile p = load_hw_profile(path);
   CHECK(p.name == "toy");
@@ -198,8 +200,8 @@ TEST_CASE("hw profiles: per-operation arithmetic, presets and the folder lookup"
   CHECK(std::count(names.begin(), names.end(), "h100") == 1);
   CHECK(find_hw_profile("toy", folders).path == path);
   CHECK(find_hw_profile(path).name == "toy");  // a path works anywhere
-  CHECK_THROWS_WITH(find_hw_profile("nope", folders),
-                    Catch::Contains("unknown hardware profile 'nope'") && Catch::Contains("toy") && Catch::Contains("h100"));
+  CHECK_THROWS_WITH(find_hw_profile("nope", folders), Catch::Contains("unknown hardware profile 'nope'") &&
+                                                          Catch::Contains("toy") && Catch::Contains("h100"));
   dir.write("other.toml", text);  // says name = "toy"
   CHECK_THROWS_WITH(find_hw_profile("other", folders), Catch::Contains("key 'name' is 'toy', not 'other'"));
 
@@ -210,8 +212,10 @@ TEST_CASE("hw profiles: per-operation arithmetic, presets and the folder lookup"
   CHECK(hw_profile_search_folders({"x"}) == std::vector<std::string>{"x", "/nonexistent-a", dir.path.string()});
   ::setenv("FPLAB_HW_PROFILES", dir.path.string().c_str(), 1);
   CHECK(find_hw_profile("toy").path == path);
-  if (old) ::setenv("FPLAB_HW_PROFILES", saved.c_str(), 1);
-  else ::unsetenv("FPLAB_HW_PROFILES");
+  if (old)
+    ::setenv("FPLAB_HW_PROFILES", saved.c_str(), 1);
+  else
+    ::unsetenv("FPLAB_HW_PROFILES");
 }
 
 TEST_CASE("hw profiles: the shipped profiles are built in, and a user's folder overrides one by name") {
@@ -262,24 +266,31 @@ TEST_CASE("hw profiles: malformed profiles give one line naming the file, the li
        ":14: key 'deterministic.loss': missing in [deterministic]"},
       {"schedule of the wrong type", profile_text(table("default", "", "fwd") + "fwd = 3\n", ok_det),
        ":13: key 'default.fwd': must be a schedule string or a table"},
-      {"parallelism of the wrong type", "name = \"toy\"\ndescription = \"x\"\n[parallelism]\nsms = \"many\"\n" + ok_default + ok_det,
+      {"parallelism of the wrong type",
+       "name = \"toy\"\ndescription = \"x\"\n[parallelism]\nsms = \"many\"\n" + ok_default + ok_det,
        ":4: key 'parallelism.sms': must be a whole number >= 1"},
       {"format of the wrong type", profile_text(table("default", "mode = 32\n"), ok_det),
        ":7: key 'default.mode': must be a string"},
       {"boolean of the wrong type", profile_text(table("default", "flush_subnormals = \"yes\"\n"), ok_det),
        ":7: key 'default.flush_subnormals': must be true or false"},
-      {"unknown format", profile_text(table("default", "", "fwd") + "fwd = { schedule = \"seq\", format = \"fp33\" }\n", ok_det),
+      {"unknown format",
+       profile_text(table("default", "", "fwd") + "fwd = { schedule = \"seq\", format = \"fp33\" }\n", ok_det),
        ":13: key 'default.fwd.format': unknown format 'fp33'"},
-      {"format that does not fit in a float", profile_text(table("default", "", "fwd") + "fwd = { schedule = \"seq\", format = \"fp64\" }\n", ok_det),
+      {"format that does not fit in a float",
+       profile_text(table("default", "", "fwd") + "fwd = { schedule = \"seq\", format = \"fp64\" }\n", ok_det),
        ":13: key 'default.fwd.format': format 'fp64' does not fit in a float"},
-      {"operation table without a schedule", profile_text(table("default", "", "fwd") + "fwd = { format = \"fp32\" }\n", ok_det),
+      {"operation table without a schedule",
+       profile_text(table("default", "", "fwd") + "fwd = { format = \"fp32\" }\n", ok_det),
        ":13: key 'default.fwd': needs a schedule"},
-      {"atomics in [deterministic]", profile_text(ok_default, table("deterministic", "", "wgrad") + "wgrad = \"splitk-atomic(4)\"\n"),
-       ":22: key 'deterministic.wgrad': split(4):seq | all:atomic fp32/rne/fused draws from the implementation-noise stream"},
+      {"atomics in [deterministic]",
+       profile_text(ok_default, table("deterministic", "", "wgrad") + "wgrad = \"splitk-atomic(4)\"\n"),
+       ":22: key 'deterministic.wgrad': split(4):seq | all:atomic fp32/rne/fused draws from the implementation-noise "
+       "stream"},
       {"stochastic rounding in [deterministic]", profile_text(ok_default, table("deterministic", "mode = \"sr\"\n")),
        ":17: key 'deterministic.fwd': all:seq fp32/sr/fused draws from the implementation-noise stream"},
       {"name of the wrong type", "name = 7\n" + ok_default + ok_det, ":1: key 'name': must be a string"},
-      {"bad name", profile_text(ok_default, ok_det).replace(0, 12, "name = \"A B\""), ":1: key 'name': must be lower-case"},
+      {"bad name", profile_text(ok_default, ok_det).replace(0, 12, "name = \"A B\""),
+       ":1: key 'name': must be lower-case"},
       {"missing table", "name = \"toy\"\ndescription = \"x\"\n" + ok_default, ": missing key 'deterministic'"},
       {"broken TOML", "name = \"toy\"\ndescription = \"x\"\n[default\nfwd = \"all:seq\"\n", ":3: "},
   };

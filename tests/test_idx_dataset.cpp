@@ -89,9 +89,11 @@ void check_message(const std::string& message, const std::string& path, const st
 void write_dataset(const TempDir& dir, uint32_t train, uint32_t test, uint32_t rows, uint32_t cols,
                    std::vector<uint8_t> train_labels = {}) {
   if (train_labels.empty()) train_labels = random_bytes(train, 3, 10);
-  write_gzip(dir.file("train-images-idx3-ubyte.gz"), idx_bytes(0x803, {train, rows, cols}, random_bytes(train * rows * cols, 1)));
+  write_gzip(dir.file("train-images-idx3-ubyte.gz"),
+             idx_bytes(0x803, {train, rows, cols}, random_bytes(train * rows * cols, 1)));
   write_gzip(dir.file("train-labels-idx1-ubyte.gz"), idx_bytes(0x801, {train}, train_labels));
-  write_gzip(dir.file("t10k-images-idx3-ubyte.gz"), idx_bytes(0x803, {test, rows, cols}, random_bytes(test * rows * cols, 2)));
+  write_gzip(dir.file("t10k-images-idx3-ubyte.gz"),
+             idx_bytes(0x803, {test, rows, cols}, random_bytes(test * rows * cols, 2)));
   write_gzip(dir.file("t10k-labels-idx1-ubyte.gz"), idx_bytes(0x801, {test}, random_bytes(test, 4, 10)));
 }
 
@@ -179,7 +181,8 @@ TEST_CASE("idx: every malformed file is refused with one line naming the file an
     write_plain(path, {images.begin(), images.begin() + 10});
     check_message(data_error(read_images(path)), path, "truncated: the header needs 16 bytes, got 10");
     write_plain(path, {});
-    check_message(data_error(read_images(path)), path, "truncated: an IDX file starts with a 4-byte magic number, got 0");
+    check_message(data_error(read_images(path)), path,
+                  "truncated: an IDX file starts with a 4-byte magic number, got 0");
   }
   SECTION("gzip stream cut short") {
     const std::string path = dir.file("stream.gz");
@@ -240,7 +243,8 @@ TEST_CASE("idx: every malformed file is refused with one line naming the file an
     auto bytes = idx_bytes(0x801, {10}, std::vector<uint8_t>(10, 1));
     bytes.resize(bytes.size() + (size_t{64} << 20), 0);
     write_gzip(path, bytes);
-    check_message(data_error([&] { read_idx(path); }), path, "trailing garbage: more than 65536 bytes after the 10 bytes");
+    check_message(data_error([&] { read_idx(path); }), path,
+                  "trailing garbage: more than 65536 bytes after the 10 bytes");
   }
   SECTION("a FIFO is refused at once instead of waiting for a writer") {
     const std::string path = dir.file("fifo");
@@ -288,7 +292,8 @@ TEST_CASE("dataset: label and shape problems are refused naming the file") {
   SECTION("test images of another size than the training images") {
     write_dataset(dir, 20, 5, 28, 28);
     write_gzip(files.test_images, idx_bytes(0x803, {5, 27, 28}, random_bytes(5 * 27 * 28, 1)));
-    check_message(data_error([&] { load_idx_dataset(files); }), files.test_images, "images are 27x28, but the training images");
+    check_message(data_error([&] { load_idx_dataset(files); }), files.test_images,
+                  "images are 27x28, but the training images");
   }
   SECTION("fashion-mnist insists on its published shapes") {
     write_dataset(dir, 20, 5, 28, 28);
@@ -321,9 +326,11 @@ TEST_CASE("dataset: pixels are normalised by the exact statistics of the trainin
   REQUIRE(d.test.size() == 7);
   size_t wrong = 0;
   for (size_t i = 0; i < train.data.size(); ++i)
-    wrong += d.train.images[i] != static_cast<float>((train.data[i] / 255.0 - d.normalisation.mean) / d.normalisation.std);
+    wrong +=
+        d.train.images[i] != static_cast<float>((train.data[i] / 255.0 - d.normalisation.mean) / d.normalisation.std);
   for (size_t i = 0; i < test.data.size(); ++i)
-    wrong += d.test.images[i] != static_cast<float>((test.data[i] / 255.0 - d.normalisation.mean) / d.normalisation.std);
+    wrong +=
+        d.test.images[i] != static_cast<float>((test.data[i] / 255.0 - d.normalisation.mean) / d.normalisation.std);
   CHECK(wrong == 0);
   CHECK(d.class_names == std::vector<std::string>{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"});
 }

@@ -50,8 +50,8 @@ double weighted_sum(const Tensor<double>& y, const Tensor<double>& w) {
 }
 
 // Checks d/dv of `loss` at every (or every `stride`-th) element of v against `analytic`.
-void check(const char* what, std::vector<double>& v, const std::vector<double>& analytic, const std::function<double()>& loss,
-           size_t stride = 1) {
+void check(const char* what, std::vector<double>& v, const std::vector<double>& analytic,
+           const std::function<double()>& loss, size_t stride = 1) {
   constexpr double h = 1e-6;
   for (size_t i = 0; i < v.size(); i += stride) {
     const double keep = v[i];
@@ -101,7 +101,8 @@ TEST_CASE("fp64 finite differences: conv2d 3x3 stride 1 pad 1 and 3x3 stride 2 p
 
 TEST_CASE("conv2d forward equals the direct convolution formula; 5x5 stride 2 pad 2 gradients by finite differences") {
   std::mt19937_64 g(3);
-  for (const auto [kernel, stride, padding] : {std::array<size_t, 3>{5, 2, 2}, {3, 1, 1}, {3, 2, 0}, {1, 1, 0}, {5, 3, 4}}) {
+  for (const auto [kernel, stride, padding] :
+       {std::array<size_t, 3>{5, 2, 2}, {3, 1, 1}, {3, 2, 0}, {1, 1, 0}, {5, 3, 4}}) {
     Conv2d<double> conv(2, 3, kernel, stride, padding);
     Context ctx = context();
     conv.initialize(ctx);
@@ -136,7 +137,8 @@ TEST_CASE("conv2d forward equals the direct convolution formula; 5x5 stride 2 pa
 TEST_CASE("fp64 finite differences: relu and 2x2 maxpool (inputs away from kinks and ties)") {
   std::mt19937_64 g(3);
   auto x = random_tensor({2, 2, 4, 6}, g);
-  for (size_t i = 0; i < x.size(); ++i) x.data[i] = (x.data[i] < 0 ? -0.1 : 0.1) + x.data[i] + 1e-3 * static_cast<double>(i);
+  for (size_t i = 0; i < x.size(); ++i)
+    x.data[i] = (x.data[i] < 0 ? -0.1 : 0.1) + x.data[i] + 1e-3 * static_cast<double>(i);
   ReLU<double> relu;
   MaxPool2d<double> pool;
   check_layer(relu, x, g);

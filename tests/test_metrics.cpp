@@ -44,7 +44,8 @@ namespace {
 
 // The exact bootstrap distribution by brute force, independently of ReplicaBootstrap: every one of
 // the n^n equally likely ordered draws of n replicas, the statistic computed on the drawn list.
-std::vector<double> all_draws(size_t n, const std::function<std::optional<double>(const std::vector<size_t>&)>& statistic) {
+std::vector<double> all_draws(size_t n,
+                              const std::function<std::optional<double>(const std::vector<size_t>&)>& statistic) {
   std::vector<double> values;
   std::vector<size_t> draw(n, 0);
   for (;;) {
@@ -76,7 +77,8 @@ double sample_sd(const std::vector<double>& x) {
 
 }  // namespace
 
-TEST_CASE("metrics: the intervals of churn, L2 and accuracy sd are the bootstrap over replicas, checked by brute force") {
+TEST_CASE(
+    "metrics: the intervals of churn, L2 and accuracy sd are the bootstrap over replicas, checked by brute force") {
   // Four replicas' predictions on 12 test examples, made so that the pairwise churns spread
   // (1/12 .. 6/12): resampling test examples (the old interval) gives a different, narrower answer.
   const std::vector<std::vector<uint8_t>> p = {{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1},
@@ -101,7 +103,8 @@ TEST_CASE("metrics: the intervals of churn, L2 and accuracy sd are the bootstrap
     for (size_t e = 0; e < p[i].size(); ++e) n += p[i][e] != p[j][e];
     return n / static_cast<double>(p[i].size());
   };
-  const auto churn_interval = interval_of(all_draws(4, [&](const auto& draw) { return distinct_pair_mean(draw, differing); }));
+  const auto churn_interval =
+      interval_of(all_draws(4, [&](const auto& draw) { return distinct_pair_mean(draw, differing); }));
   const auto c = churn_summary(p, bootstrap);
   CHECK(c.ci_low == Approx(churn_interval.first).epsilon(1e-12));
   CHECK(c.ci_high == Approx(churn_interval.second).epsilon(1e-12));
@@ -149,7 +152,7 @@ TEST_CASE("metrics: beyond exact enumeration the replica bootstrap is seeded Mon
 TEST_CASE("metrics: normalized L2 of known vectors") {
   const std::vector<float> x = {3, 4}, y = {6, 8}, z = {4, -3}, zero = {0, 0};
   CHECK(normalized_l2(x, y) == Approx(0).margin(1e-12));  // same direction
-  CHECK(normalized_l2(x, z) == Approx(std::sqrt(2.0)));    // orthogonal unit vectors
+  CHECK(normalized_l2(x, z) == Approx(std::sqrt(2.0)));   // orthogonal unit vectors
   CHECK(normalized_l2(x, zero) == Approx(1));
   CHECK(mean_pairwise_l2({x, y, z}) == Approx((0 + std::sqrt(2.0) + std::sqrt(2.0)) / 3));
 }

@@ -42,7 +42,8 @@ TEST_CASE("parse_number: extreme exponents stay exact, and round once to the rig
 
 TEST_CASE("parse_number and parse_double refuse text after a NUL byte, and anything but a whole number") {
   using namespace std::string_literals;
-  for (const std::string& text : {"1\0"s, "1\0junk"s, "\0"s, "0x1p3\0 "s, "1 2"s, "1e"s, "0x"s, ""s, "  "s, "nan(0x12"s}) {
+  for (const std::string& text :
+       {"1\0"s, "1\0junk"s, "\0"s, "0x1p3\0 "s, "1 2"s, "1e"s, "0x"s, ""s, "  "s, "nan(0x12"s}) {
     INFO("text of " << text.size() << " bytes: " << text.c_str());
     CHECK_THROWS_AS(parse_number(text), FormatError);
     CHECK_THROWS_AS(parse_double(text), FormatError);

@@ -25,8 +25,8 @@ std::string numpy_sum(const std::vector<float>& x) {
     std::ofstream out(path, std::ios::binary);
     out.write(reinterpret_cast<const char*>(x.data()), static_cast<std::streamsize>(x.size() * sizeof(float)));
   }
-  const std::string command = std::string("/usr/bin/python3 -c \"import numpy as np; ") + "print(float(np.sum(np.fromfile('" +
-                              path + "', dtype=np.float32))).hex())\"";
+  const std::string command = std::string("/usr/bin/python3 -c \"import numpy as np; ") +
+                              "print(float(np.sum(np.fromfile('" + path + "', dtype=np.float32))).hex())\"";
   std::string result;
   if (FILE* p = popen(command.c_str(), "r")) {
     char buffer[128];

@@ -65,7 +65,8 @@ TEST_CASE("reference fp32/rne equals plain host float loops: seq, rev, tree, FMA
   }
 }
 
-TEST_CASE("reference equals fplab sum's orders (seq, rev, pairwise) in bf16, fp16 and fp64 under every deterministic mode") {
+TEST_CASE(
+    "reference equals fplab sum's orders (seq, rev, pairwise) in bf16, fp16 and fp64 under every deterministic mode") {
   std::mt19937_64 g(2);
   for (auto f : {fp::bf16(), fp::fp16(), fp::fp64()}) {
     for (auto mode : {fp::Mode::rne, fp::Mode::rna, fp::Mode::rz, fp::Mode::ru, fp::Mode::rd, fp::Mode::ro}) {
@@ -85,7 +86,8 @@ TEST_CASE("reference equals fplab sum's orders (seq, rev, pairwise) in bf16, fp1
   }
 }
 
-TEST_CASE("warp shuffles are cascades of pairings: shfl_down/xor = strided cascade, shfl_up = tree = contig(2) cascade") {
+TEST_CASE(
+    "warp shuffles are cascades of pairings: shfl_down/xor = strided cascade, shfl_up = tree = contig(2) cascade") {
   std::mt19937_64 g(3);
   Arithmetic ar;
   ar.format = fp::bf16();
@@ -121,7 +123,8 @@ TEST_CASE("exact and binned give the same bits under every one of 200 permutatio
   }
 }
 
-TEST_CASE("atomic: the same impl seed replays the same bits; different seeds give different results on cancelling data") {
+TEST_CASE(
+    "atomic: the same impl seed replays the same bits; different seeds give different results on cancelling data") {
   Arithmetic ar;
   const auto v = generate("cancel:2000", 6);
   for (const char* text : {"atomic", "splitk-atomic(16)", "cuda-naive-sum(32,8)", "permuted"}) {

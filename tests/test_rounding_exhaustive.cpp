@@ -72,11 +72,13 @@ void exhaustive_rounding(const Format& format) {
         options.saturate = saturate;
         options.stream = &stream;
         const auto want = ref::round(pos, grid, mode, flush, saturate);
-        guarded(values, [&] { return configuration(format, mode, flush, saturate) + " x = " + show(x); }, [&] {
-          const fp::Rounded got = fp::round_double(x, format, options);
-          compare_rounded(values, flags, [&] { return show(x); }, format, mode, flush, saturate, got, want,
-                          finite_nonzero);
-        });
+        guarded(
+            values, [&] { return configuration(format, mode, flush, saturate) + " x = " + show(x); },
+            [&] {
+              const fp::Rounded got = fp::round_double(x, format, options);
+              compare_rounded(
+                  values, flags, [&] { return show(x); }, format, mode, flush, saturate, got, want, finite_nonzero);
+            });
       });
     }
   }
@@ -86,34 +88,39 @@ void exhaustive_rounding(const Format& format) {
 
 }  // namespace
 
-TEST_CASE("round e4m3 (OCP FN) exhaustive: every value, midpoint, near-midpoint, quarter point "
-          "and beyond-max value, both signs x every mode x flush x saturate agrees with MPFR",
-          "[e4m3]") {
+TEST_CASE(
+    "round e4m3 (OCP FN) exhaustive: every value, midpoint, near-midpoint, quarter point "
+    "and beyond-max value, both signs x every mode x flush x saturate agrees with MPFR",
+    "[e4m3]") {
   exhaustive_rounding(format_named("e4m3"));
 }
 
-TEST_CASE("round e5m2 exhaustive: every value, midpoint, near-midpoint, quarter point and "
-          "beyond-max value, both signs x every mode x flush x saturate agrees with MPFR",
-          "[e5m2]") {
+TEST_CASE(
+    "round e5m2 exhaustive: every value, midpoint, near-midpoint, quarter point and "
+    "beyond-max value, both signs x every mode x flush x saturate agrees with MPFR",
+    "[e5m2]") {
   exhaustive_rounding(format_named("e5m2"));
 }
 
-TEST_CASE("round custom e2m1 e3m2 e2m3 e3m2fn e5m2fn e6m1 exhaustive: every value, midpoint, "
-          "near-midpoint and beyond-max value x every mode x flush x saturate agrees with MPFR",
-          "[custom]") {
+TEST_CASE(
+    "round custom e2m1 e3m2 e2m3 e3m2fn e5m2fn e6m1 exhaustive: every value, midpoint, "
+    "near-midpoint and beyond-max value x every mode x flush x saturate agrees with MPFR",
+    "[custom]") {
   for (const Format& f : {custom_format(2, 1, false), custom_format(3, 2, false), custom_format(2, 3, false),
                           custom_format(3, 2, true), custom_format(5, 2, true), custom_format(6, 1, false)})
     exhaustive_rounding(f);
 }
 
-TEST_CASE("round fp16 exhaustive: every value, midpoint, near-midpoint, quarter point and "
-          "beyond-max value, both signs x every mode x flush x saturate agrees with MPFR",
-          "[fp16]") {
+TEST_CASE(
+    "round fp16 exhaustive: every value, midpoint, near-midpoint, quarter point and "
+    "beyond-max value, both signs x every mode x flush x saturate agrees with MPFR",
+    "[fp16]") {
   exhaustive_rounding(format_named("fp16"));
 }
 
-TEST_CASE("round bf16 exhaustive: every value, midpoint, near-midpoint, quarter point and "
-          "beyond-max value, both signs x every mode x flush x saturate agrees with MPFR",
-          "[bf16]") {
+TEST_CASE(
+    "round bf16 exhaustive: every value, midpoint, near-midpoint, quarter point and "
+    "beyond-max value, both signs x every mode x flush x saturate agrees with MPFR",
+    "[bf16]") {
   exhaustive_rounding(format_named("bf16"));
 }

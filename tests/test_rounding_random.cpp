@@ -27,15 +27,12 @@ constexpr int kSamplesPerFormat = 1000000;
 // One random input for `grid`, from a mix aimed at the places where rounding goes wrong.
 double random_input(std::mt19937_64& rng, const ref::Grid& g) {
   const int p = g.precision;
-  auto uniform_int = [&](int64_t lo, int64_t hi) {
-    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
-  };
+  auto uniform_int = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
   // A random grid point M * 2^q of the unbounded-above grid (one binade past emax allowed).
   auto grid_point = [&](uint64_t& integer, int& quantum) {
     quantum = static_cast<int>(uniform_int(g.subnormal_quantum, g.top_quantum + 1));
     const uint64_t half = uint64_t{1} << (p - 1);
-    integer = quantum == g.subnormal_quantum ? uniform_int(0, 2 * half - 1)
-                                             : uniform_int(half, 2 * half - 1);
+    integer = quantum == g.subnormal_quantum ? uniform_int(0, 2 * half - 1) : uniform_int(half, 2 * half - 1);
   };
   double x = 0;
   switch (rng() % 10) {
@@ -84,8 +81,8 @@ double random_input(std::mt19937_64& rng, const ref::Grid& g) {
 }
 
 void random_rounding(const Format& format) {
-  std::printf("round %s random: seed 0x%llx, %d samples\n", format.name.c_str(),
-              static_cast<unsigned long long>(kSeed), kSamplesPerFormat);
+  std::printf("round %s random: seed 0x%llx, %d samples\n", format.name.c_str(), static_cast<unsigned long long>(kSeed),
+              kSamplesPerFormat);
   std::mt19937_64 rng(kSeed ^ std::hash<std::string>{}(format.name));
   const ref::Grid grid(format);
   MismatchLog values("round " + format.name + " random: values and bits");
@@ -97,10 +94,13 @@ void random_rounding(const Format& format) {
     for_each_rounding([&](Mode mode, bool flush, bool saturate) {
       fp::RoundingOptions options{mode, flush, saturate, &stream};
       const auto want = ref::round(pos, grid, mode, flush, saturate);
-      guarded(values, [&] { return configuration(format, mode, flush, saturate) + " x = " + show(x); }, [&] {
-        compare_rounded(values, flags, [&] { return show(x); }, format, mode, flush, saturate,
-                        fp::round_double(x, format, options), want, x != 0);
-      });
+      guarded(
+          values, [&] { return configuration(format, mode, flush, saturate) + " x = " + show(x); },
+          [&] {
+            compare_rounded(
+                values, flags, [&] { return show(x); }, format, mode, flush, saturate,
+                fp::round_double(x, format, options), want, x != 0);
+          });
     });
   }
   values.require_none();
@@ -109,39 +109,45 @@ void random_rounding(const Format& format) {
 
 }  // namespace
 
-TEST_CASE("round fp32 random: 10^6 seeded doubles (uniform bits, range, subnormal, "
-          "near-midpoint, near-max) x every mode x flush x saturate agree with MPFR",
-          "[fp32]") {
+TEST_CASE(
+    "round fp32 random: 10^6 seeded doubles (uniform bits, range, subnormal, "
+    "near-midpoint, near-max) x every mode x flush x saturate agree with MPFR",
+    "[fp32]") {
   random_rounding(format_named("fp32"));
 }
 
-TEST_CASE("round tf32 random: 10^6 seeded doubles (uniform bits, range, subnormal, "
-          "near-midpoint, near-max) x every mode x flush x saturate agree with MPFR",
-          "[tf32]") {
+TEST_CASE(
+    "round tf32 random: 10^6 seeded doubles (uniform bits, range, subnormal, "
+    "near-midpoint, near-max) x every mode x flush x saturate agree with MPFR",
+    "[tf32]") {
   random_rounding(format_named("tf32"));
 }
 
-TEST_CASE("round fp16 random: 10^6 seeded doubles (uniform bits, range, subnormal, "
-          "near-midpoint, near-max) x every mode x flush x saturate agree with MPFR",
-          "[fp16]") {
+TEST_CASE(
+    "round fp16 random: 10^6 seeded doubles (uniform bits, range, subnormal, "
+    "near-midpoint, near-max) x every mode x flush x saturate agree with MPFR",
+    "[fp16]") {
   random_rounding(format_named("fp16"));
 }
 
-TEST_CASE("round bf16 random: 10^6 seeded doubles (uniform bits, range, subnormal, "
-          "near-midpoint, near-max) x every mode x flush x saturate agree with MPFR",
-          "[bf16]") {
+TEST_CASE(
+    "round bf16 random: 10^6 seeded doubles (uniform bits, range, subnormal, "
+    "near-midpoint, near-max) x every mode x flush x saturate agree with MPFR",
+    "[bf16]") {
   random_rounding(format_named("bf16"));
 }
 
-TEST_CASE("round e4m3 random: 10^6 seeded doubles (uniform bits, range, subnormal, "
-          "near-midpoint, near-max) x every mode x flush x saturate agree with MPFR",
-          "[e4m3]") {
+TEST_CASE(
+    "round e4m3 random: 10^6 seeded doubles (uniform bits, range, subnormal, "
+    "near-midpoint, near-max) x every mode x flush x saturate agree with MPFR",
+    "[e4m3]") {
   random_rounding(format_named("e4m3"));
 }
 
-TEST_CASE("round e5m2 random: 10^6 seeded doubles (uniform bits, range, subnormal, "
-          "near-midpoint, near-max) x every mode x flush x saturate agree with MPFR",
-          "[e5m2]") {
+TEST_CASE(
+    "round e5m2 random: 10^6 seeded doubles (uniform bits, range, subnormal, "
+    "near-midpoint, near-max) x every mode x flush x saturate agree with MPFR",
+    "[e5m2]") {
   random_rounding(format_named("e5m2"));
 }
 
@@ -167,10 +173,11 @@ ref::Real reference_of(const fp::ExactValue& v) {
 
 }  // namespace
 
-TEST_CASE("round_exact exact_value random: 64-bit significand + sticky at exponents -2200..2200, "
-          "incl. exact ties and tie +- sticky, into fp64 fp32 tf32 bf16 fp16 e4m3 e5m2 x every "
-          "mode x flush x saturate agree with MPFR",
-          "[exact_value]") {
+TEST_CASE(
+    "round_exact exact_value random: 64-bit significand + sticky at exponents -2200..2200, "
+    "incl. exact ties and tie +- sticky, into fp64 fp32 tf32 bf16 fp16 e4m3 e5m2 x every "
+    "mode x flush x saturate agree with MPFR",
+    "[exact_value]") {
   std::printf("round_exact random: seed 0x%llx\n", static_cast<unsigned long long>(kSeed));
   std::mt19937_64 rng(kSeed);
   fp::CounterRng stream(99);
@@ -189,12 +196,10 @@ TEST_CASE("round_exact exact_value random: 64-bit significand + sticky at expone
           v.exponent = std::uniform_int_distribution<int64_t>(-2200, 2200)(rng);
           break;
         default:
-          v.exponent = std::uniform_int_distribution<int64_t>(grid.emin - grid.precision - 3,
-                                                              grid.emax + 2)(rng);
+          v.exponent = std::uniform_int_distribution<int64_t>(grid.emin - grid.precision - 3, grid.emax + 2)(rng);
       }
       if (i % 3 == 0) {  // the dropped bits form an exact tie (before sticky)
-        const int64_t quantum =
-            std::max<int64_t>(v.exponent, grid.emin) - (grid.precision - 1);
+        const int64_t quantum = std::max<int64_t>(v.exponent, grid.emin) - (grid.precision - 1);
         const int64_t dropped = quantum - (v.exponent - 63);
         if (dropped >= 1 && dropped <= 63) {
           v.significand &= ~((uint64_t{1} << dropped) - 1);
@@ -207,10 +212,13 @@ TEST_CASE("round_exact exact_value random: 64-bit significand + sticky at expone
       for_each_rounding([&](Mode mode, bool flush, bool saturate) {
         fp::RoundingOptions options{mode, flush, saturate, &stream};
         const auto want = ref::round(pos, grid, mode, flush, saturate);
-        guarded(values, [&] { return configuration(format, mode, flush, saturate) + " " + show(v); }, [&] {
-          compare_rounded(values, flags, [&] { return show(v); }, format, mode, flush, saturate,
-                          fp::round_exact(v, format, options), want, true);
-        });
+        guarded(
+            values, [&] { return configuration(format, mode, flush, saturate) + " " + show(v); },
+            [&] {
+              compare_rounded(
+                  values, flags, [&] { return show(v); }, format, mode, flush, saturate,
+                  fp::round_exact(v, format, options), want, true);
+            });
       });
     }
     values.require_none();
@@ -218,9 +226,10 @@ TEST_CASE("round_exact exact_value random: 64-bit significand + sticky at expone
   }
 }
 
-TEST_CASE("exact_value from_double and from_integer: fields describe the exact value for random "
-          "doubles (all ranges, subnormals) and random integer * 2^scale",
-          "[exact_value]") {
+TEST_CASE(
+    "exact_value from_double and from_integer: fields describe the exact value for random "
+    "doubles (all ranges, subnormals) and random integer * 2^scale",
+    "[exact_value]") {
   std::mt19937_64 rng(kSeed + 1);
   MismatchLog log("ExactValue::from_double / from_integer");
   for (int i = 0; i < 200000; ++i) {
@@ -232,17 +241,21 @@ TEST_CASE("exact_value from_double and from_integer: fields describe the exact v
     if (i == 3) x = NAN;
     ref::Exact want;
     const ref::Real rx = ref::Real::from_double(x);
-    want.kind = std::isnan(x) ? ref::Kind::nan
+    want.kind = std::isnan(x)   ? ref::Kind::nan
                 : std::isinf(x) ? ref::Kind::infinite
                 : x == 0        ? ref::Kind::zero
                                 : ref::Kind::finite;
     want.negative = std::signbit(x);
     if (want.kind == ref::Kind::finite) want.value = rx;
-    guarded(log, [&] { return "from_double " + show(x); }, [&] {
-      const std::string d = exact_difference(fp::ExactValue::from_double(x), want);
-      if (d.empty()) log.pass();
-      else log.fail("from_double(" + show(x) + "): " + d);
-    });
+    guarded(
+        log, [&] { return "from_double " + show(x); },
+        [&] {
+          const std::string d = exact_difference(fp::ExactValue::from_double(x), want);
+          if (d.empty())
+            log.pass();
+          else
+            log.fail("from_double(" + show(x) + "): " + d);
+        });
   }
   for (int i = 0; i < 200000; ++i) {
     const bool negative = rng() & 1;
@@ -252,10 +265,11 @@ TEST_CASE("exact_value from_double and from_integer: fields describe the exact v
     // A sticky tail is only meaningful below the last place of a full 64-bit magnitude.
     const bool sticky = (magnitude >> 63) && (rng() & 1);
     fp::ExactValue got;
-    const std::string context = "from_integer(" + std::to_string(negative) + ", " +
-                                show_bits(magnitude) + ", " + std::to_string(scale) + ", " +
-                                std::to_string(sticky) + ")";
-    if (!guarded(log, [&] { return context; }, [&] { got = fp::ExactValue::from_integer(negative, magnitude, scale, sticky); }))
+    const std::string context = "from_integer(" + std::to_string(negative) + ", " + show_bits(magnitude) + ", " +
+                                std::to_string(scale) + ", " + std::to_string(sticky) + ")";
+    if (!guarded(
+            log, [&] { return context; },
+            [&] { got = fp::ExactValue::from_integer(negative, magnitude, scale, sticky); }))
       continue;
     ref::Exact want;
     want.kind = ref::Kind::finite;
@@ -274,8 +288,10 @@ TEST_CASE("exact_value from_double and from_integer: fields describe the exact v
     }
     want.value = r;
     const std::string d = exact_difference(got, want);
-    if (d.empty()) log.pass();
-    else log.fail(context + ": " + d);
+    if (d.empty())
+      log.pass();
+    else
+      log.fail(context + ": " + d);
   }
   log.require_none();
 }

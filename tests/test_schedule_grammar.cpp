@@ -38,8 +38,10 @@ std::string with_random_spaces(const std::string& text, std::mt19937_64& g) {
   std::string out;
   for (char c : text) {
     if (c == ' ') continue;
-    if (std::string("|:(),").find(c) != std::string::npos) out += std::string(g() % 3, ' ') + c + std::string(g() % 3, ' ');
-    else out += c;
+    if (std::string("|:(),").find(c) != std::string::npos)
+      out += std::string(g() % 3, ' ') + c + std::string(g() % 3, ' ');
+    else
+      out += c;
   }
   return out;
 }

@@ -40,9 +40,10 @@ std::array<uint32_t, 4> philox_reference(std::array<uint32_t, 4> x, std::array<u
 
 }  // namespace
 
-TEST_CASE("philox4x32-10: known-answer vectors and 10^5 random (counter, key) agree with an "
-          "independent implementation",
-          "[rng]") {
+TEST_CASE(
+    "philox4x32-10: known-answer vectors and 10^5 random (counter, key) agree with an "
+    "independent implementation",
+    "[rng]") {
   // Known-answer vectors published with Random123 (kat_vectors: philox4x32 10).
   struct Kat {
     std::array<uint32_t, 4> counter;
@@ -74,10 +75,11 @@ TEST_CASE("philox4x32-10: known-answer vectors and 10^5 random (counter, key) ag
   CHECK(mismatches == 0);
 }
 
-TEST_CASE("counter_rng: next() replays at(n); seek; same key and stream => same sequence; "
-          "different key or stream => different; uniform in [0,1); below(bound) < bound and "
-          "uniform; mix_key separates tuples",
-          "[rng]") {
+TEST_CASE(
+    "counter_rng: next() replays at(n); seek; same key and stream => same sequence; "
+    "different key or stream => different; uniform in [0,1); below(bound) < bound and "
+    "uniform; mix_key separates tuples",
+    "[rng]") {
   fp::CounterRng a(42, 7), b(42, 7), other_key(43, 7), other_stream(42, 8);
   std::vector<uint64_t> seq;
   for (int i = 0; i < 1000; ++i) {
@@ -109,8 +111,8 @@ TEST_CASE("counter_rng: next() replays at(n); seek; same key and stream => same 
   }
   CHECK(std::abs(sum / n - 0.5) < 5 * std::sqrt(1.0 / 12 / n));
 
-  for (uint64_t bound : {uint64_t{1}, uint64_t{3}, uint64_t{6}, uint64_t{1000003},
-                         (uint64_t{1} << 63) + 1, ~uint64_t{0}}) {
+  for (uint64_t bound :
+       {uint64_t{1}, uint64_t{3}, uint64_t{6}, uint64_t{1000003}, (uint64_t{1} << 63) + 1, ~uint64_t{0}}) {
     fp::CounterRng r(bound);
     for (int i = 0; i < 10000; ++i) REQUIRE(r.below(bound) < bound);
   }
@@ -162,19 +164,18 @@ struct Case {
 
 }  // namespace
 
-TEST_CASE("round sr unbiased: for bf16 fp16 fp32 tf32 e4m3 e5m2 at fractions 2^-12..0.9 of the "
-          "spacing (normal and subnormal, both signs), every result is a neighbour and the "
-          "mean of 400000 roundings is x within 5 standard errors",
-          "[sr]") {
+TEST_CASE(
+    "round sr unbiased: for bf16 fp16 fp32 tf32 e4m3 e5m2 at fractions 2^-12..0.9 of the "
+    "spacing (normal and subnormal, both signs), every result is a neighbour and the "
+    "mean of 400000 roundings is x within 5 standard errors",
+    "[sr]") {
   const int n = 400000;
   const Case cases[] = {
-      {"bf16", 1.0, 0.5},         {"bf16", 1.0, 0.25},          {"bf16", 1.0, 0.1},
-      {"bf16", 1.0, 0.9},         {"bf16", 1.0, 1.0 / 3},       {"bf16", 1.0, 0x1p-12},
-      {"bf16", 0x1p-130, 0.37},   {"fp16", 3 * 0x1p-24, 0.3},   {"fp16", 0.0, 0.2},
-      {"fp16", 0x1p-14, 0.5},     {"fp16", 1000.0, 0.77},       {"fp32", 1.0, 0.7},
-      {"fp32", 0x1p-140, 0.05},   {"tf32", 3.0, 0.45},          {"e4m3", 5 * 0x1p-9, 0.6},
-      {"e4m3", 0.0, 0.5},         {"e4m3", 416.0, 0.75},        {"e5m2", 1024.0, 0.2},
-      {"e5m2", 0x1p-16, 0.8},     {"e5m2", 40960.0, 0.55},
+      {"bf16", 1.0, 0.5},       {"bf16", 1.0, 0.25},    {"bf16", 1.0, 0.1},        {"bf16", 1.0, 0.9},
+      {"bf16", 1.0, 1.0 / 3},   {"bf16", 1.0, 0x1p-12}, {"bf16", 0x1p-130, 0.37},  {"fp16", 3 * 0x1p-24, 0.3},
+      {"fp16", 0.0, 0.2},       {"fp16", 0x1p-14, 0.5}, {"fp16", 1000.0, 0.77},    {"fp32", 1.0, 0.7},
+      {"fp32", 0x1p-140, 0.05}, {"tf32", 3.0, 0.45},    {"e4m3", 5 * 0x1p-9, 0.6}, {"e4m3", 0.0, 0.5},
+      {"e4m3", 416.0, 0.75},    {"e5m2", 1024.0, 0.2},  {"e5m2", 0x1p-16, 0.8},    {"e5m2", 40960.0, 0.55},
   };
   for (const Case& c : cases) {
     const Format format = format_named(c.format);
@@ -192,12 +193,14 @@ TEST_CASE("round sr unbiased: for bf16 fp16 fp32 tf32 e4m3 e5m2 at fractions 2^-
       size_t outside = 0, up = 0;
       for (int i = 0; i < n; ++i) {
         const fp::Rounded r = fp::round_double(x, format, options);
-        if (r.bits == want[1].bits) ++up;
-        else if (r.bits != want[0].bits) ++outside;
+        if (r.bits == want[1].bits)
+          ++up;
+        else if (r.bits != want[0].bits)
+          ++outside;
         sum += r.value;
       }
-      INFO("sr " << c.format << " x = " << show(x) << " fraction " << c.fraction << " spacing "
-                 << show(spacing) << ": up " << up << " of " << n);
+      INFO("sr " << c.format << " x = " << show(x) << " fraction " << c.fraction << " spacing " << show(spacing)
+                 << ": up " << up << " of " << n);
       CHECK(outside == 0);
       CHECK(stream.position() == static_cast<uint64_t>(n));  // one draw per inexact rounding
       const double se = spacing * std::sqrt(c.fraction * (1 - c.fraction) / n);
@@ -208,9 +211,10 @@ TEST_CASE("round sr unbiased: for bf16 fp16 fp32 tf32 e4m3 e5m2 at fractions 2^-
   }
 }
 
-TEST_CASE("round sr overflow: e4m3 460 gives 448 or NaN (NaN with probability 12/32), 448 always "
-          "when saturating; e5m2 60000 gives 57344 or inf",
-          "[sr]") {
+TEST_CASE(
+    "round sr overflow: e4m3 460 gives 448 or NaN (NaN with probability 12/32), 448 always "
+    "when saturating; e5m2 60000 gives 57344 or inf",
+    "[sr]") {
   const int n = 200000;
   struct Over {
     const char* format;
@@ -229,17 +233,17 @@ TEST_CASE("round sr overflow: e4m3 460 gives 448 or NaN (NaN with probability 12
         if (r.overflow) ++up;
         if (r.bits != want[0].bits && r.bits != want[1].bits) ++outside;
       }
-      INFO("sr " << o.format << " x = " << o.x << " saturate " << saturate << ": overflowed "
-                 << up << " of " << n);
+      INFO("sr " << o.format << " x = " << o.x << " saturate " << saturate << ": overflowed " << up << " of " << n);
       CHECK(outside == 0);
       CHECK(std::abs(static_cast<double>(up) / n - o.p_up) <= 5 * std::sqrt(o.p_up * (1 - o.p_up) / n));
     }
   }
 }
 
-TEST_CASE("round sr replay: same key => identical bits; different key or stream => different "
-          "sequences; exact inputs draw nothing; no stream => std::logic_error",
-          "[sr]") {
+TEST_CASE(
+    "round sr replay: same key => identical bits; different key or stream => different "
+    "sequences; exact inputs draw nothing; no stream => std::logic_error",
+    "[sr]") {
   const Format bf16 = format_named("bf16");
   std::mt19937_64 rng(5);
   std::vector<double> xs;
@@ -268,9 +272,10 @@ TEST_CASE("round sr replay: same key => identical bits; different key or stream 
   CHECK_THROWS_AS(fp::round_double(1 + 0x1p-9, bf16, no_stream), std::logic_error);
 }
 
-TEST_CASE("round_exact sr with sticky: bf16 1 + 2^-8 + 2^-80 (just above half) and 1 + 2^-70 "
-          "(far below half) give neighbours with the right frequencies",
-          "[sr]") {
+TEST_CASE(
+    "round_exact sr with sticky: bf16 1 + 2^-8 + 2^-80 (just above half) and 1 + 2^-70 "
+    "(far below half) give neighbours with the right frequencies",
+    "[sr]") {
   const Format bf16 = format_named("bf16");
   const int n = 400000;
   // 1 + 2^-8 + tail: significand 1.00000001 (binary), the tail only in sticky.
@@ -287,8 +292,10 @@ TEST_CASE("round_exact sr with sticky: bf16 1 + 2^-8 + 2^-80 (just above half) a
     size_t up = 0, outside = 0;
     for (int i = 0; i < n; ++i) {
       const double r = fp::round_exact(v, bf16, options).value;
-      if (r == 1 + 0x1p-7) ++up;
-      else if (r != 1.0) ++outside;
+      if (r == 1 + 0x1p-7)
+        ++up;
+      else if (r != 1.0)
+        ++outside;
     }
     INFO("sr bf16 of " << show(v) << ": up " << up << " of " << n);
     CHECK(outside == 0);

@@ -43,16 +43,20 @@ struct Terms {
 
 void feed(fp::SuperAccumulator& acc, const std::vector<Term>& terms, size_t begin, size_t end) {
   for (size_t i = begin; i < end; ++i) {
-    if (terms[i].product) acc.add_product(terms[i].a, terms[i].b);
-    else acc.add(terms[i].a);
+    if (terms[i].product)
+      acc.add_product(terms[i].a, terms[i].b);
+    else
+      acc.add(terms[i].a);
   }
 }
 
 ref::ExactSum reference_sum(const std::vector<Term>& terms) {
   ref::ExactSum sum;
   for (const Term& t : terms) {
-    if (t.product) sum.add_product(t.a, t.b);
-    else sum.add(t.a);
+    if (t.product)
+      sum.add_product(t.a, t.b);
+    else
+      sum.add(t.a);
   }
   return sum;
 }
@@ -61,8 +65,7 @@ std::string describe_terms(const Terms& set) {
   std::string text = set.name + " (" + std::to_string(set.terms.size()) + " terms";
   for (size_t i = 0; i < set.terms.size() && i < 4; ++i)
     text += (i ? ", " : ": ") +
-            (set.terms[i].product ? show(set.terms[i].a) + " * " + show(set.terms[i].b)
-                                  : show(set.terms[i].a));
+            (set.terms[i].product ? show(set.terms[i].a) + " * " + show(set.terms[i].b) : show(set.terms[i].a));
   return text + (set.terms.size() > 4 ? ", ...)" : ")");
 }
 
@@ -82,8 +85,10 @@ void check_sum(const Terms& set) {
     const ref::Exact exact = reference.value(mode);
     guarded(values, context, [&] {
       const std::string d = exact_difference(acc.value(mode), exact);
-      if (d.empty()) values.pass();
-      else values.fail(context() + " value(" + mode_text(mode) + "): " + d);
+      if (d.empty())
+        values.pass();
+      else
+        values.fail(context() + " value(" + mode_text(mode) + "): " + d);
     });
     for (const Format& format : output_formats()) {
       for (bool flush : {false, true}) {
@@ -91,8 +96,8 @@ void check_sum(const Terms& set) {
           const auto want = ref::round(exact, format, mode, flush, saturate);
           fp::RoundingOptions options{mode, flush, saturate, &stream};
           guarded(values, context, [&] {
-            compare_rounded(values, flags, context, format, mode, flush, saturate,
-                            acc.round(format, options), want, exact.kind == ref::Kind::finite);
+            compare_rounded(values, flags, context, format, mode, flush, saturate, acc.round(format, options), want,
+                            exact.kind == ref::Kind::finite);
           });
         }
       }
@@ -123,18 +128,18 @@ void check_sum(const Terms& set) {
       }
       for (Mode mode : {Mode::rne, Mode::rd}) {
         const std::string d = exact_difference(other.value(mode), reference.value(mode));
-        if (d.empty()) values.pass();
+        if (d.empty())
+          values.pass();
         else
-          values.fail(context() + (variant == 2 ? " split+merge" : " shuffled") + " value(" +
-                      mode_text(mode) + "): " + d);
+          values.fail(context() + (variant == 2 ? " split+merge" : " shuffled") + " value(" + mode_text(mode) +
+                      "): " + d);
       }
       const fp::ExactValue v = other.value(Mode::rne);
-      if (v.kind == original.kind && v.significand == original.significand &&
-          v.exponent == original.exponent && v.sticky == original.sticky)
+      if (v.kind == original.kind && v.significand == original.significand && v.exponent == original.exponent &&
+          v.sticky == original.sticky)
         values.pass();
       else
-        values.fail(context() + ": shuffled order changed value(rne) from " + show(original) +
-                    " to " + show(v));
+        values.fail(context() + ": shuffled order changed value(rne) from " + show(original) + " to " + show(v));
     });
   }
   values.require_none();
@@ -149,10 +154,11 @@ double random_wide(std::mt19937_64& rng, int lo_exp, int hi_exp) {
 
 }  // namespace
 
-TEST_CASE("superaccumulator random normal data: 10, 1000 and 20000 N(0,1) and N(0,1e6) doubles "
-          "vs mpfr_sum, rounded to fp64 fp32 tf32 bf16 fp16 e4m3 e5m2 x every mode x flush x "
-          "saturate; shuffled and merged",
-          "[superaccumulator]") {
+TEST_CASE(
+    "superaccumulator random normal data: 10, 1000 and 20000 N(0,1) and N(0,1e6) doubles "
+    "vs mpfr_sum, rounded to fp64 fp32 tf32 bf16 fp16 e4m3 e5m2 x every mode x flush x "
+    "saturate; shuffled and merged",
+    "[superaccumulator]") {
   std::mt19937_64 rng(2024);
   std::printf("superaccumulator random: seed 2024\n");
   for (size_t n : {size_t{10}, size_t{1000}, size_t{20000}}) {
@@ -165,9 +171,10 @@ TEST_CASE("superaccumulator random normal data: 10, 1000 and 20000 N(0,1) and N(
   }
 }
 
-TEST_CASE("superaccumulator catastrophic cancellation: x, -x pairs over the whole double range "
-          "plus small terms (1e-20, 2^-1074, 3 ulps), shuffled",
-          "[superaccumulator]") {
+TEST_CASE(
+    "superaccumulator catastrophic cancellation: x, -x pairs over the whole double range "
+    "plus small terms (1e-20, 2^-1074, 3 ulps), shuffled",
+    "[superaccumulator]") {
   std::mt19937_64 rng(7);
   for (int trial = 0; trial < 20; ++trial) {
     Terms set{"cancellation trial " + std::to_string(trial), {}};
@@ -177,20 +184,33 @@ TEST_CASE("superaccumulator catastrophic cancellation: x, -x pairs over the whol
       set.add(-x);
     }
     switch (trial % 5) {
-      case 0: set.add(1e-20); break;
-      case 1: set.add(std::numeric_limits<double>::denorm_min()); break;
-      case 2: set.add(3.0); set.add(-0x1p-60); break;
-      case 3: set.add(0x1p1000); set.add(-0x1p1000); set.add(0x1p-1000); break;
-      default: break;  // exact zero: +0 (-0 in rd)
+      case 0:
+        set.add(1e-20);
+        break;
+      case 1:
+        set.add(std::numeric_limits<double>::denorm_min());
+        break;
+      case 2:
+        set.add(3.0);
+        set.add(-0x1p-60);
+        break;
+      case 3:
+        set.add(0x1p1000);
+        set.add(-0x1p1000);
+        set.add(0x1p-1000);
+        break;
+      default:
+        break;  // exact zero: +0 (-0 in rd)
     }
     std::shuffle(set.terms.begin(), set.terms.end(), rng);
     check_sum(set);
   }
 }
 
-TEST_CASE("superaccumulator huge dynamic range: 1e-300 .. 1e300 mixed signs, and DBL_MAX with "
-          "2^-1074 and near-tie sticky sums",
-          "[superaccumulator]") {
+TEST_CASE(
+    "superaccumulator huge dynamic range: 1e-300 .. 1e300 mixed signs, and DBL_MAX with "
+    "2^-1074 and near-tie sticky sums",
+    "[superaccumulator]") {
   std::mt19937_64 rng(8);
   for (int trial = 0; trial < 10; ++trial) {
     Terms set{"dynamic range trial " + std::to_string(trial), {}};
@@ -220,9 +240,10 @@ TEST_CASE("superaccumulator huge dynamic range: 1e-300 .. 1e300 mixed signs, and
   }
 }
 
-TEST_CASE("superaccumulator subnormal-only inputs: random double subnormals of mixed signs, "
-          "and sums that reach the normal range",
-          "[superaccumulator]") {
+TEST_CASE(
+    "superaccumulator subnormal-only inputs: random double subnormals of mixed signs, "
+    "and sums that reach the normal range",
+    "[superaccumulator]") {
   std::mt19937_64 rng(9);
   for (int trial = 0; trial < 10; ++trial) {
     Terms set{"subnormal trial " + std::to_string(trial), {}};
@@ -234,9 +255,10 @@ TEST_CASE("superaccumulator subnormal-only inputs: random double subnormals of m
   }
 }
 
-TEST_CASE("superaccumulator inf and NaN inputs: inf, -inf, inf - inf, NaN, inf * 0, inf * -2, "
-          "NaN * 0 among finite terms",
-          "[superaccumulator]") {
+TEST_CASE(
+    "superaccumulator inf and NaN inputs: inf, -inf, inf - inf, NaN, inf * 0, inf * -2, "
+    "NaN * 0 among finite terms",
+    "[superaccumulator]") {
   const std::vector<std::pair<std::string, std::vector<Term>>> cases = {
       {"1 + inf", {{false, 1, 0}, {false, kInf, 0}}},
       {"-inf + 5", {{false, -kInf, 0}, {false, 5, 0}}},
@@ -253,10 +275,11 @@ TEST_CASE("superaccumulator inf and NaN inputs: inf, -inf, inf - inf, NaN, inf *
   for (const auto& [name, terms] : cases) check_sum(Terms{name, terms});
 }
 
-TEST_CASE("superaccumulator products of doubles: random wide products, underflowing "
-          "(1e-200 * 1e-200, 2^-1074 * 2^-1074), overflowing (1e200 * 1e200, DBL_MAX^2) and "
-          "overflowing products that cancel to a finite sum",
-          "[superaccumulator]") {
+TEST_CASE(
+    "superaccumulator products of doubles: random wide products, underflowing "
+    "(1e-200 * 1e-200, 2^-1074 * 2^-1074), overflowing (1e200 * 1e200, DBL_MAX^2) and "
+    "overflowing products that cancel to a finite sum",
+    "[superaccumulator]") {
   std::mt19937_64 rng(10);
   for (int trial = 0; trial < 10; ++trial) {
     Terms set{"random products trial " + std::to_string(trial), {}};
@@ -288,9 +311,10 @@ TEST_CASE("superaccumulator products of doubles: random wide products, underflow
   check_sum(top);
 }
 
-TEST_CASE("superaccumulator sums beyond DBL_MAX: DBL_MAX added 1000 times, then cancelled back "
-          "to DBL_MAX and below; fp64 rounding overflows per mode",
-          "[superaccumulator]") {
+TEST_CASE(
+    "superaccumulator sums beyond DBL_MAX: DBL_MAX added 1000 times, then cancelled back "
+    "to DBL_MAX and below; fp64 rounding overflows per mode",
+    "[superaccumulator]") {
   Terms up{"1000 x DBL_MAX", {}};
   for (int i = 0; i < 1000; ++i) up.add(DBL_MAX);
   check_sum(up);
@@ -310,9 +334,10 @@ TEST_CASE("superaccumulator sums beyond DBL_MAX: DBL_MAX added 1000 times, then 
   check_sum(below);
 }
 
-TEST_CASE("superaccumulator exact zeros and their signs: no terms, -0, -0 -0, +0 -0, x - x, "
-          "-0 + x - x, products -0 * 1, 0 * -1, in every mode",
-          "[superaccumulator]") {
+TEST_CASE(
+    "superaccumulator exact zeros and their signs: no terms, -0, -0 -0, +0 -0, x - x, "
+    "-0 + x - x, products -0 * 1, 0 * -1, in every mode",
+    "[superaccumulator]") {
   const std::vector<std::pair<std::string, std::vector<Term>>> cases = {
       {"no terms", {}},
       {"-0", {{false, -0.0, 0}}},
@@ -329,9 +354,10 @@ TEST_CASE("superaccumulator exact zeros and their signs: no terms, -0, -0 -0, +0
   for (const auto& [name, terms] : cases) check_sum(Terms{name, terms});
 }
 
-TEST_CASE("superaccumulator add_scaled: random 64-bit magnitudes at scales -2176..2048, mixed "
-          "with doubles and products, vs the reference",
-          "[superaccumulator]") {
+TEST_CASE(
+    "superaccumulator add_scaled: random 64-bit magnitudes at scales -2176..2048, mixed "
+    "with doubles and products, vs the reference",
+    "[superaccumulator]") {
   std::mt19937_64 rng(11);
   for (int trial = 0; trial < 20; ++trial) {
     fp::SuperAccumulator acc;
@@ -342,8 +368,9 @@ TEST_CASE("superaccumulator add_scaled: random 64-bit magnitudes at scales -2176
       const bool negative = rng() & 1;
       const uint64_t magnitude = (rng() >> (rng() % 64)) | 1;
       const int scale = std::uniform_int_distribution<int>(lo, hi)(rng);
-      guarded(log, [&] { return "add_scaled(" + show_bits(magnitude) + ", " + std::to_string(scale) + ")"; },
-              [&] { acc.add_scaled(negative, magnitude, scale); });
+      guarded(
+          log, [&] { return "add_scaled(" + show_bits(magnitude) + ", " + std::to_string(scale) + ")"; },
+          [&] { acc.add_scaled(negative, magnitude, scale); });
       reference.add_scaled(negative, magnitude, scale);
       const double x = random_wide(rng, -1000, 1000);
       acc.add(x);
@@ -351,13 +378,18 @@ TEST_CASE("superaccumulator add_scaled: random 64-bit magnitudes at scales -2176
     }
     for (Mode mode : {Mode::rne, Mode::rd}) {
       const std::string d = exact_difference(acc.value(mode), reference.value(mode));
-      if (d.empty()) log.pass();
-      else log.fail("value(" + mode_text(mode) + "): " + d);
+      if (d.empty())
+        log.pass();
+      else
+        log.fail("value(" + mode_text(mode) + "): " + d);
       for (const Format& format : output_formats()) {
         const auto want = ref::round(reference.value(mode), format, mode, false, false);
         const fp::Rounded got = acc.round(format, {mode, false, false, nullptr});
-        if (got.bits == want[0].bits) log.pass();
-        else log.fail(format.name + " " + mode_text(mode) + ": expected bits " + show_bits(want[0].bits) + ", got " + show_bits(got.bits));
+        if (got.bits == want[0].bits)
+          log.pass();
+        else
+          log.fail(format.name + " " + mode_text(mode) + ": expected bits " + show_bits(want[0].bits) + ", got " +
+                   show_bits(got.bits));
       }
     }
     log.require_none();
@@ -370,9 +402,10 @@ TEST_CASE("superaccumulator add_scaled: random 64-bit magnitudes at scales -2176
 // ---------------------------------------------------------------------------------------------
 // Carry propagation runs every 2^30 adds: cross that boundary with digits at their largest.
 
-TEST_CASE("superaccumulator carry: 2^30 + 5 adds of the all-ones double (2^53-1) * 2^k, and "
-          "2^30 + 5 products of all-ones significands, equal the exact multiple",
-          "[carry]") {
+TEST_CASE(
+    "superaccumulator carry: 2^30 + 5 adds of the all-ones double (2^53-1) * 2^k, and "
+    "2^30 + 5 products of all-ones significands, equal the exact multiple",
+    "[carry]") {
   const uint64_t n = (uint64_t{1} << 30) + 5;
   for (int k : {-1074, 0, 970}) {
     const double x = std::ldexp(static_cast<double>((uint64_t{1} << 53) - 1), k - 52);
@@ -407,9 +440,10 @@ TEST_CASE("superaccumulator carry: 2^30 + 5 adds of the all-ones double (2^53-1)
   }
 }
 
-TEST_CASE("superaccumulator carry: merging two accumulators that each hold 2^30 - 1 "
-          "unpropagated adds of the all-ones double, then adding more",
-          "[carry]") {
+TEST_CASE(
+    "superaccumulator carry: merging two accumulators that each hold 2^30 - 1 "
+    "unpropagated adds of the all-ones double, then adding more",
+    "[carry]") {
   const uint64_t n = (uint64_t{1} << 30) - 1;
   const double x = std::ldexp(static_cast<double>((uint64_t{1} << 53) - 1), 100);
   fp::SuperAccumulator a, b;

@@ -35,8 +35,15 @@ double p2(int e) { return std::ldexp(1.0, e); }
 struct Probe {
   std::vector<double> a = std::vector<double>(16, 0.0), b = std::vector<double>(16, 0.0);
   double c = 0;
-  Probe& product(size_t i, double x, double y) { a[i] = x; b[i] = y; return *this; }
-  Probe& acc(double x) { c = x; return *this; }
+  Probe& product(size_t i, double x, double y) {
+    a[i] = x;
+    b[i] = y;
+    return *this;
+  }
+  Probe& acc(double x) {
+    c = x;
+    return *this;
+  }
   double run(const sim::FusedAddSpec& spec) const { return sim::fused_dot(c, a, b, spec); }
 };
 
@@ -54,7 +61,9 @@ sim::FusedAddSpec with_fp16_output(sim::FusedAddSpec s) {
 // tc_test_numerics-V100.cu (V100) and tc_test_numerics-T4-A100-binary16.cu (T4/A100), whose
 // expected values are the ones the paper reports the GPUs to produce.
 
-TEST_CASE("tc-v100 fused step: Fasi et al. 2021 probes (no guard bits, RZ, late normalisation, carry-out, non-monotonic)", "[probe][v100]") {
+TEST_CASE(
+    "tc-v100 fused step: Fasi et al. 2021 probes (no guard bits, RZ, late normalisation, carry-out, non-monotonic)",
+    "[probe][v100]") {
   const auto v100 = model("tc-v100");
   // D1, no extra bits in alignment: 1*1 - (1 - 2^-24) gives 2^-23, not the exact 2^-24.
   CHECK(Probe().product(0, 1, 1).acc(-(1 - p2(-24))).run(v100) == p2(-23));
@@ -70,10 +79,13 @@ TEST_CASE("tc-v100 fused step: Fasi et al. 2021 probes (no guard bits, RZ, late 
     for (int i = 0; i < 4; ++i) p.product(i, 1, i == j ? p2(-23) : 1.0);
     CHECK(p.acc(1 + p2(-22) + p2(-23)).run(v100) == 4 + p2(-21));
   }
-  CHECK(Probe().product(0, 1, 1).product(1, 1, 1.5).product(2, 1, 1.75).product(3, 1, 1.875)
-            .acc(1.875).run(v100) == 8.0);
+  CHECK(Probe().product(0, 1, 1).product(1, 1, 1.5).product(2, 1, 1.75).product(3, 1, 1.875).acc(1.875).run(v100) ==
+        8.0);
   Probe ones, minus_ones;
-  for (int i = 0; i < 4; ++i) { ones.product(i, 1, 1); minus_ones.product(i, 1, -1); }
+  for (int i = 0; i < 4; ++i) {
+    ones.product(i, 1, 1);
+    minus_ones.product(i, 1, -1);
+  }
   CHECK(ones.acc(1 + p2(-22) + p2(-23)).run(v100) == 5.0);          // RZ when normalising
   CHECK(minus_ones.acc(-1 - p2(-22) - p2(-23)).run(v100) == -5.0);  // toward zero for negatives
   // D5, non-monotonic: a larger accumulator gives a smaller result.
@@ -108,7 +120,8 @@ TEST_CASE("tc-v100 fused step: Fasi et al. 2021 probes (no guard bits, RZ, late 
   CHECK(Probe().product(0, p2(-14), 1).acc(-p2(-15)).run(with_fp16_output(v100)) == p2(-15));
 }
 
-TEST_CASE("tc-a100 fused step: Fasi et al. 2021 probes (one extra alignment bit, 8-term blocks, non-monotonic)", "[probe][a100]") {
+TEST_CASE("tc-a100 fused step: Fasi et al. 2021 probes (one extra alignment bit, 8-term blocks, non-monotonic)",
+          "[probe][a100]") {
   const auto a100 = model("tc-a100");
   // D1: one extra bit, so 1*1 - (1 - 2^-24) is exact: 2^-24.
   CHECK(Probe().product(0, 1, 1).acc(-(1 - p2(-24))).run(a100) == p2(-24));
@@ -144,20 +157,23 @@ TEST_CASE("tc-a100 fused step: Fasi et al. 2021 probes (one extra alignment bit,
 // V100 no extra bit, A100 one, H100 at least two ("2 or 3"); round toward zero; FMA block
 // width A100 8, H100 at least 16.
 
-TEST_CASE("tc-v100 tc-a100 tc-h100-fp16 fused step: FTTN one-extra-bit probe gives 2^-23, 2^-24, 2^-24", "[probe][fttn]") {
+TEST_CASE("tc-v100 tc-a100 tc-h100-fp16 fused step: FTTN one-extra-bit probe gives 2^-23, 2^-24, 2^-24",
+          "[probe][fttn]") {
   const Probe p = Probe().product(0, 1, 1).acc(-(1 - p2(-24)));
   CHECK(p.run(model("tc-v100")) == p2(-23));
   CHECK(p.run(model("tc-a100")) == p2(-24));
   CHECK(p.run(model("tc-h100-fp16")) == p2(-24));
 }
 
-TEST_CASE("tc-a100 tc-h100-fp16 fused step: FTTN three-extra-bits probe gives 0x3F900000 and 0x3F8FFFFF", "[probe][fttn]") {
+TEST_CASE("tc-a100 tc-h100-fp16 fused step: FTTN three-extra-bits probe gives 0x3F900000 and 0x3F8FFFFF",
+          "[probe][fttn]") {
   const Probe p = Probe().product(0, 1, 1.25).acc(-(p2(-3) + p2(-25)));
   CHECK(std::bit_cast<uint32_t>(float(p.run(model("tc-a100")))) == 0x3F900000u);
   CHECK(std::bit_cast<uint32_t>(float(p.run(model("tc-h100-fp16")))) == 0x3F8FFFFFu);
 }
 
-TEST_CASE("tc-v100 tc-a100 tc-h100-fp16 fused step: FTTN rounding-direction probes give +-2 (toward zero)", "[probe][fttn]") {
+TEST_CASE("tc-v100 tc-a100 tc-h100-fp16 fused step: FTTN rounding-direction probes give +-2 (toward zero)",
+          "[probe][fttn]") {
   const double three_units = p2(-9) + p2(-10);  // times 2^-14: 3 * 2^-24
   for (const char* name : {"tc-v100", "tc-a100", "tc-h100-fp16"}) {
     INFO(name);
@@ -169,7 +185,8 @@ TEST_CASE("tc-v100 tc-a100 tc-h100-fp16 fused step: FTTN rounding-direction prob
   }
 }
 
-TEST_CASE("tc-a100 tc-h100-fp16 fused step: FTTN block-FMA-width probe gives width 8 and at least 16", "[probe][fttn]") {
+TEST_CASE("tc-a100 tc-h100-fp16 fused step: FTTN block-FMA-width probe gives width 8 and at least 16",
+          "[probe][fttn]") {
   // acc 1 and 2^-24 products at positions 0 and i: 1 + 2^-23 while both share one fused step,
   // 1 once they fall into different steps.
   auto width = [](const sim::FusedAddSpec& spec) {
@@ -185,8 +202,8 @@ TEST_CASE("tc-a100 tc-h100-fp16 fused step: FTTN block-FMA-width probe gives wid
 }
 
 TEST_CASE("tc-a100 fused step: FTTN normalise-once probe gives 1 + 2^-23", "[probe][fttn]") {
-  const Probe p = Probe().product(0, p2(-9), p2(-14)).product(1, p2(-11), p2(-14))
-                      .product(2, p2(-11), p2(-14)).acc(1 - p2(-24));
+  const Probe p =
+      Probe().product(0, p2(-9), p2(-14)).product(1, p2(-11), p2(-14)).product(2, p2(-11), p2(-14)).acc(1 - p2(-24));
   CHECK(p.run(model("tc-a100")) == 1 + p2(-23));
 }
 
@@ -255,7 +272,11 @@ double reference_step(double acc, const std::vector<double>& a, const std::vecto
   const int input_emin = 2 - (1 << (s.input.exp_bits - 1));
   const int output_emin = 2 - (1 << (s.output.exp_bits - 1));
   auto exponent = [](double x, int emin) { return std::max(std::ilogb(x), emin); };
-  struct Term { ref::Real value; int exponent; bool cut; };
+  struct Term {
+    ref::Real value;
+    int exponent;
+    bool cut;
+  };
   std::vector<Term> terms;
   bool nan = std::isnan(acc), pos_inf = acc == INFINITY, neg_inf = acc == -INFINITY;
   std::vector<bool> zero_signs{std::signbit(acc)};  // negative? for each zero term
@@ -286,14 +307,17 @@ double reference_step(double acc, const std::vector<double>& a, const std::vecto
   }
 
   int largest = INT32_MIN;
-  for (const Term& t : terms) if (t.cut || terms.size() == 1) largest = std::max(largest, t.exponent);
+  for (const Term& t : terms)
+    if (t.cut || terms.size() == 1) largest = std::max(largest, t.exponent);
   const bool wide = !s.accumulator_in_alignment || s.fraction_bits > 1000;
   ref::Real sum(wide ? 4700 : s.fraction_bits + 140);
   for (Term& t : terms) {
     if (t.cut) {
       mpfr_mul_2si(t.value.get(), t.value.get(), s.fraction_bits - largest, MPFR_RNDN);
-      if (s.truncation == sim::AlignedTruncation::toward_zero) mpfr_trunc(t.value.get(), t.value.get());
-      else mpfr_floor(t.value.get(), t.value.get());
+      if (s.truncation == sim::AlignedTruncation::toward_zero)
+        mpfr_trunc(t.value.get(), t.value.get());
+      else
+        mpfr_floor(t.value.get(), t.value.get());
       mpfr_mul_2si(t.value.get(), t.value.get(), largest - s.fraction_bits, MPFR_RNDN);
     }
     if (mpfr_add(sum.get(), sum.get(), t.value.get(), MPFR_RNDN) != 0)
@@ -318,8 +342,7 @@ uint64_t low_bits(int width) { return width >= 64 ? ~uint64_t{0} : (uint64_t{1} 
 
 // A value of the format: random bits, or with the biased exponent field drawn from [lo, hi]
 // (0 gives subnormals), finite unless specials are allowed.
-double random_value(std::mt19937_64& rng, const fp::Format& f, int lo = -1, int hi = -1,
-                    bool specials = false) {
+double random_value(std::mt19937_64& rng, const fp::Format& f, int lo = -1, int hi = -1, bool specials = false) {
   for (;;) {
     uint64_t bits = rng() & low_bits(f.width());
     if (lo >= 0) {
@@ -345,18 +368,30 @@ Case random_case(std::mt19937_64& rng, const sim::FusedAddSpec& s, size_t max_le
   Case c{0, std::vector<double>(n), std::vector<double>(n)};
   for (size_t i = 0; i < n; ++i) {
     for (double* x : {&c.a[i], &c.b[i]}) {
-      if (kind == 1) *x = random_value(rng, source, bias - 3, bias + 3);
-      else if (kind == 2 && rng() % 3 == 0) *x = random_value(rng, source, 0, 1);
-      else *x = random_value(rng, source, kind == 0 ? -1 : bias - 6, bias + 6);
+      if (kind == 1)
+        *x = random_value(rng, source, bias - 3, bias + 3);
+      else if (kind == 2 && rng() % 3 == 0)
+        *x = random_value(rng, source, 0, 1);
+      else
+        *x = random_value(rng, source, kind == 0 ? -1 : bias - 6, bias + 6);
     }
     if (rng() % 8 == 0) c.a[i] = 0;
   }
   if (kind == 3 && n >= 2)
-    for (size_t i = 0; i + 1 < n; i += 2) { c.a[i + 1] = c.a[i]; c.b[i + 1] = -c.b[i]; }
+    for (size_t i = 0; i + 1 < n; i += 2) {
+      c.a[i + 1] = c.a[i];
+      c.b[i + 1] = -c.b[i];
+    }
   switch (rng() % 5) {
-    case 0: c.acc = rng() % 2 ? 0.0 : -0.0; break;
-    case 1: c.acc = random_value(rng, s.output); break;
-    case 2: c.acc = -fp::round_double(c.a[0] * c.b[0], s.output, {Mode::rne}).value; break;
+    case 0:
+      c.acc = rng() % 2 ? 0.0 : -0.0;
+      break;
+    case 1:
+      c.acc = random_value(rng, s.output);
+      break;
+    case 2:
+      c.acc = -fp::round_double(c.a[0] * c.b[0], s.output, {Mode::rne}).value;
+      break;
     default: {
       // Near the first product's exponent. fp64 factors can overflow it to inf (or NaN), whose
       // ilogb is INT_MAX: then near the largest exponent.
@@ -422,14 +457,34 @@ TEST_CASE("random_value spans signs, exponents and significands of every input f
 TEST_CASE("fused step vs MPFR reference: every device model and variants, 10^5 seeded random steps", "[random]") {
   std::vector<std::pair<std::string, sim::FusedAddSpec>> specs;
   for (const std::string& name : sim::tensor_core_model_names()) specs.push_back({name, sim::tensor_core_model(name)});
-  specs.push_back({"tc-v100 floor", variant("tc-v100", [](auto& s) { s.truncation = sim::AlignedTruncation::toward_minus_infinity; })});
+  specs.push_back({"tc-v100 floor",
+                   variant("tc-v100", [](auto& s) { s.truncation = sim::AlignedTruncation::toward_minus_infinity; })});
   specs.push_back({"tc-a100 acc-outside", variant("tc-a100", [](auto& s) { s.accumulator_in_alignment = false; })});
-  specs.push_back({"tc-h100-fp16 fp16-out", variant("tc-h100-fp16", [](auto& s) { s.output = fp::fp16(); s.output_mode = Mode::rne; })});
-  specs.push_back({"fp16 N8 F0 rne", variant("tc-a100", [](auto& s) { s.fraction_bits = 0; s.output_mode = Mode::rne; })});
-  specs.push_back({"bf16 N16 F100 ru", variant("tc-h100-bf16", [](auto& s) { s.fraction_bits = 100; s.output_mode = Mode::ru; })});
-  specs.push_back({"bf16 N16 F130 rd (wide)", variant("tc-h100-bf16", [](auto& s) { s.fraction_bits = 130; s.output_mode = Mode::rd; })});
-  specs.push_back({"fp16 N8 F3000 rne (exact)", variant("tc-a100", [](auto& s) { s.fraction_bits = 3000; s.output_mode = Mode::rne; })});
-  specs.push_back({"fp64 in/out N4 F60", variant("tc-v100", [](auto& s) { s.input = fp::fp64(); s.output = fp::fp64(); s.fraction_bits = 60; })});
+  specs.push_back({"tc-h100-fp16 fp16-out", variant("tc-h100-fp16", [](auto& s) {
+                     s.output = fp::fp16();
+                     s.output_mode = Mode::rne;
+                   })});
+  specs.push_back({"fp16 N8 F0 rne", variant("tc-a100", [](auto& s) {
+                     s.fraction_bits = 0;
+                     s.output_mode = Mode::rne;
+                   })});
+  specs.push_back({"bf16 N16 F100 ru", variant("tc-h100-bf16", [](auto& s) {
+                     s.fraction_bits = 100;
+                     s.output_mode = Mode::ru;
+                   })});
+  specs.push_back({"bf16 N16 F130 rd (wide)", variant("tc-h100-bf16", [](auto& s) {
+                     s.fraction_bits = 130;
+                     s.output_mode = Mode::rd;
+                   })});
+  specs.push_back({"fp16 N8 F3000 rne (exact)", variant("tc-a100", [](auto& s) {
+                     s.fraction_bits = 3000;
+                     s.output_mode = Mode::rne;
+                   })});
+  specs.push_back({"fp64 in/out N4 F60", variant("tc-v100", [](auto& s) {
+                     s.input = fp::fp64();
+                     s.output = fp::fp64();
+                     s.fraction_bits = 60;
+                   })});
 
   const size_t steps_per_spec = 100000 / specs.size() + 1;
   // Named members, not a structured binding: the lambdas below capture spec, which C++20
@@ -442,13 +497,17 @@ TEST_CASE("fused step vs MPFR reference: every device model and variants, 10^5 s
     for (size_t t = 0; t < steps_per_spec; ++t) {
       const Case c = random_case(rng, spec, size_t(spec.products));
       double got = 0, want = 0;
-      if (!guarded(log, [&] { return show_case(c); }, [&] {
-            got = sim::fused_multiply_add(c.acc, c.a, c.b, spec);
-            want = reference_step(c.acc, c.a, c.b, spec);
-          }))
+      if (!guarded(
+              log, [&] { return show_case(c); },
+              [&] {
+                got = sim::fused_multiply_add(c.acc, c.a, c.b, spec);
+                want = reference_step(c.acc, c.a, c.b, spec);
+              }))
         continue;
-      if (same_double(got, want)) log.pass();
-      else log.fail(show_case(c) + ": expected " + show(want) + ", got " + show(got));
+      if (same_double(got, want))
+        log.pass();
+      else
+        log.fail(show_case(c) + ": expected " + show(want) + ", got " + show(got));
     }
     log.require_none();
   }
@@ -463,8 +522,10 @@ TEST_CASE("fused dot vs MPFR reference chain: K = 1..80 on every device model", 
       const Case c = random_case(rng, spec, 80);
       const double got = sim::fused_dot(c.acc, c.a, c.b, spec);
       const double want = reference_dot(c.acc, c.a, c.b, spec);
-      if (same_double(got, want)) log.pass();
-      else log.fail(show_case(c) + ": expected " + show(want) + ", got " + show(got));
+      if (same_double(got, want))
+        log.pass();
+      else
+        log.fail(show_case(c) + ": expected " + show(want) + ", got " + show(got));
     }
     log.require_none();
   }
@@ -474,7 +535,10 @@ TEST_CASE("fused dot vs MPFR reference chain: K = 1..80 on every device model", 
 // lie within 2^-2148 .. 2^2048), so the step is the exact sum of acc and the products, rounded
 // once.
 
-TEST_CASE("fused step with F = 4300: the exact sum rounded once (fp::SuperAccumulator), fp16 and fp64 inputs, every deterministic mode", "[exact]") {
+TEST_CASE(
+    "fused step with F = 4300: the exact sum rounded once (fp::SuperAccumulator), fp16 and fp64 inputs, every "
+    "deterministic mode",
+    "[exact]") {
   std::mt19937_64 rng(2024);
   for (const fp::Format& input : {fp::fp16(), fp::fp64()}) {
     for (const fp::Format& output : {fp::fp32(), fp::fp64(), fp::bf16()}) {
@@ -489,14 +553,17 @@ TEST_CASE("fused step with F = 4300: the exact sum rounded once (fp::SuperAccumu
         for (int t = 0; t < 800; ++t) {
           Case c = random_case(rng, spec, 16);
           if (!std::isfinite(c.acc)) c.acc = 1;
-          for (double& x : c.a) if (!std::isfinite(x)) x = 2;
+          for (double& x : c.a)
+            if (!std::isfinite(x)) x = 2;
           fp::SuperAccumulator exact;
           exact.add(c.acc);
           for (size_t i = 0; i < c.a.size(); ++i) exact.add_product(c.a[i], c.b[i]);
           const double want = exact.round(output, {mode}).value;
           const double got = sim::fused_multiply_add(c.acc, c.a, c.b, spec);
-          if (same_double(got, want)) log.pass();
-          else log.fail(show_case(c) + ": expected " + show(want) + ", got " + show(got));
+          if (same_double(got, want))
+            log.pass();
+          else
+            log.fail(show_case(c) + ": expected " + show(want) + ", got " + show(got));
         }
         log.require_none();
       }
@@ -523,12 +590,22 @@ Case lane_case(std::mt19937_64& rng, const sim::FusedAddSpec& spec, const sim::F
   c.a.resize(count), c.b.resize(count);
   c.acc = fp::round_double(c.acc, spec.output, {Mode::rz}).value;  // an accumulator holds an output value
   switch (rng() % 16) {
-    case 0: std::fill(c.a.begin(), c.a.end(), rng() % 2 ? 0.0 : -0.0); break;  // only zero products
-    case 1: c.acc = -0.0; break;
-    case 2: c.a[rng() % count] = std::ldexp(1.0 + double(rng() % 8) / 8, 476 + int(rng() % 9));  // past +-480?
-            break;
-    case 3: c.b[rng() % count] = std::ldexp(1.0, -476 - int(rng() % 9)); break;
-    case 4: c.a[rng() % count] = 1 + 0x1p-40; c.b[0] = 1 + 0x1p-30; break;  // an inexact double product
+    case 0:
+      std::fill(c.a.begin(), c.a.end(), rng() % 2 ? 0.0 : -0.0);
+      break;  // only zero products
+    case 1:
+      c.acc = -0.0;
+      break;
+    case 2:
+      c.a[rng() % count] = std::ldexp(1.0 + double(rng() % 8) / 8, 476 + int(rng() % 9));  // past +-480?
+      break;
+    case 3:
+      c.b[rng() % count] = std::ldexp(1.0, -476 - int(rng() % 9));
+      break;
+    case 4:
+      c.a[rng() % count] = 1 + 0x1p-40;
+      c.b[0] = 1 + 0x1p-30;
+      break;  // an inexact double product
     case 5:
     case 6:  // a subnormal (or smallest normal) accumulator that sets the grid: its exponent is clamped
       c.acc = random_value(rng, spec.output, 0, 1);
@@ -538,14 +615,16 @@ Case lane_case(std::mt19937_64& rng, const sim::FusedAddSpec& spec, const sim::F
           c.a[i] = std::ldexp(c.a[i], std::ilogb(c.acc) - std::ilogb(p) - 1 - int(rng() % 4));
       }
       break;
-    default: break;
+    default:
+      break;
   }
   return c;
 }
 
 }  // namespace
 
-TEST_CASE("fused step on lanes == the scalar step, lane by lane: device models, reducer specs, partial vectors, edges", "[random]") {
+TEST_CASE("fused step on lanes == the scalar step, lane by lane: device models, reducer specs, partial vectors, edges",
+          "[random]") {
   std::vector<std::tuple<std::string, sim::FusedAddSpec, sim::FusedAddSpec>> specs;  // name, spec, how data are drawn
   for (const std::string& name : sim::tensor_core_model_names())
     specs.push_back({name, sim::tensor_core_model(name), sim::tensor_core_model(name)});
@@ -554,16 +633,23 @@ TEST_CASE("fused step on lanes == the scalar step, lane by lane: device models, 
     s.products = n, s.fraction_bits = f, s.input = fp::fp64(), s.output = output, s.output_mode = mode;
     return s;
   };
-  const sim::FusedAddSpec fp32_data = variant("tc-h100-tf32", [](auto& s) { s.input_mode = Mode::rne; s.input = fp::fp32(); });
+  const sim::FusedAddSpec fp32_data = variant("tc-h100-tf32", [](auto& s) {
+    s.input_mode = Mode::rne;
+    s.input = fp::fp32();
+  });
   specs.push_back({"reducer fused(8,25) fp32 rz", reducer_spec(8, 25, fp::fp32(), Mode::rz), fp32_data});
-  specs.push_back({"reducer fused(32,13) e8m13 rz", reducer_spec(32, 13, fp::parse_format("e8m13"), Mode::rz), fp32_data});
+  specs.push_back(
+      {"reducer fused(32,13) e8m13 rz", reducer_spec(32, 13, fp::parse_format("e8m13"), Mode::rz), fp32_data});
   specs.push_back({"reducer fused(16,25) bf16 rne", reducer_spec(16, 25, fp::bf16(), Mode::rne), fp32_data});
   specs.push_back({"reducer fused(4,23) fp16 rd", reducer_spec(4, 23, fp::fp16(), Mode::rd), fp32_data});
   specs.push_back({"reducer fused(8,24) fp64 rne", reducer_spec(8, 24, fp::fp64(), Mode::rne), fp32_data});
   specs.push_back({"reducer fused(8,25) fp32 rne", reducer_spec(8, 25, fp::fp32(), Mode::rne), fp32_data});
-  specs.push_back({"reducer fused(64,48) fp32 rz (F too wide for doubles)", reducer_spec(64, 48, fp::fp32(), Mode::rz), fp32_data});
-  specs.push_back({"reducer fused(2,49) fp32 rz (widest F of the lane form)", reducer_spec(2, 49, fp::fp32(), Mode::rz), fp32_data});
-  specs.push_back({"fp64 in/out N4 F60", reducer_spec(4, 60, fp::fp64(), Mode::rz), variant("tc-v100", [](auto& s) { s.input = fp::fp64(); })});
+  specs.push_back(
+      {"reducer fused(64,48) fp32 rz (F too wide for doubles)", reducer_spec(64, 48, fp::fp32(), Mode::rz), fp32_data});
+  specs.push_back({"reducer fused(2,49) fp32 rz (widest F of the lane form)", reducer_spec(2, 49, fp::fp32(), Mode::rz),
+                   fp32_data});
+  specs.push_back({"fp64 in/out N4 F60", reducer_spec(4, 60, fp::fp64(), Mode::rz),
+                   variant("tc-v100", [](auto& s) { s.input = fp::fp64(); })});
   const auto floor = variant("tc-v100", [](auto& s) { s.truncation = sim::AlignedTruncation::toward_minus_infinity; });
   specs.push_back({"tc-v100 floor", floor, floor});
   const auto outside = variant("tc-a100", [](auto& s) { s.accumulator_in_alignment = false; });
@@ -585,9 +671,11 @@ TEST_CASE("fused step on lanes == the scalar step, lane by lane: device models, 
       sim::fused_multiply_add_lanes(acc.data(), a.data(), b.data(), count, width, spec);
       for (size_t l = 0; l < width; ++l) {
         const double want = sim::fused_multiply_add(cases[l].acc, cases[l].a, cases[l].b, spec);
-        if (same_double(acc[l], want)) log.pass();
-        else log.fail(show_case(cases[l]) + " (lane " + std::to_string(l) + " of " + std::to_string(width) +
-                      "): expected " + show(want) + ", got " + show(acc[l]));
+        if (same_double(acc[l], want))
+          log.pass();
+        else
+          log.fail(show_case(cases[l]) + " (lane " + std::to_string(l) + " of " + std::to_string(width) +
+                   "): expected " + show(want) + ", got " + show(acc[l]));
       }
     }
     log.require_none();
@@ -613,19 +701,23 @@ std::vector<double> random_accumulators(std::mt19937_64& rng, const sim::FusedAd
 // Every output of a tile (acc, from before) against the scalar step on its factors a_at(r, t), b_at(t, c).
 template <class AAt, class BAt>
 void check_tile(MismatchLog& log, const std::vector<double>& before, const std::vector<double>& acc, size_t rows,
-                size_t cols, const std::vector<uint32_t>& terms, const sim::FusedAddSpec& spec, AAt&& a_at, BAt&& b_at) {
+                size_t cols, const std::vector<uint32_t>& terms, const sim::FusedAddSpec& spec, AAt&& a_at,
+                BAt&& b_at) {
   for (size_t r = 0; r < rows; ++r)
     for (size_t c = 0; c < cols; ++c) {
       Case one{before[r * cols + c], {}, {}};
       for (uint32_t t : terms) one.a.push_back(a_at(r, t)), one.b.push_back(b_at(t, c));
       const double want = sim::fused_multiply_add(one.acc, one.a, one.b, spec);
-      if (same_double(acc[r * cols + c], want)) log.pass();
-      else log.fail(show_case(one) + ": expected " + show(want) + ", got " + show(acc[r * cols + c]));
+      if (same_double(acc[r * cols + c], want))
+        log.pass();
+      else
+        log.fail(show_case(one) + ": expected " + show(want) + ", got " + show(acc[r * cols + c]));
     }
 }
 }  // namespace
 
-TEST_CASE("fused step on a GEMM tile == the scalar step per output: fp32 factors, term lists, partial rows, specials", "[random]") {
+TEST_CASE("fused step on a GEMM tile == the scalar step per output: fp32 factors, term lists, partial rows, specials",
+          "[random]") {
   auto spec_of = [](int n, int f, fp::Format input, fp::Format output, Mode mode) {
     sim::FusedAddSpec s;
     s.products = n, s.fraction_bits = f, s.input = input, s.output = output, s.output_mode = mode;
@@ -642,7 +734,10 @@ TEST_CASE("fused step on a GEMM tile == the scalar step per output: fp32 factors
       {"tc-h100-bf16 (bf16 conversion)", sim::tensor_core_model("tc-h100-bf16")},
       {"tc-h100-fp16 (fp16 conversion: overflow, fp16 subnormals)", sim::tensor_core_model("tc-h100-fp16")},
       {"tc-v100 (fp16 conversion, 4 products)", sim::tensor_core_model("tc-v100")}};
-  const sim::FusedAddSpec fp32_data = variant("tc-h100-tf32", [](auto& s) { s.input_mode = Mode::rne; s.input = fp::fp32(); });
+  const sim::FusedAddSpec fp32_data = variant("tc-h100-tf32", [](auto& s) {
+    s.input_mode = Mode::rne;
+    s.input = fp::fp32();
+  });
   // Named members, not a structured binding: the lambdas below capture spec, which C++20
   // allows for bindings only from clang 16 on.
   for (const auto& named : specs) {
@@ -665,8 +760,9 @@ TEST_CASE("fused step on a GEMM tile == the scalar step per output: fp32 factors
       std::vector<double> acc = random_accumulators(rng, spec, rows * cols);
       const std::vector<double> before = acc;
       sim::fused_multiply_add_tile(acc.data(), rows, cols, a.data(), k, b.data(), cols, terms, spec);
-      check_tile(log, before, acc, rows, cols, terms, spec, [&](size_t r, uint32_t t) { return a[r * k + t]; },
-                 [&](uint32_t t, size_t c) { return b[t * cols + c]; });
+      check_tile(
+          log, before, acc, rows, cols, terms, spec, [&](size_t r, uint32_t t) { return a[r * k + t]; },
+          [&](uint32_t t, size_t c) { return b[t * cols + c]; });
     }
     log.require_none();
   }
@@ -674,12 +770,24 @@ TEST_CASE("fused step on a GEMM tile == the scalar step per output: fp32 factors
 
 TEST_CASE("FusedFactors: a GEMM's factors prepared once, any tile of it == the scalar step per output", "[random]") {
   const std::pair<std::string, sim::FusedAddSpec> specs[] = {
-      {"engine's fused(8,25) (fp64 input, fp32 rz)", [] { sim::FusedAddSpec s; s.products = 8, s.fraction_bits = 25, s.input = fp::fp64(); return s; }()},
+      {"engine's fused(8,25) (fp64 input, fp32 rz)",
+       [] {
+         sim::FusedAddSpec s;
+         s.products = 8, s.fraction_bits = 25, s.input = fp::fp64();
+         return s;
+       }()},
       {"tc-h100-tf32", sim::tensor_core_model("tc-h100-tf32")},
       {"tc-a100-bf16", sim::tensor_core_model("tc-a100-bf16")},
       {"tc-h100-fp16", sim::tensor_core_model("tc-h100-fp16")},
-      {"fused(32,13) e8m13 output (not the tile form)", [] { sim::FusedAddSpec s; s.products = 32, s.fraction_bits = 13, s.input = fp::fp64(), s.output = fp::parse_format("e8m13"); return s; }()}};
-  const sim::FusedAddSpec fp32_data = variant("tc-h100-tf32", [](auto& s) { s.input_mode = Mode::rne; s.input = fp::fp32(); });
+      {"fused(32,13) e8m13 output (not the tile form)", [] {
+         sim::FusedAddSpec s;
+         s.products = 32, s.fraction_bits = 13, s.input = fp::fp64(), s.output = fp::parse_format("e8m13");
+         return s;
+       }()}};
+  const sim::FusedAddSpec fp32_data = variant("tc-h100-tf32", [](auto& s) {
+    s.input_mode = Mode::rne;
+    s.input = fp::fp32();
+  });
   for (const auto& [name, spec] : specs) {
     MismatchLog log("FusedFactors " + name);
     std::mt19937_64 rng(std::hash<std::string>{}(name) + 11);
@@ -699,8 +807,9 @@ TEST_CASE("FusedFactors: a GEMM's factors prepared once, any tile of it == the s
         std::vector<double> acc = random_accumulators(rng, spec, rows * cols);
         const std::vector<double> before = acc;
         factors.tile(acc.data(), row0, rows, col0, cols, terms, spec);
-        check_tile(log, before, acc, rows, cols, terms, spec, [&](size_t r, uint32_t t) { return a[(row0 + r) * k + t]; },
-                   [&](uint32_t t, size_t c) { return b[t * n + col0 + c]; });
+        check_tile(
+            log, before, acc, rows, cols, terms, spec, [&](size_t r, uint32_t t) { return a[(row0 + r) * k + t]; },
+            [&](uint32_t t, size_t c) { return b[t * n + col0 + c]; });
       }
     }
     log.require_none();
@@ -710,16 +819,21 @@ TEST_CASE("FusedFactors: a GEMM's factors prepared once, any tile of it == the s
   const sim::FusedFactors factors(a.data(), b.data(), 2, 2, 2, sim::tensor_core_model("tc-h100-tf32"));
   std::vector<double> acc(4);
   const std::vector<uint32_t> terms = {0, 1};
-  CHECK_THROWS_AS(factors.tile(acc.data(), 0, 2, 0, 2, terms, sim::tensor_core_model("tc-h100-bf16")), std::invalid_argument);
-  CHECK_THROWS_AS(factors.tile(acc.data(), 1, 2, 0, 2, terms, sim::tensor_core_model("tc-h100-tf32")), std::invalid_argument);
+  CHECK_THROWS_AS(factors.tile(acc.data(), 0, 2, 0, 2, terms, sim::tensor_core_model("tc-h100-bf16")),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(factors.tile(acc.data(), 1, 2, 0, 2, terms, sim::tensor_core_model("tc-h100-tf32")),
+                  std::invalid_argument);
 }
 
-TEST_CASE("fp32 narrowing on bit patterns == fp::round_double: tf32 truncated, bf16 to nearest even, every exponent and sign", "[exhaustive]") {
+TEST_CASE(
+    "fp32 narrowing on bit patterns == fp::round_double: tf32 truncated, bf16 to nearest even, every exponent and sign",
+    "[exhaustive]") {
   // Every value of the high 16 bits (sign, exponent, 7 fraction bits) with low halves that hit
   // every rounding case: zero, just under/at/over one half (a tie for bf16), all ones, and tf32's
   // 13-bit boundary patterns; plus seeded random low halves.
   std::mt19937 g(23);
-  std::vector<uint32_t> lows = {0x0000, 0x0001, 0x1FFF, 0x2000, 0x2001, 0x7FFF, 0x8000, 0x8001, 0xC000, 0xDFFF, 0xE000, 0xFFFF};
+  std::vector<uint32_t> lows = {0x0000, 0x0001, 0x1FFF, 0x2000, 0x2001, 0x7FFF,
+                                0x8000, 0x8001, 0xC000, 0xDFFF, 0xE000, 0xFFFF};
   for (int i = 0; i < 8; ++i) lows.push_back(g() & 0xFFFF);
   size_t checked = 0, tf32_bad = 0, bf16_bad = 0;
   for (uint32_t high = 0; high <= 0xFFFF; ++high)
@@ -729,7 +843,8 @@ TEST_CASE("fp32 narrowing on bit patterns == fp::round_double: tf32 truncated, b
       const double bf16 = fp::round_double(x, fp::bf16(), {fp::Mode::rne}).value;
       const float t = sim::fp32_to_tf32_rz(x), b = sim::fp32_to_bf16_rne(x);
       auto same = [](double want, float got) {
-        return std::isnan(want) ? std::isnan(got) : std::bit_cast<uint64_t>(want) == std::bit_cast<uint64_t>(double(got));
+        return std::isnan(want) ? std::isnan(got)
+                                : std::bit_cast<uint64_t>(want) == std::bit_cast<uint64_t>(double(got));
       };
       tf32_bad += !same(tf32, t);
       bf16_bad += !same(bf16, b);

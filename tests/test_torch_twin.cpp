@@ -115,7 +115,9 @@ TEST_CASE("torch twin: fplab's initial weights map onto LibTorch's layouts and b
   CHECK(map[9].torch_shape == std::vector<int64_t>{10});
 }
 
-TEST_CASE("torch twin: mlp 784-128-10, SGD(0.05, momentum 0.9, wd 5e-4), batch 64: fplab seq == LibTorch up to reduction order") {
+TEST_CASE(
+    "torch twin: mlp 784-128-10, SGD(0.05, momentum 0.9, wd 5e-4), batch 64: fplab seq == LibTorch up to reduction "
+    "order") {
   const auto one = train(run("mlp", "sgd", 1), data());
   const auto twin_one = twin_run(run("mlp", "sgd", 1));
   const double first_loss = relative(one.train_loss, twin_one.losses.at(0));
@@ -128,9 +130,10 @@ TEST_CASE("torch twin: mlp 784-128-10, SGD(0.05, momentum 0.9, wd 5e-4), batch 6
   const double w = distance(five.weights, twin_five.weights), w_lib = distance(five.weights, libtorch_five.weights);
   const double loss5 = relative(five.train_loss, mean(twin_five.losses));
   const double same = agreement(five.predictions, twin_five.predictions);
-  std::printf("torch_twin mlp sgd: first loss %.3g, mean loss of 5 steps %.3g, weights after 5 steps %.3g "
-              "(torch::optim::SGD %.3g), same test predictions %.4f\n",
-              first_loss, loss5, w, w_lib, same);
+  std::printf(
+      "torch_twin mlp sgd: first loss %.3g, mean loss of 5 steps %.3g, weights after 5 steps %.3g "
+      "(torch::optim::SGD %.3g), same test predictions %.4f\n",
+      first_loss, loss5, w, w_lib, same);
   CHECK(loss5 <= 1e-6);
   CHECK(w <= 1e-5);
   CHECK(w_lib <= 1e-5);
@@ -149,7 +152,8 @@ TEST_CASE("torch twin: mlp 784-128-10, Adam(1e-3, wd 5e-4), batch 64: fplab seq 
   CHECK(w_lib <= 1e-5);
 }
 
-TEST_CASE("torch twin: dropout 0.5, augmentation (pad 2, flip) and an order seed draw the same masks, crops and batches") {
+TEST_CASE(
+    "torch twin: dropout 0.5, augmentation (pad 2, flip) and an order seed draw the same masks, crops and batches") {
   for (const char* model : {"mlp", "small_cnn"}) {
     TrainConfig c = run(model, "sgd", 5);
     c.model.dropout = 0.5;
@@ -159,15 +163,16 @@ TEST_CASE("torch twin: dropout 0.5, augmentation (pad 2, flip) and an order seed
     const auto fplab = train(c, data());
     const auto torch = twin_run(c);
     const double w = distance(fplab.weights, torch.weights), loss = relative(fplab.train_loss, mean(torch.losses));
-    std::printf("torch_twin %s with dropout, augmentation, order seed: weights after 5 steps %.3g, mean loss %.3g\n", model, w,
-                loss);
+    std::printf("torch_twin %s with dropout, augmentation, order seed: weights after 5 steps %.3g, mean loss %.3g\n",
+                model, w, loss);
     // One mask, crop or example out of place moves the weights by ~1e-3 or more.
     CHECK(w <= 1e-5);
     CHECK(loss <= 1e-6);
   }
 }
 
-TEST_CASE("torch twin: small_cnn_bn, SGD(0.05, momentum 0.9, wd 5e-4), batch 64: fplab == LibTorch up to reduction order") {
+TEST_CASE(
+    "torch twin: small_cnn_bn, SGD(0.05, momentum 0.9, wd 5e-4), batch 64: fplab == LibTorch up to reduction order") {
   // One step: no decision has flipped yet.
   const auto seq1 = train(run("small_cnn_bn", "sgd", 1), data());
   const auto exact1 = train(run("small_cnn_bn", "sgd", 1, "exact"), data());
@@ -177,9 +182,10 @@ TEST_CASE("torch twin: small_cnn_bn, SGD(0.05, momentum 0.9, wd 5e-4), batch 64:
   const double w1_exact = distance(exact1.weights, twin1.weights), w1_seq = distance(seq1.weights, twin1.weights);
   const double w1_seq_exact = distance(seq1.weights, exact1.weights);
   const double running = distance(exact1.buffers, twin1.buffers);
-  std::printf("torch_twin small_cnn_bn sgd, 1 step: first loss vs seq %.3g, vs exact %.3g; weights vs exact %.3g, "
-              "vs seq %.3g (fplab seq vs exact %.3g); running statistics vs exact %.3g\n",
-              loss_seq, loss_exact, w1_exact, w1_seq, w1_seq_exact, running);
+  std::printf(
+      "torch_twin small_cnn_bn sgd, 1 step: first loss vs seq %.3g, vs exact %.3g; weights vs exact %.3g, "
+      "vs seq %.3g (fplab seq vs exact %.3g); running statistics vs exact %.3g\n",
+      loss_seq, loss_exact, w1_exact, w1_seq, w1_seq_exact, running);
   CHECK(loss_seq <= 1e-5);
   CHECK(loss_exact <= 1e-6);
   CHECK(w1_exact <= 1e-6);
@@ -192,12 +198,14 @@ TEST_CASE("torch twin: small_cnn_bn, SGD(0.05, momentum 0.9, wd 5e-4), batch 64:
   const auto gpu5 = train(run("small_cnn_bn", "sgd", 5, "gpu"), data());
   const auto twin5 = twin_run(run("small_cnn_bn", "sgd", 5));
   const auto libtorch5 = twin_run(run("small_cnn_bn", "sgd", 5), twin::UpdateRule::libtorch);
-  const double spread_accurate = distance(exact5.weights, gpu5.weights), spread_seq = distance(exact5.weights, seq5.weights);
+  const double spread_accurate = distance(exact5.weights, gpu5.weights),
+               spread_seq = distance(exact5.weights, seq5.weights);
   const double w5_exact = distance(exact5.weights, twin5.weights), w5_seq = distance(seq5.weights, twin5.weights);
   const double w5_lib = distance(exact5.weights, libtorch5.weights);
-  std::printf("torch_twin small_cnn_bn sgd, 5 steps: weights vs exact %.3g (torch::optim::SGD %.3g), vs seq %.3g; "
-              "fplab exact vs gpu %.3g, exact vs seq %.3g; same test predictions as exact %.4f\n",
-              w5_exact, w5_lib, w5_seq, spread_accurate, spread_seq, agreement(exact5.predictions, twin5.predictions));
+  std::printf(
+      "torch_twin small_cnn_bn sgd, 5 steps: weights vs exact %.3g (torch::optim::SGD %.3g), vs seq %.3g; "
+      "fplab exact vs gpu %.3g, exact vs seq %.3g; same test predictions as exact %.4f\n",
+      w5_exact, w5_lib, w5_seq, spread_accurate, spread_seq, agreement(exact5.predictions, twin5.predictions));
   CHECK(w5_exact <= 2 * spread_accurate + 1e-6);
   CHECK(w5_lib <= 2 * spread_accurate + 1e-6);
   CHECK(w5_seq <= 2 * spread_seq + 1e-6);

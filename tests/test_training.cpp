@@ -62,7 +62,8 @@ TEST_CASE("training: exact arithmetic gives the same weights whatever the order 
   CHECK(a.weights_sha256 == c.weights_sha256);
   CHECK(a.predictions_sha256 == c.predictions_sha256);
   // ...while a nondeterministic order in fp32 does move the weights.
-  CHECK(train(small_run("atomic", 2, 1000), data()).weights_sha256 != train(small_run("atomic", 3, 1000), data()).weights_sha256);
+  CHECK(train(small_run("atomic", 2, 1000), data()).weights_sha256 !=
+        train(small_run("atomic", 3, 1000), data()).weights_sha256);
 }
 
 TEST_CASE("training: mlp (784-128-10, Adam 1e-3, batch 64) on a 10000-example subset reaches >= 80% in one epoch") {

@@ -77,7 +77,8 @@ struct StandIn {
     r.backend = options.deterministic ? "stand-in, deterministic" : "stand-in, default";
     r.weights = {1.0f, 2.0f, static_cast<float>(config.algo_seed)};
     r.predictions.resize(data.test.labels.size());
-    for (size_t i = 0; i < r.predictions.size(); ++i) r.predictions[i] = static_cast<uint8_t>((i + config.algo_seed) % 10);
+    for (size_t i = 0; i < r.predictions.size(); ++i)
+      r.predictions[i] = static_cast<uint8_t>((i + config.algo_seed) % 10);
     if (!options.deterministic) {
       r.predictions[calls % r.predictions.size()] ^= 1;
       r.weights[0] += 0.25f * static_cast<float>(calls);
@@ -143,7 +144,8 @@ TEST_CASE("twin replicas: seeds by variant, and the group's metrics against dire
           for (float x : stand_in.given[a].weights) na += double(x) * x;
           for (float x : stand_in.given[b].weights) nb += double(x) * x;
           for (size_t i = 0; i < 3; ++i) {
-            const double t = stand_in.given[a].weights[i] / std::sqrt(na) - stand_in.given[b].weights[i] / std::sqrt(nb);
+            const double t =
+                stand_in.given[a].weights[i] / std::sqrt(na) - stand_in.given[b].weights[i] / std::sqrt(nb);
             d += t * t;
           }
           l2 += std::sqrt(d);
@@ -170,8 +172,8 @@ TEST_CASE("torch_churn: options reach the trainer; CUBLAS_WORKSPACE_CONFIG only 
     unsetenv("CUBLAS_WORKSPACE_CONFIG");
     StandIn stand_in;
     std::string err;
-    REQUIRE(run_program({recipe, "--replicas", "2", "--tf32", "cudnn", "--threads", "3", "--quiet"}, std::ref(stand_in), true,
-                        &err) == 0);
+    REQUIRE(run_program({recipe, "--replicas", "2", "--tf32", "cudnn", "--threads", "3", "--quiet"}, std::ref(stand_in),
+                        true, &err) == 0);
     REQUIRE(stand_in.asked.size() == 4);
     for (size_t i = 0; i < 4; ++i) {
       CHECK(stand_in.asked[i].device == models::torch_twin::Device::cuda);
@@ -186,8 +188,8 @@ TEST_CASE("torch_churn: options reach the trainer; CUBLAS_WORKSPACE_CONFIG only 
   {
     unsetenv("CUBLAS_WORKSPACE_CONFIG");
     StandIn stand_in;
-    REQUIRE(run_program({recipe, "--replicas", "2", "--modes", "default", "--tf32", "all", "--quiet"}, std::ref(stand_in),
-                        true) == 0);
+    REQUIRE(run_program({recipe, "--replicas", "2", "--modes", "default", "--tf32", "all", "--quiet"},
+                        std::ref(stand_in), true) == 0);
     REQUIRE(stand_in.asked.size() == 2);
     CHECK(stand_in.asked[0].tf32_cublas);
     CHECK(stand_in.asked[0].tf32_cudnn);
@@ -210,7 +212,8 @@ TEST_CASE("torch_churn: runs the modes, prints the table, writes --json whole") 
   const std::string json_path = (dir / "real.json").string();
   StandIn stand_in;
   std::string err;
-  const int rc = run_program({recipe, "--replicas", "3", "--json", json_path, "--quiet"}, std::ref(stand_in), true, &err);
+  const int rc =
+      run_program({recipe, "--replicas", "3", "--json", json_path, "--quiet"}, std::ref(stand_in), true, &err);
   INFO(err);
   REQUIRE(rc == 0);
   CHECK(stand_in.calls == 6);  // default, then deterministic
@@ -241,7 +244,9 @@ TEST_CASE("torch_churn: bad input is one line on stderr, exit code 2, no result 
   };
   const std::vector<Case> cases = {
       {{recipe, "--json", json_path}, false, "no CUDA device"},
-      {{recipe, "--device", "cpu", "--data-dir", "/nonexistent/fashion", "--json", json_path}, true, "/nonexistent/fashion"},
+      {{recipe, "--device", "cpu", "--data-dir", "/nonexistent/fashion", "--json", json_path},
+       true,
+       "/nonexistent/fashion"},
       {{recipe, "--modes", "default,fast"}, true, "--modes"},
       {{recipe, "--replicas", "1"}, true, "--replicas"},
       {{recipe, "--device", "cpu", "--tf32", "cudnn"}, false, "TF32"},

@@ -119,8 +119,9 @@ TEST_CASE("safe_file_stem: plain names unchanged, anything else made safe and ke
   CHECK(safe_file_stem("quick") == "quick");
   CHECK(safe_file_stem("noise_sources-v2.1") == "noise_sources-v2.1");
   std::set<std::string> seen;
-  for (const std::string& text : std::vector<std::string>{"../../etc/passwd", "..", ".", "", "/", "a/b", "a b", "x';touch y;'", "new\nline", ".hidden",
-                           "profiles/h100.toml", "other/h100.toml", std::string(300, 'a'), "é"}) {
+  for (const std::string& text :
+       std::vector<std::string>{"../../etc/passwd", "..", ".", "", "/", "a/b", "a b", "x';touch y;'", "new\nline",
+                                ".hidden", "profiles/h100.toml", "other/h100.toml", std::string(300, 'a'), "é"}) {
     const std::string stem = safe_file_stem(text);
     INFO(text << " -> " << stem);
     CHECK(!stem.empty());
@@ -128,7 +129,8 @@ TEST_CASE("safe_file_stem: plain names unchanged, anything else made safe and ke
     CHECK(stem != ".");
     CHECK(stem != "..");
     CHECK(stem.front() != '.');
-    CHECK(stem.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == std::string::npos);
+    CHECK(stem.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") ==
+          std::string::npos);
     CHECK(seen.insert(stem).second);  // distinct texts, distinct stems
   }
   CHECK(safe_file_stem("profiles/h100.toml").rfind("h100-", 0) == 0);  // readable

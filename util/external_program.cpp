@@ -51,7 +51,8 @@ bool program_on_path(const std::string& program) {
 ProgramResult run_program(const std::string& program, const std::vector<std::string>& arguments,
                           const std::string& working_folder) {
   SpawnResources r;
-  if (::pipe2(r.pipe_fds, O_CLOEXEC) != 0) throw std::runtime_error(program + ": cannot make a pipe: " + std::strerror(errno));
+  if (::pipe2(r.pipe_fds, O_CLOEXEC) != 0)
+    throw std::runtime_error(program + ": cannot make a pipe: " + std::strerror(errno));
   if (posix_spawn_file_actions_init(&r.actions) != 0) throw std::runtime_error(program + ": cannot start");
   r.actions_made = true;
   posix_spawn_file_actions_addopen(&r.actions, 0, "/dev/null", O_RDONLY, 0);

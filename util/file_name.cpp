@@ -23,7 +23,8 @@ bool plain_name(std::string_view text) {
 std::string safe_file_stem(std::string_view text) {
   if (plain_name(text)) return std::string(text);
   std::string_view readable = text;
-  if (const size_t slash = readable.find_last_of('/'); slash != std::string_view::npos) readable.remove_prefix(slash + 1);
+  if (const size_t slash = readable.find_last_of('/'); slash != std::string_view::npos)
+    readable.remove_prefix(slash + 1);
   if (readable.ends_with(".toml")) readable.remove_suffix(5);
   std::string stem;
   for (char c : readable) {

@@ -22,7 +22,9 @@ bool every_update() {
 Progress::Progress(bool enabled, double plain_interval_seconds, double delay_seconds)
     : enabled_(enabled),
       terminal_(isatty(fileno(stderr)) != 0),
-      interval_(every_update() ? 0 : terminal_ ? 0.1 : plain_interval_seconds),
+      interval_(every_update() ? 0
+                : terminal_    ? 0.1
+                               : plain_interval_seconds),
       delay_(every_update() ? 0 : delay_seconds),
       started_(clock::now()) {}
 

@@ -36,9 +36,9 @@ class Progress {
   bool enabled_, terminal_;
   double interval_, delay_;
   clock::time_point started_, last_shown_;
-  bool shown_ = false;       // some update was written
-  size_t line_length_ = 0;   // of the in-place line now on the terminal (0: none)
-  std::mutex mutex_;         // updates may come from worker threads
+  bool shown_ = false;      // some update was written
+  size_t line_length_ = 0;  // of the in-place line now on the terminal (0: none)
+  std::mutex mutex_;        // updates may come from worker threads
 };
 
 }  // namespace fplab::util

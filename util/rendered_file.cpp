@@ -18,7 +18,9 @@ const char* const kRenderFolderPrefix = ".fplab-render-";
 
 namespace {
 
-std::string ends_of(const std::string& bytes, size_t n) { return bytes.size() <= n ? bytes : bytes.substr(bytes.size() - n); }
+std::string ends_of(const std::string& bytes, size_t n) {
+  return bytes.size() <= n ? bytes : bytes.substr(bytes.size() - n);
+}
 
 // Removes the private folder whatever way render_to leaves.
 struct PrivateFolder {
@@ -54,8 +56,10 @@ bool looks_complete(const std::string& name, const std::string& bytes) {
     static const std::string iend("\0\0\0\0IEND\xae\x42\x60\x82", 12);
     return bytes.size() >= 20 && bytes.compare(0, 8, signature) == 0 && ends_of(bytes, 12) == iend;
   }
-  if (extension == ".svg") return bytes.find("<svg") != std::string::npos && ends_of(bytes, 64).find("</svg>") != std::string::npos;
-  if (extension == ".pdf") return bytes.rfind("%PDF", 0) == 0 && ends_of(bytes, 1024).find("%%EOF") != std::string::npos;
+  if (extension == ".svg")
+    return bytes.find("<svg") != std::string::npos && ends_of(bytes, 64).find("</svg>") != std::string::npos;
+  if (extension == ".pdf")
+    return bytes.rfind("%PDF", 0) == 0 && ends_of(bytes, 1024).find("%%EOF") != std::string::npos;
   return !bytes.empty();
 }
 
@@ -66,8 +70,7 @@ void render_to(const std::string& path, const RenderJob& job) {
   const fs::path folder = target.has_parent_path() ? target.parent_path() : fs::path(".");
   std::string pattern = (folder / (std::string(kRenderFolderPrefix) + "XXXXXX")).string();
   PrivateFolder work;
-  if (::mkdtemp(pattern.data()) == nullptr)
-    throw RenderError(path + ": cannot write: " + std::strerror(errno));
+  if (::mkdtemp(pattern.data()) == nullptr) throw RenderError(path + ": cannot write: " + std::strerror(errno));
   work.path = pattern;
   for (const auto& [name, contents] : job.inputs) {
     std::ofstream out(work.path + "/" + name, std::ios::binary);
@@ -106,8 +109,8 @@ size_t remove_interrupted_renders(const std::string& folder) {
   for (const auto& entry : fs::directory_iterator(folder, error)) {
     const std::string name = entry.path().filename().string();
     const bool render = name.rfind(kRenderFolderPrefix, 0) == 0 && entry.is_directory(error);
-    const bool partial = name.size() > 1 && name[0] == '.' && name.find(".tmp.") != std::string::npos &&
-                         entry.is_regular_file(error);
+    const bool partial =
+        name.size() > 1 && name[0] == '.' && name.find(".tmp.") != std::string::npos && entry.is_regular_file(error);
     if (!render && !partial) continue;
     std::error_code ignored;
     if (fs::remove_all(entry.path(), ignored) > 0) ++removed;

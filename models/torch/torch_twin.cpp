@@ -89,7 +89,8 @@ Twin make_twin(Model<float>& model, const ModelSpec& spec, at::Device device) {
     t.index = i;
     if (t.kind == Kind::conv2d) {
       size_t cin = 0, cout = 0, kh = 0, kw = 0, stride = 0, pad = 0;
-      if (std::sscanf(d.c_str(), "conv2d(%zu->%zu, %zux%zu, stride %zu, pad %zu)", &cin, &cout, &kh, &kw, &stride, &pad) != 6 ||
+      if (std::sscanf(d.c_str(), "conv2d(%zu->%zu, %zux%zu, stride %zu, pad %zu)", &cin, &cout, &kh, &kw, &stride,
+                      &pad) != 6 ||
           kh != kw)
         throw std::invalid_argument("torch twin: cannot read the convolution '" + d + "'");
       t.kernel = static_cast<int64_t>(kh);
@@ -127,17 +128,27 @@ Twin make_twin(Model<float>& model, const ModelSpec& spec, at::Device device) {
 at::Tensor forward(const Twin& twin, at::Tensor x, bool training, uint64_t algo_seed, uint64_t step) {
   for (const auto& l : twin.layers) {
     switch (l.kind) {
-      case Kind::linear: x = at::linear(x, l.weight, l.bias); break;
-      case Kind::conv2d: x = at::conv2d(x, l.weight, l.bias, {l.stride, l.stride}, {l.padding, l.padding}); break;
+      case Kind::linear:
+        x = at::linear(x, l.weight, l.bias);
+        break;
+      case Kind::conv2d:
+        x = at::conv2d(x, l.weight, l.bias, {l.stride, l.stride}, {l.padding, l.padding});
+        break;
       case Kind::batchnorm:
         x = at::batch_norm(x, l.weight, l.bias, l.running_mean, l.running_var, training, 0.1, 1e-5, false);
         break;
-      case Kind::relu: x = at::relu(x); break;
+      case Kind::relu:
+        x = at::relu(x);
+        break;
       case Kind::maxpool:  // fplab passes spatial sizes below 2 through
         if (x.size(2) >= 2 && x.size(3) >= 2) x = at::max_pool2d(x, {2, 2}, {2, 2});
         break;
-      case Kind::flatten: x = x.flatten(1); break;
-      case Kind::global_avg_pool: x = x.mean({2, 3}); break;
+      case Kind::flatten:
+        x = x.flatten(1);
+        break;
+      case Kind::global_avg_pool:
+        x = x.mean({2, 3});
+        break;
       case Kind::dropout:
         if (training && l.p > 0) {  // fplab's own mask (algorithmic noise), applied as fplab does: x * scale
           std::vector<uint8_t> keep(static_cast<size_t>(x.numel()));
@@ -205,7 +216,8 @@ class LibtorchUpdate {
  public:
   LibtorchUpdate(const OptimizerSpec& spec, const Twin& twin) : spec_(spec) {
     std::vector<at::Tensor> decayed, plain;
-    for (size_t i = 0; i < twin.parameters.size(); ++i) (twin.decayed[i] ? decayed : plain).push_back(twin.parameters[i]);
+    for (size_t i = 0; i < twin.parameters.size(); ++i)
+      (twin.decayed[i] ? decayed : plain).push_back(twin.parameters[i]);
     std::vector<torch::optim::OptimizerParamGroup> groups;
     for (int with_decay : {1, 0}) {
       auto& params = with_decay ? decayed : plain;
@@ -215,11 +227,11 @@ class LibtorchUpdate {
         groups.emplace_back(params, std::make_unique<torch::optim::SGDOptions>(
                                         torch::optim::SGDOptions(spec.lr).momentum(spec.momentum).weight_decay(wd)));
       else if (spec.kind == "adam")
-        groups.emplace_back(params, std::make_unique<torch::optim::AdamOptions>(
-                                        torch::optim::AdamOptions(spec.lr)
-                                            .betas(std::make_tuple(spec.beta1, spec.beta2))
-                                            .eps(spec.eps)
-                                            .weight_decay(wd)));
+        groups.emplace_back(
+            params, std::make_unique<torch::optim::AdamOptions>(torch::optim::AdamOptions(spec.lr)
+                                                                    .betas(std::make_tuple(spec.beta1, spec.beta2))
+                                                                    .eps(spec.eps)
+                                                                    .weight_decay(wd)));
       else
         throw std::invalid_argument("torch twin: unknown optimizer '" + spec.kind + "' (known: sgd, adam)");
     }
@@ -281,7 +293,8 @@ std::vector<uint8_t> predict(const Twin& twin, const ImageSet& set, at::Device d
   for (size_t start = 0; start < set.size(); start += batch) {
     const auto n = static_cast<int64_t>(std::min(batch, set.size() - start));
     const at::Tensor x =
-        at::from_blob(const_cast<float*>(set.image(start)), {n, set.channels, set.rows, set.cols}, at::kFloat).to(device);
+        at::from_blob(const_cast<float*>(set.image(start)), {n, set.channels, set.rows, set.cols}, at::kFloat)
+            .to(device);
     const at::Tensor labels = forward(twin, x, false, 0, 0).argmax(1).to(at::kCPU).contiguous();
     const int64_t* p = labels.data_ptr<int64_t>();
     for (int64_t i = 0; i < n; ++i) out.push_back(static_cast<uint8_t>(p[i]));
@@ -294,8 +307,9 @@ std::vector<uint8_t> predict(const Twin& twin, const ImageSet& set, at::Device d
 bool cuda_available(std::string* why) {
   if (!torch::cuda::is_available()) {
     if (why)
-      *why = std::string("no CUDA device for LibTorch ") + (at::hasCUDA() ? "(built with CUDA; no GPU visible)" :
-                                                           "(this LibTorch is built without CUDA: docs/torch.md, \"On a GPU\")");
+      *why = std::string("no CUDA device for LibTorch ") +
+             (at::hasCUDA() ? "(built with CUDA; no GPU visible)"
+                            : "(this LibTorch is built without CUDA: docs/torch.md, \"On a GPU\")");
     return false;
   }
   return true;
@@ -376,7 +390,8 @@ TwinResult train_on(const TrainConfig& config, const Dataset& data, const TwinOp
       make_batch(set, batch_examples, config.augmentation, config.algo_seed, epoch, data.background(), images.data(),
                  labels.data());
       const auto rows = static_cast<int64_t>(n);
-      const at::Tensor x = at::from_blob(images.data(), {rows, set.channels, set.rows, set.cols}, at::kFloat).to(device);
+      const at::Tensor x =
+          at::from_blob(images.data(), {rows, set.channels, set.rows, set.cols}, at::kFloat).to(device);
       at::Tensor target = at::empty({rows}, at::kLong);
       for (size_t i = 0; i < n; ++i) target.data_ptr<int64_t>()[i] = labels[i];
       target = target.to(device);

@@ -38,7 +38,7 @@ enum class UpdateRule {
 enum class Device { cpu, cuda };
 struct TwinOptions {
   Device device = Device::cpu;
-  int threads = 1;             // at::set_num_threads, and OpenBLAS's own pool where it is loaded
+  int threads = 1;  // at::set_num_threads, and OpenBLAS's own pool where it is loaded
   // CPU: at::globalContext().setDeterministicAlgorithms(deterministic, false). CUDA: also
   // cuDNN's deterministic algorithms (cudnn.deterministic), ops without a deterministic form only
   // warning; false is PyTorch's default mode (cuDNN may pick algorithms that accumulate with
@@ -47,12 +47,12 @@ struct TwinOptions {
   // caller's business (torch_churn sets it at its start), reported in TwinResult::backend.
   // Every flag is set on every call, so one call's settings never leak into the next.
   bool deterministic = true;
-  bool tf32_cublas = false;    // CUDA: cuBLAS may multiply in TF32 (PyTorch's default: no)
-  bool tf32_cudnn = false;     // CUDA: cuDNN may multiply in TF32 (PyTorch's default: yes)
+  bool tf32_cublas = false;  // CUDA: cuBLAS may multiply in TF32 (PyTorch's default: no)
+  bool tf32_cudnn = false;   // CUDA: cuDNN may multiply in TF32 (PyTorch's default: yes)
   UpdateRule update = UpdateRule::fplab;
-  size_t max_steps = 0;        // stop after this many optimizer steps (0: all epochs)
-  bool evaluate = true;        // predict the test set after the last step
-  BatchFn on_batch;            // after every step, as train()'s (epoch, batch, batches)
+  size_t max_steps = 0;  // stop after this many optimizer steps (0: all epochs)
+  bool evaluate = true;  // predict the test set after the last step
+  BatchFn on_batch;      // after every step, as train()'s (epoch, batch, batches)
 };
 
 struct TwinResult {
@@ -61,9 +61,9 @@ struct TwinResult {
   std::vector<float> buffers;        // BatchNorm running statistics, as TrainResult::buffers
   std::vector<uint8_t> predictions;  // test-set labels in order, evaluation mode, batches of 200
   double test_accuracy = 0;
-  std::vector<double> epoch_seconds; // the training loop of each epoch (batches, forward, backward, step)
+  std::vector<double> epoch_seconds;  // the training loop of each epoch (batches, forward, backward, step)
   size_t steps = 0;
-  std::string backend;               // what LibTorch computes with, e.g. "LibTorch 1.13.1, OpenBLAS, oneDNN, 1 thread"
+  std::string backend;  // what LibTorch computes with, e.g. "LibTorch 1.13.1, OpenBLAS, oneDNN, 1 thread"
 };
 
 // Whether this LibTorch can run the twin on a CUDA device; if not, *why says so in one line.
@@ -84,6 +84,7 @@ struct ParameterMapping {
   std::vector<int64_t> torch_shape;  // e.g. {C_out, C, kh, kw}
   bool transposed = false;           // torch = fplab^T (then reshaped)
 };
-std::vector<ParameterMapping> parameter_mapping(const ModelSpec& spec, const std::vector<size_t>& input_shape = {1, 28, 28});
+std::vector<ParameterMapping> parameter_mapping(const ModelSpec& spec,
+                                                const std::vector<size_t>& input_shape = {1, 28, 28});
 
 }  // namespace fplab::models::torch_twin

@@ -31,10 +31,11 @@ Dims dims_of(const ConvGeometry& g) {
   if (g.kernel == 0 || g.stride == 0 || g.kernel > g.height + 2 * g.padding || g.kernel > g.width + 2 * g.padding)
     throw std::invalid_argument("convolution: kernel " + std::to_string(g.kernel) + ", stride " +
                                 std::to_string(g.stride) + " and padding " + std::to_string(g.padding) +
-                                " do not fit a " + std::to_string(g.height) + " x " + std::to_string(g.width) + " input");
+                                " do not fit a " + std::to_string(g.height) + " x " + std::to_string(g.width) +
+                                " input");
   auto i = [](size_t v) { return static_cast<int64_t>(v); };
-  return {i(g.batch),   i(g.channels), i(g.height), i(g.width), i(g.kernel),
-          i(g.stride),  i(g.padding),  i(g.out_h()), i(g.out_w()), i(g.taps())};
+  return {i(g.batch),  i(g.channels), i(g.height),  i(g.width),   i(g.kernel),
+          i(g.stride), i(g.padding),  i(g.out_h()), i(g.out_w()), i(g.taps())};
 }
 
 unsigned blocks_for(int64_t count) {

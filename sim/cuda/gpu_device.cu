@@ -12,13 +12,13 @@ __global__ void subnormal_probe(const float* in, float* out) {
   const float a = in[0], b = in[1], tiny = in[2], sub = in[3];
   const float shuffled = __shfl_down_sync(0xffffffffu, threadIdx.x == 1 ? sub : 0.0f, 1);
   if (threadIdx.x != 0) return;
-  out[0] = __fsub_rn(a, b);                   // 0x1p-127 unless FADD flushes
-  out[1] = __fmaf_rn(tiny, tiny, -0.0f);      // 0x1p-140 unless FFMA flushes
-  out[2] = __fmul_rn(tiny, tiny);             // 0x1p-140 unless FMUL flushes
+  out[0] = __fsub_rn(a, b);               // 0x1p-127 unless FADD flushes
+  out[1] = __fmaf_rn(tiny, tiny, -0.0f);  // 0x1p-140 unless FFMA flushes
+  out[2] = __fmul_rn(tiny, tiny);         // 0x1p-140 unless FMUL flushes
   out[3] = shuffled;
-  atomicAdd(&out[4], sub);                    // out[4] = -0 before
-  atomicAdd(&out[5], in[4]);                  // out[5] = 0x1p-126 before, in[4] = -0x1p-127
-  atomicAdd(&out[6], in[5]);                  // out[6] = -0 before, in[5] = -0
+  atomicAdd(&out[4], sub);    // out[4] = -0 before
+  atomicAdd(&out[5], in[4]);  // out[5] = 0x1p-126 before, in[4] = -0x1p-127
+  atomicAdd(&out[6], in[5]);  // out[6] = -0 before, in[5] = -0
 }
 
 }  // namespace
@@ -27,8 +27,10 @@ bool device_available(std::string* why) {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess || count == 0) {
-    if (why) *why = status == cudaSuccess || status == cudaErrorNoDevice ? "no CUDA device"
-                                                                        : std::string("no CUDA device (") + cudaGetErrorString(status) + ")";
+    if (why)
+      *why = status == cudaSuccess || status == cudaErrorNoDevice
+                 ? "no CUDA device"
+                 : std::string("no CUDA device (") + cudaGetErrorString(status) + ")";
     cudaGetLastError();  // clear the sticky status for whoever asks next
     return false;
   }
@@ -57,9 +59,10 @@ DeviceInfo device_info() {
 
 std::string DeviceInfo::describe() const {
   char text[256];
-  std::snprintf(text, sizeof text, "%s, sm_%d%d, %d SMs, %.1f GiB, %d MB L2, driver CUDA %d.%d, runtime %d.%d", name.c_str(),
-                cc_major, cc_minor, sm_count, static_cast<double>(global_memory) / (1 << 30), l2_bytes >> 20,
-                driver_version / 1000, driver_version % 1000 / 10, runtime_version / 1000, runtime_version % 1000 / 10);
+  std::snprintf(text, sizeof text, "%s, sm_%d%d, %d SMs, %.1f GiB, %d MB L2, driver CUDA %d.%d, runtime %d.%d",
+                name.c_str(), cc_major, cc_minor, sm_count, static_cast<double>(global_memory) / (1 << 30),
+                l2_bytes >> 20, driver_version / 1000, driver_version % 1000 / 10, runtime_version / 1000,
+                runtime_version % 1000 / 10);
   return text;
 }
 

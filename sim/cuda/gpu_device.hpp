@@ -31,12 +31,12 @@ DeviceInfo device_info();
 // What the device's fp32 arithmetic does with subnormals, measured on values only known at run
 // time (no constant folding): each is true when the subnormal result survives.
 struct SubnormalProbe {
-  bool add = false;           // 0x1.8p-126 - 0x1p-126 == 0x1p-127 through FADD
-  bool fma = false;           // fmaf(0x1p-70, 0x1p-70, -0) == 0x1p-140
-  bool mul = false;           // 0x1p-70 * 0x1p-70 == 0x1p-140 through FMUL
-  bool shuffle = false;       // a subnormal passes __shfl_down_sync unchanged
-  bool atomic_input = false;   // atomicAdd(&x (= -0), 0x1p-140) leaves x == 0x1p-140
-  bool atomic_result = false;  // atomicAdd(&x (= 0x1p-126), -0x1p-127) leaves x == 0x1p-127
+  bool add = false;                   // 0x1.8p-126 - 0x1p-126 == 0x1p-127 through FADD
+  bool fma = false;                   // fmaf(0x1p-70, 0x1p-70, -0) == 0x1p-140
+  bool mul = false;                   // 0x1p-70 * 0x1p-70 == 0x1p-140 through FMUL
+  bool shuffle = false;               // a subnormal passes __shfl_down_sync unchanged
+  bool atomic_input = false;          // atomicAdd(&x (= -0), 0x1p-140) leaves x == 0x1p-140
+  bool atomic_result = false;         // atomicAdd(&x (= 0x1p-126), -0x1p-127) leaves x == 0x1p-127
   bool atomic_negative_zero = false;  // atomicAdd(&x (= -0), -0) leaves x == -0, as IEEE addition does
 };
 SubnormalProbe probe_subnormals();

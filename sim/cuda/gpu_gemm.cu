@@ -111,8 +111,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm<O>)
       const int r = row0 + ty + 16 * i, c = col0 + tx + 16 * j;
       if (r >= m || c >= n) continue;
       const int64_t at = static_cast<int64_t>(r) * n + c;
-      if constexpr (O == Out::atomic) atomicAdd(out + at, acc[i][j]);
-      else if constexpr (!kSerial<O>) parts[bz * mn + at] = acc[i][j];
+      if constexpr (O == Out::atomic)
+        atomicAdd(out + at, acc[i][j]);
+      else if constexpr (!kSerial<O>)
+        parts[bz * mn + at] = acc[i][j];
     }
   if constexpr (kSerial<O>) {
     // One thread acquires the tile's flag and, after the block's stores and a barrier, releases
@@ -230,8 +232,10 @@ template <int N>
 __global__ void combine_tree(const float* __restrict__ parts, float* __restrict__ c, int64_t mn, int count) {
   const int64_t at = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (at >= mn) return;
-  if constexpr (N > 0) c[at] = tree_fixed<N>(parts, mn, at, 0);
-  else c[at] = tree_sum(parts, mn, at, 0, count);
+  if constexpr (N > 0)
+    c[at] = tree_fixed<N>(parts, mn, at, 0);
+  else
+    c[at] = tree_sum(parts, mn, at, 0, count);
 }
 
 __global__ void combine_in_order(const float* __restrict__ parts, float* __restrict__ c, int64_t mn, int count) {
@@ -357,10 +361,14 @@ void GpuGemm::launch(const GemmPlan& plan) {
 
 const char* GpuGemm::form_name(OrderedForm form) {
   switch (form) {
-    case OrderedForm::by_shape: return "by shape";
-    case OrderedForm::last_folds: return "last folds";
-    case OrderedForm::two_passes: return "two passes";
-    case OrderedForm::serial: return "serial";
+    case OrderedForm::by_shape:
+      return "by shape";
+    case OrderedForm::last_folds:
+      return "last folds";
+    case OrderedForm::two_passes:
+      return "two passes";
+    case OrderedForm::serial:
+      return "serial";
   }
   return "?";
 }
@@ -426,8 +434,8 @@ std::vector<GpuGemmProbe::SerialBlock> GpuGemmProbe::serial_timeline(GpuGemm& g,
                   static_cast<unsigned>(count));
   const size_t blocks = static_cast<size_t>(grid.x) * grid.y * grid.z;
   grow(g.parts_, g.parts_capacity_, 12 * blocks);  // 6 unsigned long long a block
-  gemm_fma_chains<Out::serial_timed><<<grid, kThreads>>>(g.a_, g.b_, g.c_, static_cast<int>(m), static_cast<int>(n), kk,
-                                                          chunk, g.parts_, g.tickets_);
+  gemm_fma_chains<Out::serial_timed>
+      <<<grid, kThreads>>>(g.a_, g.b_, g.c_, static_cast<int>(m), static_cast<int>(n), kk, chunk, g.parts_, g.tickets_);
   FPLAB_CUDA_LAUNCHED("gemm_fma_chains<serial_timed>");
   std::vector<unsigned long long> raw(6 * blocks);
   FPLAB_CUDA(cudaMemcpy(raw.data(), g.parts_, raw.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
@@ -435,11 +443,11 @@ std::vector<GpuGemmProbe::SerialBlock> GpuGemmProbe::serial_timeline(GpuGemm& g,
   const size_t tiles = static_cast<size_t>(grid.x) * grid.y;
   for (size_t b = 0; b < blocks; ++b) {
     const unsigned long long* r = &raw[6 * b];
-    out[b] = {static_cast<int>(b / tiles), static_cast<int>(b % tiles), r[0], r[1], r[3] - r[2], r[4] - r[3], r[5] - r[4]};
+    out[b] = {
+        static_cast<int>(b / tiles), static_cast<int>(b % tiles), r[0], r[1], r[3] - r[2], r[4] - r[3], r[5] - r[4]};
   }
   return out;
 }
-
 
 void gemm(const Schedule& schedule, const float* a, const float* b, float* c, GemmShape shape) {
   const GemmPlan plan = plan_gemm(schedule);

@@ -44,15 +44,20 @@ __device__ uint32_t pack(const uint32_t* p, int stride) {
 
 template <MmaInput In>
 __device__ void mma_sync(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-#define FPLAB_MMA(shape_types)                                                                    \
+#define FPLAB_MMA(shape_types)                                                                          \
   asm volatile("mma.sync.aligned." shape_types " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};" \
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                   \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                         \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]))
-  if constexpr (In == MmaInput::tf32) FPLAB_MMA("m16n8k8.row.col.f32.tf32.tf32.f32");
-  else if constexpr (In == MmaInput::fp16) FPLAB_MMA("m16n8k16.row.col.f32.f16.f16.f32");
-  else if constexpr (In == MmaInput::bf16) FPLAB_MMA("m16n8k16.row.col.f32.bf16.bf16.f32");
-  else if constexpr (In == MmaInput::e4m3) FPLAB_MMA("m16n8k32.row.col.f32.e4m3.e4m3.f32");
-  else FPLAB_MMA("m16n8k32.row.col.f32.e5m2.e5m2.f32");
+  if constexpr (In == MmaInput::tf32)
+    FPLAB_MMA("m16n8k8.row.col.f32.tf32.tf32.f32");
+  else if constexpr (In == MmaInput::fp16)
+    FPLAB_MMA("m16n8k16.row.col.f32.f16.f16.f32");
+  else if constexpr (In == MmaInput::bf16)
+    FPLAB_MMA("m16n8k16.row.col.f32.bf16.bf16.f32");
+  else if constexpr (In == MmaInput::e4m3)
+    FPLAB_MMA("m16n8k32.row.col.f32.e4m3.e4m3.f32");
+  else
+    FPLAB_MMA("m16n8k32.row.col.f32.e5m2.e5m2.f32");
 #undef FPLAB_MMA
 }
 
@@ -76,7 +81,8 @@ __global__ void __launch_bounds__(128)
       ra[r] = pack<In>(A + static_cast<size_t>(row) * k_total + col, 1);
     }
 #pragma unroll
-    for (int r = 0; r < 2; ++r) rb[r] = pack<In>(B + static_cast<size_t>(k0 + t * T::per_reg + r * (T::k / 2)) * 8 + g, 8);
+    for (int r = 0; r < 2; ++r)
+      rb[r] = pack<In>(B + static_cast<size_t>(k0 + t * T::per_reg + r * (T::k / 2)) * 8 + g, 8);
     mma_sync<In>(acc, ra, rb);
   }
   float* D = d + tile * 128;
@@ -99,9 +105,12 @@ __device__ uint64_t descriptor(const void* smem, uint32_t leading, uint32_t stri
 template <MmaInput In>
 __device__ void store_code(uint8_t* smem, int offset, uint32_t code) {
   using T = Traits<In>;
-  if constexpr (T::bits == 32) *reinterpret_cast<uint32_t*>(smem + offset) = code;
-  else if constexpr (T::bits == 16) *reinterpret_cast<uint16_t*>(smem + offset) = static_cast<uint16_t>(code);
-  else smem[offset] = static_cast<uint8_t>(code);
+  if constexpr (T::bits == 32)
+    *reinterpret_cast<uint32_t*>(smem + offset) = code;
+  else if constexpr (T::bits == 16)
+    *reinterpret_cast<uint16_t*>(smem + offset) = static_cast<uint16_t>(code);
+  else
+    smem[offset] = static_cast<uint8_t>(code);
 }
 
 // Byte offset of code (row, kk) of a K-major operand in the core-matrix layout.
@@ -113,17 +122,23 @@ __device__ int core_offset(int row, int kk) {
 
 template <MmaInput In>
 __device__ void wgmma(float (&d)[4], uint64_t desc_a, uint64_t desc_b) {
-#define FPLAB_WGMMA(shape_types, tail)                                                             \
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                          \
-               "wgmma.mma_async.sync.aligned." shape_types " {%0,%1,%2,%3}, %4, %5, p, 1, 1" tail ";\n}" \
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                   \
-               : "l"(desc_a), "l"(desc_b)                                                          \
-               : "memory")
-  if constexpr (In == MmaInput::tf32) FPLAB_WGMMA("m64n8k8.f32.tf32.tf32", "");
-  else if constexpr (In == MmaInput::fp16) FPLAB_WGMMA("m64n8k16.f32.f16.f16", ", 0, 0");
-  else if constexpr (In == MmaInput::bf16) FPLAB_WGMMA("m64n8k16.f32.bf16.bf16", ", 0, 0");
-  else if constexpr (In == MmaInput::e4m3) FPLAB_WGMMA("m64n8k32.f32.e4m3.e4m3", "");
-  else FPLAB_WGMMA("m64n8k32.f32.e5m2.e5m2", "");
+#define FPLAB_WGMMA(shape_types, tail)                                                          \
+  asm volatile(                                                                                 \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                                \
+      "wgmma.mma_async.sync.aligned." shape_types " {%0,%1,%2,%3}, %4, %5, p, 1, 1" tail ";\n}" \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                          \
+      : "l"(desc_a), "l"(desc_b)                                                                \
+      : "memory")
+  if constexpr (In == MmaInput::tf32)
+    FPLAB_WGMMA("m64n8k8.f32.tf32.tf32", "");
+  else if constexpr (In == MmaInput::fp16)
+    FPLAB_WGMMA("m64n8k16.f32.f16.f16", ", 0, 0");
+  else if constexpr (In == MmaInput::bf16)
+    FPLAB_WGMMA("m64n8k16.f32.bf16.bf16", ", 0, 0");
+  else if constexpr (In == MmaInput::e4m3)
+    FPLAB_WGMMA("m64n8k32.f32.e4m3.e4m3", "");
+  else
+    FPLAB_WGMMA("m64n8k32.f32.e5m2.e5m2", "");
 #undef FPLAB_WGMMA
 }
 
@@ -195,10 +210,13 @@ void launch(MmaPath path, const uint32_t* a, const uint32_t* b, const float* c, 
 
 int mma_k(MmaInput input) {
   switch (input) {
-    case MmaInput::tf32: return 8;
+    case MmaInput::tf32:
+      return 8;
     case MmaInput::fp16:
-    case MmaInput::bf16: return 16;
-    default: return 32;
+    case MmaInput::bf16:
+      return 16;
+    default:
+      return 32;
   }
 }
 int mma_rows(MmaPath path) { return path == MmaPath::mma_sync ? 16 : 64; }
@@ -206,11 +224,16 @@ int mma_code_bits(MmaInput input) { return 256 / mma_k(input); }
 
 const char* to_string(MmaInput input) {
   switch (input) {
-    case MmaInput::tf32: return "tf32";
-    case MmaInput::fp16: return "fp16";
-    case MmaInput::bf16: return "bf16";
-    case MmaInput::e4m3: return "e4m3";
-    default: return "e5m2";
+    case MmaInput::tf32:
+      return "tf32";
+    case MmaInput::fp16:
+      return "fp16";
+    case MmaInput::bf16:
+      return "bf16";
+    case MmaInput::e4m3:
+      return "e4m3";
+    default:
+      return "e5m2";
   }
 }
 const char* to_string(MmaPath path) { return path == MmaPath::mma_sync ? "mma.sync" : "wgmma"; }
@@ -238,11 +261,21 @@ std::vector<float> run_mma(MmaInput input, MmaPath path, const MmaTiles& t, MmaO
   const int k = static_cast<int>(t.k);
   const bool swap = options.swap_descriptor_offsets;
   switch (input) {
-    case MmaInput::tf32: launch<MmaInput::tf32>(path, a.p, b.p, c.p, d.p, t.tiles, k, swap); break;
-    case MmaInput::fp16: launch<MmaInput::fp16>(path, a.p, b.p, c.p, d.p, t.tiles, k, swap); break;
-    case MmaInput::bf16: launch<MmaInput::bf16>(path, a.p, b.p, c.p, d.p, t.tiles, k, swap); break;
-    case MmaInput::e4m3: launch<MmaInput::e4m3>(path, a.p, b.p, c.p, d.p, t.tiles, k, swap); break;
-    case MmaInput::e5m2: launch<MmaInput::e5m2>(path, a.p, b.p, c.p, d.p, t.tiles, k, swap); break;
+    case MmaInput::tf32:
+      launch<MmaInput::tf32>(path, a.p, b.p, c.p, d.p, t.tiles, k, swap);
+      break;
+    case MmaInput::fp16:
+      launch<MmaInput::fp16>(path, a.p, b.p, c.p, d.p, t.tiles, k, swap);
+      break;
+    case MmaInput::bf16:
+      launch<MmaInput::bf16>(path, a.p, b.p, c.p, d.p, t.tiles, k, swap);
+      break;
+    case MmaInput::e4m3:
+      launch<MmaInput::e4m3>(path, a.p, b.p, c.p, d.p, t.tiles, k, swap);
+      break;
+    case MmaInput::e5m2:
+      launch<MmaInput::e5m2>(path, a.p, b.p, c.p, d.p, t.tiles, k, swap);
+      break;
   }
   FPLAB_CUDA(cudaDeviceSynchronize());
   FPLAB_CUDA(cudaMemcpy(out.data(), d.p, out.size() * 4, cudaMemcpyDeviceToHost));

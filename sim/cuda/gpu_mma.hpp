@@ -26,11 +26,11 @@ namespace fplab::sim::gpu {
 enum class MmaInput { tf32, fp16, bf16, e4m3, e5m2 };
 enum class MmaPath { mma_sync, wgmma };
 
-int mma_k(MmaInput input);    // k of one instruction: 8, 16, 16, 32, 32
-int mma_rows(MmaPath path);   // rows of a tile: 16 (mma.sync) or 64 (wgmma)
-int mma_code_bits(MmaInput input);  // bits of one input code: 32 (tf32 as fp32), 16, 16, 8, 8
-const char* to_string(MmaInput input);  // "tf32", "fp16", "bf16", "e4m3", "e5m2"
-const char* to_string(MmaPath path);    // "mma.sync", "wgmma"
+int mma_k(MmaInput input);                                  // k of one instruction: 8, 16, 16, 32, 32
+int mma_rows(MmaPath path);                                 // rows of a tile: 16 (mma.sync) or 64 (wgmma)
+int mma_code_bits(MmaInput input);                          // bits of one input code: 32 (tf32 as fp32), 16, 16, 8, 8
+const char* to_string(MmaInput input);                      // "tf32", "fp16", "bf16", "e4m3", "e5m2"
+const char* to_string(MmaPath path);                        // "mma.sync", "wgmma"
 std::string mma_instruction(MmaInput input, MmaPath path);  // the PTX mnemonic issued
 
 // Inputs of `tiles` independent tiles, K a multiple of mma_k(input). Codes are bit patterns in

@@ -19,39 +19,57 @@ bool is(const Stage& st, GK g, RK r) { return !st.shuffle && st.grouping.kind ==
 
 std::optional<WarpOrder> warp_order(RK r) {
   switch (r) {
-    case RK::shfl_down: return WarpOrder::shfl_down;
-    case RK::shfl_up: return WarpOrder::shfl_up;
-    case RK::shfl_xor: return WarpOrder::shfl_xor;
-    case RK::seq: return WarpOrder::seq;
-    default: return std::nullopt;
+    case RK::shfl_down:
+      return WarpOrder::shfl_down;
+    case RK::shfl_up:
+      return WarpOrder::shfl_up;
+    case RK::shfl_xor:
+      return WarpOrder::shfl_xor;
+    case RK::seq:
+      return WarpOrder::seq;
+    default:
+      return std::nullopt;
   }
 }
 
 std::optional<BlockOrder> block_order(RK r) {
   switch (r) {
-    case RK::seq: return BlockOrder::seq;
-    case RK::shfl_down: return BlockOrder::shfl_down;
-    case RK::shfl_up: return BlockOrder::shfl_up;
-    case RK::shfl_xor: return BlockOrder::shfl_xor;
-    default: return std::nullopt;
+    case RK::seq:
+      return BlockOrder::seq;
+    case RK::shfl_down:
+      return BlockOrder::shfl_down;
+    case RK::shfl_up:
+      return BlockOrder::shfl_up;
+    case RK::shfl_xor:
+      return BlockOrder::shfl_xor;
+    default:
+      return std::nullopt;
   }
 }
 
 const char* name(WarpOrder o) {
   switch (o) {
-    case WarpOrder::shfl_down: return "shfl_down";
-    case WarpOrder::shfl_up: return "shfl_up";
-    case WarpOrder::shfl_xor: return "shfl_xor";
-    case WarpOrder::seq: return "seq";
+    case WarpOrder::shfl_down:
+      return "shfl_down";
+    case WarpOrder::shfl_up:
+      return "shfl_up";
+    case WarpOrder::shfl_xor:
+      return "shfl_xor";
+    case WarpOrder::seq:
+      return "seq";
   }
   return "?";
 }
 const char* name(BlockOrder o) {
   switch (o) {
-    case BlockOrder::seq: return "seq";
-    case BlockOrder::shfl_down: return "shfl_down";
-    case BlockOrder::shfl_up: return "shfl_up";
-    case BlockOrder::shfl_xor: return "shfl_xor";
+    case BlockOrder::seq:
+      return "seq";
+    case BlockOrder::shfl_down:
+      return "shfl_down";
+    case BlockOrder::shfl_up:
+      return "shfl_up";
+    case BlockOrder::shfl_xor:
+      return "shfl_xor";
   }
   return "?";
 }
@@ -71,7 +89,8 @@ BlockPass read_pass(const Schedule& s, size_t& i, bool second, bool& one_block) 
     p.contiguous = true;
     p.chunk = st[i].grouping.size;
   } else {
-    fail(stage_name(i) + " is not a per-thread fold (" + (second ? "strided(P):seq" : "strided(P):seq or contig(G):seq") + ")");
+    fail(stage_name(i) + " is not a per-thread fold (" +
+         (second ? "strided(P):seq" : "strided(P):seq or contig(G):seq") + ")");
   }
   ++i;
   // V accumulators a thread: the residues V*t .. V*t+V-1 of strided(V*T*B), added in order.
@@ -85,8 +104,8 @@ BlockPass read_pass(const Schedule& s, size_t& i, bool second, bool& one_block) 
     ++i;
   }
   // One warp's worth of partials: an `all:` stage over them pairs lanes as contig(32): does.
-  if (!p.contiguous && p.grid_threads == 32 && i + 1 == st.size() && !st[i].shuffle &&
-      st[i].grouping.kind == GK::all && warp_order(st[i].reducer.kind)) {
+  if (!p.contiguous && p.grid_threads == 32 && i + 1 == st.size() && !st[i].shuffle && st[i].grouping.kind == GK::all &&
+      warp_order(st[i].reducer.kind)) {
     p.warp = *warp_order(st[i].reducer.kind);
     ++i;
     one_block = true;
@@ -117,7 +136,8 @@ BlockPass read_pass(const Schedule& s, size_t& i, bool second, bool& one_block) 
         one_block = true;
         ++i;
       } else if (b.reducer.kind != RK::seq) {
-        fail(stage_name(i) + ": a warp-shuffle combine of all warps needs one block (strided(P) with P <= 1024 threads)");
+        fail(stage_name(i) +
+             ": a warp-shuffle combine of all warps needs one block (strided(P) with P <= 1024 threads)");
       }
     }
   }
@@ -144,17 +164,21 @@ int64_t BlockPass::blocks(int64_t n) const {
 std::string ReductionPlan::describe(int64_t n) const {
   auto pass = [](const BlockPass& p, int64_t terms) {
     std::string s = p.contiguous && p.chunk == 0 ? std::string("one thread folds all terms")
-                    : p.contiguous ? "contiguous runs of " + std::to_string(p.chunk)
-                                 : "grid-stride" + (p.vector > 1 ? " x" + std::to_string(p.vector) : std::string());
+                    : p.contiguous               ? "contiguous runs of " + std::to_string(p.chunk)
+                                   : "grid-stride" + (p.vector > 1 ? " x" + std::to_string(p.vector) : std::string());
     return s + ", " + std::to_string(p.blocks(terms)) + " blocks x " + std::to_string(p.threads_per_block()) +
            " threads, warps " + name(p.warp) + ", block " + name(p.block);
   };
   std::string s = pass(first, n);
   switch (combine) {
-    case GridCombine::single_block: return s;
-    case GridCombine::seq: return s + "; grid: last block folds in block order";
-    case GridCombine::atomic: return s + "; grid: atomicAdd";
-    case GridCombine::second_pass: return s + "; grid: second pass " + pass(second, first.blocks(n));
+    case GridCombine::single_block:
+      return s;
+    case GridCombine::seq:
+      return s + "; grid: last block folds in block order";
+    case GridCombine::atomic:
+      return s + "; grid: atomicAdd";
+    case GridCombine::second_pass:
+      return s + "; grid: second pass " + pass(second, first.blocks(n));
   }
   return s;
 }
@@ -195,9 +219,12 @@ ReductionPlan plan_reduction(const Schedule& s) {
 
 int64_t GemmPlan::chunk(int64_t k) const {
   switch (parts) {
-    case Parts::one: return std::max<int64_t>(k, 1);
-    case Parts::split: return std::max<int64_t>((k + size - 1) / size, 1);
-    case Parts::contig: return size;
+    case Parts::one:
+      return std::max<int64_t>(k, 1);
+    case Parts::split:
+      return std::max<int64_t>((k + size - 1) / size, 1);
+    case Parts::contig:
+      return size;
   }
   return k;
 }
@@ -216,10 +243,17 @@ GemmPlan plan_gemm(const Schedule& s) {
   plan.parts = st[0].grouping.kind == GK::split ? GemmPlan::Parts::split : GemmPlan::Parts::contig;
   plan.size = st[0].grouping.size;
   switch (st[1].reducer.kind) {
-    case RK::seq: plan.combine = GemmPlan::Combine::seq; break;
-    case RK::tree: plan.combine = GemmPlan::Combine::tree; break;
-    case RK::atomic: plan.combine = GemmPlan::Combine::atomic; break;
-    default: reject(s, "GEMM", "split-K parts are combined by seq, tree or atomic, not " + to_string(st[1].reducer));
+    case RK::seq:
+      plan.combine = GemmPlan::Combine::seq;
+      break;
+    case RK::tree:
+      plan.combine = GemmPlan::Combine::tree;
+      break;
+    case RK::atomic:
+      plan.combine = GemmPlan::Combine::atomic;
+      break;
+    default:
+      reject(s, "GEMM", "split-K parts are combined by seq, tree or atomic, not " + to_string(st[1].reducer));
   }
   if (plan.parts == GemmPlan::Parts::split && plan.size > 65535) reject(s, "GEMM", "at most 65535 split-K parts");
   return plan;

@@ -44,12 +44,12 @@ enum class BlockOrder : uint8_t { seq, shfl_down, shfl_up, shfl_xor };
 // the block's warps. Lanes, accumulators and warps with no terms hold -0, the identity of
 // round-to-nearest addition, so a partly empty grid computes exactly what the schedule says.
 struct BlockPass {
-  bool contiguous = false;  // contig(G):seq first; otherwise strided(V*T*B):seq
-  int64_t chunk = 0;        // G (contiguous only); 0: all terms (`all:seq`, one thread)
-  int64_t grid_threads = 0; // T*B (strided only)
-  int vector = 1;           // V accumulators a thread (strided only): 1, 2, 4 or 8
+  bool contiguous = false;   // contig(G):seq first; otherwise strided(V*T*B):seq
+  int64_t chunk = 0;         // G (contiguous only); 0: all terms (`all:seq`, one thread)
+  int64_t grid_threads = 0;  // T*B (strided only)
+  int vector = 1;            // V accumulators a thread (strided only): 1, 2, 4 or 8
   WarpOrder warp = WarpOrder::shfl_down;
-  int warps = 1;            // W warps a block, 1..32
+  int warps = 1;  // W warps a block, 1..32
   BlockOrder block = BlockOrder::seq;
 
   int threads_per_block() const { return 32 * warps; }

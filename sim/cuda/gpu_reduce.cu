@@ -30,7 +30,7 @@ enum class Mode : int {
 struct PassArgs {
   const float* x;
   int64_t n;
-  int64_t ld;  // floats from one segment's terms to the next's
+  int64_t ld;     // floats from one segment's terms to the next's
   int64_t chunk;  // contiguous folds
   int warps;
   BlockOrder block;
@@ -73,9 +73,12 @@ __device__ float combine_warps(BlockOrder order, const float* warp_sums, int war
   }
   const float v = lane < warps ? warp_sums[lane] : -0.0f;
   switch (order) {
-    case BlockOrder::shfl_down: return warp_reduce<WarpOrder::shfl_down>(v);
-    case BlockOrder::shfl_up: return warp_reduce<WarpOrder::shfl_up>(v);
-    default: return warp_reduce<WarpOrder::shfl_xor>(v);
+    case BlockOrder::shfl_down:
+      return warp_reduce<WarpOrder::shfl_down>(v);
+    case BlockOrder::shfl_up:
+      return warp_reduce<WarpOrder::shfl_up>(v);
+    default:
+      return warp_reduce<WarpOrder::shfl_xor>(v);
   }
 }
 
@@ -235,20 +238,28 @@ template <WarpOrder O>
 PassKernel kernel_by_fold(const BlockPass& p) {
   if (p.contiguous) return reduce_pass<1, O, true>;
   switch (p.vector) {
-    case 1: return reduce_pass<1, O, false>;
-    case 2: return reduce_pass<2, O, false>;
-    case 4: return reduce_pass<4, O, false>;
-    case 8: return reduce_pass<8, O, false>;
+    case 1:
+      return reduce_pass<1, O, false>;
+    case 2:
+      return reduce_pass<2, O, false>;
+    case 4:
+      return reduce_pass<4, O, false>;
+    case 8:
+      return reduce_pass<8, O, false>;
   }
   throw NotRealisable("reduction pass with " + std::to_string(p.vector) + " accumulators a thread");
 }
 
 PassKernel pass_kernel(const BlockPass& p) {
   switch (p.warp) {
-    case WarpOrder::shfl_down: return kernel_by_fold<WarpOrder::shfl_down>(p);
-    case WarpOrder::shfl_up: return kernel_by_fold<WarpOrder::shfl_up>(p);
-    case WarpOrder::seq: return kernel_by_fold<WarpOrder::seq>(p);
-    case WarpOrder::shfl_xor: break;
+    case WarpOrder::shfl_down:
+      return kernel_by_fold<WarpOrder::shfl_down>(p);
+    case WarpOrder::shfl_up:
+      return kernel_by_fold<WarpOrder::shfl_up>(p);
+    case WarpOrder::seq:
+      return kernel_by_fold<WarpOrder::seq>(p);
+    case WarpOrder::shfl_xor:
+      break;
   }
   return kernel_by_fold<WarpOrder::shfl_xor>(p);
 }
@@ -259,7 +270,9 @@ void launch_pass(const BlockPass& p, int64_t blocks, unsigned segments, const Pa
 }
 
 // The chunk a contiguous pass's threads fold: G, or every term for `all:seq` (chunk 0).
-int64_t chunk_of(const BlockPass& p, int64_t n) { return p.contiguous && p.chunk == 0 ? std::max<int64_t>(n, 1) : p.chunk; }
+int64_t chunk_of(const BlockPass& p, int64_t n) {
+  return p.contiguous && p.chunk == 0 ? std::max<int64_t>(n, 1) : p.chunk;
+}
 
 // Every launch of a plan over `segments` segments of n terms (segment y at x + y * ld): the first
 // pass, the atomic combine's preparation, the second pass. partials: segments * blocks floats;
@@ -267,22 +280,38 @@ int64_t chunk_of(const BlockPass& p, int64_t n) { return p.contiguous && p.chunk
 void launch_reduction(const ReductionPlan& plan, const float* x, int64_t n, int64_t ld, unsigned segments,
                       float* partials, unsigned* ticket, float* result, int32_t* ticket_order, float* old_values) {
   const int64_t blocks = plan.first.blocks(n);
-  PassArgs a{x, n, ld, chunk_of(plan.first, n), plan.first.warps, plan.first.block, Mode::result, partials, ticket,
-             result, ticket_order, old_values};
+  PassArgs a{x,
+             n,
+             ld,
+             chunk_of(plan.first, n),
+             plan.first.warps,
+             plan.first.block,
+             Mode::result,
+             partials,
+             ticket,
+             result,
+             ticket_order,
+             old_values};
   switch (plan.combine) {
-    case GridCombine::single_block: a.mode = Mode::result; break;
-    case GridCombine::seq: a.mode = Mode::seq; break;
+    case GridCombine::single_block:
+      a.mode = Mode::result;
+      break;
+    case GridCombine::seq:
+      a.mode = Mode::seq;
+      break;
     case GridCombine::atomic:
       a.mode = Mode::atomic;
       prepare_atomic<<<1, 256>>>(result, ticket, segments);
       FPLAB_CUDA_LAUNCHED("prepare_atomic");
       break;
-    case GridCombine::second_pass: a.mode = Mode::store; break;
+    case GridCombine::second_pass:
+      a.mode = Mode::store;
+      break;
   }
   launch_pass(plan.first, blocks, segments, a);
   if (plan.combine == GridCombine::second_pass) {
-    const PassArgs b{partials, blocks, blocks, 0, plan.second.warps, plan.second.block, Mode::result, nullptr, ticket,
-                     result, nullptr, nullptr};
+    const PassArgs b{partials,     blocks,  blocks, 0,      plan.second.warps, plan.second.block,
+                     Mode::result, nullptr, ticket, result, nullptr,           nullptr};
     launch_pass(plan.second, 1, segments, b);
   }
 }

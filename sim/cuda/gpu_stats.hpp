@@ -18,7 +18,7 @@ struct OrderStats {
   bool identity = false;
   double mean_displacement = 0;  // mean |position - block| (uniform permutation: (B^2 - 1) / 3B)
   int64_t max_displacement = 0;
-  double inversions = 0;         // fraction of block pairs out of order (uniform: 0.5)
+  double inversions = 0;  // fraction of block pairs out of order (uniform: 0.5)
   // With a wave of `wave` blocks (those the device holds at once; block b is in wave b / wave):
   double wave_inversions = 0;  // fraction of pairs of one wave out of order (uniform: 0.5)
   double same_wave = 0;        // fraction of blocks arriving at a position of their own wave

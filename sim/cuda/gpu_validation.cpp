@@ -25,14 +25,21 @@ const std::vector<uint64_t> kSeeds = {1, 2};
 std::vector<float> floats(const std::vector<double>& v) { return {v.begin(), v.end()}; }
 std::vector<double> doubles(const std::vector<float>& v) { return {v.begin(), v.end()}; }
 
-json reduce_case(const std::string& text, size_t k, const std::string& dist, uint64_t seed, int runs, ValidationRow& row) {
+json reduce_case(const std::string& text, size_t k, const std::string& dist, uint64_t seed, int runs,
+                 ValidationRow& row) {
   const Schedule schedule = parse_schedule(text);
   const ReductionPlan plan = plan_reduction(schedule);
   const auto x = floats(generate(dist + ":" + std::to_string(k), seed));
   const auto cpu = static_cast<float>(sim::reduce(schedule, doubles(x), Arithmetic{}));
   GpuReduction gpu(x);
-  json c = {{"kernel", "reduce"}, {"schedule", to_string(schedule)}, {"name", text}, {"k", k}, {"inputs", dist},
-            {"seed", seed}, {"plan", plan.describe(static_cast<int64_t>(k))}, {"cpu", cpu}};
+  json c = {{"kernel", "reduce"},
+            {"schedule", to_string(schedule)},
+            {"name", text},
+            {"k", k},
+            {"inputs", dist},
+            {"seed", seed},
+            {"plan", plan.describe(static_cast<int64_t>(k))},
+            {"cpu", cpu}};
   ++row.inputs;
   if (plan.deterministic()) {
     // Twice: the second run must also repeat the first.
@@ -87,7 +94,8 @@ void gemm_inputs(const std::string& dist, GemmShape s, uint64_t seed, std::vecto
   b = floats(generate(dist + ":" + std::to_string(s.k * s.n), seed + 77));
 }
 
-json gemm_case(const std::string& text, GemmShape s, const std::string& dist, uint64_t seed, int runs, ValidationRow& row) {
+json gemm_case(const std::string& text, GemmShape s, const std::string& dist, uint64_t seed, int runs,
+               ValidationRow& row) {
   const Schedule schedule = parse_schedule(text);
   const GemmPlan plan = plan_gemm(schedule);
   std::vector<float> a, b;
@@ -95,8 +103,10 @@ json gemm_case(const std::string& text, GemmShape s, const std::string& dist, ui
   std::vector<float> cpu(s.m * s.n), out(s.m * s.n);
   sim::gemm(schedule, a.data(), b.data(), cpu.data(), s, Arithmetic{});
   GpuGemm gpu(a.data(), b.data(), s);
-  json c = {{"kernel", "gemm"}, {"schedule", to_string(schedule)}, {"name", text},
-            {"m", s.m}, {"n", s.n}, {"k", s.k}, {"inputs", dist}, {"seed", seed}};
+  json c = {{"kernel", "gemm"}, {"schedule", to_string(schedule)},
+            {"name", text},     {"m", s.m},
+            {"n", s.n},         {"k", s.k},
+            {"inputs", dist},   {"seed", seed}};
   ++row.inputs;
   int64_t identical = 0, max_ulps = 0, max_distinct = 1;
   if (plan.deterministic()) {
@@ -167,8 +177,16 @@ json sums_case(const std::string& text, size_t rows, size_t cols, const std::str
   row.identical += identical;
   row.max_ulps = std::max(row.max_ulps, max_ulps);
   row.max_distinct = std::max(row.max_distinct, max_distinct);
-  return {{"kernel", "sums"}, {"schedule", to_string(schedule)}, {"name", text}, {"rows", rows}, {"cols", cols},
-          {"inputs", dist}, {"seed", seed}, {"outputs", cols}, {"identical", identical}, {"max_ulps", max_ulps},
+  return {{"kernel", "sums"},
+          {"schedule", to_string(schedule)},
+          {"name", text},
+          {"rows", rows},
+          {"cols", cols},
+          {"inputs", dist},
+          {"seed", seed},
+          {"outputs", cols},
+          {"identical", identical},
+          {"max_ulps", max_ulps},
           {"max_distinct", max_distinct}};
 }
 
@@ -223,27 +241,48 @@ ValidationReport validate_kernels(const ValidationOptions& options) {
   report.probe = line;
   json doc = {{"device", info.describe()},
               {"subnormals_kept",
-               {{"add", probe.add}, {"fma", probe.fma}, {"mul", probe.mul}, {"shuffle", probe.shuffle},
-                {"atomic_input", probe.atomic_input}, {"atomic_result", probe.atomic_result},
+               {{"add", probe.add},
+                {"fma", probe.fma},
+                {"mul", probe.mul},
+                {"shuffle", probe.shuffle},
+                {"atomic_input", probe.atomic_input},
+                {"atomic_result", probe.atomic_result},
                 {"atomic_negative_zero", probe.atomic_negative_zero}}},
               {"runs", runs}};
   bool ok = probe.add && probe.fma && probe.mul && probe.shuffle;
 
   const std::vector<size_t> ks = {1, 31, 33, 1000, 4097, 1000000};
-  const std::vector<std::string> gemms = {"seq",           "splitk(4)",       "splitk(7)",
-                                          "splitk-tree(4)", "splitk-tree(16)", "splitk-tree(40)", "systolic(128)",
-                                          "splitk-atomic(4)", "contig(1000):seq | all:atomic"};
-  const std::vector<GemmShape> shapes = {{1, 1, 1},      {1, 1, 31},     {7, 13, 33},   {33, 65, 1000},
-                                         {64, 64, 4097}, {100, 70, 1000}, {3, 5, 100000}, {128, 192, 4096},
+  const std::vector<std::string> gemms = {"seq",
+                                          "splitk(4)",
+                                          "splitk(7)",
+                                          "splitk-tree(4)",
+                                          "splitk-tree(16)",
+                                          "splitk-tree(40)",
+                                          "systolic(128)",
+                                          "splitk-atomic(4)",
+                                          "contig(1000):seq | all:atomic"};
+  const std::vector<GemmShape> shapes = {{1, 1, 1},        {1, 1, 31},      {7, 13, 33},    {33, 65, 1000},
+                                         {64, 64, 4097},   {100, 70, 1000}, {3, 5, 100000}, {128, 192, 4096},
                                          {520, 1030, 2000}};  // the last: more blocks than the device holds
   // Batched column sums (training's bias gradients, softmax and loss sums): K rows x 7 columns.
-  const std::vector<std::string> sums = {"seq", "strided(1024):seq | contig(32):seq | all:shfl_up",
-                                         "strided(32):seq | all:shfl_up", "cub-sum(256,1)", "torch-sum(512,512)",
+  const std::vector<std::string> sums = {"seq",
+                                         "strided(1024):seq | contig(32):seq | all:shfl_up",
+                                         "strided(32):seq | all:shfl_up",
+                                         "cub-sum(256,1)",
+                                         "torch-sum(512,512)",
                                          "contig(8):seq | contig(32):shfl_down | all:atomic"};
   const std::vector<std::string> not_realisable = {
-      "pairwise", "numpy", "atomic", "kahan", "shuffle | all:seq", "nccl-ring(8)", "all:shfl_down",
-      "contig(4):seq | all:seq", "strided(100):seq | contig(32):shfl_down | all:seq",
-      "strided(256):rev | contig(32):shfl_down | all:seq", "strided(256):seq | contig(16):shfl_down | all:seq",
+      "pairwise",
+      "numpy",
+      "atomic",
+      "kahan",
+      "shuffle | all:seq",
+      "nccl-ring(8)",
+      "all:shfl_down",
+      "contig(4):seq | all:seq",
+      "strided(100):seq | contig(32):shfl_down | all:seq",
+      "strided(256):rev | contig(32):shfl_down | all:seq",
+      "strided(256):seq | contig(16):shfl_down | all:seq",
       "strided(4096):seq | contig(3):seq | contig(32):shfl_down | all:seq",
       "strided(262144):seq | contig(32):shfl_down | contig(64):seq | all:seq",
       "strided(65536):seq | contig(32):shfl_down | all:shfl_down",
@@ -292,10 +331,18 @@ ValidationReport validate_kernels(const ValidationOptions& options) {
   json table = json::array();
   for (const auto& r : report.rows) {
     ok = ok && r.pass();
-    table.push_back({{"kernel", r.kernel}, {"schedule", r.schedule}, {"shape", r.shape}, {"inputs", r.inputs},
-                     {"deterministic", r.deterministic}, {"outputs", r.outputs}, {"identical", r.identical},
-                     {"max_ulps", r.max_ulps}, {"runs", r.runs}, {"max_distinct", r.max_distinct},
-                     {"chain_recovered", r.recovered}, {"ticket_order_is_fold_order", r.ticket_is_fold}});
+    table.push_back({{"kernel", r.kernel},
+                     {"schedule", r.schedule},
+                     {"shape", r.shape},
+                     {"inputs", r.inputs},
+                     {"deterministic", r.deterministic},
+                     {"outputs", r.outputs},
+                     {"identical", r.identical},
+                     {"max_ulps", r.max_ulps},
+                     {"runs", r.runs},
+                     {"max_distinct", r.max_distinct},
+                     {"chain_recovered", r.recovered},
+                     {"ticket_order_is_fold_order", r.ticket_is_fold}});
   }
   doc["table"] = table;
   report.ok = ok;
@@ -327,10 +374,11 @@ std::string validation_table(const ValidationReport& report) {
         distinct.c_str(), recorded ? percent(r.recovered, atomic_runs).c_str() : "-",
         recorded ? percent(r.ticket_is_fold, atomic_runs).c_str() : "-", r.pass() ? "" : "  MISMATCH");
   }
-  out += "\n(bit-ident.: outputs equal to the CPU emulation bit for bit (deterministic schedules); max ulps: against "
-         "the CPU emulation, for atomic rows against its order drawn with impl seed 0; distinct: most distinct results "
-         "of one output over the runs; recovered: runs whose atomicAdd chain was reconstructed exactly as fp32 "
-         "additions of the block partials; tkt=fold: runs whose ticket order was that chain)\n";
+  out +=
+      "\n(bit-ident.: outputs equal to the CPU emulation bit for bit (deterministic schedules); max ulps: against "
+      "the CPU emulation, for atomic rows against its order drawn with impl seed 0; distinct: most distinct results "
+      "of one output over the runs; recovered: runs whose atomicAdd chain was reconstructed exactly as fp32 "
+      "additions of the block partials; tkt=fold: runs whose ticket order was that chain)\n";
   int64_t outputs = 0, identical = 0, rows = 0, mismatched = 0;
   for (const auto& r : report.rows)
     if (r.deterministic) {

@@ -29,14 +29,14 @@ struct ValidationRow {
 };
 
 struct ValidationOptions {
-  int runs = 50;                    // runs of each atomic case
-  std::function<void()> progress;   // after every row
+  int runs = 50;                   // runs of each atomic case
+  std::function<void()> progress;  // after every row
 };
 
 struct ValidationReport {
-  std::string device, probe;             // device_info().describe(); the subnormal probe, one line
+  std::string device, probe;  // device_info().describe(); the subnormal probe, one line
   std::vector<ValidationRow> rows;
-  std::vector<std::string> rejections;   // the one-line refusals of schedules outside the family
+  std::vector<std::string> rejections;  // the one-line refusals of schedules outside the family
   bool ok = false;  // every deterministic output bit-identical, every refusal made, no flush in FADD/FFMA/FMUL
   double seconds = 0;
   nlohmann::json json;  // everything above plus every case

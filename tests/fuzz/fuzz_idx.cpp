@@ -19,7 +19,8 @@ void check(bool property) {
 void parse_one(const uint8_t* data, size_t size, uint32_t expected_magic) {
   const std::string path = "fuzz.idx";
   try {
-    const auto array = fplab::models::parse_idx(std::vector<uint8_t>(data, data + size), path, expected_magic, "pixels");
+    const auto array =
+        fplab::models::parse_idx(std::vector<uint8_t>(data, data + size), path, expected_magic, "pixels");
     check(!array.dims.empty() && array.dims.size() <= 4);
     check(expected_magic == 0 || array.magic() == expected_magic);
     uint64_t elements = 1;

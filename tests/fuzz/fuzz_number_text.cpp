@@ -20,7 +20,9 @@
 
 namespace {
 
-bool same(double x, double y) { return std::bit_cast<uint64_t>(x) == std::bit_cast<uint64_t>(y) || (std::isnan(x) && std::isnan(y)); }
+bool same(double x, double y) {
+  return std::bit_cast<uint64_t>(x) == std::bit_cast<uint64_t>(y) || (std::isnan(x) && std::isnan(y));
+}
 
 void check(bool property) {
   if (!property) std::abort();
@@ -52,8 +54,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check(exact_ok == double_ok || (too_small && double_ok));
   if (!double_ok) return 0;
   check(text.find('\0') == std::string::npos);  // no number has a NUL in it: nothing was cut off
-  if (exact_ok) check(same(round_exact(exact, fp64(), {}).value, value));
-  else check(value == 0);  // too small: MPFR's nearest double is a zero as well
+  if (exact_ok)
+    check(same(round_exact(exact, fp64(), {}).value, value));
+  else
+    check(value == 0);  // too small: MPFR's nearest double is a zero as well
   check(same(parse_double(format_double(value)), value));
   check(same(parse_double(format_hex(value)), value));
   return 0;

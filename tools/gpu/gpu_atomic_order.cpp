@@ -47,10 +47,11 @@ double quantile(std::vector<int64_t> v, double q) {  // v by value: sorted here
 int main(int argc, char** argv) {
   std::string json_path = "gpu_atomic_order.json";
   int runs = 200;
-  CLI::App app("In what order do a grid's blocks reach the atomicAdd of an all:atomic combine? Measured\n"
-               "over many runs of eight launch shapes, next to the emulation's noise model. Needs a GPU\n"
-               "(prints SKIPPED without one); the table comes last.",
-               "gpu_atomic_order");
+  CLI::App app(
+      "In what order do a grid's blocks reach the atomicAdd of an all:atomic combine? Measured\n"
+      "over many runs of eight launch shapes, next to the emulation's noise model. Needs a GPU\n"
+      "(prints SKIPPED without one); the table comes last.",
+      "gpu_atomic_order");
   app.add_option("--json", json_path, "where to write the JSON results")->capture_default_str();
   app.add_option("--runs", runs, "runs of each launch shape")->check(CLI::Range(2, 1 << 20))->capture_default_str();
   app.footer("Examples:\n  gpu_atomic_order\n  gpu_atomic_order --runs 200 --json out/gpu_atomic_order.json\n");
@@ -60,8 +61,8 @@ int main(int argc, char** argv) {
   const DeviceInfo& info = *device;
   const int64_t sms = info.sm_count;
   const std::vector<Shape> shapes = {
-      {256, sms, 1 << 24},       {256, 8 * sms, 1 << 24},  {256, 32 * sms, 1 << 24}, {256, 1024, 1 << 24},
-      {256, 1024, 1000000},      {32, 4096, 1 << 20},      {1024, sms / 2, 1 << 24}, {256, 1024, 1000},
+      {256, sms, 1 << 24},  {256, 8 * sms, 1 << 24}, {256, 32 * sms, 1 << 24}, {256, 1024, 1 << 24},
+      {256, 1024, 1000000}, {32, 4096, 1 << 20},     {1024, sms / 2, 1 << 24}, {256, 1024, 1000},
   };
 
   json doc = {{"device", info.describe()}, {"runs", runs}};
@@ -79,10 +80,15 @@ int main(int argc, char** argv) {
     }
     json summary() const {
       const double r = runs > 0 ? runs : 1;
-      return {{"runs", runs}, {"identity_fraction", identity / r}, {"mean_displacement", mean_disp / r},
-              {"abs_displacement_p50", quantile(magnitudes, 0.5)}, {"abs_displacement_p99", quantile(magnitudes, 0.99)},
-              {"abs_displacement_max", quantile(magnitudes, 1.0)}, {"inversion_fraction", inversions / r},
-              {"wave_inversion_fraction", wave_inversions / r}, {"same_wave_fraction", same_wave / r}};
+      return {{"runs", runs},
+              {"identity_fraction", identity / r},
+              {"mean_displacement", mean_disp / r},
+              {"abs_displacement_p50", quantile(magnitudes, 0.5)},
+              {"abs_displacement_p99", quantile(magnitudes, 0.99)},
+              {"abs_displacement_max", quantile(magnitudes, 1.0)},
+              {"inversion_fraction", inversions / r},
+              {"wave_inversion_fraction", wave_inversions / r},
+              {"same_wave_fraction", same_wave / r}};
     }
   };
   struct Line {
@@ -121,7 +127,8 @@ int main(int argc, char** argv) {
         for (size_t p = 0; p < at.size(); ++p) at[static_cast<size_t>(run.fold_order[p])] = static_cast<int64_t>(p);
         double moved = 0;
         for (size_t p = 0; p < at.size(); ++p)
-          moved += static_cast<double>(std::llabs(at[static_cast<size_t>(run.ticket_order[p])] - static_cast<int64_t>(p)));
+          moved +=
+              static_cast<double>(std::llabs(at[static_cast<size_t>(run.ticket_order[p])] - static_cast<int64_t>(p)));
         ticket_vs_fold += moved / static_cast<double>(at.size());
       }
       gpu_results.insert(stats::bits(run.result));
@@ -149,11 +156,20 @@ int main(int argc, char** argv) {
               stats::ulps(gpu_lo, gpu_hi),
               stats::ulps(model_lo, model_hi)};
     lines.push_back(line);
-    results.push_back({{"schedule", text}, {"threads", t}, {"blocks", b}, {"n", s.n}, {"resident_blocks", wave},
-                       {"uniform_mean_displacement", uniform}, {"ticket_order", line.ticket}, {"fold_order", line.fold},
-                       {"distinct_ticket_orders", line.orders}, {"mean_ticket_to_fold_displacement", line.ticket_vs_fold},
-                       {"gpu_distinct_results", line.gpu_distinct}, {"gpu_spread_ulps", line.gpu_spread},
-                       {"model_distinct_results", line.model_distinct}, {"model_spread_ulps", line.model_spread}});
+    results.push_back({{"schedule", text},
+                       {"threads", t},
+                       {"blocks", b},
+                       {"n", s.n},
+                       {"resident_blocks", wave},
+                       {"uniform_mean_displacement", uniform},
+                       {"ticket_order", line.ticket},
+                       {"fold_order", line.fold},
+                       {"distinct_ticket_orders", line.orders},
+                       {"mean_ticket_to_fold_displacement", line.ticket_vs_fold},
+                       {"gpu_distinct_results", line.gpu_distinct},
+                       {"gpu_spread_ulps", line.gpu_spread},
+                       {"model_distinct_results", line.model_distinct},
+                       {"model_spread_ulps", line.model_spread}});
     std::fprintf(stderr, ".");
   }
   std::fprintf(stderr, "\n");
@@ -161,8 +177,10 @@ int main(int argc, char** argv) {
   std::ofstream(json_path) << doc.dump(1) << '\n';
 
   auto f = [](const json& j, const char* key, int digits) { return stats::fixed(j[key].get<double>(), digits); };
-  std::printf("\natomic arrival order, %d runs per shape; T: ticket order (blocks in the order their partial was "
-              "ready), F: the atomicAdd chain itself (recovered from atomicAdd's return values)\n", runs);
+  std::printf(
+      "\natomic arrival order, %d runs per shape; T: ticket order (blocks in the order their partial was "
+      "ready), F: the atomicAdd chain itself (recovered from atomicAdd's return values)\n",
+      runs);
   std::printf("%-22s %6s %5s %8s %9s %9s %7s %7s %7s %7s %7s %7s %7s %7s\n", "shape", "wave", "ident", "uniform",
               "T mean|d|", "F mean|d|", "T p99", "F max", "T inv", "F inv", "F wInv", "F same", "F rec", "T->F");
   for (const auto& l : lines)
@@ -179,10 +197,11 @@ int main(int argc, char** argv) {
   for (const auto& l : lines)
     std::printf("%-22s %8zu %9zu (%4lld) %11zu (%4lld)\n", l.shape.c_str(), l.orders, l.gpu_distinct,
                 static_cast<long long>(l.gpu_spread), l.model_distinct, static_cast<long long>(l.model_spread));
-  std::printf("(wave: blocks resident at once; ident: fraction of runs in block order; uniform: mean |d| of a uniform "
-              "random permutation; |d|: |arrival position - block index|; inv: fraction of block pairs out of order, "
-              "wInv: of pairs within one wave (uniform 0.5); same: blocks arriving within their own wave; rec: runs "
-              "whose chain was recovered; T->F: mean |F position - T position|; distinct (u): distinct sums over the "
-              "runs and their spread in ulps; model: the same partials folded in uniform random orders)\n");
+  std::printf(
+      "(wave: blocks resident at once; ident: fraction of runs in block order; uniform: mean |d| of a uniform "
+      "random permutation; |d|: |arrival position - block index|; inv: fraction of block pairs out of order, "
+      "wInv: of pairs within one wave (uniform 0.5); same: blocks arriving within their own wave; rec: runs "
+      "whose chain was recovered; T->F: mean |F position - T position|; distinct (u): distinct sums over the "
+      "runs and their spread in ulps; model: the same partials folded in uniform random orders)\n");
   return 0;
 }

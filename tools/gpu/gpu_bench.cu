@@ -64,14 +64,16 @@ int main(int argc, char** argv) {
   std::string json_path = "gpu_bench.json";
   int reps = 30;
   double gib = 1.0;
-  CLI::App app("The cost of a fixed reduction order on the GPU: a sum of --gib GiB of fp32 in fixed\n"
-               "order vs atomicAdd vs a device copy (and CUB), then split-K GEMM ordered vs atomic. Needs\n"
-               "a GPU (prints SKIPPED without one); the table comes last.",
-               "gpu_bench");
+  CLI::App app(
+      "The cost of a fixed reduction order on the GPU: a sum of --gib GiB of fp32 in fixed\n"
+      "order vs atomicAdd vs a device copy (and CUB), then split-K GEMM ordered vs atomic. Needs\n"
+      "a GPU (prints SKIPPED without one); the table comes last.",
+      "gpu_bench");
   app.add_option("--json", json_path, "where to write the JSON results")->capture_default_str();
   app.add_option("--reps", reps, "event-timed runs per median")->check(CLI::Range(3, 1 << 20))->capture_default_str();
   app.add_option("--gib", gib, "GiB of fp32 to sum")->check(CLI::Range(1e-6, 64.0))->capture_default_str();
-  app.footer("Examples:\n  gpu_bench\n  gpu_bench --json out/gpu_bench.json --reps 30\n  gpu_bench --gib 0.25 --reps 5\n");
+  app.footer(
+      "Examples:\n  gpu_bench\n  gpu_bench --json out/gpu_bench.json --reps 30\n  gpu_bench --gib 0.25 --reps 5\n");
   if (const int status = tools::gpu::parse_options(app, argc, argv); status >= 0) return status;
   const std::string date = tools::gpu::utc_now();
   const auto device = tools::gpu::device_or_skip(&date);
@@ -102,8 +104,8 @@ int main(int argc, char** argv) {
   record("copy kernel, 16-byte accesses (read+write)", "",
          median_ms(
              [&] {
-               copy_vec4<<<8 * info.sm_count, 256>>>(reinterpret_cast<const float4*>(x), reinterpret_cast<float4*>(copy),
-                                                     n / 4);
+               copy_vec4<<<8 * info.sm_count, 256>>>(reinterpret_cast<const float4*>(x),
+                                                     reinterpret_cast<float4*>(copy), n / 4);
              },
              reps),
          2 * bytes);
@@ -115,8 +117,8 @@ int main(int argc, char** argv) {
     int vector;
   };
   const int64_t sms = info.sm_count;
-  const std::vector<Pair> pairs = {{256, 8 * sms, 4}, {256, 4 * sms, 4}, {512, 4 * sms, 4}, {256, 16 * sms, 4},
-                                   {256, 8 * sms, 8}, {256, 1024, 1}};
+  const std::vector<Pair> pairs = {{256, 8 * sms, 4},  {256, 4 * sms, 4}, {512, 4 * sms, 4},
+                                   {256, 16 * sms, 4}, {256, 8 * sms, 8}, {256, 1024, 1}};
   json ratios = json::array();
   double headline_det = 0, headline_atomic = 0;
   for (const auto& p : pairs) {
@@ -130,13 +132,17 @@ int main(int argc, char** argv) {
       det_ms = std::min(det_ms, median_ms([&] { gpu.launch(det_plan); }, reps));
       atomic_ms = std::min(atomic_ms, median_ms([&] { gpu.launch(atomic_plan); }, reps));
     }
-    const std::string label = std::to_string(p.threads) + "x" + std::to_string(p.blocks) + " V=" + std::to_string(p.vector);
+    const std::string label =
+        std::to_string(p.threads) + "x" + std::to_string(p.blocks) + " V=" + std::to_string(p.vector);
     record("fixed order  " + label, det, det_ms, bytes);
     const double det_gbps = results.back().gbps;
     record("atomicAdd    " + label, atomic, atomic_ms, bytes);
     const double atomic_gbps = results.back().gbps;
-    ratios.push_back({{"shape", label}, {"deterministic", det}, {"atomic", atomic},
-                      {"deterministic_over_atomic", det_gbps / atomic_gbps}, {"deterministic_over_copy", det_gbps / copy_gbps}});
+    ratios.push_back({{"shape", label},
+                      {"deterministic", det},
+                      {"atomic", atomic},
+                      {"deterministic_over_atomic", det_gbps / atomic_gbps},
+                      {"deterministic_over_copy", det_gbps / copy_gbps}});
     if (headline_det == 0) headline_det = det_gbps, headline_atomic = atomic_gbps;
   }
 
@@ -148,7 +154,8 @@ int main(int argc, char** argv) {
   FPLAB_CUDA(cub::DeviceReduce::Sum(temp, temp_bytes, x, cub_out, static_cast<int64_t>(n)));
   FPLAB_CUDA(cudaMalloc(&temp, temp_bytes));
   record("cub::DeviceReduce::Sum", "",
-         median_ms([&] { FPLAB_CUDA(cub::DeviceReduce::Sum(temp, temp_bytes, x, cub_out, static_cast<int64_t>(n))); }, reps),
+         median_ms([&] { FPLAB_CUDA(cub::DeviceReduce::Sum(temp, temp_bytes, x, cub_out, static_cast<int64_t>(n))); },
+                   reps),
          bytes);
 
   // The headline schedule on 1 GiB, bit for bit against the CPU emulation.
@@ -171,7 +178,8 @@ int main(int argc, char** argv) {
   GpuGemm gemm(a.data(), b.data(), {gm, gn, gk});
   json gemm_rows = json::array();
   std::vector<std::pair<std::string, double>> gemm_times;
-  for (const std::string s : {"seq", "splitk(4)", "splitk-tree(4)", "splitk-atomic(4)", "splitk(16)", "splitk-tree(16)", "splitk-atomic(16)"}) {
+  for (const std::string s : {"seq", "splitk(4)", "splitk-tree(4)", "splitk-atomic(4)", "splitk(16)", "splitk-tree(16)",
+                              "splitk-atomic(16)"}) {
     const double ms = GpuGemmProbe::time_ms(gemm, plan_gemm(parse_schedule(s)), std::max(5, reps / 3));
     const double tflops = 2.0 * gm * gn * gk / (ms * 1e-3) / 1e12;
     gemm_times.push_back({s, ms});
@@ -184,13 +192,22 @@ int main(int argc, char** argv) {
   FPLAB_CUDA(cudaFree(cub_out));
 
   json rows = json::array();
-  for (const auto& r : results) rows.push_back({{"what", r.what}, {"schedule", r.schedule}, {"ms", r.ms}, {"gb_per_s", r.gbps}});
+  for (const auto& r : results)
+    rows.push_back({{"what", r.what}, {"schedule", r.schedule}, {"ms", r.ms}, {"gb_per_s", r.gbps}});
   const double det_vs_atomic = headline_det / headline_atomic, det_vs_copy = headline_det / copy_gbps;
-  const json doc = {{"device", info.describe()}, {"date", date}, {"bytes", bytes}, {"reps", reps},
-                    {"rows", rows}, {"pairs", ratios}, {"gemm", {{"m", gm}, {"n", gn}, {"k", gk}, {"rows", gemm_rows}}},
+  const json doc = {{"device", info.describe()},
+                    {"date", date},
+                    {"bytes", bytes},
+                    {"reps", reps},
+                    {"rows", rows},
+                    {"pairs", ratios},
+                    {"gemm", {{"m", gm}, {"n", gn}, {"k", gk}, {"rows", gemm_rows}}},
                     {"headline",
-                     {{"schedule", headline}, {"deterministic_over_atomic", det_vs_atomic},
-                      {"deterministic_over_copy", det_vs_copy}, {"gpu_sum", gpu_sum}, {"cpu_sum", cpu_sum},
+                     {{"schedule", headline},
+                      {"deterministic_over_atomic", det_vs_atomic},
+                      {"deterministic_over_copy", det_vs_copy},
+                      {"gpu_sum", gpu_sum},
+                      {"cpu_sum", cpu_sum},
                       {"bit_identical", headline_identical}}}};
   std::ofstream(json_path) << doc.dump(1) << '\n';
 

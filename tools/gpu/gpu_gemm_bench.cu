@@ -86,7 +86,9 @@ struct Inputs {
     for (auto& v : a) v = rng.signed_unit();
     for (auto& v : b) v = rng.signed_unit();
   }
-  std::string name() const { return std::to_string(shape.m) + "x" + std::to_string(shape.n) + "x" + std::to_string(shape.k); }
+  std::string name() const {
+    return std::to_string(shape.m) + "x" + std::to_string(shape.n) + "x" + std::to_string(shape.k);
+  }
   double flop() const { return 2.0 * static_cast<double>(shape.m) * shape.n * shape.k; }
 };
 
@@ -133,15 +135,22 @@ json serial_waits() {
                 in.name().c_str(), c.parts, blocks.size(), span_us, clock, quantile(chains, 0.5), quantile(chains, 0.9),
                 quantile(wait, 0.5), quantile(wait, 0.9), quantile(tail, 0.5), quantile(tail, 0.9),
                 100 * wait_sum / all_sum, 100 * tail_sum / all_sum);
-    out.push_back({{"m", c.shape.m}, {"n", c.shape.n}, {"k", c.shape.k}, {"parts", c.parts}, {"blocks", blocks.size()},
-                   {"span_us", span_us}, {"clock_ghz", clock},
+    out.push_back({{"m", c.shape.m},
+                   {"n", c.shape.n},
+                   {"k", c.shape.k},
+                   {"parts", c.parts},
+                   {"blocks", blocks.size()},
+                   {"span_us", span_us},
+                   {"clock_ghz", clock},
                    {"chains_us", {{"median", quantile(chains, 0.5)}, {"p90", quantile(chains, 0.9)}}},
                    {"wait_us", {{"median", quantile(wait, 0.5)}, {"p90", quantile(wait, 0.9)}}},
                    {"tail_us", {{"median", quantile(tail, 0.5)}, {"p90", quantile(tail, 0.9)}}},
-                   {"wait_share", wait_sum / all_sum}, {"tail_share", tail_sum / all_sum}});
+                   {"wait_share", wait_sum / all_sum},
+                   {"tail_share", tail_sum / all_sum}});
   }
-  std::printf("(per block, thread 0: chains = start to the flag wait, wait = until the part before released"
-              " its tile, tail = read C, add, write, up to the release; shares of all blocks' summed time)\n");
+  std::printf(
+      "(per block, thread 0: chains = start to the flag wait, wait = until the part before released"
+      " its tile, tail = read C, add, write, up to the release; shares of all blocks' summed time)\n");
   return out;
 }
 
@@ -151,16 +160,18 @@ int main(int argc, char** argv) {
   std::string json_path = "gpu_gemm_bench.json";
   int reps = 20;
   bool waits_only = false;
-  CLI::App app("Our fp32 GEMM against cuBLAS's SGEMM, and the cost of determinism: ordered vs atomic\n"
-               "split-K and weight-gradient times. Needs a GPU (prints SKIPPED without one); the table\n"
-               "comes last.",
-               "gpu_gemm_bench");
+  CLI::App app(
+      "Our fp32 GEMM against cuBLAS's SGEMM, and the cost of determinism: ordered vs atomic\n"
+      "split-K and weight-gradient times. Needs a GPU (prints SKIPPED without one); the table\n"
+      "comes last.",
+      "gpu_gemm_bench");
   app.add_option("--json", json_path, "where to write the JSON results")->capture_default_str();
   app.add_option("--reps", reps, "event-timed runs per median")->check(CLI::Range(3, 1 << 20))->capture_default_str();
   app.add_flag("--serial-waits", waits_only,
                "only where the serial split-K form's time goes (chains, wait, tail per block) on three shapes");
-  app.footer("Examples:\n  gpu_gemm_bench\n  gpu_gemm_bench --json out/gpu_gemm_bench.json --reps 20\n"
-             "  gpu_gemm_bench --serial-waits --json out/gpu_gemm_waits.json\n");
+  app.footer(
+      "Examples:\n  gpu_gemm_bench\n  gpu_gemm_bench --json out/gpu_gemm_bench.json --reps 20\n"
+      "  gpu_gemm_bench --serial-waits --json out/gpu_gemm_waits.json\n");
   if (const int status = tools::gpu::parse_options(app, argc, argv); status >= 0) return status;
   const std::string date = tools::gpu::utc_now();
   const auto device = tools::gpu::device_or_skip(&date);
@@ -213,7 +224,10 @@ int main(int argc, char** argv) {
     }
     std::printf("%-18s %12.3f %12.2f %12.3f %12.2f %10.2f %12.2e\n", in.name().c_str(), ours_ms,
                 tflops(in.flop(), ours_ms), blas_ms, tflops(in.flop(), blas_ms), ours_ms / blas_ms, rel);
-    vs_cublas.push_back({{"m", in.shape.m}, {"n", in.shape.n}, {"k", in.shape.k}, {"ours_ms", ours_ms},
+    vs_cublas.push_back({{"m", in.shape.m},
+                         {"n", in.shape.n},
+                         {"k", in.shape.k},
+                         {"ours_ms", ours_ms},
                          {"ours_tflops", tflops(in.flop(), ours_ms)},
                          {"cublas_ms", cublas.sgemm ? json(blas_ms) : json(nullptr)},
                          {"cublas_tflops", cublas.sgemm ? json(tflops(in.flop(), blas_ms)) : json(nullptr)},
@@ -227,10 +241,10 @@ int main(int argc, char** argv) {
     GemmShape shape;
     int parts;
   };
-  const std::vector<Pair> pairs = {{{2048, 2048, 8192}, 4},  {{2048, 2048, 8192}, 16}, {{784, 128, 60000}, 16},
-                                   {{784, 128, 60000}, 64},  {{9, 16, 50176}, 16},     {{9, 16, 50176}, 128},
-                                   {{144, 32, 12544}, 16},   {{288, 32, 3136}, 16},    {{4608, 512, 1024}, 16},
-                                   {{256, 256, 2048}, 16},   {{1024, 1024, 4096}, 64}};
+  const std::vector<Pair> pairs = {{{2048, 2048, 8192}, 4}, {{2048, 2048, 8192}, 16}, {{784, 128, 60000}, 16},
+                                   {{784, 128, 60000}, 64}, {{9, 16, 50176}, 16},     {{9, 16, 50176}, 128},
+                                   {{144, 32, 12544}, 16},  {{288, 32, 3136}, 16},    {{4608, 512, 1024}, 16},
+                                   {{256, 256, 2048}, 16},  {{1024, 1024, 4096}, 64}};
   json determinism = json::array();
   using Form = GpuGemm::OrderedForm;
   const Form forms[] = {Form::last_folds, Form::two_passes, Form::serial};
@@ -263,16 +277,28 @@ int main(int argc, char** argv) {
                 GpuGemm::form_name(chosen), form_ms[0], form_ms[1], form_ms[2], ordered_ms, atomic_ms, ratio);
     json by_form = json::object();
     for (int f = 0; f < kForms; ++f) by_form[GpuGemm::form_name(forms[f])] = form_ms[f];
-    determinism.push_back({{"m", in.shape.m}, {"n", in.shape.n}, {"k", in.shape.k}, {"parts", pairs[i].parts},
-                           {"form", GpuGemm::form_name(chosen)}, {"form_ms", by_form}, {"ordered_ms", ordered_ms},
-                           {"atomic_ms", atomic_ms}, {"ordered_over_atomic", ratio}});
+    determinism.push_back({{"m", in.shape.m},
+                           {"n", in.shape.n},
+                           {"k", in.shape.k},
+                           {"parts", pairs[i].parts},
+                           {"form", GpuGemm::form_name(chosen)},
+                           {"form_ms", by_form},
+                           {"ordered_ms", ordered_ms},
+                           {"atomic_ms", atomic_ms},
+                           {"ordered_over_atomic", ratio}});
   }
   std::printf("\nworst ordered / atomic time: %.3f (target <= 1.05) %s\n", worst, worst <= 1.05 ? "ok" : "MISSED");
   std::printf("our seq results vs cuBLAS within 1e-5 relative (and every output written): %s\n",
-              !cublas.sgemm ? "not checked (no cuBLAS)" : ok ? "yes" : "NO");
-  const json doc = {{"device", info.describe()}, {"date", date}, {"reps", reps},
+              !cublas.sgemm ? "not checked (no cuBLAS)"
+              : ok          ? "yes"
+                            : "NO");
+  const json doc = {{"device", info.describe()},
+                    {"date", date},
+                    {"reps", reps},
                     {"cublas", cublas.sgemm ? "CUBLAS_DEFAULT_MATH (fp32, no TF32)" : cublas.why},
-                    {"vs_cublas", vs_cublas}, {"determinism", determinism}, {"worst_ordered_over_atomic", worst}};
+                    {"vs_cublas", vs_cublas},
+                    {"determinism", determinism},
+                    {"worst_ordered_over_atomic", worst}};
   std::ofstream(json_path) << doc.dump(1) << '\n';
   return ok ? 0 : 1;
 }

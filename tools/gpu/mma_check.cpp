@@ -15,7 +15,6 @@ namespace fplab::tools::gpu::mma {
 
 // ---- checking outputs against the model
 
-
 constexpr int64_t kDetailedPerThread = 400;  // mismatches per thread and set run against every variant
 
 std::string hex(uint32_t code, int bits) {
@@ -33,9 +32,12 @@ std::string show(double x) {
 std::string classify(MmaInput in, const std::vector<double>& a, const std::vector<double>& b, double c, float gpu,
                      float want) {
   std::string s;
-  if (std::isnan(gpu) != std::isnan(want)) s = std::isnan(gpu) ? "GPU NaN, model a number" : "model NaN, GPU a number";
-  else if (std::isinf(gpu) != std::isinf(want)) s = std::isinf(gpu) ? "GPU inf, model finite" : "model inf, GPU finite";
-  else if (gpu == 0 && want == 0) s = "sign of zero";
+  if (std::isnan(gpu) != std::isnan(want))
+    s = std::isnan(gpu) ? "GPU NaN, model a number" : "model NaN, GPU a number";
+  else if (std::isinf(gpu) != std::isinf(want))
+    s = std::isinf(gpu) ? "GPU inf, model finite" : "model inf, GPU finite";
+  else if (gpu == 0 && want == 0)
+    s = "sign of zero";
   else {
     const int64_t u = stats::ulps(gpu, want);
     s = u == 1 ? "1 ulp" : u <= 16 ? "2-16 ulps" : "> 16 ulps";
@@ -105,8 +107,13 @@ void check_part(MmaInput in, const MmaTiles& t, const std::vector<float>& d, siz
           }
         if (cls.examples.size() < 3) {
           json ea = json::array(), eb = json::array();
-          for (size_t kk = 0; kk < K; ++kk) ea.push_back(hex(A[i * K + kk], bits)), eb.push_back(hex(B[kk * 8 + j], bits));
-          cls.examples.push_back({{"c", show(c)}, {"a", ea}, {"b", eb}, {"gpu", show(gpu)}, {"model", show(want)},
+          for (size_t kk = 0; kk < K; ++kk)
+            ea.push_back(hex(A[i * K + kk], bits)), eb.push_back(hex(B[kk * 8 + j], bits));
+          cls.examples.push_back({{"c", show(c)},
+                                  {"a", ea},
+                                  {"b", eb},
+                                  {"gpu", show(gpu)},
+                                  {"model", show(want)},
                                   {"reproduced_by", reproduced}});
         }
       }

@@ -25,8 +25,6 @@ std::vector<float> execute(const Options& o, MmaInput in, MmaPath path, const Mm
 
 // ---- the device run
 
-
-
 // Integer data, exact for any tensor core: does the kernel put every value where it belongs?
 int64_t self_check(MmaInput in, MmaPath path, MmaOptions options, std::string& first_error) {
   const fp::Format& f = code_format(in);
@@ -52,8 +50,6 @@ int64_t self_check(MmaInput in, MmaPath path, MmaOptions options, std::string& f
   return wrong;
 }
 
-
-
 ProbeResult run_probe(MmaInput in, MmaPath path, const Probe& p, MmaOptions options, const Options& o) {
   const fp::Format& f = code_format(in);
   MmaTiles t;
@@ -61,7 +57,8 @@ ProbeResult run_probe(MmaInput in, MmaPath path, const Probe& p, MmaOptions opti
   for (int i = 0; i < t.rows; ++i)
     for (double x : p.a) t.a.push_back(static_cast<uint32_t>(std::isnan(x) ? f.quiet_nan_bits(false) : f.encode(x)));
   for (size_t kk = 0; kk < t.k; ++kk)
-    for (int j = 0; j < 8; ++j) t.b.push_back(static_cast<uint32_t>(std::isnan(p.b[kk]) ? f.quiet_nan_bits(false) : f.encode(p.b[kk])));
+    for (int j = 0; j < 8; ++j)
+      t.b.push_back(static_cast<uint32_t>(std::isnan(p.b[kk]) ? f.quiet_nan_bits(false) : f.encode(p.b[kk])));
   t.c.assign(t.rows * 8, static_cast<float>(p.acc));
   const std::vector<float> d = execute(o, in, path, t, options);
   std::vector<double> a, b;
@@ -75,11 +72,15 @@ ProbeResult run_probe(MmaInput in, MmaPath path, const Probe& p, MmaOptions opti
   const bool by_rules = uniform && !r.ok && stats::same_bits(d[0], ruled);
   char line[512];
   std::snprintf(line, sizeof line, "  %-50s GPU %-16s model %-16s %s%s%s", p.name.c_str(), show(d[0]).c_str(),
-                show(want).c_str(), r.ok ? "ok" : by_rules ? "differs: a chip rule" : "DIFFERS",
-                uniform ? "" : " (outputs of the tile differ!)", p.published.empty() ? "" : ("; published " + p.published).c_str());
+                show(want).c_str(),
+                r.ok       ? "ok"
+                : by_rules ? "differs: a chip rule"
+                           : "DIFFERS",
+                uniform ? "" : " (outputs of the tile differ!)",
+                p.published.empty() ? "" : ("; published " + p.published).c_str());
   r.line = line;
-  r.j = {{"probe", p.name}, {"gpu", show(d[0])}, {"model", show(want)}, {"identical", r.ok}, {"by_chip_rules", by_rules},
-         {"published", p.published}, {"all_outputs_equal", uniform}};
+  r.j = {{"probe", p.name},           {"gpu", show(d[0])},        {"model", show(want)},         {"identical", r.ok},
+         {"by_chip_rules", by_rules}, {"published", p.published}, {"all_outputs_equal", uniform}};
   return r;
 }
 
@@ -112,13 +113,18 @@ bool run_instruction(const Options& o, MmaInput in, MmaPath path, int threads, j
   if (wrong && path == MmaPath::wgmma) {
     std::string error2;
     options.swap_descriptor_offsets = true;
-    if (self_check(in, path, options, error2) == 0) wrong = 0;
-    else options.swap_descriptor_offsets = false;
+    if (self_check(in, path, options, error2) == 0)
+      wrong = 0;
+    else
+      options.swap_descriptor_offsets = false;
   }
   std::printf("\n== %s: %s\nself-check (integer data, exact): %s%s\n", mma_instruction(in, path).c_str(),
-              model_name(in, path).c_str(), wrong ? ("FAILED, " + std::to_string(wrong) + " wrong; first: " + error).c_str() : "pass",
+              model_name(in, path).c_str(),
+              wrong ? ("FAILED, " + std::to_string(wrong) + " wrong; first: " + error).c_str() : "pass",
               options.swap_descriptor_offsets ? " (descriptor offsets swapped)" : "");
-  out["self_check"].push_back({{"instruction", mma_instruction(in, path)}, {"wrong", wrong}, {"first", error},
+  out["self_check"].push_back({{"instruction", mma_instruction(in, path)},
+                               {"wrong", wrong},
+                               {"first", error},
                                {"swapped_descriptor_offsets", options.swap_descriptor_offsets}});
   if (wrong) return false;
   // (2) probes.
@@ -183,7 +189,8 @@ int device_run(const Options& o) {
     return 0;
   }
   const int threads = o.threads > 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());
-  const std::string device = o.cpu_model ? "no GPU: the model stands in for the chip (--cpu-model)" : device_info().describe();
+  const std::string device =
+      o.cpu_model ? "no GPU: the model stands in for the chip (--cpu-model)" : device_info().describe();
   std::printf("%s; %d host threads\n", device.c_str(), threads);
   json out = {{"device", device}, {"self_check", json::array()}, {"probes", json::array()}, {"rows", json::array()}};
   std::ofstream samples;

@@ -25,25 +25,37 @@ double p2(int e) { return std::ldexp(1.0, e); }
 const fp::Format& code_format(MmaInput in) {
   static const fp::Format f32 = fp::fp32(), f16 = fp::fp16(), b16 = fp::bf16(), e4 = fp::e4m3(), e5 = fp::e5m2();
   switch (in) {
-    case MmaInput::tf32: return f32;
-    case MmaInput::fp16: return f16;
-    case MmaInput::bf16: return b16;
-    case MmaInput::e4m3: return e4;
-    default: return e5;
+    case MmaInput::tf32:
+      return f32;
+    case MmaInput::fp16:
+      return f16;
+    case MmaInput::bf16:
+      return b16;
+    case MmaInput::e4m3:
+      return e4;
+    default:
+      return e5;
   }
 }
 bool is_fp8(MmaInput in) { return in == MmaInput::e4m3 || in == MmaInput::e5m2; }
 double value(MmaInput in, uint32_t code) { return code_format(in).decode(code); }
-uint32_t code_of(const fp::Format& f, double x) { return static_cast<uint32_t>(fp::round_double(x, f, {fp::Mode::rne}).bits); }
+uint32_t code_of(const fp::Format& f, double x) {
+  return static_cast<uint32_t>(fp::round_double(x, f, {fp::Mode::rne}).bits);
+}
 float as_float(uint32_t u) { return std::bit_cast<float>(u); }
 
 std::string model_name(MmaInput in) {
   switch (in) {
-    case MmaInput::tf32: return "tc-h100-tf32";
-    case MmaInput::fp16: return "tc-h100-fp16";
-    case MmaInput::bf16: return "tc-h100-bf16";
-    case MmaInput::e4m3: return "tc-h100-fp8";
-    default: return "tc-h100-fp8 (input e5m2)";
+    case MmaInput::tf32:
+      return "tc-h100-tf32";
+    case MmaInput::fp16:
+      return "tc-h100-fp16";
+    case MmaInput::bf16:
+      return "tc-h100-bf16";
+    case MmaInput::e4m3:
+      return "tc-h100-fp8";
+    default:
+      return "tc-h100-fp8 (input e5m2)";
   }
 }
 sim::FusedAddSpec model_spec(MmaInput in) {
@@ -56,7 +68,8 @@ sim::FusedAddSpec model_spec(MmaInput in) {
 // a sum beyond the output's range gives inf, though the result is truncated toward zero (the
 // model saturates, as IEEE round-toward-zero does); and a zero result is always +0 (the model
 // follows IEEE: -0 for a sum of -0 terms or a negative sum truncated to zero).
-double step(double acc, const Vec& a, const Vec& b, size_t from, size_t n, const sim::FusedAddSpec& s, bool chip_rules) {
+double step(double acc, const Vec& a, const Vec& b, size_t from, size_t n, const sim::FusedAddSpec& s,
+            bool chip_rules) {
   const std::span<const double> x(a.data() + from, n), y(b.data() + from, n);
   const double r = sim::fused_multiply_add(acc, x, y, s);
   if (!chip_rules) return r;
@@ -86,7 +99,8 @@ double evaluate(const Candidate& cand, double c, const Vec& a, const Vec& b, boo
   double acc = c;
   if (!cand.fp8_via_fp16) {
     const size_t n = static_cast<size_t>(cand.spec.products);
-    for (size_t k = 0; k < a.size(); k += n) acc = step(acc, *pa, *pb, k, std::min(n, a.size() - k), cand.spec, chip_rules);
+    for (size_t k = 0; k < a.size(); k += n)
+      acc = step(acc, *pa, *pb, k, std::min(n, a.size() - k), cand.spec, chip_rules);
     return acc;
   }
   for (size_t k = 0; k < a.size(); k += 32) {
@@ -140,7 +154,10 @@ std::vector<Candidate> candidates(MmaInput in, MmaPath path) {
   if (in == MmaInput::tf32) add("tf32 inputs RNE", [](auto& s) { s.input_mode = fp::Mode::rne; });
   if (is_fp8(in)) {
     add("fp32 result", [](auto& s) { s.output = fp::fp32(); });
-    add("F=25 fp32 result", [](auto& s) { s.output = fp::fp32(); s.fraction_bits = 25; });
+    add("F=25 fp32 result", [](auto& s) {
+      s.output = fp::fp32();
+      s.fraction_bits = 25;
+    });
   }
   return list;
 }

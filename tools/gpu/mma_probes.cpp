@@ -13,7 +13,6 @@ namespace fplab::tools::gpu::mma {
 
 // ---- probes: one dot product replicated over every output of a tile
 
-
 std::vector<Probe> probes(MmaInput in, MmaPath path) {
   const sim::FusedAddSpec spec = candidates(in, path)[0].spec;  // what the scans are centred on
   const int k = mma_k(in), F = spec.fraction_bits;
@@ -35,15 +34,21 @@ std::vector<Probe> probes(MmaInput in, MmaPath path) {
   add("FTTN extra bit: 1*1 - (1 - 2^-24)", -(1 - p2(-24)), {{0, 1, 1}}, h ? "0x1p-24 (FTTN, H100)" : "");
   add("FTTN 3 extra bits: 1*1.25 - (2^-3 + 2^-25)", -(p2(-3) + p2(-25)), {{0, 1, 1.25}},
       h ? "0x1.1ffffep+0 = 0x3F8FFFFF (FTTN, H100)" : "");
-  add("FTTN rounding: 2^-14 * 3*2^-10 + 1*2", 0, {{0, p2(-14), p2(-9) + p2(-10)}, {1, 1, 2}}, h ? "0x1p+1 (FTTN: RZ)" : "");
+  add("FTTN rounding: 2^-14 * 3*2^-10 + 1*2", 0, {{0, p2(-14), p2(-9) + p2(-10)}, {1, 1, 2}},
+      h ? "0x1p+1 (FTTN: RZ)" : "");
   add("FTTN rounding: negative", 0, {{0, p2(-14), -(p2(-9) + p2(-10))}, {1, 1, -2}}, h ? "-0x1p+1 (FTTN: RZ)" : "");
   add("FTTN rounding: 2 + 2^-14 * 3*2^-10", 2, {{0, p2(-14), p2(-9) + p2(-10)}}, h ? "0x1p+1 (FTTN: RZ)" : "");
-  add("Fasi D2: 4 * 2^-24 + (1 - 2^-24)", 1 - p2(-24), {{0, 1, p2(-24)}, {1, 1, p2(-24)}, {2, 1, p2(-24)}, {3, 1, p2(-24)}});
+  add("Fasi D2: 4 * 2^-24 + (1 - 2^-24)", 1 - p2(-24),
+      {{0, 1, p2(-24)}, {1, 1, p2(-24)}, {2, 1, p2(-24)}, {3, 1, p2(-24)}});
   add("Fasi D3: 1 - 2^-24 + (-1 + 2^-24)", -1 + p2(-24), {{0, 1, 1}, {1, 1, -p2(-24)}});
-  add("Fasi D4 carry-out: 1+1+1+2^-23 + (1+2^-22+2^-23)", 1 + p2(-22) + p2(-23), {{0, 1, 1}, {1, 1, 1}, {2, 1, 1}, {3, 1, p2(-23)}});
+  add("Fasi D4 carry-out: 1+1+1+2^-23 + (1+2^-22+2^-23)", 1 + p2(-22) + p2(-23),
+      {{0, 1, 1}, {1, 1, 1}, {2, 1, 1}, {3, 1, p2(-23)}});
   add("Fasi C: 1*2 + 1*3*2^-24", 0, {{0, 1, 2}, {1, 1, p2(-23) + p2(-24)}});
-  add("Fasi B: 4 * (1 - 2^-11)^2", 0, {{0, 1 - p2(-11), 1 - p2(-11)}, {1, 1 - p2(-11), 1 - p2(-11)},
-                                       {2, 1 - p2(-11), 1 - p2(-11)}, {3, 1 - p2(-11), 1 - p2(-11)}});
+  add("Fasi B: 4 * (1 - 2^-11)^2", 0,
+      {{0, 1 - p2(-11), 1 - p2(-11)},
+       {1, 1 - p2(-11), 1 - p2(-11)},
+       {2, 1 - p2(-11), 1 - p2(-11)},
+       {3, 1 - p2(-11), 1 - p2(-11)}});
   add("Fasi A: subnormal input 2^-24 * 4", 0, {{0, p2(-24), 4}});
   add("Fasi A: subnormal acc 2^-149 kept", p2(-149), {});
   // Scans: where is the grid 2^-F? acc -2^-j against a product 1, and a product -2^-j against acc 1.
@@ -106,7 +111,8 @@ std::vector<Probe> probes(MmaInput in, MmaPath path) {
     Probe* probe;
     if (F >= p) {
       const auto [x, y] = split(-p);
-      probe = add("width: acc 1, 2^-" + std::to_string(p) + " at 0 and " + std::to_string(i), 1, {{0, x, y}, {i, x, y}}, "", 2);
+      probe = add("width: acc 1, 2^-" + std::to_string(p) + " at 0 and " + std::to_string(i), 1, {{0, x, y}, {i, x, y}},
+                  "", 2);
     } else {
       if (i < 2) continue;
       const auto [x, y] = split(-(F + 1));

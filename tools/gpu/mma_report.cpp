@@ -16,7 +16,8 @@ void print_classes(const Row& r, const std::vector<Candidate>& cands) {
     std::string explained;
     for (const Candidate& cand : cands)
       if (auto it = c.explained.find(cand.name); it != c.explained.end())
-        explained += (explained.empty() ? "" : ", ") + cand.name + " " + std::to_string(it->second) + "/" + std::to_string(c.detailed);
+        explained += (explained.empty() ? "" : ", ") + cand.name + " " + std::to_string(it->second) + "/" +
+                     std::to_string(c.detailed);
     std::printf("    %-62s %10lld  max %lld ulps; reproduced by: %s\n", name.c_str(), static_cast<long long>(c.count),
                 static_cast<long long>(c.max_ulps), explained.empty() ? "none of the variants" : explained.c_str());
     if (!c.examples.empty()) std::printf("      e.g. %s\n", c.examples[0].dump().c_str());
@@ -26,16 +27,28 @@ void print_classes(const Row& r, const std::vector<Candidate>& cands) {
 json row_json(const Row& r, const std::vector<Candidate>& cands) {
   json classes = json::object();
   for (const auto& [name, c] : r.tally.classes)
-    classes[name] = {{"count", c.count}, {"max_ulps", c.max_ulps}, {"detailed", c.detailed},
-                     {"reproduced_by", c.explained}, {"examples", c.examples}};
+    classes[name] = {{"count", c.count},
+                     {"max_ulps", c.max_ulps},
+                     {"detailed", c.detailed},
+                     {"reproduced_by", c.explained},
+                     {"examples", c.examples}};
   json variants = json::object();
   for (size_t i = 0; i < cands.size() && i < r.tally.candidate_agree.size(); ++i)
     variants[cands[i].name] = r.tally.candidate_agree[i];
-  return {{"path", to_string(r.path)}, {"input", to_string(r.input)}, {"instruction", mma_instruction(r.input, r.path)},
-          {"model", model_name(r.input, r.path)}, {"set", kSets[r.set].name}, {"k", r.k}, {"tiles", r.tiles},
-          {"outputs", r.tally.outputs}, {"identical", r.tally.identical}, {"identical_with_chip_rules", r.tally.identical + r.tally.by_rules},
+  return {{"path", to_string(r.path)},
+          {"input", to_string(r.input)},
+          {"instruction", mma_instruction(r.input, r.path)},
+          {"model", model_name(r.input, r.path)},
+          {"set", kSets[r.set].name},
+          {"k", r.k},
+          {"tiles", r.tiles},
+          {"outputs", r.tally.outputs},
+          {"identical", r.tally.identical},
+          {"identical_with_chip_rules", r.tally.identical + r.tally.by_rules},
           {"max_ulps", r.tally.max_ulps},
-          {"classes", classes}, {"variant_outputs", r.tally.candidate_outputs}, {"variant_identical", variants}};
+          {"classes", classes},
+          {"variant_outputs", r.tally.candidate_outputs},
+          {"variant_identical", variants}};
 }
 
 // Scores of the variants over the sample tiles of every set of one (path, input).
@@ -63,16 +76,17 @@ std::string percent(int64_t part, int64_t whole) {
 }
 
 void print_table(const std::vector<Row>& rows) {
-  std::printf("\ninput | path | model | test set | K | tiles | outputs | bit-identical | with the chip rules | max ulps | "
-              "mismatch classes\n");
+  std::printf(
+      "\ninput | path | model | test set | K | tiles | outputs | bit-identical | with the chip rules | max ulps | "
+      "mismatch classes\n");
   std::printf("---|---|---|---|---|---|---|---|---|---|---\n");
   for (const Row& r : rows) {
     std::string classes;
     for (const auto& [name, c] : r.tally.classes)
       classes += (classes.empty() ? "" : "; ") + name + ": " + std::to_string(c.count);
     std::printf("%s | %s | %s | %s | %zu | %zu | %lld | %s | %s | %lld | %s\n", to_string(r.input), to_string(r.path),
-                model_name(r.input, r.path).c_str(), kSets[r.set].name.c_str(), r.k, r.tiles, static_cast<long long>(r.tally.outputs),
-                percent(r.tally.identical, r.tally.outputs).c_str(),
+                model_name(r.input, r.path).c_str(), kSets[r.set].name.c_str(), r.k, r.tiles,
+                static_cast<long long>(r.tally.outputs), percent(r.tally.identical, r.tally.outputs).c_str(),
                 percent(r.tally.identical + r.tally.by_rules, r.tally.outputs).c_str(),
                 static_cast<long long>(r.tally.max_ulps), classes.empty() ? "-" : classes.c_str());
   }

@@ -51,11 +51,16 @@ uint32_t random_code(const fp::Format& f, int lo, int hi, Rng& rng) {
 uint32_t draw(const fp::Format& f, Kind kind, Rng& rng) {
   const int bias = f.bias();
   switch (kind) {
-    case Kind::normal: return code_of(f, rng.normal());
-    case Kind::mixed: return random_code(f, bias - 8, bias + 8, rng);
-    case Kind::wide: return f.exp_bits == 8 ? random_code(f, bias - 60, bias + 60, rng) : random_code(f, 0, top_field(f), rng);
-    case Kind::align: return rng.below(8) == 0 ? 0 : random_code(f, bias - 2, bias + 2, rng);
-    case Kind::cancel: return random_code(f, bias - 3, bias + 3, rng);
+    case Kind::normal:
+      return code_of(f, rng.normal());
+    case Kind::mixed:
+      return random_code(f, bias - 8, bias + 8, rng);
+    case Kind::wide:
+      return f.exp_bits == 8 ? random_code(f, bias - 60, bias + 60, rng) : random_code(f, 0, top_field(f), rng);
+    case Kind::align:
+      return rng.below(8) == 0 ? 0 : random_code(f, bias - 2, bias + 2, rng);
+    case Kind::cancel:
+      return random_code(f, bias - 3, bias + 3, rng);
     case Kind::subnormal: {
       const uint64_t r = rng.below(6);
       if (r < 2) return random_code(f, 0, 0, rng);
@@ -67,7 +72,8 @@ uint32_t draw(const fp::Format& f, Kind kind, Rng& rng) {
       const uint64_t r = rng.below(32);
       const bool negative = rng.next() & 1;
       if (r < 2) return static_cast<uint32_t>(uint64_t{negative} << (f.width() - 1));
-      if (r == 2) return static_cast<uint32_t>(f.has_infinity() ? f.infinity_bits(negative) : f.max_finite_bits(negative));
+      if (r == 2)
+        return static_cast<uint32_t>(f.has_infinity() ? f.infinity_bits(negative) : f.max_finite_bits(negative));
       if (r == 3) return static_cast<uint32_t>(f.quiet_nan_bits(false));
       if (r < 6) return static_cast<uint32_t>(f.max_finite_bits(negative));
       return code_of(f, rng.normal());
@@ -86,10 +92,14 @@ float draw_c(Kind kind, Rng& rng, double largest_product, double sum) {
     return as_float(code_of(f32, (rng.next() & 1 ? -m : m) * p2(e)));
   };
   switch (kind) {
-    case Kind::normal: return static_cast<float>(4 * rng.normal());
-    case Kind::mixed: return as_float(random_code(f32, 127 - 10, 127 + 10, rng));
-    case Kind::wide: return relative(-30, 6);
-    case Kind::align: return relative(-34, 34);
+    case Kind::normal:
+      return static_cast<float>(4 * rng.normal());
+    case Kind::mixed:
+      return as_float(random_code(f32, 127 - 10, 127 + 10, rng));
+    case Kind::wide:
+      return relative(-30, 6);
+    case Kind::align:
+      return relative(-34, 34);
     case Kind::cancel: {
       uint32_t u = std::bit_cast<uint32_t>(static_cast<float>(-sum));
       if (rng.below(2) && u << 1) u ^= 1u << rng.below(3);  // near, not exact, cancellation

@@ -34,11 +34,12 @@ std::vector<T> parse_list(const std::string& text, const std::vector<T>& all) {
 int main(int argc, char** argv) {
   Options o;
   std::string inputs, paths;
-  CLI::App app("Real tensor-core MMAs (mma.sync and wgmma, one instruction at a time) against fplab's\n"
-               "model of them, bit for bit, for tf32, fp16, bf16, e4m3 and e5m2 inputs with fp32\n"
-               "accumulation. Exit status 1 when a self-check fails or an output differs from the model\n"
-               "in a way the chip rules do not explain. Needs a GPU, except with --replay or --cpu-model.",
-               "gpu_mma_validate");
+  CLI::App app(
+      "Real tensor-core MMAs (mma.sync and wgmma, one instruction at a time) against fplab's\n"
+      "model of them, bit for bit, for tf32, fp16, bf16, e4m3 and e5m2 inputs with fp32\n"
+      "accumulation. Exit status 1 when a self-check fails or an output differs from the model\n"
+      "in a way the chip rules do not explain. Needs a GPU, except with --replay or --cpu-model.",
+      "gpu_mma_validate");
   app.add_option("--json", o.json_path, "where to write the JSON results");
   app.add_option("--samples", o.samples_path, "write the GPU results of the first tiles of every set here");
   app.add_option("--replay", o.replay_path, "redo the comparison on a --samples file (no GPU needed)");
@@ -47,10 +48,11 @@ int main(int argc, char** argv) {
   app.add_flag("--cpu-model", o.cpu_model, "the model plays the chip: a dry run without a GPU");
   app.add_option("--inputs", inputs, "comma list of tf32, fp16, bf16, e4m3, e5m2 (default: all)");
   app.add_option("--paths", paths, "comma list of mma.sync, wgmma (default: both)");
-  app.footer("Examples:\n  gpu_mma_validate --json out/gpu_mma_validate.json\n"
-             "  gpu_mma_validate --inputs fp16,e4m3 --paths wgmma --scale 0.1\n"
-             "  gpu_mma_validate --cpu-model --scale 0.01 --inputs bf16\n"
-             "  gpu_mma_validate --replay gpu_mma_samples.bin --json replay.json\n");
+  app.footer(
+      "Examples:\n  gpu_mma_validate --json out/gpu_mma_validate.json\n"
+      "  gpu_mma_validate --inputs fp16,e4m3 --paths wgmma --scale 0.1\n"
+      "  gpu_mma_validate --cpu-model --scale 0.01 --inputs bf16\n"
+      "  gpu_mma_validate --replay gpu_mma_samples.bin --json replay.json\n");
   if (const int status = tools::gpu::parse_options(app, argc, argv); status >= 0) return status;
   try {
     if (!inputs.empty()) o.inputs = parse_list(inputs, kInputs);

@@ -21,7 +21,7 @@ class ToolRng {
   uint64_t next() { return rng_.next(); }
   uint64_t below(uint64_t n) { return rng_.below(n); }
   double uniform() { return rng_.uniform(); }  // [0, 1), 53 bits
-  double normal() {  // Irwin-Hall: 12 uniforms - 6, no libm
+  double normal() {                            // Irwin-Hall: 12 uniforms - 6, no libm
     double s = 0;
     for (int i = 0; i < 12; ++i) s += uniform();
     return s - 6;
