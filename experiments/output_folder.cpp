@@ -64,9 +64,10 @@ OutputFolder::OutputFolder(const std::string& path, const std::string& name, con
 
   const fs::path marker = fs::path(path) / kExperimentMarker;
   const bool marked = fs::exists(marker, ec);
+  const std::string marked_name = marked ? read_marker(marker) : "";
   if (!o.force) {
     if (marked) {
-      const std::string other = read_marker(marker);
+      const std::string& other = marked_name;
       if (other != name)
         throw std::runtime_error(path + ": holds the results of experiment '" + other + "', not '" + name +
                                  "'; choose another --out, or pass --force to write over them");
@@ -91,7 +92,7 @@ OutputFolder::OutputFolder(const std::string& path, const std::string& name, con
                                    "--force to write into it");
     }
   }
-  if (!marked || read_marker(marker) != name) models::write_file_atomically(marker.string(), name + "\n");
+  if (marked_name != name) models::write_file_atomically(marker.string(), name + "\n");
   if (o.resume && o.ranks == 1)
     for (const auto& folder : {fs::path(path), fs::path(path) / "replicas", fs::path(path) / "figures"})
       leftovers_removed_ += util::remove_interrupted_renders(folder.string());

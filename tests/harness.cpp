@@ -105,25 +105,7 @@ std::string show(const ref::Exact& v) {
   return out.str();
 }
 
-std::string mode_text(Mode mode) {
-  switch (mode) {
-    case Mode::rne:
-      return "rne";
-    case Mode::rna:
-      return "rna";
-    case Mode::rz:
-      return "rz";
-    case Mode::ru:
-      return "ru";
-    case Mode::rd:
-      return "rd";
-    case Mode::ro:
-      return "ro";
-    case Mode::sr:
-      return "sr";
-  }
-  return "mode?";
-}
+std::string mode_text(Mode mode) { return std::string(fp::mode_name(mode)); }
 
 std::string configuration(const Format& format, Mode mode, bool flush, bool saturate) {
   std::ostringstream out;
