@@ -42,7 +42,7 @@ void apply_toml_text(CLI::App* command, std::string_view text, const std::string
 const CLI::Validator& whole_number();
 
 // --profiles-dir FOLDER (repeatable): the user's folders of hardware profiles, searched before
-// $FPLAB_HW_PROFILES and the shipped profiles (models/hw_profile.hpp).
+// $FPLAB_HW_PROFILES and the shipped profiles (profiles/hw_profile.hpp).
 void add_profiles_dir_option(CLI::App* command, std::vector<std::string>& folders);
 
 // argv as one line that a POSIX shell reads back as the same words (arguments quoted where needed).

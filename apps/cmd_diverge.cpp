@@ -8,7 +8,7 @@
 #include "experiments/divergence.hpp"
 #include "experiments/experiment.hpp"
 #include "models/checkpoint_io.hpp"
-#include "models/hw_profile.hpp"
+#include "profiles/hw_profile.hpp"
 #include "util/gnuplot_figure.hpp"
 #include "util/progress.hpp"
 
@@ -25,7 +25,7 @@ struct DivergeArgs {
 int run_diverge(const DivergeArgs& args) {
   const auto x = experiments::load_experiment(args.file);
   const std::string profile_name = args.profile.empty() ? x.profiles.front() : args.profile;
-  const auto profile = models::find_hw_profile(profile_name, args.profiles_dir);
+  const auto profile = profiles::find_hw_profile(profile_name, args.profiles_dir);
   const auto variant = experiments::parse_variant(args.variant);
   if (args.pair.size() != 2 || args.pair[0] == args.pair[1])
     throw UsageError("--pair needs two different replica numbers");

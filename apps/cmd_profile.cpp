@@ -1,4 +1,4 @@
-// fplab profile: the hardware profiles (hw_profiles/*.toml, docs/profiles.md): list them, or show
+// fplab profile: the hardware profiles (profiles/shipped/*.toml, docs/profiles.md): list them, or show
 // one's schedules and arithmetic per operation in default and deterministic mode.
 #include <algorithm>
 #include <cstdio>
@@ -6,7 +6,7 @@
 
 #include "apps/cli_support.hpp"
 #include "apps/commands.hpp"
-#include "models/hw_profile.hpp"
+#include "profiles/hw_profile.hpp"
 #include "sim/schedule.hpp"
 
 namespace fplab::app {
@@ -18,17 +18,17 @@ struct ProfileArgs {
   bool json = false;
 };
 
-std::string join(const std::vector<models::OpKind>& ops) {
+std::string join(const std::vector<profiles::OpKind>& ops) {
   std::string s;
-  for (auto k : ops) s += (s.empty() ? "" : ", ") + std::string(models::op_kind_name(k));
+  for (auto k : ops) s += (s.empty() ? "" : ", ") + std::string(profiles::op_kind_name(k));
   return s;
 }
 
-nlohmann::json mode_json(const models::OpTable& table) {
+nlohmann::json mode_json(const profiles::OpTable& table) {
   nlohmann::json ops = nlohmann::json::array();
-  for (auto k : models::all_op_kinds) {
+  for (auto k : profiles::all_op_kinds) {
     const auto& c = table[k];
-    ops.push_back({{"op", models::op_kind_name(k)},
+    ops.push_back({{"op", profiles::op_kind_name(k)},
                    {"schedule", sim::to_string(c.schedule)},
                    {"arithmetic", c.arithmetic.to_string()},
                    {"format", c.arithmetic.format.name},
@@ -36,17 +36,17 @@ nlohmann::json mode_json(const models::OpTable& table) {
                    {"products", sim::products_name(c.arithmetic.products)},
                    {"flush_subnormals", c.arithmetic.flush_subnormals},
                    {"saturate", c.arithmetic.saturate},
-                   {"nondeterministic", models::draws_noise(c)}});
+                   {"nondeterministic", profiles::draws_noise(c)}});
   }
   nlohmann::json noisy = nlohmann::json::array();
-  for (auto k : models::noisy_ops(table)) noisy.push_back(models::op_kind_name(k));
+  for (auto k : profiles::noisy_ops(table)) noisy.push_back(profiles::op_kind_name(k));
   return {{"deterministic", noisy.empty()}, {"nondeterministic_ops", noisy}, {"ops", ops}};
 }
 
 int run_list(const ProfileArgs& args) {
-  std::vector<models::HardwareProfile> profiles;
-  for (const auto& name : models::hw_profile_names(args.profiles_dir))
-    profiles.push_back(models::find_hw_profile(name, args.profiles_dir));
+  std::vector<profiles::HardwareProfile> profiles;
+  for (const auto& name : profiles::hw_profile_names(args.profiles_dir))
+    profiles.push_back(profiles::find_hw_profile(name, args.profiles_dir));
   if (args.json) {
     nlohmann::json list = nlohmann::json::array();
     for (const auto& p : profiles) list.push_back({{"name", p.name}, {"description", p.description}, {"path", p.path}});
@@ -55,7 +55,7 @@ int run_list(const ProfileArgs& args) {
   }
   std::printf("%-12s %-11s %s\n", "profile", "IMPL noise", "description");
   for (const auto& p : profiles)
-    std::printf("%-12s %-11s %s\n", p.name.c_str(), models::noisy_ops(p.default_ops).empty() ? "none" : "yes",
+    std::printf("%-12s %-11s %s\n", p.name.c_str(), profiles::noisy_ops(p.default_ops).empty() ? "none" : "yes",
                 p.description.c_str());
   const auto built_in =
       std::count_if(profiles.begin(), profiles.end(), [](const auto& p) { return p.path.ends_with("(built in)"); });
@@ -64,19 +64,19 @@ int run_list(const ProfileArgs& args) {
   return 0;
 }
 
-void print_mode(const char* mode, const models::OpTable& table) {
-  const auto noisy = models::noisy_ops(table);
+void print_mode(const char* mode, const profiles::OpTable& table) {
+  const auto noisy = profiles::noisy_ops(table);
   std::printf("\n%s mode: %s\n", mode,
               noisy.empty() ? "deterministic" : ("nondeterministic (" + join(noisy) + ")").c_str());
-  for (auto k : models::all_op_kinds) {
+  for (auto k : profiles::all_op_kinds) {
     const auto& c = table[k];
-    std::printf("  %-10s %-16s %s%s\n", std::string(models::op_kind_name(k)).c_str(), c.arithmetic.to_string().c_str(),
-                sim::to_string(c.schedule).c_str(), models::draws_noise(c) ? "   [noise]" : "");
+    std::printf("  %-10s %-16s %s%s\n", std::string(profiles::op_kind_name(k)).c_str(), c.arithmetic.to_string().c_str(),
+                sim::to_string(c.schedule).c_str(), profiles::draws_noise(c) ? "   [noise]" : "");
   }
 }
 
 int run_show(const ProfileArgs& args) {
-  const auto p = models::find_hw_profile(args.name, args.profiles_dir);
+  const auto p = profiles::find_hw_profile(args.name, args.profiles_dir);
   if (args.json) {
     nlohmann::json parallelism = nlohmann::json::object();
     for (const auto& [k, v] : p.parallelism) parallelism[k] = v;
@@ -108,16 +108,16 @@ void add_profile_command(CLI::App& app, Runner& run) {
       "  fplab profile list --json\n"
       "  fplab profile show v100\n"
       "  fplab profile show tpu-v3 --json\n"
-      "  fplab profile show hw_profiles/v100.toml    # any profile file (schema: docs/profiles.md)\n"
+      "  fplab profile show profiles/shipped/v100.toml    # any profile file (schema: docs/profiles.md)\n"
       "Profiles are found by name in --profiles-dir folders, then $FPLAB_HW_PROFILES (FOLDER:FOLDER...), then\n"
-      "the shipped ones (hw_profiles/, built into fplab); a path to a .toml file always works.");
+      "the shipped ones (profiles/shipped/, built into fplab); a path to a .toml file always works.");
 
   auto list_args = std::make_shared<ProfileArgs>();
   CLI::App* list =
       cmd->add_subcommand("list", "List the profiles: name, whether default mode has IMPL noise, description");
   list->add_flag("--json", list_args->json, "print {\"profiles\":[{\"name\":...,\"description\":...}, ...]}");
   add_profiles_dir_option(list, list_args->profiles_dir);
-  list->footer("Examples:\n  fplab profile list\n  fplab profile list --json --profiles-dir hw_profiles");
+  list->footer("Examples:\n  fplab profile list\n  fplab profile list --json --profiles-dir profiles/shipped");
   list->callback([&run, list_args] { run = [list_args] { return run_list(*list_args); }; });
 
   auto show_args = std::make_shared<ProfileArgs>();
@@ -129,7 +129,7 @@ void add_profile_command(CLI::App& app, Runner& run) {
   add_profiles_dir_option(show, show_args->profiles_dir);
   show->footer(
       "Examples:\n  fplab profile show v100\n  fplab profile show h100-bf16 --json\n"
-      "  fplab profile show hw_profiles/h100.toml");
+      "  fplab profile show profiles/shipped/h100.toml");
   show->callback([&run, show_args] { run = [show_args] { return run_show(*show_args); }; });
 }
 

@@ -11,7 +11,7 @@
 #include "experiments/output_folder.hpp"
 #include "experiments/report.hpp"
 #include "experiments/runner.hpp"
-#include "models/hw_profile.hpp"
+#include "profiles/hw_profile.hpp"
 #include "util/file_name.hpp"
 #include "util/version.hpp"
 
@@ -27,9 +27,9 @@ struct RunArgs {
 };
 
 // Every op of a table in `format` ("exact": every reduction exact, in fp32).
-models::OpTable in_format(models::OpTable table, const std::string& format) {
+profiles::OpTable in_format(profiles::OpTable table, const std::string& format) {
   if (format.empty()) return table;
-  if (format == "exact") return models::op_table_preset("exact");
+  if (format == "exact") return profiles::op_table_preset("exact");
   for (auto& op : table.ops) op.arithmetic.format = fp::parse_format(format);
   return table;
 }
@@ -45,7 +45,7 @@ int run_run(const RunArgs& args) {
   std::tie(options.rank, options.ranks) = experiments::launcher_rank();
   const std::string format = experiment.format == "fp32" ? "" : experiment.format;
   auto resolve = [&](const std::string& name) {
-    const auto profile = models::find_hw_profile(name, args.profiles_dir);
+    const auto profile = profiles::find_hw_profile(name, args.profiles_dir);
     return std::pair{in_format(profile.default_ops, format), in_format(profile.deterministic_ops, format)};
   };
   for (const auto& p : experiment.profiles) resolve(p);  // fail early on a bad profile

@@ -9,7 +9,7 @@
 #include "apps/cli_support.hpp"
 #include "apps/commands.hpp"
 #include "models/checkpoint_io.hpp"
-#include "models/hw_profile.hpp"
+#include "profiles/hw_profile.hpp"
 #include "models/recipe_limits.hpp"
 #include "models/trainer.hpp"
 #include "util/progress.hpp"
@@ -108,22 +108,22 @@ models::TrainConfig make_config(const TrainArgs& a) {
     auto colon = a.profile.rfind(':');
     std::string mode = colon == std::string::npos ? "default" : a.profile.substr(colon + 1);
     if (mode != "default" && mode != "deterministic") {
-      if (!models::is_hw_profile_path(a.profile))
+      if (!profiles::is_hw_profile_path(a.profile))
         throw UsageError("--profile takes NAME, NAME:default or NAME:deterministic (or a .toml path), not '" +
                          a.profile + "'");
       colon = std::string::npos;
       mode = "default";
     }
-    const auto profile = models::find_hw_profile(a.profile.substr(0, colon), a.profiles_dir);
+    const auto profile = profiles::find_hw_profile(a.profile.substr(0, colon), a.profiles_dir);
     c.ops = mode == "default" ? profile.default_ops : profile.deterministic_ops;
     if (a.format == "exact")
-      c.ops = models::op_table_preset("exact");
+      c.ops = profiles::op_table_preset("exact");
     else if (a.format != "fp32")
       for (auto& op : c.ops.ops) op.arithmetic.format = fp::parse_format(a.format);
   } else {
     c.ops = std::filesystem::exists(a.schedules)
-                ? models::load_op_table(a.schedules, a.format == "fp32" ? "" : a.format)
-                : models::op_table_preset(a.schedules, a.format);
+                ? profiles::load_op_table(a.schedules, a.format == "fp32" ? "" : a.format)
+                : profiles::op_table_preset(a.schedules, a.format);
   }
   c.algo_seed = a.algo_seed;
   c.impl_seed = a.impl_seed;
@@ -136,7 +136,7 @@ models::TrainConfig make_config(const TrainArgs& a) {
 
 // The backend for --device (nullptr: the CPU engine). cuda without a usable GPU, or with a
 // schedule the kernels do not realise, is a one-line error; auto falls back to the CPU, saying so.
-std::unique_ptr<models::ComputeBackend> make_backend(const std::string& device, const models::OpTable& ops,
+std::unique_ptr<models::ComputeBackend> make_backend(const std::string& device, const profiles::OpTable& ops,
                                                      bool chatty) {
   if (device == "cpu") return nullptr;
   if (device != "cuda" && device != "auto")

@@ -21,6 +21,7 @@
 #include "models/torch/torch_twin.hpp"
 #include "models/trainer.hpp"
 
+using namespace fplab;
 using namespace fplab::models;
 
 namespace {
@@ -38,7 +39,7 @@ TrainConfig epoch(const std::string& model, const char* schedules) {
   c.optimizer.lr = 1e-3;
   c.batch = 64;
   c.epochs = 1;
-  c.ops = op_table_preset(schedules);
+  c.ops = profiles::op_table_preset(schedules);
   return c;
 }
 

@@ -9,7 +9,7 @@
 #include <stdexcept>
 
 #include "fp/format.hpp"
-#include "models/hw_profile.hpp"
+#include "profiles/hw_profile.hpp"
 #include "models/recipe_limits.hpp"
 
 namespace fplab::experiments {
@@ -38,8 +38,8 @@ Variant parse_variant(const std::string& text) {
   throw std::invalid_argument("unknown variant '" + text + "' (known: algo+impl, algo, impl, control, order, flip)");
 }
 
-models::TrainConfig Experiment::replica_config(const models::OpTable& default_ops,
-                                               const models::OpTable& deterministic_ops, Variant variant,
+models::TrainConfig Experiment::replica_config(const profiles::OpTable& default_ops,
+                                               const profiles::OpTable& deterministic_ops, Variant variant,
                                                size_t replica) const {
   models::TrainConfig c = recipe;
   const uint64_t i = replica;
@@ -215,7 +215,7 @@ Experiment parse_experiment(std::string_view text, const std::string& path) {
   for (auto& p : x.profiles) {
     std::error_code ec;
     const std::filesystem::path beside = std::filesystem::path(path).parent_path() / p;
-    if (models::is_hw_profile_path(p) && std::filesystem::path(p).is_relative() &&
+    if (profiles::is_hw_profile_path(p) && std::filesystem::path(p).is_relative() &&
         std::filesystem::is_regular_file(beside, ec))
       p = beside.lexically_normal().string();
   }

@@ -34,7 +34,7 @@ struct Experiment {
   uint64_t algo_seed = 1, impl_seed = 1;
 
   // The training of replica `replica` of (profile, variant), given the profile's op tables.
-  models::TrainConfig replica_config(const models::OpTable& default_ops, const models::OpTable& deterministic_ops,
+  models::TrainConfig replica_config(const profiles::OpTable& default_ops, const profiles::OpTable& deterministic_ops,
                                      Variant variant, size_t replica) const;
 };
 

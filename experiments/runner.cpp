@@ -104,7 +104,7 @@ std::pair<int, int> launcher_rank() {
 std::vector<ReplicaRecord> run_experiment(const Experiment& x, const models::Dataset& data,
                                           const ProfileResolver& resolve, const RunOptions& o) {
   std::filesystem::create_directories(o.out_dir + "/replicas");
-  std::map<std::string, std::pair<models::OpTable, models::OpTable>> tables;
+  std::map<std::string, std::pair<profiles::OpTable, profiles::OpTable>> tables;
   for (const auto& p : x.profiles) tables.emplace(p, resolve(p));
   std::vector<Job> jobs;
   for (const auto& p : x.profiles)

@@ -27,7 +27,7 @@ struct ReplicaRecord {
 };
 
 // A profile name -> its default-mode and deterministic-mode op tables (in `format`).
-using ProfileResolver = std::function<std::pair<models::OpTable, models::OpTable>(const std::string& profile)>;
+using ProfileResolver = std::function<std::pair<profiles::OpTable, profiles::OpTable>(const std::string& profile)>;
 
 struct RunOptions {
   std::string out_dir;

@@ -55,7 +55,7 @@ Tensor<T> BatchNorm<T>::forward(const Tensor<T>& x, Context& ctx) {
   const size_t n = m.dim(0);
   std::vector<T> mean(channels_), var(channels_), inv_std(channels_);
   if (ctx.training) {
-    sum_rows(ctx, OpKind::bn_stats, m.ptr(), n, channels_, mean.data(), 0);
+    sum_rows(ctx, profiles::OpKind::bn_stats, m.ptr(), n, channels_, mean.data(), 0);
     for (auto& v : mean) v /= static_cast<T>(n);
     Tensor<T> squares({n, channels_});
     for (size_t i = 0; i < n; ++i)
@@ -63,7 +63,7 @@ Tensor<T> BatchNorm<T>::forward(const Tensor<T>& x, Context& ctx) {
         const T d = m.data[i * channels_ + c] - mean[c];
         squares.data[i * channels_ + c] = d * d;
       }
-    sum_rows(ctx, OpKind::bn_stats, squares.ptr(), n, channels_, var.data(), 1);
+    sum_rows(ctx, profiles::OpKind::bn_stats, squares.ptr(), n, channels_, var.data(), 1);
     for (size_t c = 0; c < channels_; ++c) {
       var[c] /= static_cast<T>(n);
       const T unbiased = n > 1 ? var[c] * static_cast<T>(n) / static_cast<T>(n - 1) : var[c];
@@ -94,10 +94,10 @@ template <class T>
 Tensor<T> BatchNorm<T>::backward(const Tensor<T>& dy, Context& ctx) {
   Tensor<T> g = to_rows(dy, channels_);
   const size_t n = g.dim(0);
-  sum_rows(ctx, OpKind::bias_grad, g.ptr(), n, channels_, beta_.grad.ptr(), 0);
+  sum_rows(ctx, profiles::OpKind::bias_grad, g.ptr(), n, channels_, beta_.grad.ptr(), 0);
   Tensor<T> gx({n, channels_});
   for (size_t i = 0; i < g.size(); ++i) gx.data[i] = g.data[i] * xhat_.data[i];
-  sum_rows(ctx, OpKind::bias_grad, gx.ptr(), n, channels_, gamma_.grad.ptr(), 1);
+  sum_rows(ctx, profiles::OpKind::bias_grad, gx.ptr(), n, channels_, gamma_.grad.ptr(), 1);
   Tensor<T> dx({n, channels_});
   const T count = static_cast<T>(n);
   for (size_t i = 0; i < n; ++i)

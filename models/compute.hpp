@@ -12,12 +12,12 @@ namespace fplab::models {
 
 // C (m x n) = A (m x k) B (k x n), the sum over k following op's schedule.
 template <class T>
-void matmul(const Context& ctx, OpKind op, const T* a, const T* b, T* c, size_t m, size_t n, size_t k,
+void matmul(const Context& ctx, profiles::OpKind op, const T* a, const T* b, T* c, size_t m, size_t n, size_t k,
             uint64_t part = 0);
 
 // out[j] = sum over i < rows of x[i * cols + j] (a sum over the leading axis), per op's schedule.
 template <class T>
-void sum_rows(const Context& ctx, OpKind op, const T* x, size_t rows, size_t cols, T* out, uint64_t part = 0);
+void sum_rows(const Context& ctx, profiles::OpKind op, const T* x, size_t rows, size_t cols, T* out, uint64_t part = 0);
 
 // A convolution's forward GEMM with its im2col, or its input-gradient GEMM with its col2im, on
 // ctx.backend when it takes them (ComputeBackend::conv_forward / conv_input_grad; fp32 only),

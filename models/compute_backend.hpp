@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <string>
 
-#include "models/op_table.hpp"
+#include "profiles/op_table.hpp"
 #include "sim/conv_geometry.hpp"
 #include "sim/noise.hpp"
 
@@ -22,10 +22,10 @@ class ComputeBackend {
   virtual ~ComputeBackend() = default;
   virtual std::string name() const = 0;  // one line, e.g. "cuda: NVIDIA H100 80GB HBM3, sm_90, ..."
   // C (m x n) = A (m x k) B (k x n), row-major host arrays; the sum over k follows `choice`.
-  virtual void matmul(const OpChoice& choice, const sim::NoiseKey& key, const float* a, const float* b, float* c,
+  virtual void matmul(const profiles::OpChoice& choice, const sim::NoiseKey& key, const float* a, const float* b, float* c,
                       size_t m, size_t n, size_t k) = 0;
   // out[j] = the sum over i < rows of x[i * cols + j], following `choice`.
-  virtual void sum_rows(const OpChoice& choice, const sim::NoiseKey& key, const float* x, size_t rows, size_t cols,
+  virtual void sum_rows(const profiles::OpChoice& choice, const sim::NoiseKey& key, const float* x, size_t rows, size_t cols,
                         float* out) = 0;
 
   // A convolution (models/conv2d.hpp) with its lowering. Each returns false when the backend does
@@ -38,7 +38,7 @@ class ComputeBackend {
   // then runs through matmul like every other, from the host. Copying the columns down costs
   // what uploading them once more would, keeps the bits the CPU's (im2col only copies) and keeps
   // no device state between a layer's forward and backward.
-  virtual bool conv_forward(const OpChoice& /*choice*/, const sim::NoiseKey& /*key*/, const sim::ConvGeometry&,
+  virtual bool conv_forward(const profiles::OpChoice& /*choice*/, const sim::NoiseKey& /*key*/, const sim::ConvGeometry&,
                             size_t /*out_channels*/, const float* /*x*/, const float* /*w*/, float* /*out_rows*/,
                             float* /*cols*/) {
     return false;
@@ -46,7 +46,7 @@ class ComputeBackend {
   // Input gradient: dx (batch, channels, height, width) = col2im(g_rows w_t), the GEMM's sum over
   // out_channels following `choice` (dgrad); g_rows: rows x out_channels, w_t: out_channels x
   // taps. col2im adds each element's terms in Conv2d::backward's order, from +0.
-  virtual bool conv_input_grad(const OpChoice& /*choice*/, const sim::NoiseKey& /*key*/, const sim::ConvGeometry&,
+  virtual bool conv_input_grad(const profiles::OpChoice& /*choice*/, const sim::NoiseKey& /*key*/, const sim::ConvGeometry&,
                                size_t /*out_channels*/, const float* /*g_rows*/, const float* /*w_t*/, float* /*dx*/) {
     return false;
   }

@@ -7,13 +7,13 @@
 
 #include "fp/counter_rng.hpp"
 #include "models/compute_backend.hpp"
-#include "models/op_table.hpp"
+#include "profiles/op_table.hpp"
 #include "sim/noise.hpp"
 
 namespace fplab::models {
 
 struct Context {
-  const OpTable* ops = nullptr;
+  const profiles::OpTable* ops = nullptr;
   // Where fp32 reductions run (nullptr: the CPU engine); double (the gradient tests) always on the CPU.
   ComputeBackend* backend = nullptr;
   uint64_t impl_seed = 0;  // implementation noise: atomic orders, shuffles, stochastic rounding
@@ -27,7 +27,7 @@ struct Context {
 
   // The noise key of reduction `op` of this layer at this call; `part` tells apart several
   // reductions of one kind in one layer (e.g. BatchNorm's mean and variance).
-  sim::NoiseKey key(OpKind op, uint64_t part = 0) const {
+  sim::NoiseKey key(profiles::OpKind op, uint64_t part = 0) const {
     return {impl_seed, fp::mix_key({layer, static_cast<uint64_t>(op), part}), call, 0, 0};
   }
 };

@@ -70,7 +70,7 @@ Tensor<T> Conv2d<T>::forward(const Tensor<T>& x, Context& ctx) {
   if (!backend_conv_forward(ctx, geometry(x.shape), cout_, x.ptr(), weight_.value.ptr(), out.ptr(),
                             ctx.training ? cols.ptr() : nullptr)) {
     im2col(x, cols);
-    matmul(ctx, OpKind::fwd, cols.ptr(), weight_.value.ptr(), out.ptr(), batch * positions, cout_, k);
+    matmul(ctx, profiles::OpKind::fwd, cols.ptr(), weight_.value.ptr(), out.ptr(), batch * positions, cout_, k);
   }
   Tensor<T> y(shape);
   for (size_t b = 0; b < batch; ++b)
@@ -96,8 +96,8 @@ Tensor<T> Conv2d<T>::backward(const Tensor<T>& dy, Context& ctx) {
   // dW (k x C_out) = cols^T (k x rows) g (rows x C_out).
   Tensor<T> cols_t({k, rows});
   transpose(cols_.ptr(), rows, k, cols_t.ptr());
-  matmul(ctx, OpKind::wgrad, cols_t.ptr(), g.ptr(), weight_.grad.ptr(), k, cout_, rows);
-  sum_rows(ctx, OpKind::bias_grad, g.ptr(), rows, cout_, bias_.grad.ptr());
+  matmul(ctx, profiles::OpKind::wgrad, cols_t.ptr(), g.ptr(), weight_.grad.ptr(), k, cout_, rows);
+  sum_rows(ctx, profiles::OpKind::bias_grad, g.ptr(), rows, cout_, bias_.grad.ptr());
   if (!ctx.input_grad) return {};
   // dcols (rows x k) = g (rows x C_out) W^T (C_out x k), then col2im: on the backend when it takes
   // convolutions, else here.
@@ -106,7 +106,7 @@ Tensor<T> Conv2d<T>::backward(const Tensor<T>& dy, Context& ctx) {
   Tensor<T> dx(input_shape_);
   if (backend_conv_input_grad(ctx, geometry(input_shape_), cout_, g.ptr(), wt.ptr(), dx.ptr())) return dx;
   Tensor<T> dcols({rows, k});
-  matmul(ctx, OpKind::dgrad, g.ptr(), wt.ptr(), dcols.ptr(), rows, k, cout_);
+  matmul(ctx, profiles::OpKind::dgrad, g.ptr(), wt.ptr(), dcols.ptr(), rows, k, cout_);
   const size_t h = input_shape_[2], w = input_shape_[3];
   // col2im in the loop order of im2col, so every element of dx receives its terms in the same
   // order as a straightforward loop over (oy, ox, c, i, j) would add them.

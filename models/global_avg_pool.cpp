@@ -10,7 +10,7 @@ Tensor<T> GlobalAvgPool<T>::forward(const Tensor<T>& x, Context& ctx) {
   // positions x planes, so that each plane's sum is a sum over the leading axis.
   Tensor<T> t({positions, planes}), y({x.dim(0), x.dim(1)});
   transpose(x.ptr(), planes, positions, t.ptr());
-  sum_rows(ctx, OpKind::bn_stats, t.ptr(), positions, planes, y.ptr());
+  sum_rows(ctx, profiles::OpKind::bn_stats, t.ptr(), positions, planes, y.ptr());
   for (auto& v : y.data) v /= static_cast<T>(positions);
   input_shape_ = x.shape;
   return y;

@@ -13,10 +13,10 @@ namespace {
 
 namespace gpu = sim::gpu;
 
-bool is_gemm(OpKind op) { return op == OpKind::fwd || op == OpKind::dgrad || op == OpKind::wgrad; }
+bool is_gemm(profiles::OpKind op) { return op == profiles::OpKind::fwd || op == profiles::OpKind::dgrad || op == profiles::OpKind::wgrad; }
 
 // The kernels' arithmetic: __fadd_rn / __fmaf_rn in fp32, subnormals kept.
-std::string arithmetic_problem(OpKind op, const sim::Arithmetic& a) {
+std::string arithmetic_problem(profiles::OpKind op, const sim::Arithmetic& a) {
   if (!a.native_float())
     return "arithmetic " + a.to_string() + " is not the kernels' (fp32, round to nearest even, subnormals kept)";
   if (is_gemm(op) && a.products != sim::Products::fused)
@@ -32,24 +32,24 @@ class GpuBackend final : public ComputeBackend {
 
   std::string name() const override { return description_; }
 
-  void matmul(const OpChoice& choice, const sim::NoiseKey&, const float* a, const float* b, float* c, size_t m,
+  void matmul(const profiles::OpChoice& choice, const sim::NoiseKey&, const float* a, const float* b, float* c, size_t m,
               size_t n, size_t k) override {
-    check(OpKind::fwd, choice);
+    check(profiles::OpKind::fwd, choice);
     gemm_.load(a, b, {m, n, k});
     gemm_.run(gpu::plan_gemm(choice.schedule), c);
   }
 
-  void sum_rows(const OpChoice& choice, const sim::NoiseKey&, const float* x, size_t rows, size_t cols,
+  void sum_rows(const profiles::OpChoice& choice, const sim::NoiseKey&, const float* x, size_t rows, size_t cols,
                 float* out) override {
-    check(OpKind::loss, choice);
+    check(profiles::OpKind::loss, choice);
     sums_.run_columns(gpu::plan_reduction(choice.schedule), x, rows, cols, out);
   }
 
   // im2col on the device feeds the GEMM there; only x goes up and the result (and the columns,
   // for the weight gradient) come down.
-  bool conv_forward(const OpChoice& choice, const sim::NoiseKey&, const sim::ConvGeometry& geometry,
+  bool conv_forward(const profiles::OpChoice& choice, const sim::NoiseKey&, const sim::ConvGeometry& geometry,
                     size_t out_channels, const float* x, const float* w, float* out_rows, float* cols) override {
-    check(OpKind::fwd, choice);
+    check(profiles::OpKind::fwd, choice);
     const gpu::GemmPlan plan = gpu::plan_gemm(choice.schedule);
     const float* device_cols = conv_.im2col(geometry, x, cols);
     gemm_.run_unified(plan, device_cols, w, out_rows, {geometry.rows(), out_channels, geometry.taps()});
@@ -57,9 +57,9 @@ class GpuBackend final : public ComputeBackend {
   }
 
   // The columns' gradient stays on the device between the GEMM and col2im.
-  bool conv_input_grad(const OpChoice& choice, const sim::NoiseKey&, const sim::ConvGeometry& geometry,
+  bool conv_input_grad(const profiles::OpChoice& choice, const sim::NoiseKey&, const sim::ConvGeometry& geometry,
                        size_t out_channels, const float* g_rows, const float* w_t, float* dx) override {
-    check(OpKind::dgrad, choice);
+    check(profiles::OpKind::dgrad, choice);
     float* const dcols = conv_.dcols_buffer(geometry);
     gemm_.run_unified(gpu::plan_gemm(choice.schedule), g_rows, w_t, dcols,
                       {geometry.rows(), geometry.taps(), out_channels});
@@ -68,7 +68,7 @@ class GpuBackend final : public ComputeBackend {
   }
 
  private:
-  static void check(OpKind op, const OpChoice& choice) {
+  static void check(profiles::OpKind op, const profiles::OpChoice& choice) {
     const std::string problem = arithmetic_problem(op, choice.arithmetic);
     if (!problem.empty()) throw std::runtime_error("the GPU kernels cannot run " + problem);
   }
@@ -81,10 +81,10 @@ class GpuBackend final : public ComputeBackend {
 
 }  // namespace
 
-std::vector<std::string> gpu_unsupported_ops(const OpTable& table) {
+std::vector<std::string> gpu_unsupported_ops(const profiles::OpTable& table) {
   std::vector<std::string> problems;
-  for (OpKind op : all_op_kinds) {
-    const OpChoice& choice = table[op];
+  for (profiles::OpKind op : profiles::all_op_kinds) {
+    const profiles::OpChoice& choice = table[op];
     std::string problem = arithmetic_problem(op, choice.arithmetic);
     if (problem.empty()) {
       try {
@@ -96,12 +96,12 @@ std::vector<std::string> gpu_unsupported_ops(const OpTable& table) {
         problem = e.what();
       }
     }
-    if (!problem.empty()) problems.push_back(std::string(op_kind_name(op)) + ": " + problem);
+    if (!problem.empty()) problems.push_back(std::string(profiles::op_kind_name(op)) + ": " + problem);
   }
   return problems;
 }
 
-std::unique_ptr<ComputeBackend> make_gpu_backend(const OpTable& table) {
+std::unique_ptr<ComputeBackend> make_gpu_backend(const profiles::OpTable& table) {
   std::string why;
   if (!gpu::device_available(&why)) throw std::runtime_error(why);
   const auto problems = gpu_unsupported_ops(table);

@@ -15,17 +15,17 @@
 #include <vector>
 
 #include "models/compute_backend.hpp"
-#include "models/op_table.hpp"
+#include "profiles/op_table.hpp"
 
 namespace fplab::models {
 
 // Why the GPU backend cannot run `table`: one line per op kind it cannot run ("bias_grad: schedule
 // 'all:tree' is not realisable by the GPU reduction kernel: ..."); empty when it can run all seven.
 // Plain C++: needs no GPU.
-std::vector<std::string> gpu_unsupported_ops(const OpTable& table);
+std::vector<std::string> gpu_unsupported_ops(const profiles::OpTable& table);
 
 // The backend on CUDA device 0. Throws std::runtime_error with one line when no usable device is
 // there ("no CUDA device") or when gpu_unsupported_ops(table) is not empty (its first line).
-std::unique_ptr<ComputeBackend> make_gpu_backend(const OpTable& table);
+std::unique_ptr<ComputeBackend> make_gpu_backend(const profiles::OpTable& table);
 
 }  // namespace fplab::models

@@ -29,7 +29,7 @@ Tensor<T> Linear<T>::forward(const Tensor<T>& x, Context& ctx) {
   const size_t batch = x.dim(0);
   if (ctx.training) input_ = x;
   Tensor<T> y({batch, out_});
-  matmul(ctx, OpKind::fwd, x.ptr(), weight_.value.ptr(), y.ptr(), batch, out_, in_);
+  matmul(ctx, profiles::OpKind::fwd, x.ptr(), weight_.value.ptr(), y.ptr(), batch, out_, in_);
   for (size_t b = 0; b < batch; ++b)
     for (size_t o = 0; o < out_; ++o) y.data[b * out_ + o] += bias_.value.data[o];
   return y;
@@ -41,13 +41,13 @@ Tensor<T> Linear<T>::backward(const Tensor<T>& dy, Context& ctx) {
   // dW (in x out) = x^T (in x batch) dy (batch x out): a reduction over the batch.
   Tensor<T> xt({in_, batch});
   transpose(input_.ptr(), batch, in_, xt.ptr());
-  matmul(ctx, OpKind::wgrad, xt.ptr(), dy.ptr(), weight_.grad.ptr(), in_, out_, batch);
-  sum_rows(ctx, OpKind::bias_grad, dy.ptr(), batch, out_, bias_.grad.ptr());
+  matmul(ctx, profiles::OpKind::wgrad, xt.ptr(), dy.ptr(), weight_.grad.ptr(), in_, out_, batch);
+  sum_rows(ctx, profiles::OpKind::bias_grad, dy.ptr(), batch, out_, bias_.grad.ptr());
   if (!ctx.input_grad) return {};
   // dx (batch x in) = dy (batch x out) W^T (out x in): a reduction over output features.
   Tensor<T> wt({out_, in_}), dx({batch, in_});
   transpose(weight_.value.ptr(), in_, out_, wt.ptr());
-  matmul(ctx, OpKind::dgrad, dy.ptr(), wt.ptr(), dx.ptr(), batch, in_, out_);
+  matmul(ctx, profiles::OpKind::dgrad, dy.ptr(), wt.ptr(), dx.ptr(), batch, in_, out_);
   return dx;
 }
 

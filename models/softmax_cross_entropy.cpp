@@ -20,7 +20,7 @@ T SoftmaxCrossEntropy<T>::forward(const Tensor<T>& logits, std::span<const uint8
     for (size_t c = 0; c < classes; ++c) exps.data[c * batch + b] = std::exp(row[c] - row_max[b]);
   }
   std::vector<T> denominators(batch), losses(batch);
-  sum_rows(ctx, OpKind::softmax, exps.ptr(), classes, batch, denominators.data());
+  sum_rows(ctx, profiles::OpKind::softmax, exps.ptr(), classes, batch, denominators.data());
   probabilities_ = Tensor<T>({batch, classes});
   for (size_t b = 0; b < batch; ++b) {
     for (size_t c = 0; c < classes; ++c)
@@ -28,7 +28,7 @@ T SoftmaxCrossEntropy<T>::forward(const Tensor<T>& logits, std::span<const uint8
     losses[b] = std::log(denominators[b]) + row_max[b] - logits.data[b * classes + labels[b]];
   }
   T total;
-  sum_rows(ctx, OpKind::loss, losses.data(), batch, 1, &total);
+  sum_rows(ctx, profiles::OpKind::loss, losses.data(), batch, 1, &total);
   labels_.assign(labels.begin(), labels.end());
   return total / static_cast<T>(batch);
 }

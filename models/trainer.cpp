@@ -115,7 +115,7 @@ std::string TrainConfig::fingerprint() const {
   return s;
 }
 
-std::vector<uint8_t> predict(Model<float>& model, const ImageSet& set, const OpTable& ops, uint64_t impl_seed,
+std::vector<uint8_t> predict(Model<float>& model, const ImageSet& set, const profiles::OpTable& ops, uint64_t impl_seed,
                              uint64_t call, size_t batch, ComputeBackend* backend, const EvaluationFn& on_evaluation) {
   std::vector<uint8_t> out;
   out.reserve(set.size());

@@ -13,7 +13,7 @@
 #include "models/compute_backend.hpp"
 #include "models/dataset.hpp"
 #include "models/model.hpp"
-#include "models/op_table.hpp"
+#include "profiles/op_table.hpp"
 #include "models/optimizer.hpp"
 
 namespace fplab::models {
@@ -25,7 +25,7 @@ struct TrainConfig {
   size_t batch = 128;        // 0: the whole (selected) training set as one batch
   TrainSelection selection;  // subset and class imbalance
   Augmentation augmentation;
-  OpTable ops = op_table_preset("seq");
+  profiles::OpTable ops = profiles::op_table_preset("seq");
   uint64_t algo_seed = 1, impl_seed = 1;
   // The seed of the data order alone (0: the algo seed). Varying only this isolates the
   // effect of the order of examples (and so of the batch reductions' terms).
@@ -86,7 +86,7 @@ TrainResult train(const TrainConfig& config, const Dataset& data, const Progress
                   const BatchFn& on_batch = {}, const StepFn& on_step = {}, const EvaluationFn& on_evaluation = {});
 
 // Predictions of a model on a set, in evaluation mode, with noise keys from `call`.
-std::vector<uint8_t> predict(Model<float>& model, const ImageSet& set, const OpTable& ops, uint64_t impl_seed,
+std::vector<uint8_t> predict(Model<float>& model, const ImageSet& set, const profiles::OpTable& ops, uint64_t impl_seed,
                              uint64_t call, size_t batch = 200, ComputeBackend* backend = nullptr,
                              const EvaluationFn& on_evaluation = {});
 

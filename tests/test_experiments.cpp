@@ -54,8 +54,8 @@ replicas = 3
 const Provenance kProvenance{"fplab run 'tiny experiment.toml' --out x", "9.9.9 (git test)"};
 
 // default mode: atomics everywhere; deterministic mode: left folds.
-std::pair<models::OpTable, models::OpTable> synthetic(const std::string&) {
-  return {models::op_table_preset("atomic"), models::op_table_preset("seq")};
+std::pair<profiles::OpTable, profiles::OpTable> synthetic(const std::string&) {
+  return {profiles::op_table_preset("atomic"), profiles::op_table_preset("seq")};
 }
 
 std::string read_text(const std::string& path) {

@@ -15,7 +15,7 @@
 #include "models/compute.hpp"
 #include "models/conv2d.hpp"
 #include "models/gpu_backend.hpp"
-#include "models/hw_profile.hpp"
+#include "profiles/hw_profile.hpp"
 #include "sim/conv_geometry.hpp"
 #include "sim/cuda/gpu_conv.hpp"
 #include "sim/cuda/gpu_device.hpp"
@@ -109,7 +109,7 @@ TEST_CASE("gpu conv: col2im == the col2im of Conv2d::backward bit for bit on awk
   if (!have_device()) return;
   // One output channel: dcols[r, t] = dy[r] * w[t] is one rounded product (g is dy itself and W^T
   // is W), so the columns' gradient carries dy's -0s and subnormals into col2im.
-  const OpTable ops = op_table_preset("seq");
+  const profiles::OpTable ops = profiles::op_table_preset("seq");
   sim::gpu::GpuConv conv;
   std::mt19937_64 rng(77);
   size_t negative_zeros = 0, subnormals = 0;
@@ -125,7 +125,7 @@ TEST_CASE("gpu conv: col2im == the col2im of Conv2d::backward bit for bit on awk
     const auto dy = mixed_tensor(y.shape, rng);
     const Tensor<float> cpu = layer.backward(dy, ctx);  // the CPU's GEMM and col2im
     std::vector<float> dcols(g.rows() * g.taps());
-    matmul(ctx, OpKind::dgrad, dy.ptr(), w.ptr(), dcols.data(), g.rows(), g.taps(), 1);  // Conv2d's dgrad GEMM
+    matmul(ctx, profiles::OpKind::dgrad, dy.ptr(), w.ptr(), dcols.data(), g.rows(), g.taps(), 1);  // Conv2d's dgrad GEMM
     for (float v : dcols) {
       negative_zeros += v == 0.0f && std::signbit(v);
       subnormals += std::fpclassify(v) == FP_SUBNORMAL;
@@ -144,8 +144,8 @@ TEST_CASE("gpu conv: a Conv2d layer's forward and backward with the GPU backend 
     size_t batch, cin, cout, h, w, kernel, stride, padding;
   };
   for (const char* table_name : {"seq", "h100"}) {
-    const OpTable ops =
-        std::string(table_name) == "seq" ? op_table_preset("seq") : find_hw_profile("h100").deterministic_ops;
+    const profiles::OpTable ops =
+        std::string(table_name) == "seq" ? profiles::op_table_preset("seq") : profiles::find_hw_profile("h100").deterministic_ops;
     const auto backend = make_gpu_backend(ops);
     for (const Shape s :
          {Shape{3, 3, 4, 11, 8, 3, 2, 1}, Shape{2, 5, 2, 7, 9, 5, 1, 2}, Shape{1, 1, 6, 28, 28, 3, 1, 1}}) {

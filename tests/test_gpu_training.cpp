@@ -7,7 +7,7 @@
 #include <string>
 
 #include "models/gpu_backend.hpp"
-#include "models/hw_profile.hpp"
+#include "profiles/hw_profile.hpp"
 #include "models/trainer.hpp"
 #include "sim/cuda/gpu_device.hpp"
 #include "tests/gpu_device_or_skip.hpp"
@@ -24,7 +24,7 @@ const Dataset& data() {
   return d;
 }
 
-TrainConfig run_config(const std::string& model, const OpTable& ops, size_t subset) {
+TrainConfig run_config(const std::string& model, const profiles::OpTable& ops, size_t subset) {
   TrainConfig c;
   c.model.name = model;
   c.model.hidden = {128};
@@ -39,37 +39,37 @@ TrainConfig run_config(const std::string& model, const OpTable& ops, size_t subs
 }  // namespace
 
 TEST_CASE("gpu backend: the h100 profile's deterministic schedules and the seq preset run on our kernels") {
-  CHECK(gpu_unsupported_ops(find_hw_profile("h100").deterministic_ops).empty());
-  CHECK(gpu_unsupported_ops(op_table_preset("seq")).empty());
+  CHECK(gpu_unsupported_ops(profiles::find_hw_profile("h100").deterministic_ops).empty());
+  CHECK(gpu_unsupported_ops(profiles::op_table_preset("seq")).empty());
   // Which shipped profiles' deterministic tables run, for the log (docs/gpu.md lists them).
-  for (const auto& name : hw_profile_names()) {
-    const auto problems = gpu_unsupported_ops(find_hw_profile(name).deterministic_ops);
+  for (const auto& name : profiles::hw_profile_names()) {
+    const auto problems = gpu_unsupported_ops(profiles::find_hw_profile(name).deterministic_ops);
     WARN(name << ":deterministic: " << (problems.empty() ? "runs on the GPU" : problems.front()));
   }
 }
 
 TEST_CASE("gpu backend: tables it cannot run are refused one line per op kind, naming it") {
-  const auto pairwise = gpu_unsupported_ops(op_table_preset("pairwise"));  // all:tree everywhere
+  const auto pairwise = gpu_unsupported_ops(profiles::op_table_preset("pairwise"));  // all:tree everywhere
   REQUIRE(pairwise.size() == 7);
   CHECK(pairwise[0].rfind("fwd: schedule 'all:tree' is not realisable by the GPU GEMM kernel", 0) == 0);
   CHECK(pairwise[3].rfind("bias_grad: schedule 'all:tree' is not realisable by the GPU reduction kernel", 0) == 0);
   for (const auto& line : pairwise) CHECK(line.find('\n') == std::string::npos);
-  const auto bf16 = gpu_unsupported_ops(op_table_preset("seq", "bf16"));
+  const auto bf16 = gpu_unsupported_ops(profiles::op_table_preset("seq", "bf16"));
   REQUIRE(bf16.size() == 7);
   CHECK(bf16[0].find("bf16") != std::string::npos);
-  OpTable unfused = op_table_preset("seq");
-  unfused[OpKind::wgrad].arithmetic.products = sim::Products::exact;
+  profiles::OpTable unfused = profiles::op_table_preset("seq");
+  unfused[profiles::OpKind::wgrad].arithmetic.products = sim::Products::exact;
   const auto products = gpu_unsupported_ops(unfused);
   REQUIRE(products.size() == 1);
   CHECK(products[0].rfind("wgrad: products", 0) == 0);
-  if (!have_device()) CHECK_THROWS(make_gpu_backend(op_table_preset("seq")));
+  if (!have_device()) CHECK_THROWS(make_gpu_backend(profiles::op_table_preset("seq")));
 }
 
 TEST_CASE("gpu training: mlp, h100 deterministic schedules: the GPU run's weights equal the CPU replay's") {
   if (!have_device()) return;
-  const auto backend = make_gpu_backend(find_hw_profile("h100").deterministic_ops);
+  const auto backend = make_gpu_backend(profiles::find_hw_profile("h100").deterministic_ops);
   INFO(backend->name());
-  TrainConfig cpu = run_config("mlp", find_hw_profile("h100").deterministic_ops, 3000);
+  TrainConfig cpu = run_config("mlp", profiles::find_hw_profile("h100").deterministic_ops, 3000);
   TrainConfig gpu = cpu;
   gpu.backend = backend.get();
   const auto a = train(cpu, data()), b = train(gpu, data());
@@ -81,8 +81,8 @@ TEST_CASE("gpu training: mlp, h100 deterministic schedules: the GPU run's weight
 
 TEST_CASE("gpu training: small_cnn (conv as im2col GEMMs), seq schedules: the GPU run's weights equal the CPU's") {
   if (!have_device()) return;
-  const auto backend = make_gpu_backend(op_table_preset("seq"));
-  TrainConfig cpu = run_config("small_cnn", op_table_preset("seq"), 500);
+  const auto backend = make_gpu_backend(profiles::op_table_preset("seq"));
+  TrainConfig cpu = run_config("small_cnn", profiles::op_table_preset("seq"), 500);
   TrainConfig gpu = cpu;
   gpu.backend = backend.get();
   const auto a = train(cpu, data()), b = train(gpu, data());
@@ -92,8 +92,8 @@ TEST_CASE("gpu training: small_cnn (conv as im2col GEMMs), seq schedules: the GP
 
 TEST_CASE("gpu training: an atomic weight gradient on the GPU still trains, and its bits are the hardware's") {
   if (!have_device()) return;
-  OpTable ops = find_hw_profile("h100").deterministic_ops;
-  ops[OpKind::wgrad].schedule = sim::parse_schedule("split(16):seq | all:atomic");
+  profiles::OpTable ops = profiles::find_hw_profile("h100").deterministic_ops;
+  ops[profiles::OpKind::wgrad].schedule = sim::parse_schedule("split(16):seq | all:atomic");
   const auto backend = make_gpu_backend(ops);
   TrainConfig c = run_config("mlp", ops, 2000);
   c.backend = backend.get();

@@ -1,4 +1,4 @@
-// Hardware profiles (hw_profiles/*.toml, docs/profiles.md): every shipped profile loads under its
+// Hardware profiles (profiles/shipped/*.toml, docs/profiles.md): every shipped profile loads under its
 // file's name; every [deterministic] table draws no implementation noise; exact and tpu-v3 draw
 // none in either mode, the GPUs do by default (the research's premise); the schedules use the
 // chips' SM counts; malformed profiles fail with one line naming the file, the line and the key.
@@ -12,14 +12,14 @@
 #include <set>
 
 #include "fp/format.hpp"
-#include "models/hw_profile.hpp"
+#include "profiles/hw_profile.hpp"
 #include "sim/presets.hpp"
 #include "sim/schedule.hpp"
 #include "sim/tensor_core.hpp"
 #include "sim/tensor_core_models.hpp"
 
 using namespace fplab;
-using namespace fplab::models;
+using namespace fplab::profiles;
 namespace fs = std::filesystem;
 
 namespace {
@@ -224,9 +224,9 @@ TEST_CASE("hw profiles: the shipped profiles are built in, and a user's folder o
   const std::string saved = old ? old : "";
   ::unsetenv("FPLAB_HW_PROFILES");
   const HardwareProfile shipped = find_hw_profile("h100");
-  CHECK(shipped.path == "hw_profiles/h100.toml (built in)");
+  CHECK(shipped.path == "profiles/shipped/h100.toml (built in)");
   // ... and equal to the file in the source tree they were built from.
-  const HardwareProfile from_file = load_hw_profile(std::string(FPLAB_SOURCE_DIR) + "/hw_profiles/h100.toml");
+  const HardwareProfile from_file = load_hw_profile(std::string(FPLAB_SOURCE_DIR) + "/profiles/shipped/h100.toml");
   CHECK(shipped.default_ops.describe() == from_file.default_ops.describe());
   CHECK(shipped.deterministic_ops.describe() == from_file.deterministic_ops.describe());
 
@@ -348,7 +348,7 @@ TEST_CASE("hw profiles: presets, named models and every shipped profile agree wi
           for (const auto& m : sim::tensor_core_models()) known = known || stage.reducer == sim::fused_reducer(m);
           CHECK(known);
         }
-    std::ifstream in(std::string(FPLAB_SOURCE_DIR) + "/hw_profiles/" + name + ".toml");
+    std::ifstream in(std::string(FPLAB_SOURCE_DIR) + "/profiles/shipped/" + name + ".toml");
     for (std::string line; std::getline(in, line);) {
       const auto code = line.substr(0, line.find('#'));
       INFO(name << ": " << line);

@@ -18,12 +18,13 @@
 #include "models/relu.hpp"
 #include "models/softmax_cross_entropy.hpp"
 
+using namespace fplab;
 using namespace fplab::models;
 
 namespace {
 
-const OpTable& fp64_table() {
-  static const OpTable table = op_table_preset("seq", "fp64");
+const profiles::OpTable& fp64_table() {
+  static const profiles::OpTable table = profiles::op_table_preset("seq", "fp64");
   return table;
 }
 

@@ -30,6 +30,7 @@
 
 #include "models/torch/torch_twin.hpp"
 
+using namespace fplab;
 using namespace fplab::models;
 namespace twin = fplab::models::torch_twin;
 
@@ -57,7 +58,7 @@ TrainConfig run(const char* model, const char* optimizer, size_t steps, const ch
   c.optimizer.weight_decay = 5e-4;  // exercised: added to the gradient before momentum / moments
   c.batch = 64;
   c.selection.subset = 64 * steps;  // one epoch of exactly `steps` steps
-  c.ops = op_table_preset(schedules);
+  c.ops = profiles::op_table_preset(schedules);
   return c;
 }
 

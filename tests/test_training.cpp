@@ -8,6 +8,7 @@
 
 #include "models/trainer.hpp"
 
+using namespace fplab;
 using namespace fplab::models;
 
 namespace {
@@ -24,14 +25,14 @@ TrainConfig small_run(const char* schedules, uint64_t impl_seed, size_t subset =
   c.optimizer.lr = 1e-3;
   c.batch = 64;
   c.selection.subset = subset;
-  c.ops = op_table_preset(schedules);
+  c.ops = profiles::op_table_preset(schedules);
   c.impl_seed = impl_seed;
   return c;
 }
 
 // Every op's schedule is "shuffle | all:exact": a different order of terms in every call.
-OpTable shuffled_exact() {
-  OpTable t = op_table_preset("exact");
+profiles::OpTable shuffled_exact() {
+  profiles::OpTable t = profiles::op_table_preset("exact");
   for (auto& op : t.ops) op.schedule = fplab::sim::parse_schedule("shuffle | all:exact");
   return t;
 }

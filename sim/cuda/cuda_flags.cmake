@@ -6,6 +6,7 @@ find_package(CUDAToolkit REQUIRED)
 set_property(DIRECTORY PROPERTY COMPILE_OPTIONS "")
 add_compile_options(
   "$<$<COMPILE_LANGUAGE:CXX>:-Wall;-Wextra;-Wno-unknown-pragmas;-ffp-contract=off;-fno-fast-math>"
+  "$<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${FPLAB_NATIVE}>>:-march=native>"
   "$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-ffp-contract=off,-fno-fast-math>"
   # IEEE fp32 on the device: no FMA contraction, subnormals kept, correctly rounded div/sqrt.
   "$<$<COMPILE_LANGUAGE:CUDA>:-fmad=false;-ftz=false;-prec-div=true;-prec-sqrt=true>")

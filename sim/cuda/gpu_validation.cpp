@@ -212,7 +212,7 @@ const std::vector<std::string>& validated_reductions() {
       "strided(4096):seq | contig(2):seq | contig(32):shfl_up | contig(1):seq | all:seq",
       "strided(1081344):seq | contig(4):seq | contig(32):shfl_down | contig(8):seq | all:seq",
       "strided(1081344):seq | contig(4):seq | contig(32):shfl_down | contig(8):seq | all:atomic",
-      // The sums training uses (hw_profiles/h100.toml, the seq preset): one-block forms.
+      // The sums training uses (profiles/shipped/h100.toml, the seq preset): one-block forms.
       "seq",
       "strided(1024):seq | contig(32):seq | all:shfl_up",
       "strided(32):seq | all:shfl_up",

@@ -601,7 +601,7 @@ class Help(unittest.TestCase):
         """Runs every example line of every --help through /bin/sh -c, expecting exit 0.
 
         The rules, so that the whole takes a few minutes on 2 cores:
-        - the lines run from a temporary folder holding hw_profiles/ and experiments/, with fplab's
+        - the lines run from a temporary folder holding profiles/shipped/ and experiments/, with fplab's
           folder on PATH, so files they write land there;
         - experiments/ there holds the shipped TOMLs shrunk: train_subset 200, epochs 1, replicas
           2, only the first profile (the examples are checked for running, not for results);
@@ -614,7 +614,7 @@ class Help(unittest.TestCase):
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         has_gpu = shutil.which("nvidia-smi") is not None
         with tempfile.TemporaryDirectory() as work:
-            os.symlink(os.path.join(root, "hw_profiles"), os.path.join(work, "hw_profiles"))
+            os.symlink(os.path.join(root, "profiles"), os.path.join(work, "profiles"))
             os.mkdir(os.path.join(work, "experiments"))
             for name in os.listdir(os.path.join(root, "experiments")):
                 if name.endswith(".toml"):
@@ -626,10 +626,7 @@ class Help(unittest.TestCase):
                     text = re.sub(r'(?m)^profiles = \[("[^"]+").*\]', r"profiles = [\1]", text)
                     with open(os.path.join(work, "experiments", name), "w") as f:
                         f.write(text)
-            # FPLAB_HW_PROFILES: a build through ccache with CCACHE_BASEDIR compiles in a relative
-            # path to the profiles, which a temporary folder does not reach.
             env = dict(os.environ, PATH=os.path.dirname(FPLAB) + os.pathsep + os.environ["PATH"],
-                       FPLAB_HW_PROFILES=os.path.join(root, "hw_profiles"),
                        OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                        OMPI_MCA_rmaps_base_oversubscribe="1")
             ran = 0

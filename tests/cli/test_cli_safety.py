@@ -112,7 +112,7 @@ class Profiles(unittest.TestCase):
     def test_a_profile_by_path_trains_every_replica(self):
         mine = os.path.join(self.dir, "exp", "my gpu.toml")
         os.makedirs(os.path.dirname(mine))
-        with open(os.path.join(SOURCE, "hw_profiles", "v100.toml")) as f:
+        with open(os.path.join(SOURCE, "profiles", "shipped", "v100.toml")) as f:
             text = f.read().replace('name = "v100"', 'name = "mygpu"')
         with open(mine, "w") as f:
             f.write(text)
@@ -143,7 +143,7 @@ class Profiles(unittest.TestCase):
     def test_user_folders_come_first_and_do_not_hide_the_shipped_ones(self):
         folder = os.path.join(self.dir, "mine")
         os.makedirs(folder)
-        with open(os.path.join(SOURCE, "hw_profiles", "v100.toml")) as f:
+        with open(os.path.join(SOURCE, "profiles", "shipped", "v100.toml")) as f:
             text = f.read()
         with open(os.path.join(folder, "h100.toml"), "w") as f:  # overrides the shipped h100
             f.write(text.replace('name = "v100"', 'name = "h100"'))

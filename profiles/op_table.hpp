@@ -11,7 +11,7 @@
 #include "sim/arithmetic.hpp"
 #include "sim/schedule.hpp"
 
-namespace fplab::models {
+namespace fplab::profiles {
 
 // The reductions of a training step.
 enum class OpKind : uint8_t {
@@ -55,4 +55,4 @@ std::string op_table_presets_help();
 // Errors name the file, the line and the key.
 OpTable load_op_table(const std::string& path, std::string_view format = "");
 
-}  // namespace fplab::models
+}  // namespace fplab::profiles

@@ -1,6 +1,6 @@
 // Hardware profiles: how one real or hypothetical device adds, per operation kind, in the
 // framework's default mode and in its deterministic mode (schema: docs/profiles.md; the shipped
-// profiles live in hw_profiles/, one TOML file each).
+// profiles live in profiles/shipped/, one TOML file each).
 //
 // Assumptions stated once:
 // - a profile only chooses schedules and arithmetic (OpTable); the rounding of a GEMM's *inputs*
@@ -17,9 +17,9 @@
 #include <string_view>
 #include <vector>
 
-#include "models/op_table.hpp"
+#include "profiles/op_table.hpp"
 
-namespace fplab::models {
+namespace fplab::profiles {
 
 struct HardwareProfile {
   std::string name;                            // equals the file's stem for the shipped profiles
@@ -38,7 +38,7 @@ std::vector<OpKind> noisy_ops(const OpTable& table);
 
 // Profiles are found by name along a search path: the caller's folders (e.g. --profiles-dir,
 // in order), then the folders of $FPLAB_HW_PROFILES (colon-separated), then the profiles
-// shipped in hw_profiles/, which are compiled into the program (models/shipped_hw_profiles.hpp).
+// shipped in profiles/shipped/, which are compiled into the program (profiles/shipped_hw_profiles.hpp).
 // A user's folder may thus hold its own profiles and override a shipped one by name.
 std::vector<std::string> hw_profile_search_folders(const std::vector<std::string>& folders = {});
 
@@ -59,4 +59,4 @@ bool is_hw_profile_path(const std::string& text);
 // the search path, then among the shipped profiles, and the file's `name` key must equal NAME.
 HardwareProfile find_hw_profile(const std::string& name_or_path, const std::vector<std::string>& folders = {});
 
-}  // namespace fplab::models
+}  // namespace fplab::profiles

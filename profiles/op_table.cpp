@@ -1,4 +1,4 @@
-#include "models/op_table.hpp"
+#include "profiles/op_table.hpp"
 
 #include <toml++/toml.h>
 
@@ -7,7 +7,7 @@
 #include "fp/format.hpp"
 #include "sim/presets.hpp"
 
-namespace fplab::models {
+namespace fplab::profiles {
 
 std::string_view op_kind_name(OpKind kind) {
   switch (kind) {
@@ -138,4 +138,4 @@ OpTable load_op_table(const std::string& path, std::string_view format) {
   return table;
 }
 
-}  // namespace fplab::models
+}  // namespace fplab::profiles

@@ -1,4 +1,4 @@
-// The profiles of hw_profiles/, compiled into the program: a binary moved to another machine or
+// The profiles of profiles/shipped/, compiled into the program: a binary moved to another machine or
 // installed anywhere still knows every shipped profile by name (the files are read at build
 // time; models/CMakeLists.txt regenerates them when one changes).
 #pragma once
@@ -6,7 +6,7 @@
 #include <span>
 #include <string_view>
 
-namespace fplab::models {
+namespace fplab::profiles {
 
 struct ShippedProfile {
   std::string_view name;  // the file's stem, e.g. "h100"
@@ -16,4 +16,4 @@ struct ShippedProfile {
 // Sorted by name.
 std::span<const ShippedProfile> shipped_hw_profiles();
 
-}  // namespace fplab::models
+}  // namespace fplab::profiles

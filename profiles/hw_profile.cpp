@@ -1,4 +1,4 @@
-#include "models/hw_profile.hpp"
+#include "profiles/hw_profile.hpp"
 
 #include <toml++/toml.h>
 
@@ -11,10 +11,10 @@
 
 #include "fp/format.hpp"
 #include "fp/rounding.hpp"
-#include "models/shipped_hw_profiles.hpp"
+#include "profiles/shipped_hw_profiles.hpp"
 #include "sim/schedule.hpp"
 
-namespace fplab::models {
+namespace fplab::profiles {
 
 bool draws_noise(const OpChoice& choice) {
   return choice.schedule.nondeterministic() || choice.arithmetic.mode == fp::Mode::sr;
@@ -233,7 +233,7 @@ HardwareProfile parse_hw_profile(std::string_view text, const std::string& path)
 
 namespace {
 
-std::string shipped_source(std::string_view name) { return "hw_profiles/" + std::string(name) + ".toml (built in)"; }
+std::string shipped_source(std::string_view name) { return "profiles/shipped/" + std::string(name) + ".toml (built in)"; }
 
 }  // namespace
 
@@ -280,4 +280,4 @@ HardwareProfile find_hw_profile(const std::string& name_or_path, const std::vect
                         "; or a path to a .toml file)");
 }
 
-}  // namespace fplab::models
+}  // namespace fplab::profiles
