@@ -11,35 +11,15 @@
 
 #include "models/checkpoint_io.hpp"
 #include "util/sha256.hpp"
+#include "tests/data_error.hpp"
+#include "tests/temp_dir.hpp"
 
 using namespace fplab::models;
+using fplab::test::data_error;
+using fplab::test::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "fplab-ckpt-XXXXXX").string();
-    REQUIRE(mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
-
-template <class F>
-std::string data_error(F&& f) {
-  try {
-    f();
-  } catch (const DataError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    FAIL("expected a DataError, got: " << e.what());
-  }
-  FAIL("expected a DataError, nothing was thrown");
-  return {};
-}
 
 bool one_line_naming(const std::string& message, const std::string& path) {
   return message.rfind(path + ": ", 0) == 0 && message.find('\n') == std::string::npos;

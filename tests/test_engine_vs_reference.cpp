@@ -17,9 +17,11 @@
 #include "sim/generate.hpp"
 #include "sim/presets.hpp"
 #include "sim/reference_evaluator.hpp"
+#include "tests/arithmetic_of.hpp"
 
 using namespace fplab;
 using namespace fplab::sim;
+using fplab::test::arithmetic_of;
 
 namespace {
 
@@ -298,14 +300,6 @@ void check_gemm(const Schedule& s, const std::vector<float>& a, const std::vecto
       // C is fp32: a wider format's result is stored rounded to nearest, as sim::gemm documents.
       if (!engine_threw) REQUIRE(same_bits(c[i * sh.n + j], static_cast<float>(expected)));
     }
-}
-
-Arithmetic arithmetic_of(fp::Format format, fp::Mode mode, Products products = Products::fused) {
-  Arithmetic ar;
-  ar.format = format;
-  ar.mode = mode;
-  ar.products = products;
-  return ar;
 }
 
 }  // namespace

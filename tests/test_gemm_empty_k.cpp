@@ -17,9 +17,11 @@
 #include "sim/engine.hpp"
 #include "sim/presets.hpp"
 #include "sim/reference_evaluator.hpp"
+#include "tests/arithmetic_of.hpp"
 
 using namespace fplab;
 using namespace fplab::sim;
+using fplab::test::arithmetic_of;
 
 namespace {
 
@@ -49,14 +51,6 @@ std::vector<std::string> schedule_families() {
                                 "shuffle | contig(4):shfl_up | strided(3):numpy_pairwise | all:neumaier"};
   for (const auto& p : presets()) s.push_back(p.example);
   return s;
-}
-
-Arithmetic arithmetic_of(fp::Format format, fp::Mode mode, Products products) {
-  Arithmetic ar;
-  ar.format = format;
-  ar.mode = mode;
-  ar.products = products;
-  return ar;
 }
 
 }  // namespace

@@ -17,9 +17,11 @@
 #include "sim/schedule.hpp"
 #include "sim/tensor_core.hpp"
 #include "sim/tensor_core_models.hpp"
+#include "tests/temp_dir.hpp"
 
 using namespace fplab;
 using namespace fplab::profiles;
+using fplab::test::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
@@ -38,21 +40,6 @@ std::string names_of(const std::vector<OpKind>& ops) {
   for (auto k : ops) s += std::string(op_kind_name(k)) + " ";
   return s;
 }
-
-// A scratch folder of profiles, removed afterwards.
-struct TempDir {
-  fs::path path;
-  TempDir() : path(fs::temp_directory_path() / ("fplab_test_profiles_" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string write(const std::string& name, const std::string& text) const {
-    const auto file = (path / name).string();
-    std::ofstream(file) << text;
-    return file;
-  }
-};
 
 // A valid profile whose pieces the malformed cases replace.
 std::string table(const std::string& mode, const std::string& extra = "", const std::string& skip = "") {

@@ -14,22 +14,15 @@
 
 #include "models/dataset.hpp"
 #include "models/idx.hpp"
+#include "tests/data_error.hpp"
+#include "tests/temp_dir.hpp"
 
 using namespace fplab::models;
+using fplab::test::data_error;
+using fplab::test::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "fplab-idx-XXXXXX").string();
-    REQUIRE(mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 // An IDX file's bytes, built here from the format's definition (not by the reader's code).
 std::vector<uint8_t> idx_bytes(uint32_t magic, const std::vector<uint32_t>& dims, const std::vector<uint8_t>& data) {
@@ -61,20 +54,6 @@ std::vector<uint8_t> random_bytes(size_t n, uint32_t seed, int bound = 256) {
   std::vector<uint8_t> v(n);
   for (auto& x : v) x = static_cast<uint8_t>(g() % bound);
   return v;
-}
-
-// The message of the DataError `f` throws; fails the test if it throws nothing or another type.
-template <class F>
-std::string data_error(F&& f) {
-  try {
-    f();
-  } catch (const DataError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    FAIL("expected a DataError, got: " << e.what());
-  }
-  FAIL("expected a DataError, nothing was thrown");
-  return {};
 }
 
 // One line, starting with the file's path, containing the problem.

@@ -2,8 +2,6 @@
 // complete, safe file-name stems.
 #include <catch2/catch.hpp>
 
-#include <unistd.h>
-
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -14,26 +12,13 @@
 #include "util/external_program.hpp"
 #include "util/file_name.hpp"
 #include "util/rendered_file.hpp"
+#include "tests/temp_dir.hpp"
 
 using namespace fplab::util;
+using fplab::test::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "fplab-util-XXXXXX").string();
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::set<std::string> entries() const {
-    std::set<std::string> out;
-    for (const auto& e : fs::directory_iterator(path)) out.insert(e.path().filename().string());
-    return out;
-  }
-};
 
 std::string read(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
