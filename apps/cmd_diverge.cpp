@@ -7,7 +7,7 @@
 #include "fp/number_text.hpp"
 #include "experiments/divergence.hpp"
 #include "experiments/experiment.hpp"
-#include "models/checkpoint_io.hpp"
+#include "util/atomic_file.hpp"
 #include "profiles/hw_profile.hpp"
 #include "util/gnuplot_figure.hpp"
 #include "util/progress.hpp"
@@ -44,7 +44,7 @@ int run_diverge(const DivergeArgs& args) {
   for (const auto& p : d.curve)
     csv += std::to_string(p.step) + "," + fp::format_double(p.l2) + "," + fp::format_double(p.relative) + "," +
            std::to_string(p.differing) + "\n";
-  if (!args.csv.empty()) models::write_file_atomically(args.csv, csv);
+  if (!args.csv.empty()) util::write_file_atomically(args.csv, csv);
   if (!args.plot.empty()) {
     std::string data_points;
     for (const auto& p : d.curve)

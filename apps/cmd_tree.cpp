@@ -5,7 +5,7 @@
 
 #include "apps/cli_support.hpp"
 #include "apps/commands.hpp"
-#include "models/checkpoint_io.hpp"
+#include "util/atomic_file.hpp"
 #include "sim/schedule.hpp"
 #include "sim/schedule_tree.hpp"
 #include "util/rendered_file.hpp"
@@ -57,7 +57,7 @@ int run_tree(const TreeArgs& args) {
           " (Graphviz would take minutes): use a smaller --n, raise --max-nodes, or --json for the counts");
   }
   const sim::ScheduleTree tree = sim::draw_schedule(schedule, args.n, {args.impl_seed});
-  if (!args.dot_file.empty()) models::write_file_atomically(args.dot_file, tree.dot);
+  if (!args.dot_file.empty()) util::write_file_atomically(args.dot_file, tree.dot);
   if (!args.svg_file.empty()) write_svg(tree.dot, args.svg_file);
   if (args.json) {
     print_json({{"schedule", sim::to_string(schedule)},

@@ -4,7 +4,7 @@
 
 #include "apps/cli_support.hpp"
 #include "apps/commands.hpp"
-#include "models/checkpoint_io.hpp"
+#include "util/atomic_file.hpp"
 #include "util/progress.hpp"
 #if FPLAB_WITH_CUDA
 #include "sim/cuda/gpu_device.hpp"
@@ -32,7 +32,7 @@ int run_validate(const ValidateArgs& args) {
   options.progress = [&progress, &rows] { progress.update("validating: " + std::to_string(++rows) + " rows checked"); };
   const auto report = sim::gpu::validate_kernels(options);
   progress.finish();
-  if (!args.out.empty()) models::write_file_atomically(args.out, report.json.dump(1) + "\n");
+  if (!args.out.empty()) util::write_file_atomically(args.out, report.json.dump(1) + "\n");
   if (args.json)
     print_json(report.json);
   else

@@ -7,7 +7,7 @@
 #include <iostream>
 
 #include "apps/cli_support.hpp"
-#include "models/checkpoint_io.hpp"
+#include "util/atomic_file.hpp"
 
 namespace fplab::app {
 namespace {
@@ -86,7 +86,7 @@ int run(const Args& args, const std::string& command, const experiments::TwinTra
     nlohmann::json doc = {{"experiment", experiment.name}, {"file", args.file}, {"command", command},
                           {"device", args.device},         {"tf32", args.tf32}, {"groups", nlohmann::json::array()}};
     for (const auto& g : groups) doc["groups"].push_back(group_json(g));
-    models::write_file_atomically(args.json, doc.dump(1) + "\n");
+    util::write_file_atomically(args.json, doc.dump(1) + "\n");
   }
   return 0;
 }

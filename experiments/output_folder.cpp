@@ -11,7 +11,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "models/checkpoint_io.hpp"
+#include "util/atomic_file.hpp"
 #include "util/rendered_file.hpp"
 
 namespace fplab::experiments {
@@ -92,7 +92,7 @@ OutputFolder::OutputFolder(const std::string& path, const std::string& name, con
                                    "--force to write into it");
     }
   }
-  if (marked_name != name) models::write_file_atomically(marker.string(), name + "\n");
+  if (marked_name != name) util::write_file_atomically(marker.string(), name + "\n");
   if (o.resume && o.ranks == 1)
     for (const auto& folder : {fs::path(path), fs::path(path) / "replicas", fs::path(path) / "figures"})
       leftovers_removed_ += util::remove_interrupted_renders(folder.string());

@@ -9,7 +9,7 @@
 #include "experiments/recipe.hpp"
 #include "experiments/report_document.hpp"
 #include "experiments/report_figures.hpp"
-#include "models/checkpoint_io.hpp"
+#include "util/atomic_file.hpp"
 #include "util/external_program.hpp"
 
 namespace fplab::experiments {
@@ -208,7 +208,7 @@ std::string summary_table(const std::vector<GroupSummary>& groups) {
 void write_results(const Experiment& x, const std::vector<ReplicaRecord>& records,
                    const std::vector<GroupSummary>& groups, const std::vector<std::string>& class_names,
                    const std::string& out, const Provenance& provenance) {
-  using models::write_file_atomically;
+  using util::write_file_atomically;
   std::filesystem::create_directories(out + "/figures");
   write_file_atomically(out + "/summary.json", summary_json(x, groups, provenance).dump(2) + "\n");
 

@@ -1,11 +1,6 @@
 #include "models/checkpoint_io.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
@@ -20,24 +15,6 @@ constexpr uint32_t kVersion = 1;
 constexpr size_t kHeaderSize = 24;
 constexpr size_t kChecksumSize = 32;
 constexpr size_t kArrayHeaderSize = 16;
-
-[[noreturn]] void fail_write(const std::string& path, int error) {
-  throw DataError(path, std::string("cannot write: ") + std::strerror(error));
-}
-
-// 0, or the errno of the failure.
-int write_all(int fd, const uint8_t* data, size_t size) {
-  while (size > 0) {
-    const ssize_t wrote = ::write(fd, data, size);
-    if (wrote < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    data += wrote;
-    size -= static_cast<size_t>(wrote);
-  }
-  return 0;
-}
 
 template <class T>
 void put(std::vector<uint8_t>& out, T value) {
@@ -77,59 +54,6 @@ void copy_elements(std::vector<T>& dest, const uint8_t* data, size_t n) {
 
 }  // namespace
 
-void write_file_atomically(const std::string& path, std::span<const uint8_t> bytes) {
-  static std::atomic<uint64_t> serial{0};
-  const size_t slash = path.rfind('/');
-  const std::string folder = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
-  if (name.empty()) throw DataError(path, "cannot write: the path names a folder, not a file");
-  // A hidden name in the same folder (rename is atomic only within one file system), unique
-  // per process and call so that concurrent writers never share a temporary.
-  const std::string temporary =
-      folder + "/." + name + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(serial.fetch_add(1));
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) fail_write(path, errno);
-  int error = write_all(fd, bytes.data(), bytes.size());
-  if (error == 0 && ::fsync(fd) != 0) error = errno;
-  if (::close(fd) != 0 && error == 0) error = errno;
-  if (error == 0 && ::rename(temporary.c_str(), path.c_str()) != 0) error = errno;
-  if (error != 0) {
-    ::unlink(temporary.c_str());
-    fail_write(path, error);
-  }
-  // Make the rename itself durable; a folder that cannot be synced (some file systems) is not
-  // an error, the file is in place.
-  const int dir = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir >= 0) {
-    ::fsync(dir);
-    ::close(dir);
-  }
-}
-
-void write_file_atomically(const std::string& path, std::string_view text) {
-  write_file_atomically(path, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
-}
-
-std::vector<uint8_t> read_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw DataError(path, std::string("cannot open: ") + std::strerror(errno));
-  std::vector<uint8_t> bytes;
-  uint8_t chunk[1 << 16];
-  for (;;) {
-    const ssize_t got = ::read(fd, chunk, sizeof chunk);
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      const int error = errno;
-      ::close(fd);
-      throw DataError(path, std::string("cannot read: ") + std::strerror(error));
-    }
-    if (got == 0) break;
-    bytes.insert(bytes.end(), chunk, chunk + got);
-  }
-  ::close(fd);
-  return bytes;
-}
-
 void CheckpointWriter::add_raw(const std::string& name, ArrayType type, const void* data, size_t count, size_t size) {
   if (std::find(names_.begin(), names_.end(), name) != names_.end())
     throw std::invalid_argument("checkpoint array '" + name + "' added twice");
@@ -166,7 +90,7 @@ std::vector<uint8_t> CheckpointWriter::bytes() const {
   return out;
 }
 
-CheckpointReader CheckpointReader::read(const std::string& path) { return parse(read_file(path), path); }
+CheckpointReader CheckpointReader::read(const std::string& path) { return parse(util::read_file(path), path); }
 
 CheckpointReader CheckpointReader::parse(std::span<const uint8_t> bytes, const std::string& path) {
   if (bytes.size() < sizeof kMagic || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)

@@ -1,5 +1,5 @@
-// Files that must never be seen half-written (checkpoints, weights), and a small binary
-// container of named arrays for checkpoints.
+// A small binary container of named arrays for checkpoints, written whole or not at all
+// (util/atomic_file.hpp).
 //
 // Container layout (all integers little-endian):
 //   "FPLABCKP"  u32 version (1)  u32 array count  u64 file size in bytes
@@ -9,8 +9,7 @@
 // A file that is truncated, has bytes after its end, or has any byte changed is refused with a
 // DataError naming the path and the problem.
 //
-// Assumptions: a POSIX file system where rename(2) within a folder is atomic; a little-endian
-// host with IEEE 754 float and double (checked at compile time).
+// Assumption: a little-endian host with IEEE 754 float and double (checked at compile time).
 #pragma once
 
 #include <bit>
@@ -23,18 +22,11 @@
 #include <vector>
 
 #include "models/data_error.hpp"
+#include "util/atomic_file.hpp"
 
 namespace fplab::models {
 
 static_assert(std::endian::native == std::endian::little, "checkpoints are written as the host's little-endian bytes");
-
-// Writes `bytes` to a temporary file in path's folder, fsyncs it, renames it over `path` and
-// fsyncs the folder: readers see the old file or the new one, never a part. Throws DataError
-// ("<path>: cannot write: <reason>") and leaves no temporary file behind.
-void write_file_atomically(const std::string& path, std::span<const uint8_t> bytes);
-void write_file_atomically(const std::string& path, std::string_view text);
-// The whole file; DataError ("<path>: cannot open: <reason>") if it cannot be read.
-std::vector<uint8_t> read_file(const std::string& path);
 
 enum class ArrayType : uint32_t { float32 = 1, float64 = 2, uint64 = 3 };
 
@@ -49,7 +41,7 @@ class CheckpointWriter {
   }
 
   std::vector<uint8_t> bytes() const;
-  void write(const std::string& path) const { write_file_atomically(path, bytes()); }
+  void write(const std::string& path) const { util::write_file_atomically(path, bytes()); }
 
  private:
   void add_raw(const std::string& name, ArrayType type, const void* data, size_t count, size_t element_size);

@@ -1,17 +1,11 @@
-// The one exception type for a problem with a file on disk (a dataset file or a checkpoint):
-// missing, unreadable, truncated, malformed, corrupted, or impossible to write. Its message is
-// one line that starts with the path and says what is wrong, so the command line can print it
-// as it is and exit 2.
+// A problem with a dataset file or a checkpoint is a file error (util/file_error.hpp): one line
+// that starts with the path. models/ names it DataError where it reads data.
 #pragma once
 
-#include <stdexcept>
-#include <string>
+#include "util/file_error.hpp"
 
 namespace fplab::models {
 
-class DataError : public std::runtime_error {
- public:
-  DataError(const std::string& path, const std::string& problem) : std::runtime_error(path + ": " + problem) {}
-};
+using DataError = util::FileError;
 
 }  // namespace fplab::models

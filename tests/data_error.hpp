@@ -1,6 +1,6 @@
-// The message of the models::DataError a call throws, for the tests of models/' file readers and
-// writers (test_checkpoint_io, test_idx_dataset), which check what that message says: one
-// definition instead of a copy in each.
+// The message of the util::FileError (models::DataError) a call throws, for the tests of file
+// readers and writers (test_util, test_checkpoint_io, test_idx_dataset), which check what that
+// message says: one definition instead of a copy in each.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -8,7 +8,7 @@
 #include <exception>
 #include <string>
 
-#include "models/data_error.hpp"
+#include "util/file_error.hpp"
 
 namespace fplab::test {
 
@@ -17,7 +17,7 @@ template <class F>
 std::string data_error(F&& f) {
   try {
     f();
-  } catch (const models::DataError& e) {
+  } catch (const util::FileError& e) {
     return e.what();
   } catch (const std::exception& e) {
     FAIL("expected a DataError, got: " << e.what());

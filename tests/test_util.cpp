@@ -9,12 +9,15 @@
 #include <sstream>
 #include <vector>
 
+#include "util/atomic_file.hpp"
 #include "util/external_program.hpp"
 #include "util/file_name.hpp"
 #include "util/rendered_file.hpp"
+#include "tests/data_error.hpp"
 #include "tests/temp_dir.hpp"
 
 using namespace fplab::util;
+using fplab::test::data_error;
 using fplab::test::TempDir;
 namespace fs = std::filesystem;
 
@@ -119,4 +122,31 @@ TEST_CASE("safe_file_stem: plain names unchanged, anything else made safe and ke
     CHECK(seen.insert(stem).second);  // distinct texts, distinct stems
   }
   CHECK(safe_file_stem("profiles/h100.toml").rfind("h100-", 0) == 0);  // readable
+}
+
+TEST_CASE("atomic write: replaces the file whole, leaves no temporary, reports failures naming the path") {
+  TempDir dir;
+  const std::string path = dir.file("weights.bin");
+  write_file_atomically(path, std::string_view("first version"));
+  write_file_atomically(path, std::string_view("second"));
+  std::ifstream in(path, std::ios::binary);
+  const std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(content == "second");
+  size_t files = 0;
+  for (const auto& entry : fs::directory_iterator(dir.path)) {
+    ++files;
+    CHECK(entry.path().filename() == "weights.bin");
+  }
+  CHECK(files == 1);
+  const std::string nowhere = dir.file("missing/weights.bin");
+  const std::string message = data_error([&] { write_file_atomically(nowhere, std::string_view("x")); });
+  CHECK(message == nowhere + ": cannot write: No such file or directory");
+  // A folder in the way of the file: the rename fails and the temporary is removed.
+  fs::create_directory(dir.file("taken"));
+  fs::create_directory(dir.file("taken/sub"));
+  CHECK(data_error([&] { write_file_atomically(dir.file("taken"), std::string_view("x")); }).find("cannot write") !=
+        std::string::npos);
+  files = 0;
+  for ([[maybe_unused]] const auto& entry : fs::directory_iterator(dir.path)) ++files;
+  CHECK(files == 2);
 }
