@@ -11,6 +11,9 @@
 #include <sstream>
 #include <iostream>
 
+#include "util/toml_text.hpp"
+#include "util/whole_file.hpp"
+
 namespace fplab::app {
 
 std::vector<std::string> read_number_texts(const std::vector<std::string>& arguments, const std::string& file) {
@@ -67,20 +70,11 @@ nlohmann::json json_number(double value) {
 void print_json(const nlohmann::json& document) { std::cout << document.dump(2) << '\n'; }
 
 void apply_toml_config(CLI::App* command, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UsageError(path + ": cannot read the config file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  apply_toml_text(command, text.str(), path);
+  apply_toml_text(command, util::read_text_file(path), path);
 }
 
 void apply_toml_text(CLI::App* command, std::string_view text, const std::string& path) {
-  toml::table doc;
-  try {
-    doc = toml::parse(text, path);
-  } catch (const toml::parse_error& e) {
-    throw UsageError(path + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
-  }
+  const toml::table doc = util::parse_toml<UsageError>(text, path);
   for (const auto& [key, node] : doc) {
     // Keys are spelled as in experiment files (train_subset); the option's own spelling
     // (train-subset) is accepted too.

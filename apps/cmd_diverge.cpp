@@ -7,7 +7,7 @@
 #include "fp/number_text.hpp"
 #include "experiments/divergence.hpp"
 #include "experiments/experiment.hpp"
-#include "util/atomic_file.hpp"
+#include "util/whole_file.hpp"
 #include "profiles/hw_profile.hpp"
 #include "util/gnuplot_figure.hpp"
 #include "util/progress.hpp"

@@ -5,7 +5,7 @@
 
 #include "apps/cli_support.hpp"
 #include "apps/commands.hpp"
-#include "util/atomic_file.hpp"
+#include "util/whole_file.hpp"
 #include "sim/schedule.hpp"
 #include "sim/schedule_tree.hpp"
 #include "util/rendered_file.hpp"

@@ -4,7 +4,7 @@
 
 #include "apps/cli_support.hpp"
 #include "apps/commands.hpp"
-#include "util/atomic_file.hpp"
+#include "util/whole_file.hpp"
 #include "util/progress.hpp"
 #if FPLAB_WITH_CUDA
 #include "sim/cuda/gpu_device.hpp"

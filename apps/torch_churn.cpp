@@ -7,7 +7,7 @@
 #include <iostream>
 
 #include "apps/cli_support.hpp"
-#include "util/atomic_file.hpp"
+#include "util/whole_file.hpp"
 
 namespace fplab::app {
 namespace {

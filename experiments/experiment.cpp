@@ -11,6 +11,8 @@
 #include "fp/format.hpp"
 #include "profiles/hw_profile.hpp"
 #include "models/recipe_limits.hpp"
+#include "util/toml_text.hpp"
+#include "util/whole_file.hpp"
 
 namespace fplab::experiments {
 
@@ -146,21 +148,10 @@ struct Reader {
 
 }  // namespace
 
-Experiment load_experiment(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot read the experiment file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_experiment(text.str(), path);
-}
+Experiment load_experiment(const std::string& path) { return parse_experiment(util::read_text_file(path), path); }
 
 Experiment parse_experiment(std::string_view text, const std::string& path) {
-  toml::table doc;
-  try {
-    doc = toml::parse(text, path);
-  } catch (const toml::parse_error& e) {
-    throw std::runtime_error(path + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
-  }
+  const toml::table doc = util::parse_toml<std::runtime_error>(text, path);
   const Reader r{path, {}};
   r.check_keys(doc, "", {"name", "description", "paper", "data", "model", "training", "run"});
   Experiment x;

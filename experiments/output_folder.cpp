@@ -11,7 +11,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "util/atomic_file.hpp"
+#include "util/whole_file.hpp"
 #include "util/rendered_file.hpp"
 
 namespace fplab::experiments {

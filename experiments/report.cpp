@@ -9,7 +9,7 @@
 #include "experiments/recipe.hpp"
 #include "experiments/report_document.hpp"
 #include "experiments/report_figures.hpp"
-#include "util/atomic_file.hpp"
+#include "util/whole_file.hpp"
 #include "util/external_program.hpp"
 
 namespace fplab::experiments {

@@ -1,5 +1,5 @@
 // A small binary container of named arrays for checkpoints, written whole or not at all
-// (util/atomic_file.hpp).
+// (util/whole_file.hpp).
 //
 // Container layout (all integers little-endian):
 //   "FPLABCKP"  u32 version (1)  u32 array count  u64 file size in bytes
@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "models/data_error.hpp"
-#include "util/atomic_file.hpp"
+#include "util/whole_file.hpp"
 
 namespace fplab::models {
 

@@ -12,6 +12,8 @@
 #include "fp/format.hpp"
 #include "fp/rounding.hpp"
 #include "profiles/shipped_hw_profiles.hpp"
+#include "util/toml_text.hpp"
+#include "util/whole_file.hpp"
 #include "sim/schedule.hpp"
 
 namespace fplab::profiles {
@@ -164,24 +166,10 @@ bool valid_name(const std::string& name) {
 
 }  // namespace
 
-HardwareProfile load_hw_profile(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    throw fp::FormatError(path + ": cannot read hardware profile (no such file)");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw fp::FormatError(path + ": cannot read hardware profile");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_hw_profile(text.str(), path);
-}
+HardwareProfile load_hw_profile(const std::string& path) { return parse_hw_profile(util::read_text_file(path), path); }
 
 HardwareProfile parse_hw_profile(std::string_view text, const std::string& path) {
-  toml::table doc;
-  try {
-    doc = toml::parse(text, path);
-  } catch (const toml::parse_error& e) {
-    throw fp::FormatError(path + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
-  }
+  const toml::table doc = util::parse_toml<fp::FormatError>(text, path);
   const Reader r{path};
   HardwareProfile p;
   p.path = path;
@@ -233,7 +221,9 @@ HardwareProfile parse_hw_profile(std::string_view text, const std::string& path)
 
 namespace {
 
-std::string shipped_source(std::string_view name) { return "profiles/shipped/" + std::string(name) + ".toml (built in)"; }
+std::string shipped_source(std::string_view name) {
+  return "profiles/shipped/" + std::string(name) + ".toml (built in)";
+}
 
 }  // namespace
 

@@ -296,7 +296,7 @@ TEST_CASE("hw profiles: malformed profiles give one line naming the file, the li
       CHECK(message.find('\n') == std::string::npos);
     }
   }
-  CHECK_THROWS_WITH(load_hw_profile((dir.path / "absent.toml").string()), Catch::Contains("absent.toml: cannot read"));
+  CHECK_THROWS_WITH(load_hw_profile((dir.path / "absent.toml").string()), Catch::Contains("absent.toml: cannot open"));
 }
 
 TEST_CASE("hw profiles: presets, named models and every shipped profile agree with the tensor-core registry") {

@@ -9,7 +9,7 @@
 #include <sstream>
 #include <vector>
 
-#include "util/atomic_file.hpp"
+#include "util/whole_file.hpp"
 #include "util/external_program.hpp"
 #include "util/file_name.hpp"
 #include "util/rendered_file.hpp"

@@ -1,4 +1,4 @@
-#include "util/atomic_file.hpp"
+#include "util/whole_file.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -81,6 +81,11 @@ std::vector<uint8_t> read_file(const std::string& path) {
   }
   ::close(fd);
   return bytes;
+}
+
+std::string read_text_file(const std::string& path) {
+  const std::vector<uint8_t> bytes = read_file(path);
+  return std::string(bytes.begin(), bytes.end());
 }
 
 }  // namespace fplab::util

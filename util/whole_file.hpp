@@ -1,5 +1,5 @@
-// Files that must never be seen half-written (checkpoints, weights, reports, tables): written
-// under a temporary name beside the target, then renamed over it.
+// Whole files: written so that nobody ever sees one half-written (checkpoints, weights, reports,
+// tables: under a temporary name beside the target, then renamed over it), and read entirely.
 //
 // Assumption: a POSIX file system where rename(2) within a folder is atomic.
 #pragma once
@@ -20,7 +20,10 @@ namespace fplab::util {
 void write_file_atomically(const std::string& path, std::span<const uint8_t> bytes);
 void write_file_atomically(const std::string& path, std::string_view text);
 
-// The whole file; FileError ("<path>: cannot open: <reason>") if it cannot be read.
+// The whole file; FileError ("<path>: cannot open: <reason>", or "cannot read: ...") if it
+// cannot be read.
 std::vector<uint8_t> read_file(const std::string& path);
+// The same as text (a configuration, a profile, an experiment).
+std::string read_text_file(const std::string& path);
 
 }  // namespace fplab::util
