@@ -39,6 +39,8 @@ class ReduceOrders(unittest.TestCase):
         self.assertEqual(fplab.reduce(x, "rev"), 0.0)
         self.assertEqual(fplab.exact_sum(x), 2.0)
 
+    @unittest.skipUnless(np.__version__.startswith("1."), "the numpy preset models NumPy 1.x's buffered sum "
+                         "(docs/schedules.md); NumPy 2.4 sums a contiguous array without 8192-element buffers")
     def test_numpy_preset_equals_numpy_sum_of_float32(self):
         for n in (1, 7, 8, 9, 127, 128, 129, 1000, 8191, 8192, 8193, 24581, 100000):
             x = data(200 + n, n)
