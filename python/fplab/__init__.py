@@ -1,0 +1,189 @@
+"""fplab: how the order and the format in which hardware adds numbers change the result.
+
+The core of the fplab lab on NumPy arrays (docs/python.md has examples):
+
+- ``round(x, format, mode)``: every element rounded to a format (fp32, bf16, fp16, e4m3, any eXmY);
+- ``reduce(x, schedule)``: one sum in the order a schedule gives (a GPU warp tree, atomics,
+  split-K, a tensor core, NumPy's pairwise sum, ...), in any format and rounding;
+- ``dot(a, b, schedule)`` and ``matmul(a, b, schedule)``: the same for dot products and GEMMs;
+- ``exact_sum(x, format)``: the exact sum, rounded once;
+- ``Schedule(text)``: a reduction order as a value (docs/schedules.md), drawn as a tree;
+- ``profiles()`` and ``profile(name)``: the hardware profiles (docs/profiles.md).
+
+Formats and rounding modes are spelled as in docs/formats-and-rounding.md. Every error from the
+C++ side is an ``fplab.Error`` (a ``ValueError``) with the one-line message the ``fplab`` command
+prints. The C++ work runs without the GIL, and arrays that are already C-contiguous float64
+(float32 for ``matmul``) are used in place, not copied.
+"""
+
+from __future__ import annotations
+
+from typing import List, Sequence, Union
+
+import numpy as _np
+from numpy.typing import ArrayLike
+
+from . import _core
+from ._core import Arithmetic, Error, OpChoice, Profile, Schedule
+
+__version__: str = _core.__version__
+
+__all__ = [
+    "Arithmetic",
+    "Error",
+    "OpChoice",
+    "Profile",
+    "Schedule",
+    "dot",
+    "exact_sum",
+    "matmul",
+    "profile",
+    "profiles",
+    "reduce",
+    "round",
+]
+
+ScheduleLike = Union[str, Schedule]
+
+
+def _schedule(schedule: ScheduleLike) -> Schedule:
+    """A Schedule as it is, or parsed from its text (errors as fplab.Error)."""
+    return schedule if isinstance(schedule, Schedule) else Schedule(schedule)
+
+
+def round(
+    x: ArrayLike,
+    format: str,
+    mode: str = "rne",
+    saturate: bool = False,
+    flush_subnormals: bool = False,
+    seed: int = 0,
+) -> _np.ndarray:
+    """Round every element of ``x`` to ``format``.
+
+    Returns float64 values of ``x``'s shape (each exactly a value of the format). ``mode`` is one
+    of rne, rna, rz, ru, rd, ro, sr; ``saturate`` turns overflow into the largest finite value;
+    ``flush_subnormals`` turns results below the smallest normal into zeros. Stochastic rounding
+    (``sr``) gives element i its own counter-based stream (Philox, key ``seed``, sub-stream i): the
+    same seed gives the same bits, whatever the array's shape.
+
+    >>> fplab.round([0.1, 1/3], "bf16")
+    array([0.10009766, 0.33398438])
+    """
+    return _core.round(x, format, mode, saturate, flush_subnormals, seed)
+
+
+def reduce(
+    x: ArrayLike,
+    schedule: ScheduleLike,
+    format: str = "fp32",
+    mode: str = "rne",
+    products: str = "fused",
+    impl_seed: int = 0,
+    *,
+    flush_subnormals: bool = False,
+    saturate: bool = False,
+) -> float:
+    """Sum the 1-D array ``x`` in the order ``schedule`` gives, every addition rounded to ``format``.
+
+    ``schedule`` is schedule text or a preset (docs/schedules.md: "seq", "rev", "pairwise",
+    "numpy", "cuda-naive-sum(256,64)", "strided(32):seq | all:shfl_down", ...) or a Schedule.
+    The values enter as they are (exactly, as float64): round them first (fplab.round) to model
+    data stored in a narrower format. ``impl_seed`` chooses the run of nondeterministic steps
+    (atomic, shuffle, stochastic rounding): the same seed gives the same bits. ``products`` only
+    matters for dot products; it is accepted here so that a profile's arguments fit every call.
+
+    >>> fplab.reduce([1e8, 1, -1e8, 1], "seq"), fplab.reduce([1e8, 1, -1e8, 1], "rev")
+    (1.0, 0.0)
+    """
+    arithmetic = Arithmetic(format, mode, products, flush_subnormals=flush_subnormals, saturate=saturate)
+    return _core.reduce(x, _schedule(schedule), arithmetic, impl_seed)
+
+
+def dot(
+    a: ArrayLike,
+    b: ArrayLike,
+    schedule: ScheduleLike,
+    format: str = "fp32",
+    mode: str = "rne",
+    products: str = "fused",
+    impl_seed: int = 0,
+    *,
+    flush_subnormals: bool = False,
+    saturate: bool = False,
+) -> float:
+    """The dot product of 1-D arrays ``a`` and ``b``: the products a[i] * b[i] reduced by ``schedule``.
+
+    ``products`` says how each product enters: "fused" (an FMA: consumed exactly by the addition),
+    "rounded" (rounded to the format first) or "exact". Where every value is a float32 and the
+    format fits in one, this is the engine's GEMM path (fast); otherwise the reference evaluator
+    (the same results, slower). Other arguments as for fplab.reduce.
+
+    >>> fplab.dot([1, 2, 3], [4, 5, 6], "seq")
+    32.0
+    """
+    arithmetic = Arithmetic(format, mode, products, flush_subnormals=flush_subnormals, saturate=saturate)
+    return _core.dot(a, b, _schedule(schedule), arithmetic, impl_seed)
+
+
+def matmul(
+    a: _np.ndarray,
+    b: _np.ndarray,
+    schedule: ScheduleLike,
+    format: str = "fp32",
+    mode: str = "rne",
+    products: str = "fused",
+    impl_seed: int = 0,
+    op_id: int = 0,
+    call: int = 0,
+    *,
+    flush_subnormals: bool = False,
+    saturate: bool = False,
+) -> _np.ndarray:
+    """C = A B for 2-D float32 arrays, every output's sum over K in ``schedule``'s order.
+
+    Returns a float32 array of shape (a.shape[0], b.shape[1]); output (i, j) equals
+    ``dot(a[i, :], b[:, j], ...)`` (formats wider than fp32 are rounded to nearest when stored).
+    Nondeterministic steps draw from the stream keyed by (``impl_seed``, ``op_id``, ``call``,
+    output tile of 4 x 64): give each operation and each call of it its own ``op_id`` and
+    ``call`` to model a training step. Other arguments as for fplab.dot.
+
+    >>> a = numpy.ones((2, 3), numpy.float32)
+    >>> fplab.matmul(a, a.T.copy(), "splitk(2)")
+    array([[3., 3.],
+           [3., 3.]], dtype=float32)
+    """
+    arithmetic = Arithmetic(format, mode, products, flush_subnormals=flush_subnormals, saturate=saturate)
+    return _core.matmul(a, b, _schedule(schedule), arithmetic, impl_seed, op_id, call)
+
+
+def exact_sum(x: ArrayLike, format: str = "fp64") -> float:
+    """The exact sum of every element of ``x``, rounded once (to nearest even) to ``format``.
+
+    The reference every order is measured against: no schedule can do better.
+
+    >>> fplab.exact_sum([1e8, 1, -1e8, 1])
+    2.0
+    """
+    return _core.exact_sum(x, format)
+
+
+def profiles(profiles_dir: Sequence[str] = ()) -> List[str]:
+    """The names of every hardware profile: the shipped ones and those in ``profiles_dir``
+    folders or $FPLAB_HW_PROFILES (which come first and may override a shipped one)."""
+    return _core.profile_names(list(profiles_dir))
+
+
+def profile(name: str, profiles_dir: Sequence[str] = ()) -> Profile:
+    """A hardware profile by name (see fplab.profiles()) or path to a .toml file.
+
+    The result has ``name``, ``description``, ``path``, ``parallelism`` and two tables,
+    ``default`` and ``deterministic``: {op kind: OpChoice} for fwd, dgrad, wgrad, bias_grad,
+    bn_stats, softmax and loss, each with ``schedule`` and ``arithmetic``;
+    ``op.arguments()`` are the keyword arguments of reduce, dot and matmul for it.
+
+    >>> fplab.profile("h100").default["wgrad"]
+    OpChoice('split(16):seq | all:seq', 'fp32/rne/fused')
+    """
+    return _core.find_profile(name, list(profiles_dir))
+

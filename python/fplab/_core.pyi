@@ -1,0 +1,114 @@
+"""Type stubs of fplab._core, the C++ module (python/src/); fplab/__init__.py is the public face."""
+
+from typing import Any, Dict, List, Sequence
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+__version__: str
+
+class Error(ValueError):
+    """A bad format, rounding mode, schedule, profile, file or array: the fplab command's one-line message."""
+
+class Schedule:
+    """A reduction order (docs/schedules.md), parsed from text or a preset name."""
+
+    def __init__(self, text: str) -> None: ...
+    @property
+    def text(self) -> str:
+        """The canonical text (presets expanded)."""
+    @property
+    def nondeterministic(self) -> bool:
+        """True if a step draws from the implementation-noise stream (atomic, shuffle)."""
+    @property
+    def order_independent(self) -> bool:
+        """True if the result cannot depend on the order (only exact or binned reductions)."""
+    def dot(self, n: int, *, impl_seed: int = 0) -> str:
+        """The tree of additions for n terms as Graphviz DOT text."""
+    def __eq__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
+
+class Arithmetic:
+    """The arithmetic of a reduction: format, rounding mode, products, flushing, saturation."""
+
+    def __init__(
+        self,
+        format: str = "fp32",
+        mode: str = "rne",
+        products: str = "fused",
+        *,
+        flush_subnormals: bool = False,
+        saturate: bool = False,
+    ) -> None: ...
+    @property
+    def format(self) -> str: ...
+    @property
+    def mode(self) -> str: ...
+    @property
+    def products(self) -> str: ...
+    @property
+    def flush_subnormals(self) -> bool: ...
+    @property
+    def saturate(self) -> bool: ...
+    @property
+    def text(self) -> str:
+        """As the command line prints it: 'fp32/rne/fused'."""
+
+class OpChoice:
+    """One operation kind's schedule and arithmetic in a profile's table."""
+
+    @property
+    def schedule(self) -> Schedule: ...
+    @property
+    def arithmetic(self) -> Arithmetic: ...
+    @property
+    def nondeterministic(self) -> bool: ...
+    def arguments(self) -> Dict[str, Any]:
+        """The keyword arguments of fplab.reduce, dot and matmul for this choice."""
+
+class Profile:
+    """A hardware profile: per operation kind a schedule and arithmetic, default and deterministic."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def parallelism(self) -> Dict[str, int]: ...
+    @property
+    def default(self) -> Dict[str, OpChoice]: ...
+    @property
+    def deterministic(self) -> Dict[str, OpChoice]: ...
+
+def round(
+    x: ArrayLike, format: str, mode: str = "rne", saturate: bool = False, flush_subnormals: bool = False, seed: int = 0
+) -> np.ndarray:
+    """Every element of x rounded to the format (float64 values, x's shape)."""
+
+def reduce(x: ArrayLike, schedule: Schedule, arithmetic: Arithmetic, impl_seed: int = 0) -> float:
+    """One reduction of the 1-D array x in the schedule's order (sim::reduce)."""
+
+def dot(a: ArrayLike, b: ArrayLike, schedule: Schedule, arithmetic: Arithmetic, impl_seed: int = 0) -> float:
+    """The products a[i] * b[i] of two 1-D arrays reduced in the schedule's order."""
+
+def matmul(
+    a: np.ndarray,
+    b: np.ndarray,
+    schedule: Schedule,
+    arithmetic: Arithmetic,
+    impl_seed: int = 0,
+    op_id: int = 0,
+    call: int = 0,
+) -> np.ndarray:
+    """C = A B for 2-D float32 arrays (sim::gemm), stored as float32."""
+
+def exact_sum(x: ArrayLike, format: str = "fp64") -> float:
+    """The exact sum of every element of x, rounded once to nearest even in the format."""
+
+def profile_names(profiles_dir: Sequence[str] = ...) -> List[str]:
+    """Every profile name the search path knows, sorted."""
+
+def find_profile(name: str, profiles_dir: Sequence[str] = ...) -> Profile:
+    """A profile by name or .toml path."""

@@ -1,0 +1,37 @@
+// The Python module fplab._core: each file of python/src/ binds one concept, and module.cpp calls
+// them in order. The pure-Python package (python/fplab/__init__.py) wraps these with defaults and
+// docstrings; fplab.torch builds on them directly.
+//
+// Assumptions stated once: every binding that works on an array takes what NumPy gives it without
+// a copy where the dtype and layout already fit (float64, or float32 for matmul, C-contiguous),
+// converts otherwise, and releases the GIL around the C++ work, touching no Python object there.
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cstddef>
+#include <string_view>
+
+namespace fplab::python {
+
+namespace py = pybind11;
+
+// An array of doubles, C-contiguous: the caller's own array when it already is one.
+using DoubleArray = py::array_t<double, py::array::c_style | py::array::forcecast>;
+using FloatArray = py::array_t<float, py::array::c_style | py::array::forcecast>;
+
+// `x` (any array-like of numbers) as doubles; `function` and `name` name it in the error
+// ("reduce: x must be an array of numbers"). With `one_dimensional`, anything else is refused.
+DoubleArray double_array(py::handle x, std::string_view function, std::string_view name, bool one_dimensional);
+
+void bind_errors(py::module_& m);
+void bind_schedule(py::module_& m);
+void bind_arithmetic(py::module_& m);
+void bind_round(py::module_& m);
+void bind_reduce(py::module_& m);
+void bind_dot(py::module_& m);
+void bind_matmul(py::module_& m);
+void bind_profiles(py::module_& m);
+
+}  // namespace fplab::python

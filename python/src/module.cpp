@@ -1,0 +1,16 @@
+// fplab._core: the C++ side of the Python package fplab (python/fplab/__init__.py is the public face).
+#include "python/src/bindings.hpp"
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "fplab's C++ core: formats and rounding, schedules, the fast engine, hardware profiles.";
+  m.attr("__version__") = FPLAB_VERSION;
+  using namespace fplab::python;
+  bind_errors(m);
+  bind_schedule(m);
+  bind_arithmetic(m);
+  bind_round(m);
+  bind_reduce(m);
+  bind_dot(m);
+  bind_matmul(m);
+  bind_profiles(m);
+}

@@ -1,0 +1,81 @@
+// fplab.profiles and fplab.profile: the hardware profiles (profiles/hw_profile.hpp,
+// docs/profiles.md), found by name along the same search path as the command line's
+// (profiles_dir folders, $FPLAB_HW_PROFILES, the shipped ones) or read from a .toml path.
+#include <pybind11/stl.h>
+
+#include <string>
+#include <vector>
+
+#include "profiles/hw_profile.hpp"
+#include "python/src/bindings.hpp"
+#include "sim/schedule.hpp"
+
+namespace fplab::python {
+namespace {
+
+// {"fwd": OpChoice, "dgrad": ..., ...} in the order of profiles::all_op_kinds.
+py::dict op_choices(const profiles::OpTable& table) {
+  py::dict ops;
+  for (const profiles::OpKind kind : profiles::all_op_kinds) ops[py::str(profiles::op_kind_name(kind))] = table[kind];
+  return ops;
+}
+
+// The keyword arguments of fplab.reduce, dot and matmul that this choice stands for.
+py::dict call_arguments(const profiles::OpChoice& choice) {
+  const sim::Arithmetic& a = choice.arithmetic;
+  return py::dict(py::arg("schedule") = choice.schedule, py::arg("format") = a.format.name,
+                  py::arg("mode") = std::string(fp::mode_name(a.mode)),
+                  py::arg("products") = std::string(sim::products_name(a.products)),
+                  py::arg("flush_subnormals") = a.flush_subnormals, py::arg("saturate") = a.saturate);
+}
+
+}  // namespace
+
+void bind_profiles(py::module_& m) {
+  py::class_<profiles::OpChoice>(m, "OpChoice", "One operation kind's schedule and arithmetic in a profile's table.")
+      .def_readonly("schedule", &profiles::OpChoice::schedule)
+      .def_readonly("arithmetic", &profiles::OpChoice::arithmetic)
+      .def_property_readonly("nondeterministic", &profiles::draws_noise,
+                             "True if it draws implementation noise (atomic, shuffle, stochastic rounding).")
+      .def("arguments", &call_arguments,
+           "The keyword arguments of fplab.reduce, dot and matmul for this choice: fplab.matmul(a, b, "
+           "**op.arguments()).")
+      .def("__repr__", [](const profiles::OpChoice& c) {
+        return "OpChoice(" + std::string(py::repr(py::str(sim::to_string(c.schedule)))) + ", '" +
+               c.arithmetic.to_string() + "')";
+      });
+
+  py::class_<profiles::HardwareProfile>(m, "Profile",
+                                        "A hardware profile: per operation kind (fwd, dgrad, wgrad, bias_grad, "
+                                        "bn_stats, softmax, loss) a schedule and arithmetic, in default and "
+                                        "deterministic mode.")
+      .def_readonly("name", &profiles::HardwareProfile::name)
+      .def_readonly("description", &profiles::HardwareProfile::description)
+      .def_readonly("path", &profiles::HardwareProfile::path,
+                    "The file it was read from ('... (built in)' if shipped).")
+      .def_readonly("parallelism", &profiles::HardwareProfile::parallelism, "The chip's numbers (descriptive).")
+      .def_property_readonly(
+          "default", [](const profiles::HardwareProfile& p) { return op_choices(p.default_ops); },
+          "What the framework picks by default: {op kind: OpChoice}.")
+      .def_property_readonly(
+          "deterministic", [](const profiles::HardwareProfile& p) { return op_choices(p.deterministic_ops); },
+          "What its deterministic switch picks: {op kind: OpChoice}.")
+      .def("__repr__", [](const profiles::HardwareProfile& p) {
+        return "Profile(" + std::string(py::repr(py::str(p.name))) + ")";
+      });
+
+  m.def(
+      "profile_names",
+      [](const std::vector<std::string>& profiles_dir) { return profiles::hw_profile_names(profiles_dir); },
+      py::arg("profiles_dir") = std::vector<std::string>{},
+      "Every profile name the search path knows, sorted (profiles::hw_profile_names).");
+  m.def(
+      "find_profile",
+      [](const std::string& name, const std::vector<std::string>& profiles_dir) {
+        return profiles::find_hw_profile(name, profiles_dir);
+      },
+      py::arg("name"), py::arg("profiles_dir") = std::vector<std::string>{},
+      "A profile by name or .toml path (profiles::find_hw_profile).");
+}
+
+}  // namespace fplab::python

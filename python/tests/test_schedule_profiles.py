@@ -1,0 +1,88 @@
+"""fplab.Schedule and the hardware profiles, against docs/schedules.md and the shipped TOML files."""
+
+import os
+import pickle
+import tomllib
+import unittest
+
+import fplab
+
+SHIPPED = os.path.join(os.path.dirname(__file__), "..", "..", "profiles", "shipped")
+
+
+class Schedules(unittest.TestCase):
+    def test_canonical_text_and_presets(self):
+        self.assertEqual(fplab.Schedule("numpy").text, "contig(8192):numpy_pairwise | all:seq")  # docs/schedules.md
+        self.assertEqual(fplab.Schedule("splitk(4)").text, "split(4):seq | all:seq")
+        self.assertEqual(fplab.Schedule(" contig( 32 ) : shfl_down|all :seq").text, "contig(32):shfl_down | all:seq")
+        s = fplab.Schedule("cuda-naive-sum(256,64)")
+        self.assertEqual(fplab.Schedule(s.text), s)
+        self.assertEqual(hash(fplab.Schedule(s.text)), hash(s))
+        self.assertEqual(pickle.loads(pickle.dumps(s)), s)
+        self.assertEqual(repr(fplab.Schedule("seq")), "Schedule('all:seq')")
+        self.assertEqual(str(fplab.Schedule("seq")), "all:seq")
+
+    def test_properties(self):
+        self.assertTrue(fplab.Schedule("atomic").nondeterministic)
+        self.assertFalse(fplab.Schedule("pairwise").nondeterministic)
+        self.assertTrue(fplab.Schedule("exact").order_independent)
+        self.assertFalse(fplab.Schedule("seq").order_independent)
+
+    def test_tree_as_dot(self):
+        dot = fplab.Schedule("pairwise").dot(4)
+        self.assertTrue(dot.startswith("digraph"))
+        # Three additions for four terms, one node each, beside the four terms.
+        self.assertEqual(dot.count("shape=circle"), 3)
+
+
+class Profiles(unittest.TestCase):
+    def test_every_shipped_profile_is_listed(self):
+        shipped = {f[: -len(".toml")] for f in os.listdir(SHIPPED) if f.endswith(".toml")}
+        self.assertTrue(shipped)
+        self.assertTrue(shipped <= set(fplab.profiles()))
+        self.assertEqual(fplab.profiles(), sorted(fplab.profiles()))
+
+    def test_profile_tables_equal_the_toml_files(self):
+        for name in ("h100", "v100", "tpu-v3", "rtx5000-tc"):
+            with open(os.path.join(SHIPPED, name + ".toml"), "rb") as f:
+                toml = tomllib.load(f)
+            p = fplab.profile(name)
+            with self.subTest(profile=name):
+                self.assertEqual(p.name, name)
+                self.assertEqual(p.description, toml["description"])
+                self.assertTrue(p.path.endswith(name + ".toml (built in)"), p.path)
+                self.assertEqual(p.parallelism, toml.get("parallelism", {}))
+                for mode in ("default", "deterministic"):
+                    table = getattr(p, mode)
+                    self.assertEqual(list(table), ["fwd", "dgrad", "wgrad", "bias_grad", "bn_stats", "softmax", "loss"])
+                    for op, choice in table.items():
+                        entry = toml[mode][op]
+                        text = entry if isinstance(entry, str) else entry["schedule"]
+                        self.assertEqual(choice.schedule, fplab.Schedule(text))
+                        fmt = entry.get("format") if isinstance(entry, dict) else None
+                        self.assertEqual(choice.arithmetic.format, fmt or toml[mode].get("format", "fp32"))
+                        self.assertEqual(choice.arithmetic.mode, toml[mode].get("mode", "rne"))
+
+    def test_deterministic_tables_draw_no_noise(self):
+        for name in fplab.profiles():
+            for op, choice in fplab.profile(name).deterministic.items():
+                with self.subTest(profile=name, op=op):
+                    self.assertFalse(choice.nondeterministic)
+
+    def test_arguments_feed_reduce_dot_and_matmul(self):
+        import numpy as np
+
+        a = np.ones((4, 8), np.float32)
+        for op in fplab.profile("h100").default.values():
+            self.assertEqual(fplab.matmul(a, a.T.copy(), **op.arguments())[0, 0], 8.0)
+            self.assertEqual(fplab.reduce(np.ones(8), **op.arguments()), 8.0)
+
+    def test_a_profile_file_by_path_and_profiles_dir(self):
+        path = os.path.join(SHIPPED, "t4.toml")
+        self.assertEqual(fplab.profile(path).name, "t4")
+        self.assertEqual(fplab.profile(path).path, path)
+        self.assertIn("t4", fplab.profiles([SHIPPED]))
+
+
+if __name__ == "__main__":
+    unittest.main()
