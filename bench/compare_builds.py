@@ -2,6 +2,7 @@
 """Compares the benchmarks of two builds of fplab in one run.
 
     bench/compare_builds.py BEFORE_BUILD AFTER_BUILD [--rounds N] [--min-time S] [--only PROGRAM...]
+                            [--filter REGEX]
 
 Runs each Google Benchmark program of bench/ from both build folders in turn, ROUNDS times
 (before, after, before, after, ...), so that the two builds see the same machine load, and prints
@@ -45,6 +46,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--min-time", type=float, default=0.2)
     parser.add_argument("--only", nargs="*", default=list(PROGRAMS))
+    parser.add_argument("--filter", help="a --benchmark_filter for every program, instead of the usual ones")
     args = parser.parse_args()
     for name in args.only:
         if name not in PROGRAMS:
@@ -60,7 +62,8 @@ def main():
         best = [{}, {}]
         for _ in range(args.rounds):
             for side, path in enumerate(paths):
-                for bench, t in run(path, PROGRAMS[name], args.min_time).items():
+                extra = [f"--benchmark_filter={args.filter}"] if args.filter else PROGRAMS[name]
+                for bench, t in run(path, extra, args.min_time).items():
                     best[side][bench] = min(t, best[side].get(bench, float("inf")))
         for bench in best[0]:
             if bench in best[1]:
