@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "util/one_line.hpp"
+
 namespace fplab::app {
 
 // Bad input from the user: reported as one line, exit code 2.
@@ -17,9 +19,8 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// An error message as one line: control characters that user text brought into it (a TOML
-// parser quoting the newline it stopped at, a name read from a file) written as \n, \t, \xNN.
-std::string one_line(std::string_view message);
+// An error message as one line (util/one_line.hpp).
+using util::one_line;
 
 // Numbers from the command line, or one per line from a file ("-" is stdin); blank lines and
 // lines starting with '#' are skipped. Throws UsageError when nothing is left or a file

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "python/src/bindings.hpp"
+#include "util/one_line.hpp"
 
 namespace fplab::python {
 namespace {
@@ -13,23 +14,6 @@ namespace {
 // Owned by the module for the life of the interpreter (never released: Python may still raise
 // it while shutting down).
 PyObject* error_type = nullptr;
-
-// The command line's rule (apps/cli_support.hpp, one_line): control characters that user text
-// brought into a message are written as escapes, so that it stays on one line.
-std::string escaped_controls(const char* message) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (const char* p = message; *p; ++p) {
-    const auto byte = static_cast<unsigned char>(*p);
-    if (byte >= 0x20 && byte != 0x7f)
-      out += *p;
-    else if (byte == '\n' || byte == '\t')
-      out += byte == '\n' ? "\\n" : "\\t";
-    else
-      out += {'\\', 'x', kHex[byte >> 4], kHex[byte & 15]};
-  }
-  return out;
-}
 
 void translate(std::exception_ptr pending) {
   try {
@@ -41,7 +25,7 @@ void translate(std::exception_ptr pending) {
   } catch (const std::bad_alloc&) {
     throw;  // MemoryError
   } catch (const std::exception& e) {
-    PyErr_SetString(error_type, escaped_controls(e.what()).c_str());
+    PyErr_SetString(error_type, util::one_line(e.what()).c_str());
   }
 }
 
