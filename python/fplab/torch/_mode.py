@@ -25,7 +25,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .._core import Error
-from . import _ops_conv, _ops_matmul
+from . import _ops_conv, _ops_matmul, _ops_norm, _ops_reduce
 from ._coverage import Coverage, CoverageRecorder
 from ._engine import Engine
 from ._keys import Site, StepCounter
@@ -37,6 +37,8 @@ Handler = Callable[["Emulation", str, tuple, dict], Any]
 HANDLERS: Dict[Callable, Handler] = {
     **_ops_matmul.HANDLERS,
     **_ops_conv.HANDLERS,
+    **_ops_reduce.HANDLERS,
+    **_ops_norm.HANDLERS,
 }
 
 _active: Optional["Emulation"] = None  # the emulation whose modes are on the stacks now
