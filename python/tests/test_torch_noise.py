@@ -30,7 +30,8 @@ def step_bits(model, x, y):
     model.zero_grad()
     loss = F.cross_entropy(model(x), y)
     loss.backward()
-    return np.concatenate([loss.detach().reshape(1).numpy()] + [p.grad.reshape(-1).numpy() for p in model.parameters()]).view(np.uint32)
+    values = [loss.detach().reshape(1)] + [p.grad.reshape(-1) for p in model.parameters()]
+    return torch.cat(values).numpy().view(np.uint32)
 
 
 def one_step(profile, impl_seed, call=0):

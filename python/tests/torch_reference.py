@@ -88,7 +88,8 @@ def cross_entropy(logits, target):
     row_max = x.max(dim=1, keepdim=True).values
     exps = torch.exp(x - row_max).numpy()
     sums = seq_columns(exps.T)
-    losses = (torch.log(torch.from_numpy(sums)).numpy() + row_max.numpy()[:, 0]) - x.numpy()[np.arange(len(target)), target]
+    picked = x.numpy()[np.arange(len(target)), target]
+    losses = (torch.log(torch.from_numpy(sums)).numpy() + row_max.numpy()[:, 0]) - picked
     loss = seq_columns(losses[:, None])[0] / F32(len(target))
     d = exps / sums[:, None]
     d[np.arange(len(target)), target] -= F32(1)

@@ -22,7 +22,8 @@ from __future__ import annotations
 try:
     import torch as _torch  # noqa: F401
 except ImportError as _error:  # pragma: no cover - depends on the environment
-    raise ImportError("fplab.torch needs PyTorch (Debian: apt-get install python3-torch; else pip install torch)") from _error
+    _why = "fplab.torch needs PyTorch (Debian: apt-get install python3-torch; else pip install torch)"
+    raise ImportError(_why) from _error
 
 from ._coverage import Coverage, CoverageEntry, NativeOpWarning
 from ._mode import Emulation, coverage, emulate

@@ -41,6 +41,7 @@ HANDLERS: Dict[Callable, Handler] = {
     **_ops_norm.HANDLERS,
 }
 
+_BACKWARD = ("torch.Tensor.backward", "torch.autograd.grad")  # what starts autograd's backward pass
 _active: Optional["Emulation"] = None  # the emulation whose modes are on the stacks now
 _latest: Optional["Emulation"] = None  # the one coverage() reports: active, else the last one
 
@@ -139,6 +140,8 @@ class Emulation:
         where = self._native[-1] if self._native else "user code"
         if where is None or not has_floating_tensor(args, kwargs):
             return
+        if where in _BACKWARD:
+            where = "the backward pass (autograd's gradient of a native operation)"
         self._coverage.native(str(func), f"a reduction run natively inside {where}", warn=True)
 
     # --- entering and leaving ------------------------------------------------------------------

@@ -12,9 +12,8 @@ own backward of one) are listed and warned about too.
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional, Union
+from typing import Callable, Optional
 
 import torch
 from torch.overrides import resolve_name
@@ -150,14 +149,4 @@ def unsupported(*tensors: Optional[torch.Tensor]) -> Optional[Native]:
             return Native(f"dtype {str(t.dtype).replace('torch.', '')}: only float32 is emulated"
                           + (" (integers add exactly in any order)" if exact else ""), warn=not exact)
     return None
-
-
-def bind(signature: inspect.Signature, args: tuple, kwargs: dict) -> Union[Dict[str, Any], Native]:
-    """The call's arguments by parameter name, defaults filled in, or Native if they do not fit."""
-    try:
-        bound = signature.bind(*args, **kwargs)
-    except TypeError:
-        return Native("arguments fplab.torch does not understand")
-    bound.apply_defaults()
-    return bound.arguments
 

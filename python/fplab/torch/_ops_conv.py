@@ -18,13 +18,14 @@ reduction part g) are taken; the columns are made again in the backward rather t
 
 from __future__ import annotations
 
-from inspect import signature
 from typing import Any, Optional, Tuple
 
 import torch
+from torch.autograd.function import once_differentiable
 import torch.nn.functional as F
 
-from ._native import Native, bind, unsupported
+from ._handler import handles
+from ._native import Native, unsupported
 
 Pair = Tuple[int, int]
 
@@ -75,6 +76,7 @@ class _Conv2d(torch.autograd.Function):
         return y.permute(0, 2, 1).reshape(batch, cout, ho, wo)
 
     @staticmethod
+    @once_differentiable  # computed by the C++ engine, outside autograd
     def backward(ctx, gy):
         em, op, site = ctx.em, ctx.op, ctx.site
         stride, padding, dilation, groups = ctx.geometry
@@ -105,8 +107,6 @@ class _Conv2d(torch.autograd.Function):
 def _conv2d_params(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1): ...
 
 
-_CONV2D = signature(_conv2d_params)
-
 
 def _pair(value: Any) -> Optional[Pair]:
     """(a, b) from a number or a sequence of one or two numbers; None if it is neither."""
@@ -117,11 +117,9 @@ def _pair(value: Any) -> Optional[Pair]:
     return None
 
 
-def conv2d(em, op: str, args: tuple, kwargs: dict) -> Any:
+@handles(_conv2d_params)
+def conv2d(em, op: str, p: dict) -> Any:
     """F.conv2d(input, weight, bias, stride, padding, dilation, groups) with zero padding."""
-    p = bind(_CONV2D, args, kwargs)
-    if isinstance(p, Native):
-        return p
     x, weight, bias, groups = p["input"], p["weight"], p["bias"], p["groups"]
     why = unsupported(x, weight, bias)
     if why:
@@ -148,7 +146,8 @@ def conv2d(em, op: str, args: tuple, kwargs: dict) -> Any:
         return Native("stride, padding or dilation fplab.torch does not take")
     batched = x.dim() == 4
     xb = x if batched else x.unsqueeze(0)
-    if xb.shape[2] + 2 * padding[0] < dilation[0] * (kh - 1) + 1 or xb.shape[3] + 2 * padding[1] < dilation[1] * (kw - 1) + 1:
+    reach = (dilation[0] * (kh - 1) + 1, dilation[1] * (kw - 1) + 1)  # the kernel's extent
+    if xb.shape[2] + 2 * padding[0] < reach[0] or xb.shape[3] + 2 * padding[1] < reach[1]:
         return Native("a kernel larger than the padded input (PyTorch says why)")
     y = _Conv2d.apply(em, op, em.next_site(), xb, weight, bias, stride, padding, dilation, groups)
     return y if batched else y.squeeze(0)

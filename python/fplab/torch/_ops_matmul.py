@@ -12,12 +12,13 @@ one the weight. Matrix i of a batch is reduction ``part`` i of its kind.
 
 from __future__ import annotations
 
-from inspect import signature
 from typing import Any, Optional
 
 import torch
+from torch.autograd.function import once_differentiable
 
-from ._native import Native, bind, unsupported
+from ._handler import Handler, handles
+from ._native import Native, unsupported
 
 
 def _stack(matrices) -> torch.Tensor:
@@ -36,6 +37,7 @@ class _Gemm(torch.autograd.Function):
         return c + bias if bias is not None else c
 
     @staticmethod
+    @once_differentiable  # computed by the C++ engine, outside autograd
     def backward(ctx, gc):
         em, op, site = ctx.em, ctx.op, ctx.site
         a, b = ctx.saved_tensors
@@ -62,18 +64,14 @@ def _mm_params(input, mat2, *, out=None): ...
 def _addmm_params(input, mat1, mat2, *, beta=1, alpha=1, out=None): ...
 
 
-_LINEAR, _MATMUL, _MM, _ADDMM = (signature(f) for f in (_linear_params, _matmul_params, _mm_params, _addmm_params))
-
 
 def _empty(*tensors: torch.Tensor) -> bool:
     return any(t.numel() == 0 for t in tensors)
 
 
-def linear(em, op: str, args: tuple, kwargs: dict) -> Any:
+@handles(_linear_params)
+def linear(em, op: str, p: dict) -> Any:
     """F.linear(x, W, b) = x W^T + b, x (..., in), W (out, in), b (out,)."""
-    p = bind(_LINEAR, args, kwargs)
-    if isinstance(p, Native):
-        return p
     x, w, bias = p["input"], p["weight"], p["bias"]
     why = unsupported(x, w, bias)
     if why:
@@ -112,21 +110,18 @@ def _product(em, op: str, a: torch.Tensor, b: torch.Tensor) -> Any:
     return c
 
 
-def matmul(em, op: str, args: tuple, kwargs: dict) -> Any:
+@handles(_matmul_params)
+def matmul(em, op: str, p: dict) -> Any:
     """torch.matmul, Tensor.matmul, a @ b (vectors, matrices, stacks of matrices)."""
-    p = bind(_MATMUL, args, kwargs)
-    if isinstance(p, Native):
-        return p
     if p["out"] is not None:
         return Native("out= is not emulated")
     return _product(em, op, p["input"], p["other"])
 
 
-def _dims_exactly(count: int):
-    def handler(em, op: str, args: tuple, kwargs: dict) -> Any:
-        p = bind(_MM, args, kwargs)
-        if isinstance(p, Native):
-            return p
+def _dims_exactly(count: int) -> Handler:
+    @handles(_mm_params)
+    def run(em, op: str, p: dict) -> Any:
+        """torch.mm (2-D operands) or torch.bmm (3-D)."""
         a, b = p["input"], p["mat2"]
         if p["out"] is not None:
             return Native("out= is not emulated")
@@ -134,15 +129,13 @@ def _dims_exactly(count: int):
             return Native(f"operands that are not {count}-D (PyTorch says why)")
         return _product(em, op, a, b)
 
-    handler.__doc__ = f"torch.{'mm' if count == 2 else 'bmm'}: {count}-D operands only."
-    return handler
+    return run
 
 
-def _plus_product(count: int):
-    def handler(em, op: str, args: tuple, kwargs: dict) -> Any:
-        p = bind(_ADDMM, args, kwargs)
-        if isinstance(p, Native):
-            return p
+def _plus_product(count: int) -> Handler:
+    @handles(_addmm_params)
+    def run(em, op: str, p: dict) -> Any:
+        """torch.addmm (2-D) or torch.baddbmm (3-D): input + a b, with beta = alpha = 1."""
         bias, a, b = p["input"], p["mat1"], p["mat2"]
         if p["out"] is not None:
             return Native("out= is not emulated")
@@ -160,8 +153,7 @@ def _plus_product(count: int):
             return _product(em, op, a, b) + bias
         return Native("an added term that is neither a bias nor of the result's shape")
 
-    handler.__doc__ = f"torch.{'addmm' if count == 2 else 'baddbmm'}(input, a, b) = input + a b, beta = alpha = 1."
-    return handler
+    return run
 
 
 HANDLERS = {

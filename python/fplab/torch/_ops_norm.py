@@ -13,12 +13,13 @@ The C++ BatchNorm layer's formulas (models/batch_norm.cpp), on the input as rows
 
 from __future__ import annotations
 
-from inspect import signature
 from typing import Any
 
 import torch
+from torch.autograd.function import once_differentiable
 
-from ._native import Native, bind, unsupported
+from ._handler import handles
+from ._native import Native, unsupported
 
 
 def _rows(x: torch.Tensor) -> torch.Tensor:
@@ -58,6 +59,7 @@ class _BatchNorm(torch.autograd.Function):
         return _unrows(y, x)
 
     @staticmethod
+    @once_differentiable  # computed by the C++ engine, outside autograd
     def backward(ctx, gy):
         em, op, site = ctx.em, ctx.op, ctx.site
         xhat, inv_std, weight = ctx.saved_tensors
@@ -83,14 +85,10 @@ def _batch_norm_params(input, running_mean, running_var, weight=None, bias=None,
                        eps=1e-05): ...
 
 
-_BATCH_NORM = signature(_batch_norm_params)
 
-
-def batch_norm(em, op: str, args: tuple, kwargs: dict) -> Any:
+@handles(_batch_norm_params)
+def batch_norm(em, op: str, p: dict) -> Any:
     """F.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)."""
-    p = bind(_BATCH_NORM, args, kwargs)
-    if isinstance(p, Native):
-        return p
     x, mean, var, weight, bias = p["input"], p["running_mean"], p["running_var"], p["weight"], p["bias"]
     why = unsupported(x, mean, var, weight, bias)
     if why:

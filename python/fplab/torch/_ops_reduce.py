@@ -20,12 +20,13 @@ themselves are PyTorch's (elementwise: no order to emulate).
 
 from __future__ import annotations
 
-from inspect import signature
 from typing import Any, List, Optional
 
 import torch
+from torch.autograd.function import once_differentiable
 
-from ._native import Native, bind, unsupported
+from ._handler import Handler, handles
+from ._native import Native, unsupported
 
 
 # --- sum and mean ---------------------------------------------------------------------------
@@ -69,14 +70,11 @@ class _Sum(torch.autograd.Function):
 def _sum_params(input, dim=None, keepdim=False, dtype=None): ...
 
 
-_SUM = signature(_sum_params)
 
-
-def _summing(mean: bool):
-    def handler(em, op: str, args: tuple, kwargs: dict) -> Any:
-        p = bind(_SUM, args, kwargs)
-        if isinstance(p, Native):
-            return p
+def _summing(mean: bool) -> Handler:
+    @handles(_sum_params)
+    def run(em, op: str, p: dict) -> Any:
+        """torch.sum or torch.mean (and the Tensor methods) over dimensions."""
         x, dim, keepdim = p["input"], p["dim"], p["keepdim"]
         why = unsupported(x)
         if why:
@@ -99,8 +97,7 @@ def _summing(mean: bool):
         kind = reduction_kind(dims, x.dim())
         return _Sum.apply(em, op, em.next_site(), x, dims, bool(keepdim), mean, kind)
 
-    handler.__doc__ = f"torch.{'mean' if mean else 'sum'} and Tensor.{'mean' if mean else 'sum'} over dimensions."
-    return handler
+    return run
 
 
 # --- softmax and log_softmax ----------------------------------------------------------------
@@ -130,6 +127,7 @@ class _Softmax(torch.autograd.Function):
         return _unrows(y, x, dim)
 
     @staticmethod
+    @once_differentiable  # computed by the C++ engine, outside autograd
     def backward(ctx, g):
         em, op, site = ctx.em, ctx.op, ctx.site
         (y,) = ctx.saved_tensors
@@ -148,14 +146,11 @@ def _functional_softmax_params(input, dim=None, _stacklevel=3, dtype=None): ...
 def _softmax_params(input, dim, dtype=None): ...
 
 
-_F_SOFTMAX, _SOFTMAX = signature(_functional_softmax_params), signature(_softmax_params)
 
-
-def _softmaxing(log: bool, functional: bool):
-    def handler(em, op: str, args: tuple, kwargs: dict) -> Any:
-        p = bind(_F_SOFTMAX if functional else _SOFTMAX, args, kwargs)
-        if isinstance(p, Native):
-            return p
+def _softmaxing(log: bool, functional: bool) -> Handler:
+    @handles(_functional_softmax_params if functional else _softmax_params)
+    def run(em, op: str, p: dict) -> Any:
+        """softmax or log_softmax along one dimension."""
         x, dim = p["input"], p["dim"]
         why = unsupported(x)
         if why:
@@ -168,8 +163,7 @@ def _softmaxing(log: bool, functional: bool):
             return Native("an empty tensor")
         return _Softmax.apply(em, op, em.next_site(), x, dim % x.dim(), log)
 
-    handler.__doc__ = f"{'log_softmax' if log else 'softmax'} along one dimension."
-    return handler
+    return run
 
 
 # --- losses ---------------------------------------------------------------------------------
@@ -202,6 +196,7 @@ class _CrossEntropy(torch.autograd.Function):
         return losses if reduction == "none" else _total(em, op, site, losses, reduction)
 
     @staticmethod
+    @once_differentiable  # computed by the C++ engine, outside autograd
     def backward(ctx, g):
         p, target = ctx.saved_tensors
         with ctx.em.backward():
@@ -221,6 +216,7 @@ class _NllLoss(torch.autograd.Function):
         return losses if reduction == "none" else _total(em, op, site, losses, reduction)
 
     @staticmethod
+    @once_differentiable  # computed by the C++ engine, outside autograd
     def backward(ctx, g):
         (target,) = ctx.saved_tensors
         with ctx.em.backward():
@@ -235,7 +231,6 @@ def _nll_loss_params(input, target, weight=None, size_average=None, ignore_index
                      reduction="mean"): ...
 
 
-_CROSS_ENTROPY, _NLL_LOSS = signature(_cross_entropy_params), signature(_nll_loss_params)
 
 
 def _loss_inputs(p: dict) -> Optional[Native]:
@@ -259,22 +254,18 @@ def _loss_inputs(p: dict) -> Optional[Native]:
     return None
 
 
-def cross_entropy(em, op: str, args: tuple, kwargs: dict) -> Any:
-    """F.cross_entropy(logits, target) with class indices."""
-    p = bind(_CROSS_ENTROPY, args, kwargs)
-    if isinstance(p, Native):
-        return p
-    why = _loss_inputs(p)
-    return why or _CrossEntropy.apply(em, op, em.next_site(), p["input"], p["target"], p["reduction"])
+def _loss(function: type) -> Handler:
+    """The handler of a loss over class indices computed by the autograd.Function ``function``."""
+
+    def run(em, op: str, p: dict) -> Any:
+        why = _loss_inputs(p)
+        return why or function.apply(em, op, em.next_site(), p["input"], p["target"], p["reduction"])
+
+    return run
 
 
-def nll_loss(em, op: str, args: tuple, kwargs: dict) -> Any:
-    """F.nll_loss(log_probabilities, target) with class indices."""
-    p = bind(_NLL_LOSS, args, kwargs)
-    if isinstance(p, Native):
-        return p
-    why = _loss_inputs(p)
-    return why or _NllLoss.apply(em, op, em.next_site(), p["input"], p["target"], p["reduction"])
+cross_entropy = handles(_cross_entropy_params)(_loss(_CrossEntropy))
+nll_loss = handles(_nll_loss_params)(_loss(_NllLoss))
 
 
 HANDLERS = {
