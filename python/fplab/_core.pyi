@@ -105,12 +105,7 @@ def matmul(
     """C = A B for 2-D float32 arrays (sim::gemm), stored as float32."""
 
 def reduce_batch(
-    terms: ArrayLike,
-    schedule: Schedule,
-    arithmetic: Arithmetic,
-    impl_seed: int = 0,
-    op_id: int = 0,
-    call: int = 0,
+    terms: ArrayLike, schedule: Schedule, arithmetic: Arithmetic, impl_seed: int = 0, op_id: int = 0, call: int = 0
 ) -> np.ndarray:
     """Every column of the 2-D terms (k, outputs) reduced along axis 0 in the schedule's order
     (sim::reduce_batch): float64 (outputs,). Atomic and shuffle steps draw per tile of 64 outputs."""
