@@ -37,6 +37,16 @@ class LinearUnderCpuSeq(unittest.TestCase):
         self.assertSameBits(self.layer.weight.grad, seq_matmul(g.T, x))  # wgrad: over the batch
         self.assertSameBits(self.layer.bias.grad, seq_columns(g))        # bias_grad: over the batch
 
+    def test_results_may_be_changed_in_place(self):
+        with fplab.torch.emulate("cpu-seq"):
+            y = self.layer(self.x[:4])  # a slice of a leaf: its aten slice is no concern of fplab.torch
+            y.relu_()  # as nn.ReLU(inplace=True) does: refused if y were a view made inside the op
+            y.backward(self.g[:4])
+        g = self.g[:4].numpy() * (y > 0).numpy()
+        np.testing.assert_array_equal(bits(self.layer.bias.grad), bits(seq_columns(g)))
+        self.assertEqual({e.reason for e in fplab.torch.coverage().native},
+                         {"no reduction (elementwise, shape, indexing or selection)"})
+
     def test_leading_dimensions_fold_into_rows(self):
         x = torch.randn(2, 3, 13)
         with fplab.torch.emulate("cpu-seq"):

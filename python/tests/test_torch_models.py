@@ -71,6 +71,32 @@ class UnchangedModels(unittest.TestCase):
         run = train_two_steps(model, x, y, torch.optim.Adam(model.parameters(), lr=1e-3))
         self.check(*run, model, {"torch.nn.functional.linear": {"fwd", "dgrad", "wgrad", "bias_grad"}})
 
+    def test_residual_cnn_with_batch_norm_leaves_nothing_that_reduces_native(self):
+        class Block(nn.Module):
+            def __init__(self, channels):
+                super().__init__()
+                self.conv1 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+                self.bn1 = nn.BatchNorm2d(channels)
+                self.conv2 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+                self.bn2 = nn.BatchNorm2d(channels)
+
+            def forward(self, x):
+                return F.relu(x + self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x)), inplace=True))))
+
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.BatchNorm2d(8), nn.ReLU(inplace=True),
+                              Block(8), nn.Dropout(0.1), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10))
+        x, y = torch.randn(8, 3, 16, 16), torch.randint(0, 10, (8,))
+        run = train_two_steps(model, x, y, torch.optim.SGD(model.parameters(), lr=0.05))
+        self.check(*run, model, {
+            "torch.nn.functional.batch_norm": {"bn_stats", "bias_grad"},
+            "torch.nn.functional.adaptive_avg_pool2d": {"bn_stats"},
+        })
+        model.eval()
+        with fplab.torch.emulate("h100"), torch.no_grad():
+            self.assertEqual(tuple(model(x).shape), (8, 10))
+        self.assertEqual([e for e in fplab.torch.coverage().native if not e.reason.startswith("no reduction")], [])
+
 
 @needs_torch
 class NativeOperations(unittest.TestCase):

@@ -8,7 +8,7 @@
 
 Inside ``emulate``, the matmul-like operations (F.linear, torch.matmul and @, mm, bmm, addmm,
 baddbmm, F.conv2d) and the reductions training takes (sum and mean over dimensions, softmax,
-log_softmax, cross_entropy, nll_loss, batch_norm) of float32 CPU tensors run through fplab's C++
+log_softmax, cross_entropy, nll_loss, batch_norm, global average pooling) of float32 CPU tensors run through fplab's C++
 engine with the profile's schedule and arithmetic for each op kind: forward ``fwd``, input
 gradients ``dgrad``, weight gradients ``wgrad``, bias gradients ``bias_grad``, ``bn_stats``,
 ``softmax``, ``loss``. Everything else runs natively and is listed by coverage(); what may reduce

@@ -1,4 +1,4 @@
-"""What a handler is: how fplab.torch emulates one torch function.
+"""What a handler is: how fplab.torch emulates one torch function, and what its result must be.
 
 A handler names the function's parameters (as a stub with the same signature) and a ``run(em, op,
 p)`` that gets the call's arguments by name, defaults filled in, and returns the result or a
@@ -11,6 +11,8 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Dict
+
+import torch
 
 from ._native import Native
 
@@ -37,3 +39,9 @@ class Handler:
 def handles(parameters: Callable[..., Any]) -> Callable[[Run], Handler]:
     """Decorator: the Handler of a function whose parameters are those of the stub ``parameters``."""
     return lambda run: Handler(inspect.signature(parameters), run)
+
+
+def owned(tensor: torch.Tensor) -> torch.Tensor:
+    """The tensor itself if it owns its memory, else a copy: what an autograd.Function returns must
+    not be a view made inside it, or an in-place operation on it (ReLU(inplace=True)) is refused."""
+    return tensor if tensor._base is None else tensor.clone()

@@ -24,7 +24,7 @@ import torch
 from torch.autograd.function import once_differentiable
 import torch.nn.functional as F
 
-from ._handler import handles
+from ._handler import handles, owned
 from ._native import Native, unsupported
 
 Pair = Tuple[int, int]
@@ -73,7 +73,7 @@ class _Conv2d(torch.autograd.Function):
         y = torch.cat(outs, dim=2) if groups > 1 else outs[0]
         if bias is not None:
             y = y + bias
-        return y.permute(0, 2, 1).reshape(batch, cout, ho, wo)
+        return owned(y.permute(0, 2, 1).reshape(batch, cout, ho, wo))
 
     @staticmethod
     @once_differentiable  # computed by the C++ engine, outside autograd

@@ -17,7 +17,7 @@ from typing import Any, Optional
 import torch
 from torch.autograd.function import once_differentiable
 
-from ._handler import Handler, handles
+from ._handler import Handler, handles, owned
 from ._native import Native, unsupported
 
 
@@ -34,7 +34,7 @@ class _Gemm(torch.autograd.Function):
         ctx.em, ctx.op, ctx.site = em, op, site
         ctx.save_for_backward(a, b)
         c = _stack([em.engine.matmul(op, "fwd", a[i], b[i], site, part=i) for i in range(a.shape[0])])
-        return c + bias if bias is not None else c
+        return c + bias if bias is not None else owned(c)
 
     @staticmethod
     @once_differentiable  # computed by the C++ engine, outside autograd

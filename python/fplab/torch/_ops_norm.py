@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch.autograd.function import once_differentiable
 
-from ._handler import handles
+from ._handler import handles, owned
 from ._native import Native, unsupported
 
 
@@ -56,7 +56,7 @@ class _BatchNorm(torch.autograd.Function):
             y = y + bias
         ctx.em, ctx.op, ctx.site, ctx.training = em, op, site, training
         ctx.save_for_backward(xhat, inv_std, weight)
-        return _unrows(y, x)
+        return owned(_unrows(y, x))
 
     @staticmethod
     @once_differentiable  # computed by the C++ engine, outside autograd

@@ -10,7 +10,8 @@ Op kinds (profiles/op_table.hpp):
   ``((y - t) ** 2).mean()``);
 - ``softmax`` again for a sum or mean over the last dimension only (a row reduction, as TF's
   RowReduceKernel does the softmax's); ``bn_stats`` for any other sum or mean over some dimensions
-  (column and spatial statistics: BatchNorm's, global average pooling's).
+  (column and spatial statistics: BatchNorm's, global average pooling's, which
+  F.adaptive_avg_pool2d to 1 x 1 is).
 
 The formulas are the C++ SoftmaxCrossEntropy's (models/softmax_cross_entropy.cpp): exps
 ``exp(x - max)``, their sum in the table's order, probabilities ``exps / sum``, losses
@@ -25,7 +26,7 @@ from typing import Any, List, Optional
 import torch
 from torch.autograd.function import once_differentiable
 
-from ._handler import Handler, handles
+from ._handler import Handler, handles, owned
 from ._native import Native, unsupported
 
 
@@ -56,7 +57,7 @@ class _Sum(torch.autograd.Function):
             sums = sums / k
         ctx.em, ctx.shape, ctx.k, ctx.mean = em, x.shape, k, mean
         ctx.kept = [1 if d in dims else x.shape[d] for d in range(x.dim())]
-        return sums.reshape(ctx.kept if keepdim else [x.shape[d] for d in rest])
+        return owned(sums.reshape(ctx.kept if keepdim else [x.shape[d] for d in rest]))
 
     @staticmethod
     def backward(ctx, g):
@@ -68,7 +69,7 @@ class _Sum(torch.autograd.Function):
 
 
 def _sum_params(input, dim=None, keepdim=False, dtype=None): ...
-
+def _adaptive_avg_pool2d_params(input, output_size): ...
 
 
 def _summing(mean: bool) -> Handler:
@@ -100,6 +101,20 @@ def _summing(mean: bool) -> Handler:
     return run
 
 
+@handles(_adaptive_avg_pool2d_params)
+def global_average_pool(em, op: str, p: dict) -> Any:
+    """F.adaptive_avg_pool2d to one value per plane: the mean over the last two dimensions (bn_stats,
+    as the C++ GlobalAvgPool's sum over positions); other output sizes run natively."""
+    x, size = p["input"], p["output_size"]
+    why = unsupported(x)
+    if why:
+        return why
+    if size not in (1, (1, 1), [1, 1]) or x.dim() not in (3, 4) or x.numel() == 0:
+        return Native("output sizes other than 1 x 1 are not emulated yet")
+    dims = [x.dim() - 2, x.dim() - 1]
+    return _Sum.apply(em, op, em.next_site(), x, dims, True, True, reduction_kind(dims, x.dim()))
+
+
 # --- softmax and log_softmax ----------------------------------------------------------------
 
 
@@ -124,7 +139,7 @@ class _Softmax(torch.autograd.Function):
         y = shifted - torch.log(sums) if log else exps / sums
         ctx.em, ctx.op, ctx.site, ctx.dim, ctx.log = em, op, site, dim, log
         ctx.save_for_backward(y)
-        return _unrows(y, x, dim)
+        return owned(_unrows(y, x, dim))
 
     @staticmethod
     @once_differentiable  # computed by the C++ engine, outside autograd
@@ -193,7 +208,7 @@ class _CrossEntropy(torch.autograd.Function):
         losses = (torch.log(sums) + row_max.squeeze(1)) - logits.gather(1, target.unsqueeze(1)).squeeze(1)
         ctx.em, ctx.reduction = em, reduction
         ctx.save_for_backward(exps / sums.unsqueeze(1), target)
-        return losses if reduction == "none" else _total(em, op, site, losses, reduction)
+        return owned(losses if reduction == "none" else _total(em, op, site, losses, reduction))
 
     @staticmethod
     @once_differentiable  # computed by the C++ engine, outside autograd
@@ -213,7 +228,7 @@ class _NllLoss(torch.autograd.Function):
         losses = -logp.gather(1, target.unsqueeze(1)).squeeze(1)
         ctx.em, ctx.reduction, ctx.shape = em, reduction, logp.shape
         ctx.save_for_backward(target)
-        return losses if reduction == "none" else _total(em, op, site, losses, reduction)
+        return owned(losses if reduction == "none" else _total(em, op, site, losses, reduction))
 
     @staticmethod
     @once_differentiable  # computed by the C++ engine, outside autograd
@@ -273,6 +288,7 @@ HANDLERS = {
     torch.Tensor.sum: _summing(mean=False),
     torch.mean: _summing(mean=True),
     torch.Tensor.mean: _summing(mean=True),
+    torch.nn.functional.adaptive_avg_pool2d: global_average_pool,
     torch.nn.functional.softmax: _softmaxing(log=False, functional=True),
     torch.softmax: _softmaxing(log=False, functional=False),
     torch.Tensor.softmax: _softmaxing(log=False, functional=False),
