@@ -28,11 +28,10 @@ from .._core import Error
 from . import _ops_conv, _ops_matmul, _ops_norm, _ops_reduce
 from ._coverage import Coverage, CoverageRecorder
 from ._engine import Engine
+from ._handler import Handler
 from ._keys import Site, StepCounter
 from ._native import ATEN_REDUCTIONS, Native, classify, has_floating_tensor, op_name
 from ._table import Table, load_table
-
-Handler = Callable[["Emulation", str, tuple, dict], Any]
 
 HANDLERS: Dict[Callable, Handler] = {
     **_ops_matmul.HANDLERS,

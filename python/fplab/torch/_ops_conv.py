@@ -107,7 +107,6 @@ class _Conv2d(torch.autograd.Function):
 def _conv2d_params(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1): ...
 
 
-
 def _pair(value: Any) -> Optional[Pair]:
     """(a, b) from a number or a sequence of one or two numbers; None if it is neither."""
     if isinstance(value, int) and not isinstance(value, bool):

@@ -64,8 +64,8 @@ def _mm_params(input, mat2, *, out=None): ...
 def _addmm_params(input, mat1, mat2, *, beta=1, alpha=1, out=None): ...
 
 
-
 def _empty(*tensors: torch.Tensor) -> bool:
+    """True if a tensor has no elements (PyTorch answers those itself)."""
     return any(t.numel() == 0 for t in tensors)
 
 

@@ -85,7 +85,6 @@ def _batch_norm_params(input, running_mean, running_var, weight=None, bias=None,
                        eps=1e-05): ...
 
 
-
 @handles(_batch_norm_params)
 def batch_norm(em, op: str, p: dict) -> Any:
     """F.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)."""

@@ -161,7 +161,6 @@ def _functional_softmax_params(input, dim=None, _stacklevel=3, dtype=None): ...
 def _softmax_params(input, dim, dtype=None): ...
 
 
-
 def _softmaxing(log: bool, functional: bool) -> Handler:
     @handles(_functional_softmax_params if functional else _softmax_params)
     def run(em, op: str, p: dict) -> Any:
@@ -244,8 +243,6 @@ def _cross_entropy_params(input, target, weight=None, size_average=None, ignore_
                           reduction="mean", label_smoothing=0.0): ...
 def _nll_loss_params(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
                      reduction="mean"): ...
-
-
 
 
 def _loss_inputs(p: dict) -> Optional[Native]:
