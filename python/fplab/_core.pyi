@@ -104,6 +104,16 @@ def matmul(
 ) -> np.ndarray:
     """C = A B for 2-D float32 arrays (sim::gemm), stored as float32."""
 
+def reduce_batch(
+    terms: ArrayLike, schedule: Schedule, arithmetic: Arithmetic, impl_seed: int = 0, op_id: int = 0, call: int = 0
+) -> np.ndarray:
+    """Every column of the 2-D terms (k, outputs) reduced along axis 0 in the schedule's order
+    (sim::reduce_batch): float64 (outputs,). Atomic and shuffle steps draw per tile of 64 outputs."""
+
+def noise_op_id(layer: int, op_kind: str, part: int = 0) -> int:
+    """The noise key's op id of reduction `part` of kind `op_kind` at position `layer`, as the C++
+    training forms it (models::Context::key: mix_key({layer, op kind, part}))."""
+
 def exact_sum(x: ArrayLike, format: str = "fp64") -> float:
     """The exact sum of every element of x, rounded once to nearest even in the format."""
 

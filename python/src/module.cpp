@@ -12,5 +12,7 @@ PYBIND11_MODULE(_core, m) {
   bind_reduce(m);
   bind_dot(m);
   bind_matmul(m);
+  bind_reduce_batch(m);
+  bind_noise_key(m);
   bind_profiles(m);
 }

@@ -1,0 +1,52 @@
+"""The bridge from PyTorch tensors to fplab's C++ engine: GEMMs (``_core.matmul``) and batched
+sums (``_core.reduce_batch``) with a table's schedule and arithmetic for an op kind and the noise
+key of the operation's Site.
+
+Tensors cross without copies where they can: a C-contiguous float32 CPU tensor is handed over as
+``tensor.numpy()`` (the same memory), and the result arrays become tensors with
+``torch.from_numpy`` (the same memory). The sums take float64 terms (the engine's batched sum),
+so their float32 terms are converted on the way in; the C++ work runs without the GIL.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .. import _core
+from ._coverage import CoverageRecorder
+from ._keys import Site
+from ._table import Table
+
+
+def as_array(tensor: torch.Tensor) -> np.ndarray:
+    """The tensor's values as a C-contiguous NumPy array (its own memory when already contiguous)."""
+    return tensor.detach().contiguous().numpy()
+
+
+class Engine:
+    """Runs one emulation's reductions and records each in its coverage."""
+
+    def __init__(self, table: Table, impl_seed: int, coverage: CoverageRecorder) -> None:
+        self.table = table
+        self.impl_seed = impl_seed
+        self.coverage = coverage
+
+    def matmul(self, op: str, op_kind: str, a: torch.Tensor, b: torch.Tensor, site: Site,
+               part: int = 0) -> torch.Tensor:
+        """C = A B for 2-D float32 tensors, every output's sum over K in the order of ``op_kind``'s
+        schedule; ``op`` names the PyTorch operation for coverage."""
+        choice = self.table.choices[op_kind]
+        self.coverage.emulated(op, op_kind, choice)
+        c = _core.matmul(as_array(a), as_array(b), choice.schedule, choice.arithmetic, self.impl_seed,
+                         site.op_id(op_kind, part), site.call)
+        return torch.from_numpy(c)
+
+    def sum_rows(self, op: str, op_kind: str, terms: torch.Tensor, site: Site, part: int = 0) -> torch.Tensor:
+        """The columns of the 2-D tensor ``terms`` (k, outputs) each summed over its k rows in the
+        order of ``op_kind``'s schedule (models/compute.cpp's sum_rows): a float32 tensor (outputs,)."""
+        choice = self.table.choices[op_kind]
+        self.coverage.emulated(op, op_kind, choice)
+        sums = _core.reduce_batch(as_array(terms), choice.schedule, choice.arithmetic, self.impl_seed,
+                                  site.op_id(op_kind, part), site.call)
+        return torch.from_numpy(sums.astype(np.float32))

@@ -1,0 +1,219 @@
+"""fplab.torch.emulate: PyTorch operations intercepted and run through fplab under a profile.
+
+Two PyTorch modes work together while an emulation is active:
+
+- a ``TorchFunctionMode`` sees every call at the level of torch's Python API (F.linear,
+  F.conv2d, torch.matmul, x.sum(), F.cross_entropy, ...). The operations fplab.torch knows
+  (HANDLERS) run as ``torch.autograd.Function``s whose forward and backward send each reduction
+  through the C++ engine with the op kind it is (fwd; dgrad, wgrad, bias_grad in the backward;
+  softmax, loss, bn_stats). Everything else runs natively and is listed (_native.classify).
+- a ``TorchDispatchMode`` watches the aten operations underneath. A reduction there (aten.mm,
+  aten.sum, aten.convolution_backward, ...) that runs outside an emulated operation — inside a
+  native operation such as torch.einsum, or in autograd's backward of one — is listed in coverage
+  and warned about, so that nothing that reduces runs natively unseen. It changes nothing.
+
+The model itself is not touched: modules, parameters and optimisers run unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from .._core import Error
+from . import _ops_conv, _ops_matmul, _ops_norm, _ops_reduce
+from ._coverage import Coverage, CoverageRecorder
+from ._engine import Engine
+from ._handler import Handler
+from ._keys import Site, StepCounter
+from ._native import ATEN_REDUCTIONS, Native, classify, has_floating_tensor, op_name
+from ._table import Table, load_table
+
+HANDLERS: Dict[Callable, Handler] = {
+    **_ops_matmul.HANDLERS,
+    **_ops_conv.HANDLERS,
+    **_ops_reduce.HANDLERS,
+    **_ops_norm.HANDLERS,
+}
+
+_BACKWARD = ("torch.Tensor.backward", "torch.autograd.grad")  # what starts autograd's backward pass
+_active: Optional["Emulation"] = None  # the emulation whose modes are on the stacks now
+_latest: Optional["Emulation"] = None  # the one coverage() reports: active, else the last one
+
+
+class Emulation:
+    """A profile's table applied to the PyTorch operations run inside ``with`` (emulate()).
+
+    The same object may be entered again (one step per ``with``, say): its step counter, and so
+    its noise keys, go on where they were. ``coverage()`` reports everything it ran so far.
+    """
+
+    def __init__(self, table: Table, impl_seed: int, call: int) -> None:
+        self.table = table
+        self.impl_seed = impl_seed
+        self.steps = StepCounter(call)
+        self._coverage = CoverageRecorder()
+        self.engine = Engine(table, impl_seed, self._coverage)
+        self._internal = 0  # > 0 while fplab.torch itself runs torch operations
+        self._native: List[str] = []  # the native operations running now, innermost last
+        self._modes: Optional[tuple] = None
+
+    @property
+    def profile(self) -> str:
+        """The profile's name."""
+        return self.table.profile
+
+    @property
+    def mode(self) -> str:
+        """"default" or "deterministic": which of the profile's tables."""
+        return self.table.mode
+
+    @property
+    def call(self) -> int:
+        """The current training step (the noise key's call)."""
+        return self.steps.call
+
+    def coverage(self) -> Coverage:
+        """What ran through fplab and what ran natively, so far."""
+        return self._coverage.snapshot()
+
+    def __repr__(self) -> str:
+        return f"Emulation({str(self.table)!r}, impl_seed={self.impl_seed}, call={self.call})"
+
+    # --- what the handlers use -----------------------------------------------------------------
+
+    def next_site(self) -> Site:
+        """The Site of a forward operation about to be emulated."""
+        return self.steps.next_site(evaluation=not torch.is_grad_enabled())
+
+    @contextlib.contextmanager
+    def internal(self) -> Iterator[None]:
+        """While fplab.torch runs torch operations of its own: neither mode looks at them."""
+        self._internal += 1
+        try:
+            yield
+        finally:
+            self._internal -= 1
+
+    @contextlib.contextmanager
+    def backward(self) -> Iterator[None]:
+        """Around an emulated operation's backward: internal, and the next forward opens a new step."""
+        self.steps.backward_seen()
+        with self.internal():
+            yield
+
+    # --- the modes' work -----------------------------------------------------------------------
+
+    def _function(self, func: Callable, args: tuple, kwargs: dict) -> Any:
+        # aten operations reach the function mode too when the aten watch runs them (torch 1.13);
+        # that watch lists what matters among them.
+        if self._internal or isinstance(func, torch._ops.OpOverload):
+            return func(*args, **kwargs)
+        name = op_name(func)
+        handler = HANDLERS.get(func)
+        if handler is not None:
+            with self.internal():
+                result = handler(self, name, args, kwargs)
+            if not isinstance(result, Native):
+                return result
+            self._coverage.native(name, result.reason, result.warn)
+            return self._run_native(func, args, kwargs, None)  # already said why
+        native = classify(name)
+        if native is not None:
+            self._coverage.native(name, native.reason, native.warn)
+        return self._run_native(func, args, kwargs, name)
+
+    def _run_native(self, func: Callable, args: tuple, kwargs: dict, name: Optional[str]) -> Any:
+        """func run by PyTorch; aten reductions under it are listed as inside ``name`` (None: not listed)."""
+        self._native.append(name)
+        try:
+            return func(*args, **kwargs)
+        finally:
+            self._native.pop()
+
+    def _aten(self, func: Any, args: tuple, kwargs: dict) -> None:
+        if self._internal or func.overloadpacket.__name__ not in ATEN_REDUCTIONS:
+            return
+        where = self._native[-1] if self._native else "user code"
+        if where is None or not has_floating_tensor(args, kwargs):
+            return
+        if where in _BACKWARD:
+            where = "the backward pass (autograd's gradient of a native operation)"
+        self._coverage.native(str(func), f"a reduction run natively inside {where}", warn=True)
+
+    # --- entering and leaving ------------------------------------------------------------------
+
+    def __enter__(self) -> "Emulation":
+        global _active, _latest
+        if _active is not None:
+            raise Error("fplab.torch.emulate: an emulation is already active (they do not nest)")
+        function_mode, dispatch_mode = _FunctionMode(self), _AtenWatch(self)
+        dispatch_mode.__enter__()
+        try:
+            function_mode.__enter__()
+        except BaseException:
+            dispatch_mode.__exit__(None, None, None)
+            raise
+        self._modes = (dispatch_mode, function_mode)
+        _active = _latest = self
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        global _active
+        dispatch_mode, function_mode = self._modes
+        self._modes = None
+        _active = None
+        function_mode.__exit__(*exc)
+        dispatch_mode.__exit__(*exc)
+
+
+class _FunctionMode(TorchFunctionMode):
+    """Sends every torch API call to its Emulation."""
+
+    def __init__(self, emulation: Emulation) -> None:
+        super().__init__()
+        self.emulation = emulation
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        return self.emulation._function(func, args, kwargs or {})
+
+
+class _AtenWatch(TorchDispatchMode):
+    """Lists aten reductions that run natively outside emulated operations; computes nothing."""
+
+    def __init__(self, emulation: Emulation) -> None:
+        super().__init__()
+        self.emulation = emulation
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        self.emulation._aten(func, args, kwargs)
+        return func(*args, **kwargs)
+
+
+def emulate(profile: str, impl_seed: int = 0, *, call: int = 0, profiles_dir: Sequence[str] = ()) -> Emulation:
+    """Run the PyTorch code inside ``with`` under a hardware profile's reduction orders.
+
+    ``profile``: "NAME" (fplab.profiles()), "NAME:deterministic" (the table of the framework's
+    deterministic switch), or a path to a profile .toml file (docs/profiles.md). ``impl_seed``: the
+    run of the nondeterministic hardware (the same seed, the same bits; another seed, another
+    run). ``call``: the training step the first forward pass is (0; set it to resume a run).
+    ``profiles_dir``: folders searched for profiles before the shipped ones.
+
+    >>> with fplab.torch.emulate("h100", impl_seed=3):
+    ...     loss = torch.nn.functional.cross_entropy(model(x), y)
+    ...     loss.backward()
+    >>> print(fplab.torch.coverage())
+    """
+    if not isinstance(impl_seed, int) or isinstance(impl_seed, bool) or not 0 <= impl_seed < 1 << 64:
+        raise Error(f"fplab.torch.emulate: impl_seed must be a whole number from 0 to 2^64 - 1 (got {impl_seed!r})")
+    return Emulation(load_table(profile, profiles_dir), impl_seed, call)
+
+
+def coverage() -> Coverage:
+    """What the active emulation, or else the last one, ran through fplab and what natively (and why)."""
+    return _latest.coverage() if _latest is not None else Coverage([])

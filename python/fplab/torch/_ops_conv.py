@@ -1,0 +1,155 @@
+"""2-D convolutions through fplab: F.conv2d (nn.Conv2d) as im2col and the GEMMs of matmul.
+
+The layout is the C++ Conv2d layer's (models/conv2d.cpp), so that the same schedule, key and
+output tiles meet the same sums: the columns ``cols`` (B·Ho·Wo rows, C·kh·kw columns ordered
+(c, i, j), made by F.unfold: a copy, no arithmetic), the weight as W (C·kh·kw x C_out), and
+
+- forward: out = cols W (op kind ``fwd``), plus the bias per element;
+- weight gradient: dW = cols^T g (``wgrad``: the reduction over batch and positions), with g the
+  output gradient as (B·Ho·Wo) x C_out;
+- bias gradient: g summed over its rows (``bias_grad``);
+- input gradient: dcols = g W^T (``dgrad``), then col2im: every input element receives its terms
+  in the order of the C++ loop over (output row, output column), i.e. kernel offsets from the
+  last to the first.
+
+Stride, zero padding (numbers, pairs, "valid", symmetric "same"), dilation and groups (group g is
+reduction part g) are taken; the columns are made again in the backward rather than stored.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Tuple
+
+import torch
+from torch.autograd.function import once_differentiable
+import torch.nn.functional as F
+
+from ._handler import handles, owned
+from ._native import Native, unsupported
+
+Pair = Tuple[int, int]
+
+
+def _columns(x: torch.Tensor, kernel: Pair, stride: Pair, padding: Pair, dilation: Pair) -> torch.Tensor:
+    """im2col: (B·Ho·Wo) x (C·kh·kw), rows ordered (b, oy, ox), columns (c, i, j)."""
+    cols = F.unfold(x, kernel, dilation=dilation, padding=padding, stride=stride)  # (B, K, L)
+    return cols.transpose(1, 2).reshape(-1, cols.shape[1])
+
+
+def _col2im(dcols: torch.Tensor, shape: torch.Size, kernel: Pair, out: Pair, stride: Pair, padding: Pair,
+            dilation: Pair) -> torch.Tensor:
+    """The input gradient (B, C, H, W) from dcols ((B·Ho·Wo) x (C·kh·kw)) in the C++ loop's order."""
+    (batch, channels, h, w), (kh, kw), (ho, wo) = shape, kernel, out
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    d = dcols.reshape(batch, ho, wo, channels, kh, kw)
+    padded = torch.zeros(batch, channels, h + 2 * ph, w + 2 * pw, dtype=dcols.dtype)
+    # For one input element, the output row oy determines the kernel row i (oy·sh + i·dh = y + ph):
+    # rows in increasing oy are kernel rows in decreasing i, and likewise for columns.
+    for i in reversed(range(kh)):
+        for j in reversed(range(kw)):
+            rows = slice(i * dh, i * dh + (ho - 1) * sh + 1, sh)
+            cols = slice(j * dw, j * dw + (wo - 1) * sw + 1, sw)
+            padded[:, :, rows, cols] += d[:, :, :, :, i, j].permute(0, 3, 1, 2)
+    return padded[:, :, ph:ph + h, pw:pw + w]
+
+
+class _Conv2d(torch.autograd.Function):
+    """y = conv2d(x, weight, bias) for x (B, C, H, W), weight (C_out, C/groups, kh, kw)."""
+
+    @staticmethod
+    def forward(ctx, em, op, site, x, weight, bias, stride, padding, dilation, groups):
+        ctx.em, ctx.op, ctx.site, ctx.geometry = em, op, site, (stride, padding, dilation, groups)
+        ctx.save_for_backward(x, weight)
+        batch, _, h, w = x.shape
+        cout, cg, kh, kw = weight.shape
+        co = cout // groups
+        ho = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+        wo = (w + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+        outs = []
+        for g in range(groups):
+            cols = _columns(x[:, g * cg:(g + 1) * cg], (kh, kw), stride, padding, dilation)
+            w_cols = weight[g * co:(g + 1) * co].reshape(co, -1).t()  # (C·kh·kw) x C_out, as the C++ W
+            outs.append(em.engine.matmul(op, "fwd", cols, w_cols, site, part=g).reshape(batch, ho * wo, co))
+        y = torch.cat(outs, dim=2) if groups > 1 else outs[0]
+        if bias is not None:
+            y = y + bias
+        return owned(y.permute(0, 2, 1).reshape(batch, cout, ho, wo))
+
+    @staticmethod
+    @once_differentiable  # computed by the C++ engine, outside autograd
+    def backward(ctx, gy):
+        em, op, site = ctx.em, ctx.op, ctx.site
+        stride, padding, dilation, groups = ctx.geometry
+        x, weight = ctx.saved_tensors
+        need_x, need_w, need_bias = ctx.needs_input_grad[3:6]
+        cout, cg, kh, kw = weight.shape
+        co, (ho, wo) = cout // groups, gy.shape[2:]
+        rows = gy.permute(0, 2, 3, 1).reshape(-1, cout)  # (B·Ho·Wo) x C_out
+        gx, gw, gb = [], [], []
+        with em.backward():
+            for g in range(groups):
+                g_rows = rows[:, g * co:(g + 1) * co]
+                if need_w:
+                    cols = _columns(x[:, g * cg:(g + 1) * cg], (kh, kw), stride, padding, dilation)
+                    dw = em.engine.matmul(op, "wgrad", cols.t(), g_rows, site, part=g)  # (C·kh·kw) x C_out
+                    gw.append(dw.t().reshape(co, cg, kh, kw))
+                if need_bias:
+                    gb.append(em.engine.sum_rows(op, "bias_grad", g_rows, site, part=g))
+                if need_x:
+                    dcols = em.engine.matmul(op, "dgrad", g_rows, weight[g * co:(g + 1) * co].reshape(co, -1), site,
+                                             part=g)
+                    shape = (x.shape[0], cg, x.shape[2], x.shape[3])
+                    gx.append(_col2im(dcols, shape, (kh, kw), (ho, wo), stride, padding, dilation))
+        return (None, None, None, torch.cat(gx, dim=1) if gx else None, torch.cat(gw) if gw else None,
+                torch.cat(gb) if gb else None, None, None, None, None)
+
+
+def _conv2d_params(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1): ...
+
+
+def _pair(value: Any) -> Optional[Pair]:
+    """(a, b) from a number or a sequence of one or two numbers; None if it is neither."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value, value
+    if isinstance(value, (tuple, list)) and len(value) in (1, 2) and all(isinstance(v, int) for v in value):
+        return (value[0], value[-1])
+    return None
+
+
+@handles(_conv2d_params)
+def conv2d(em, op: str, p: dict) -> Any:
+    """F.conv2d(input, weight, bias, stride, padding, dilation, groups) with zero padding."""
+    x, weight, bias, groups = p["input"], p["weight"], p["bias"], p["groups"]
+    why = unsupported(x, weight, bias)
+    if why:
+        return why
+    stride, dilation = _pair(p["stride"]), _pair(p["dilation"])
+    if stride is None or dilation is None or not isinstance(groups, int) or groups < 1:
+        return Native("stride, dilation or groups fplab.torch does not take")
+    if x.dim() not in (3, 4) or weight.dim() != 4 or x.numel() == 0 or weight.numel() == 0:
+        return Native("shapes fplab.torch does not take (or that PyTorch refuses)")
+    cout, cg, kh, kw = weight.shape
+    if x.shape[-3] != cg * groups or cout % groups or (bias is not None and tuple(bias.shape) != (cout,)):
+        return Native("shapes fplab.torch does not take (or that PyTorch refuses)")
+    padding = p["padding"]
+    if padding == "valid":
+        padding = (0, 0)
+    elif padding == "same":
+        total = (dilation[0] * (kh - 1), dilation[1] * (kw - 1))
+        if stride != (1, 1) or total[0] % 2 or total[1] % 2:
+            return Native("padding='same' that pads one side more is not emulated")
+        padding = (total[0] // 2, total[1] // 2)
+    else:
+        padding = _pair(padding)
+    if padding is None or min(*stride, *dilation) < 1 or min(padding) < 0:
+        return Native("stride, padding or dilation fplab.torch does not take")
+    batched = x.dim() == 4
+    xb = x if batched else x.unsqueeze(0)
+    reach = (dilation[0] * (kh - 1) + 1, dilation[1] * (kw - 1) + 1)  # the kernel's extent
+    if xb.shape[2] + 2 * padding[0] < reach[0] or xb.shape[3] + 2 * padding[1] < reach[1]:
+        return Native("a kernel larger than the padded input (PyTorch says why)")
+    y = _Conv2d.apply(em, op, em.next_site(), xb, weight, bias, stride, padding, dilation, groups)
+    return y if batched else y.squeeze(0)
+
+
+HANDLERS = {torch.nn.functional.conv2d: conv2d}

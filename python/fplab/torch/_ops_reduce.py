@@ -1,0 +1,297 @@
+"""The reductions of training through fplab: sums and means over dimensions, softmax and
+log-softmax, cross-entropy and NLL losses.
+
+Op kinds (profiles/op_table.hpp):
+
+- ``softmax``: the softmax denominator, a sum over the classes of each row (part 0); the sums
+  over classes in the backward of softmax and log_softmax are part 1;
+- ``loss``: the sum of the per-example losses of cross_entropy and nll_loss (then divided by the
+  batch for reduction="mean"); also any sum or mean over every dimension (a scalar loss such as
+  ``((y - t) ** 2).mean()``);
+- ``softmax`` again for a sum or mean over the last dimension only (a row reduction, as TF's
+  RowReduceKernel does the softmax's); ``bn_stats`` for any other sum or mean over some dimensions
+  (column and spatial statistics: BatchNorm's, global average pooling's, which
+  F.adaptive_avg_pool2d to 1 x 1 is).
+
+The formulas are the C++ SoftmaxCrossEntropy's (models/softmax_cross_entropy.cpp): exps
+``exp(x - max)``, their sum in the table's order, probabilities ``exps / sum``, losses
+``(log(sum) + max) - x[label]``, gradient ``(p - onehot) / batch``. The exponential and logarithm
+themselves are PyTorch's (elementwise: no order to emulate).
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional
+
+import torch
+from torch.autograd.function import once_differentiable
+
+from ._handler import Handler, handles, owned
+from ._native import Native, unsupported
+
+
+# --- sum and mean ---------------------------------------------------------------------------
+
+
+def reduction_kind(dims: List[int], ndim: int) -> str:
+    """The op kind of a sum over ``dims`` (sorted) of an ``ndim``-D tensor."""
+    if len(dims) == ndim:
+        return "loss"
+    if dims == [ndim - 1]:
+        return "softmax"
+    return "bn_stats"
+
+
+class _Sum(torch.autograd.Function):
+    """x summed (or averaged) over ``dims`` in the order of ``kind``'s schedule."""
+
+    @staticmethod
+    def forward(ctx, em, op, site, x, dims, keepdim, mean, kind):
+        rest = [d for d in range(x.dim()) if d not in dims]
+        k = 1
+        for d in dims:
+            k *= x.shape[d]
+        terms = x.permute(*dims, *rest).reshape(k, -1)  # term t of output m at [t, m], as sum_rows takes
+        sums = em.engine.sum_rows(op, kind, terms, site)
+        if mean:
+            sums = sums / k
+        ctx.em, ctx.shape, ctx.k, ctx.mean = em, x.shape, k, mean
+        ctx.kept = [1 if d in dims else x.shape[d] for d in range(x.dim())]
+        return owned(sums.reshape(ctx.kept if keepdim else [x.shape[d] for d in rest]))
+
+    @staticmethod
+    def backward(ctx, g):
+        with ctx.em.backward():  # no reduction here; the next forward opens a new step
+            g = g.reshape(ctx.kept)
+            if ctx.mean:
+                g = g / ctx.k
+            return None, None, None, g.expand(ctx.shape), None, None, None, None
+
+
+def _sum_params(input, dim=None, keepdim=False, dtype=None): ...
+def _adaptive_avg_pool2d_params(input, output_size): ...
+
+
+def _summing(mean: bool) -> Handler:
+    @handles(_sum_params)
+    def run(em, op: str, p: dict) -> Any:
+        """torch.sum or torch.mean (and the Tensor methods) over dimensions."""
+        x, dim, keepdim = p["input"], p["dim"], p["keepdim"]
+        why = unsupported(x)
+        if why:
+            return why
+        if p["dtype"] is not None:
+            return Native("dtype= is not emulated")
+        if x.dim() == 0:
+            return Native("a single value: nothing to add", warn=False)
+        if dim is None:
+            dim = list(range(x.dim()))
+        elif isinstance(dim, int) and not isinstance(dim, bool):
+            dim = [dim]
+        if not isinstance(dim, (list, tuple)) or not all(isinstance(d, int) for d in dim) or not dim:
+            return Native("dimensions fplab.torch does not take (named or empty)")
+        if not all(-x.dim() <= d < x.dim() for d in dim):
+            return Native("dimensions out of range (PyTorch says why)")
+        dims = sorted({d % x.dim() for d in dim})
+        if len(dims) != len(dim) or x.numel() == 0:
+            return Native("repeated dimensions or an empty tensor")
+        kind = reduction_kind(dims, x.dim())
+        return _Sum.apply(em, op, em.next_site(), x, dims, bool(keepdim), mean, kind)
+
+    return run
+
+
+@handles(_adaptive_avg_pool2d_params)
+def global_average_pool(em, op: str, p: dict) -> Any:
+    """F.adaptive_avg_pool2d to one value per plane: the mean over the last two dimensions (bn_stats,
+    as the C++ GlobalAvgPool's sum over positions); other output sizes run natively."""
+    x, size = p["input"], p["output_size"]
+    why = unsupported(x)
+    if why:
+        return why
+    if size not in (1, (1, 1), [1, 1]) or x.dim() not in (3, 4) or x.numel() == 0:
+        return Native("output sizes other than 1 x 1 are not emulated yet")
+    dims = [x.dim() - 2, x.dim() - 1]
+    return _Sum.apply(em, op, em.next_site(), x, dims, True, True, reduction_kind(dims, x.dim()))
+
+
+# --- softmax and log_softmax ----------------------------------------------------------------
+
+
+def _rows(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """x with ``dim`` moved last, as rows (R, C)."""
+    return x.movedim(dim, -1).reshape(-1, x.shape[dim])
+
+
+def _unrows(rows: torch.Tensor, like: torch.Tensor, dim: int) -> torch.Tensor:
+    return rows.reshape(like.movedim(dim, -1).shape).movedim(-1, dim)
+
+
+class _Softmax(torch.autograd.Function):
+    """softmax or log_softmax of x along ``dim``, its denominators in ``softmax``'s order."""
+
+    @staticmethod
+    def forward(ctx, em, op, site, x, dim, log):
+        rows = _rows(x, dim)
+        shifted = rows - rows.max(dim=1, keepdim=True).values
+        exps = torch.exp(shifted)
+        sums = em.engine.sum_rows(op, "softmax", exps.t(), site).unsqueeze(1)  # classes x rows, as the C++
+        y = shifted - torch.log(sums) if log else exps / sums
+        ctx.em, ctx.op, ctx.site, ctx.dim, ctx.log = em, op, site, dim, log
+        ctx.save_for_backward(y)
+        return owned(_unrows(y, x, dim))
+
+    @staticmethod
+    @once_differentiable  # computed by the C++ engine, outside autograd
+    def backward(ctx, g):
+        em, op, site = ctx.em, ctx.op, ctx.site
+        (y,) = ctx.saved_tensors
+        rows = _rows(g, ctx.dim)
+        with em.backward():
+            if ctx.log:  # dx = g - exp(y) * sum(g)
+                sums = em.engine.sum_rows(op, "softmax", rows.t(), site, part=1).unsqueeze(1)
+                dx = rows - torch.exp(y) * sums
+            else:  # dx = y * (g - sum(g * y))
+                sums = em.engine.sum_rows(op, "softmax", (rows * y).t(), site, part=1).unsqueeze(1)
+                dx = y * (rows - sums)
+        return None, None, None, _unrows(dx, g, ctx.dim), None, None
+
+
+def _functional_softmax_params(input, dim=None, _stacklevel=3, dtype=None): ...
+def _softmax_params(input, dim, dtype=None): ...
+
+
+def _softmaxing(log: bool, functional: bool) -> Handler:
+    @handles(_functional_softmax_params if functional else _softmax_params)
+    def run(em, op: str, p: dict) -> Any:
+        """softmax or log_softmax along one dimension."""
+        x, dim = p["input"], p["dim"]
+        why = unsupported(x)
+        if why:
+            return why
+        if p["dtype"] is not None:
+            return Native("dtype= is not emulated")
+        if not isinstance(dim, int) or isinstance(dim, bool) or x.dim() == 0 or not -x.dim() <= dim < x.dim():
+            return Native("an implicit, named or out-of-range dim")
+        if x.numel() == 0:
+            return Native("an empty tensor")
+        return _Softmax.apply(em, op, em.next_site(), x, dim % x.dim(), log)
+
+    return run
+
+
+# --- losses ---------------------------------------------------------------------------------
+
+
+def _total(em, op: str, site, losses: torch.Tensor, reduction: str) -> torch.Tensor:
+    """The per-example losses summed in ``loss``'s order (divided by their count for "mean")."""
+    total = em.engine.sum_rows(op, "loss", losses.reshape(-1, 1), site)[0]
+    return total / losses.shape[0] if reduction == "mean" else total
+
+
+def _scaled(d: torch.Tensor, g: torch.Tensor, reduction: str) -> torch.Tensor:
+    """The gradient of every example's loss times the output gradient g."""
+    if reduction == "mean":
+        d = d / d.shape[0]
+    return d * (g.unsqueeze(1) if reduction == "none" else g)
+
+
+class _CrossEntropy(torch.autograd.Function):
+    """Softmax cross-entropy of logits (N, C) with class indices (N,), as the C++ layer computes it."""
+
+    @staticmethod
+    def forward(ctx, em, op, site, logits, target, reduction):
+        row_max = logits.max(dim=1, keepdim=True).values
+        exps = torch.exp(logits - row_max)
+        sums = em.engine.sum_rows(op, "softmax", exps.t(), site)
+        losses = (torch.log(sums) + row_max.squeeze(1)) - logits.gather(1, target.unsqueeze(1)).squeeze(1)
+        ctx.em, ctx.reduction = em, reduction
+        ctx.save_for_backward(exps / sums.unsqueeze(1), target)
+        return owned(losses if reduction == "none" else _total(em, op, site, losses, reduction))
+
+    @staticmethod
+    @once_differentiable  # computed by the C++ engine, outside autograd
+    def backward(ctx, g):
+        p, target = ctx.saved_tensors
+        with ctx.em.backward():
+            d = p.clone()
+            d[torch.arange(d.shape[0]), target] -= 1
+            return None, None, None, _scaled(d, g, ctx.reduction), None, None
+
+
+class _NllLoss(torch.autograd.Function):
+    """The negative log-likelihood of log-probabilities (N, C) at class indices (N,)."""
+
+    @staticmethod
+    def forward(ctx, em, op, site, logp, target, reduction):
+        losses = -logp.gather(1, target.unsqueeze(1)).squeeze(1)
+        ctx.em, ctx.reduction, ctx.shape = em, reduction, logp.shape
+        ctx.save_for_backward(target)
+        return owned(losses if reduction == "none" else _total(em, op, site, losses, reduction))
+
+    @staticmethod
+    @once_differentiable  # computed by the C++ engine, outside autograd
+    def backward(ctx, g):
+        (target,) = ctx.saved_tensors
+        with ctx.em.backward():
+            d = torch.zeros(ctx.shape, dtype=g.dtype)
+            d[torch.arange(ctx.shape[0]), target] = -1
+            return None, None, None, _scaled(d, g, ctx.reduction), None, None
+
+
+def _cross_entropy_params(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                          reduction="mean", label_smoothing=0.0): ...
+def _nll_loss_params(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                     reduction="mean"): ...
+
+
+def _loss_inputs(p: dict) -> Optional[Native]:
+    """Why a loss call runs natively, or None: 2-D float32 input, class indices, plain options."""
+    x, target = p["input"], p["target"]
+    why = unsupported(x)
+    if why:
+        return why
+    if p["weight"] is not None or p["size_average"] is not None or p["reduce"] is not None:
+        return Native("class weights or legacy size_average/reduce are not emulated")
+    if p.get("label_smoothing", 0.0) != 0.0:
+        return Native("label smoothing is not emulated")
+    if p["reduction"] not in ("mean", "sum", "none"):
+        return Native("a reduction PyTorch does not know (PyTorch says why)")
+    if not isinstance(target, torch.Tensor) or target.dtype != torch.int64 or target.device.type != "cpu":
+        return Native("targets that are not class indices (int64) on the CPU")
+    if x.dim() != 2 or target.shape != (x.shape[0],) or x.numel() == 0:
+        return Native("shapes other than (N, C) with N targets are not emulated")
+    if int(target.min()) < 0 or int(target.max()) >= x.shape[1]:
+        return Native("targets outside 0..C-1 (ignore_index) are not emulated")
+    return None
+
+
+def _loss(function: type) -> Handler:
+    """The handler of a loss over class indices computed by the autograd.Function ``function``."""
+
+    def run(em, op: str, p: dict) -> Any:
+        why = _loss_inputs(p)
+        return why or function.apply(em, op, em.next_site(), p["input"], p["target"], p["reduction"])
+
+    return run
+
+
+cross_entropy = handles(_cross_entropy_params)(_loss(_CrossEntropy))
+nll_loss = handles(_nll_loss_params)(_loss(_NllLoss))
+
+
+HANDLERS = {
+    torch.sum: _summing(mean=False),
+    torch.Tensor.sum: _summing(mean=False),
+    torch.mean: _summing(mean=True),
+    torch.Tensor.mean: _summing(mean=True),
+    torch.nn.functional.adaptive_avg_pool2d: global_average_pool,
+    torch.nn.functional.softmax: _softmaxing(log=False, functional=True),
+    torch.softmax: _softmaxing(log=False, functional=False),
+    torch.Tensor.softmax: _softmaxing(log=False, functional=False),
+    torch.nn.functional.log_softmax: _softmaxing(log=True, functional=True),
+    torch.log_softmax: _softmaxing(log=True, functional=False),
+    torch.Tensor.log_softmax: _softmaxing(log=True, functional=False),
+    torch.nn.functional.cross_entropy: cross_entropy,
+    torch.nn.functional.nll_loss: nll_loss,
+}

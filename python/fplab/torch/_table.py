@@ -1,0 +1,65 @@
+"""Which table of which hardware profile an emulation follows.
+
+A profile is named as on the command line (``fplab train --profile``): ``"NAME"`` or
+``"NAME:default"`` for the table the framework picks by default, ``"NAME:deterministic"`` for the
+one its deterministic switch picks, or a path to a ``.toml`` file, optionally followed by one of
+those two modes. Names are looked up along the same search path (``profiles_dir`` folders,
+``$FPLAB_HW_PROFILES``, the shipped profiles: docs/profiles.md).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Dict, Sequence
+
+from .. import _core
+from .._core import Error, OpChoice
+
+#: The operation kinds of a profile's table, in the order of profiles/op_table.hpp.
+OP_KINDS = ("fwd", "dgrad", "wgrad", "bias_grad", "bn_stats", "softmax", "loss")
+MODES = ("default", "deterministic")
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table of a hardware profile: per operation kind the schedule and arithmetic."""
+
+    profile: str  #: the profile's name
+    mode: str  #: "default" or "deterministic"
+    choices: Dict[str, OpChoice]  #: {op kind: OpChoice}
+
+    @property
+    def nondeterministic(self) -> bool:
+        """True if some operation kind draws implementation noise (atomics, shuffles, sr)."""
+        return any(choice.nondeterministic for choice in self.choices.values())
+
+    def __str__(self) -> str:
+        return f"{self.profile}:{self.mode}"
+
+
+def _is_path(text: str) -> bool:
+    """As profiles::is_hw_profile_path: a '/', a .toml ending, or an existing file."""
+    return "/" in text or text.endswith(".toml") or os.path.isfile(text)
+
+
+def load_table(spec: str, profiles_dir: Sequence[str] = ()) -> Table:
+    """The table that ``spec`` ("NAME", "NAME:deterministic", "PATH.toml[:MODE]") names.
+
+    Raises fplab.Error with one line for anything that is not a known profile and mode.
+    """
+    if not isinstance(spec, str) or not spec:
+        raise Error(f"fplab.torch.emulate: profile must be a profile name or .toml path (got {spec!r})")
+    name, mode = spec, "default"
+    head, colon, tail = spec.rpartition(":")
+    if colon and tail in MODES:
+        name, mode = head, tail
+    elif colon and not _is_path(spec):
+        raise Error(f"fplab.torch.emulate: profile takes NAME, NAME:default or NAME:deterministic (or a .toml path), "
+                    f"not '{spec}'")
+    try:
+        profile = _core.find_profile(name, list(profiles_dir))
+    except Error as error:
+        raise Error(f"fplab.torch.emulate: {error}") from None
+    choices = profile.default if mode == "default" else profile.deterministic
+    return Table(profile.name, mode, dict(choices))
