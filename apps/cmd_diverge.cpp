@@ -33,7 +33,7 @@ int run_diverge(const DivergeArgs& args) {
     if (replica >= x.replicas)
       throw UsageError("--pair: replica " + std::to_string(replica) + " does not exist (" + x.path +
                        " has replicas 0 to " + std::to_string(x.replicas - 1) + ")");
-  const auto data = models::load_fashion_mnist(args.data_dir);
+  const auto data = models::load_image_dataset(args.data_dir);
   const auto a = x.replica_config(profile.default_ops, profile.deterministic_ops, variant, args.pair[0]);
   const auto b = x.replica_config(profile.default_ops, profile.deterministic_ops, variant, args.pair[1]);
   util::Progress progress(!args.quiet);
@@ -106,7 +106,7 @@ void add_diverge_command(CLI::App& app, Runner& run) {
       ->check(whole_number());
   cmd->add_option("--csv", a->csv, "write the per-step distances (CSV)");
   cmd->add_option("--plot", a->plot, "write a plot of the relative distance per step (PNG)");
-  cmd->add_option("--data-dir", a->data_dir, "folder with the Fashion-MNIST IDX files")->capture_default_str();
+  cmd->add_option("--data-dir", a->data_dir, "folder of an IDX image data set: train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte (each .gz or not), classes.txt optional (docs/data.md)")->capture_default_str();
   add_profiles_dir_option(cmd, a->profiles_dir);
   cmd->add_flag("--quiet", a->quiet, "no progress on stderr");
   cmd->add_flag("--json", a->json, "print JSON");

@@ -49,7 +49,7 @@ int run_run(const RunArgs& args) {
     return std::pair{in_format(profile.default_ops, format), in_format(profile.deterministic_ops, format)};
   };
   for (const auto& p : experiment.profiles) resolve(p);  // fail early on a bad profile
-  const auto data = models::load_fashion_mnist(args.data_dir);
+  const auto data = models::load_image_dataset(args.data_dir);
   if (const int c = experiment.recipe.selection.imbalance_class; c >= static_cast<int>(data.class_names.size()))
     throw UsageError(experiment.path + ": key 'data.imbalance_class': class " + std::to_string(c) +
                      " does not exist (the data set has classes 0 to " + std::to_string(data.class_names.size() - 1) +
@@ -91,7 +91,7 @@ void add_run_command(CLI::App& app, Runner& run, int argc, char** argv) {
   cmd->add_option("--jobs", a->jobs, "replicas trained at once (default: all cores)")->check(whole_number());
   cmd->add_flag("--resume", a->resume, "keep the replicas an earlier (killed) run of this experiment finished");
   cmd->add_flag("--force", a->force, "write into --out even if it holds other results (they are not deleted)");
-  cmd->add_option("--data-dir", a->data_dir, "folder with the Fashion-MNIST IDX files")->capture_default_str();
+  cmd->add_option("--data-dir", a->data_dir, "folder of an IDX image data set: train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte (each .gz or not), classes.txt optional (docs/data.md)")->capture_default_str();
   add_profiles_dir_option(cmd, a->profiles_dir);
   cmd->add_flag("--quiet", a->quiet, "no progress on stderr");
   cmd->add_flag("--json", a->json, "print summary.json");

@@ -170,7 +170,7 @@ int run_train(const TrainArgs& args) {
   const auto backend = make_backend(args.device, config.ops, chatty);
   config.backend = backend.get();
   const std::string device = backend ? backend->name() : "cpu";
-  const models::Dataset data = models::load_fashion_mnist(args.data_dir);
+  const models::Dataset data = models::load_image_dataset(args.data_dir);
   if (chatty)
     std::fprintf(stderr, "training %s on %zu Fashion-MNIST examples for %zu epoch(s)\n  schedules: %s\n  device: %s\n",
                  args.model.c_str(), args.subset ? args.subset : data.train.size(), args.epochs,
@@ -274,7 +274,7 @@ void add_train_command(CLI::App& app, Runner& run) {
   cmd->add_option("--imbalance", a->imbalance, "CLASS:PERCENT keep only PERCENT% of one class's training examples");
   cmd->add_option("--augment-pad", a->augment_pad, "random crop with this padding (0: none)")->capture_default_str();
   cmd->add_flag("--flip", a->flip, "random horizontal flips");
-  cmd->add_option("--data-dir", a->data_dir, "folder with the Fashion-MNIST IDX files")->capture_default_str();
+  cmd->add_option("--data-dir", a->data_dir, "folder of an IDX image data set: train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte (each .gz or not), classes.txt optional (docs/data.md)")->capture_default_str();
   CLI::Option* schedules =
       cmd->add_option("--schedules", a->schedules, "preset (seq, pairwise, gpu, atomic, exact) or a TOML file")
           ->capture_default_str();

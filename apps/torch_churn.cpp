@@ -64,7 +64,7 @@ int run(const Args& args, const std::string& command, const experiments::TwinTra
     setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 0);
   std::string why;
   if (cuda && !cuda_available(&why)) throw UsageError(why + "; --device cpu runs LibTorch's CPU kernels");
-  const auto data = models::load_fashion_mnist(args.data_dir);
+  const auto data = models::load_image_dataset(args.data_dir);
   std::vector<experiments::TwinGroup> groups;
   for (const auto& mode : args.modes) {
     options.deterministic = mode == "deterministic";
@@ -120,7 +120,7 @@ int torch_churn_main(int argc, char** argv, const experiments::TwinTrainer& trai
       ->check(CLI::IsMember({"off", "cudnn", "all"}))
       ->capture_default_str();
   app.add_option("--threads", args.threads, "LibTorch CPU threads")->check(CLI::Range(1, 1024))->capture_default_str();
-  app.add_option("--data-dir", args.data_dir, "folder with the Fashion-MNIST IDX files")->capture_default_str();
+  app.add_option("--data-dir", args.data_dir, "folder of an IDX image data set: train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte (each .gz or not), classes.txt optional (docs/data.md)")->capture_default_str();
   app.add_option("--json", args.json, "also write the groups, with every replica's SHA-256, as JSON to this file");
   app.add_flag("--quiet", args.quiet, "no progress on stderr");
   app.footer(

@@ -19,14 +19,18 @@ void partial_shuffle(std::vector<size_t>& items, size_t k, fp::CounterRng rng) {
   }
 }
 
-std::array<std::vector<size_t>, kNumClasses> by_class(std::span<const uint8_t> labels,
-                                                      std::span<const size_t> indices) {
-  std::array<std::vector<size_t>, kNumClasses> members;
+// The classes of a training set: 0 to its largest label.
+size_t class_count(std::span<const uint8_t> labels) {
+  size_t classes = 0;
+  for (uint8_t label : labels) classes = std::max<size_t>(classes, size_t{label} + 1);
+  return classes;
+}
+
+// The examples of `indices` by class (class_count(labels) lists, each ascending if indices are).
+std::vector<std::vector<size_t>> by_class(std::span<const uint8_t> labels, std::span<const size_t> indices) {
+  std::vector<std::vector<size_t>> members(class_count(labels));
   for (size_t i : indices) {
     if (i >= labels.size()) throw std::invalid_argument("example index " + std::to_string(i) + " out of range");
-    if (labels[i] >= kNumClasses)
-      throw std::invalid_argument("label " + std::to_string(labels[i]) + " of example " + std::to_string(i) +
-                                  " is not a class");
     members[labels[i]].push_back(i);
   }
   return members;
@@ -50,14 +54,15 @@ std::vector<size_t> stratified_subset(std::span<const uint8_t> labels, size_t n,
                                 std::to_string(labels.size()));
   auto members = by_class(labels, all_indices(labels.size()));
   // Water-filling: one more example to each class that still has some, lowest classes first.
-  std::array<size_t, kNumClasses> quota{};
+  const size_t classes = members.size();
+  std::vector<size_t> quota(classes);
   size_t left = n;
   while (left > 0) {
     size_t open = 0;
-    for (int c = 0; c < kNumClasses; ++c)
+    for (size_t c = 0; c < classes; ++c)
       if (quota[c] < members[c].size()) ++open;
     const size_t whole_rounds = left / open;  // open > 0 since n <= labels.size()
-    for (int c = 0; c < kNumClasses && left > 0; ++c) {
+    for (size_t c = 0; c < classes && left > 0; ++c) {
       if (quota[c] >= members[c].size()) continue;
       const size_t give = whole_rounds > 0 ? std::min(whole_rounds, members[c].size() - quota[c]) : 1;
       quota[c] += give;
@@ -66,7 +71,7 @@ std::vector<size_t> stratified_subset(std::span<const uint8_t> labels, size_t n,
   }
   std::vector<size_t> chosen;
   chosen.reserve(n);
-  for (int c = 0; c < kNumClasses; ++c) {
+  for (size_t c = 0; c < classes; ++c) {
     partial_shuffle(members[c], quota[c], algo_stream(seed, AlgoPurpose::subset, static_cast<uint64_t>(c)));
     chosen.insert(chosen.end(), members[c].begin(), members[c].begin() + static_cast<std::ptrdiff_t>(quota[c]));
   }
@@ -79,7 +84,7 @@ std::vector<size_t> keep_percent_of_class(std::span<const uint8_t> labels, std::
   if (!(percent >= 0 && percent <= 100))
     throw std::invalid_argument("the percentage of a class to keep must be in [0, 100], got " +
                                 std::to_string(percent));
-  if (label >= kNumClasses) throw std::invalid_argument("class " + std::to_string(label) + " does not exist");
+  if (label >= class_count(labels)) throw std::invalid_argument("class " + std::to_string(label) + " does not exist");
   auto members = by_class(labels, indices);
   std::vector<size_t>& cut = members[label];
   const auto keep = static_cast<size_t>(std::llround(static_cast<double>(cut.size()) * percent / 100.0));
@@ -96,9 +101,10 @@ std::vector<size_t> select_training_examples(std::span<const uint8_t> labels, co
   std::vector<size_t> chosen =
       selection.subset == 0 ? all_indices(labels.size()) : stratified_subset(labels, selection.subset, seed);
   // Checked before the narrowing to a label: class 260 must not become class 4.
-  if (selection.imbalance_class >= static_cast<int>(kNumClasses))
+  const size_t classes = class_count(labels);
+  if (selection.imbalance_class >= static_cast<int>(classes))
     throw std::invalid_argument("imbalance class " + std::to_string(selection.imbalance_class) +
-                                " does not exist (classes 0 to " + std::to_string(kNumClasses - 1) + ")");
+                                " does not exist (classes 0 to " + std::to_string(classes - 1) + ")");
   if (selection.imbalance_class >= 0)
     chosen = keep_percent_of_class(labels, chosen, static_cast<uint8_t>(selection.imbalance_class),
                                    selection.imbalance_percent, seed);

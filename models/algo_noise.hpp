@@ -44,7 +44,7 @@ inline fp::CounterRng algo_stream(uint64_t algo_seed, AlgoPurpose purpose, uint6
   return fp::CounterRng(algo_key(algo_seed, purpose, a, b), sub_stream);
 }
 
-// n training examples, classes as balanced as possible: n / kNumClasses each, the remainder one
+// n training examples, classes (0 to the largest label) as balanced as possible: n / classes each, the remainder one
 // more to the lowest classes; a class with too few examples gives all it has and the others
 // share its shortfall the same way. Chosen at random within each class; returned ascending.
 // Throws std::invalid_argument if n exceeds labels.size() or a label is not a class.

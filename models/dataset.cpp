@@ -1,9 +1,14 @@
 // Assumptions: fewer than 2^40 pixels per split (the squared sums fit in 128 bits with room).
 #include "models/dataset.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <sstream>
+#include <utility>
 
 #include "models/idx.hpp"
+#include "util/whole_file.hpp"
 
 namespace fplab::models {
 namespace {
@@ -17,10 +22,6 @@ RawSplit read_split(const std::string& images_path, const std::string& labels_pa
   if (raw.images.dims[0] != raw.labels.dims[0])
     throw DataError(labels_path, std::to_string(raw.labels.dims[0]) + " labels, but " + images_path + " has " +
                                      std::to_string(raw.images.dims[0]) + " images");
-  for (size_t i = 0; i < raw.labels.data.size(); ++i)
-    if (raw.labels.data[i] >= kNumClasses)
-      throw DataError(labels_path, "label " + std::to_string(raw.labels.data[i]) + " of example " + std::to_string(i) +
-                                       " is not a class (0.." + std::to_string(kNumClasses - 1) + ")");
   return raw;
 }
 
@@ -80,8 +81,21 @@ Dataset load_idx_dataset(const DatasetFiles& files, std::vector<std::string> cla
   dataset.normalisation = pixel_statistics(train.images.data);
   dataset.train = normalised(std::move(train), dataset.normalisation);
   dataset.test = normalised(std::move(test), dataset.normalisation);
-  if (class_names.empty())
-    for (int c = 0; c < kNumClasses; ++c) class_names.push_back(std::to_string(c));
+  if (class_names.empty()) {
+    size_t classes = 0;
+    for (const ImageSet* set : {&dataset.train, &dataset.test})
+      for (uint8_t label : set->labels) classes = std::max<size_t>(classes, size_t{label} + 1);
+    for (size_t c = 0; c < classes; ++c) class_names.push_back(std::to_string(c));
+  }
+  const std::pair<const ImageSet*, const std::string*> splits[] = {{&dataset.train, &files.train_labels},
+                                                                   {&dataset.test, &files.test_labels}};
+  for (const auto& [set, path] : splits)
+    for (size_t i = 0; i < set->labels.size(); ++i)
+      if (set->labels[i] >= class_names.size())
+        throw DataError(*path, "label " + std::to_string(set->labels[i]) + " of example " + std::to_string(i) +
+                                   " is not a class (0.." + std::to_string(class_names.size() - 1) + ")");
+  if (class_names.size() < 2) throw DataError(files.train_labels, "fewer than two classes: nothing to classify");
+  dataset.train.classes = dataset.test.classes = class_names.size();
   dataset.class_names = std::move(class_names);
   return dataset;
 }
@@ -100,6 +114,30 @@ Dataset load_fashion_mnist(const std::string& dir) {
   check(dataset.train, files.train_images, kFashionMnistTrainSize, "training");
   check(dataset.test, files.test_images, kFashionMnistTestSize, "test");
   return dataset;
+}
+
+Dataset load_image_dataset(const std::string& dir) {
+  std::error_code error;
+  if (std::filesystem::equivalent(dir, kFashionMnistDir, error)) return load_fashion_mnist(dir);
+  // Each file gzipped or not, as the data set's publisher ships it.
+  const auto present = [](const std::string& gzipped) {
+    std::error_code missing;
+    if (std::filesystem::exists(gzipped, missing)) return gzipped;
+    const std::string plain = gzipped.substr(0, gzipped.size() - 3);
+    return std::filesystem::exists(plain, missing) ? plain : gzipped;  // the .gz name in the error
+  };
+  const DatasetFiles gz = fashion_mnist_files(dir);
+  const DatasetFiles files{present(gz.train_images), present(gz.train_labels), present(gz.test_images),
+                           present(gz.test_labels)};
+  std::vector<std::string> class_names;
+  const std::string names_path = (std::filesystem::path(dir) / "classes.txt").string();
+  if (std::filesystem::exists(names_path, error)) {
+    std::istringstream lines(util::read_text_file(names_path));
+    for (std::string line; std::getline(lines, line);)
+      if (!line.empty()) class_names.push_back(line);
+    if (class_names.empty()) throw DataError(names_path, "no class names (one per line)");
+  }
+  return load_idx_dataset(files, std::move(class_names));
 }
 
 }  // namespace fplab::models

@@ -140,7 +140,8 @@ std::vector<uint8_t> predict(Model<float>& model, const ImageSet& set, const pro
 
 Model<float> initial_model(const TrainConfig& config, const ImageSet& set) {
   Model<float> model = build_model<float>(
-      config.model, {static_cast<size_t>(set.channels), static_cast<size_t>(set.rows), static_cast<size_t>(set.cols)});
+      config.model, {static_cast<size_t>(set.channels), static_cast<size_t>(set.rows), static_cast<size_t>(set.cols)},
+      set.classes);
   Context ctx;  // only the algorithmic seed and the layer index reach initialize()
   ctx.ops = &config.ops;
   ctx.impl_seed = config.impl_seed;

@@ -255,12 +255,20 @@ TEST_CASE("idx: every malformed file is refused with one line naming the file an
 TEST_CASE("dataset: label and shape problems are refused naming the file") {
   TempDir dir;
   const DatasetFiles files = fashion_mnist_files(dir.path.string());
-  SECTION("a label of 10") {
+  SECTION("a label of 10 where ten classes are named") {
     std::vector<uint8_t> labels = random_bytes(20, 3, 10);
     labels[13] = 10;
     write_dataset(dir, 20, 5, 28, 28, labels);
-    check_message(data_error([&] { load_idx_dataset(files); }), files.train_labels,
+    const std::vector<std::string> names(10, "class");
+    check_message(data_error([&] { load_idx_dataset(files, names); }), files.train_labels,
                   "label 10 of example 13 is not a class (0..9)");
+    // Unnamed, the classes are 0 to the largest label.
+    CHECK(load_idx_dataset(files).class_names.size() == 11);
+  }
+  SECTION("one class only") {
+    write_dataset(dir, 20, 5, 28, 28, std::vector<uint8_t>(20, 0));
+    write_gzip(files.test_labels, idx_bytes(0x801, {5}, std::vector<uint8_t>(5, 0)));
+    check_message(data_error([&] { load_idx_dataset(files); }), files.train_labels, "fewer than two classes");
   }
   SECTION("more images than labels") {
     write_dataset(dir, 20, 5, 28, 28);
@@ -312,4 +320,30 @@ TEST_CASE("dataset: pixels are normalised by the exact statistics of the trainin
         d.test.images[i] != static_cast<float>((test.data[i] / 255.0 - d.normalisation.mean) / d.normalisation.std);
   CHECK(wrong == 0);
   CHECK(d.class_names == std::vector<std::string>{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"});
+}
+
+TEST_CASE("dataset: a folder of your own, plain or gzipped, with or without classes.txt") {
+  TempDir dir;
+  // Three classes of 8x8 images, the files not compressed (as some publishers ship them).
+  const std::vector<uint8_t> train_labels = random_bytes(30, 3, 3), test_labels = random_bytes(9, 4, 3);
+  write_plain(dir.file("train-images-idx3-ubyte"), idx_bytes(0x803, {30, 8, 8}, random_bytes(30 * 64, 1)));
+  write_plain(dir.file("train-labels-idx1-ubyte"), idx_bytes(0x801, {30}, train_labels));
+  write_plain(dir.file("t10k-images-idx3-ubyte"), idx_bytes(0x803, {9, 8, 8}, random_bytes(9 * 64, 2)));
+  write_plain(dir.file("t10k-labels-idx1-ubyte"), idx_bytes(0x801, {9}, test_labels));
+  const Dataset numbered = load_image_dataset(dir.path.string());
+  CHECK(numbered.class_names == std::vector<std::string>{"0", "1", "2"});
+  CHECK(numbered.train.classes == 3);
+  CHECK(numbered.test.classes == 3);
+  CHECK(numbered.train.rows == 8);
+  CHECK(numbered.train.labels == train_labels);
+  CHECK(numbered.test.labels == test_labels);
+  dir.write("classes.txt", "circle\nsquare\ntriangle\n");
+  CHECK(load_image_dataset(dir.path.string()).class_names == std::vector<std::string>{"circle", "square", "triangle"});
+  dir.write("classes.txt", "circle\nsquare\n");  // fewer names than classes
+  check_message(data_error([&] { load_image_dataset(dir.path.string()); }), dir.file("train-labels-idx1-ubyte"),
+                "is not a class (0..1)");
+  // A missing file is named with the .gz name the folder was searched for first.
+  const std::string missing = (dir.path / "absent").string();
+  check_message(data_error([&] { load_image_dataset(missing); }), missing + "/train-images-idx3-ubyte.gz",
+                "cannot open");
 }

@@ -6,6 +6,7 @@ Usage: test_cli.py PATH/TO/fplab
 """
 import json
 import os
+import random
 import re
 import shutil
 import struct
@@ -571,6 +572,70 @@ replicas = 3
 
 HELP_COMMANDS = ([], ["round"], ["sum"], ["reduce"], ["tree"], ["explore"], ["train"], ["run"], ["diverge"],
                  ["profile"], ["profile", "list"], ["profile", "show"], ["validate"])
+
+
+class OwnData(unittest.TestCase):
+    """--data-dir: a data set of one's own (3 classes of 12x12 images, files not gzipped)."""
+
+    CONFIG = """name = "own"
+[data]
+train_subset = 90
+[model]
+name = "small_cnn"
+[training]
+epochs = 1
+batch = 30
+[run]
+profiles = ["h100"]
+variants = ["impl"]
+replicas = 2
+"""
+
+    @staticmethod
+    def idx(magic, dims, data):
+        return struct.pack(">I", magic) + b"".join(struct.pack(">I", d) for d in dims) + bytes(data)
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+        self.data = os.path.join(self.dir, "shapes")
+        os.mkdir(self.data)
+        rng = random.Random(7)
+        for split, n in (("train", 120), ("t10k", 30)):
+            labels = [i % 3 for i in range(n)]
+            # Each class its own brightness, so that even one epoch learns something.
+            pixels = [min(255, 60 * labels[i] + rng.randrange(60)) for i in range(n) for _ in range(144)]
+            with open(os.path.join(self.data, f"{split}-images-idx3-ubyte"), "wb") as f:
+                f.write(self.idx(0x803, [n, 12, 12], pixels))
+            with open(os.path.join(self.data, f"{split}-labels-idx1-ubyte"), "wb") as f:
+                f.write(self.idx(0x801, [n], labels))
+        with open(os.path.join(self.data, "classes.txt"), "w") as f:
+            f.write("dark\ngrey\nlight\n")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def test_train_and_run_take_any_idx_data_set(self):
+        r = run("train", "--data-dir", self.data, "--model", "mlp", "--epochs", "2", "--json", "--quiet")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertGreater(json.loads(r.stdout)["test_accuracy"], 0.5)  # chance is 1/3
+        config = os.path.join(self.dir, "own.toml")
+        with open(config, "w") as f:
+            f.write(self.CONFIG)
+        out = os.path.join(self.dir, "out")
+        r = run("run", config, "--data-dir", self.data, "--out", out, "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(out, "per_class.csv")) as f:
+            text = f.read()
+        for name in ("dark", "grey", "light"):
+            self.assertIn(name, text)
+        self.assertNotIn("Trouser", text)
+
+    def test_a_missing_file_is_one_line(self):
+        os.remove(os.path.join(self.data, "t10k-labels-idx1-ubyte"))
+        r = run("train", "--data-dir", self.data, "--json")
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+        self.assertIn("t10k-labels-idx1-ubyte.gz: cannot open", r.stderr)
 
 
 def help_examples(command):
