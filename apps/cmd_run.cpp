@@ -69,7 +69,7 @@ int run_run(const RunArgs& args) {
                  options.out_dir.c_str());
   const auto records = experiments::run_experiment(experiment, data, resolve, options);
   if (options.rank != 0) return 0;  // rank 0 writes the one report
-  const auto groups = experiments::summarize(experiment, records, data.test.labels);
+  const auto groups = experiments::summarize(experiment, records, data.test.labels, data.class_names.size());
   const experiments::Provenance provenance{args.command, util::version()};
   experiments::write_results(experiment, records, groups, data.class_names, options.out_dir, provenance);
   if (args.json)

@@ -37,6 +37,6 @@ struct IntervalMethod {
 IntervalMethod interval_method(size_t replicas);
 
 std::vector<GroupSummary> summarize(const Experiment& experiment, const std::vector<ReplicaRecord>& records,
-                                    std::span<const uint8_t> test_labels, size_t classes = 10);
+                                    std::span<const uint8_t> test_labels, size_t classes);
 
 }  // namespace fplab::experiments

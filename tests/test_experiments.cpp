@@ -160,7 +160,7 @@ TEST_CASE(
   o.quiet = true;
   const auto records = run_experiment(experiment, data(), synthetic, o);
   REQUIRE(records.size() == 6);
-  const auto groups = summarize(experiment, records, data().test.labels);
+  const auto groups = summarize(experiment, records, data().test.labels, data().class_names.size());
   const auto& impl = groups[0];
   const auto& control = groups[1];
   CHECK(control.identical);
@@ -175,7 +175,7 @@ TEST_CASE(
   fs::remove(out + "/replicas/synthetic.impl.1.ckpt");
   o.resume = true;
   const auto resumed = run_experiment(experiment, data(), synthetic, o);
-  CHECK(summary_json(experiment, summarize(experiment, resumed, data().test.labels), kProvenance).dump() == json);
+  CHECK(summary_json(experiment, summarize(experiment, resumed, data().test.labels, data().class_names.size()), kProvenance).dump() == json);
   CHECK(fs::exists(out + "/replicas/synthetic.impl.1.ckpt"));
 
   // Two ranks in one folder: rank 1 runs its share, rank 0 its share and collects.
@@ -187,7 +187,7 @@ TEST_CASE(
   r1.rank = 1, r1.ranks = 2, r0.rank = 0, r0.ranks = 2;
   run_experiment(experiment, data(), synthetic, r1);
   const auto collected = run_experiment(experiment, data(), synthetic, r0);
-  CHECK(summary_json(experiment, summarize(experiment, collected, data().test.labels), kProvenance).dump() == json);
+  CHECK(summary_json(experiment, summarize(experiment, collected, data().test.labels, data().class_names.size()), kProvenance).dump() == json);
 
   write_results(experiment, records, groups, data().class_names, out, kProvenance);
   for (const char* f : {"summary.json", "replicas.csv", "per_class.csv", "pairs.csv", "report.md", "report.html"})
