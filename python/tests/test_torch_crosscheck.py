@@ -8,7 +8,8 @@ h100 (impl seed 3: its bias gradients add with atomics) and h100:deterministic; 
 images) and medium_cnn (64 images, batch 32) under h100; and one mlp with every recipe option that
 has a draw of its own (dropout, crops and flips, SGD with weight decay, learning-rate decay, two
 epochs). A control: another impl seed under h100
-gives other bits, so the check can see the noise keys. Where two runs part, the failure names the
+gives other bits, so the check can see the noise keys. For the mlps the test-set predictions
+(fplab.torch.models.predict) are compared too. Where two runs part, the failure names the
 first step and tensor that differ (fplab._core.train replays the C++ side step by step).
 
 The `fplab` binary comes from $FPLAB_BINARY (ctest sets it) or the build tree beside the package;
@@ -144,6 +145,9 @@ class CrossCheck(unittest.TestCase):
             self.fail(f"{name}: PyTorch under fplab.torch.emulate({profile!r}, impl_seed={impl_seed}) and fplab "
                       f"train differ; {self.explain(arguments, profile, impl_seed)}")
         self.assertEqual(ref["buffers"].tobytes(), run.buffers.tobytes(), f"{name}: BatchNorm running statistics")
+        if arguments["model"] == "mlp":  # the test set's predictions too (a CNN's take seconds here)
+            predictions = fm.predict(run.net, self.data, profile, impl_seed)
+            self.assertTrue(np.array_equal(predictions, ref["test_predictions"]), f"{name}: test predictions")
         return run, ref
 
     def test_mlp_cpu_seq(self):
