@@ -4,7 +4,7 @@ reproduced under fplab.torch.emulate, bit for bit.
 >>> import fplab.torch.models as fm
 >>> run = fm.train("h100", impl_seed=3, model="mlp", subset=256, batch=64, epochs=1)
 >>> run.weights      # every parameter in fplab's layout and order: fplab train --save-weights's 'parameters'
->>> fm.predict(run.net, fplab._core.load_fashion_mnist(), "h100", 3)   # its 'test_predictions'
+>>> fm.predict(run.net, fplab._core.load_fashion_mnist(), "h100", 3)   # 'test_predictions'
 
 Everything that is not a reduction is taken from the C++ code that ``fplab train`` runs, through
 fplab._core, rather than written again: the initial weights (``initial_model``: the algorithmic
@@ -286,24 +286,23 @@ class Optimizer(torch.optim.Optimizer):
 # --- fplab train's loop -----------------------------------------------------------------------
 
 
-def predict(net: FplabNet, data: _core.Dataset, profile: str = "cpu-seq", impl_seed: int = 1, *,
+def predict(net: FplabNet, data: _core.Dataset, profile: str = "cpu-seq", impl_seed: int = 1, *, epoch: int = 0,
             split: str = "test", batch: int = 200, profiles_dir: Sequence[str] = ()) -> np.ndarray:
-    """The predicted classes (uint8) of a split in evaluation mode under the profile, in batches of
-    ``batch`` as models/trainer.cpp's predict() (the first largest logit of each row).
-
-    Evaluation keys its calls 2^62 + batch here, 2^62 + (epoch << 24) + batch in the C++: the
-    predictions are ``fplab train``'s wherever the forward table draws no noise (every shipped
-    profile's fwd and bn_stats are deterministic).
+    """The predicted classes (uint8) of a split in evaluation mode under the profile, as
+    models/trainer.cpp's predict() after epoch ``epoch`` (0-based: a run of E epochs ends with
+    epoch E - 1): batches of ``batch``, batch b keyed with call 2^62 + (epoch << 24) + b, the first
+    largest logit of each row. These are ``fplab train --save-weights``'s 'test_predictions'.
     """
     images = data.images(split)
     out = []
     was_training = net.training
     net.eval()
-    em = emulate(profile, impl_seed, profiles_dir=profiles_dir, math="libm")
     try:
-        with torch.no_grad(), em:
-            for start in range(0, len(images), batch):
-                x = torch.from_numpy(images[start:start + batch].copy())  # the data set's are read-only
+        for b, start in enumerate(range(0, len(images), batch)):
+            # A no_grad pass adds 2^62 to the emulation's call (fplab.torch._keys).
+            em = emulate(profile, impl_seed, call=(epoch << 24) + b, profiles_dir=profiles_dir, math="libm")
+            x = torch.from_numpy(images[start:start + batch].copy())  # the data set's are read-only
+            with torch.no_grad(), em:
                 out.append(net(x).argmax(dim=1).numpy().astype(np.uint8))
     finally:
         net.train(was_training)
