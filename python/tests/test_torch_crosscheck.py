@@ -4,10 +4,10 @@ weights, batches and optimiser) trained under fplab.torch.emulate with the same 
 the same weights, bit for bit.
 
 mlp and small_cnn on 256 Fashion-MNIST images (batch 64, one epoch: four steps) under cpu-seq,
-h100 (impl seed 3: its bias gradients add with atomics) and h100:deterministic; small_cnn_bn (256
-images) and medium_cnn (64 images, batch 32) under h100; and one mlp with every recipe option that
-has a draw of its own (dropout, crops and flips, SGD with weight decay, learning-rate decay, two
-epochs). A control: another impl seed under h100
+h100 (impl seed 3: its bias gradients add with atomics) and h100:deterministic; one mlp with every
+recipe option that has a draw of its own (dropout, crops and flips, SGD with weight decay,
+learning-rate decay, two epochs) under h100; and mlp, small_cnn_bn and medium_cnn (64 images,
+batch 32) under a profile of the test's own in which every operation kind draws noise. A control: another impl seed under h100
 gives other bits, so the check can see the noise keys. For the mlps the test-set predictions
 (fplab.torch.models.predict) are compared too. Where two runs part, the failure names the
 first step and tensor that differ (fplab._core.train replays the C++ side step by step).
@@ -36,17 +36,44 @@ DATA = "/usr/share/datasets/fashion-mnist"
 RECIPE = dict(subset=256, batch=64, epochs=1)
 OPTIONS = dict(model="mlp", hidden=[64, 32], dropout=0.3, optimizer="sgd", lr=0.05, weight_decay=0.001,
                decay_every=1, epochs=2, augment_pad=2, flip=True, subset=200, batch=48, algo_seed=7)
-# name: (train() arguments, profile, impl seed); the slow fplab runs first (they start in this order).
+# A profile of this test only: every operation kind draws implementation noise, so that every
+# noise key (layer, op kind, part, call; the evaluation's too) must be the C++ one for the bits to meet.
+ALL_NOISE = """name = "all-noise"
+description = "Test: every reduction ends in atomics or a shuffle"
+[default]
+format = "fp32"
+mode = "rne"
+products = "fused"
+fwd = "split(4):seq | all:atomic"
+dgrad = "split(4):seq | all:atomic"
+wgrad = "split(8):seq | all:atomic"
+bias_grad = "strided(8):atomic | all:atomic"
+bn_stats = "strided(8):seq | all:atomic"
+softmax = "shuffle | all:seq"
+loss = "strided(4):seq | all:atomic"
+[deterministic]
+fwd = "all:seq"
+dgrad = "all:seq"
+wgrad = "all:seq"
+bias_grad = "all:seq"
+bn_stats = "all:seq"
+softmax = "all:seq"
+loss = "all:seq"
+"""
+SMALL = dict(subset=64, batch=32, epochs=1)
+# name: (train() arguments, profile, impl seed); "all-noise" is ALL_NOISE's file. The slow fplab
+# runs first (they start in this order).
 CASES = {
-    "medium_cnn_h100": (dict(model="medium_cnn", subset=64, batch=32, epochs=1), "h100", 3),
+    "medium_cnn_all_noise": (dict(model="medium_cnn", **SMALL), "all-noise", 3),
+    "small_cnn_bn_all_noise": (dict(model="small_cnn_bn", **SMALL), "all-noise", 3),
     "small_cnn_cpu_seq": (dict(model="small_cnn", **RECIPE), "cpu-seq", 1),
     "small_cnn_h100": (dict(model="small_cnn", **RECIPE), "h100", 3),
     "small_cnn_h100_deterministic": (dict(model="small_cnn", **RECIPE), "h100:deterministic", 1),
-    "small_cnn_bn_h100": (dict(model="small_cnn_bn", **RECIPE), "h100", 3),
     "mlp_cpu_seq": (dict(model="mlp", **RECIPE), "cpu-seq", 1),
     "mlp_h100": (dict(model="mlp", **RECIPE), "h100", 3),
     "mlp_h100_deterministic": (dict(model="mlp", **RECIPE), "h100:deterministic", 1),
     "mlp_options_h100": (OPTIONS, "h100", 5),
+    "mlp_all_noise": (dict(model="mlp", **RECIPE), "all-noise", 3),
 }
 # fplab train's option for each train() argument (the rest: --NAME with _ as -).
 FLAGS = {"subset": "--train-subset", "decay_every": "--lr-decay-every", "flip": "--flip"}
@@ -97,15 +124,23 @@ class CrossCheck(unittest.TestCase):
         if cls.binary is None:
             raise unittest.SkipTest("no fplab binary: set FPLAB_BINARY or build the fplab target beside the package")
         cls.folder = tempfile.TemporaryDirectory(prefix="fplab-crosscheck-")
+        cls.all_noise = os.path.join(cls.folder.name, "all-noise.toml")
+        with open(cls.all_noise, "w") as f:
+            f.write(ALL_NOISE)
         # The fplab runs start at once, two at a time (they take most of the time: each also
         # evaluates the test set), while the PyTorch runs go on in the tests.
         cls.pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
         cls.runs = {}
         for name, (arguments, profile, impl_seed) in CASES.items():
             out = os.path.join(cls.folder.name, name + ".weights")
-            line = command(cls.binary, arguments, profile, impl_seed, out)
+            line = command(cls.binary, arguments, cls.profile(profile), impl_seed, out)
             cls.runs[name] = (out, line, cls.pool.submit(subprocess.run, line, capture_output=True, text=True))
         cls.data = core.load_fashion_mnist(DATA)
+
+    @classmethod
+    def profile(cls, name):
+        """The profile argument of a case: a shipped name, or the path of the test's own profile."""
+        return cls.all_noise if name == "all-noise" else name
 
     @classmethod
     def tearDownClass(cls):
@@ -138,6 +173,7 @@ class CrossCheck(unittest.TestCase):
 
     def check(self, name):
         arguments, profile, impl_seed = CASES[name]
+        profile = self.profile(profile)
         run = fm.train(profile, impl_seed, data=self.data, **arguments)
         ref = self.reference(name)
         self.assertEqual(run.weights.dtype, np.float32)
@@ -146,7 +182,7 @@ class CrossCheck(unittest.TestCase):
                       f"train differ; {self.explain(arguments, profile, impl_seed)}")
         self.assertEqual(ref["buffers"].tobytes(), run.buffers.tobytes(), f"{name}: BatchNorm running statistics")
         if arguments["model"] == "mlp":  # the test set's predictions too (a CNN's take seconds here)
-            predictions = fm.predict(run.net, self.data, profile, impl_seed)
+            predictions = fm.predict(run.net, self.data, profile, impl_seed, epoch=arguments["epochs"] - 1)
             self.assertTrue(np.array_equal(predictions, ref["test_predictions"]), f"{name}: test predictions")
         return run, ref
 
@@ -173,11 +209,14 @@ class CrossCheck(unittest.TestCase):
     def test_small_cnn_h100_deterministic(self):
         self.check("small_cnn_h100_deterministic")
 
-    def test_small_cnn_bn_h100(self):
-        self.check("small_cnn_bn_h100")
+    def test_small_cnn_bn_all_noise(self):
+        self.check("small_cnn_bn_all_noise")
 
-    def test_medium_cnn_h100(self):
-        self.check("medium_cnn_h100")
+    def test_medium_cnn_all_noise(self):
+        self.check("medium_cnn_all_noise")
+
+    def test_mlp_all_noise(self):
+        self.check("mlp_all_noise")
 
     def test_mlp_options_h100(self):
         self.check("mlp_options_h100")
