@@ -3,8 +3,8 @@ reproduced under fplab.torch.emulate, bit for bit.
 
 >>> import fplab.torch.models as fm
 >>> run = fm.train("h100", impl_seed=3, model="mlp", subset=256, batch=64, epochs=1)
->>> run.weights      # every parameter in fplab's layout and order: fplab train --save-weights's 'parameters'
->>> fm.predict(run.net, fplab._core.load_fashion_mnist(), "h100", 3)   # 'test_predictions'
+>>> run.weights      # every parameter, fplab's layout and order: --save-weights's 'parameters'
+>>> fm.predict(run.net, fplab._core.load_fashion_mnist(), "h100", 3)   # its 'test_predictions'
 
 Everything that is not a reduction is taken from the C++ code that ``fplab train`` runs, through
 fplab._core, rather than written again: the initial weights (``initial_model``: the algorithmic
@@ -333,7 +333,8 @@ def train(profile: str = "cpu-seq", impl_seed: int = 1, *, model: str = "mlp", h
     The options are fplab train's (the defaults too: Adam, lr 1e-3, batch 64, one hidden layer of
     128); ``data`` is a fplab._core.Dataset (default: Fashion-MNIST from its Debian folder).
     ``on_step(step, net)`` runs after every optimiser step (1, 2, ...). The test-set evaluation
-    fplab train ends with is left out: it changes no weight.
+    fplab train ends with is left out (it changes no weight): predict(run.net, data, profile,
+    impl_seed, epoch=epochs - 1) gives it.
     """
     if data is None:
         data = _core.load_fashion_mnist()
