@@ -1,6 +1,6 @@
 """Type stubs of fplab._core, the C++ module (python/src/); fplab/__init__.py is the public face."""
 
-from typing import Any, Dict, List, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -122,3 +122,93 @@ def profile_names(profiles_dir: Sequence[str] = ...) -> List[str]:
 
 def find_profile(name: str, profiles_dir: Sequence[str] = ...) -> Profile:
     """A profile by name or .toml path."""
+
+# --- what a PyTorch script needs to reproduce a `fplab train` run (fplab.torch.models) ---
+
+class Dataset:
+    """An image-classification data set as fplab train reads it (models/dataset.hpp): images normalised
+    once, (x/255 - mean) / std rounded to float32, mean and std from the training pixels."""
+
+    def images(self, split: str = "train") -> np.ndarray:
+        """(N, C, H, W) float32, read-only, no copy."""
+    def labels(self, split: str = "train") -> np.ndarray:
+        """(N,) uint8, read-only."""
+    def batch(
+        self, examples: Sequence[int], epoch: int = 0, algo_seed: int = 1, augment_pad: int = 0, flip: bool = False
+    ) -> Tuple[np.ndarray, np.ndarray]:
+        """Training examples as one batch, augmented as fplab train does (models::make_batch)."""
+    @property
+    def mean(self) -> float: ...
+    @property
+    def std(self) -> float: ...
+    @property
+    def background(self) -> float:
+        """The normalised value of a black pixel (a random crop's padding)."""
+    @property
+    def class_names(self) -> List[str]: ...
+
+def load_fashion_mnist(dir: str = "/usr/share/datasets/fashion-mnist") -> Dataset:
+    """Fashion-MNIST from its four IDX files (models::load_fashion_mnist)."""
+
+def load_idx_dataset(train_images: str, train_labels: str, test_images: str, test_labels: str) -> Dataset:
+    """Any IDX image/label pair of files (models::load_idx_dataset)."""
+
+def training_examples(
+    labels: ArrayLike, subset: int = 0, imbalance_class: int = -1, imbalance_percent: float = 100.0, seed: int = 1
+) -> np.ndarray:
+    """The training examples fplab train selects (models::select_training_examples): int64, ascending."""
+
+def epoch_order(count: int, seed: int, epoch: int) -> np.ndarray:
+    """The permutation of 0..count-1 that epoch `epoch` visits the selected examples in (int64)."""
+
+def dropout_mask(seed: int, layer: int, step: int, p_drop: float, count: int) -> np.ndarray:
+    """Which of `count` activations the Dropout layer `layer` keeps at step `step` (bool)."""
+
+def initial_model(
+    model: str = "mlp",
+    hidden: Sequence[int] = ...,
+    kernel: int = 3,
+    dropout: float = 0.0,
+    algo_seed: int = 1,
+    input_shape: Sequence[int] = ...,
+    flip_weight: int = -1,
+) -> List[Dict[str, Any]]:
+    """fplab's model's layers with the initial weights of fplab train: [{'index', 'layer', 'parameters':
+    [{'name', 'value' (fplab's layout), 'weight_decay'}], 'buffers'}]."""
+
+def read_checkpoint(path: str) -> Dict[str, np.ndarray]:
+    """The named arrays of an fplab checkpoint or --save-weights file, in file order."""
+
+def exp(x: ArrayLike) -> np.ndarray:
+    """exp of a float32 array elementwise as the C++ layers compute it (the C library's expf)."""
+
+def log(x: ArrayLike) -> np.ndarray:
+    """log of a float32 array elementwise as the C++ layers compute it (logf)."""
+
+def train(
+    data: Dataset,
+    ops: Dict[str, OpChoice],
+    *,
+    model: str = "mlp",
+    hidden: Sequence[int] = ...,
+    kernel: int = 3,
+    dropout: float = 0.0,
+    optimizer: str = "adam",
+    lr: float = 0.001,
+    momentum: float = 0.9,
+    weight_decay: float = 0.0,
+    decay_every: int = 0,
+    decay_factor: float = 0.1,
+    epochs: int = 1,
+    batch: int = 64,
+    subset: int = 0,
+    imbalance_class: int = -1,
+    imbalance_percent: float = 100.0,
+    augment_pad: int = 0,
+    flip: bool = False,
+    algo_seed: int = 1,
+    impl_seed: int = 1,
+    on_step: Optional[Callable[[int, np.ndarray], None]] = None,
+) -> Dict[str, Any]:
+    """fplab train's loop (models::train) with ops {op kind: OpChoice}; on_step(step, weights) after
+    every optimiser step (and step 0, the initial weights)."""

@@ -35,5 +35,12 @@ void bind_matmul(py::module_& m);
 void bind_reduce_batch(py::module_& m);
 void bind_noise_key(py::module_& m);
 void bind_profiles(py::module_& m);
+// What a PyTorch script needs to reproduce a `fplab train` run (docs/python.md, the cross-check).
+void bind_dataset(py::module_& m);
+void bind_algo_noise(py::module_& m);
+void bind_initial_model(py::module_& m);
+void bind_checkpoint(py::module_& m);
+void bind_elementwise(py::module_& m);
+void bind_train(py::module_& m);
 
 }  // namespace fplab::python

@@ -15,4 +15,10 @@ PYBIND11_MODULE(_core, m) {
   bind_reduce_batch(m);
   bind_noise_key(m);
   bind_profiles(m);
+  bind_dataset(m);
+  bind_algo_noise(m);
+  bind_initial_model(m);
+  bind_checkpoint(m);
+  bind_elementwise(m);
+  bind_train(m);
 }

@@ -26,7 +26,9 @@ except ImportError as _error:  # pragma: no cover - depends on the environment
     raise ImportError(_why) from _error
 
 from ._coverage import Coverage, CoverageEntry, NativeOpWarning
+from ._keys import layer
 from ._mode import Emulation, coverage, emulate
 from ._table import OP_KINDS, Table
 
-__all__ = ["Coverage", "CoverageEntry", "Emulation", "NativeOpWarning", "OP_KINDS", "Table", "coverage", "emulate"]
+__all__ = ["Coverage", "CoverageEntry", "Emulation", "NativeOpWarning", "OP_KINDS", "Table", "coverage", "emulate",
+           "layer"]

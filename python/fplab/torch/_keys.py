@@ -15,16 +15,44 @@ The C++ models key every reduction (models/context.hpp, ``Context::key``) by
 - Operations run while gradients are off (``torch.no_grad``: evaluation) take keys from their own
   range, ``call = EVALUATION_CALLS + step`` with positions of their own, as the C++ evaluation
   batches do, so that evaluating between steps leaves the training bits unchanged.
+
+``layer(index)`` replaces the counted position by an explicit one: every emulated operation that
+starts inside ``with fplab.torch.layer(index):`` takes position ``index``, so that a PyTorch model
+can key its operations exactly as a C++ model keys its layers (the C++ counts every layer, ReLU and
+pooling included, and keys the loss with the last layer's index). Operations outside any ``layer``
+block go on counting among themselves, as if the annotated ones were not there.
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
+from typing import Iterator, List
 
 from .. import _core
 
 #: models/context.hpp kEvaluationCalls: evaluation keys never meet training keys.
 EVALUATION_CALLS = 1 << 62
+
+_layers: List[int] = []  # the indices of the layer() blocks open now, innermost last
+
+
+@contextlib.contextmanager
+def layer(index: int) -> Iterator[None]:
+    """Key the emulated operations that start inside as the C++ layer ``index`` does its reductions.
+
+    Inside ``with fplab.torch.layer(index):`` every emulated operation takes position ``index`` in its
+    noise keys (``mix_key({index, op kind, part})``), its backward reductions too, instead of the next
+    counted position; blocks nest (the innermost wins) and do nothing while no emulation runs. Use it
+    to reproduce a C++ model's keys (fplab.torch.models does); other code need not.
+    """
+    if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < 1 << 64:
+        raise _core.Error(f"fplab.torch.layer: index must be a whole number from 0 to 2^64 - 1 (got {index!r})")
+    _layers.append(index)
+    try:
+        yield
+    finally:
+        _layers.pop()
 
 
 @dataclass(frozen=True)
@@ -59,6 +87,9 @@ class StepCounter:
             self._backward_seen = False
             self.call += 1
             self._positions = {False: 0, True: 0}
-        position = self._positions[evaluation]
-        self._positions[evaluation] = position + 1
+        if _layers:  # an explicit position (layer()): the counted ones go on without it
+            position = _layers[-1]
+        else:
+            position = self._positions[evaluation]
+            self._positions[evaluation] = position + 1
         return Site(position, EVALUATION_CALLS + self.call if evaluation else self.call)

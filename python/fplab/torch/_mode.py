@@ -30,6 +30,7 @@ from ._coverage import Coverage, CoverageRecorder
 from ._engine import Engine
 from ._handler import Handler
 from ._keys import Site, StepCounter
+from ._math import MATH
 from ._native import ATEN_REDUCTIONS, Native, classify, has_floating_tensor, op_name
 from ._table import Table, load_table
 
@@ -52,9 +53,10 @@ class Emulation:
     its noise keys, go on where they were. ``coverage()`` reports everything it ran so far.
     """
 
-    def __init__(self, table: Table, impl_seed: int, call: int) -> None:
+    def __init__(self, table: Table, impl_seed: int, call: int, math: str = "torch") -> None:
         self.table = table
         self.impl_seed = impl_seed
+        self.math = math  # "torch" or "libm": whose exp and log (_math.py)
         self.steps = StepCounter(call)
         self._coverage = CoverageRecorder()
         self.engine = Engine(table, impl_seed, self._coverage)
@@ -195,14 +197,17 @@ class _AtenWatch(TorchDispatchMode):
         return func(*args, **kwargs)
 
 
-def emulate(profile: str, impl_seed: int = 0, *, call: int = 0, profiles_dir: Sequence[str] = ()) -> Emulation:
+def emulate(profile: str, impl_seed: int = 0, *, call: int = 0, profiles_dir: Sequence[str] = (),
+            math: str = "torch") -> Emulation:
     """Run the PyTorch code inside ``with`` under a hardware profile's reduction orders.
 
     ``profile``: "NAME" (fplab.profiles()), "NAME:deterministic" (the table of the framework's
     deterministic switch), or a path to a profile .toml file (docs/profiles.md). ``impl_seed``: the
     run of the nondeterministic hardware (the same seed, the same bits; another seed, another
     run). ``call``: the training step the first forward pass is (0; set it to resume a run).
-    ``profiles_dir``: folders searched for profiles before the shipped ones.
+    ``profiles_dir``: folders searched for profiles before the shipped ones. ``math``: the exp and
+    log of softmax and the losses, "torch" (PyTorch's own) or "libm" (the C library's, as the C++
+    layers and so ``fplab train`` compute them: needed to reproduce a ``fplab train`` run bit for bit).
 
     >>> with fplab.torch.emulate("h100", impl_seed=3):
     ...     loss = torch.nn.functional.cross_entropy(model(x), y)
@@ -211,7 +216,9 @@ def emulate(profile: str, impl_seed: int = 0, *, call: int = 0, profiles_dir: Se
     """
     if not isinstance(impl_seed, int) or isinstance(impl_seed, bool) or not 0 <= impl_seed < 1 << 64:
         raise Error(f"fplab.torch.emulate: impl_seed must be a whole number from 0 to 2^64 - 1 (got {impl_seed!r})")
-    return Emulation(load_table(profile, profiles_dir), impl_seed, call)
+    if math not in MATH:
+        raise Error(f"fplab.torch.emulate: math must be one of {', '.join(MATH)} (got {math!r})")
+    return Emulation(load_table(profile, profiles_dir), impl_seed, call, math)
 
 
 def coverage() -> Coverage:

@@ -16,7 +16,8 @@ Op kinds (profiles/op_table.hpp):
 The formulas are the C++ SoftmaxCrossEntropy's (models/softmax_cross_entropy.cpp): exps
 ``exp(x - max)``, their sum in the table's order, probabilities ``exps / sum``, losses
 ``(log(sum) + max) - x[label]``, gradient ``(p - onehot) / batch``. The exponential and logarithm
-themselves are PyTorch's (elementwise: no order to emulate).
+themselves are PyTorch's (elementwise: no order to emulate), or the C library's with
+``emulate(..., math="libm")`` (_math.py).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any, List, Optional
 import torch
 from torch.autograd.function import once_differentiable
 
+from . import _math
 from ._handler import Handler, handles, owned
 from ._native import Native, unsupported
 
@@ -134,9 +136,9 @@ class _Softmax(torch.autograd.Function):
     def forward(ctx, em, op, site, x, dim, log):
         rows = _rows(x, dim)
         shifted = rows - rows.max(dim=1, keepdim=True).values
-        exps = torch.exp(shifted)
+        exps = _math.exp(em, shifted)
         sums = em.engine.sum_rows(op, "softmax", exps.t(), site).unsqueeze(1)  # classes x rows, as the C++
-        y = shifted - torch.log(sums) if log else exps / sums
+        y = shifted - _math.log(em, sums) if log else exps / sums
         ctx.em, ctx.op, ctx.site, ctx.dim, ctx.log = em, op, site, dim, log
         ctx.save_for_backward(y)
         return owned(_unrows(y, x, dim))
@@ -150,7 +152,7 @@ class _Softmax(torch.autograd.Function):
         with em.backward():
             if ctx.log:  # dx = g - exp(y) * sum(g)
                 sums = em.engine.sum_rows(op, "softmax", rows.t(), site, part=1).unsqueeze(1)
-                dx = rows - torch.exp(y) * sums
+                dx = rows - _math.exp(em, y) * sums
             else:  # dx = y * (g - sum(g * y))
                 sums = em.engine.sum_rows(op, "softmax", (rows * y).t(), site, part=1).unsqueeze(1)
                 dx = y * (rows - sums)
@@ -202,9 +204,9 @@ class _CrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx, em, op, site, logits, target, reduction):
         row_max = logits.max(dim=1, keepdim=True).values
-        exps = torch.exp(logits - row_max)
+        exps = _math.exp(em, logits - row_max)
         sums = em.engine.sum_rows(op, "softmax", exps.t(), site)
-        losses = (torch.log(sums) + row_max.squeeze(1)) - logits.gather(1, target.unsqueeze(1)).squeeze(1)
+        losses = (_math.log(em, sums) + row_max.squeeze(1)) - logits.gather(1, target.unsqueeze(1)).squeeze(1)
         ctx.em, ctx.reduction = em, reduction
         ctx.save_for_backward(exps / sums.unsqueeze(1), target)
         return owned(losses if reduction == "none" else _total(em, op, site, losses, reduction))
