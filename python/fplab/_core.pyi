@@ -146,9 +146,15 @@ class Dataset:
         """The normalised value of a black pixel (a random crop's padding)."""
     @property
     def class_names(self) -> List[str]: ...
+    @property
+    def classes(self) -> int:
+        """The number of classes (the model's outputs)."""
 
 def load_fashion_mnist(dir: str = "/usr/share/datasets/fashion-mnist") -> Dataset:
     """Fashion-MNIST from its four IDX files (models::load_fashion_mnist)."""
+
+def load_image_dataset(dir: str = "/usr/share/datasets/fashion-mnist") -> Dataset:
+    """The data set in folder `dir` as fplab train --data-dir reads it (standard IDX names, .gz or not, classes.txt)."""
 
 def load_idx_dataset(train_images: str, train_labels: str, test_images: str, test_labels: str) -> Dataset:
     """Any IDX image/label pair of files (models::load_idx_dataset)."""
@@ -171,6 +177,7 @@ def initial_model(
     dropout: float = 0.0,
     algo_seed: int = 1,
     input_shape: Sequence[int] = ...,
+    classes: int = 10,
     flip_weight: int = -1,
 ) -> List[Dict[str, Any]]:
     """fplab's model's layers with the initial weights of fplab train: [{'index', 'layer', 'parameters':

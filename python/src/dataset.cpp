@@ -74,6 +74,11 @@ Dataset load_fashion_mnist(const std::string& dir) {
   return std::make_shared<models::Dataset>(models::load_fashion_mnist(dir));
 }
 
+Dataset load_image_dataset(const std::string& dir) {
+  py::gil_scoped_release unlocked;
+  return std::make_shared<models::Dataset>(models::load_image_dataset(dir));
+}
+
 Dataset load_idx(const std::string& train_images, const std::string& train_labels, const std::string& test_images,
                  const std::string& test_labels) {
   py::gil_scoped_release unlocked;
@@ -103,6 +108,8 @@ void bind_dataset(py::module_& m) {
           "background", [](const Dataset& d) { return d->background(); },
           "The normalised value of a black pixel (a random crop's padding).")
       .def_property_readonly("class_names", [](const Dataset& d) { return d->class_names; })
+      .def_property_readonly(
+          "classes", [](const Dataset& d) { return d->train.classes; }, "The number of classes (the model's outputs).")
       .def("__repr__", [](const Dataset& d) {
         return "<fplab Dataset: " + std::to_string(d->train.size()) + " training and " +
                std::to_string(d->test.size()) + " test images of " + std::to_string(d->train.channels) + "x" +
@@ -110,6 +117,9 @@ void bind_dataset(py::module_& m) {
       });
   m.def("load_fashion_mnist", &load_fashion_mnist, py::arg("dir") = std::string(models::kFashionMnistDir),
         "Fashion-MNIST from the four IDX files in `dir` (models::load_fashion_mnist), as fplab train loads it.");
+  m.def("load_image_dataset", &load_image_dataset, py::arg("dir") = std::string(models::kFashionMnistDir),
+        "The data set in folder `dir` as fplab train --data-dir reads it (models::load_image_dataset: the four "
+        "standard IDX names, gzipped or not, classes.txt optional).");
   m.def("load_idx_dataset", &load_idx, py::arg("train_images"), py::arg("train_labels"), py::arg("test_images"),
         py::arg("test_labels"), "Any IDX image/label pair of files (models::load_idx_dataset).");
 }

@@ -23,7 +23,7 @@ py::array_t<float> copy_out(const models::Tensor<float>& t) {
 }
 
 py::list initial_model(const std::string& name, const std::vector<size_t>& hidden, size_t kernel, double dropout,
-                       uint64_t algo_seed, const std::vector<int>& input_shape, int64_t flip_weight) {
+                       uint64_t algo_seed, const std::vector<int>& input_shape, size_t classes, int64_t flip_weight) {
   if (input_shape.size() != 3 || input_shape[0] < 1 || input_shape[1] < 1 || input_shape[2] < 1)
     throw std::invalid_argument("initial_model: input_shape must be (channels, rows, cols), each at least 1");
   models::TrainConfig config;
@@ -34,6 +34,8 @@ py::list initial_model(const std::string& name, const std::vector<size_t>& hidde
   shape.channels = input_shape[0];
   shape.rows = input_shape[1];
   shape.cols = input_shape[2];
+  if (classes < 2 || classes > 256) throw std::invalid_argument("initial_model: classes must be 2 to 256");
+  shape.classes = classes;
   models::Model<float> model = models::initial_model(config, shape);
   py::list layers;
   for (size_t i = 0; i < model.layer_count(); ++i) {
@@ -54,9 +56,9 @@ py::list initial_model(const std::string& name, const std::vector<size_t>& hidde
 void bind_initial_model(py::module_& m) {
   m.def("initial_model", &initial_model, py::arg("model") = "mlp", py::arg("hidden") = std::vector<size_t>{128},
         py::arg("kernel") = 3, py::arg("dropout") = 0.0, py::arg("algo_seed") = 1,
-        py::arg("input_shape") = std::vector<int>{1, 28, 28}, py::arg("flip_weight") = -1,
+        py::arg("input_shape") = std::vector<int>{1, 28, 28}, py::arg("classes") = 10, py::arg("flip_weight") = -1,
         "The layers of fplab's model `model` (mlp, small_cnn, small_cnn_bn, medium_cnn) with the initial weights "
-        "fplab train starts from: a list of {'index', 'layer' (its description, e.g. 'linear(784->128)'), "
+        "fplab train starts from (`classes` outputs: a data set's Dataset.classes): a list of {'index', 'layer' (its description, e.g. 'linear(784->128)'), "
         "'parameters': [{'name', 'value' (fplab's layout, float32), 'weight_decay'}], 'buffers': [float32 arrays]}.");
 }
 

@@ -208,9 +208,12 @@ def _flat(tensors: Iterable[torch.Tensor]) -> np.ndarray:
 
 
 def build(model: str = "mlp", *, hidden: Sequence[int] = (128,), kernel: int = 3, dropout: float = 0.0,
-          algo_seed: int = 1, input_shape: Sequence[int] = (1, 28, 28), flip_weight: int = -1) -> FplabNet:
-    """fplab's model ``model`` with the initial weights ``fplab train --algo-seed algo_seed`` starts from."""
-    layers = _core.initial_model(model, list(hidden), kernel, dropout, algo_seed, list(input_shape), flip_weight)
+          algo_seed: int = 1, input_shape: Sequence[int] = (1, 28, 28), classes: int = 10,
+          flip_weight: int = -1) -> FplabNet:
+    """fplab's model ``model`` with the initial weights ``fplab train --algo-seed algo_seed`` starts from
+    (``classes`` outputs: a data set's ``Dataset.classes``)."""
+    layers = _core.initial_model(model, list(hidden), kernel, dropout, algo_seed, list(input_shape), classes,
+                                 flip_weight)
     return FplabNet(layers, algo_seed, dropout)
 
 
@@ -344,7 +347,7 @@ def train(profile: str = "cpu-seq", impl_seed: int = 1, *, model: str = "mlp", h
     size = len(examples) if batch == 0 else min(batch, len(examples))
     batches = (len(examples) + size - 1) // size
     net = build(model, hidden=hidden, kernel=kernel, dropout=dropout, algo_seed=algo_seed,
-                input_shape=data.images("train").shape[1:])
+                input_shape=data.images("train").shape[1:], classes=data.classes)
     net.train()
     opt = Optimizer(net.fplab_parameters(), optimizer, lr, momentum, weight_decay, decay_every=decay_every,
                     decay_factor=decay_factor)
