@@ -19,8 +19,11 @@ from ._keys import Site
 from ._table import Table
 
 
-def as_array(tensor: torch.Tensor) -> np.ndarray:
-    """The tensor's values as a C-contiguous NumPy array (its own memory when already contiguous)."""
+def as_array(tensor) -> np.ndarray:
+    """The tensor's values as a C-contiguous NumPy array (its own memory when already contiguous);
+    a NumPy array (made by _core for fplab.torch) as it is."""
+    if isinstance(tensor, np.ndarray):
+        return tensor
     return tensor.detach().contiguous().numpy()
 
 
@@ -32,9 +35,8 @@ class Engine:
         self.impl_seed = impl_seed
         self.coverage = coverage
 
-    def matmul(self, op: str, op_kind: str, a: torch.Tensor, b: torch.Tensor, site: Site,
-               part: int = 0) -> torch.Tensor:
-        """C = A B for 2-D float32 tensors, every output's sum over K in the order of ``op_kind``'s
+    def matmul(self, op: str, op_kind: str, a, b, site: Site, part: int = 0) -> torch.Tensor:
+        """C = A B for 2-D float32 tensors (or C-contiguous float32 arrays), every output's sum over K in the order of ``op_kind``'s
         schedule; ``op`` names the PyTorch operation for coverage."""
         choice = self.table.choices[op_kind]
         self.coverage.emulated(op, op_kind, choice)
