@@ -12,8 +12,10 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "python/src/bindings.hpp"
+#include "python/src/transpose.hpp"
 
 namespace fplab::python {
 namespace {
@@ -68,38 +70,56 @@ py::array_t<float> im2col(py::handle x_in, py::tuple kernel, py::tuple stride, p
                               static_cast<size_t>(x.shape(3)), c0, channels, kernel, stride, padding, dilation,
                               "im2col");
   const size_t rows = g.rows(), taps = g.taps();
-  py::array_t<float> out(transposed ? std::vector<py::ssize_t>{static_cast<py::ssize_t>(taps),
-                                                               static_cast<py::ssize_t>(rows)}
-                                    : std::vector<py::ssize_t>{static_cast<py::ssize_t>(rows),
-                                                               static_cast<py::ssize_t>(taps)});
+  const size_t out_rows = transposed ? taps : rows, out_cols = transposed ? rows : taps;
+  py::array_t<float> out({static_cast<py::ssize_t>(out_rows), static_cast<py::ssize_t>(out_cols)});
   const float* src = x.data();
   float* dst = out.mutable_data();
   py::gil_scoped_release unlocked;
   const long lh = static_cast<long>(g.h), lw = static_cast<long>(g.w);
   if (!transposed) {
-    // Row by row, as Conv2d::im2col: x[b] stays in cache while its rows are written.
+    // Row by row, as Conv2d::im2col: x[b] stays in cache while its rows are written. The input
+    // lines of the taps (c, i) of an output row oy are found once for all its ox (null: padding).
+    std::vector<const float*> lines(g.channels * static_cast<size_t>(g.kh));
     for (size_t b = 0; b < g.batch; ++b)
-      for (size_t oy = 0; oy < g.ho; ++oy)
+      for (size_t oy = 0; oy < g.ho; ++oy) {
+        const long y0 = static_cast<long>(oy) * g.sh - g.ph;
+        for (size_t c = 0; c < g.channels; ++c)
+          for (long i = 0; i < g.kh; ++i) {
+            const long y = y0 + i * g.dh;
+            lines[c * static_cast<size_t>(g.kh) + static_cast<size_t>(i)] =
+                y < 0 || y >= lh ? nullptr : src + g.plane(b, c) + y * lw;
+          }
         for (size_t ox = 0; ox < g.wo; ++ox) {
-          float* row = dst + ((b * g.ho + oy) * g.wo + ox) * taps;
-          const long y0 = static_cast<long>(oy) * g.sh - g.ph, x0 = static_cast<long>(ox) * g.sw - g.pw;
-          for (size_t c = 0; c < g.channels; ++c) {
-            const float* plane = src + g.plane(b, c);
-            for (long i = 0; i < g.kh; ++i) {
-              float* tap = row + (static_cast<long>(c) * g.kh + i) * g.kw;
-              const long y = y0 + i * g.dh;
-              if (y < 0 || y >= lh) {
-                std::fill(tap, tap + g.kw, 0.0f);
-                continue;
+          float* tap = dst + ((b * g.ho + oy) * g.wo + ox) * taps;
+          const long x0 = static_cast<long>(ox) * g.sw - g.pw;
+          // The kernel columns j whose input column x0 + j·dw lies inside the image: [j_lo, j_hi).
+          const long j_lo = std::min(g.kw, x0 >= 0 ? 0 : (-x0 + g.dw - 1) / g.dw);
+          const long j_hi = std::clamp(lw - x0 <= 0 ? 0 : (lw - x0 + g.dw - 1) / g.dw, j_lo, g.kw);
+          if (j_lo == 0 && j_hi == 3 && g.kw == 3 && g.dw == 1) {  // the common 3x3 case, unrolled
+            for (const float* line : lines) {
+              if (line) {
+                tap[0] = line[x0];
+                tap[1] = line[x0 + 1];
+                tap[2] = line[x0 + 2];
+              } else {
+                tap[0] = tap[1] = tap[2] = 0.0f;
               }
-              const float* line = plane + y * lw;
-              for (long j = 0; j < g.kw; ++j) {
-                const long xx = x0 + j * g.dw;
-                tap[j] = xx < 0 || xx >= lw ? 0.0f : line[xx];
-              }
+              tap += 3;
             }
+            continue;
+          }
+          for (const float* line : lines) {
+            if (!line) {
+              std::fill(tap, tap + g.kw, 0.0f);
+            } else {
+              for (long j = 0; j < j_lo; ++j) tap[j] = 0.0f;
+              for (long j = j_lo; j < j_hi; ++j) tap[j] = line[x0 + j * g.dw];
+              for (long j = j_hi; j < g.kw; ++j) tap[j] = 0.0f;
+            }
+            tap += g.kw;
           }
         }
+      }
     return out;
   }
   // Transposed: one tap (c, i, j) a row of B·Ho·Wo, written in order.
@@ -152,25 +172,41 @@ py::array_t<float> col2im(py::handle dcols_in, py::tuple shape, py::tuple kernel
   py::gil_scoped_release unlocked;
   std::fill(dx, dx + batch * channels * h * w, 0.0f);
   const long lh = static_cast<long>(h), lw = static_cast<long>(w);
+  // Rows in order; within a row every tap meets another element, so only the rows' order matters.
+  // The lines of dx that the taps (c, i) of an output row oy meet are found once for all its ox.
+  std::vector<float*> lines(channels * static_cast<size_t>(g.kh));
   for (size_t b = 0; b < batch; ++b)
-    for (size_t oy = 0; oy < g.ho; ++oy)
+    for (size_t oy = 0; oy < g.ho; ++oy) {
+      const long y0 = static_cast<long>(oy) * g.sh - g.ph;
+      for (size_t c = 0; c < channels; ++c)
+        for (long i = 0; i < g.kh; ++i) {
+          const long y = y0 + i * g.dh;
+          lines[c * static_cast<size_t>(g.kh) + static_cast<size_t>(i)] =
+              y < 0 || y >= lh ? nullptr : dx + g.plane(b, c) + y * lw;
+        }
       for (size_t ox = 0; ox < g.wo; ++ox) {
-        const float* row = src + ((b * g.ho + oy) * g.wo + ox) * taps;
-        const long y0 = static_cast<long>(oy) * g.sh - g.ph, x0 = static_cast<long>(ox) * g.sw - g.pw;
-        for (size_t c = 0; c < channels; ++c) {
-          float* plane = dx + g.plane(b, c);
-          for (long i = 0; i < g.kh; ++i) {
-            const long y = y0 + i * g.dh;
-            if (y < 0 || y >= lh) continue;
-            const float* tap = row + (static_cast<long>(c) * g.kh + i) * g.kw;
-            float* line = plane + y * lw;
-            for (long j = 0; j < g.kw; ++j) {
-              const long xx = x0 + j * g.dw;
-              if (xx >= 0 && xx < lw) line[xx] += tap[j];
+        const float* tap = src + ((b * g.ho + oy) * g.wo + ox) * taps;
+        const long x0 = static_cast<long>(ox) * g.sw - g.pw;
+        const long j_lo = std::min(g.kw, x0 >= 0 ? 0 : (-x0 + g.dw - 1) / g.dw);
+        const long j_hi = std::clamp(lw - x0 <= 0 ? 0 : (lw - x0 + g.dw - 1) / g.dw, j_lo, g.kw);
+        if (j_lo == 0 && j_hi == 3 && g.kw == 3 && g.dw == 1) {  // the common 3x3 case, unrolled
+          for (float* line : lines) {
+            if (line) {
+              line[x0] += tap[0];
+              line[x0 + 1] += tap[1];
+              line[x0 + 2] += tap[2];
             }
+            tap += 3;
           }
+          continue;
+        }
+        for (float* line : lines) {
+          if (line)
+            for (long j = j_lo; j < j_hi; ++j) line[x0 + j * g.dw] += tap[j];
+          tap += g.kw;
         }
       }
+    }
   return out;
 }
 
@@ -183,17 +219,7 @@ py::array_t<float> transpose_batches(py::handle x_in) {
   const float* src = x.data();
   float* dst = out.mutable_data();
   py::gil_scoped_release unlocked;
-  constexpr size_t kBlock = 32;
-  for (size_t b = 0; b < d0; ++b) {
-    const float* s = src + b * d1 * d2;
-    float* d = dst + b * d1 * d2;
-    for (size_t i0 = 0; i0 < d1; i0 += kBlock)
-      for (size_t j0 = 0; j0 < d2; j0 += kBlock) {
-        const size_t i1 = std::min(d1, i0 + kBlock), j1 = std::min(d2, j0 + kBlock);
-        for (size_t i = i0; i < i1; ++i)
-          for (size_t j = j0; j < j1; ++j) d[j * d1 + i] = s[i * d2 + j];
-      }
-  }
+  for (size_t b = 0; b < d0; ++b) transpose_into(src + b * d1 * d2, dst + b * d1 * d2, d1, d2);
   return out;
 }
 

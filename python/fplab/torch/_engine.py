@@ -5,7 +5,8 @@ key of the operation's Site.
 Tensors cross without copies where they can: a C-contiguous float32 CPU tensor is handed over as
 ``tensor.numpy()`` (the same memory), and the result arrays become tensors with
 ``torch.from_numpy`` (the same memory). The sums take float64 terms (the engine's batched sum),
-so their float32 terms are converted on the way in; the C++ work runs without the GIL.
+so their float32 terms are converted on the way in (for batch norms' planes, in C++ while they are
+gathered into rows); the C++ work runs without the GIL.
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ class Engine:
         self.coverage = coverage
 
     def matmul(self, op: str, op_kind: str, a, b, site: Site, part: int = 0) -> torch.Tensor:
-        """C = A B for 2-D float32 tensors (or C-contiguous float32 arrays), every output's sum over K in the order of ``op_kind``'s
-        schedule; ``op`` names the PyTorch operation for coverage."""
+        """C = A B for 2-D float32 tensors (or C-contiguous float32 arrays), every output's sum over
+        K in the order of ``op_kind``'s schedule; ``op`` names the PyTorch operation for coverage."""
         choice = self.table.choices[op_kind]
         self.coverage.emulated(op, op_kind, choice)
         c = _core.matmul(as_array(a), as_array(b), choice.schedule, choice.arithmetic, self.impl_seed,
@@ -51,4 +52,15 @@ class Engine:
         self.coverage.emulated(op, op_kind, choice)
         sums = _core.reduce_batch(as_array(terms), choice.schedule, choice.arithmetic, self.impl_seed,
                                   site.op_id(op_kind, part), site.call)
+        return torch.from_numpy(sums.astype(np.float32))
+
+    def sum_planes(self, op: str, op_kind: str, x: torch.Tensor, site: Site, part: int = 0) -> torch.Tensor:
+        """The sums per channel of x (B, C, ...) over batch and positions, term (b, p) at b·P + p in
+        the order of ``op_kind``'s schedule: sum_rows of x as rows (b, p) x channels, without
+        making those rows (models/batch_norm.cpp's statistics): a float32 tensor (C,)."""
+        choice = self.table.choices[op_kind]
+        self.coverage.emulated(op, op_kind, choice)
+        planes = as_array(x).reshape(x.shape[0], x.shape[1], -1)
+        sums = _core.reduce_planes(planes, choice.schedule, choice.arithmetic, self.impl_seed,
+                                   site.op_id(op_kind, part), site.call)
         return torch.from_numpy(sums.astype(np.float32))
