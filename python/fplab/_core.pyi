@@ -1,6 +1,6 @@
 """Type stubs of fplab._core, the C++ module (python/src/); fplab/__init__.py is the public face."""
 
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -101,8 +101,11 @@ def matmul(
     impl_seed: int = 0,
     op_id: int = 0,
     call: int = 0,
+    *,
+    out: Optional[np.ndarray] = None,
 ) -> np.ndarray:
-    """C = A B for 2-D float32 arrays (sim::gemm), stored as float32."""
+    """C = A B for 2-D float32 arrays (sim::gemm), stored as float32 (into ``out``, a writeable
+    C-contiguous float32 array of C's shape, when given)."""
 
 def reduce_batch(
     terms: ArrayLike, schedule: Schedule, arithmetic: Arithmetic, impl_seed: int = 0, op_id: int = 0, call: int = 0
@@ -125,10 +128,12 @@ def im2col(
     c0: int = 0,
     channels: int = -1,
     transposed: bool = False,
+    *,
+    out: Optional[np.ndarray] = None,
 ) -> np.ndarray:
     """The im2col columns of channels [c0, c0 + channels) of the float32 array x (B, C, H, W):
     (B*Ho*Wo) x (C*kh*kw), rows (b, oy, ox), columns (c, i, j), zero padding; transposed:
-    (C*kh*kw) x (B*Ho*Wo) (models/conv2d.cpp's layouts)."""
+    (C*kh*kw) x (B*Ho*Wo) (models/conv2d.cpp's layouts). Into ``out`` when given."""
 
 def col2im(
     dcols: np.ndarray,

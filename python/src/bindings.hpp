@@ -11,6 +11,7 @@
 #include <pybind11/pybind11.h>
 
 #include <cstddef>
+#include <initializer_list>
 #include <string_view>
 
 namespace fplab::python {
@@ -24,6 +25,10 @@ using FloatArray = py::array_t<float, py::array::c_style | py::array::forcecast>
 // `x` (any array-like of numbers) as doubles; `function` and `name` name it in the error
 // ("reduce: x must be an array of numbers"). With `one_dimensional`, anything else is refused.
 DoubleArray double_array(py::handle x, std::string_view function, std::string_view name, bool one_dimensional);
+
+// `out` as the float32 array a result of `shape` is written into: refused (one line naming
+// `function`) unless it is a writeable C-contiguous float32 array of exactly that shape.
+py::array_t<float> output_array(py::handle out, std::string_view function, std::initializer_list<size_t> shape);
 
 void bind_errors(py::module_& m);
 void bind_schedule(py::module_& m);

@@ -62,7 +62,7 @@ FloatArray float32_array(py::handle object, const char* function, const char* na
 // The columns of input channels [c0, c0 + channels) of x (B, C, H, W): (B·Ho·Wo) x (C·kh·kw), or its
 // transpose with `transposed`.
 py::array_t<float> im2col(py::handle x_in, py::tuple kernel, py::tuple stride, py::tuple padding, py::tuple dilation,
-                          size_t c0, long channels_in, bool transposed) {
+                          size_t c0, long channels_in, bool transposed, py::object out_in) {
   const FloatArray x = float32_array(x_in, "im2col", "x", 4);
   const auto c_total = static_cast<size_t>(x.shape(1));
   const size_t channels = channels_in < 0 ? c_total - std::min(c0, c_total) : static_cast<size_t>(channels_in);
@@ -71,7 +71,9 @@ py::array_t<float> im2col(py::handle x_in, py::tuple kernel, py::tuple stride, p
                               "im2col");
   const size_t rows = g.rows(), taps = g.taps();
   const size_t out_rows = transposed ? taps : rows, out_cols = transposed ? rows : taps;
-  py::array_t<float> out({static_cast<py::ssize_t>(out_rows), static_cast<py::ssize_t>(out_cols)});
+  py::array_t<float> out = out_in.is_none() ? py::array_t<float>({static_cast<py::ssize_t>(out_rows),
+                                                                  static_cast<py::ssize_t>(out_cols)})
+                                            : output_array(out_in, "im2col", {out_rows, out_cols});
   const float* src = x.data();
   float* dst = out.mutable_data();
   py::gil_scoped_release unlocked;
@@ -227,9 +229,11 @@ py::array_t<float> transpose_batches(py::handle x_in) {
 
 void bind_conv_columns(py::module_& m) {
   m.def("im2col", &im2col, py::arg("x"), py::arg("kernel"), py::arg("stride"), py::arg("padding"), py::arg("dilation"),
-        py::arg("c0") = 0, py::arg("channels") = -1, py::arg("transposed") = false,
+        py::arg("c0") = 0, py::arg("channels") = -1, py::arg("transposed") = false, py::kw_only(),
+        py::arg("out") = py::none(),
         "The im2col columns of channels [c0, c0 + channels) of the float32 array x (B, C, H, W): (B*Ho*Wo) x "
-        "(C*kh*kw), rows (b, oy, ox), columns (c, i, j), zero padding; transposed: (C*kh*kw) x (B*Ho*Wo).");
+        "(C*kh*kw), rows (b, oy, ox), columns (c, i, j), zero padding; transposed: (C*kh*kw) x (B*Ho*Wo). Written "
+        "into out (a C-contiguous float32 array of that shape) when given.");
   m.def("col2im", &col2im, py::arg("dcols"), py::arg("shape"), py::arg("kernel"), py::arg("stride"),
         py::arg("padding"), py::arg("dilation"),
         "The input gradient (B, C, H, W) of the columns' gradient dcols ((B*Ho*Wo) x (C*kh*kw)): every element "

@@ -11,6 +11,8 @@ gathered into rows); the C++ work runs without the GIL.
 
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 import torch
 
@@ -35,14 +37,28 @@ class Engine:
         self.table = table
         self.impl_seed = impl_seed
         self.coverage = coverage
+        self._scratch = np.empty(0, np.float32)
 
-    def matmul(self, op: str, op_kind: str, a, b, site: Site, part: int = 0) -> torch.Tensor:
+    def scratch(self, rows: int, cols: int) -> np.ndarray:
+        """A (rows, cols) float32 array for a temporary that dies within one step of one emulated
+        operation (a convolution's columns, their gradient): the same memory every time, grown when
+        needed and kept while the emulation lives (as a GPU library keeps its workspace), so that the
+        system does not map and zero-fill these large buffers again for every convolution."""
+        size = rows * cols
+        if self._scratch.size < size:
+            self._scratch = np.empty(0, np.float32)  # the smaller one goes first
+            self._scratch = np.empty(size, np.float32)
+        return self._scratch[:size].reshape(rows, cols)
+
+    def matmul(self, op: str, op_kind: str, a, b, site: Site, part: int = 0,
+               out: Optional[np.ndarray] = None) -> torch.Tensor:
         """C = A B for 2-D float32 tensors (or C-contiguous float32 arrays), every output's sum over
-        K in the order of ``op_kind``'s schedule; ``op`` names the PyTorch operation for coverage."""
+        K in the order of ``op_kind``'s schedule, into ``out`` when given (scratch(): then the
+        tensor shares its memory); ``op`` names the PyTorch operation for coverage."""
         choice = self.table.choices[op_kind]
         self.coverage.emulated(op, op_kind, choice)
         c = _core.matmul(as_array(a), as_array(b), choice.schedule, choice.arithmetic, self.impl_seed,
-                         site.op_id(op_kind, part), site.call)
+                         site.op_id(op_kind, part), site.call, out=out)
         return torch.from_numpy(c)
 
     def sum_rows(self, op: str, op_kind: str, terms: torch.Tensor, site: Site, part: int = 0) -> torch.Tensor:

@@ -60,10 +60,10 @@ class _Conv2d(torch.autograd.Function):
         xa = _array(x)
         outs = []
         for g in range(groups):
-            cols = _core.im2col(xa, (kh, kw), stride, padding, dilation, g * cg, cg)  # (B·Ho·Wo) x (C·kh·kw)
+            cols = _core.im2col(xa, (kh, kw), stride, padding, dilation, g * cg, cg,  # (B·Ho·Wo) x (C·kh·kw)
+                                out=em.engine.scratch(batch * ho * wo, cg * kh * kw))
             w_cols = weight[g * co:(g + 1) * co].reshape(co, -1).t()  # (C·kh·kw) x C_out, as the C++ W
             outs.append(em.engine.matmul(op, "fwd", cols, w_cols, site, part=g).reshape(batch, ho * wo, co))
-            del cols
         y = torch.cat(outs, dim=2) if groups > 1 else outs[0]
         if bias is not None:
             y = y + bias
@@ -80,24 +80,24 @@ class _Conv2d(torch.autograd.Function):
         co = cout // groups
         rows = _transposed(gy.reshape(batch, cout, -1), (-1, cout))  # (B·Ho·Wo) x C_out
         xa = _array(x) if need_w else None
+        taps, positions = cg * kh * kw, rows.shape[0]
         gx, gw, gb = [], [], []
-        with em.backward():
+        with em.backward():  # the transposed columns, then dcols, in the engine's scratch memory
             for g in range(groups):
                 g_rows = rows[:, g * co:(g + 1) * co] if groups > 1 else rows
                 if need_w:
-                    cols_t = _core.im2col(xa, (kh, kw), stride, padding, dilation, g * cg, cg, True)  # (C·kh·kw) x rows
+                    cols_t = _core.im2col(xa, (kh, kw), stride, padding, dilation, g * cg, cg, True,  # (C·kh·kw) x rows
+                                          out=em.engine.scratch(taps, positions))
                     dw = em.engine.matmul(op, "wgrad", cols_t, g_rows, site, part=g)  # (C·kh·kw) x C_out
-                    del cols_t
                     gw.append(dw.t().reshape(co, cg, kh, kw))
                 if need_bias:
                     gb.append(em.engine.sum_rows(op, "bias_grad", g_rows, site, part=g))
                 if need_x:
                     dcols = em.engine.matmul(op, "dgrad", g_rows, weight[g * co:(g + 1) * co].reshape(co, -1), site,
-                                             part=g)
+                                             part=g, out=em.engine.scratch(positions, taps))
                     shape = (x.shape[0], cg, x.shape[2], x.shape[3])
                     gx.append(torch.from_numpy(_core.col2im(dcols.numpy(), shape, (kh, kw), stride, padding,
                                                             dilation)))
-                    del dcols
         return (None, None, None, (torch.cat(gx, dim=1) if groups > 1 else gx[0]) if gx else None,
                 torch.cat(gw) if gw else None, torch.cat(gb) if gb else None, None, None, None, None)
 
