@@ -101,14 +101,53 @@ def matmul(
     impl_seed: int = 0,
     op_id: int = 0,
     call: int = 0,
+    *,
+    out: Optional[np.ndarray] = None,
 ) -> np.ndarray:
-    """C = A B for 2-D float32 arrays (sim::gemm), stored as float32."""
+    """C = A B for 2-D float32 arrays (sim::gemm), stored as float32 (into ``out``, a writeable
+    C-contiguous float32 array of C's shape, when given)."""
 
 def reduce_batch(
     terms: ArrayLike, schedule: Schedule, arithmetic: Arithmetic, impl_seed: int = 0, op_id: int = 0, call: int = 0
 ) -> np.ndarray:
     """Every column of the 2-D terms (k, outputs) reduced along axis 0 in the schedule's order
     (sim::reduce_batch): float64 (outputs,). Atomic and shuffle steps draw per tile of 64 outputs."""
+
+def reduce_planes(
+    x: np.ndarray, schedule: Schedule, arithmetic: Arithmetic, impl_seed: int = 0, op_id: int = 0, call: int = 0
+) -> np.ndarray:
+    """reduce_batch of the float32 planes x (B, C, P) seen as terms (B*P, C): output c sums x[b, c, p]
+    in the order b*P + p (a batch norm's statistics), without a transposed copy: float64 (C,)."""
+
+def im2col(
+    x: np.ndarray,
+    kernel: Tuple[int, int],
+    stride: Tuple[int, int],
+    padding: Tuple[int, int],
+    dilation: Tuple[int, int],
+    c0: int = 0,
+    channels: int = -1,
+    transposed: bool = False,
+    *,
+    out: Optional[np.ndarray] = None,
+) -> np.ndarray:
+    """The im2col columns of channels [c0, c0 + channels) of the float32 array x (B, C, H, W):
+    (B*Ho*Wo) x (C*kh*kw), rows (b, oy, ox), columns (c, i, j), zero padding; transposed:
+    (C*kh*kw) x (B*Ho*Wo) (models/conv2d.cpp's layouts). Into ``out`` when given."""
+
+def col2im(
+    dcols: np.ndarray,
+    shape: Tuple[int, int, int, int],
+    kernel: Tuple[int, int],
+    stride: Tuple[int, int],
+    padding: Tuple[int, int],
+    dilation: Tuple[int, int],
+) -> np.ndarray:
+    """The input gradient (B, C, H, W) of the columns' gradient dcols ((B*Ho*Wo) x (C*kh*kw)): every
+    element the float32 sum, from +0, of its terms in the order of the rows (models/conv2d.cpp)."""
+
+def transpose_batches(x: np.ndarray) -> np.ndarray:
+    """The float32 array x (B, M, N) as (B, N, M): every batch's matrix transposed (a copy)."""
 
 def noise_op_id(layer: int, op_kind: str, part: int = 0) -> int:
     """The noise key's op id of reduction `part` of kind `op_kind` at position `layer`, as the C++

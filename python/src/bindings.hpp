@@ -11,6 +11,7 @@
 #include <pybind11/pybind11.h>
 
 #include <cstddef>
+#include <initializer_list>
 #include <string_view>
 
 namespace fplab::python {
@@ -25,6 +26,10 @@ using FloatArray = py::array_t<float, py::array::c_style | py::array::forcecast>
 // ("reduce: x must be an array of numbers"). With `one_dimensional`, anything else is refused.
 DoubleArray double_array(py::handle x, std::string_view function, std::string_view name, bool one_dimensional);
 
+// `out` as the float32 array a result of `shape` is written into: refused (one line naming
+// `function`) unless it is a writeable C-contiguous float32 array of exactly that shape.
+py::array_t<float> output_array(py::handle out, std::string_view function, std::initializer_list<size_t> shape);
+
 void bind_errors(py::module_& m);
 void bind_schedule(py::module_& m);
 void bind_arithmetic(py::module_& m);
@@ -33,6 +38,7 @@ void bind_reduce(py::module_& m);
 void bind_dot(py::module_& m);
 void bind_matmul(py::module_& m);
 void bind_reduce_batch(py::module_& m);
+void bind_conv_columns(py::module_& m);
 void bind_noise_key(py::module_& m);
 void bind_profiles(py::module_& m);
 // What a PyTorch script needs to reproduce a `fplab train` run (docs/python.md, the cross-check).

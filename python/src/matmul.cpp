@@ -25,7 +25,8 @@ FloatArray float32_matrix(py::handle object, const char* name) {
 }
 
 py::array_t<float> matmul_arrays(py::handle a_in, py::handle b_in, const sim::Schedule& schedule,
-                                 const sim::Arithmetic& arithmetic, uint64_t impl_seed, uint64_t op_id, uint64_t call) {
+                                 const sim::Arithmetic& arithmetic, uint64_t impl_seed, uint64_t op_id, uint64_t call,
+                                 py::object out) {
   const FloatArray a = float32_matrix(a_in, "a"), b = float32_matrix(b_in, "b");
   const sim::GemmShape shape{static_cast<size_t>(a.shape(0)), static_cast<size_t>(b.shape(1)),
                              static_cast<size_t>(a.shape(1))};
@@ -33,9 +34,16 @@ py::array_t<float> matmul_arrays(py::handle a_in, py::handle b_in, const sim::Sc
     throw std::invalid_argument("matmul: shapes (" + std::to_string(shape.m) + ", " + std::to_string(shape.k) +
                                 ") and (" + std::to_string(b.shape(0)) + ", " + std::to_string(shape.n) +
                                 ") do not chain (a's columns must equal b's rows)");
-  py::array_t<float> c({static_cast<py::ssize_t>(shape.m), static_cast<py::ssize_t>(shape.n)});
+  py::array_t<float> c = out.is_none()
+                             ? py::array_t<float>({static_cast<py::ssize_t>(shape.m), static_cast<py::ssize_t>(shape.n)})
+                             : output_array(out, "matmul", {shape.m, shape.n});
   const float *a_data = a.data(), *b_data = b.data();
   float* c_data = c.mutable_data();
+  const auto overlaps = [&](const float* x, size_t size) {
+    return size > 0 && x < c_data + shape.m * shape.n && c_data < x + size;
+  };
+  if (overlaps(a_data, shape.m * shape.k) || overlaps(b_data, shape.k * shape.n))
+    throw std::invalid_argument("matmul: out must not share memory with a or b");
   {
     py::gil_scoped_release unlocked;
     sim::gemm(schedule, a_data, b_data, c_data, shape, arithmetic, {impl_seed, op_id, call});
@@ -47,9 +55,9 @@ py::array_t<float> matmul_arrays(py::handle a_in, py::handle b_in, const sim::Sc
 
 void bind_matmul(py::module_& m) {
   m.def("matmul", &matmul_arrays, py::arg("a"), py::arg("b"), py::arg("schedule"), py::arg("arithmetic"),
-        py::arg("impl_seed") = 0, py::arg("op_id") = 0, py::arg("call") = 0,
+        py::arg("impl_seed") = 0, py::arg("op_id") = 0, py::arg("call") = 0, py::kw_only(), py::arg("out") = py::none(),
         "C = A B for 2-D float32 arrays (sim::gemm): output (i, j) is the dot product of row i and column j in the "
-        "schedule's order, stored as float32.");
+        "schedule's order, stored as float32 (into out, a C-contiguous float32 array of C's shape, when given).");
 }
 
 }  // namespace fplab::python

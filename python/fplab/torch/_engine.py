@@ -5,10 +5,13 @@ key of the operation's Site.
 Tensors cross without copies where they can: a C-contiguous float32 CPU tensor is handed over as
 ``tensor.numpy()`` (the same memory), and the result arrays become tensors with
 ``torch.from_numpy`` (the same memory). The sums take float64 terms (the engine's batched sum),
-so their float32 terms are converted on the way in; the C++ work runs without the GIL.
+so their float32 terms are converted on the way in (for batch norms' planes, in C++ while they are
+gathered into rows); the C++ work runs without the GIL.
 """
 
 from __future__ import annotations
+
+from typing import Optional
 
 import numpy as np
 import torch
@@ -19,8 +22,11 @@ from ._keys import Site
 from ._table import Table
 
 
-def as_array(tensor: torch.Tensor) -> np.ndarray:
-    """The tensor's values as a C-contiguous NumPy array (its own memory when already contiguous)."""
+def as_array(tensor) -> np.ndarray:
+    """The tensor's values as a C-contiguous NumPy array (its own memory when already contiguous);
+    a NumPy array (made by _core for fplab.torch) as it is."""
+    if isinstance(tensor, np.ndarray):
+        return tensor
     return tensor.detach().contiguous().numpy()
 
 
@@ -31,15 +37,28 @@ class Engine:
         self.table = table
         self.impl_seed = impl_seed
         self.coverage = coverage
+        self._scratch = np.empty(0, np.float32)
 
-    def matmul(self, op: str, op_kind: str, a: torch.Tensor, b: torch.Tensor, site: Site,
-               part: int = 0) -> torch.Tensor:
-        """C = A B for 2-D float32 tensors, every output's sum over K in the order of ``op_kind``'s
-        schedule; ``op`` names the PyTorch operation for coverage."""
+    def scratch(self, rows: int, cols: int) -> np.ndarray:
+        """A (rows, cols) float32 array for a temporary that dies within one step of one emulated
+        operation (a convolution's columns, their gradient): the same memory every time, grown when
+        needed and kept while the emulation lives (as a GPU library keeps its workspace), so that the
+        system does not map and zero-fill these large buffers again for every convolution."""
+        size = rows * cols
+        if self._scratch.size < size:
+            self._scratch = np.empty(0, np.float32)  # the smaller one goes first
+            self._scratch = np.empty(size, np.float32)
+        return self._scratch[:size].reshape(rows, cols)
+
+    def matmul(self, op: str, op_kind: str, a, b, site: Site, part: int = 0,
+               out: Optional[np.ndarray] = None) -> torch.Tensor:
+        """C = A B for 2-D float32 tensors (or C-contiguous float32 arrays), every output's sum over
+        K in the order of ``op_kind``'s schedule, into ``out`` when given (scratch(): then the
+        tensor shares its memory); ``op`` names the PyTorch operation for coverage."""
         choice = self.table.choices[op_kind]
         self.coverage.emulated(op, op_kind, choice)
         c = _core.matmul(as_array(a), as_array(b), choice.schedule, choice.arithmetic, self.impl_seed,
-                         site.op_id(op_kind, part), site.call)
+                         site.op_id(op_kind, part), site.call, out=out)
         return torch.from_numpy(c)
 
     def sum_rows(self, op: str, op_kind: str, terms: torch.Tensor, site: Site, part: int = 0) -> torch.Tensor:
@@ -49,4 +68,15 @@ class Engine:
         self.coverage.emulated(op, op_kind, choice)
         sums = _core.reduce_batch(as_array(terms), choice.schedule, choice.arithmetic, self.impl_seed,
                                   site.op_id(op_kind, part), site.call)
+        return torch.from_numpy(sums.astype(np.float32))
+
+    def sum_planes(self, op: str, op_kind: str, x: torch.Tensor, site: Site, part: int = 0) -> torch.Tensor:
+        """The sums per channel of x (B, C, ...) over batch and positions, term (b, p) at b·P + p in
+        the order of ``op_kind``'s schedule: sum_rows of x as rows (b, p) x channels, without
+        making those rows (models/batch_norm.cpp's statistics): a float32 tensor (C,)."""
+        choice = self.table.choices[op_kind]
+        self.coverage.emulated(op, op_kind, choice)
+        planes = as_array(x).reshape(x.shape[0], x.shape[1], -1)
+        sums = _core.reduce_planes(planes, choice.schedule, choice.arithmetic, self.impl_seed,
+                                   site.op_id(op_kind, part), site.call)
         return torch.from_numpy(sums.astype(np.float32))

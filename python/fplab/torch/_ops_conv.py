@@ -2,15 +2,18 @@
 
 The layout is the C++ Conv2d layer's (models/conv2d.cpp), so that the same schedule, key and
 output tiles meet the same sums: the columns ``cols`` (B·Ho·Wo rows, C·kh·kw columns ordered
-(c, i, j), made by F.unfold: a copy, no arithmetic), the weight as W (C·kh·kw x C_out), and
+(c, i, j), made by ``_core.im2col``: a copy, no arithmetic), the weight as W (C·kh·kw x C_out), and
 
 - forward: out = cols W (op kind ``fwd``), plus the bias per element;
 - weight gradient: dW = cols^T g (``wgrad``: the reduction over batch and positions), with g the
   output gradient as (B·Ho·Wo) x C_out;
 - bias gradient: g summed over its rows (``bias_grad``);
-- input gradient: dcols = g W^T (``dgrad``), then col2im: every input element receives its terms
-  in the order of the C++ loop over (output row, output column), i.e. kernel offsets from the
-  last to the first.
+- input gradient: dcols = g W^T (``dgrad``), then col2im (``_core.col2im``): every input element
+  receives its terms in the order of the C++ loop over (output row, output column), i.e. kernel
+  offsets from the last to the first.
+
+The copies between layouts (im2col, the transposed columns of the weight gradient, NCHW and the
+GEMMs' rows) and col2im run in C++ (python/src/conv_columns.cpp) without the GIL.
 
 Stride, zero padding (numbers, pairs, "valid", symmetric "same"), dilation and groups (group g is
 reduction part g) are taken; the columns are made again in the backward rather than stored.
@@ -20,37 +23,26 @@ from __future__ import annotations
 
 from typing import Any, Optional, Tuple
 
+import numpy as np
 import torch
 from torch.autograd.function import once_differentiable
-import torch.nn.functional as F
 
-from ._handler import handles, owned
+from .. import _core
+from ._handler import handles
 from ._native import Native, unsupported
 
 Pair = Tuple[int, int]
 
 
-def _columns(x: torch.Tensor, kernel: Pair, stride: Pair, padding: Pair, dilation: Pair) -> torch.Tensor:
-    """im2col: (B·Ho·Wo) x (C·kh·kw), rows ordered (b, oy, ox), columns (c, i, j)."""
-    cols = F.unfold(x, kernel, dilation=dilation, padding=padding, stride=stride)  # (B, K, L)
-    return cols.transpose(1, 2).reshape(-1, cols.shape[1])
+def _array(tensor: torch.Tensor) -> np.ndarray:
+    """The tensor's values as a C-contiguous NumPy array (its own memory when already contiguous)."""
+    return tensor.detach().contiguous().numpy()
 
 
-def _col2im(dcols: torch.Tensor, shape: torch.Size, kernel: Pair, out: Pair, stride: Pair, padding: Pair,
-            dilation: Pair) -> torch.Tensor:
-    """The input gradient (B, C, H, W) from dcols ((B·Ho·Wo) x (C·kh·kw)) in the C++ loop's order."""
-    (batch, channels, h, w), (kh, kw), (ho, wo) = shape, kernel, out
-    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
-    d = dcols.reshape(batch, ho, wo, channels, kh, kw)
-    padded = torch.zeros(batch, channels, h + 2 * ph, w + 2 * pw, dtype=dcols.dtype)
-    # For one input element, the output row oy determines the kernel row i (oy·sh + i·dh = y + ph):
-    # rows in increasing oy are kernel rows in decreasing i, and likewise for columns.
-    for i in reversed(range(kh)):
-        for j in reversed(range(kw)):
-            rows = slice(i * dh, i * dh + (ho - 1) * sh + 1, sh)
-            cols = slice(j * dw, j * dw + (wo - 1) * sw + 1, sw)
-            padded[:, :, rows, cols] += d[:, :, :, :, i, j].permute(0, 3, 1, 2)
-    return padded[:, :, ph:ph + h, pw:pw + w]
+def _transposed(x: torch.Tensor, shape: Tuple[int, ...]) -> torch.Tensor:
+    """x (B, M, N) transposed to (B, N, M), then given ``shape``: copied in C++, a tensor of its own
+    memory (not a view made inside an autograd.Function)."""
+    return torch.from_numpy(_core.transpose_batches(_array(x)).reshape(shape))
 
 
 class _Conv2d(torch.autograd.Function):
@@ -65,15 +57,17 @@ class _Conv2d(torch.autograd.Function):
         co = cout // groups
         ho = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
         wo = (w + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+        xa = _array(x)
         outs = []
         for g in range(groups):
-            cols = _columns(x[:, g * cg:(g + 1) * cg], (kh, kw), stride, padding, dilation)
+            cols = _core.im2col(xa, (kh, kw), stride, padding, dilation, g * cg, cg,  # (B·Ho·Wo) x (C·kh·kw)
+                                out=em.engine.scratch(batch * ho * wo, cg * kh * kw))
             w_cols = weight[g * co:(g + 1) * co].reshape(co, -1).t()  # (C·kh·kw) x C_out, as the C++ W
             outs.append(em.engine.matmul(op, "fwd", cols, w_cols, site, part=g).reshape(batch, ho * wo, co))
         y = torch.cat(outs, dim=2) if groups > 1 else outs[0]
         if bias is not None:
             y = y + bias
-        return owned(y.permute(0, 2, 1).reshape(batch, cout, ho, wo))
+        return _transposed(y, (batch, cout, ho, wo))  # (B, Ho·Wo, C_out) as NCHW
 
     @staticmethod
     @once_differentiable  # computed by the C++ engine, outside autograd
@@ -82,26 +76,30 @@ class _Conv2d(torch.autograd.Function):
         stride, padding, dilation, groups = ctx.geometry
         x, weight = ctx.saved_tensors
         need_x, need_w, need_bias = ctx.needs_input_grad[3:6]
-        cout, cg, kh, kw = weight.shape
-        co, (ho, wo) = cout // groups, gy.shape[2:]
-        rows = gy.permute(0, 2, 3, 1).reshape(-1, cout)  # (B·Ho·Wo) x C_out
+        batch, (cout, cg, kh, kw) = x.shape[0], weight.shape
+        co = cout // groups
+        rows = _transposed(gy.reshape(batch, cout, -1), (-1, cout))  # (B·Ho·Wo) x C_out
+        xa = _array(x) if need_w else None
+        taps, positions = cg * kh * kw, rows.shape[0]
         gx, gw, gb = [], [], []
-        with em.backward():
+        with em.backward():  # the transposed columns, then dcols, in the engine's scratch memory
             for g in range(groups):
-                g_rows = rows[:, g * co:(g + 1) * co]
+                g_rows = rows[:, g * co:(g + 1) * co] if groups > 1 else rows
                 if need_w:
-                    cols = _columns(x[:, g * cg:(g + 1) * cg], (kh, kw), stride, padding, dilation)
-                    dw = em.engine.matmul(op, "wgrad", cols.t(), g_rows, site, part=g)  # (C·kh·kw) x C_out
+                    cols_t = _core.im2col(xa, (kh, kw), stride, padding, dilation, g * cg, cg, True,  # (C·kh·kw) x rows
+                                          out=em.engine.scratch(taps, positions))
+                    dw = em.engine.matmul(op, "wgrad", cols_t, g_rows, site, part=g)  # (C·kh·kw) x C_out
                     gw.append(dw.t().reshape(co, cg, kh, kw))
                 if need_bias:
                     gb.append(em.engine.sum_rows(op, "bias_grad", g_rows, site, part=g))
                 if need_x:
                     dcols = em.engine.matmul(op, "dgrad", g_rows, weight[g * co:(g + 1) * co].reshape(co, -1), site,
-                                             part=g)
+                                             part=g, out=em.engine.scratch(positions, taps))
                     shape = (x.shape[0], cg, x.shape[2], x.shape[3])
-                    gx.append(_col2im(dcols, shape, (kh, kw), (ho, wo), stride, padding, dilation))
-        return (None, None, None, torch.cat(gx, dim=1) if gx else None, torch.cat(gw) if gw else None,
-                torch.cat(gb) if gb else None, None, None, None, None)
+                    gx.append(torch.from_numpy(_core.col2im(dcols.numpy(), shape, (kh, kw), stride, padding,
+                                                            dilation)))
+        return (None, None, None, (torch.cat(gx, dim=1) if groups > 1 else gx[0]) if gx else None,
+                torch.cat(gw) if gw else None, torch.cat(gb) if gb else None, None, None, None, None)
 
 
 def _conv2d_params(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1): ...

@@ -18,30 +18,31 @@ from typing import Any
 import torch
 from torch.autograd.function import once_differentiable
 
-from ._handler import handles, owned
+from ._handler import handles
 from ._native import Native, unsupported
 
 
-def _rows(x: torch.Tensor) -> torch.Tensor:
-    """(B, C, ...) as rows (b, position) x channels: models/batch_norm.cpp's to_rows."""
-    return x.movedim(1, -1).reshape(-1, x.shape[1])
-
-
-def _unrows(rows: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    return rows.reshape(like.movedim(1, -1).shape).movedim(-1, 1)
+def _per_channel(x: torch.Tensor) -> tuple:
+    """The shape that broadcasts a (C,) tensor along dimension 1 of x: (1, C, 1, ...)."""
+    return (1, x.shape[1]) + (1,) * (x.dim() - 2)
 
 
 class _BatchNorm(torch.autograd.Function):
-    """y = batch_norm(x) over dimension 1, statistics from the batch (training) or the running ones."""
+    """y = batch_norm(x) over dimension 1, statistics from the batch (training) or the running ones.
+
+    The C++ layer works on rows (b, position) x channels; here the elementwise steps run on x's own
+    (B, C, ...) layout with the per-channel values broadcast (the same float32 operation on every
+    element), and only the sums see the rows' order (Engine.sum_planes)."""
 
     @staticmethod
     def forward(ctx, em, op, site, x, weight, bias, running_mean, running_var, training, momentum, eps):
-        rows = _rows(x)
-        n = rows.shape[0]
+        shape = _per_channel(x)
+        n = x.numel() // x.shape[1]
         if training:
-            mean = em.engine.sum_rows(op, "bn_stats", rows, site, part=0) / n
-            centred = rows - mean
-            var = em.engine.sum_rows(op, "bn_stats", centred * centred, site, part=1) / n
+            mean = em.engine.sum_planes(op, "bn_stats", x, site, part=0) / n
+            centred = x - mean.view(shape)
+            var = em.engine.sum_planes(op, "bn_stats", centred * centred, site, part=1) / n
+            del centred
             if running_mean is not None:
                 running_mean.copy_(((1 - momentum) * running_mean.double() + momentum * mean.double()).float())
             if running_var is not None:
@@ -50,13 +51,13 @@ class _BatchNorm(torch.autograd.Function):
         else:
             mean, var = running_mean, running_var
         inv_std = 1 / torch.sqrt(var + eps)
-        xhat = (rows - mean) * inv_std
-        y = xhat if weight is None else weight * xhat
+        xhat = (x - mean.view(shape)) * inv_std.view(shape)
+        y = xhat if weight is None else weight.view(shape) * xhat
         if bias is not None:
-            y = y + bias
+            y = y + bias.view(shape)
         ctx.em, ctx.op, ctx.site, ctx.training = em, op, site, training
         ctx.save_for_backward(xhat, inv_std, weight)
-        return owned(_unrows(y, x))
+        return y.clone() if y is xhat else y  # the output is not the saved xhat (an in-place ReLU on it)
 
     @staticmethod
     @once_differentiable  # computed by the C++ engine, outside autograd
@@ -64,19 +65,18 @@ class _BatchNorm(torch.autograd.Function):
         em, op, site = ctx.em, ctx.op, ctx.site
         xhat, inv_std, weight = ctx.saved_tensors
         need_x, need_weight, need_bias = ctx.needs_input_grad[3:6]
-        g = _rows(gy)
-        n = g.shape[0]
+        shape = _per_channel(gy)
+        n = gy.numel() // gy.shape[1]
         gamma = weight if weight is not None else torch.ones_like(inv_std)
         with em.backward():
-            dbeta = em.engine.sum_rows(op, "bias_grad", g, site, part=0)
-            dgamma = em.engine.sum_rows(op, "bias_grad", g * xhat, site, part=1)
+            dbeta = em.engine.sum_planes(op, "bias_grad", gy, site, part=0)
+            dgamma = em.engine.sum_planes(op, "bias_grad", gy * xhat, site, part=1)
             dx = None
             if need_x:
                 if ctx.training:
-                    dx = gamma * inv_std / n * (n * g - dbeta - xhat * dgamma)
+                    dx = (gamma * inv_std / n).view(shape) * (n * gy - dbeta.view(shape) - xhat * dgamma.view(shape))
                 else:
-                    dx = g * (gamma * inv_std)
-                dx = _unrows(dx, gy)
+                    dx = gy * (gamma * inv_std).view(shape)
         return (None, None, None, dx, dgamma if need_weight else None, dbeta if need_bias else None,
                 None, None, None, None, None)
 
