@@ -48,5 +48,7 @@ void bind_initial_model(py::module_& m);
 void bind_checkpoint(py::module_& m);
 void bind_elementwise(py::module_& m);
 void bind_train(py::module_& m);
+// fplab's CUDA kernels on device memory (fplab.torch's CUDA tensors), where CUDA is built.
+void bind_cuda(py::module_& m);
 
 }  // namespace fplab::python

@@ -42,6 +42,10 @@ bool device_available(std::string* why) {
   return true;
 }
 
+void use_device(int index) { FPLAB_CUDA(cudaSetDevice(index)); }
+
+void synchronize_device() { FPLAB_CUDA(cudaDeviceSynchronize()); }
+
 DeviceInfo device_info() {
   cudaDeviceProp prop{};
   FPLAB_CUDA(cudaGetDeviceProperties(&prop, 0));

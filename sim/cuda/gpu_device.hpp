@@ -28,6 +28,13 @@ struct DeviceInfo {
 };
 DeviceInfo device_info();
 
+// Makes device `index` the one this thread's later kernels run on (cudaSetDevice): fplab's
+// runtime keeps its own current device, apart from a host program's (PyTorch's) runtime.
+void use_device(int index);
+
+// Waits until every kernel and copy fplab enqueued on the current device has finished.
+void synchronize_device();
+
 // What the device's fp32 arithmetic does with subnormals, measured on values only known at run
 // time (no constant folding): each is true when the subnormal result survives.
 struct SubnormalProbe {

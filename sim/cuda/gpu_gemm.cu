@@ -295,12 +295,12 @@ GpuGemm::~GpuGemm() {
   if (tickets_) cudaFree(tickets_);
 }
 
-void GpuGemm::launch(const GemmPlan& plan) {
+void GpuGemm::launch(const GemmPlan& plan, const float* a, const float* b, float* c) {
   const auto [m, n, k] = shape_;
   const int64_t mn = static_cast<int64_t>(m * n);
   if (mn == 0) return;
   if (k == 0) {  // the sum of no terms
-    fill<<<blocks_for(mn, 256), 256>>>(c_, mn, 0.0f);
+    fill<<<blocks_for(mn, 256), 256>>>(c, mn, 0.0f);
     FPLAB_CUDA_LAUNCHED("fill");
     return;
   }
@@ -312,14 +312,14 @@ void GpuGemm::launch(const GemmPlan& plan) {
                   static_cast<unsigned>(count));
   const int mi = static_cast<int>(m), ni = static_cast<int>(n);
   if (plan.combine == GemmPlan::Combine::atomic) {
-    fill<<<blocks_for(mn, 256), 256>>>(c_, mn, -0.0f);  // -0: the identity of the additions
+    fill<<<blocks_for(mn, 256), 256>>>(c, mn, -0.0f);  // -0: the identity of the additions
     FPLAB_CUDA_LAUNCHED("fill");
-    gemm_fma_chains<Out::atomic><<<grid, kThreads>>>(a_, b_, c_, mi, ni, kk, chunk, nullptr, nullptr);
+    gemm_fma_chains<Out::atomic><<<grid, kThreads>>>(a, b, c, mi, ni, kk, chunk, nullptr, nullptr);
     FPLAB_CUDA_LAUNCHED("gemm_fma_chains<atomic>");
     return;
   }
   if (count == 1) {
-    gemm_fma_chains<Out::parts><<<grid, kThreads>>>(a_, b_, nullptr, mi, ni, kk, chunk, c_, nullptr);
+    gemm_fma_chains<Out::parts><<<grid, kThreads>>>(a, b, nullptr, mi, ni, kk, chunk, c, nullptr);
     FPLAB_CUDA_LAUNCHED("gemm_fma_chains");
     return;
   }
@@ -333,7 +333,7 @@ void GpuGemm::launch(const GemmPlan& plan) {
   }
   const OrderedForm form = plan.combine == GemmPlan::Combine::seq ? ordered_form(plan) : OrderedForm::by_shape;
   if (form == OrderedForm::serial) {
-    gemm_fma_chains<Out::serial><<<grid, kThreads>>>(a_, b_, c_, mi, ni, kk, chunk, nullptr, tickets_);
+    gemm_fma_chains<Out::serial><<<grid, kThreads>>>(a, b, c, mi, ni, kk, chunk, nullptr, tickets_);
     FPLAB_CUDA_LAUNCHED("gemm_fma_chains<serial>");
     return;
   }
@@ -345,19 +345,21 @@ void GpuGemm::launch(const GemmPlan& plan) {
     parts_capacity_ = need;
   }
   if (plan.combine == GemmPlan::Combine::tree || two_passes) {
-    gemm_fma_chains<Out::parts><<<grid, kThreads>>>(a_, b_, nullptr, mi, ni, kk, chunk, parts_, nullptr);
+    gemm_fma_chains<Out::parts><<<grid, kThreads>>>(a, b, nullptr, mi, ni, kk, chunk, parts_, nullptr);
     FPLAB_CUDA_LAUNCHED("gemm_fma_chains<parts>");
     if (two_passes) {
-      combine_in_order<<<blocks_for(mn, 256), 256>>>(parts_, c_, mn, static_cast<int>(count));
+      combine_in_order<<<blocks_for(mn, 256), 256>>>(parts_, c, mn, static_cast<int>(count));
       FPLAB_CUDA_LAUNCHED("combine_in_order");
     } else {
-      launch_tree(parts_, c_, mn, static_cast<int>(count));
+      launch_tree(parts_, c, mn, static_cast<int>(count));
     }
     return;
   }
-  gemm_fma_chains<Out::last_folds><<<grid, kThreads>>>(a_, b_, c_, mi, ni, kk, chunk, parts_, tickets_);
+  gemm_fma_chains<Out::last_folds><<<grid, kThreads>>>(a, b, c, mi, ni, kk, chunk, parts_, tickets_);
   FPLAB_CUDA_LAUNCHED("gemm_fma_chains<last_folds>");
 }
+
+void GpuGemm::launch(const GemmPlan& plan) { launch(plan, a_, b_, c_); }
 
 const char* GpuGemm::form_name(OrderedForm form) {
   switch (form) {
@@ -468,6 +470,11 @@ void GpuGemm::run_unified(const GemmPlan& plan, const float* a, const float* b, 
   copy(b_, b, kn);
   launch(plan);
   copy(c, c_, mn);
+}
+
+void GpuGemm::run_on_device(const GemmPlan& plan, const float* a, const float* b, float* c, GemmShape shape) {
+  shape_ = shape;
+  launch(plan, a, b, c);
 }
 
 }  // namespace fplab::sim::gpu

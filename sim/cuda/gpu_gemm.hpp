@@ -40,10 +40,16 @@ class GpuGemm {
   // a, b and c may each be a host or a device pointer; cudaMemcpyDefault tells which from the
   // address (unified addressing), and copies a device one on the device.
   void run_unified(const GemmPlan& plan, const float* a, const float* b, float* c, GemmShape shape);
+  // C = A B on the caller's device memory, without copies (fplab.torch's CUDA tensors): a, b and c
+  // device pointers to row-major, densely packed matrices; c must not overlap a or b. Enqueued on
+  // the default stream; returns without waiting. A, B and C are not kept: load() before run()
+  // again.
+  void run_on_device(const GemmPlan& plan, const float* a, const float* b, float* c, GemmShape shape);
 
  private:
   friend struct GpuGemmProbe;  // timing, forced forms, the serial timeline (gpu_gemm_probe.hpp)
-  void launch(const GemmPlan& plan);
+  void launch(const GemmPlan& plan);  // on the loaded A and B, into the device's C
+  void launch(const GemmPlan& plan, const float* a, const float* b, float* c);
 
   GemmShape shape_{};
   OrderedForm forced_ = OrderedForm::by_shape;

@@ -489,7 +489,7 @@ void GpuSegmentedReduction::reduce_segments(const ReductionPlan& plan, const flo
     launch_reduction(plan, device_segments + first * ld, terms, static_cast<int64_t>(ld), segments, partials_,
                      ticket_ + first, results_ + first, nullptr, nullptr);
   }
-  FPLAB_CUDA(cudaMemcpy(results, results_, count * sizeof(float), cudaMemcpyDeviceToHost));
+  FPLAB_CUDA(cudaMemcpy(results, results_, count * sizeof(float), cudaMemcpyDefault));
 }
 
 void GpuSegmentedReduction::run(const ReductionPlan& plan, const float* values, size_t n, size_t count,
@@ -498,7 +498,7 @@ void GpuSegmentedReduction::run(const ReductionPlan& plan, const float* values, 
   grow(segments_, segments_capacity_, std::max<size_t>(ld * count, 1));
   if (n > 0)
     FPLAB_CUDA(cudaMemcpy2D(segments_, ld * sizeof(float), values, n * sizeof(float), n * sizeof(float), count,
-                            cudaMemcpyHostToDevice));
+                            cudaMemcpyDefault));
   reduce_segments(plan, segments_, n, ld, count, results);
 }
 
@@ -509,7 +509,7 @@ void GpuSegmentedReduction::run_columns(const ReductionPlan& plan, const float* 
   grow(input_, input_capacity_, std::max<size_t>(rows * cols, 1));
   grow(segments_, segments_capacity_, std::max<size_t>(ld * cols, 1));
   if (rows * cols > 0) {
-    FPLAB_CUDA(cudaMemcpy(input_, x, rows * cols * sizeof(float), cudaMemcpyHostToDevice));
+    FPLAB_CUDA(cudaMemcpy(input_, x, rows * cols * sizeof(float), cudaMemcpyDefault));
     const dim3 grid(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>((rows + 31) / 32));
     columns_to_segments<<<grid, dim3(32, 8)>>>(input_, segments_, static_cast<int64_t>(rows),
                                                static_cast<int64_t>(cols), static_cast<int64_t>(ld));

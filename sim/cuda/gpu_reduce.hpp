@@ -71,10 +71,13 @@ class GpuSegmentedReduction {
   GpuSegmentedReduction(const GpuSegmentedReduction&) = delete;
   GpuSegmentedReduction& operator=(const GpuSegmentedReduction&) = delete;
 
-  // results[s] = the reduction of values[s * n .. s * n + n), s < count (host pointers).
+  // results[s] = the reduction of values[s * n .. s * n + n), s < count. values and results may
+  // each be a host or a device pointer (cudaMemcpyDefault tells which: unified addressing), so
+  // that tensors already on the device (fplab.torch) make no round trip through the host.
   void run(const ReductionPlan& plan, const float* values, size_t n, size_t count, float* results);
-  // results[j] = the reduction of column j of x (rows x cols, row-major, host): the terms
-  // x[0 * cols + j], x[1 * cols + j], ... in row order (models' sum over the batch axis).
+  // results[j] = the reduction of column j of x (rows x cols, row-major; host or device, as
+  // results): the terms x[0 * cols + j], x[1 * cols + j], ... in row order (models' sum over the
+  // batch axis).
   void run_columns(const ReductionPlan& plan, const float* x, size_t rows, size_t cols, float* results);
 
  private:

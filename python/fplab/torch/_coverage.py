@@ -34,6 +34,9 @@ class CoverageEntry:
     arithmetic: Optional[str]  #: "fp32/rne/fused" (emulated only)
     reason: str  #: why it ran natively ("" when emulated)
     count: int  #: how many times
+    #: where an emulated reduction ran: "cpu", "cuda", or "cpu (from cuda: WHY)" when fplab's CUDA
+    #: kernels cannot give the CPU engine's bits for it and the tensors made a round trip to the host
+    where: str = ""
 
 
 class Coverage:
@@ -62,7 +65,7 @@ class Coverage:
     def __str__(self) -> str:
         lines = []
         for e in self.entries:
-            what = f"{e.op_kind:<9} {e.schedule}  {e.arithmetic}" if e.emulated else f"native: {e.reason}"
+            what = f"{e.op_kind:<9} {e.schedule}  {e.arithmetic}  [{e.where}]" if e.emulated else f"native: {e.reason}"
             lines.append(f"{e.op:<40} {e.count:>6}  {what}")
         return "\n".join(lines) if lines else "(nothing ran under fplab.torch.emulate)"
 
@@ -88,16 +91,16 @@ class CoverageRecorder:
     """Counts the events of one emulation."""
 
     def __init__(self) -> None:
-        self._counts: Dict[Tuple[str, bool, Optional[str], Optional[str], Optional[str], str], int] = {}
+        self._counts: Dict[Tuple[str, bool, Optional[str], Optional[str], Optional[str], str, str], int] = {}
 
-    def emulated(self, op: str, op_kind: str, choice: OpChoice) -> None:
-        """``op`` ran a reduction of kind ``op_kind`` through fplab with ``choice``."""
-        key = (op, True, op_kind, choice.schedule.text, choice.arithmetic.text, "")
+    def emulated(self, op: str, op_kind: str, choice: OpChoice, where: str = "cpu") -> None:
+        """``op`` ran a reduction of kind ``op_kind`` through fplab with ``choice``, ``where``."""
+        key = (op, True, op_kind, choice.schedule.text, choice.arithmetic.text, "", where)
         self._counts[key] = self._counts.get(key, 0) + 1
 
     def native(self, op: str, reason: str, warn: bool) -> None:
         """``op`` ran natively because of ``reason``; ``warn``: once, with a NativeOpWarning."""
-        key = (op, False, None, None, None, reason)
+        key = (op, False, None, None, None, reason, "")
         self._counts[key] = self._counts.get(key, 0) + 1
         if warn and (op, reason) not in _warned:
             _warned.add((op, reason))
@@ -105,6 +108,6 @@ class CoverageRecorder:
 
     def snapshot(self) -> Coverage:
         """The entries so far, emulated first, then by operation name."""
-        entries = [CoverageEntry(*key, count=count) for key, count in self._counts.items()]
+        entries = [CoverageEntry(*key[:6], count=count, where=key[6]) for key, count in self._counts.items()]
         entries.sort(key=lambda e: (not e.emulated, e.op, e.op_kind or "", e.reason))
         return Coverage(entries)

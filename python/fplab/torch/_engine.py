@@ -11,7 +11,7 @@ gathered into rows); the C++ work runs without the GIL.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -20,6 +20,8 @@ from .. import _core
 from ._coverage import CoverageRecorder
 from ._keys import Site
 from ._table import Table
+
+Pair = Tuple[int, int]
 
 
 def as_array(tensor) -> np.ndarray:
@@ -30,16 +32,25 @@ def as_array(tensor) -> np.ndarray:
     return tensor.detach().contiguous().numpy()
 
 
-class Engine:
-    """Runs one emulation's reductions and records each in its coverage."""
+def _cpu(kind: str) -> str:
+    return "cpu"
 
-    def __init__(self, table: Table, impl_seed: int, coverage: CoverageRecorder) -> None:
+
+class Engine:
+    """Runs one emulation's reductions on the CPU and records each in its coverage.
+
+    ``where(op_kind)`` says in coverage where the reduction ran: "cpu", or, for the CUDA engine's
+    host round trips (_engine_cuda.py), why it came here."""
+
+    def __init__(self, table: Table, impl_seed: int, coverage: CoverageRecorder,
+                 where: Callable[[str], str] = _cpu) -> None:
         self.table = table
         self.impl_seed = impl_seed
         self.coverage = coverage
+        self.where = where
         self._scratch = np.empty(0, np.float32)
 
-    def scratch(self, rows: int, cols: int) -> np.ndarray:
+    def scratch(self, rows: int, cols: int, device: Optional[torch.device] = None) -> np.ndarray:
         """A (rows, cols) float32 array for a temporary that dies within one step of one emulated
         operation (a convolution's columns, their gradient): the same memory every time, grown when
         needed and kept while the emulation lives (as a GPU library keeps its workspace), so that the
@@ -56,7 +67,7 @@ class Engine:
         K in the order of ``op_kind``'s schedule, into ``out`` when given (scratch(): then the
         tensor shares its memory); ``op`` names the PyTorch operation for coverage."""
         choice = self.table.choices[op_kind]
-        self.coverage.emulated(op, op_kind, choice)
+        self.coverage.emulated(op, op_kind, choice, self.where(op_kind))
         c = _core.matmul(as_array(a), as_array(b), choice.schedule, choice.arithmetic, self.impl_seed,
                          site.op_id(op_kind, part), site.call, out=out)
         return torch.from_numpy(c)
@@ -65,7 +76,7 @@ class Engine:
         """The columns of the 2-D tensor ``terms`` (k, outputs) each summed over its k rows in the
         order of ``op_kind``'s schedule (models/compute.cpp's sum_rows): a float32 tensor (outputs,)."""
         choice = self.table.choices[op_kind]
-        self.coverage.emulated(op, op_kind, choice)
+        self.coverage.emulated(op, op_kind, choice, self.where(op_kind))
         sums = _core.reduce_batch(as_array(terms), choice.schedule, choice.arithmetic, self.impl_seed,
                                   site.op_id(op_kind, part), site.call)
         return torch.from_numpy(sums.astype(np.float32))
@@ -75,8 +86,40 @@ class Engine:
         the order of ``op_kind``'s schedule: sum_rows of x as rows (b, p) x channels, without
         making those rows (models/batch_norm.cpp's statistics): a float32 tensor (C,)."""
         choice = self.table.choices[op_kind]
-        self.coverage.emulated(op, op_kind, choice)
+        self.coverage.emulated(op, op_kind, choice, self.where(op_kind))
         planes = as_array(x).reshape(x.shape[0], x.shape[1], -1)
         sums = _core.reduce_planes(planes, choice.schedule, choice.arithmetic, self.impl_seed,
                                    site.op_id(op_kind, part), site.call)
         return torch.from_numpy(sums.astype(np.float32))
+
+    # --- the copies and elementwise functions around the reductions (no order to emulate) -------
+
+    def im2col(self, x: torch.Tensor, kernel: Pair, stride: Pair, padding: Pair, dilation: Pair, first: int,
+               channels: int, transposed: bool = False) -> np.ndarray:
+        """The columns of channels [first, first + channels) of x (B, C, H, W) (models/conv2d.cpp's
+        layout: rows (b, oy, ox), columns (c, i, j)), or their transpose, in scratch memory."""
+        batch, _, h, w = x.shape
+        ho = (h + 2 * padding[0] - dilation[0] * (kernel[0] - 1) - 1) // stride[0] + 1
+        wo = (w + 2 * padding[1] - dilation[1] * (kernel[1] - 1) - 1) // stride[1] + 1
+        rows, taps = batch * ho * wo, channels * kernel[0] * kernel[1]
+        out = self.scratch(taps, rows) if transposed else self.scratch(rows, taps)
+        return _core.im2col(as_array(x), kernel, stride, padding, dilation, first, channels, transposed, out=out)
+
+    def col2im(self, dcols, shape: Sequence[int], kernel: Pair, stride: Pair, padding: Pair,
+               dilation: Pair) -> torch.Tensor:
+        """The input gradient (shape) from the columns' gradient: each element the float32 sum, from
+        +0, of its terms in the order of the columns' rows (models/conv2d.cpp's col2im)."""
+        return torch.from_numpy(_core.col2im(as_array(dcols), tuple(shape), kernel, stride, padding, dilation))
+
+    def transposed(self, x: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
+        """x (B, M, N) transposed to (B, N, M), then given ``shape``: a tensor of its own memory
+        (not a view made inside an autograd.Function)."""
+        return torch.from_numpy(_core.transpose_batches(as_array(x)).reshape(shape))
+
+    def exp(self, x: torch.Tensor) -> torch.Tensor:
+        """The C library's expf, elementwise (_math.py says when)."""
+        return torch.from_numpy(_core.exp(as_array(x)))
+
+    def log(self, x: torch.Tensor) -> torch.Tensor:
+        """The C library's logf, elementwise."""
+        return torch.from_numpy(_core.log(as_array(x)))

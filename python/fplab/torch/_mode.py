@@ -27,7 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from .._core import Error
 from . import _ops_conv, _ops_matmul, _ops_norm, _ops_reduce
 from ._coverage import Coverage, CoverageRecorder
-from ._engine import Engine
+from ._engines import Engines
 from ._handler import Handler
 from ._keys import Site, StepCounter
 from ._math import MATH
@@ -59,7 +59,7 @@ class Emulation:
         self.math = math  # "torch" or "libm": whose exp and log (_math.py)
         self.steps = StepCounter(call)
         self._coverage = CoverageRecorder()
-        self.engine = Engine(table, impl_seed, self._coverage)
+        self.engine = Engines(table, impl_seed, self._coverage)  # one engine per device
         self._internal = 0  # > 0 while fplab.torch itself runs torch operations
         self._native: List[str] = []  # the native operations running now, innermost last
         self._modes: Optional[tuple] = None

@@ -18,6 +18,11 @@ from typing import Callable, Optional
 import torch
 from torch.overrides import resolve_name
 
+from .. import _core
+
+#: True where this fplab was built with its CUDA kernels (python/src/cuda.cpp).
+CUDA_KERNELS = hasattr(_core, "cuda_matmul")
+
 
 @dataclass(frozen=True)
 class Native:
@@ -133,15 +138,22 @@ def has_floating_tensor(args, kwargs) -> bool:
 
 
 def unsupported(*tensors: Optional[torch.Tensor]) -> Optional[Native]:
-    """Why these tensors (None skipped) cannot go through the CPU engine, or None if they can:
-    every one a dense float32 CPU tensor."""
+    """Why these tensors (None skipped) cannot go through fplab's engines, or None if they can:
+    every one a dense float32 tensor, all on the CPU or all on one CUDA device (where this fplab
+    has its CUDA kernels)."""
+    device = None
     for t in tensors:
         if t is None:
             continue
         if not isinstance(t, torch.Tensor):
             return Native(f"an argument is a {type(t).__name__}, not a tensor")
-        if t.device.type != "cpu":
-            return Native(f"{t.device.type} tensors are not emulated yet (CPU only)")
+        if t.device.type not in ("cpu", "cuda"):
+            return Native(f"{t.device.type} tensors are not emulated (CPU and CUDA only)")
+        if t.device.type == "cuda" and not CUDA_KERNELS:
+            return Native("cuda tensors: this fplab was built without its CUDA kernels (no nvcc where it was built)")
+        if device is not None and t.device != device:
+            return Native(f"tensors on {device} and {t.device} (PyTorch says why)")
+        device = t.device
         if t.layout != torch.strided:
             return Native(f"{t.layout} tensors are not emulated")
         if t.dtype != torch.float32:

@@ -2,18 +2,19 @@
 
 The layout is the C++ Conv2d layer's (models/conv2d.cpp), so that the same schedule, key and
 output tiles meet the same sums: the columns ``cols`` (B·Ho·Wo rows, C·kh·kw columns ordered
-(c, i, j), made by ``_core.im2col``: a copy, no arithmetic), the weight as W (C·kh·kw x C_out), and
+(c, i, j), made by the engine's im2col: a copy, no arithmetic), the weight as W (C·kh·kw x C_out), and
 
 - forward: out = cols W (op kind ``fwd``), plus the bias per element;
 - weight gradient: dW = cols^T g (``wgrad``: the reduction over batch and positions), with g the
   output gradient as (B·Ho·Wo) x C_out;
 - bias gradient: g summed over its rows (``bias_grad``);
-- input gradient: dcols = g W^T (``dgrad``), then col2im (``_core.col2im``): every input element
+- input gradient: dcols = g W^T (``dgrad``), then the engine's col2im: every input element
   receives its terms in the order of the C++ loop over (output row, output column), i.e. kernel
   offsets from the last to the first.
 
 The copies between layouts (im2col, the transposed columns of the weight gradient, NCHW and the
-GEMMs' rows) and col2im run in C++ (python/src/conv_columns.cpp) without the GIL.
+GEMMs' rows) and col2im are the engine's: for CPU tensors in C++ (python/src/conv_columns.cpp)
+without the GIL, for CUDA tensors PyTorch's own operations on the device (_engine_cuda.py).
 
 Stride, zero padding (numbers, pairs, "valid", symmetric "same"), dilation and groups (group g is
 reduction part g) are taken; the columns are made again in the backward rather than stored.
@@ -23,26 +24,13 @@ from __future__ import annotations
 
 from typing import Any, Optional, Tuple
 
-import numpy as np
 import torch
 from torch.autograd.function import once_differentiable
 
-from .. import _core
 from ._handler import handles
 from ._native import Native, unsupported
 
 Pair = Tuple[int, int]
-
-
-def _array(tensor: torch.Tensor) -> np.ndarray:
-    """The tensor's values as a C-contiguous NumPy array (its own memory when already contiguous)."""
-    return tensor.detach().contiguous().numpy()
-
-
-def _transposed(x: torch.Tensor, shape: Tuple[int, ...]) -> torch.Tensor:
-    """x (B, M, N) transposed to (B, N, M), then given ``shape``: copied in C++, a tensor of its own
-    memory (not a view made inside an autograd.Function)."""
-    return torch.from_numpy(_core.transpose_batches(_array(x)).reshape(shape))
 
 
 class _Conv2d(torch.autograd.Function):
@@ -57,17 +45,15 @@ class _Conv2d(torch.autograd.Function):
         co = cout // groups
         ho = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
         wo = (w + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
-        xa = _array(x)
         outs = []
         for g in range(groups):
-            cols = _core.im2col(xa, (kh, kw), stride, padding, dilation, g * cg, cg,  # (B·Ho·Wo) x (C·kh·kw)
-                                out=em.engine.scratch(batch * ho * wo, cg * kh * kw))
+            cols = em.engine.im2col(x, (kh, kw), stride, padding, dilation, g * cg, cg)  # (B·Ho·Wo) x (C·kh·kw)
             w_cols = weight[g * co:(g + 1) * co].reshape(co, -1).t()  # (C·kh·kw) x C_out, as the C++ W
             outs.append(em.engine.matmul(op, "fwd", cols, w_cols, site, part=g).reshape(batch, ho * wo, co))
         y = torch.cat(outs, dim=2) if groups > 1 else outs[0]
         if bias is not None:
             y = y + bias
-        return _transposed(y, (batch, cout, ho, wo))  # (B, Ho·Wo, C_out) as NCHW
+        return em.engine.transposed(y, (batch, cout, ho, wo))  # (B, Ho·Wo, C_out) as NCHW
 
     @staticmethod
     @once_differentiable  # computed by the C++ engine, outside autograd
@@ -78,26 +64,24 @@ class _Conv2d(torch.autograd.Function):
         need_x, need_w, need_bias = ctx.needs_input_grad[3:6]
         batch, (cout, cg, kh, kw) = x.shape[0], weight.shape
         co = cout // groups
-        rows = _transposed(gy.reshape(batch, cout, -1), (-1, cout))  # (B·Ho·Wo) x C_out
-        xa = _array(x) if need_w else None
+        rows = em.engine.transposed(gy.reshape(batch, cout, -1), (-1, cout))  # (B·Ho·Wo) x C_out
         taps, positions = cg * kh * kw, rows.shape[0]
         gx, gw, gb = [], [], []
         with em.backward():  # the transposed columns, then dcols, in the engine's scratch memory
             for g in range(groups):
                 g_rows = rows[:, g * co:(g + 1) * co] if groups > 1 else rows
                 if need_w:
-                    cols_t = _core.im2col(xa, (kh, kw), stride, padding, dilation, g * cg, cg, True,  # (C·kh·kw) x rows
-                                          out=em.engine.scratch(taps, positions))
+                    cols_t = em.engine.im2col(x, (kh, kw), stride, padding, dilation, g * cg, cg,  # (C·kh·kw) x rows
+                                              transposed=True)
                     dw = em.engine.matmul(op, "wgrad", cols_t, g_rows, site, part=g)  # (C·kh·kw) x C_out
                     gw.append(dw.t().reshape(co, cg, kh, kw))
                 if need_bias:
                     gb.append(em.engine.sum_rows(op, "bias_grad", g_rows, site, part=g))
                 if need_x:
                     dcols = em.engine.matmul(op, "dgrad", g_rows, weight[g * co:(g + 1) * co].reshape(co, -1), site,
-                                             part=g, out=em.engine.scratch(positions, taps))
+                                             part=g, out=em.engine.scratch(positions, taps, x.device))
                     shape = (x.shape[0], cg, x.shape[2], x.shape[3])
-                    gx.append(torch.from_numpy(_core.col2im(dcols.numpy(), shape, (kh, kw), stride, padding,
-                                                            dilation)))
+                    gx.append(em.engine.col2im(dcols, shape, (kh, kw), stride, padding, dilation))
         return (None, None, None, (torch.cat(gx, dim=1) if groups > 1 else gx[0]) if gx else None,
                 torch.cat(gw) if gw else None, torch.cat(gb) if gb else None, None, None, None, None)
 

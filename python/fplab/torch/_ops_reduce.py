@@ -217,7 +217,7 @@ class _CrossEntropy(torch.autograd.Function):
         p, target = ctx.saved_tensors
         with ctx.em.backward():
             d = p.clone()
-            d[torch.arange(d.shape[0]), target] -= 1
+            d[torch.arange(d.shape[0], device=d.device), target] -= 1
             return None, None, None, _scaled(d, g, ctx.reduction), None, None
 
 
@@ -236,8 +236,8 @@ class _NllLoss(torch.autograd.Function):
     def backward(ctx, g):
         (target,) = ctx.saved_tensors
         with ctx.em.backward():
-            d = torch.zeros(ctx.shape, dtype=g.dtype)
-            d[torch.arange(ctx.shape[0]), target] = -1
+            d = torch.zeros(ctx.shape, dtype=g.dtype, device=g.device)
+            d[torch.arange(ctx.shape[0], device=g.device), target] = -1
             return None, None, None, _scaled(d, g, ctx.reduction), None, None
 
 
@@ -259,8 +259,8 @@ def _loss_inputs(p: dict) -> Optional[Native]:
         return Native("label smoothing is not emulated")
     if p["reduction"] not in ("mean", "sum", "none"):
         return Native("a reduction PyTorch does not know (PyTorch says why)")
-    if not isinstance(target, torch.Tensor) or target.dtype != torch.int64 or target.device.type != "cpu":
-        return Native("targets that are not class indices (int64) on the CPU")
+    if not isinstance(target, torch.Tensor) or target.dtype != torch.int64 or target.device != x.device:
+        return Native("targets that are not class indices (int64) on the input's device")
     if x.dim() != 2 or target.shape != (x.shape[0],) or x.numel() == 0:
         return Native("shapes other than (N, C) with N targets are not emulated")
     if int(target.min()) < 0 or int(target.max()) >= x.shape[1]:

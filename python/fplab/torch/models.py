@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -83,7 +83,7 @@ class Dropout(nn.Module):
         keep = _core.dropout_mask(self.algo_seed, self.index, self.step, self.p, x.numel())
         kept = np.float32(1.0 / (1.0 - self.p))
         scale = torch.from_numpy(np.where(keep, kept, np.float32(0)).astype(np.float32)).reshape(x.shape)
-        return x * scale
+        return x * scale.to(x.device)
 
 
 _CONV = re.compile(r"conv2d\((\d+)->(\d+), (\d+)x(\d+), stride (\d+), pad (\d+)\)")
@@ -203,7 +203,7 @@ class FplabNet(nn.Module):
 
 
 def _flat(tensors: Iterable[torch.Tensor]) -> np.ndarray:
-    parts = [t.detach().contiguous().reshape(-1).numpy() for t in tensors]
+    parts = [t.detach().cpu().contiguous().reshape(-1).numpy() for t in tensors]
     return np.concatenate(parts).astype(np.float32, copy=False) if parts else np.zeros(0, np.float32)
 
 
@@ -231,7 +231,8 @@ class Optimizer(torch.optim.Optimizer):
 
     decay = weight_decay where the parameter takes it (weights, not biases or BatchNorm's), else 0;
     lr = float32(lr · decay_factor^(epoch // decay_every)) (step decay; decay_every = 0: none).
-    ``params``: (parameter, decayed) pairs, as FplabNet.fplab_parameters() gives them.
+    ``params``: (parameter, decayed) pairs, as FplabNet.fplab_parameters() gives them. The update
+    is NumPy's on the host; a CUDA parameter is copied there and back (its state stays there).
     """
 
     def __init__(self, params: Sequence[Tuple[torch.Tensor, bool]], kind: str = "adam", lr: float = 0.001,
@@ -263,7 +264,9 @@ class Optimizer(torch.optim.Optimizer):
             (p,) = group["params"]
             if p.grad is None:
                 raise Error("fplab.torch.models.Optimizer: a parameter has no gradient (run backward first)")
-            w, g = p.detach().numpy(), p.grad.detach().contiguous().numpy()
+            on_host = p.device.type == "cpu"
+            w = p.detach().numpy() if on_host else p.detach().cpu().numpy()
+            g = p.grad.detach().cpu().contiguous().numpy()
             decay = f32(self.weight_decay) if group["decayed"] else f32(0)
             state = self.state[p]
             if self.kind == "sgd":
@@ -284,18 +287,24 @@ class Optimizer(torch.optim.Optimizer):
                 m[...] = b1 * m + (one - b1) * gj
                 v[...] = b2 * v + (one - b2) * gj * gj
                 w -= lr * (m / c1) / (np.sqrt(v / c2) + f32(self.eps))
+            if not on_host:
+                p.copy_(torch.from_numpy(w))
 
 
 # --- fplab train's loop -----------------------------------------------------------------------
 
 
 def predict(net: FplabNet, data: _core.Dataset, profile: str = "cpu-seq", impl_seed: int = 1, *, epoch: int = 0,
-            split: str = "test", batch: int = 200, profiles_dir: Sequence[str] = ()) -> np.ndarray:
+            split: str = "test", batch: int = 200, profiles_dir: Sequence[str] = (),
+            device: Optional[Union[str, torch.device]] = None) -> np.ndarray:
     """The predicted classes (uint8) of a split in evaluation mode under the profile, as
     models/trainer.cpp's predict() after epoch ``epoch`` (0-based: a run of E epochs ends with
     epoch E - 1): batches of ``batch``, batch b keyed with call 2^62 + (epoch << 24) + b, the first
     largest logit of each row. These are ``fplab train --save-weights``'s 'test_predictions'.
+    ``device``: where the images go (default: the network's device).
     """
+    if device is None:
+        device = next(net.parameters()).device
     images = data.images(split)
     out = []
     was_training = net.training
@@ -304,9 +313,9 @@ def predict(net: FplabNet, data: _core.Dataset, profile: str = "cpu-seq", impl_s
         for b, start in enumerate(range(0, len(images), batch)):
             # A no_grad pass adds 2^62 to the emulation's call (fplab.torch._keys).
             em = emulate(profile, impl_seed, call=(epoch << 24) + b, profiles_dir=profiles_dir, math="libm")
-            x = torch.from_numpy(images[start:start + batch].copy())  # the data set's are read-only
+            x = torch.from_numpy(images[start:start + batch].copy()).to(device)  # the data set's are read-only
             with torch.no_grad(), em:
-                out.append(net(x).argmax(dim=1).numpy().astype(np.uint8))
+                out.append(net(x).argmax(dim=1).cpu().numpy().astype(np.uint8))
     finally:
         net.train(was_training)
     return np.concatenate(out) if out else np.zeros(0, np.uint8)
@@ -329,13 +338,14 @@ def train(profile: str = "cpu-seq", impl_seed: int = 1, *, model: str = "mlp", h
           weight_decay: float = 0.0, decay_every: int = 0, decay_factor: float = 0.1, epochs: int = 1,
           batch: int = 64, subset: int = 0, imbalance_class: int = -1, imbalance_percent: float = 100.0,
           augment_pad: int = 0, flip: bool = False, algo_seed: int = 1, data: Optional[_core.Dataset] = None,
-          profiles_dir: Sequence[str] = (),
+          profiles_dir: Sequence[str] = (), device: Union[str, torch.device] = "cpu",
           on_step: Optional[Callable[[int, FplabNet], None]] = None) -> Run:
     """``fplab train --profile PROFILE --impl-seed IMPL_SEED ...`` in PyTorch under fplab.torch.emulate.
 
     The options are fplab train's (the defaults too: Adam, lr 1e-3, batch 64, one hidden layer of
     128); ``data`` is a fplab._core.Dataset (default: Fashion-MNIST from its Debian folder).
-    ``on_step(step, net)`` runs after every optimiser step (1, 2, ...). The test-set evaluation
+    ``device``: where the network and batches live ("cpu", "cuda": fplab's CUDA kernels, the same
+    bits). ``on_step(step, net)`` runs after every optimiser step (1, 2, ...). The test-set evaluation
     fplab train ends with is left out (it changes no weight): predict(run.net, data, profile,
     impl_seed, epoch=epochs - 1) gives it.
     """
@@ -347,7 +357,7 @@ def train(profile: str = "cpu-seq", impl_seed: int = 1, *, model: str = "mlp", h
     size = len(examples) if batch == 0 else min(batch, len(examples))
     batches = (len(examples) + size - 1) // size
     net = build(model, hidden=hidden, kernel=kernel, dropout=dropout, algo_seed=algo_seed,
-                input_shape=data.images("train").shape[1:], classes=data.classes)
+                input_shape=data.images("train").shape[1:], classes=data.classes).to(device)
     net.train()
     opt = Optimizer(net.fplab_parameters(), optimizer, lr, momentum, weight_decay, decay_every=decay_every,
                     decay_factor=decay_factor)
@@ -363,7 +373,7 @@ def train(profile: str = "cpu-seq", impl_seed: int = 1, *, model: str = "mlp", h
             for p in net.parameters():  # the C++ sets gradients; zero_grad()'s 0 + g would make -0 +0
                 p.grad = None
             with em:
-                loss = net.loss(net(torch.from_numpy(x)), torch.from_numpy(y.astype(np.int64)))
+                loss = net.loss(net(torch.from_numpy(x).to(device)), torch.from_numpy(y.astype(np.int64)).to(device))
                 loss.backward()
             opt.step(epoch)
             run.losses.append(float(loss))

@@ -1,0 +1,181 @@
+"""The bridge from PyTorch's CUDA tensors to fplab's CUDA kernels (sim/cuda/, bound in
+python/src/cuda.cpp): the same methods as the CPU Engine, on the tensors' device memory.
+
+For every schedule the kernels realise, in their arithmetic (fp32, round to nearest even,
+subnormals kept, fused products in a GEMM), they give the CPU engine's bits (docs/gpu.md). The
+rest goes to the CPU engine on a copy (a round trip through the host, listed in coverage as
+"cpu (from cuda: WHY)"), so that a profile's bits are the same whatever device the tensors are on:
+
+- an atomic combine (h100's bias gradient): the kernels add in the order the hardware delivers,
+  while an emulation draws the order from the impl seed;
+- schedules outside the kernels' family and other arithmetic (tensor-core fused accumulation,
+  bf16 or fp16 accumulators, stochastic rounding).
+
+The copies around the reductions are PyTorch's own operations on the device (im2col by
+F.unfold; col2im as strided additions in the CPU loop's order), since a copy has no order and
+a float32 addition of two numbers has one answer. The C library's exp and log (math="libm")
+have no CUDA twin here: those tensors go through the host.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional, Sequence, Tuple
+
+import torch
+import torch.nn.functional as F
+
+from .. import _core
+from ._coverage import CoverageRecorder
+from ._engine import Engine
+from ._keys import Site
+from ._table import Table
+
+Pair = Tuple[int, int]
+
+_GEMM_KINDS = ("fwd", "dgrad", "wgrad")
+
+
+def _output_size(size: int, kernel: int, stride: int, padding: int, dilation: int) -> int:
+    return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
+
+
+class CudaEngine:
+    """Runs one emulation's reductions on one CUDA device and records each in its coverage."""
+
+    def __init__(self, table: Table, impl_seed: int, coverage: CoverageRecorder, device: torch.device) -> None:
+        self.table = table
+        self.device = device
+        self.index = device.index if device.index is not None else torch.cuda.current_device()
+        self.coverage = coverage
+        _core.cuda_device(self.index)  # fplab.Error at once when fplab's kernels cannot run here
+        #: why each op kind cannot run on the kernels ("" where it can)
+        self.why_not: Dict[str, str] = {
+            kind: _core.cuda_why_not(kind in _GEMM_KINDS, choice.schedule, choice.arithmetic)
+            for kind, choice in table.choices.items()
+        }
+        self.host = Engine(table, impl_seed, coverage, where=lambda kind: f"cpu (from cuda: {self.why_not[kind]})")
+        self._scratch = torch.empty(0, dtype=torch.float32, device=device)
+
+    # --- around every kernel call ---------------------------------------------------------------
+
+    def _ready(self) -> bool:
+        """Waits for PyTorch's current stream when it is not the default one (the kernels run on
+        the default stream); True if the caller must wait for the kernels afterwards."""
+        stream = torch.cuda.current_stream(self.device)
+        if stream == torch.cuda.default_stream(self.device):
+            return False
+        stream.synchronize()
+        return True
+
+    def _done(self, wait: bool) -> None:
+        if wait:
+            _core.cuda_synchronize(self.index)
+
+    def _dense(self, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor.detach().contiguous()
+
+    # --- the reductions ---------------------------------------------------------------------------
+
+    def scratch(self, rows: int, cols: int, device: Optional[torch.device] = None) -> torch.Tensor:
+        """A (rows, cols) float32 device tensor for a temporary that dies within one emulated
+        operation, the same memory every time (grown when needed), as the CPU engine's."""
+        size = rows * cols
+        if self._scratch.numel() < size:
+            self._scratch = torch.empty(0, dtype=torch.float32, device=self.device)  # the smaller one goes first
+            self._scratch = torch.empty(size, dtype=torch.float32, device=self.device)
+        return self._scratch[:size].view(rows, cols)
+
+    def matmul(self, op: str, op_kind: str, a: torch.Tensor, b: torch.Tensor, site: Site, part: int = 0,
+               out: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """C = A B for 2-D float32 device tensors, every output's sum over K in the order of
+        ``op_kind``'s schedule, into ``out`` when given."""
+        if self.why_not[op_kind]:
+            return self.host.matmul(op, op_kind, a.cpu(), b.cpu(), site, part).to(self.device)
+        choice = self.table.choices[op_kind]
+        self.coverage.emulated(op, op_kind, choice, "cuda")
+        a, b = self._dense(a), self._dense(b)
+        (m, k), n = a.shape, b.shape[1]
+        c = out if out is not None else torch.empty((m, n), dtype=torch.float32, device=self.device)
+        if m * n == 0:
+            return c
+        wait = self._ready()
+        _core.cuda_matmul(a.data_ptr(), b.data_ptr(), c.data_ptr(), m, n, k, choice.schedule, self.index)
+        self._done(wait)
+        return c
+
+    def sum_rows(self, op: str, op_kind: str, terms: torch.Tensor, site: Site, part: int = 0) -> torch.Tensor:
+        """The columns of ``terms`` (k, outputs) each summed over its k rows in the order of
+        ``op_kind``'s schedule: a float32 tensor (outputs,)."""
+        if self.why_not[op_kind]:
+            return self.host.sum_rows(op, op_kind, terms.cpu(), site, part).to(self.device)
+        choice = self.table.choices[op_kind]
+        self.coverage.emulated(op, op_kind, choice, "cuda")
+        terms = self._dense(terms)
+        rows, cols = terms.shape
+        sums = torch.empty(cols, dtype=torch.float32, device=self.device)
+        wait = self._ready()
+        _core.cuda_sum_columns(terms.data_ptr(), rows, cols, sums.data_ptr(), choice.schedule, self.index)
+        self._done(wait)
+        return sums
+
+    def sum_planes(self, op: str, op_kind: str, x: torch.Tensor, site: Site, part: int = 0) -> torch.Tensor:
+        """The sums per channel of x (B, C, ...) over batch and positions, term (b, p) at b·P + p, in
+        the order of ``op_kind``'s schedule: a float32 tensor (C,)."""
+        if self.why_not[op_kind]:
+            return self.host.sum_planes(op, op_kind, x.cpu(), site, part).to(self.device)
+        choice = self.table.choices[op_kind]
+        self.coverage.emulated(op, op_kind, choice, "cuda")
+        batch, channels = x.shape[0], x.shape[1]
+        segments = x.detach().reshape(batch, channels, -1).transpose(0, 1).contiguous()  # (C, B, P)
+        sums = torch.empty(channels, dtype=torch.float32, device=self.device)
+        wait = self._ready()
+        _core.cuda_sum_segments(segments.data_ptr(), segments[0].numel(), channels, sums.data_ptr(),
+                                choice.schedule, self.index)
+        self._done(wait)
+        return sums
+
+    # --- the copies and elementwise functions around them ------------------------------------------
+
+    def im2col(self, x: torch.Tensor, kernel: Pair, stride: Pair, padding: Pair, dilation: Pair, first: int,
+               channels: int, transposed: bool = False) -> torch.Tensor:
+        """As Engine.im2col, on the device: F.unfold's (B, C·kh·kw, Ho·Wo) laid out as the rows
+        (b, oy, ox) and columns (c, i, j) of models/conv2d.cpp (or transposed)."""
+        unfolded = F.unfold(x.detach()[:, first:first + channels], kernel, dilation=dilation, padding=padding,
+                            stride=stride)
+        batch, taps, positions = unfolded.shape
+        if transposed:
+            cols = self.scratch(taps, batch * positions)
+            cols.view(taps, batch, positions).copy_(unfolded.permute(1, 0, 2))
+        else:
+            cols = self.scratch(batch * positions, taps)
+            cols.view(batch, positions, taps).copy_(unfolded.transpose(1, 2))
+        return cols
+
+    def col2im(self, dcols: torch.Tensor, shape: Sequence[int], kernel: Pair, stride: Pair, padding: Pair,
+               dilation: Pair) -> torch.Tensor:
+        """As Engine.col2im, on the device. An input element's terms come from the output positions
+        (oy, ox) in increasing order, which for one element is the kernel offsets (i, j) in
+        decreasing order: so the offsets are added one at a time, last first, each as one strided
+        float32 addition over the whole (padded) input, from +0."""
+        batch, channels, h, w = shape
+        (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+        ho, wo = _output_size(h, kh, sh, ph, dh), _output_size(w, kw, sw, pw, dw)
+        terms = dcols.reshape(batch, ho, wo, channels, kh, kw)
+        dx = torch.zeros((batch, channels, h + 2 * ph, w + 2 * pw), dtype=torch.float32, device=self.device)
+        for i in reversed(range(kh)):
+            for j in reversed(range(kw)):
+                at = dx[:, :, i * dh:i * dh + sh * (ho - 1) + 1:sh, j * dw:j * dw + sw * (wo - 1) + 1:sw]
+                at += terms[:, :, :, :, i, j].permute(0, 3, 1, 2)
+        return dx[:, :, ph:ph + h, pw:pw + w].contiguous()
+
+    def transposed(self, x: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
+        """x (B, M, N) transposed to (B, N, M), then given ``shape``: a tensor of its own memory."""
+        return x.detach().transpose(1, 2).contiguous().reshape(shape)
+
+    def exp(self, x: torch.Tensor) -> torch.Tensor:
+        """The C library's expf, elementwise: on the host (no CUDA twin of it here)."""
+        return self.host.exp(x.cpu()).to(self.device)
+
+    def log(self, x: torch.Tensor) -> torch.Tensor:
+        """The C library's logf, elementwise: on the host."""
+        return self.host.log(x.cpu()).to(self.device)

@@ -1,0 +1,129 @@
+// fplab._core's CUDA functions: fplab's GPU kernels (sim/cuda/) on memory another library
+// allocated on the device (PyTorch's CUDA tensors, for fplab.torch), addressed by its pointer
+// (tensor.data_ptr()). Nothing crosses to the host. Built only where CUDA is (fplab::cuda); where
+// it is not, the module has none of these names and fplab.torch runs CUDA tensors natively.
+//
+// The kernels are enqueued on the device's legacy default stream, which PyTorch's default stream
+// is; fplab.torch waits for other streams itself. One set of kernel objects (with their
+// workspaces, grown and kept) per device, behind one lock: the GIL is released around the work.
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "python/src/bindings.hpp"
+#include "sim/arithmetic.hpp"
+#include "sim/cuda/gpu_device.hpp"
+#include "sim/cuda/gpu_gemm.hpp"
+#include "sim/cuda/gpu_plan.hpp"
+#include "sim/cuda/gpu_reduce.hpp"
+#include "sim/schedule.hpp"
+
+namespace fplab::python {
+namespace {
+
+namespace gpu = sim::gpu;
+
+struct DeviceKernels {
+  gpu::GpuGemm gemm;
+  gpu::GpuSegmentedReduction sums;
+};
+
+std::mutex kernels_lock;
+
+// The kernels of `device`, made current. Never destroyed: at interpreter exit the CUDA runtime may
+// already be gone, and the driver frees the memory with the process.
+DeviceKernels& kernels_on(int device) {
+  static auto* by_device = new std::map<int, std::unique_ptr<DeviceKernels>>;
+  gpu::use_device(device);
+  auto& slot = (*by_device)[device];
+  if (!slot) slot = std::make_unique<DeviceKernels>();
+  return *slot;
+}
+
+const float* device_floats(uintptr_t address) { return reinterpret_cast<const float*>(address); }
+float* device_floats_out(uintptr_t address) { return reinterpret_cast<float*>(address); }
+
+// Why the kernels cannot run this reduction as `schedule` in `arithmetic` ("" when they can):
+// a schedule outside the kernels' family, arithmetic other than theirs (fp32, round to nearest
+// even, subnormals kept, fused products in a GEMM), or an atomic combine, whose order on the GPU
+// is the hardware's and not the impl seed's.
+std::string why_not(bool gemm, const sim::Schedule& schedule, const sim::Arithmetic& arithmetic) {
+  if (!arithmetic.native_float())
+    return "arithmetic " + arithmetic.to_string() + " is not the kernels' (fp32, round to nearest even, subnormals kept)";
+  if (gemm && arithmetic.products != sim::Products::fused)
+    return "products '" + std::string(sim::products_name(arithmetic.products)) + "': the GEMM kernel fuses them";
+  try {
+    const bool deterministic =
+        gemm ? gpu::plan_gemm(schedule).deterministic() : gpu::plan_reduction(schedule).deterministic();
+    if (!deterministic) return "an atomic combine: the GPU adds in the hardware's order, not the impl seed's";
+  } catch (const gpu::NotRealisable& e) {
+    return e.what();
+  }
+  return {};
+}
+
+std::string cuda_device(int device) {
+  std::string why;
+  if (!gpu::device_available(&why)) throw std::runtime_error("fplab.cuda: " + why);
+  py::gil_scoped_release unlocked;
+  const std::lock_guard<std::mutex> held(kernels_lock);
+  kernels_on(device);
+  return gpu::device_info().describe();
+}
+
+void cuda_matmul(uintptr_t a, uintptr_t b, uintptr_t c, size_t m, size_t n, size_t k, const sim::Schedule& schedule,
+                 int device) {
+  const gpu::GemmPlan plan = gpu::plan_gemm(schedule);
+  py::gil_scoped_release unlocked;
+  const std::lock_guard<std::mutex> held(kernels_lock);
+  kernels_on(device).gemm.run_on_device(plan, device_floats(a), device_floats(b), device_floats_out(c), {m, n, k});
+}
+
+void cuda_sum_segments(uintptr_t x, size_t n, size_t count, uintptr_t out, const sim::Schedule& schedule, int device) {
+  const gpu::ReductionPlan plan = gpu::plan_reduction(schedule);
+  py::gil_scoped_release unlocked;
+  const std::lock_guard<std::mutex> held(kernels_lock);
+  kernels_on(device).sums.run(plan, device_floats(x), n, count, device_floats_out(out));
+}
+
+void cuda_sum_columns(uintptr_t x, size_t rows, size_t cols, uintptr_t out, const sim::Schedule& schedule,
+                      int device) {
+  const gpu::ReductionPlan plan = gpu::plan_reduction(schedule);
+  py::gil_scoped_release unlocked;
+  const std::lock_guard<std::mutex> held(kernels_lock);
+  kernels_on(device).sums.run_columns(plan, device_floats(x), rows, cols, device_floats_out(out));
+}
+
+void cuda_synchronize(int device) {
+  py::gil_scoped_release unlocked;
+  const std::lock_guard<std::mutex> held(kernels_lock);
+  gpu::use_device(device);
+  gpu::synchronize_device();
+}
+
+}  // namespace
+
+void bind_cuda(py::module_& m) {
+  m.def("cuda_device", &cuda_device, py::arg("device") = 0,
+        "The CUDA device fplab's kernels run on, described in one line (name, sm, SMs, memory, CUDA versions); "
+        "raises fplab.Error when there is none.");
+  m.def("cuda_why_not", &why_not, py::arg("gemm"), py::arg("schedule"), py::arg("arithmetic"),
+        "Why fplab's CUDA kernels cannot run a GEMM (gemm=True) or a reduction in this schedule and arithmetic "
+        "with the CPU engine's bits: one line, or '' when they can.");
+  m.def("cuda_matmul", &cuda_matmul, py::arg("a"), py::arg("b"), py::arg("c"), py::arg("m"), py::arg("n"),
+        py::arg("k"), py::arg("schedule"), py::arg("device") = 0,
+        "C = A B on the device: a, b, c the addresses of dense row-major float32 matrices (m x k, k x n, m x n) in "
+        "device memory; c must not overlap a or b. Enqueued on the default stream.");
+  m.def("cuda_sum_segments", &cuda_sum_segments, py::arg("x"), py::arg("n"), py::arg("count"), py::arg("out"),
+        py::arg("schedule"), py::arg("device") = 0,
+        "out[s] = the reduction of x[s*n : s*n + n] for s < count in the schedule's order (float32 device memory).");
+  m.def("cuda_sum_columns", &cuda_sum_columns, py::arg("x"), py::arg("rows"), py::arg("cols"), py::arg("out"),
+        py::arg("schedule"), py::arg("device") = 0,
+        "out[j] = the reduction of column j of x (rows x cols, row-major float32 device memory) over its rows in "
+        "row order, in the schedule's order.");
+  m.def("cuda_synchronize", &cuda_synchronize, py::arg("device") = 0,
+        "Waits until the work fplab enqueued on the device has finished.");
+}
+
+}  // namespace fplab::python

@@ -1,0 +1,206 @@
+"""fplab.torch on CUDA tensors (fplab's CUDA kernels, python/src/cuda.cpp) against the same
+emulation on CPU tensors (the CPU engine, itself checked against `fplab train` in
+test_torch_crosscheck.py): the same profile and impl seed must give the same bits on either device.
+
+- the copies around the kernels: im2col and col2im on the device against the CPU engine's, on
+  every combination of kernel 1-3, stride 1-3, padding 0-2 and dilation 1-2 that fits;
+- every emulated layer, forward and backward, under profiles whose reductions run on the kernels
+  (cpu-seq, h100:deterministic), partly on the host (h100: atomic bias gradients) and wholly on
+  the host (h100-tf32: tensor-core GEMMs), and on a stream other than the default one;
+- fplab's own models trained a few steps on each device (weights, BatchNorm buffers, predictions);
+- coverage says where each reduction ran.
+
+Skips, saying why, without PyTorch, without a CUDA device, or where fplab was built without CUDA.
+"""
+
+import hashlib
+import itertools
+import os
+import unittest
+
+import numpy as np
+
+from torch_reference import torch
+
+if torch is not None:
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    import fplab
+    import fplab.torch
+    import fplab.torch.models as fm
+    from fplab.torch._coverage import CoverageRecorder
+    from fplab.torch._engine import Engine
+    from fplab.torch._engine_cuda import CudaEngine
+    from fplab.torch._native import CUDA_KERNELS
+    from fplab.torch._table import load_table
+
+
+def _why_skip():
+    if torch is None:
+        return "torch is not installed for this python3"
+    if not CUDA_KERNELS:
+        return "this fplab was built without its CUDA kernels"
+    if not torch.cuda.is_available():
+        return "no CUDA device (torch.cuda.is_available() is False)"
+    return None
+
+
+WHY = _why_skip()
+DATA = os.environ.get("FPLAB_DATA_DIR", "/usr/share/datasets/fashion-mnist")
+
+
+def bits(t):
+    """A tensor's float32 bit patterns on the host (so that -0 and +0, and NaNs, are told apart)."""
+    return t.detach().cpu().contiguous().view(torch.int32)
+
+
+class Net(nn.Module if torch is not None else object):
+    """Every layer fplab.torch emulates, in shapes that exercise stride, padding, dilation and groups."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=2, dilation=2, groups=2)
+        self.fc1 = nn.Linear(8, 16)
+        self.fc2 = nn.Linear(16, 5)
+
+    def forward(self, x):
+        x = F.relu(self.bn(self.conv1(x)))
+        x = F.relu(self.conv2(x))
+        x = F.adaptive_avg_pool2d(x, 1).flatten(1)
+        h = torch.relu(self.fc1(x))
+        h = h + torch.softmax(h, dim=1) * h.mean(dim=0, keepdim=True)
+        return self.fc2(h)
+
+
+def run_step(net, x, y, profile, device, stream=None):
+    """Forward and backward of net on (x, y) under profile on device: (logits, loss, gradients)."""
+    net = net.to(device)
+    net.zero_grad(set_to_none=True)
+    x, y = x.to(device), y.to(device)
+    with fplab.torch.emulate(profile, impl_seed=3, math="libm"):
+        if stream is not None:
+            with torch.cuda.stream(stream):
+                logits = net(x)
+                loss = F.cross_entropy(logits, y) + F.nll_loss(F.log_softmax(logits, dim=1), y) * 0.5
+                loss.backward()
+            torch.cuda.synchronize()
+        else:
+            logits = net(x)
+            loss = F.cross_entropy(logits, y) + F.nll_loss(F.log_softmax(logits, dim=1), y) * 0.5
+            loss.backward()
+    return logits, loss, {name: p.grad for name, p in net.named_parameters()}
+
+
+@unittest.skipIf(WHY is not None, WHY or "")
+class CudaCopies(unittest.TestCase):
+    """im2col and col2im on the device are the CPU engine's, bit for bit."""
+
+    def test_im2col_and_col2im(self):
+        table = load_table("cpu-seq")
+        cpu = Engine(table, 0, CoverageRecorder())
+        cuda = CudaEngine(table, 0, CoverageRecorder(), torch.device("cuda"))
+        gen = torch.Generator().manual_seed(5)
+        cases = 0
+        for k, s, p, d in itertools.product((1, 2, 3), (1, 2, 3), (0, 1, 2), (1, 2)):
+            x = torch.randn(2, 3, 7, 6, generator=gen)
+            reach = d * (k - 1) + 1
+            if 7 + 2 * p < reach or 6 + 2 * p < reach:
+                continue
+            args = ((k, k), (s, s), (p, p), (d, d))
+            for transposed in (False, True):
+                want = torch.from_numpy(np.array(cpu.im2col(x, *args, 1, 2, transposed)))
+                got = cuda.im2col(x.cuda(), *args, 1, 2, transposed)
+                self.assertTrue(torch.equal(bits(got), bits(want)), f"im2col k{k} s{s} p{p} d{d} t{transposed}")
+            rows = want.shape[1]  # the transposed columns: (taps, rows)
+            dcols = torch.randn(rows, 2 * k * k, generator=gen)
+            dcols[0, 0] = -0.0  # a lone -0 term must come out +0 (sums start from +0)
+            shape = (2, 2, 7, 6)
+            want = cpu.col2im(dcols, shape, *args)
+            got = cuda.col2im(dcols.cuda(), shape, *args)
+            self.assertTrue(torch.equal(bits(got), bits(want)), f"col2im k{k} s{s} p{p} d{d}")
+            cases += 1
+        self.assertGreater(cases, 50)
+
+
+@unittest.skipIf(WHY is not None, WHY or "")
+class CudaLayers(unittest.TestCase):
+    """Forward and backward of every emulated layer: CUDA tensors == CPU tensors, bit for bit."""
+
+    def check(self, profile, stream=None):
+        torch.manual_seed(11)
+        net = Net()
+        x = torch.randn(6, 3, 9, 9)
+        y = torch.randint(0, 5, (6,))
+        state = {k: v.clone() for k, v in net.state_dict().items()}
+        want = run_step(net, x, y, profile, "cpu")
+        net.load_state_dict(state)
+        got = run_step(net, x, y, profile, "cuda", stream)
+        self.assertTrue(torch.equal(bits(got[0]), bits(want[0])), f"{profile}: logits differ")
+        self.assertTrue(torch.equal(bits(got[1]), bits(want[1])), f"{profile}: loss differs")
+        for name in want[2]:
+            self.assertTrue(torch.equal(bits(got[2][name]), bits(want[2][name])), f"{profile}: gradient of {name}")
+        return fplab.torch.coverage()
+
+    def test_kernels(self):
+        for profile in ("cpu-seq", "h100:deterministic"):
+            with self.subTest(profile=profile):
+                coverage = self.check(profile)
+                places = {e.where for e in coverage.emulated}
+                self.assertEqual(places, {"cuda"}, f"{profile}: every reduction on the kernels")
+
+    def test_host_round_trips(self):
+        coverage = self.check("h100")
+        where = {(e.op_kind, e.where) for e in coverage.emulated}
+        self.assertIn(("fwd", "cuda"), where)
+        bias = [w for kind, w in where if kind == "bias_grad"]
+        self.assertTrue(bias and all(w.startswith("cpu (from cuda: an atomic combine") for w in bias), bias)
+        coverage = self.check("h100-tf32")
+        gemms = {e.where for e in coverage.emulated if e.op_kind in ("fwd", "dgrad", "wgrad")}
+        self.assertTrue(all(w.startswith("cpu (from cuda: schedule") for w in gemms), gemms)
+
+    def test_other_stream(self):
+        self.check("h100:deterministic", stream=torch.cuda.Stream())
+
+    def test_impl_seed_still_counts(self):
+        """Another impl seed under h100 gives other bias gradients on CUDA too (the keys reach the host)."""
+        torch.manual_seed(3)
+        net = nn.Linear(40, 7).cuda()
+        x = torch.randn(300, 40, device="cuda")
+        grads = []
+        for seed in (1, 2):
+            net.zero_grad(set_to_none=True)
+            with fplab.torch.emulate("h100", impl_seed=seed):
+                net(x).square().sum().backward()
+            grads.append(bits(net.bias.grad))
+        self.assertFalse(torch.equal(grads[0], grads[1]))
+
+
+def _sha(run):
+    return hashlib.sha256(run.weights.tobytes() + run.buffers.tobytes()).hexdigest()
+
+
+@unittest.skipIf(WHY is not None, WHY or "")
+@unittest.skipUnless(os.path.isdir(DATA), f"no Fashion-MNIST in {DATA} (FPLAB_DATA_DIR)")
+class CudaModels(unittest.TestCase):
+    """fplab's own models trained on CUDA tensors end with the CPU run's weights and predictions."""
+
+    def test_models(self):
+        data = fplab._core.load_image_dataset(DATA)
+        cases = [("mlp", "h100"), ("small_cnn", "h100:deterministic"), ("small_cnn_bn", "h100"),
+                 ("small_cnn", "cpu-seq")]
+        for model, profile in cases:
+            with self.subTest(model=model, profile=profile):
+                recipe = dict(model=model, subset=256, batch=64, epochs=1, data=data)
+                cpu = fm.train(profile, 3, **recipe)
+                cuda = fm.train(profile, 3, device="cuda", **recipe)
+                self.assertEqual(_sha(cuda), _sha(cpu))
+                pc = fm.predict(cpu.net, data, profile, 3)
+                pg = fm.predict(cuda.net, data, profile, 3)
+                self.assertTrue(np.array_equal(pc, pg))
+
+
+if __name__ == "__main__":
+    unittest.main()
