@@ -33,10 +33,14 @@ std::mutex kernels_lock;
 
 // The kernels of `device`, made current. Never destroyed: at interpreter exit the CUDA runtime may
 // already be gone, and the driver frees the memory with the process.
-DeviceKernels& kernels_on(int device) {
+std::map<int, std::unique_ptr<DeviceKernels>>& devices() {
   static auto* by_device = new std::map<int, std::unique_ptr<DeviceKernels>>;
+  return *by_device;
+}
+
+DeviceKernels& kernels_on(int device) {
   gpu::use_device(device);
-  auto& slot = (*by_device)[device];
+  auto& slot = devices()[device];
   if (!slot) slot = std::make_unique<DeviceKernels>();
   return *slot;
 }
@@ -95,6 +99,13 @@ void cuda_sum_columns(uintptr_t x, size_t rows, size_t cols, uintptr_t out, cons
   kernels_on(device).sums.run_columns(plan, device_floats(x), rows, cols, device_floats_out(out));
 }
 
+size_t cuda_workspace_bytes() {
+  const std::lock_guard<std::mutex> held(kernels_lock);
+  size_t bytes = 0;
+  for (const auto& [device, kernels] : devices()) bytes += kernels->gemm.workspace_bytes() + kernels->sums.workspace_bytes();
+  return bytes;
+}
+
 void cuda_synchronize(int device) {
   py::gil_scoped_release unlocked;
   const std::lock_guard<std::mutex> held(kernels_lock);
@@ -122,6 +133,9 @@ void bind_cuda(py::module_& m) {
         py::arg("schedule"), py::arg("device") = 0,
         "out[j] = the reduction of column j of x (rows x cols, row-major float32 device memory) over its rows in "
         "row order, in the schedule's order.");
+  m.def("cuda_workspace_bytes", &cuda_workspace_bytes,
+        "Bytes of device memory fplab's kernels hold for their workspaces, on every device (outside PyTorch's "
+        "allocator: add it to torch.cuda.max_memory_allocated() for the peak).");
   m.def("cuda_synchronize", &cuda_synchronize, py::arg("device") = 0,
         "Waits until the work fplab enqueued on the device has finished.");
 }

@@ -472,6 +472,11 @@ void GpuGemm::run_unified(const GemmPlan& plan, const float* a, const float* b, 
   copy(c, c_, mn);
 }
 
+size_t GpuGemm::workspace_bytes() const {
+  return (a_capacity_ + b_capacity_ + c_capacity_ + parts_capacity_) * sizeof(float) +
+         tickets_capacity_ * sizeof(unsigned);
+}
+
 void GpuGemm::run_on_device(const GemmPlan& plan, const float* a, const float* b, float* c, GemmShape shape) {
   shape_ = shape;
   launch(plan, a, b, c);

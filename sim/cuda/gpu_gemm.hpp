@@ -33,6 +33,8 @@ class GpuGemm {
   void run(const GemmPlan& plan, float* c);  // c: m x n on the host
   // Blocks of the GEMM kernel the device holds at once (picks the ordered split-K combine).
   static int64_t resident_blocks();
+  // Bytes of device memory this object holds (operands, result, split-K parts, tickets).
+  size_t workspace_bytes() const;
   // The form an ordered split-K of the loaded shape takes under `plan`: the one forced through
   // GpuGemmProbe (benchmarks, tests), or by shape.
   OrderedForm ordered_form(const GemmPlan& plan) const;

@@ -473,6 +473,11 @@ GpuSegmentedReduction::~GpuSegmentedReduction() {
     if (p) cudaFree(p);
 }
 
+size_t GpuSegmentedReduction::workspace_bytes() const {
+  return (input_capacity_ + segments_capacity_ + partials_capacity_ + results_capacity_) * sizeof(float) +
+         ticket_capacity_ * sizeof(unsigned);
+}
+
 void GpuSegmentedReduction::reduce_segments(const ReductionPlan& plan, const float* device_segments, size_t n,
                                             size_t ld, size_t count, float* results) {
   if (count == 0) return;

@@ -79,6 +79,8 @@ class GpuSegmentedReduction {
   // results): the terms x[0 * cols + j], x[1 * cols + j], ... in row order (models' sum over the
   // batch axis).
   void run_columns(const ReductionPlan& plan, const float* x, size_t rows, size_t cols, float* results);
+  // Bytes of device memory this object holds (its copies of the terms, partials, results, tickets).
+  size_t workspace_bytes() const;
 
  private:
   void reduce_segments(const ReductionPlan& plan, const float* device_segments, size_t n, size_t ld, size_t count,
