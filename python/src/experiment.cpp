@@ -77,12 +77,14 @@ int64_t whole(const char* key, int64_t value, const char* where = "recipe") {
   return value;
 }
 
-std::shared_ptr<PythonExperiment> make_experiment(
-    const std::string& name, const std::string& description, const std::string& source, const std::string& model,
-    int64_t epochs, int64_t batch, const std::string& optimizer, double lr, double momentum, double weight_decay,
-    int64_t lr_decay_every, double lr_decay_factor, const std::vector<std::string>& profile_names,
-    const std::vector<std::string>& variants, int64_t replicas, uint64_t algo_seed, uint64_t impl_seed,
-    const std::vector<std::string>& profiles_dir) {
+std::shared_ptr<PythonExperiment> make_experiment(const std::string& name, const std::string& description,
+                                                  const std::string& source, const std::string& model, int64_t epochs,
+                                                  int64_t batch, const std::string& optimizer, double lr,
+                                                  double momentum, double weight_decay, int64_t lr_decay_every,
+                                                  double lr_decay_factor, const std::vector<std::string>& profile_names,
+                                                  const std::vector<std::string>& variants, int64_t replicas,
+                                                  uint64_t algo_seed, uint64_t impl_seed,
+                                                  const std::vector<std::string>& profiles_dir) {
   auto x = std::make_shared<PythonExperiment>();
   auto& e = x->spec;
   if (name.empty()) refuse("name", "must not be empty");
@@ -139,9 +141,8 @@ std::vector<ReplicaJob> jobs(const PythonExperiment& x) {
 
 // The output folder's refusals name fplab run's flags; from Python they are arguments.
 std::string as_arguments(std::string message) {
-  for (const auto& [flag, argument] : {std::pair<std::string, std::string>{"--resume", "resume=True"},
-                                       {"--force", "force=True"},
-                                       {"--out", "out"}}) {
+  for (const auto& [flag, argument] :
+       {std::pair<std::string, std::string>{"--resume", "resume=True"}, {"--force", "force=True"}, {"--out", "out"}}) {
     for (size_t at = message.find(flag); at != std::string::npos; at = message.find(flag, at + argument.size()))
       message.replace(at, flag.size(), argument);
   }
@@ -160,12 +161,12 @@ py::array_t<T> to_array(const std::vector<T>& v) {
   return out;
 }
 
-experiments::ReplicaRecord make_record(const std::string& profile, const std::string& variant, size_t replica,
-                                       uint64_t algo_seed, uint64_t impl_seed, double test_accuracy, double train_loss,
-                                       double seconds,
-                                       const py::array_t<uint8_t, py::array::c_style | py::array::forcecast>& predictions,
-                                       const py::array_t<float, py::array::c_style | py::array::forcecast>& weights,
-                                       const py::array_t<float, py::array::c_style | py::array::forcecast>& buffers) {
+experiments::ReplicaRecord make_record(
+    const std::string& profile, const std::string& variant, size_t replica, uint64_t algo_seed, uint64_t impl_seed,
+    double test_accuracy, double train_loss, double seconds,
+    const py::array_t<uint8_t, py::array::c_style | py::array::forcecast>& predictions,
+    const py::array_t<float, py::array::c_style | py::array::forcecast>& weights,
+    const py::array_t<float, py::array::c_style | py::array::forcecast>& buffers) {
   experiments::ReplicaRecord r;
   r.profile = profile;
   r.variant = experiments::parse_variant(variant);

@@ -206,6 +206,7 @@ class BadInput(unittest.TestCase):
 
     def test_cuda_device(self):
         self.assertIn("CPU", self.refused(device="cuda"))
+        self.assertIn("CPU", self.refused(device="no-such-device"))
 
 
 def fplab_binary():

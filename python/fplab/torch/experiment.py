@@ -110,7 +110,7 @@ def experiment(model_fn: Callable[[int], nn.Module], train_data: Data, test_data
     and log, as fplab's C++ layers (fplab.torch.emulate). ``device`` may only be the CPU: CUDA
     tensors are not emulated yet. ``progress`` prints one line per replica on stderr.
     """
-    if device is not None and torch.device(device).type != "cpu":
+    if device is not None and _device_type(device) != "cpu":
         raise Error(f"{_WHO}: device must be the CPU (CUDA tensors are not emulated yet), not {device}")
     if not callable(model_fn):
         raise Error(f"{_WHO}: model_fn must be a function of the seed that returns an nn.Module")
@@ -181,6 +181,13 @@ def experiment(model_fn: Callable[[int], nn.Module], train_data: Data, test_data
 
 
 # --- checking what the caller gave ------------------------------------------------------------
+
+
+def _device_type(device: Any) -> str:
+    try:
+        return torch.device(device).type
+    except (RuntimeError, TypeError, ValueError):
+        raise Error(f"{_WHO}: device must be the CPU, not {device!r}") from None
 
 
 def _recipe(recipe: Union[Recipe, Mapping[str, Any], None]) -> Recipe:
@@ -285,7 +292,8 @@ def _script() -> str:
 
 def _command() -> str:
     """The command line that ran the script, shell-quoted, as fplab run records its own."""
-    return shlex.join([os.path.basename(sys.executable or "python3")] + [a for a in sys.argv if a])
+    arguments = sys.argv if sys.argv and sys.argv[0] else sys.argv[1:]  # [''] in an interactive session
+    return shlex.join([os.path.basename(sys.executable or "python3")] + list(arguments))
 
 
 # --- one replica --------------------------------------------------------------------------------
