@@ -107,11 +107,10 @@ def experiment(model_fn: Callable[[int], nn.Module], train_data: Data, test_data
     locked and marked as ``fplab run`` does it: one holding this experiment's replicas needs
     ``resume=True`` (keep those trained with the same recipe, model and data) or ``force=True``.
     ``loss_fn(output, y)`` defaults to F.cross_entropy; ``math="libm"`` takes the C library's exp
-    and log, as fplab's C++ layers (fplab.torch.emulate). ``device`` may only be the CPU: CUDA
-    tensors are not emulated yet. ``progress`` prints one line per replica on stderr.
+    and log, as fplab's C++ layers (fplab.torch.emulate). ``device`` may only be the CPU so far. ``progress`` prints one line per replica on stderr.
     """
     if device is not None and _device_type(device) != "cpu":
-        raise Error(f"{_WHO}: device must be the CPU (CUDA tensors are not emulated yet), not {device}")
+        raise Error(f"{_WHO}: device must be the CPU (it trains on CPU tensors only so far), not {device}")
     if not callable(model_fn):
         raise Error(f"{_WHO}: model_fn must be a function of the seed that returns an nn.Module")
     if math not in ("torch", "libm"):
@@ -230,7 +229,7 @@ def _examples(data: Data, what: str) -> Tuple[torch.Tensor, torch.Tensor]:
     except (TypeError, ValueError, RuntimeError) as error:
         raise Error(f"{_WHO}: {what} must be a pair (x, y) of tensors or arrays ({error})".splitlines()[0]) from None
     if x.device.type != "cpu" or y.device.type != "cpu":
-        raise Error(f"{_WHO}: {what} must be on the CPU (CUDA tensors are not emulated yet)")
+        raise Error(f"{_WHO}: {what} must be on the CPU (it trains on CPU tensors only so far)")
     if not x.is_floating_point():
         raise Error(f"{_WHO}: {what}'s inputs must be floating-point, not {x.dtype}")
     if y.is_floating_point() or y.is_complex() or y.dtype == torch.bool or y.dim() != 1:
