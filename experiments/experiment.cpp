@@ -40,6 +40,8 @@ Variant parse_variant(const std::string& text) {
   throw std::invalid_argument("unknown variant '" + text + "' (known: algo+impl, algo, impl, control, order, flip)");
 }
 
+bool uses_default_schedules(Variant v) { return v == Variant::algo_impl || v == Variant::impl; }
+
 models::TrainConfig Experiment::replica_config(const profiles::OpTable& default_ops,
                                                const profiles::OpTable& deterministic_ops, Variant variant,
                                                size_t replica) const {
@@ -49,7 +51,7 @@ models::TrainConfig Experiment::replica_config(const profiles::OpTable& default_
   const bool vary_impl = variant == Variant::algo_impl || variant == Variant::impl;
   c.algo_seed = algo_seed + (vary_algo ? i : 0);
   c.impl_seed = impl_seed + (vary_impl ? i : 0);
-  c.ops = (variant == Variant::algo_impl || variant == Variant::impl) ? default_ops : deterministic_ops;
+  c.ops = uses_default_schedules(variant) ? default_ops : deterministic_ops;
   if (variant == Variant::order) c.order_seed = 1000003 * (algo_seed + i) + 17;
   // Spread the flipped weights over the model (a large odd stride, taken modulo the count).
   if (variant == Variant::flip && replica > 0) c.flip_weight = static_cast<int64_t>((replica - 1) * 7919 + 11);

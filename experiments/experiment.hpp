@@ -21,6 +21,9 @@ enum class Variant {
 };
 std::string variant_name(Variant v);  // "algo+impl", "algo", "impl", "control", "order", "flip"
 Variant parse_variant(const std::string& text);
+// Whether the variant trains with the profile's default-mode schedules (algo+impl, impl) rather
+// than its deterministic-mode ones (the rest).
+bool uses_default_schedules(Variant v);
 
 struct Experiment {
   std::string name, description;

@@ -60,6 +60,21 @@ OutputFolder::OutputFolder(const std::string& path, const std::string& name, con
     throw std::runtime_error(path +
                              ": another fplab run is writing to this folder; wait for it or choose another --out");
   }
+  try {
+    claim(name, o);
+  } catch (...) {
+    // A constructor that throws runs no destructor: a process that goes on (Python's
+    // fplab.torch.experiment) must not keep the folder locked.
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    throw;
+  }
+}
+
+void OutputFolder::claim(const std::string& name, const ClaimOptions& o) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const std::string& path = path_;
   if (o.rank != 0) return;
 
   const fs::path marker = fs::path(path) / kExperimentMarker;

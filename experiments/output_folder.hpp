@@ -30,6 +30,9 @@ class OutputFolder {
   size_t leftovers_removed() const { return leftovers_removed_; }
 
  private:
+  // After the lock: the marker checked and written, leftovers removed.
+  void claim(const std::string& name, const ClaimOptions& options);
+
   std::string path_;
   int lock_fd_ = -1;
   size_t leftovers_removed_ = 0;

@@ -12,10 +12,8 @@
 #include <system_error>
 #include <thread>
 
-#include "models/checkpoint_io.hpp"
-#include "util/file_name.hpp"
+#include "experiments/replica_file.hpp"
 #include "util/progress.hpp"
-#include "util/sha256.hpp"
 
 namespace fplab::experiments {
 namespace {
@@ -27,60 +25,7 @@ struct Job {
 };
 
 std::string replica_path(const std::string& out, const Job& j) {
-  std::string variant = variant_name(j.variant);
-  for (char& c : variant)
-    if (c == '+') c = '_';
-  return out + "/replicas/" + util::safe_file_stem(j.profile) + "." + variant + "." + std::to_string(j.replica) +
-         ".ckpt";
-}
-
-std::vector<uint64_t> fingerprint_words(const models::TrainConfig& c) {
-  const std::string h = util::sha256_hex(c.fingerprint());
-  std::vector<uint64_t> words(4);
-  for (size_t i = 0; i < 4; ++i) words[i] = std::stoull(h.substr(16 * i, 16), nullptr, 16);
-  return words;
-}
-
-void save_replica(const std::string& path, const ReplicaRecord& r, const models::TrainConfig& c) {
-  models::CheckpointWriter w;
-  const auto fingerprint = fingerprint_words(c);
-  w.add("fingerprint", std::span<const uint64_t>(fingerprint));
-  std::vector<uint64_t> predictions(r.predictions.begin(), r.predictions.end());
-  w.add("predictions", std::span<const uint64_t>(predictions));
-  w.add("weights", std::span<const float>(r.weights));
-  w.add("buffers", std::span<const float>(r.buffers));
-  const std::vector<double> scalars = {r.test_accuracy, r.train_loss, r.seconds};
-  w.add("scalars", std::span<const double>(scalars));
-  const std::vector<uint64_t> seeds = {r.algo_seed, r.impl_seed};
-  w.add("seeds", std::span<const uint64_t>(seeds));
-  w.write(path);
-}
-
-// The record stored at `path` if it is a finished replica of exactly this training.
-bool load_replica(const std::string& path, const models::TrainConfig& c, ReplicaRecord& r) {
-  if (!std::filesystem::exists(path)) return false;
-  const auto reader = models::CheckpointReader::read(path);
-  const auto stored = reader.u64("fingerprint");
-  if (std::vector<uint64_t>(stored.begin(), stored.end()) != fingerprint_words(c)) return false;
-  const auto p = reader.u64("predictions");
-  r.predictions.assign(p.begin(), p.end());
-  const auto w = reader.f32("weights"), b = reader.f32("buffers");
-  r.weights.assign(w.begin(), w.end());
-  r.buffers.assign(b.begin(), b.end());
-  const auto s = reader.f64("scalars");
-  r.test_accuracy = s[0];
-  r.train_loss = s[1];
-  r.seconds = s[2];
-  const auto seeds = reader.u64("seeds");
-  r.algo_seed = seeds[0];
-  r.impl_seed = seeds[1];
-  util::Sha256 h;
-  h.update(r.weights.data(), r.weights.size() * sizeof(float));
-  // No buffers (an MLP): data() is null, which Sha256::update must not memcpy from (UBSan).
-  if (!r.buffers.empty()) h.update(r.buffers.data(), r.buffers.size() * sizeof(float));
-  r.weights_sha256 = h.hex_digest();
-  r.predictions_sha256 = util::sha256_hex(r.predictions.data(), r.predictions.size());
-  return true;
+  return experiments::replica_path(out, j.profile, j.variant, j.replica);
 }
 
 std::string clock_text(double seconds) {
@@ -125,7 +70,8 @@ std::vector<ReplicaRecord> run_experiment(const Experiment& x, const models::Dat
   for (size_t k = 0; k < jobs.size(); ++k) {
     if (!mine[k]) continue;
     ++to_do;
-    if (o.resume && load_replica(replica_path(o.out_dir, jobs[k]), config_of(jobs[k]), records[k])) {
+    if (o.resume &&
+        load_replica(replica_path(o.out_dir, jobs[k]), replica_fingerprint(config_of(jobs[k])), records[k])) {
       mine[k] = 2;  // finished in an earlier run
       ++reused;
     }
@@ -155,7 +101,7 @@ std::vector<ReplicaRecord> run_experiment(const Experiment& x, const models::Dat
         r.predictions = result.predictions;
         r.weights = result.weights;
         r.buffers = result.buffers;
-        save_replica(replica_path(o.out_dir, j), r, c);
+        save_replica(replica_path(o.out_dir, j), r, replica_fingerprint(c));
         const size_t finished = ++done + reused;
         if (!o.quiet) {
           const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -209,7 +155,7 @@ std::vector<ReplicaRecord> run_experiment(const Experiment& x, const models::Dat
       if (mine[k]) continue;
       const auto path = replica_path(o.out_dir, jobs[k]);
       const auto wait_started = std::chrono::steady_clock::now();
-      while (!load_replica(path, config_of(jobs[k]), records[k])) {
+      while (!load_replica(path, replica_fingerprint(config_of(jobs[k])), records[k])) {
         if (std::chrono::steady_clock::now() - wait_started > std::chrono::hours(48))
           throw std::runtime_error(path + ": another rank never wrote this replica");
         std::this_thread::sleep_for(std::chrono::milliseconds(200));

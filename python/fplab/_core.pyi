@@ -268,3 +268,104 @@ def cuda_sum_segments(x: int, n: int, count: int, out: int, schedule: Schedule, 
 def cuda_sum_columns(x: int, rows: int, cols: int, out: int, schedule: Schedule, device: int = 0) -> None: ...
 def cuda_workspace_bytes() -> int: ...
 def cuda_synchronize(device: int = 0) -> None: ...
+class ReplicaRecord:
+    """One trained replica's results (experiments::ReplicaRecord); the SHA-256s are computed from the
+    arrays as fplab run computes them."""
+
+    def __init__(
+        self,
+        profile: str,
+        variant: str,
+        replica: int,
+        algo_seed: int,
+        impl_seed: int,
+        test_accuracy: float,
+        train_loss: float,
+        seconds: float,
+        predictions: ArrayLike,
+        weights: ArrayLike,
+        buffers: ArrayLike,
+    ) -> None: ...
+    @property
+    def profile(self) -> str: ...
+    @property
+    def variant(self) -> str: ...
+    @property
+    def replica(self) -> int: ...
+    @property
+    def algo_seed(self) -> int: ...
+    @property
+    def impl_seed(self) -> int: ...
+    @property
+    def test_accuracy(self) -> float: ...
+    @property
+    def train_loss(self) -> float: ...
+    @property
+    def seconds(self) -> float: ...
+    @property
+    def weights_sha256(self) -> str: ...
+    @property
+    def predictions_sha256(self) -> str: ...
+    @property
+    def predictions(self) -> np.ndarray: ...
+    @property
+    def weights(self) -> np.ndarray: ...
+    @property
+    def buffers(self) -> np.ndarray: ...
+
+class Experiment:
+    """An experiment of fplab.torch.experiment(): the recipe checked as fplab run checks a TOML file,
+    and its replica jobs (fplab run's seeds and schedule modes per variant)."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        description: str = "",
+        source: str = "",
+        model: str = "",
+        epochs: int = 1,
+        batch: int = 64,
+        optimizer: str = "adam",
+        lr: float = 0.001,
+        momentum: float = 0.9,
+        weight_decay: float = 0.0,
+        lr_decay_every: int = 0,
+        lr_decay_factor: float = 0.1,
+        profiles: Sequence[str],
+        variants: Sequence[str],
+        replicas: int = 5,
+        algo_seed: int = 1,
+        impl_seed: int = 1,
+        profiles_dir: Sequence[str] = ...,
+    ) -> None: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def default_out(self) -> str:
+        """results/ and the name made a safe file name, as fplab run's default --out."""
+    def jobs(self) -> List[Dict[str, Any]]:
+        """Every replica in fplab run's order: profile, variant, replica, algo_seed, impl_seed,
+        order_seed (0: the algo seed), flip_weight (-1: none), deterministic."""
+    def load_replica(self, out_dir: str, job: int, source: str) -> Optional[ReplicaRecord]:
+        """Job `job`'s record from out_dir/replicas/ if trained with this recipe and `source`; else None."""
+    def save_replica(self, out_dir: str, job: int, record: ReplicaRecord, source: str) -> None:
+        """Writes job `job`'s record atomically into out_dir/replicas/."""
+    def write_results(
+        self,
+        records: Sequence[ReplicaRecord],
+        test_labels: ArrayLike,
+        class_names: Sequence[str],
+        out_dir: str,
+        command: str,
+    ) -> Dict[str, str]:
+        """experiments::summarize and write_results: every file fplab run writes. Returns
+        {'summary': summary.json's text, 'table': the terminal table}."""
+
+class OutputFolder:
+    """An output folder claimed for one run (experiments::OutputFolder): locked until release()."""
+
+    def __init__(self, path: str, name: str, *, resume: bool = False, force: bool = False) -> None: ...
+    @property
+    def leftovers_removed(self) -> int: ...
+    def release(self) -> None: ...

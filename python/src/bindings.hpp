@@ -48,6 +48,8 @@ void bind_initial_model(py::module_& m);
 void bind_checkpoint(py::module_& m);
 void bind_elementwise(py::module_& m);
 void bind_train(py::module_& m);
+// What fplab.torch.experiment() needs of `fplab run`: recipe checks, replica files, statistics, reports.
+void bind_experiment(py::module_& m);
 // fplab's CUDA kernels on device memory (fplab.torch's CUDA tensors), where CUDA is built.
 void bind_cuda(py::module_& m);
 

@@ -22,6 +22,7 @@ PYBIND11_MODULE(_core, m) {
   bind_checkpoint(m);
   bind_elementwise(m);
   bind_train(m);
+  bind_experiment(m);
 #ifdef FPLAB_PYTHON_CUDA
   bind_cuda(m);
 #endif

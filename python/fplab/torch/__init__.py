@@ -26,9 +26,10 @@ except ImportError as _error:  # pragma: no cover - depends on the environment
     raise ImportError(_why) from _error
 
 from ._coverage import Coverage, CoverageEntry, NativeOpWarning
+from .experiment import Recipe, Results, experiment
 from ._keys import layer
 from ._mode import Emulation, coverage, emulate
 from ._table import OP_KINDS, Table
 
-__all__ = ["Coverage", "CoverageEntry", "Emulation", "NativeOpWarning", "OP_KINDS", "Table", "coverage", "emulate",
-           "layer"]
+__all__ = ["Coverage", "CoverageEntry", "Emulation", "NativeOpWarning", "OP_KINDS", "Recipe", "Results", "Table",
+           "coverage", "emulate", "experiment", "layer"]

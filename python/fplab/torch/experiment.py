@@ -1,0 +1,398 @@
+"""fplab.torch.experiment: the noise variants of your own PyTorch model, as ``fplab run`` runs them.
+
+>>> import fplab.torch
+>>> results = fplab.torch.experiment(make_model, (x_train, y_train), (x_test, y_test),
+...                                  dict(epochs=2, batch=64, lr=1e-3), ["h100"], replicas=4,
+...                                  out="results/my-model")
+>>> results.summary["results"][0]["churn_mean"]
+
+Python trains the replicas; everything else is ``fplab run``'s C++ (fplab._core.Experiment,
+python/src/experiment.cpp), so that the two give the same files for the same replicas:
+
+- the recipe's numbers are checked by the rule of the experiment TOML files, and the variants,
+  profiles and replica count before anything is written (a bad one is an fplab.Error of one line);
+- which seed varies in which variant, and which of the profile's tables it trains with, come from
+  experiments::Experiment::replica_config (docs/experiments.md, "Variants");
+- every finished replica is written atomically to OUT/replicas/ as fplab run's ``.ckpt`` files, so
+  ``resume=True`` trains only what is missing;
+- the statistics and every result file (summary.json, replicas.csv, per_class.csv, pairs.csv,
+  report.md, report.html, figures/) are experiments::summarize and write_results.
+
+One replica trains as models/trainer.cpp does: ``torch.manual_seed(algo_seed)`` and then
+``model_fn(algo_seed)`` (the initial weights; dropout and any other torch draw follow from that
+seed), the training examples in fplab's order for the epoch (fplab._core.epoch_order of the algo
+seed, or the order seed of the ``order`` variant), every step inside one
+``fplab.torch.emulate(profile, impl_seed)`` entered again per step, fplab's SGD or Adam
+(fplab.torch.models.Optimizer: models/optimizer.cpp's arithmetic), and the test set predicted in
+batches of 200 under the emulation's evaluation keys, as fplab.torch.models.predict does. The
+caller's torch random state is restored afterwards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import sys
+import time
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .. import _core
+from .._core import Error
+from ._mode import emulate
+from .models import Optimizer
+
+VARIANTS = ("algo+impl", "algo", "impl", "control")  # the research's four; "order" and "flip" may be named too
+_EVALUATION_BATCH = 200  # models/trainer.cpp's predict()
+_WHO = "fplab.torch.experiment"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How every replica trains: the ``[training]`` keys of an experiment TOML file (docs/experiments.md),
+    checked by the same rule. ``batch`` 0 is the whole training set as one batch; ``optimizer`` is
+    "adam" or "sgd" (``momentum``, ``weight_decay`` and the step decay of the learning rate:
+    ``lr_decay_every`` epochs, times ``lr_decay_factor``)."""
+
+    epochs: int = 1
+    batch: int = 64
+    optimizer: str = "adam"
+    lr: float = 1e-3
+    momentum: float = 0.9
+    weight_decay: float = 0.0
+    lr_decay_every: int = 0
+    lr_decay_factor: float = 0.1
+
+
+@dataclass
+class Results:
+    """What experiment() returns: where the files are, summary.json's content, the terminal table
+    ``fplab run`` prints, and every replica's record (fplab._core.ReplicaRecord)."""
+
+    out: str
+    summary: dict
+    table: str
+    records: List[Any] = field(default_factory=list)
+
+
+Data = Tuple[Any, Any]
+
+
+def experiment(model_fn: Callable[[int], nn.Module], train_data: Data, test_data: Data,
+               recipe: Union[Recipe, Mapping[str, Any], None], profiles: Sequence[str],
+               variants: Sequence[str] = VARIANTS, replicas: int = 8, out: Optional[str] = None, *,
+               name: Optional[str] = None, description: str = "", class_names: Optional[Sequence[str]] = None,
+               loss_fn: Optional[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = None,
+               algo_seed: int = 1, impl_seed: int = 1, resume: bool = False, force: bool = False,
+               device: Any = None, progress: bool = True, profiles_dir: Sequence[str] = (),
+               math: str = "torch") -> Results:
+    """Trains ``replicas`` replicas of every (profile, variant) and writes fplab run's result files into ``out``.
+
+    ``model_fn(seed)`` builds the model with its initial weights (it runs after
+    ``torch.manual_seed(seed)``, so a model_fn that ignores the seed still gets the seed's weights).
+    ``train_data`` and ``test_data`` are pairs ``(x, y)`` of CPU tensors or NumPy arrays: inputs
+    (converted to float32, the dtype fplab.torch emulates) and class indices 0 .. classes - 1 (at
+    most 256 classes); the classes are ``class_names`` or else 0 .. the largest label.
+    ``recipe`` is a Recipe or a dict of its fields. ``profiles`` are profile names or ``.toml`` paths
+    (docs/profiles.md); ``variants`` any of algo+impl, algo, impl, control, order, flip
+    (docs/experiments.md); replica i of a variant that varies a seed uses ``algo_seed + i`` or
+    ``impl_seed + i``. ``out`` defaults to results/NAME, ``name`` to model_fn's name. The folder is
+    locked and marked as ``fplab run`` does it: one holding this experiment's replicas needs
+    ``resume=True`` (keep those trained with the same recipe, model and data) or ``force=True``.
+    ``loss_fn(output, y)`` defaults to F.cross_entropy; ``math="libm"`` takes the C library's exp
+    and log, as fplab's C++ layers (fplab.torch.emulate). ``device`` may only be the CPU so far. ``progress`` prints one line per replica on stderr.
+    """
+    if device is not None and _device_type(device) != "cpu":
+        raise Error(f"{_WHO}: device must be the CPU (it trains on CPU tensors only so far), not {device}")
+    if not callable(model_fn):
+        raise Error(f"{_WHO}: model_fn must be a function of the seed that returns an nn.Module")
+    if math not in ("torch", "libm"):
+        raise Error(f"{_WHO}: math must be 'torch' or 'libm', not {math!r}")
+    recipe = _recipe(recipe)
+    train = _examples(train_data, "train_data")
+    test = _examples(test_data, "test_data")
+    names = _class_names(class_names, train[1], test[1])
+    loss_fn = loss_fn or F.cross_entropy
+    profiles = [profiles] if isinstance(profiles, str) else list(profiles)
+    variants = [variants] if isinstance(variants, str) else list(variants)
+    if isinstance(replicas, bool) or not isinstance(replicas, int):
+        raise Error(f"{_WHO}: replicas must be a whole number, not {replicas!r}")
+    for seed_name, seed in (("algo_seed", algo_seed), ("impl_seed", impl_seed)):
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+            raise Error(f"{_WHO}: {seed_name} must be a whole number from 0 to 2^63 - 1, not {seed!r}")
+
+    first = _build(model_fn, algo_seed)
+    name = name or getattr(model_fn, "__name__", "") or "experiment"
+    parameters = sum(p.numel() for p in first.parameters())
+    spec = _core.Experiment(
+        name, description=description, source=_script(), model=f"{type(first).__name__} ({parameters} parameters)",
+        epochs=recipe.epochs, batch=recipe.batch, optimizer=recipe.optimizer, lr=recipe.lr, momentum=recipe.momentum,
+        weight_decay=recipe.weight_decay, lr_decay_every=recipe.lr_decay_every,
+        lr_decay_factor=recipe.lr_decay_factor, profiles=[str(p) for p in profiles],
+        variants=[str(v) for v in variants], replicas=replicas, algo_seed=algo_seed, impl_seed=impl_seed,
+        profiles_dir=list(profiles_dir))
+    # What a replica file must have been trained on besides the recipe: a changed model, loss or
+    # data set makes resume train the replica again.
+    source = _source(first, loss_fn, math, train, test, names)
+    out = out if out is not None else spec.default_out
+    jobs = spec.jobs()
+
+    folder = _core.OutputFolder(out, name, resume=resume, force=force)
+    try:
+        if progress and folder.leftovers_removed:
+            print(f"removed {folder.leftovers_removed} temporary file(s) an interrupted run left in {out}",
+                  file=sys.stderr)
+        records: List[Any] = [None] * len(jobs)
+        if resume:
+            for k in range(len(jobs)):
+                records[k] = spec.load_replica(out, k, source)
+        reused = sum(r is not None for r in records)
+        if progress:
+            print(f"{name}: {len(profiles)} profile(s) x {len(variants)} variant(s) x {replicas} replicas -> {out}",
+                  file=sys.stderr)
+            if reused:
+                print(f"resuming: {reused} of {len(jobs)} replicas already finished", file=sys.stderr)
+        started, done = time.monotonic(), 0
+        for k, job in enumerate(jobs):
+            if records[k] is not None:
+                continue
+            records[k] = _train_replica(model_fn, job, recipe, train, test, loss_fn, profiles_dir, math)
+            spec.save_replica(out, k, records[k], source)
+            done += 1
+            if progress:
+                print(_progress_line(records[k], reused + done, len(jobs), done, time.monotonic() - started),
+                      file=sys.stderr)
+        written = spec.write_results(records, test[1].numpy().astype(np.uint8), names, out, _command())
+    finally:
+        folder.release()
+    results = Results(out, json.loads(written["summary"]), written["table"], records)
+    if progress:
+        print(f"{results.table}results in {out}/ (report.md, report.html, summary.json, *.csv, figures/)",
+              file=sys.stderr)
+    return results
+
+
+# --- checking what the caller gave ------------------------------------------------------------
+
+
+def _device_type(device: Any) -> str:
+    try:
+        return torch.device(device).type
+    except (RuntimeError, TypeError, ValueError):
+        raise Error(f"{_WHO}: device must be the CPU, not {device!r}") from None
+
+
+def _recipe(recipe: Union[Recipe, Mapping[str, Any], None]) -> Recipe:
+    if recipe is None:
+        return Recipe()
+    if isinstance(recipe, Recipe):
+        given = {f.name: getattr(recipe, f.name) for f in fields(Recipe)}
+    elif isinstance(recipe, Mapping):
+        known = [f.name for f in fields(Recipe)]
+        unknown = [key for key in recipe if key not in known]
+        if unknown:
+            raise Error(f"{_WHO}: unknown recipe key {unknown[0]!r} (known: {', '.join(known)})")
+        given = dict(recipe)
+    else:
+        raise Error(f"{_WHO}: recipe must be a dict or a fplab.torch.Recipe, not {type(recipe).__name__}")
+    for f in fields(Recipe):
+        if f.name not in given:
+            continue
+        value = given[f.name]
+        if f.type == "str" or f.type is str:
+            ok = isinstance(value, str)
+            kind = "a string"
+        elif f.type == "int" or f.type is int:
+            ok = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+            kind = "a whole number"
+        else:
+            ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+            kind = "a number"
+        if not ok:
+            raise Error(f"{_WHO}: recipe {f.name!r} must be {kind}, not {value!r}")
+    return Recipe(**given)
+
+
+def _examples(data: Data, what: str) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(inputs as contiguous float32, labels as int64) of a pair (x, y)."""
+    if not isinstance(data, (tuple, list)) or len(data) != 2:
+        raise Error(f"{_WHO}: {what} must be a pair (x, y) of tensors or arrays")
+    try:
+        x, y = torch.as_tensor(data[0]), torch.as_tensor(data[1])
+    except (TypeError, ValueError, RuntimeError) as error:
+        raise Error(f"{_WHO}: {what} must be a pair (x, y) of tensors or arrays ({error})".splitlines()[0]) from None
+    if x.device.type != "cpu" or y.device.type != "cpu":
+        raise Error(f"{_WHO}: {what} must be on the CPU (it trains on CPU tensors only so far)")
+    if not x.is_floating_point():
+        raise Error(f"{_WHO}: {what}'s inputs must be floating-point, not {x.dtype}")
+    if y.is_floating_point() or y.is_complex() or y.dtype == torch.bool or y.dim() != 1:
+        raise Error(f"{_WHO}: {what}'s labels must be a 1-D array of class indices")
+    if x.dim() < 1 or len(x) != len(y) or len(y) == 0:
+        raise Error(f"{_WHO}: {what} must hold as many inputs as labels, at least one ({len(x)} and {len(y)})")
+    if int(y.min()) < 0:
+        raise Error(f"{_WHO}: {what}'s labels must be class indices from 0, not {int(y.min())}")
+    return x.detach().to(torch.float32).contiguous(), y.detach().to(torch.int64).contiguous()
+
+
+def _class_names(names: Optional[Sequence[str]], *labels: torch.Tensor) -> List[str]:
+    largest = max(int(y.max()) for y in labels)
+    if names is None:
+        names = [str(c) for c in range(largest + 1)]
+    names = [str(n) for n in names]
+    if largest >= len(names):
+        raise Error(f"{_WHO}: label {largest} has no class name ({len(names)} class_names)")
+    if len(names) > 256:
+        raise Error(f"{_WHO}: at most 256 classes (the predictions are stored as bytes), not {len(names)}")
+    return names
+
+
+def _build(model_fn: Callable[[int], nn.Module], seed: int) -> nn.Module:
+    """model_fn(seed) after torch.manual_seed(seed); the caller's random state is left as it was."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = model_fn(seed)
+    if not isinstance(model, nn.Module):
+        raise Error(f"{_WHO}: model_fn must return an nn.Module, not {type(model).__name__}")
+    for p in model.parameters():
+        if p.dtype != torch.float32 or p.device.type != "cpu":
+            raise Error(f"{_WHO}: the model's parameters must be float32 on the CPU (fplab.torch emulates those)")
+    return model
+
+
+def _source(model: nn.Module, loss_fn: Callable, math: str, *parts: Any) -> str:
+    """A SHA-256 of what a replica file depends on besides the recipe: the model's structure, the
+    loss, the exp/log and every tensor of the data."""
+    h = hashlib.sha256()
+    h.update(repr(model).encode())
+    h.update(f"{getattr(loss_fn, '__module__', '')}.{getattr(loss_fn, '__qualname__', repr(loss_fn))}".encode())
+    h.update(math.encode())
+    for part in parts:
+        for item in part if isinstance(part, (tuple, list)) else (part,):
+            if isinstance(item, torch.Tensor):
+                h.update(str(tuple(item.shape)).encode() + str(item.dtype).encode())
+                h.update(item.numpy().tobytes())
+            else:
+                h.update(repr(item).encode())
+    return "torch " + h.hexdigest()
+
+
+def _script() -> str:
+    """The file the experiment came from, for the recipe's "file": the running script."""
+    script = sys.argv[0] if sys.argv and sys.argv[0] else ""
+    return os.path.abspath(script) if script and os.path.isfile(script) else "python"
+
+
+def _command() -> str:
+    """The command line that ran the script, shell-quoted, as fplab run records its own."""
+    arguments = sys.argv if sys.argv and sys.argv[0] else sys.argv[1:]  # [''] in an interactive session
+    return shlex.join([os.path.basename(sys.executable or "python3")] + list(arguments))
+
+
+# --- one replica --------------------------------------------------------------------------------
+
+
+def _train_replica(model_fn: Callable[[int], nn.Module], job: dict, recipe: Recipe,
+                   train: Tuple[torch.Tensor, torch.Tensor], test: Tuple[torch.Tensor, torch.Tensor],
+                   loss_fn: Callable, profiles_dir: Sequence[str], math: str) -> Any:
+    """Job ``job`` trained and evaluated (models/trainer.cpp's loop), as a fplab._core.ReplicaRecord."""
+    started = time.monotonic()
+    x, y = train
+    n = len(x)
+    size = n if recipe.batch == 0 else min(recipe.batch, n)
+    batches = (n + size - 1) // size
+    profile = job["profile"] + (":deterministic" if job["deterministic"] else "")
+    algo_seed = job["algo_seed"]
+    order_seed = job["order_seed"] or algo_seed  # 0: the algo seed orders the data (TrainConfig)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(algo_seed)
+        model = model_fn(algo_seed)
+        if job["flip_weight"] >= 0:
+            _flip_lowest_bit(model, job["flip_weight"])
+        trained = [p for p in model.parameters() if p.requires_grad]
+        # Weight decay on weights, not on biases or normalisation parameters (fplab's layers: one dimension).
+        optimizer = Optimizer([(p, p.dim() > 1) for p in trained], recipe.optimizer, recipe.lr, recipe.momentum,
+                              recipe.weight_decay, decay_every=recipe.lr_decay_every,
+                              decay_factor=recipe.lr_decay_factor)
+        em = emulate(profile, job["impl_seed"], profiles_dir=profiles_dir, math=math)
+        model.train()
+        train_loss = 0.0
+        for epoch in range(recipe.epochs):
+            order = torch.from_numpy(np.asarray(_core.epoch_order(n, order_seed, epoch), dtype=np.int64))
+            loss_sum = 0.0
+            for b in range(batches):
+                chosen = order[b * size:(b + 1) * size]
+                for p in trained:  # set, not added to zeros: 0 + g would turn -0 into +0 (as the C++)
+                    p.grad = None
+                with em:
+                    loss = loss_fn(model(x[chosen]), y[chosen])
+                    loss.backward()
+                optimizer.step(epoch)
+                loss_sum += float(loss)
+            train_loss = loss_sum / batches  # the last epoch's mean, in double (fplab train's)
+        predictions = _predict(model, test[0], profile, job["impl_seed"], recipe.epochs - 1, profiles_dir, math)
+    accuracy = int((torch.from_numpy(predictions.astype(np.int64)) == test[1]).sum()) / len(predictions)
+    weights = _flat(model.parameters())
+    buffers = _flat(b for b in model.buffers() if b.is_floating_point())
+    return _core.ReplicaRecord(job["profile"], job["variant"], job["replica"], algo_seed, job["impl_seed"], accuracy,
+                               train_loss, time.monotonic() - started, predictions, weights, buffers)
+
+
+def _predict(model: nn.Module, x: torch.Tensor, profile: str, impl_seed: int, epoch: int,
+             profiles_dir: Sequence[str], math: str) -> np.ndarray:
+    """The first largest output of every test input, in evaluation mode, batch b keyed with
+    call 2^62 + (epoch << 24) + b as models/trainer.cpp's predict() (fplab.torch.models.predict)."""
+    model.eval()
+    out = []
+    for b, start in enumerate(range(0, len(x), _EVALUATION_BATCH)):
+        em = emulate(profile, impl_seed, call=(epoch << 24) + b, profiles_dir=profiles_dir, math=math)
+        with torch.no_grad(), em:
+            logits = model(x[start:start + _EVALUATION_BATCH])
+        if logits.dim() != 2:
+            raise Error(f"{_WHO}: the model must give (batch, classes) outputs, not shape {tuple(logits.shape)}")
+        out.append(logits.argmax(dim=1).numpy().astype(np.uint8))
+    model.train()
+    return np.concatenate(out)
+
+
+def _flip_lowest_bit(model: nn.Module, index: int) -> None:
+    """The ``flip`` variant: the lowest mantissa bit of initial weight ``index`` (modulo their count)
+    over every parameter in the model's order, as models/trainer.cpp's initial_model()."""
+    params = list(model.parameters())
+    total = sum(p.numel() for p in params)
+    if total == 0:
+        raise Error(f"{_WHO}: the flip variant needs a model with parameters")
+    at = index % total
+    for p in params:
+        if at < p.numel():
+            if not p.is_contiguous():
+                raise Error(f"{_WHO}: the flip variant needs contiguous parameters")
+            with torch.no_grad():
+                flat = p.data.view(-1)
+                flat[at:at + 1].view(torch.int32).bitwise_xor_(1)
+            return
+        at -= p.numel()
+
+
+def _flat(tensors: Any) -> np.ndarray:
+    parts = [t.detach().reshape(-1).to(torch.float32).numpy() for t in tensors]
+    return np.concatenate(parts) if parts else np.zeros(0, np.float32)
+
+
+def _progress_line(record: Any, finished: int, total: int, trained: int, elapsed: float) -> str:
+    """fplab run's line: bar, count, which replica and its accuracy, time taken and left."""
+    left = elapsed / trained * (total - finished)
+    bar = 30 * finished // total
+    return (f"[{'=' * bar}{' ' * (30 - bar)}] {finished}/{total} replicas  {record.profile} {record.variant} "
+            f"#{record.replica}: {100 * record.test_accuracy:.2f}%  {_clock(elapsed)} elapsed, ~{_clock(left)} left")
+
+
+def _clock(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 60}:{s % 60:02d}"
