@@ -76,7 +76,7 @@ iter repr format str hash index item tolist numpy requires_grad retain_grad
 register_hook backward grad reduce_ex deepcopy setstate getstate is_floating_point is_complex storage
 untyped_storage has_names is_set_to share_memory pin_memory array array_wrap get_device is_shared
 is_nonzero is_same_size is_signed is_inference contains apply map reversed nbytes itemsize
-_record_function_enter _record_function_enter_new _record_function_exit
+_record_function_enter _record_function_enter_new _record_function_exit _set_grad_enabled
 """.split())
 
 #: aten operations (overload packets) that reduce: listed when they run outside an emulated op.

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from torch.autograd.function import once_differentiable
 
+from ._divide import divided
 from ._handler import handles
 from ._native import Native, unsupported
 
@@ -39,14 +40,14 @@ class _BatchNorm(torch.autograd.Function):
         shape = _per_channel(x)
         n = x.numel() // x.shape[1]
         if training:
-            mean = em.engine.sum_planes(op, "bn_stats", x, site, part=0) / n
+            mean = divided(em.engine.sum_planes(op, "bn_stats", x, site, part=0), n)
             centred = x - mean.view(shape)
-            var = em.engine.sum_planes(op, "bn_stats", centred * centred, site, part=1) / n
+            var = divided(em.engine.sum_planes(op, "bn_stats", centred * centred, site, part=1), n)
             del centred
             if running_mean is not None:
                 running_mean.copy_(((1 - momentum) * running_mean.double() + momentum * mean.double()).float())
             if running_var is not None:
-                unbiased = var * n / (n - 1) if n > 1 else var
+                unbiased = divided(var * n, n - 1) if n > 1 else var
                 running_var.copy_(((1 - momentum) * running_var.double() + momentum * unbiased.double()).float())
         else:
             mean, var = running_mean, running_var
@@ -74,7 +75,7 @@ class _BatchNorm(torch.autograd.Function):
             dx = None
             if need_x:
                 if ctx.training:
-                    dx = (gamma * inv_std / n).view(shape) * (n * gy - dbeta.view(shape) - xhat * dgamma.view(shape))
+                    dx = divided(gamma * inv_std, n).view(shape) * (n * gy - dbeta.view(shape) - xhat * dgamma.view(shape))
                 else:
                     dx = gy * (gamma * inv_std).view(shape)
         return (None, None, None, dx, dgamma if need_weight else None, dbeta if need_bias else None,

@@ -28,6 +28,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from . import _math
+from ._divide import divided
 from ._handler import Handler, handles, owned
 from ._native import Native, unsupported
 
@@ -56,7 +57,7 @@ class _Sum(torch.autograd.Function):
         terms = x.permute(*dims, *rest).reshape(k, -1)  # term t of output m at [t, m], as sum_rows takes
         sums = em.engine.sum_rows(op, kind, terms, site)
         if mean:
-            sums = sums / k
+            sums = divided(sums, k)
         ctx.em, ctx.shape, ctx.k, ctx.mean = em, x.shape, k, mean
         ctx.kept = [1 if d in dims else x.shape[d] for d in range(x.dim())]
         return owned(sums.reshape(ctx.kept if keepdim else [x.shape[d] for d in rest]))
@@ -66,7 +67,7 @@ class _Sum(torch.autograd.Function):
         with ctx.em.backward():  # no reduction here; the next forward opens a new step
             g = g.reshape(ctx.kept)
             if ctx.mean:
-                g = g / ctx.k
+                g = divided(g, ctx.k)
             return None, None, None, g.expand(ctx.shape), None, None, None, None
 
 
@@ -188,13 +189,13 @@ def _softmaxing(log: bool, functional: bool) -> Handler:
 def _total(em, op: str, site, losses: torch.Tensor, reduction: str) -> torch.Tensor:
     """The per-example losses summed in ``loss``'s order (divided by their count for "mean")."""
     total = em.engine.sum_rows(op, "loss", losses.reshape(-1, 1), site)[0]
-    return total / losses.shape[0] if reduction == "mean" else total
+    return divided(total, losses.shape[0]) if reduction == "mean" else total
 
 
 def _scaled(d: torch.Tensor, g: torch.Tensor, reduction: str) -> torch.Tensor:
     """The gradient of every example's loss times the output gradient g."""
     if reduction == "mean":
-        d = d / d.shape[0]
+        d = divided(d, d.shape[0])
     return d * (g.unsqueeze(1) if reduction == "none" else g)
 
 
