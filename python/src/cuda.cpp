@@ -13,6 +13,8 @@
 
 #include "python/src/bindings.hpp"
 #include "sim/arithmetic.hpp"
+#include "sim/conv_geometry.hpp"
+#include "sim/cuda/gpu_conv.hpp"
 #include "sim/cuda/gpu_device.hpp"
 #include "sim/cuda/gpu_gemm.hpp"
 #include "sim/cuda/gpu_plan.hpp"
@@ -99,6 +101,30 @@ void cuda_sum_columns(uintptr_t x, size_t rows, size_t cols, uintptr_t out, cons
   kernels_on(device).sums.run_columns(plan, device_floats(x), rows, cols, device_floats_out(out));
 }
 
+sim::ConvGeometry geometry_of(py::tuple shape, size_t kernel, size_t stride, size_t padding) {
+  const auto dim = [&](size_t i) { return shape[i].cast<size_t>(); };
+  if (shape.size() != 4) throw std::invalid_argument("cuda convolution: shape must be (batch, channels, height, width)");
+  return {dim(0), dim(1), dim(2), dim(3), kernel, stride, padding};
+}
+
+void cuda_im2col(uintptr_t x, uintptr_t cols, py::tuple shape, size_t kernel, size_t stride, size_t padding,
+                 bool transposed, int device) {
+  const sim::ConvGeometry geometry = geometry_of(shape, kernel, stride, padding);
+  py::gil_scoped_release unlocked;
+  const std::lock_guard<std::mutex> held(kernels_lock);
+  gpu::use_device(device);
+  gpu::GpuConv::im2col_on_device(geometry, device_floats(x), device_floats_out(cols), transposed);
+}
+
+void cuda_col2im(uintptr_t dcols, uintptr_t dx, py::tuple shape, size_t kernel, size_t stride, size_t padding,
+                 int device) {
+  const sim::ConvGeometry geometry = geometry_of(shape, kernel, stride, padding);
+  py::gil_scoped_release unlocked;
+  const std::lock_guard<std::mutex> held(kernels_lock);
+  gpu::use_device(device);
+  gpu::GpuConv::col2im_on_device(geometry, device_floats(dcols), device_floats_out(dx));
+}
+
 size_t cuda_workspace_bytes() {
   const std::lock_guard<std::mutex> held(kernels_lock);
   size_t bytes = 0;
@@ -133,6 +159,14 @@ void bind_cuda(py::module_& m) {
         py::arg("schedule"), py::arg("device") = 0,
         "out[j] = the reduction of column j of x (rows x cols, row-major float32 device memory) over its rows in "
         "row order, in the schedule's order.");
+  m.def("cuda_im2col", &cuda_im2col, py::arg("x"), py::arg("cols"), py::arg("shape"), py::arg("kernel"),
+        py::arg("stride"), py::arg("padding"), py::arg("transposed") = false, py::arg("device") = 0,
+        "The im2col columns of x (shape: batch, channels, height, width; square kernel, zero padding) on the device: "
+        "rows (b, oy, ox) x columns (c, i, j), or their transpose.");
+  m.def("cuda_col2im", &cuda_col2im, py::arg("dcols"), py::arg("dx"), py::arg("shape"), py::arg("kernel"),
+        py::arg("stride"), py::arg("padding"), py::arg("device") = 0,
+        "dx (shape) from the columns' gradient on the device: each element the float32 sum, from +0, of its terms in "
+        "the order of the columns' rows (models/conv2d.cpp's col2im).");
   m.def("cuda_workspace_bytes", &cuda_workspace_bytes,
         "Bytes of device memory fplab's kernels hold for their workspaces, on every device (outside PyTorch's "
         "allocator: add it to torch.cuda.max_memory_allocated() for the peak).");

@@ -32,7 +32,7 @@ if torch is not None:
     import fplab.torch
     import fplab.torch.models as fm
 
-DATA = "/usr/share/datasets/fashion-mnist"
+DATA = os.environ.get("FPLAB_DATA_DIR", "/usr/share/datasets/fashion-mnist")  # scripts/gpu-check sets it
 RECIPE = dict(subset=256, batch=64, epochs=1)
 OPTIONS = dict(model="mlp", hidden=[64, 32], dropout=0.3, optimizer="sgd", lr=0.05, weight_decay=0.001,
                decay_every=1, epochs=2, augment_pad=2, flip=True, subset=200, batch=48, algo_seed=7)

@@ -2,8 +2,9 @@
 emulation on CPU tensors (the CPU engine, itself checked against `fplab train` in
 test_torch_crosscheck.py): the same profile and impl seed must give the same bits on either device.
 
-- the copies around the kernels: im2col and col2im on the device against the CPU engine's, on
-  every combination of kernel 1-3, stride 1-3, padding 0-2 and dilation 1-2 that fits;
+- the copies around the kernels: im2col and col2im on the device (fplab's kernels, and PyTorch's
+  operations where those do not apply) against the CPU engine's, on every combination of kernel
+  1-3, stride 1-3, padding 0-2 and dilation 1-2 that fits;
 - every emulated layer, forward and backward, under profiles whose reductions run on the kernels
   (cpu-seq, h100:deterministic), partly on the host (h100: atomic bias gradients) and wholly on
   the host (h100-tf32: tensor-core GEMMs), and on a stream other than the default one;
@@ -110,10 +111,13 @@ class CudaCopies(unittest.TestCase):
             if 7 + 2 * p < reach or 6 + 2 * p < reach:
                 continue
             args = ((k, k), (s, s), (p, p), (d, d))
-            for transposed in (False, True):
-                want = torch.from_numpy(np.array(cpu.im2col(x, *args, 1, 2, transposed)))
-                got = cuda.im2col(x.cuda(), *args, 1, 2, transposed)
-                self.assertTrue(torch.equal(bits(got), bits(want)), f"im2col k{k} s{s} p{p} d{d} t{transposed}")
+            # channels 1-2 of 3: PyTorch's F.unfold; all 3 (dilation 1): fplab's kernel
+            for (first, channels), transposed in itertools.product(((1, 2), (0, 3)), (False, True)):
+                want = torch.from_numpy(np.array(cpu.im2col(x, *args, first, channels, transposed)))
+                got = cuda.im2col(x.cuda(), *args, first, channels, transposed)
+                self.assertTrue(torch.equal(bits(got), bits(want)),
+                                f"im2col k{k} s{s} p{p} d{d} channels {first}+{channels} t{transposed}")
+            want = torch.from_numpy(np.array(cpu.im2col(x, *args, 1, 2, True)))
             rows = want.shape[1]  # the transposed columns: (taps, rows)
             dcols = torch.randn(rows, 2 * k * k, generator=gen)
             dcols[0, 0] = -0.0  # a lone -0 term must come out +0 (sums start from +0)
@@ -145,18 +149,24 @@ class CudaLayers(unittest.TestCase):
         return fplab.torch.coverage()
 
     def test_kernels(self):
-        for profile in ("cpu-seq", "h100:deterministic"):
+        for profile in ("cpu-seq", "h100:deterministic", "v100"):
             with self.subTest(profile=profile):
                 coverage = self.check(profile)
-                places = {e.where for e in coverage.emulated}
-                self.assertEqual(places, {"cuda"}, f"{profile}: every reduction on the kernels")
+                table = load_table(profile)
+                for e in coverage.emulated:  # on the kernels exactly where they give the CPU's bits
+                    choice = table.choices[e.op_kind]
+                    gemm = e.op_kind in ("fwd", "dgrad", "wgrad")
+                    on_kernels = not fplab._core.cuda_why_not(gemm, choice.schedule, choice.arithmetic)
+                    self.assertEqual(e.where == "cuda", on_kernels, f"{profile}: {e}")
+                if profile == "h100:deterministic":
+                    self.assertEqual({e.where for e in coverage.emulated}, {"cuda"})
 
     def test_host_round_trips(self):
         coverage = self.check("h100")
         where = {(e.op_kind, e.where) for e in coverage.emulated}
         self.assertIn(("fwd", "cuda"), where)
         bias = [w for kind, w in where if kind == "bias_grad"]
-        self.assertTrue(bias and all(w.startswith("cpu (from cuda: an atomic combine") for w in bias), bias)
+        self.assertTrue(bias and all(w.startswith("cpu (from cuda: ") for w in bias), bias)
         coverage = self.check("h100-tf32")
         gemms = {e.where for e in coverage.emulated if e.op_kind in ("fwd", "dgrad", "wgrad")}
         self.assertTrue(all(w.startswith("cpu (from cuda: schedule") for w in gemms), gemms)

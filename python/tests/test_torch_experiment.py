@@ -32,7 +32,7 @@ if torch is not None:
     import fplab.torch
     import fplab.torch.models as fm
 
-DATA = "/usr/share/datasets/fashion-mnist"
+DATA = os.environ.get("FPLAB_DATA_DIR", "/usr/share/datasets/fashion-mnist")  # scripts/gpu-check sets it
 PROFILES = ["h100", "v100"]
 VARIANTS = ["algo+impl", "algo", "impl", "control"]
 RECIPE = dict(epochs=1, batch=64, lr=0.01)

@@ -42,10 +42,13 @@ unsigned blocks_for(int64_t count) {
   return static_cast<unsigned>(std::min<int64_t>((count + kThreads - 1) / kThreads, kMaxBlocks));
 }
 
+// Transposed: cols is taps x rows (the weight gradient's left operand), written in its own order.
+template <bool Transposed>
 __global__ void im2col_kernel(const float* __restrict__ x, float* __restrict__ cols, Dims d, int64_t count) {
+  const int64_t rows = count / d.taps;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < count;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t row = e / d.taps, tap = e % d.taps;
+    const int64_t row = Transposed ? e % rows : e / d.taps, tap = Transposed ? e / rows : e % d.taps;
     const int64_t ox = row % d.out_w, oy = row / d.out_w % d.out_h, b = row / (d.out_w * d.out_h);
     const int64_t j = tap % d.kernel, i = tap / d.kernel % d.kernel, c = tap / (d.kernel * d.kernel);
     const int64_t y = oy * d.stride + i - d.padding, xx = ox * d.stride + j - d.padding;
@@ -111,8 +114,8 @@ const float* GpuConv::im2col(const ConvGeometry& geometry, const float* x, float
   float* const device_cols = cols_.reserve(count);
   copy(device_x, x, geometry.input_size());
   if (count) {
-    im2col_kernel<<<blocks_for(static_cast<int64_t>(count)), kThreads>>>(device_x, device_cols, d,
-                                                                         static_cast<int64_t>(count));
+    im2col_kernel<false><<<blocks_for(static_cast<int64_t>(count)), kThreads>>>(device_x, device_cols, d,
+                                                                                static_cast<int64_t>(count));
     FPLAB_CUDA_LAUNCHED("im2col_kernel");
   }
   if (cols) copy(cols, device_cols, count);
@@ -133,6 +136,25 @@ void GpuConv::col2im(const ConvGeometry& geometry, const float* dcols, float* dx
     FPLAB_CUDA_LAUNCHED("col2im_gather");
   }
   copy(dx, device_dx, count);
+}
+
+void GpuConv::im2col_on_device(const ConvGeometry& geometry, const float* x, float* cols, bool transposed) {
+  const Dims d = dims_of(geometry);
+  const auto count = static_cast<int64_t>(geometry.rows() * geometry.taps());
+  if (count == 0) return;
+  if (transposed)
+    im2col_kernel<true><<<blocks_for(count), kThreads>>>(x, cols, d, count);
+  else
+    im2col_kernel<false><<<blocks_for(count), kThreads>>>(x, cols, d, count);
+  FPLAB_CUDA_LAUNCHED("im2col_kernel");
+}
+
+void GpuConv::col2im_on_device(const ConvGeometry& geometry, const float* dcols, float* dx) {
+  const Dims d = dims_of(geometry);
+  const auto count = static_cast<int64_t>(geometry.input_size());
+  if (count == 0) return;
+  col2im_gather<<<blocks_for(count), kThreads>>>(dcols, dx, d, count);
+  FPLAB_CUDA_LAUNCHED("col2im_gather");
 }
 
 }  // namespace fplab::sim::gpu

@@ -31,6 +31,13 @@ class GpuConv {
   // host or dcols_buffer(geometry).
   void col2im(const ConvGeometry& geometry, const float* dcols, float* dx);
 
+  // The same two on the caller's device memory (fplab.torch's CUDA tensors), enqueued on the
+  // default stream and not waited for: x (batch, channels, height, width) to cols, rows() x taps()
+  // or, `transposed`, taps() x rows() (the weight gradient's left operand); dcols (rows() x taps())
+  // to dx.
+  static void im2col_on_device(const ConvGeometry& geometry, const float* x, float* cols, bool transposed);
+  static void col2im_on_device(const ConvGeometry& geometry, const float* dcols, float* dx);
+
  private:
   struct Buffer {
     float* data = nullptr;

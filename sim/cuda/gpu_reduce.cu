@@ -32,6 +32,9 @@ struct PassArgs {
   int64_t n;
   int64_t ld;     // floats from one segment's terms to the next's
   int64_t chunk;  // contiguous folds
+  // Strided folds: the plan's grid of B blocks, which sets the stride V·T·B. Fewer blocks may run
+  // (launch_reduction: those past the last term would only give -0 partials).
+  int64_t grid_blocks;
   int warps;
   BlockOrder block;
   Mode mode;
@@ -123,7 +126,7 @@ __device__ __forceinline__ float thread_fold(const PassArgs& a, const float* x) 
     for (int j = 0; j < V; ++j) acc[j] = -0.0f;
     // U loads in flight before their additions (in order): enough bytes moving to fill HBM.
     constexpr int U = V == 1 ? 8 : V == 8 ? 2 : 4;
-    const int64_t stride = static_cast<int64_t>(V) * gridDim.x * blockDim.x;
+    const int64_t stride = static_cast<int64_t>(V) * a.grid_blocks * blockDim.x;
     int64_t base = V * t;
     for (; base + (U - 1) * stride + V <= a.n; base += U * stride) {
       Terms<V> r[U];
@@ -279,11 +282,21 @@ int64_t chunk_of(const BlockPass& p, int64_t n) {
 // ticket and result: one per segment.
 void launch_reduction(const ReductionPlan& plan, const float* x, int64_t n, int64_t ld, unsigned segments,
                       float* partials, unsigned* ticket, float* result, int32_t* ticket_order, float* old_values) {
-  const int64_t blocks = plan.first.blocks(n);
+  const int64_t grid = plan.first.blocks(n);
+  // A block whose threads hold no term gives the partial -0, which changes no sum it enters
+  // (x + -0 == x for every x, zeros of either sign included), in order or in the second pass's
+  // tree: a strided pass runs only the blocks up to the last that holds a term (a sum of 16 terms
+  // under cub-sum(256,1056): 1 block, not 1056). A recorded run keeps the whole grid: its block
+  // count is part of what it records.
+  const int64_t per_block = static_cast<int64_t>(plan.first.vector) * plan.first.threads_per_block();
+  const int64_t blocks = plan.first.contiguous || ticket_order != nullptr
+                             ? grid
+                             : std::min(grid, std::max<int64_t>(1, (n + per_block - 1) / per_block));
   PassArgs a{x,
              n,
              ld,
              chunk_of(plan.first, n),
+             grid,
              plan.first.warps,
              plan.first.block,
              Mode::result,
@@ -310,8 +323,8 @@ void launch_reduction(const ReductionPlan& plan, const float* x, int64_t n, int6
   }
   launch_pass(plan.first, blocks, segments, a);
   if (plan.combine == GridCombine::second_pass) {
-    const PassArgs b{partials,     blocks,  blocks, 0,      plan.second.warps, plan.second.block,
-                     Mode::result, nullptr, ticket, result, nullptr,           nullptr};
+    const PassArgs b{partials, blocks,  blocks, 0,      1,       plan.second.warps, plan.second.block,
+                     Mode::result, nullptr, ticket, result, nullptr, nullptr};
     launch_pass(plan.second, 1, segments, b);
   }
 }

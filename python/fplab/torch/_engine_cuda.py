@@ -11,9 +11,11 @@ rest goes to the CPU engine on a copy (a round trip through the host, listed in 
 - schedules outside the kernels' family and other arithmetic (tensor-core fused accumulation,
   bf16 or fp16 accumulators, stochastic rounding).
 
-The copies around the reductions are PyTorch's own operations on the device (im2col by
-F.unfold; col2im as strided additions in the CPU loop's order), since a copy has no order and
-a float32 addition of two numbers has one answer. The C library's exp and log (math="libm")
+The copies around the reductions run on the device: im2col and col2im by fplab's kernels
+(sim/cuda/gpu_conv, the CPU loop's order) for square kernels, equal strides and paddings and no
+dilation or channel slice, else by PyTorch's own operations (F.unfold; col2im as strided
+additions in the CPU loop's order), since a copy has no order and a float32 addition of two
+numbers has one answer. The C library's exp and log (math="libm")
 have no CUDA twin here: those tensors go through the host.
 """
 
@@ -33,6 +35,11 @@ from ._table import Table
 Pair = Tuple[int, int]
 
 _GEMM_KINDS = ("fwd", "dgrad", "wgrad")
+
+
+def _square(kernel: Pair, stride: Pair, padding: Pair, dilation: Pair) -> bool:
+    """True where fplab's convolution kernels take the geometry (sim::ConvGeometry)."""
+    return kernel[0] == kernel[1] and stride[0] == stride[1] and padding[0] == padding[1] and dilation == (1, 1)
 
 
 def _output_size(size: int, kernel: int, stride: int, padding: int, dilation: int) -> int:
@@ -138,8 +145,20 @@ class CudaEngine:
 
     def im2col(self, x: torch.Tensor, kernel: Pair, stride: Pair, padding: Pair, dilation: Pair, first: int,
                channels: int, transposed: bool = False) -> torch.Tensor:
-        """As Engine.im2col, on the device: F.unfold's (B, C·kh·kw, Ho·Wo) laid out as the rows
-        (b, oy, ox) and columns (c, i, j) of models/conv2d.cpp (or transposed)."""
+        """As Engine.im2col, on the device: the rows (b, oy, ox) and columns (c, i, j) of
+        models/conv2d.cpp (or transposed), in scratch memory."""
+        if _square(kernel, stride, padding, dilation) and first == 0 and channels == x.shape[1]:
+            batch, _, h, w = x.shape
+            rows = batch * _output_size(h, kernel[0], stride[0], padding[0], 1) * _output_size(
+                w, kernel[1], stride[1], padding[1], 1)
+            taps = channels * kernel[0] * kernel[1]
+            cols = self.scratch(taps, rows) if transposed else self.scratch(rows, taps)
+            x = self._dense(x)
+            wait = self._ready()
+            _core.cuda_im2col(x.data_ptr(), cols.data_ptr(), tuple(x.shape), kernel[0], stride[0], padding[0],
+                              transposed, self.index)
+            self._done(wait)
+            return cols
         unfolded = F.unfold(x.detach()[:, first:first + channels], kernel, dilation=dilation, padding=padding,
                             stride=stride)
         batch, taps, positions = unfolded.shape
@@ -158,6 +177,14 @@ class CudaEngine:
         decreasing order: so the offsets are added one at a time, last first, each as one strided
         float32 addition over the whole (padded) input, from +0."""
         batch, channels, h, w = shape
+        if _square(kernel, stride, padding, dilation):
+            dx = torch.empty(tuple(shape), dtype=torch.float32, device=self.device)
+            dcols = self._dense(dcols)
+            wait = self._ready()
+            _core.cuda_col2im(dcols.data_ptr(), dx.data_ptr(), tuple(shape), kernel[0], stride[0], padding[0],
+                              self.index)
+            self._done(wait)
+            return dx
         (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
         ho, wo = _output_size(h, kh, sh, ph, dh), _output_size(w, kw, sw, pw, dw)
         terms = dcols.reshape(batch, ho, wo, channels, kh, kw)
