@@ -116,6 +116,11 @@ class Engine:
         (not a view made inside an autograd.Function)."""
         return torch.from_numpy(_core.transpose_batches(as_array(x)).reshape(shape))
 
+    def sqrt(self, x: torch.Tensor) -> torch.Tensor:
+        """The correctly rounded float32 square root, elementwise (NumPy's: the CPU's instruction);
+        PyTorch 2.11's CPU kernel is not correctly rounded."""
+        return torch.from_numpy(np.sqrt(as_array(x)))
+
     def exp(self, x: torch.Tensor) -> torch.Tensor:
         """The C library's expf, elementwise (_math.py says when)."""
         return torch.from_numpy(_core.exp(as_array(x)))

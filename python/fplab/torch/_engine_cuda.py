@@ -199,6 +199,10 @@ class CudaEngine:
         """x (B, M, N) transposed to (B, N, M), then given ``shape``: a tensor of its own memory."""
         return x.detach().transpose(1, 2).contiguous().reshape(shape)
 
+    def sqrt(self, x: torch.Tensor) -> torch.Tensor:
+        """The correctly rounded float32 square root, elementwise (CUDA's sqrtf: IEEE without fast math)."""
+        return torch.sqrt(x)
+
     def exp(self, x: torch.Tensor) -> torch.Tensor:
         """The C library's expf, elementwise: on the host (no CUDA twin of it here)."""
         return self.host.exp(x.cpu()).to(self.device)

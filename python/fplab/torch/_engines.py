@@ -66,6 +66,9 @@ class Engines:
     def transposed(self, x: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
         return self.on(x).transposed(x, shape)
 
+    def sqrt(self, x: torch.Tensor) -> torch.Tensor:
+        return self.on(x).sqrt(x)
+
     def exp(self, x: torch.Tensor) -> torch.Tensor:
         return self.on(x).exp(x)
 

@@ -51,9 +51,9 @@ class _BatchNorm(torch.autograd.Function):
                 running_var.copy_(((1 - momentum) * running_var.double() + momentum * unbiased.double()).float())
         else:
             mean, var = running_mean, running_var
-        # A division, not 1 / tensor: PyTorch computes that as reciprocal() * 1, whose CPU kernel
-        # in PyTorch 2.x is not correctly rounded (seen: 2.11 on x86-64), while the C++ divides.
-        root = torch.sqrt(var + eps)
+        # The correctly rounded square root and quotient, as the C++ layer's: PyTorch 2.11's CPU
+        # sqrt is not correctly rounded (seen on x86-64), and 1 / tensor is reciprocal() * 1.
+        root = em.engine.sqrt(var + eps)
         inv_std = torch.div(torch.ones_like(root), root)
         xhat = (x - mean.view(shape)) * inv_std.view(shape)
         y = xhat if weight is None else weight.view(shape) * xhat
