@@ -9,7 +9,8 @@ test_torch_crosscheck.py): the same profile and impl seed must give the same bit
   (cpu-seq, h100:deterministic), partly on the host (h100: atomic bias gradients) and wholly on
   the host (h100-tf32: tensor-core GEMMs), and on a stream other than the default one;
 - fplab's own models trained a few steps on each device (weights, BatchNorm buffers, predictions);
-- coverage says where each reduction ran.
+- coverage says where each reduction ran;
+- fplab.torch.experiment's replicas on CUDA are the CPU's.
 
 Skips, saying why, without PyTorch, without a CUDA device, or where fplab was built without CUDA.
 """
@@ -210,6 +211,25 @@ class CudaModels(unittest.TestCase):
                 pc = fm.predict(cpu.net, data, profile, 3)
                 pg = fm.predict(cuda.net, data, profile, 3)
                 self.assertTrue(np.array_equal(pc, pg))
+
+
+@unittest.skipIf(WHY is not None, WHY or "")
+class CudaExperiment(unittest.TestCase):
+    """fplab.torch.experiment on a CUDA device: every replica's bits are the CPU run's."""
+
+    def test_replicas_match_the_cpu(self):
+        import tempfile
+
+        from test_torch_experiment import RECIPE, mlp, synthetic
+
+        train, test = synthetic(256, 1), synthetic(200, 2)
+        with tempfile.TemporaryDirectory(prefix="fplab-torch-cuda-experiment-") as folder:
+            runs = [fplab.torch.experiment(mlp, train, test, RECIPE, ["h100"], ["impl", "control"], replicas=2,
+                                           out=os.path.join(folder, device), device=device, progress=False)
+                    for device in ("cpu", "cuda")]
+        cpu, cuda = ([(r.variant, r.replica, r.weights_sha256, r.predictions_sha256) for r in run.records]
+                     for run in runs)
+        self.assertEqual(cuda, cpu)
 
 
 if __name__ == "__main__":

@@ -204,9 +204,11 @@ class BadInput(unittest.TestCase):
         self.assertIn("class indices", self.refused(test_data=(self.test[0], self.test[1].float())))
         self.assertIn("class name", self.refused(class_names=["a", "b"]))
 
-    def test_cuda_device(self):
-        self.assertIn("CPU", self.refused(device="cuda"))
-        self.assertIn("CPU", self.refused(device="no-such-device"))
+    def test_bad_device(self):
+        self.assertIn("'cpu' or 'cuda[:N]'", self.refused(device="no-such-device"))
+        self.assertIn("'cpu' or 'cuda[:N]'", self.refused(device="meta"))
+        if not torch.cuda.is_available():  # test_torch_cuda.py trains on one where there is one
+            self.assertIn("cuda", self.refused(device="cuda"))
 
 
 def fplab_binary():

@@ -47,6 +47,7 @@ import torch.nn.functional as F
 from .. import _core
 from .._core import Error
 from ._mode import emulate
+from ._native import CUDA_KERNELS
 from .models import Optimizer
 
 VARIANTS = ("algo+impl", "algo", "impl", "control")  # the research's four; "order" and "flip" may be named too
@@ -107,10 +108,12 @@ def experiment(model_fn: Callable[[int], nn.Module], train_data: Data, test_data
     locked and marked as ``fplab run`` does it: one holding this experiment's replicas needs
     ``resume=True`` (keep those trained with the same recipe, model and data) or ``force=True``.
     ``loss_fn(output, y)`` defaults to F.cross_entropy; ``math="libm"`` takes the C library's exp
-    and log, as fplab's C++ layers (fplab.torch.emulate). ``device`` may only be the CPU so far. ``progress`` prints one line per replica on stderr.
+    and log, as fplab's C++ layers (fplab.torch.emulate). ``device`` ("cpu", the default, or
+    "cuda[:N]") is where the replicas train: the model (made by model_fn on the CPU) and the data
+    are moved there, and a CUDA device runs fplab's CUDA kernels, with the CPU's bits
+    (docs/python.md, "On a GPU"). ``progress`` prints one line per replica on stderr.
     """
-    if device is not None and _device_type(device) != "cpu":
-        raise Error(f"{_WHO}: device must be the CPU (it trains on CPU tensors only so far), not {device}")
+    device = _device(device)
     if not callable(model_fn):
         raise Error(f"{_WHO}: model_fn must be a function of the seed that returns an nn.Module")
     if math not in ("torch", "libm"):
@@ -154,6 +157,7 @@ def experiment(model_fn: Callable[[int], nn.Module], train_data: Data, test_data
             for k in range(len(jobs)):
                 records[k] = spec.load_replica(out, k, source)
         reused = sum(r is not None for r in records)
+        on_device = (train[0].to(device), train[1].to(device)), test[0].to(device)  # moved once
         if progress:
             print(f"{name}: {len(profiles)} profile(s) x {len(variants)} variant(s) x {replicas} replicas -> {out}",
                   file=sys.stderr)
@@ -163,7 +167,8 @@ def experiment(model_fn: Callable[[int], nn.Module], train_data: Data, test_data
         for k, job in enumerate(jobs):
             if records[k] is not None:
                 continue
-            records[k] = _train_replica(model_fn, job, recipe, train, test, loss_fn, profiles_dir, math)
+            records[k] = _train_replica(model_fn, job, recipe, on_device[0], on_device[1], test[1], loss_fn,
+                                        profiles_dir, math, device)
             spec.save_replica(out, k, records[k], source)
             done += 1
             if progress:
@@ -182,11 +187,21 @@ def experiment(model_fn: Callable[[int], nn.Module], train_data: Data, test_data
 # --- checking what the caller gave ------------------------------------------------------------
 
 
-def _device_type(device: Any) -> str:
+def _device(device: Any) -> torch.device:
+    """The device the replicas train on: the CPU, or a CUDA device fplab's kernels can run on."""
     try:
-        return torch.device(device).type
+        device = torch.device("cpu" if device is None else device)
     except (RuntimeError, TypeError, ValueError):
-        raise Error(f"{_WHO}: device must be the CPU, not {device!r}") from None
+        raise Error(f"{_WHO}: device must be 'cpu' or 'cuda[:N]', not {device!r}") from None
+    if device.type == "cpu":
+        return device
+    if device.type != "cuda":
+        raise Error(f"{_WHO}: device must be 'cpu' or 'cuda[:N]', not {str(device)!r}")
+    if not CUDA_KERNELS:
+        raise Error(f"{_WHO}: device {device}: this fplab was built without its CUDA kernels")
+    if not torch.cuda.is_available():
+        raise Error(f"{_WHO}: device {device}: no CUDA device here (torch.cuda.is_available() is False)")
+    return device
 
 
 def _recipe(recipe: Union[Recipe, Mapping[str, Any], None]) -> Recipe:
@@ -299,9 +314,10 @@ def _command() -> str:
 
 
 def _train_replica(model_fn: Callable[[int], nn.Module], job: dict, recipe: Recipe,
-                   train: Tuple[torch.Tensor, torch.Tensor], test: Tuple[torch.Tensor, torch.Tensor],
-                   loss_fn: Callable, profiles_dir: Sequence[str], math: str) -> Any:
-    """Job ``job`` trained and evaluated (models/trainer.cpp's loop), as a fplab._core.ReplicaRecord."""
+                   train: Tuple[torch.Tensor, torch.Tensor], test_x: torch.Tensor, test_y: torch.Tensor,
+                   loss_fn: Callable, profiles_dir: Sequence[str], math: str, device: torch.device) -> Any:
+    """Job ``job`` trained and evaluated (models/trainer.cpp's loop), as a fplab._core.ReplicaRecord;
+    train and test_x on ``device``, test_y (the labels, for the accuracy) on the CPU."""
     started = time.monotonic()
     x, y = train
     n = len(x)
@@ -315,6 +331,7 @@ def _train_replica(model_fn: Callable[[int], nn.Module], job: dict, recipe: Reci
         model = model_fn(algo_seed)
         if job["flip_weight"] >= 0:
             _flip_lowest_bit(model, job["flip_weight"])
+        model.to(device)
         trained = [p for p in model.parameters() if p.requires_grad]
         # Weight decay on weights, not on biases or normalisation parameters (fplab's layers: one dimension).
         optimizer = Optimizer([(p, p.dim() > 1) for p in trained], recipe.optimizer, recipe.lr, recipe.momentum,
@@ -327,7 +344,7 @@ def _train_replica(model_fn: Callable[[int], nn.Module], job: dict, recipe: Reci
             order = torch.from_numpy(np.asarray(_core.epoch_order(n, order_seed, epoch), dtype=np.int64))
             loss_sum = 0.0
             for b in range(batches):
-                chosen = order[b * size:(b + 1) * size]
+                chosen = order[b * size:(b + 1) * size].to(device)
                 for p in trained:  # set, not added to zeros: 0 + g would turn -0 into +0 (as the C++)
                     p.grad = None
                 with em:
@@ -336,8 +353,8 @@ def _train_replica(model_fn: Callable[[int], nn.Module], job: dict, recipe: Reci
                 optimizer.step(epoch)
                 loss_sum += float(loss)
             train_loss = loss_sum / batches  # the last epoch's mean, in double (fplab train's)
-        predictions = _predict(model, test[0], profile, job["impl_seed"], recipe.epochs - 1, profiles_dir, math)
-    accuracy = int((torch.from_numpy(predictions.astype(np.int64)) == test[1]).sum()) / len(predictions)
+        predictions = _predict(model, test_x, profile, job["impl_seed"], recipe.epochs - 1, profiles_dir, math)
+    accuracy = int((torch.from_numpy(predictions.astype(np.int64)) == test_y).sum()) / len(predictions)
     weights = _flat(model.parameters())
     buffers = _flat(b for b in model.buffers() if b.is_floating_point())
     return _core.ReplicaRecord(job["profile"], job["variant"], job["replica"], algo_seed, job["impl_seed"], accuracy,
@@ -356,7 +373,7 @@ def _predict(model: nn.Module, x: torch.Tensor, profile: str, impl_seed: int, ep
             logits = model(x[start:start + _EVALUATION_BATCH])
         if logits.dim() != 2:
             raise Error(f"{_WHO}: the model must give (batch, classes) outputs, not shape {tuple(logits.shape)}")
-        out.append(logits.argmax(dim=1).numpy().astype(np.uint8))
+        out.append(logits.argmax(dim=1).cpu().numpy().astype(np.uint8))
     model.train()
     return np.concatenate(out)
 
@@ -381,7 +398,7 @@ def _flip_lowest_bit(model: nn.Module, index: int) -> None:
 
 
 def _flat(tensors: Any) -> np.ndarray:
-    parts = [t.detach().reshape(-1).to(torch.float32).numpy() for t in tensors]
+    parts = [t.detach().reshape(-1).to(torch.float32).cpu().numpy() for t in tensors]
     return np.concatenate(parts) if parts else np.zeros(0, np.float32)
 
 
