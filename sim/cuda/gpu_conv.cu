@@ -43,18 +43,40 @@ unsigned blocks_for(int64_t count) {
 }
 
 // Transposed: cols is taps x rows (the weight gradient's left operand), written in its own order.
-template <bool Transposed>
-__global__ void im2col_kernel(const float* __restrict__ x, float* __restrict__ cols, Dims d, int64_t count) {
-  const int64_t rows = count / d.taps;
-  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < count;
-       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t row = Transposed ? e % rows : e / d.taps, tap = Transposed ? e / rows : e % d.taps;
-    const int64_t ox = row % d.out_w, oy = row / d.out_w % d.out_h, b = row / (d.out_w * d.out_h);
-    const int64_t j = tap % d.kernel, i = tap / d.kernel % d.kernel, c = tap / (d.kernel * d.kernel);
-    const int64_t y = oy * d.stride + i - d.padding, xx = ox * d.stride + j - d.padding;
-    const bool inside = y >= 0 && y < d.height && xx >= 0 && xx < d.width;
-    cols[e] = inside ? x[((b * d.channels + c) * d.height + y) * d.width + xx] : 0.0f;
+// I: the index type, 32-bit where every index fits (a 64-bit division costs several times more,
+// and an im2col does six a column entry).
+template <bool Transposed, class I>
+__global__ void im2col_kernel(const float* __restrict__ x, float* __restrict__ cols, Dims dims, I count) {
+  const I taps = static_cast<I>(dims.taps), out_w = static_cast<I>(dims.out_w), out_h = static_cast<I>(dims.out_h);
+  const I kernel = static_cast<I>(dims.kernel), stride = static_cast<I>(dims.stride);
+  const I padding = static_cast<I>(dims.padding), height = static_cast<I>(dims.height);
+  const I width = static_cast<I>(dims.width), channels = static_cast<I>(dims.channels);
+  const I rows = count / taps;
+  for (I e = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; e < count; e += static_cast<I>(gridDim.x) * blockDim.x) {
+    const I row = Transposed ? e % rows : e / taps, tap = Transposed ? e / rows : e % taps;
+    const I ox = row % out_w, oy = row / out_w % out_h, b = row / (out_w * out_h);
+    const I j = tap % kernel, i = tap / kernel % kernel, c = tap / (kernel * kernel);
+    const I y = oy * stride + i - padding, xx = ox * stride + j - padding;
+    const bool inside = y >= 0 && y < height && xx >= 0 && xx < width;
+    cols[e] = inside ? x[((b * channels + c) * height + y) * width + xx] : 0.0f;
   }
+}
+
+// im2col_kernel on the device's default stream, with 32-bit indices where the columns and the
+// input both have fewer than 2^31 - 2^30 elements (the grid-stride loop's index stays below 2^31).
+void launch_im2col(const float* x, float* cols, const Dims& d, int64_t count, bool transposed) {
+  constexpr int64_t kNarrow = int64_t{1} << 30;
+  const bool narrow = count < kNarrow && d.batch * d.channels * d.height * d.width < kNarrow;
+  const unsigned blocks = blocks_for(count);
+  if (narrow && transposed)
+    im2col_kernel<true, int32_t><<<blocks, kThreads>>>(x, cols, d, static_cast<int32_t>(count));
+  else if (narrow)
+    im2col_kernel<false, int32_t><<<blocks, kThreads>>>(x, cols, d, static_cast<int32_t>(count));
+  else if (transposed)
+    im2col_kernel<true, int64_t><<<blocks, kThreads>>>(x, cols, d, count);
+  else
+    im2col_kernel<false, int64_t><<<blocks, kThreads>>>(x, cols, d, count);
+  FPLAB_CUDA_LAUNCHED("im2col_kernel");
 }
 
 // The output positions along one axis whose window holds input coordinate `at` (padded: at +
@@ -114,9 +136,7 @@ const float* GpuConv::im2col(const ConvGeometry& geometry, const float* x, float
   float* const device_cols = cols_.reserve(count);
   copy(device_x, x, geometry.input_size());
   if (count) {
-    im2col_kernel<false><<<blocks_for(static_cast<int64_t>(count)), kThreads>>>(device_x, device_cols, d,
-                                                                                static_cast<int64_t>(count));
-    FPLAB_CUDA_LAUNCHED("im2col_kernel");
+    launch_im2col(device_x, device_cols, d, static_cast<int64_t>(count), false);
   }
   if (cols) copy(cols, device_cols, count);
   return device_cols;
@@ -142,11 +162,7 @@ void GpuConv::im2col_on_device(const ConvGeometry& geometry, const float* x, flo
   const Dims d = dims_of(geometry);
   const auto count = static_cast<int64_t>(geometry.rows() * geometry.taps());
   if (count == 0) return;
-  if (transposed)
-    im2col_kernel<true><<<blocks_for(count), kThreads>>>(x, cols, d, count);
-  else
-    im2col_kernel<false><<<blocks_for(count), kThreads>>>(x, cols, d, count);
-  FPLAB_CUDA_LAUNCHED("im2col_kernel");
+  launch_im2col(x, cols, d, count, transposed);
 }
 
 void GpuConv::col2im_on_device(const ConvGeometry& geometry, const float* dcols, float* dx) {
