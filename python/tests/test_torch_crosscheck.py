@@ -24,6 +24,7 @@ import unittest
 
 import numpy as np
 
+from fplab_command import DATA, fplab_binary
 from torch_reference import needs_torch, torch
 
 if torch is not None:
@@ -32,7 +33,6 @@ if torch is not None:
     import fplab.torch
     import fplab.torch.models as fm
 
-DATA = os.environ.get("FPLAB_DATA_DIR", "/usr/share/datasets/fashion-mnist")  # scripts/gpu-check sets it
 RECIPE = dict(subset=256, batch=64, epochs=1)
 OPTIONS = dict(model="mlp", hidden=[64, 32], dropout=0.3, optimizer="sgd", lr=0.05, weight_decay=0.001,
                decay_every=1, epochs=2, augment_pad=2, flip=True, subset=200, batch=48, algo_seed=7)
@@ -77,15 +77,6 @@ CASES = {
 }
 # fplab train's option for each train() argument (the rest: --NAME with _ as -).
 FLAGS = {"subset": "--train-subset", "decay_every": "--lr-decay-every", "flip": "--flip"}
-
-
-def fplab_binary():
-    """The fplab command: $FPLAB_BINARY, else build/apps/fplab beside build/python/fplab; None if neither."""
-    path = os.environ.get("FPLAB_BINARY")
-    if not path and torch is not None:
-        path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(fplab.__file__)))),
-                            "apps", "fplab")
-    return path if path and os.access(path, os.X_OK) else None
 
 
 def command(binary, arguments, profile, impl_seed, out):

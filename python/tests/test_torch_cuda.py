@@ -22,6 +22,7 @@ import unittest
 
 import numpy as np
 
+from fplab_command import DATA
 from torch_reference import torch
 
 if torch is not None:
@@ -49,7 +50,6 @@ def _why_skip():
 
 
 WHY = _why_skip()
-DATA = os.environ.get("FPLAB_DATA_DIR", "/usr/share/datasets/fashion-mnist")
 
 
 def bits(t):

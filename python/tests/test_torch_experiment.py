@@ -21,6 +21,7 @@ import unittest
 
 import numpy as np
 
+from fplab_command import DATA, fplab_binary
 from torch_reference import needs_torch, torch
 
 if torch is not None:
@@ -32,7 +33,6 @@ if torch is not None:
     import fplab.torch
     import fplab.torch.models as fm
 
-DATA = os.environ.get("FPLAB_DATA_DIR", "/usr/share/datasets/fashion-mnist")  # scripts/gpu-check sets it
 PROFILES = ["h100", "v100"]
 VARIANTS = ["algo+impl", "algo", "impl", "control"]
 RECIPE = dict(epochs=1, batch=64, lr=0.01)
@@ -209,15 +209,6 @@ class BadInput(unittest.TestCase):
         self.assertIn("'cpu' or 'cuda[:N]'", self.refused(device="meta"))
         if not torch.cuda.is_available():  # test_torch_cuda.py trains on one where there is one
             self.assertIn("cuda", self.refused(device="cuda"))
-
-
-def fplab_binary():
-    """The fplab command: $FPLAB_BINARY, else build/apps/fplab beside build/python/fplab; None if neither."""
-    path = os.environ.get("FPLAB_BINARY")
-    if not path and torch is not None:
-        path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(fplab.__file__)))),
-                            "apps", "fplab")
-    return path if path and os.access(path, os.X_OK) else None
 
 
 CROSSCHECK = """name = "crosscheck"
