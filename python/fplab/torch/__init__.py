@@ -1,4 +1,4 @@
-"""fplab.torch: any PyTorch model under a hardware profile's reduction orders (CPU tensors).
+"""fplab.torch: any PyTorch model under a hardware profile's reduction orders (CPU and CUDA tensors).
 
 >>> import fplab.torch
 >>> with fplab.torch.emulate("h100", impl_seed=3):       # a profile name or path; "NAME:deterministic"
@@ -8,8 +8,10 @@
 
 Inside ``emulate``, the matmul-like operations (F.linear, torch.matmul and @, mm, bmm, addmm,
 baddbmm, F.conv2d) and the reductions training takes (sum and mean over dimensions, softmax,
-log_softmax, cross_entropy, nll_loss, batch_norm, global average pooling) of float32 CPU tensors run through fplab's C++
-engine with the profile's schedule and arithmetic for each op kind: forward ``fwd``, input
+log_softmax, cross_entropy, nll_loss, batch_norm, global average pooling) of float32 tensors run
+through fplab's C++ engine (CPU tensors) or its CUDA kernels (CUDA tensors, the same bits; what
+they cannot give those bits for makes a round trip to the C++ engine) with the profile's schedule
+and arithmetic for each op kind: forward ``fwd``, input
 gradients ``dgrad``, weight gradients ``wgrad``, bias gradients ``bias_grad``, ``bn_stats``,
 ``softmax``, ``loss``. Everything else runs natively and is listed by coverage(); what may reduce
 among it is warned about once (NativeOpWarning). Nondeterministic steps draw from the same

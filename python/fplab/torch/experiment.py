@@ -98,7 +98,7 @@ def experiment(model_fn: Callable[[int], nn.Module], train_data: Data, test_data
 
     ``model_fn(seed)`` builds the model with its initial weights (it runs after
     ``torch.manual_seed(seed)``, so a model_fn that ignores the seed still gets the seed's weights).
-    ``train_data`` and ``test_data`` are pairs ``(x, y)`` of CPU tensors or NumPy arrays: inputs
+    ``train_data`` and ``test_data`` are pairs ``(x, y)`` of tensors (on any device) or NumPy arrays: inputs
     (converted to float32, the dtype fplab.torch emulates) and class indices 0 .. classes - 1 (at
     most 256 classes); the classes are ``class_names`` or else 0 .. the largest label.
     ``recipe`` is a Recipe or a dict of its fields. ``profiles`` are profile names or ``.toml`` paths
@@ -243,8 +243,7 @@ def _examples(data: Data, what: str) -> Tuple[torch.Tensor, torch.Tensor]:
         x, y = torch.as_tensor(data[0]), torch.as_tensor(data[1])
     except (TypeError, ValueError, RuntimeError) as error:
         raise Error(f"{_WHO}: {what} must be a pair (x, y) of tensors or arrays ({error})".splitlines()[0]) from None
-    if x.device.type != "cpu" or y.device.type != "cpu":
-        raise Error(f"{_WHO}: {what} must be on the CPU (it trains on CPU tensors only so far)")
+    x, y = x.cpu(), y.cpu()  # checked and hashed here; moved to the training device once
     if not x.is_floating_point():
         raise Error(f"{_WHO}: {what}'s inputs must be floating-point, not {x.dtype}")
     if y.is_floating_point() or y.is_complex() or y.dtype == torch.bool or y.dim() != 1:
