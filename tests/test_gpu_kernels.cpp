@@ -17,6 +17,7 @@
 #include "sim/cuda/gpu_gemm_probe.hpp"
 #include "sim/cuda/gpu_plan.hpp"
 #include "sim/cuda/gpu_reduce.hpp"
+#include "sim/cuda/gpu_seeded.hpp"
 #include "sim/engine.hpp"
 #include "sim/generate.hpp"
 
@@ -335,6 +336,50 @@ TEST_CASE("gpu segmented sums == sim::reduce_batch bit for bit: training's sums 
       INFO(text << ", " << rows << " rows x " << cols << " columns");
       CHECK(same == cols);
     }
+}
+
+TEST_CASE("gpu plan: the seeded-order kernel takes GROUPS:{seq|atomic} [| all:{seq|atomic}]") {
+  const SeededPlan h100 = plan_seeded(parse_schedule("strided(132):atomic | all:atomic"));
+  CHECK(h100.first.kind == Grouping::Kind::strided);
+  CHECK(h100.first.size == 132);
+  CHECK((h100.first_atomic && h100.two_stages && h100.second_atomic));
+  const SeededPlan one = plan_seeded(parse_schedule("all:atomic"));
+  CHECK((one.first_atomic && !one.two_stages));
+  CHECK_FALSE(plan_seeded(parse_schedule("contig(8):seq | all:atomic")).first_atomic);
+  for (const char* text : {"strided(4):tree | all:seq", "strided(4):seq | contig(2):seq | all:seq", "contig(4):atomic",
+                           "shuffle | all:seq", "strided(4):seq | strided(2):atomic"}) {
+    INFO(text);
+    CHECK_THROWS_AS(plan_seeded(parse_schedule(text)), NotRealisable);
+  }
+}
+
+TEST_CASE("gpu seeded sums == sim::reduce_batch bit for bit: atomic steps in the impl seed's orders") {
+  if (!have_device()) return;
+  const char* schedules[] = {"strided(132):atomic | all:atomic",  // h100's bias gradients
+                             "all:atomic", "strided(8):atomic | all:atomic", "contig(7):atomic | all:seq",
+                             "split(5):seq | all:atomic", "strided(3):seq | all:atomic", "all:seq"};
+  const std::pair<size_t, size_t> shapes[] = {{1, 1}, {10, 64}, {64, 10}, {131, 130}, {33, 7}, {1000, 3}, {4096, 2}};
+  const NoiseKey keys[] = {{3, 17, 5}, {4, 17, 5}};
+  for (const char* text : schedules)
+    for (const auto& [rows, cols] : shapes)
+      for (const NoiseKey& key : keys) {
+        const Schedule s = parse_schedule(text);
+        const auto x = floats("lognormal:" + std::to_string(rows * cols), rows * 7 + cols);
+        const std::vector<double> terms(x.begin(), x.end());
+        std::vector<double> cpu(cols);
+        reduce_batch(s, terms.data(), rows, cols, Arithmetic{}, key, cpu.data());
+        std::vector<float> transposed(rows * cols);
+        for (size_t i = 0; i < rows; ++i)
+          for (size_t j = 0; j < cols; ++j) transposed[j * rows + i] = x[i * cols + j];
+        const auto by_columns = reduce_batch_seeded(s, x, {rows, cols, cols, 1}, key);
+        const auto by_rows = reduce_batch_seeded(s, transposed, {rows, cols, 1, rows}, key);
+        size_t same = 0;
+        for (size_t j = 0; j < cols; ++j)
+          same += std::bit_cast<uint32_t>(by_columns[j]) == std::bit_cast<uint32_t>(static_cast<float>(cpu[j])) &&
+                  std::bit_cast<uint32_t>(by_rows[j]) == std::bit_cast<uint32_t>(static_cast<float>(cpu[j]));
+        INFO(text << ", " << rows << " rows x " << cols << " columns, impl seed " << key.impl_seed);
+        CHECK(same == cols);
+      }
 }
 
 TEST_CASE("gpu gemm: the serial form's timeline — each tile's parts release in part order; flags left ready") {

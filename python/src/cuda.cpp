@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "python/src/bindings.hpp"
@@ -19,6 +20,7 @@
 #include "sim/cuda/gpu_gemm.hpp"
 #include "sim/cuda/gpu_plan.hpp"
 #include "sim/cuda/gpu_reduce.hpp"
+#include "sim/cuda/gpu_seeded.hpp"
 #include "sim/schedule.hpp"
 
 namespace fplab::python {
@@ -29,7 +31,12 @@ namespace gpu = sim::gpu;
 struct DeviceKernels {
   gpu::GpuGemm gemm;
   gpu::GpuSegmentedReduction sums;
+  gpu::GpuSeededReduction seeded;  // schedules with atomic steps, in the impl seed's orders
 };
+
+// sim::reduce_batch's tile of outputs that share an order (engine.hpp), as fplab.torch's CPU
+// engine calls it.
+constexpr size_t kBatchTileOutputs = 64;
 
 std::mutex kernels_lock;
 
@@ -50,19 +57,30 @@ DeviceKernels& kernels_on(int device) {
 const float* device_floats(uintptr_t address) { return reinterpret_cast<const float*>(address); }
 float* device_floats_out(uintptr_t address) { return reinterpret_cast<float*>(address); }
 
+// A reduction runs on the fast kernel where it realises the schedule deterministically (its
+// atomic combine adds in the hardware's order, not the impl seed's), else on the seeded-order one.
+std::optional<gpu::ReductionPlan> fast_plan(const sim::Schedule& schedule) {
+  try {
+    const gpu::ReductionPlan plan = gpu::plan_reduction(schedule);
+    if (plan.deterministic()) return plan;
+  } catch (const gpu::NotRealisable&) {
+  }
+  return std::nullopt;
+}
+
 // Why the kernels cannot run this reduction as `schedule` in `arithmetic` ("" when they can):
 // a schedule outside the kernels' family, arithmetic other than theirs (fp32, round to nearest
-// even, subnormals kept, fused products in a GEMM), or an atomic combine, whose order on the GPU
-// is the hardware's and not the impl seed's.
+// even, subnormals kept, fused products in a GEMM), or a GEMM's atomic combine, whose order on
+// the GPU is the hardware's and not the impl seed's.
 std::string why_not(bool gemm, const sim::Schedule& schedule, const sim::Arithmetic& arithmetic) {
   if (!arithmetic.native_float())
     return "arithmetic " + arithmetic.to_string() + " is not the kernels' (fp32, round to nearest even, subnormals kept)";
   if (gemm && arithmetic.products != sim::Products::fused)
     return "products '" + std::string(sim::products_name(arithmetic.products)) + "': the GEMM kernel fuses them";
   try {
-    const bool deterministic =
-        gemm ? gpu::plan_gemm(schedule).deterministic() : gpu::plan_reduction(schedule).deterministic();
-    if (!deterministic) return "an atomic combine: the GPU adds in the hardware's order, not the impl seed's";
+    if (gemm && !gpu::plan_gemm(schedule).deterministic())
+      return "an atomic combine: the GPU adds in the hardware's order, not the impl seed's";
+    if (!gemm && !fast_plan(schedule)) gpu::plan_seeded(schedule);
   } catch (const gpu::NotRealisable& e) {
     return e.what();
   }
@@ -86,19 +104,32 @@ void cuda_matmul(uintptr_t a, uintptr_t b, uintptr_t c, size_t m, size_t n, size
   kernels_on(device).gemm.run_on_device(plan, device_floats(a), device_floats(b), device_floats_out(c), {m, n, k});
 }
 
-void cuda_sum_segments(uintptr_t x, size_t n, size_t count, uintptr_t out, const sim::Schedule& schedule, int device) {
-  const gpu::ReductionPlan plan = gpu::plan_reduction(schedule);
+// A batch of sums on the fast kernel or the seeded-order one (fast_plan); `columns`: term t of
+// output o at x[t * count + o], else at x[o * n + t].
+void sum_batch(uintptr_t x, size_t n, size_t count, bool columns, uintptr_t out, const sim::Schedule& schedule,
+               int device, const sim::NoiseKey& key) {
+  const std::optional<gpu::ReductionPlan> fast = fast_plan(schedule);
+  const gpu::SeededPlan seeded = fast ? gpu::SeededPlan{} : gpu::plan_seeded(schedule);
   py::gil_scoped_release unlocked;
   const std::lock_guard<std::mutex> held(kernels_lock);
-  kernels_on(device).sums.run(plan, device_floats(x), n, count, device_floats_out(out));
+  DeviceKernels& k = kernels_on(device);
+  if (fast && columns)
+    k.sums.run_columns(*fast, device_floats(x), n, count, device_floats_out(out));
+  else if (fast)
+    k.sums.run(*fast, device_floats(x), n, count, device_floats_out(out));
+  else
+    k.seeded.run(seeded, device_floats(x), {n, count, columns ? count : 1, columns ? 1 : n}, key, kBatchTileOutputs,
+                 device_floats_out(out));
+}
+
+void cuda_sum_segments(uintptr_t x, size_t n, size_t count, uintptr_t out, const sim::Schedule& schedule, int device,
+                       uint64_t impl_seed, uint64_t op_id, uint64_t call) {
+  sum_batch(x, n, count, false, out, schedule, device, {impl_seed, op_id, call});
 }
 
 void cuda_sum_columns(uintptr_t x, size_t rows, size_t cols, uintptr_t out, const sim::Schedule& schedule,
-                      int device) {
-  const gpu::ReductionPlan plan = gpu::plan_reduction(schedule);
-  py::gil_scoped_release unlocked;
-  const std::lock_guard<std::mutex> held(kernels_lock);
-  kernels_on(device).sums.run_columns(plan, device_floats(x), rows, cols, device_floats_out(out));
+                      int device, uint64_t impl_seed, uint64_t op_id, uint64_t call) {
+  sum_batch(x, rows, cols, true, out, schedule, device, {impl_seed, op_id, call});
 }
 
 sim::ConvGeometry geometry_of(py::tuple shape, size_t kernel, size_t stride, size_t padding) {
@@ -128,7 +159,8 @@ void cuda_col2im(uintptr_t dcols, uintptr_t dx, py::tuple shape, size_t kernel, 
 size_t cuda_workspace_bytes() {
   const std::lock_guard<std::mutex> held(kernels_lock);
   size_t bytes = 0;
-  for (const auto& [device, kernels] : devices()) bytes += kernels->gemm.workspace_bytes() + kernels->sums.workspace_bytes();
+  for (const auto& [device, kernels] : devices())
+    bytes += kernels->gemm.workspace_bytes() + kernels->sums.workspace_bytes() + kernels->seeded.workspace_bytes();
   return bytes;
 }
 
@@ -153,12 +185,14 @@ void bind_cuda(py::module_& m) {
         "C = A B on the device: a, b, c the addresses of dense row-major float32 matrices (m x k, k x n, m x n) in "
         "device memory; c must not overlap a or b. Enqueued on the default stream.");
   m.def("cuda_sum_segments", &cuda_sum_segments, py::arg("x"), py::arg("n"), py::arg("count"), py::arg("out"),
-        py::arg("schedule"), py::arg("device") = 0,
-        "out[s] = the reduction of x[s*n : s*n + n] for s < count in the schedule's order (float32 device memory).");
+        py::arg("schedule"), py::arg("device") = 0, py::arg("impl_seed") = 0, py::arg("op_id") = 0, py::arg("call") = 0,
+        "out[s] = the reduction of x[s*n : s*n + n] for s < count in the schedule's order (float32 device memory); "
+        "atomic steps in the order the noise key (impl_seed, op_id, call; tiles of 64 outputs) draws, as "
+        "reduce_batch.");
   m.def("cuda_sum_columns", &cuda_sum_columns, py::arg("x"), py::arg("rows"), py::arg("cols"), py::arg("out"),
-        py::arg("schedule"), py::arg("device") = 0,
+        py::arg("schedule"), py::arg("device") = 0, py::arg("impl_seed") = 0, py::arg("op_id") = 0, py::arg("call") = 0,
         "out[j] = the reduction of column j of x (rows x cols, row-major float32 device memory) over its rows in "
-        "row order, in the schedule's order.");
+        "row order, in the schedule's order (atomic steps keyed as cuda_sum_segments).");
   m.def("cuda_im2col", &cuda_im2col, py::arg("x"), py::arg("cols"), py::arg("shape"), py::arg("kernel"),
         py::arg("stride"), py::arg("padding"), py::arg("transposed") = false, py::arg("device") = 0,
         "The im2col columns of x (shape: batch, channels, height, width; square kernel, zero padding) on the device: "

@@ -259,4 +259,29 @@ GemmPlan plan_gemm(const Schedule& s) {
   return plan;
 }
 
+SeededPlan plan_seeded(const Schedule& schedule) {
+  auto refuse = [&](const std::string& why) {
+    return NotRealisable("schedule '" + to_string(schedule) + "' is not realisable by the GPU seeded-order kernel: " +
+                         why);
+  };
+  const auto& stages = schedule.stages;
+  if (stages.empty() || stages.size() > 2) throw refuse("it takes one or two stages");
+  auto ordered = [](const Stage& st) {
+    return !st.shuffle && (st.reducer.kind == Reducer::Kind::seq || st.reducer.kind == Reducer::Kind::atomic);
+  };
+  for (const Stage& st : stages)
+    if (!ordered(st)) throw refuse("every stage must be GROUPS:seq or GROUPS:atomic");
+  SeededPlan plan;
+  plan.first = stages[0].grouping;
+  plan.first_atomic = stages[0].reducer.kind == Reducer::Kind::atomic;
+  if (stages.size() == 2) {
+    if (stages[1].grouping.kind != Grouping::Kind::all) throw refuse("the second stage must be all:");
+    plan.two_stages = true;
+    plan.second_atomic = stages[1].reducer.kind == Reducer::Kind::atomic;
+  } else if (plan.first.kind != Grouping::Kind::all) {
+    throw refuse("a single stage must be all:");
+  }
+  return plan;
+}
+
 }  // namespace fplab::sim::gpu

@@ -90,4 +90,17 @@ struct GemmPlan {
 // Throws NotRealisable: "schedule 'X' is not realisable by the GPU GEMM kernel: <why>".
 GemmPlan plan_gemm(const Schedule& schedule);
 
+// The seeded-order kernel (gpu_seeded.hpp) realises `GROUPS:R1 [| all:R2]`, R1 and R2 each `seq`
+// or `atomic`, GROUPS any grouping (all, contig(G), strided(P), split(S)): the emulation's own
+// orders, an atomic step drawing the impl seed's permutation (sim/schedule_walk.hpp) on the device.
+struct SeededPlan {
+  Grouping first;            // the first stage's groups
+  bool first_atomic = false;
+  bool two_stages = false;   // an `all:` stage over the first stage's partials follows
+  bool second_atomic = false;
+};
+
+// Throws NotRealisable: "schedule 'X' is not realisable by the GPU seeded-order kernel: <why>".
+SeededPlan plan_seeded(const Schedule& schedule);
+
 }  // namespace fplab::sim::gpu

@@ -6,8 +6,9 @@ subnormals kept, fused products in a GEMM), they give the CPU engine's bits (doc
 rest goes to the CPU engine on a copy (a round trip through the host, listed in coverage as
 "cpu (from cuda: WHY)"), so that a profile's bits are the same whatever device the tensors are on:
 
-- an atomic combine (h100's bias gradient): the kernels add in the order the hardware delivers,
-  while an emulation draws the order from the impl seed;
+- a GEMM's atomic combine (v100's weight gradients): the GEMM kernel adds in the order the
+  hardware delivers, while an emulation draws the order from the impl seed (sums with atomic steps
+  run on the seeded-order kernel, sim/cuda/gpu_seeded, which draws the impl seed's orders);
 - schedules outside the kernels' family and other arithmetic (tensor-core fused accumulation,
   bf16 or fp16 accumulators, stochastic rounding).
 
@@ -51,6 +52,7 @@ class CudaEngine:
 
     def __init__(self, table: Table, impl_seed: int, coverage: CoverageRecorder, device: torch.device) -> None:
         self.table = table
+        self.impl_seed = impl_seed
         self.device = device
         self.index = device.index if device.index is not None else torch.cuda.current_device()
         self.coverage = coverage
@@ -121,7 +123,8 @@ class CudaEngine:
         rows, cols = terms.shape
         sums = torch.empty(cols, dtype=torch.float32, device=self.device)
         wait = self._ready()
-        _core.cuda_sum_columns(terms.data_ptr(), rows, cols, sums.data_ptr(), choice.schedule, self.index)
+        _core.cuda_sum_columns(terms.data_ptr(), rows, cols, sums.data_ptr(), choice.schedule, self.index,
+                               self.impl_seed, site.op_id(op_kind, part), site.call)
         self._done(wait)
         return sums
 
@@ -137,7 +140,7 @@ class CudaEngine:
         sums = torch.empty(channels, dtype=torch.float32, device=self.device)
         wait = self._ready()
         _core.cuda_sum_segments(segments.data_ptr(), segments[0].numel(), channels, sums.data_ptr(),
-                                choice.schedule, self.index)
+                                choice.schedule, self.index, self.impl_seed, site.op_id(op_kind, part), site.call)
         self._done(wait)
         return sums
 

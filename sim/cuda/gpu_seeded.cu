@@ -1,0 +1,256 @@
+// The seeded-order batched reduction (gpu_seeded.hpp). Three launches:
+//  1. the permutations: one thread per (tile, group) of every atomic step runs the emulation's
+//     Fisher-Yates on an index array, drawing from the same Philox stream as the CPU
+//     (fp/counter_rng.cpp: the same rounds, and Lemire's bounded draw with rejection);
+//  2. the first stage: one thread per (group, output) folds the group's terms in its order
+//     (atomic: the permutation of its tile; seq: as they come), starting from the first term, with
+//     __fadd_rn, as sim/schedule_walk.hpp's fold;
+//  3. the `all:` stage, if any: one thread per output folds the first stage's partials.
+// Outputs are the fastest index of every thread grid, so that a warp shares one group (one
+// permutation, read by all) and reads neighbouring terms when outputs are neighbours in memory.
+#include "sim/cuda/gpu_seeded.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "fp/counter_rng.hpp"
+#include "sim/cuda/cuda_check.cuh"
+
+namespace fplab::sim::gpu {
+namespace {
+
+constexpr int kThreads = 256;
+
+// The first stage's groups over n terms, as sim::detail::groups_of makes them; offset: where a
+// group's members start in a tile's permutation array (the counts of the groups before it).
+struct Groups {
+  int kind;  // Grouping::Kind
+  int64_t size, n, count, chunk;
+};
+
+struct Group {
+  int64_t first, stride, count, offset;
+};
+
+Groups groups_of(const Grouping& g, int64_t n) {
+  Groups out{static_cast<int>(g.kind), g.size, n, 0, 0};
+  switch (g.kind) {
+    case Grouping::Kind::all:
+      out.count = n > 0 ? 1 : 0;
+      break;
+    case Grouping::Kind::contig:
+      out.count = (n + g.size - 1) / g.size;
+      break;
+    case Grouping::Kind::strided:
+      out.count = std::min(g.size, n);
+      break;
+    case Grouping::Kind::split:
+      out.chunk = (n + g.size - 1) / g.size;
+      out.count = out.chunk > 0 ? (n + out.chunk - 1) / out.chunk : 0;
+      break;
+  }
+  return out;
+}
+
+__device__ Group group(const Groups& gs, int64_t g) {
+  switch (static_cast<Grouping::Kind>(gs.kind)) {
+    case Grouping::Kind::all:
+      return {0, 1, gs.n, 0};
+    case Grouping::Kind::contig: {
+      const int64_t first = g * gs.size;
+      return {first, 1, min(gs.size, gs.n - first), first};
+    }
+    case Grouping::Kind::strided: {
+      const int64_t q = gs.n / gs.size, rem = gs.n % gs.size;
+      return {g, gs.size, q + (g < rem ? 1 : 0), g * q + min(g, rem)};
+    }
+    case Grouping::Kind::split: {
+      const int64_t first = g * gs.chunk;
+      return {first, 1, min(gs.chunk, gs.n - first), first};
+    }
+  }
+  return {0, 1, 0, 0};
+}
+
+// fp::CounterRng::at on the device: Philox4x32-10, counter (n, stream), key; two output words.
+__device__ uint64_t philox_at(uint64_t key, uint64_t stream, uint64_t n) {
+  uint32_t c0 = static_cast<uint32_t>(n), c1 = static_cast<uint32_t>(n >> 32);
+  uint32_t c2 = static_cast<uint32_t>(stream), c3 = static_cast<uint32_t>(stream >> 32);
+  uint32_t k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);
+  for (int round = 0; round < 10; ++round) {
+    const uint64_t p0 = uint64_t{0xD2511F53u} * c0;
+    const uint64_t p1 = uint64_t{0xCD9E8D57u} * c2;
+    const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1 ^ k0, n1 = static_cast<uint32_t>(p1);
+    const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3 ^ k1, n3 = static_cast<uint32_t>(p0);
+    c0 = n0;
+    c1 = n1;
+    c2 = n2;
+    c3 = n3;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  return (uint64_t{c0} << 32) | c1;
+}
+
+// fp::CounterRng::below: uniform in [0, bound), Lemire's multiply-shift with rejection.
+__device__ uint64_t below(uint64_t key, uint64_t stream, uint64_t& position, uint64_t bound) {
+  const uint64_t threshold = (0 - bound) % bound;
+  for (;;) {
+    const uint64_t x = philox_at(key, stream, position++);
+    if (x * bound >= threshold) return __umul64hi(x, bound);
+  }
+}
+
+// sim::detail::permute on the index array 0 .. count - 1.
+__device__ void fisher_yates(int32_t* order, int64_t count, uint64_t key, uint64_t stream) {
+  for (int64_t k = 0; k < count; ++k) order[k] = static_cast<int32_t>(k);
+  uint64_t position = 0;
+  for (int64_t i = count; i > 1; --i) {
+    const auto j = static_cast<int64_t>(below(key, stream, position, static_cast<uint64_t>(i)));
+    const int32_t t = order[i - 1];
+    order[i - 1] = order[j];
+    order[j] = t;
+  }
+}
+
+// Stage 0's permutations: thread (tile, group); stage 1's (`all:atomic`): thread (tile) with
+// `second`. NoiseKey::stream(stage, group) = (key, (stage << 40) ^ group).
+__global__ void permutations(Groups gs, const uint64_t* keys, int64_t tiles, int32_t* first_order,
+                             int32_t* second_order, bool first_atomic, bool second_atomic) {
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t first_threads = first_atomic ? tiles * gs.count : 0;
+  if (e < first_threads) {
+    const int64_t tile = e / gs.count, g = e % gs.count;
+    const Group grp = group(gs, g);
+    fisher_yates(first_order + tile * gs.n + grp.offset, grp.count, keys[tile], static_cast<uint64_t>(g));
+  } else if (second_atomic && e < first_threads + tiles) {
+    const int64_t tile = e - first_threads;
+    fisher_yates(second_order + tile * gs.count, gs.count, keys[tile], uint64_t{1} << 40);
+  }
+}
+
+// Thread (group, output): the group's terms folded in their order; into partials[g * outputs + o],
+// or the result when the first stage is the only one.
+__global__ void first_stage(const float* __restrict__ x, BatchLayout layout, Groups gs, int64_t tile_outputs,
+                            const int32_t* __restrict__ first_order, bool atomic, float* __restrict__ out) {
+  const int64_t outputs = static_cast<int64_t>(layout.outputs);
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= gs.count * outputs) return;
+  const int64_t g = e / outputs, o = e % outputs;
+  const Group grp = group(gs, g);
+  const int32_t* order = atomic ? first_order + (o / tile_outputs) * gs.n + grp.offset : nullptr;
+  const float* base = x + o * static_cast<int64_t>(layout.output_stride);
+  const auto term = [&](int64_t k) {
+    const int64_t member = atomic ? order[k] : k;
+    return base[(grp.first + member * grp.stride) * static_cast<int64_t>(layout.term_stride)];
+  };
+  float acc = term(0);
+  for (int64_t k = 1; k < grp.count; ++k) acc = __fadd_rn(acc, term(k));
+  out[e] = acc;
+}
+
+// Thread (output): the partials folded in the `all:` stage's order.
+__global__ void second_stage(const float* __restrict__ partials, int64_t groups, int64_t outputs, int64_t tile_outputs,
+                             const int32_t* __restrict__ second_order, bool atomic, float* __restrict__ results) {
+  const int64_t o = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (o >= outputs) return;
+  const int32_t* order = atomic ? second_order + (o / tile_outputs) * groups : nullptr;
+  const auto partial = [&](int64_t k) { return partials[(atomic ? order[k] : k) * outputs + o]; };
+  float acc = partial(0);
+  for (int64_t k = 1; k < groups; ++k) acc = __fadd_rn(acc, partial(k));
+  results[o] = acc;
+}
+
+unsigned blocks_for(int64_t threads) { return static_cast<unsigned>((threads + kThreads - 1) / kThreads); }
+
+}  // namespace
+
+void* GpuSeededReduction::Buffer::reserve(size_t need) {
+  if (need > bytes) {
+    if (data) FPLAB_CUDA(cudaFree(data));
+    data = nullptr;
+    FPLAB_CUDA(cudaMalloc(&data, need));
+    bytes = need;
+  }
+  return data;
+}
+
+GpuSeededReduction::~GpuSeededReduction() {
+  for (Buffer* b : {&first_order_, &second_order_, &partials_, &keys_})
+    if (b->data) cudaFree(b->data);
+}
+
+size_t GpuSeededReduction::workspace_bytes() const {
+  return first_order_.bytes + second_order_.bytes + partials_.bytes + keys_.bytes;
+}
+
+void GpuSeededReduction::run(const SeededPlan& plan, const float* x, const BatchLayout& layout, const NoiseKey& key,
+                             size_t tile_outputs, float* results) {
+  const auto n = static_cast<int64_t>(layout.n), outputs = static_cast<int64_t>(layout.outputs);
+  if (outputs == 0) return;
+  if (n == 0) {  // the sum of no terms: +0
+    FPLAB_CUDA(cudaMemsetAsync(results, 0, layout.outputs * sizeof(float)));
+    return;
+  }
+  if (n > INT32_MAX) throw NotRealisable("a seeded-order sum of more than 2^31 - 1 terms");
+  tile_outputs = std::max<size_t>(tile_outputs, 1);
+  const int64_t tiles = (outputs + static_cast<int64_t>(tile_outputs) - 1) / static_cast<int64_t>(tile_outputs);
+  const Groups gs = groups_of(plan.first, n);
+  // One key a tile, as sim::reduce_batch keys its tiles (batch_output_key).
+  std::vector<uint64_t> keys(static_cast<size_t>(tiles));
+  for (int64_t t = 0; t < tiles; ++t)
+    keys[static_cast<size_t>(t)] = fp::mix_key({key.impl_seed, key.op_id, key.call, static_cast<uint64_t>(t)});
+  auto* device_keys = static_cast<uint64_t*>(keys_.reserve(keys.size() * sizeof(uint64_t)));
+  FPLAB_CUDA(cudaMemcpy(device_keys, keys.data(), keys.size() * sizeof(uint64_t), cudaMemcpyHostToDevice));
+  auto* first_order = plan.first_atomic
+                          ? static_cast<int32_t*>(first_order_.reserve(static_cast<size_t>(tiles * n) * sizeof(int32_t)))
+                          : nullptr;
+  const bool second_atomic = plan.two_stages && plan.second_atomic;
+  auto* second_order =
+      second_atomic ? static_cast<int32_t*>(second_order_.reserve(static_cast<size_t>(tiles * gs.count) * sizeof(int32_t)))
+                    : nullptr;
+  const int64_t permuting = (plan.first_atomic ? tiles * gs.count : 0) + (second_atomic ? tiles : 0);
+  if (permuting > 0) {
+    permutations<<<blocks_for(permuting), kThreads>>>(gs, device_keys, tiles, first_order, second_order,
+                                                      plan.first_atomic, second_atomic);
+    FPLAB_CUDA_LAUNCHED("seeded permutations");
+  }
+  const auto per_tile = static_cast<int64_t>(tile_outputs);
+  if (!plan.two_stages) {  // one `all:` stage: its one group's fold is the result
+    first_stage<<<blocks_for(outputs), kThreads>>>(x, layout, gs, per_tile, first_order, plan.first_atomic, results);
+    FPLAB_CUDA_LAUNCHED("seeded first stage");
+    return;
+  }
+  auto* partials = static_cast<float*>(partials_.reserve(static_cast<size_t>(gs.count * outputs) * sizeof(float)));
+  first_stage<<<blocks_for(gs.count * outputs), kThreads>>>(x, layout, gs, per_tile, first_order, plan.first_atomic,
+                                                             partials);
+  FPLAB_CUDA_LAUNCHED("seeded first stage");
+  second_stage<<<blocks_for(outputs), kThreads>>>(partials, gs.count, outputs, per_tile, second_order, second_atomic,
+                                                  results);
+  FPLAB_CUDA_LAUNCHED("seeded second stage");
+}
+
+std::vector<float> reduce_batch_seeded(const Schedule& schedule, std::span<const float> x, const BatchLayout& layout,
+                                       const NoiseKey& key, size_t tile_outputs) {
+  const SeededPlan plan = plan_seeded(schedule);
+  float *device_x = nullptr, *device_results = nullptr;
+  std::vector<float> results(layout.outputs);
+  FPLAB_CUDA(cudaMalloc(&device_x, std::max<size_t>(x.size(), 1) * sizeof(float)));
+  FPLAB_CUDA(cudaMalloc(&device_results, std::max<size_t>(layout.outputs, 1) * sizeof(float)));
+  try {
+    if (!x.empty()) FPLAB_CUDA(cudaMemcpy(device_x, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice));
+    GpuSeededReduction gpu;
+    gpu.run(plan, device_x, layout, key, tile_outputs, device_results);
+    if (!results.empty())
+      FPLAB_CUDA(cudaMemcpy(results.data(), device_results, results.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  } catch (...) {
+    cudaFree(device_x);
+    cudaFree(device_results);
+    throw;
+  }
+  cudaFree(device_x);
+  cudaFree(device_results);
+  return results;
+}
+
+}  // namespace fplab::sim::gpu

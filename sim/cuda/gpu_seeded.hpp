@@ -1,0 +1,56 @@
+// Batched fp32 reductions on the GPU in the emulation's own seeded orders: an `atomic` step's
+// order is not the hardware's arrival order but the permutation the impl seed draws
+// (sim/schedule_walk.hpp: Fisher-Yates from NoiseKey::stream(stage, group), Philox4x32-10 as
+// fp/counter_rng), so the result equals sim::reduce_batch's bit for bit (fp32, round to nearest
+// even) on any device. For the schedules gpu_plan's plan_seeded accepts (`GROUPS:{seq|atomic}
+// [| all:{seq|atomic}]`), such as h100's atomic bias gradients. No CUDA types in this header.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "sim/cuda/gpu_plan.hpp"
+#include "sim/noise.hpp"
+
+namespace fplab::sim::gpu {
+
+// Where the terms of a batch lie in device memory: term t of output o at x[t * term_stride +
+// o * output_stride] (columns of a row-major matrix: term_stride = columns, output_stride = 1;
+// consecutive segments: term_stride = 1, output_stride = n).
+struct BatchLayout {
+  size_t n = 0, outputs = 0;
+  size_t term_stride = 1, output_stride = 0;
+};
+
+class GpuSeededReduction {
+ public:
+  GpuSeededReduction() = default;
+  ~GpuSeededReduction();
+  GpuSeededReduction(const GpuSeededReduction&) = delete;
+  GpuSeededReduction& operator=(const GpuSeededReduction&) = delete;
+
+  // results[o] (device) = output o's reduction under `plan`, keyed as sim::reduce_batch keys it:
+  // batch_output_key(key, o, tile_outputs) (outputs of a tile share every order). x and results
+  // are device pointers; enqueued on the default stream, not waited for.
+  void run(const SeededPlan& plan, const float* x, const BatchLayout& layout, const NoiseKey& key,
+           size_t tile_outputs, float* results);
+
+  size_t workspace_bytes() const;  // device memory held (permutations, partials, keys)
+
+ private:
+  struct Buffer {
+    void* data = nullptr;
+    size_t bytes = 0;
+    void* reserve(size_t need);  // grows only when it must; contents not kept
+  };
+  Buffer first_order_, second_order_, partials_, keys_;
+};
+
+// Plans (throws NotRealisable), uploads the host values x, runs and waits: the outputs' results
+// (tests, tools).
+std::vector<float> reduce_batch_seeded(const Schedule& schedule, std::span<const float> x, const BatchLayout& layout,
+                                       const NoiseKey& key, size_t tile_outputs = 64);
+
+}  // namespace fplab::sim::gpu
