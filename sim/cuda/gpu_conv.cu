@@ -113,27 +113,11 @@ void copy(float* to, const float* from, size_t count) {  // host or device, eith
 
 }  // namespace
 
-float* GpuConv::Buffer::reserve(size_t count) {
-  count = std::max<size_t>(count, 1);
-  if (count > capacity) {
-    if (data) FPLAB_CUDA(cudaFree(data));
-    data = nullptr;
-    FPLAB_CUDA(cudaMalloc(&data, count * sizeof(float)));
-    capacity = count;
-  }
-  return data;
-}
-
-GpuConv::~GpuConv() {
-  for (float* p : {x_.data, cols_.data, dcols_.data, dx_.data})
-    if (p) cudaFree(p);
-}
-
 const float* GpuConv::im2col(const ConvGeometry& geometry, const float* x, float* cols) {
   const Dims d = dims_of(geometry);
   const size_t count = geometry.rows() * geometry.taps();
-  float* const device_x = x_.reserve(geometry.input_size());
-  float* const device_cols = cols_.reserve(count);
+  float* const device_x = x_.reserve<float>(geometry.input_size());
+  float* const device_cols = cols_.reserve<float>(count);
   copy(device_x, x, geometry.input_size());
   if (count) {
     launch_im2col(device_x, device_cols, d, static_cast<int64_t>(count), false);
@@ -142,14 +126,14 @@ const float* GpuConv::im2col(const ConvGeometry& geometry, const float* x, float
   return device_cols;
 }
 
-float* GpuConv::dcols_buffer(const ConvGeometry& geometry) { return dcols_.reserve(geometry.rows() * geometry.taps()); }
+float* GpuConv::dcols_buffer(const ConvGeometry& geometry) { return dcols_.reserve<float>(geometry.rows() * geometry.taps()); }
 
 void GpuConv::col2im(const ConvGeometry& geometry, const float* dcols, float* dx) {
   const Dims d = dims_of(geometry);
   const size_t count = geometry.input_size();
   float* const device_dcols = dcols_buffer(geometry);
   if (dcols != device_dcols) copy(device_dcols, dcols, geometry.rows() * geometry.taps());
-  float* const device_dx = dx_.reserve(count);
+  float* const device_dx = dx_.reserve<float>(count);
   if (count) {
     col2im_gather<<<blocks_for(static_cast<int64_t>(count)), kThreads>>>(device_dcols, device_dx, d,
                                                                          static_cast<int64_t>(count));

@@ -6,13 +6,13 @@
 #include <cstddef>
 
 #include "sim/conv_geometry.hpp"
+#include "sim/cuda/device_buffer.hpp"
 
 namespace fplab::sim::gpu {
 
 class GpuConv {
  public:
   GpuConv() = default;
-  ~GpuConv();
   GpuConv(const GpuConv&) = delete;
   GpuConv& operator=(const GpuConv&) = delete;
 
@@ -39,12 +39,7 @@ class GpuConv {
   static void col2im_on_device(const ConvGeometry& geometry, const float* dcols, float* dx);
 
  private:
-  struct Buffer {
-    float* data = nullptr;
-    size_t capacity = 0;
-    float* reserve(size_t count);  // grows only when it must; contents not kept
-  };
-  Buffer x_, cols_, dcols_, dx_;
+  DeviceBuffer x_, cols_, dcols_, dx_;
 };
 
 }  // namespace fplab::sim::gpu

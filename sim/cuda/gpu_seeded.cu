@@ -165,23 +165,8 @@ unsigned blocks_for(int64_t threads) { return static_cast<unsigned>((threads + k
 
 }  // namespace
 
-void* GpuSeededReduction::Buffer::reserve(size_t need) {
-  if (need > bytes) {
-    if (data) FPLAB_CUDA(cudaFree(data));
-    data = nullptr;
-    FPLAB_CUDA(cudaMalloc(&data, need));
-    bytes = need;
-  }
-  return data;
-}
-
-GpuSeededReduction::~GpuSeededReduction() {
-  for (Buffer* b : {&first_order_, &second_order_, &partials_, &keys_})
-    if (b->data) cudaFree(b->data);
-}
-
 size_t GpuSeededReduction::workspace_bytes() const {
-  return first_order_.bytes + second_order_.bytes + partials_.bytes + keys_.bytes;
+  return first_order_.bytes() + second_order_.bytes() + partials_.bytes() + keys_.bytes();
 }
 
 void GpuSeededReduction::run(const SeededPlan& plan, const float* x, const BatchLayout& layout, const NoiseKey& key,
@@ -200,14 +185,14 @@ void GpuSeededReduction::run(const SeededPlan& plan, const float* x, const Batch
   std::vector<uint64_t> keys(static_cast<size_t>(tiles));
   for (int64_t t = 0; t < tiles; ++t)
     keys[static_cast<size_t>(t)] = fp::mix_key({key.impl_seed, key.op_id, key.call, static_cast<uint64_t>(t)});
-  auto* device_keys = static_cast<uint64_t*>(keys_.reserve(keys.size() * sizeof(uint64_t)));
+  auto* device_keys = keys_.reserve<uint64_t>(keys.size());
   FPLAB_CUDA(cudaMemcpy(device_keys, keys.data(), keys.size() * sizeof(uint64_t), cudaMemcpyHostToDevice));
   auto* first_order = plan.first_atomic
-                          ? static_cast<int32_t*>(first_order_.reserve(static_cast<size_t>(tiles * n) * sizeof(int32_t)))
+                          ? first_order_.reserve<int32_t>(static_cast<size_t>(tiles * n))
                           : nullptr;
   const bool second_atomic = plan.two_stages && plan.second_atomic;
   auto* second_order =
-      second_atomic ? static_cast<int32_t*>(second_order_.reserve(static_cast<size_t>(tiles * gs.count) * sizeof(int32_t)))
+      second_atomic ? second_order_.reserve<int32_t>(static_cast<size_t>(tiles * gs.count))
                     : nullptr;
   const int64_t permuting = (plan.first_atomic ? tiles * gs.count : 0) + (second_atomic ? tiles : 0);
   if (permuting > 0) {
@@ -221,7 +206,7 @@ void GpuSeededReduction::run(const SeededPlan& plan, const float* x, const Batch
     FPLAB_CUDA_LAUNCHED("seeded first stage");
     return;
   }
-  auto* partials = static_cast<float*>(partials_.reserve(static_cast<size_t>(gs.count * outputs) * sizeof(float)));
+  auto* partials = partials_.reserve<float>(static_cast<size_t>(gs.count * outputs));
   first_stage<<<blocks_for(gs.count * outputs), kThreads>>>(x, layout, gs, per_tile, first_order, plan.first_atomic,
                                                              partials);
   FPLAB_CUDA_LAUNCHED("seeded first stage");

@@ -11,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "sim/cuda/device_buffer.hpp"
 #include "sim/cuda/gpu_plan.hpp"
 #include "sim/noise.hpp"
 
@@ -27,7 +28,6 @@ struct BatchLayout {
 class GpuSeededReduction {
  public:
   GpuSeededReduction() = default;
-  ~GpuSeededReduction();
   GpuSeededReduction(const GpuSeededReduction&) = delete;
   GpuSeededReduction& operator=(const GpuSeededReduction&) = delete;
 
@@ -40,12 +40,7 @@ class GpuSeededReduction {
   size_t workspace_bytes() const;  // device memory held (permutations, partials, keys)
 
  private:
-  struct Buffer {
-    void* data = nullptr;
-    size_t bytes = 0;
-    void* reserve(size_t need);  // grows only when it must; contents not kept
-  };
-  Buffer first_order_, second_order_, partials_, keys_;
+  DeviceBuffer first_order_, second_order_, partials_, keys_;
 };
 
 // Plans (throws NotRealisable), uploads the host values x, runs and waits: the outputs' results
