@@ -201,11 +201,12 @@ class CudaModels(unittest.TestCase):
 
     def test_models(self):
         data = fplab._core.load_image_dataset(DATA)
-        cases = [("mlp", "h100"), ("small_cnn", "h100:deterministic"), ("small_cnn_bn", "h100"),
-                 ("small_cnn", "cpu-seq")]
-        for model, profile in cases:
-            with self.subTest(model=model, profile=profile):
-                recipe = dict(model=model, subset=256, batch=64, epochs=1, data=data)
+        sgd = dict(optimizer="sgd", lr=0.05, weight_decay=0.001)  # the device optimiser's other form
+        cases = [("mlp", "h100", {}), ("small_cnn", "h100:deterministic", {}), ("small_cnn_bn", "h100", {}),
+                 ("small_cnn", "cpu-seq", {}), ("mlp", "h100", sgd)]
+        for model, profile, options in cases:
+            with self.subTest(model=model, profile=profile, **options):
+                recipe = dict(model=model, subset=256, batch=64, epochs=1, data=data, **options)
                 cpu = fm.train(profile, 3, **recipe)
                 cuda = fm.train(profile, 3, device="cuda", **recipe)
                 self.assertEqual(_sha(cuda), _sha(cpu))

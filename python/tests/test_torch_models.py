@@ -156,3 +156,35 @@ class Profiles(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+@needs_torch
+class OptimizerOnADevice(unittest.TestCase):
+    """fplab's optimiser with PyTorch's operations (what CUDA parameters take) == its NumPy form, bit
+    for bit, over several steps of SGD and Adam with weight decay: on a GPU where there is one,
+    else on CPU tensors (the order of operations and the scalars; but not under PyTorch 2.x's CPU
+    sqrt, which is not correctly rounded: that form is for CUDA parameters only)."""
+
+    def test_the_two_updates_agree(self):
+        from fplab.torch.models import Optimizer
+
+        where = "cuda" if torch.cuda.is_available() else "cpu"
+        if where == "cpu" and not torch.__version__.startswith("1."):
+            self.skipTest("no GPU, and PyTorch 2.x's CPU sqrt is not correctly rounded")
+        rng = np.random.default_rng(5)
+        for kind in ("sgd", "adam"):
+            w0 = rng.standard_normal(1000).astype(np.float32)
+            host = torch.nn.Parameter(torch.from_numpy(w0.copy()))
+            device = torch.nn.Parameter(torch.from_numpy(w0.copy()).to(where))
+            opts = [Optimizer([(p, True)], kind, lr=0.01, weight_decay=0.003, decay_every=2) for p in (host, device)]
+            for step in range(5):
+                g = torch.from_numpy((rng.standard_normal(1000) * 10.0 ** rng.integers(-6, 2)).astype(np.float32))
+                host.grad, device.grad = g.clone(), g.to(where)
+                opts[0].step(epoch=step)
+                # the device form, called directly on CPU tensors
+                opts[1].steps += 1
+                lr = np.float32(opts[1].lr_at(step))
+                opts[1]._update_on_device(device.detach(), device.grad, opts[1].state[device], lr,
+                                          np.float32(0.003))
+                self.assertTrue(torch.equal(host.detach().view(torch.int32), device.detach().cpu().view(torch.int32)),
+                                f"{kind}, step {step + 1}")

@@ -40,6 +40,7 @@ import torch.nn.functional as F
 
 from .. import _core
 from .._core import Error
+from ._divide import divided
 from ._keys import layer
 from ._mode import emulate
 
@@ -231,8 +232,8 @@ class Optimizer(torch.optim.Optimizer):
 
     decay = weight_decay where the parameter takes it (weights, not biases or BatchNorm's), else 0;
     lr = float32(lr · decay_factor^(epoch // decay_every)) (step decay; decay_every = 0: none).
-    ``params``: (parameter, decayed) pairs, as FplabNet.fplab_parameters() gives them. The update
-    is NumPy's on the host; a CUDA parameter is copied there and back (its state stays there).
+    ``params``: (parameter, decayed) pairs, as FplabNet.fplab_parameters() gives them. A CPU
+    parameter is updated by NumPy, a CUDA one by PyTorch on its device, with the same bits.
     """
 
     def __init__(self, params: Sequence[Tuple[torch.Tensor, bool]], kind: str = "adam", lr: float = 0.001,
@@ -259,36 +260,66 @@ class Optimizer(torch.optim.Optimizer):
         f32 = np.float32
         self.steps += 1
         lr = f32(self.lr_at(epoch))
-        one = f32(1)
         for group in self.param_groups:
             (p,) = group["params"]
             if p.grad is None:
                 raise Error("fplab.torch.models.Optimizer: a parameter has no gradient (run backward first)")
-            on_host = p.device.type == "cpu"
-            w = p.detach().numpy() if on_host else p.detach().cpu().numpy()
-            g = p.grad.detach().cpu().contiguous().numpy()
             decay = f32(self.weight_decay) if group["decayed"] else f32(0)
-            state = self.state[p]
-            if self.kind == "sgd":
-                if "v" not in state:
-                    state["v"] = np.zeros_like(w)
-                v = state["v"]
-                mu = f32(self.momentum)
-                v[...] = mu * v + (g + decay * w)
-                w -= lr * v
+            if p.device.type == "cpu":
+                self._update_on_host(p.detach().numpy(), p.grad.detach().contiguous().numpy(), self.state[p], lr,
+                                     decay)
             else:
-                if "m" not in state:
-                    state["m"], state["v"] = np.zeros_like(w), np.zeros_like(w)
-                m, v = state["m"], state["v"]
-                b1, b2 = f32(self.beta1), f32(self.beta2)
-                c1 = f32(1 - math.pow(self.beta1, float(self.steps)))
-                c2 = f32(1 - math.pow(self.beta2, float(self.steps)))
-                gj = g + decay * w
-                m[...] = b1 * m + (one - b1) * gj
-                v[...] = b2 * v + (one - b2) * gj * gj
-                w -= lr * (m / c1) / (np.sqrt(v / c2) + f32(self.eps))
-            if not on_host:
-                p.copy_(torch.from_numpy(w))
+                self._update_on_device(p.detach(), p.grad.detach(), self.state[p], lr, decay)
+
+    def _update_on_host(self, w: np.ndarray, g: np.ndarray, state: dict, lr: np.float32, decay: np.float32) -> None:
+        """The C++ update in NumPy float32, in place: one rounding per operation, in its order."""
+        f32, one = np.float32, np.float32(1)
+        if self.kind == "sgd":
+            if "v" not in state:
+                state["v"] = np.zeros_like(w)
+            v = state["v"]
+            mu = f32(self.momentum)
+            v[...] = mu * v + (g + decay * w)
+            w -= lr * v
+        else:
+            if "m" not in state:
+                state["m"], state["v"] = np.zeros_like(w), np.zeros_like(w)
+            m, v = state["m"], state["v"]
+            b1, b2 = f32(self.beta1), f32(self.beta2)
+            c1 = f32(1 - math.pow(self.beta1, float(self.steps)))
+            c2 = f32(1 - math.pow(self.beta2, float(self.steps)))
+            gj = g + decay * w
+            m[...] = b1 * m + (one - b1) * gj
+            v[...] = b2 * v + (one - b2) * gj * gj
+            w -= lr * (m / c1) / (np.sqrt(v / c2) + f32(self.eps))
+
+    def _update_on_device(self, w: torch.Tensor, g: torch.Tensor, state: dict, lr: np.float32,
+                          decay: np.float32) -> None:
+        """The same update with PyTorch's operations on the parameter's device (CUDA), no host copy:
+        the same float32 operations in the same order, the scalars the same float32 values (a
+        Python float holding one is converted exactly). Divisions take a tensor divisor (CUDA
+        multiplies by a Python number's reciprocal: _divide.py), no add/sub takes an alpha (that
+        would fuse a multiply-add), and CUDA's sqrt is correctly rounded."""
+        f32, one = np.float32, np.float32(1)
+        if self.kind == "sgd":
+            if "v" not in state:
+                state["v"] = torch.zeros_like(w)
+            v = state["v"]
+            v.mul_(float(f32(self.momentum))).add_(g + w * float(decay))
+            w.sub_(v * float(lr))
+        else:
+            if "m" not in state:
+                state["m"], state["v"] = torch.zeros_like(w), torch.zeros_like(w)
+            m, v = state["m"], state["v"]
+            b1, b2 = f32(self.beta1), f32(self.beta2)
+            c1 = f32(1 - math.pow(self.beta1, float(self.steps)))
+            c2 = f32(1 - math.pow(self.beta2, float(self.steps)))
+            gj = g + w * float(decay)
+            m.mul_(float(b1)).add_(gj * float(one - b1))
+            v.mul_(float(b2)).add_((gj * float(one - b2)) * gj)
+            step = divided(m, float(c1)) * float(lr)
+            root = torch.sqrt(divided(v, float(c2))) + float(f32(self.eps))
+            w.sub_(torch.div(step, root))
 
 
 # --- fplab train's loop -----------------------------------------------------------------------
