@@ -92,12 +92,15 @@ __device__ uint64_t philox_at(uint64_t key, uint64_t stream, uint64_t n) {
   return (uint64_t{c0} << 32) | c1;
 }
 
-// fp::CounterRng::below: uniform in [0, bound), Lemire's multiply-shift with rejection.
+// fp::CounterRng::below: uniform in [0, bound), Lemire's multiply-shift with rejection. The
+// rejection threshold (2^64 mod bound, a 64-bit division: the costliest step on a GPU) is below
+// bound, so a low product of at least bound is accepted without it: the same draws, the division
+// only in the rare case.
 __device__ uint64_t below(uint64_t key, uint64_t stream, uint64_t& position, uint64_t bound) {
-  const uint64_t threshold = (0 - bound) % bound;
   for (;;) {
     const uint64_t x = philox_at(key, stream, position++);
-    if (x * bound >= threshold) return __umul64hi(x, bound);
+    const uint64_t low = x * bound;
+    if (low >= bound || low >= (0 - bound) % bound) return __umul64hi(x, bound);
   }
 }
 
@@ -144,8 +147,20 @@ __global__ void first_stage(const float* __restrict__ x, BatchLayout layout, Gro
     const int64_t member = atomic ? order[k] : k;
     return base[(grp.first + member * grp.stride) * static_cast<int64_t>(layout.term_stride)];
   };
+  // The chain of additions is the order's and cannot be split; its loads can: a run of kAhead
+  // terms is loaded before it is added, so their latencies overlap (the permuted gathers would
+  // otherwise stall every addition).
+  constexpr int kAhead = 16;
   float acc = term(0);
-  for (int64_t k = 1; k < grp.count; ++k) acc = __fadd_rn(acc, term(k));
+  int64_t k = 1;
+  for (; k + kAhead <= grp.count; k += kAhead) {
+    float ahead[kAhead];
+#pragma unroll
+    for (int i = 0; i < kAhead; ++i) ahead[i] = term(k + i);
+#pragma unroll
+    for (int i = 0; i < kAhead; ++i) acc = __fadd_rn(acc, ahead[i]);
+  }
+  for (; k < grp.count; ++k) acc = __fadd_rn(acc, term(k));
   out[e] = acc;
 }
 
