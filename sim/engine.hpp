@@ -19,11 +19,14 @@ namespace fplab::sim {
 double reduce(const Schedule& schedule, std::span<const double> values, const Arithmetic& arithmetic,
               const NoiseKey& key = {});
 
+// Outputs of a batch of sums that share every atomic/shuffle order (one noise-key tile).
+inline constexpr size_t kBatchTileOutputs = 64;
+
 // `outputs` independent reductions of k terms each: term t of output m is terms[t * outputs + m].
 // Outputs are tiled `tile_outputs` at a time; output m reduces like reduce_reference with
 // batch_output_key(key, m, tile_outputs).
 void reduce_batch(const Schedule& schedule, const double* terms, size_t k, size_t outputs, const Arithmetic& arithmetic,
-                  const NoiseKey& key, double* out, size_t tile_outputs = 64);
+                  const NoiseKey& key, double* out, size_t tile_outputs = kBatchTileOutputs);
 NoiseKey batch_output_key(const NoiseKey& key, size_t output, size_t tile_outputs);
 
 // C = A B with A (m x k), B (k x n), C (m x n), row-major fp32; the reduction over k of every

@@ -21,6 +21,7 @@
 #include "sim/cuda/gpu_plan.hpp"
 #include "sim/cuda/gpu_reduce.hpp"
 #include "sim/cuda/gpu_seeded.hpp"
+#include "sim/engine.hpp"
 #include "sim/schedule.hpp"
 
 namespace fplab::python {
@@ -33,10 +34,6 @@ struct DeviceKernels {
   gpu::GpuSegmentedReduction sums;
   gpu::GpuSeededReduction seeded;  // schedules with atomic steps, in the impl seed's orders
 };
-
-// sim::reduce_batch's tile of outputs that share an order (engine.hpp), as fplab.torch's CPU
-// engine calls it.
-constexpr size_t kBatchTileOutputs = 64;
 
 std::mutex kernels_lock;
 
@@ -118,7 +115,7 @@ void sum_batch(uintptr_t x, size_t n, size_t count, bool columns, uintptr_t out,
   else if (fast)
     k.sums.run(*fast, device_floats(x), n, count, device_floats_out(out));
   else
-    k.seeded.run(seeded, device_floats(x), {n, count, columns ? count : 1, columns ? 1 : n}, key, kBatchTileOutputs,
+    k.seeded.run(seeded, device_floats(x), {n, count, columns ? count : 1, columns ? 1 : n}, key, sim::kBatchTileOutputs,
                  device_floats_out(out));
 }
 

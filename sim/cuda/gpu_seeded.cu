@@ -1,7 +1,7 @@
 // The seeded-order batched reduction (gpu_seeded.hpp). Three launches:
 //  1. the permutations: one thread per (tile, group) of every atomic step runs the emulation's
-//     Fisher-Yates on an index array, drawing from the same Philox stream as the CPU
-//     (fp/counter_rng.cpp: the same rounds, and Lemire's bounded draw with rejection);
+//     Fisher-Yates on an index array, drawing from the same stream as the CPU (fp::CounterRng,
+//     compiled for the device);
 //  2. the first stage: one thread per (group, output) folds the group's terms in its order
 //     (atomic: the permutation of its tile; seq: as they come), starting from the first term, with
 //     __fadd_rn, as sim/schedule_walk.hpp's fold;
@@ -72,44 +72,12 @@ __device__ Group group(const Groups& gs, int64_t g) {
   return {0, 1, 0, 0};
 }
 
-// fp::CounterRng::at on the device: Philox4x32-10, counter (n, stream), key; two output words.
-__device__ uint64_t philox_at(uint64_t key, uint64_t stream, uint64_t n) {
-  uint32_t c0 = static_cast<uint32_t>(n), c1 = static_cast<uint32_t>(n >> 32);
-  uint32_t c2 = static_cast<uint32_t>(stream), c3 = static_cast<uint32_t>(stream >> 32);
-  uint32_t k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);
-  for (int round = 0; round < 10; ++round) {
-    const uint64_t p0 = uint64_t{0xD2511F53u} * c0;
-    const uint64_t p1 = uint64_t{0xCD9E8D57u} * c2;
-    const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1 ^ k0, n1 = static_cast<uint32_t>(p1);
-    const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3 ^ k1, n3 = static_cast<uint32_t>(p0);
-    c0 = n0;
-    c1 = n1;
-    c2 = n2;
-    c3 = n3;
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
-  }
-  return (uint64_t{c0} << 32) | c1;
-}
-
-// fp::CounterRng::below: uniform in [0, bound), Lemire's multiply-shift with rejection. The
-// rejection threshold (2^64 mod bound, a 64-bit division: the costliest step on a GPU) is below
-// bound, so a low product of at least bound is accepted without it: the same draws, the division
-// only in the rare case.
-__device__ uint64_t below(uint64_t key, uint64_t stream, uint64_t& position, uint64_t bound) {
-  for (;;) {
-    const uint64_t x = philox_at(key, stream, position++);
-    const uint64_t low = x * bound;
-    if (low >= bound || low >= (0 - bound) % bound) return __umul64hi(x, bound);
-  }
-}
-
 // sim::detail::permute on the index array 0 .. count - 1.
 __device__ void fisher_yates(int32_t* order, int64_t count, uint64_t key, uint64_t stream) {
   for (int64_t k = 0; k < count; ++k) order[k] = static_cast<int32_t>(k);
-  uint64_t position = 0;
+  fp::CounterRng rng(key, stream);
   for (int64_t i = count; i > 1; --i) {
-    const auto j = static_cast<int64_t>(below(key, stream, position, static_cast<uint64_t>(i)));
+    const auto j = static_cast<int64_t>(rng.below(static_cast<uint64_t>(i)));
     const int32_t t = order[i - 1];
     order[i - 1] = order[j];
     order[j] = t;

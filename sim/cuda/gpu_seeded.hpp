@@ -13,6 +13,7 @@
 
 #include "sim/cuda/device_buffer.hpp"
 #include "sim/cuda/gpu_plan.hpp"
+#include "sim/engine.hpp"
 #include "sim/noise.hpp"
 
 namespace fplab::sim::gpu {
@@ -46,6 +47,6 @@ class GpuSeededReduction {
 // Plans (throws NotRealisable), uploads the host values x, runs and waits: the outputs' results
 // (tests, tools).
 std::vector<float> reduce_batch_seeded(const Schedule& schedule, std::span<const float> x, const BatchLayout& layout,
-                                       const NoiseKey& key, size_t tile_outputs = 64);
+                                       const NoiseKey& key, size_t tile_outputs = kBatchTileOutputs);
 
 }  // namespace fplab::sim::gpu

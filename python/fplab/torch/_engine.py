@@ -24,6 +24,11 @@ from ._table import Table
 Pair = Tuple[int, int]
 
 
+def output_size(size: int, kernel: int, stride: int, padding: int, dilation: int) -> int:
+    """A convolution's output length along one axis (PyTorch's and models/conv2d.cpp's)."""
+    return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
+
+
 def as_array(tensor) -> np.ndarray:
     """The tensor's values as a C-contiguous NumPy array (its own memory when already contiguous);
     a NumPy array (made by _core for fplab.torch) as it is."""
@@ -50,7 +55,7 @@ class Engine:
         self.where = where
         self._scratch = np.empty(0, np.float32)
 
-    def scratch(self, rows: int, cols: int, device: Optional[torch.device] = None) -> np.ndarray:
+    def scratch(self, rows: int, cols: int) -> np.ndarray:
         """A (rows, cols) float32 array for a temporary that dies within one step of one emulated
         operation (a convolution's columns, their gradient): the same memory every time, grown when
         needed and kept while the emulation lives (as a GPU library keeps its workspace), so that the
@@ -99,8 +104,8 @@ class Engine:
         """The columns of channels [first, first + channels) of x (B, C, H, W) (models/conv2d.cpp's
         layout: rows (b, oy, ox), columns (c, i, j)), or their transpose, in scratch memory."""
         batch, _, h, w = x.shape
-        ho = (h + 2 * padding[0] - dilation[0] * (kernel[0] - 1) - 1) // stride[0] + 1
-        wo = (w + 2 * padding[1] - dilation[1] * (kernel[1] - 1) - 1) // stride[1] + 1
+        ho = output_size(h, kernel[0], stride[0], padding[0], dilation[0])
+        wo = output_size(w, kernel[1], stride[1], padding[1], dilation[1])
         rows, taps = batch * ho * wo, channels * kernel[0] * kernel[1]
         out = self.scratch(taps, rows) if transposed else self.scratch(rows, taps)
         return _core.im2col(as_array(x), kernel, stride, padding, dilation, first, channels, transposed, out=out)

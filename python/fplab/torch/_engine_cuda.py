@@ -22,14 +22,15 @@ have no CUDA twin here: those tensors go through the host.
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Sequence, Tuple
+import contextlib
+from typing import Dict, Iterator, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
 
 from .. import _core
 from ._coverage import CoverageRecorder
-from ._engine import Engine
+from ._engine import Engine, output_size
 from ._keys import Site
 from ._table import Table
 
@@ -41,10 +42,6 @@ _GEMM_KINDS = ("fwd", "dgrad", "wgrad")
 def _square(kernel: Pair, stride: Pair, padding: Pair, dilation: Pair) -> bool:
     """True where fplab's convolution kernels take the geometry (sim::ConvGeometry)."""
     return kernel[0] == kernel[1] and stride[0] == stride[1] and padding[0] == padding[1] and dilation == (1, 1)
-
-
-def _output_size(size: int, kernel: int, stride: int, padding: int, dilation: int) -> int:
-    return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
 
 
 class CudaEngine:
@@ -67,17 +64,16 @@ class CudaEngine:
 
     # --- around every kernel call ---------------------------------------------------------------
 
-    def _ready(self) -> bool:
-        """Waits for PyTorch's current stream when it is not the default one (the kernels run on
-        the default stream); True if the caller must wait for the kernels afterwards."""
+    @contextlib.contextmanager
+    def _kernels(self) -> Iterator[None]:
+        """Around fplab's kernel calls, which run on the default stream: on PyTorch's default
+        stream nothing to do; on another, wait for it before and for the kernels after."""
         stream = torch.cuda.current_stream(self.device)
-        if stream == torch.cuda.default_stream(self.device):
-            return False
-        stream.synchronize()
-        return True
-
-    def _done(self, wait: bool) -> None:
-        if wait:
+        other = stream != torch.cuda.default_stream(self.device)
+        if other:
+            stream.synchronize()
+        yield
+        if other:
             _core.cuda_synchronize(self.index)
 
     def _dense(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -85,7 +81,7 @@ class CudaEngine:
 
     # --- the reductions ---------------------------------------------------------------------------
 
-    def scratch(self, rows: int, cols: int, device: Optional[torch.device] = None) -> torch.Tensor:
+    def scratch(self, rows: int, cols: int) -> torch.Tensor:
         """A (rows, cols) float32 device tensor for a temporary that dies within one emulated
         operation, the same memory every time (grown when needed), as the CPU engine's."""
         size = rows * cols
@@ -107,9 +103,8 @@ class CudaEngine:
         c = out if out is not None else torch.empty((m, n), dtype=torch.float32, device=self.device)
         if m * n == 0:
             return c
-        wait = self._ready()
-        _core.cuda_matmul(a.data_ptr(), b.data_ptr(), c.data_ptr(), m, n, k, choice.schedule, self.index)
-        self._done(wait)
+        with self._kernels():
+            _core.cuda_matmul(a.data_ptr(), b.data_ptr(), c.data_ptr(), m, n, k, choice.schedule, self.index)
         return c
 
     def sum_rows(self, op: str, op_kind: str, terms: torch.Tensor, site: Site, part: int = 0) -> torch.Tensor:
@@ -122,10 +117,9 @@ class CudaEngine:
         terms = self._dense(terms)
         rows, cols = terms.shape
         sums = torch.empty(cols, dtype=torch.float32, device=self.device)
-        wait = self._ready()
-        _core.cuda_sum_columns(terms.data_ptr(), rows, cols, sums.data_ptr(), choice.schedule, self.index,
-                               self.impl_seed, site.op_id(op_kind, part), site.call)
-        self._done(wait)
+        with self._kernels():
+            _core.cuda_sum_columns(terms.data_ptr(), rows, cols, sums.data_ptr(), choice.schedule, self.index,
+                                   self.impl_seed, site.op_id(op_kind, part), site.call)
         return sums
 
     def sum_planes(self, op: str, op_kind: str, x: torch.Tensor, site: Site, part: int = 0) -> torch.Tensor:
@@ -138,10 +132,9 @@ class CudaEngine:
         batch, channels = x.shape[0], x.shape[1]
         segments = x.detach().reshape(batch, channels, -1).transpose(0, 1).contiguous()  # (C, B, P)
         sums = torch.empty(channels, dtype=torch.float32, device=self.device)
-        wait = self._ready()
-        _core.cuda_sum_segments(segments.data_ptr(), segments[0].numel(), channels, sums.data_ptr(),
-                                choice.schedule, self.index, self.impl_seed, site.op_id(op_kind, part), site.call)
-        self._done(wait)
+        with self._kernels():
+            _core.cuda_sum_segments(segments.data_ptr(), segments[0].numel(), channels, sums.data_ptr(),
+                                    choice.schedule, self.index, self.impl_seed, site.op_id(op_kind, part), site.call)
         return sums
 
     # --- the copies and elementwise functions around them ------------------------------------------
@@ -152,15 +145,14 @@ class CudaEngine:
         models/conv2d.cpp (or transposed), in scratch memory."""
         if _square(kernel, stride, padding, dilation) and first == 0 and channels == x.shape[1]:
             batch, _, h, w = x.shape
-            rows = batch * _output_size(h, kernel[0], stride[0], padding[0], 1) * _output_size(
+            rows = batch * output_size(h, kernel[0], stride[0], padding[0], 1) * output_size(
                 w, kernel[1], stride[1], padding[1], 1)
             taps = channels * kernel[0] * kernel[1]
             cols = self.scratch(taps, rows) if transposed else self.scratch(rows, taps)
             x = self._dense(x)
-            wait = self._ready()
-            _core.cuda_im2col(x.data_ptr(), cols.data_ptr(), tuple(x.shape), kernel[0], stride[0], padding[0],
-                              transposed, self.index)
-            self._done(wait)
+            with self._kernels():
+                _core.cuda_im2col(x.data_ptr(), cols.data_ptr(), tuple(x.shape), kernel[0], stride[0], padding[0],
+                                  transposed, self.index)
             return cols
         unfolded = F.unfold(x.detach()[:, first:first + channels], kernel, dilation=dilation, padding=padding,
                             stride=stride)
@@ -183,13 +175,12 @@ class CudaEngine:
         if _square(kernel, stride, padding, dilation):
             dx = torch.empty(tuple(shape), dtype=torch.float32, device=self.device)
             dcols = self._dense(dcols)
-            wait = self._ready()
-            _core.cuda_col2im(dcols.data_ptr(), dx.data_ptr(), tuple(shape), kernel[0], stride[0], padding[0],
-                              self.index)
-            self._done(wait)
+            with self._kernels():
+                _core.cuda_col2im(dcols.data_ptr(), dx.data_ptr(), tuple(shape), kernel[0], stride[0], padding[0],
+                                  self.index)
             return dx
         (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
-        ho, wo = _output_size(h, kh, sh, ph, dh), _output_size(w, kw, sw, pw, dw)
+        ho, wo = output_size(h, kh, sh, ph, dh), output_size(w, kw, sw, pw, dw)
         terms = dcols.reshape(batch, ho, wo, channels, kh, kw)
         dx = torch.zeros((batch, channels, h + 2 * ph, w + 2 * pw), dtype=torch.float32, device=self.device)
         for i in reversed(range(kh)):

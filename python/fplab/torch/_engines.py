@@ -5,7 +5,7 @@ needed. The handlers call these methods; each goes to the engine of its first te
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Dict, Sequence, Tuple
 
 import numpy as np
 import torch

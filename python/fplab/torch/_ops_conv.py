@@ -27,6 +27,7 @@ from typing import Any, Optional, Tuple
 import torch
 from torch.autograd.function import once_differentiable
 
+from ._engine import output_size
 from ._handler import handles
 from ._native import Native, unsupported
 
@@ -43,8 +44,8 @@ class _Conv2d(torch.autograd.Function):
         batch, _, h, w = x.shape
         cout, cg, kh, kw = weight.shape
         co = cout // groups
-        ho = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
-        wo = (w + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+        ho = output_size(h, kh, stride[0], padding[0], dilation[0])
+        wo = output_size(w, kw, stride[1], padding[1], dilation[1])
         outs = []
         for g in range(groups):
             cols = em.engine.im2col(x, (kh, kw), stride, padding, dilation, g * cg, cg)  # (B·Ho·Wo) x (C·kh·kw)
