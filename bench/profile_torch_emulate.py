@@ -7,6 +7,11 @@ Each engine call is bracketed by a synchronisation (on CUDA), so the calls' own 
 and the step as a whole gets slower than bench_torch_emulate.py measures it: read the shares,
 not the total. The model and step are bench_torch_emulate.py's (same seed, SGD with momentum).
 Output: per profile, the step's time, the engine's part, and the costliest entries.
+
+--kernels (CUDA only) answers another question: is the step waiting on the GPU or on Python?
+The steps then run unsynchronized under torch.profiler, which sees every kernel on the device
+(fplab's as well as PyTorch's, through CUPTI); printed are the wall time a step, the GPU's busy
+time a step (the kernels' summed durations) and the kernels that take the most of it.
 """
 
 from __future__ import annotations
@@ -45,6 +50,69 @@ def instrument(engine_class: type, times: Dict[Tuple[str, str, str], float], cou
         setattr(engine_class, name, timed)
 
 
+def kernel_profile(profile: str, model, optimizer, x, y, steps: int, top: int, trace: Optional[str]) -> None:
+    """Prints wall time, GPU busy time and the busiest kernels a step, for a profile or "native"."""
+    import contextlib
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile as torch_profile
+
+    import fplab.torch
+
+    def context():
+        return contextlib.nullcontext() if profile == "native" else fplab.torch.emulate(profile)
+
+    with context():
+        training_step(model, optimizer, x, y)  # warm-up
+    torch.cuda.synchronize()
+    with torch_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        start = time.perf_counter()
+        for _ in range(steps):
+            with context():
+                training_step(model, optimizer, x, y)
+        torch.cuda.synchronize()
+        wall = (time.perf_counter() - start) / steps
+    if trace:
+        prof.export_chrome_trace(trace.replace("PROFILE", profile.replace(":", "-")))
+    busy: Dict[str, float] = collections.defaultdict(float)
+    launches: collections.Counter = collections.Counter()
+    for event in prof.events():
+        if getattr(event, "device_type", None) == torch.autograd.DeviceType.CUDA:
+            busy[event.name] += event.time_range.elapsed_us()
+            launches[event.name] += 1
+    total = sum(busy.values()) / 1000 / steps  # microseconds to ms
+    share = 100 * total / (wall * 1000)
+    print(f"== {profile}: {wall * 1000:.1f} ms a step (profiled), GPU busy {total:.1f} ms ({share:.0f}%),"
+          f" {sum(launches.values()) // steps} kernels")
+    for name, micros in sorted(busy.items(), key=lambda kv: -kv[1])[:top]:
+        print(f"{micros / 1000 / steps:9.2f} ms {launches[name] // steps:5d}x  {name[:110]}")
+
+
+def python_profile(profile: str, model, optimizer, x, y, steps: int, top: int,
+                   synchronize: Callable[[], None]) -> None:
+    """Prints the step's wall time and the functions with the most time of their own (cProfile)."""
+    import cProfile
+    import pstats
+
+    import fplab.torch
+
+    emulation = fplab.torch.emulate(profile)
+    with emulation:
+        training_step(model, optimizer, x, y)  # warm-up
+    synchronize()
+    profiler = cProfile.Profile()
+    start = time.perf_counter()
+    profiler.enable()
+    for _ in range(steps):
+        with emulation:
+            training_step(model, optimizer, x, y)
+    synchronize()
+    profiler.disable()
+    wall = (time.perf_counter() - start) / steps
+    print(f"== {profile}: {wall * 1000:.1f} ms a step under cProfile; the {top} functions with most time of their own:")
+    pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(top)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, epilog=f"example:\n  {EXAMPLE}",
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -54,9 +122,19 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--input", choices=sorted(INPUTS), default="cifar", help="input shape (cifar: 3x32x32)")
     parser.add_argument("--steps", type=int, default=2, help="profiled steps after one warm-up (2)")
     parser.add_argument("--top", type=int, default=25, help="entries listed per profile (25)")
+    parser.add_argument("--kernels", action="store_true",
+                        help="CUDA only: the kernels' busy time against wall time (torch.profiler), not engine calls")
+    parser.add_argument("--trace", metavar="FILE",
+                        help="with --kernels: also a Chrome trace per profile (PROFILE in FILE: the profile's name)")
+    parser.add_argument("--python", action="store_true",
+                        help="where the CPU's time goes: cProfile over the steps, not engine calls")
     args = parser.parse_args(argv)
+    if args.kernels and args.python:
+        parser.error("--kernels and --python: one at a time")
     if args.batch < 1 or args.steps < 1 or args.top < 1:
         parser.error("--batch, --steps and --top must be positive")
+    if args.kernels and args.device != "cuda":
+        parser.error("--kernels needs --device cuda")
 
     import torch
 
@@ -68,7 +146,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     synchronize = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
     times: Dict[Tuple[str, str, str], float] = collections.defaultdict(float)
     counts: collections.Counter = collections.Counter()
-    instrument(_engine_cuda.CudaEngine if args.device == "cuda" else _engine.Engine, times, counts, synchronize)
+    if not args.kernels and not args.python:
+        instrument(_engine_cuda.CudaEngine if args.device == "cuda" else _engine.Engine, times, counts, synchronize)
 
     torch.manual_seed(0)
     channels, height, width = INPUTS[args.input]
@@ -76,7 +155,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     x = torch.randn(args.batch, channels, height, width).to(args.device)
     y = torch.randint(0, 10, (args.batch,)).to(args.device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    for profile in [p for p in args.profiles.split(",") if p]:
+    names = [p for p in args.profiles.split(",") if p]
+    if args.python:
+        for profile in names:
+            python_profile(profile, model, optimizer, x, y, args.steps, args.top, synchronize)
+        return 0
+    if args.kernels:
+        for profile in ["native"] + names:
+            kernel_profile(profile, model, optimizer, x, y, args.steps, args.top, args.trace)
+        return 0
+    for profile in names:
         emulation = fplab.torch.emulate(profile)  # fplab.Error for an unknown one
         with emulation:
             training_step(model, optimizer, x, y)  # warm-up: allocations, first launches

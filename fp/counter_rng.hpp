@@ -79,7 +79,22 @@ class CounterRng {
   uint64_t position_ = 0;
 };
 
-// Mixes several words into one 64-bit key (e.g. impl seed, op id, call number, tile).
+// Mixes several words into one 64-bit key (e.g. impl seed, op id, call number, tile): the
+// SplitMix64 finaliser folded over the words from kMixKeyStart, so that distinct tuples give
+// unrelated keys. mix_key({a, b, c}) == mix_word(mix_word(mix_word(kMixKeyStart, a), b), c): a
+// prefix can be mixed once and finished elsewhere (on the device, one tile per thread).
 uint64_t mix_key(std::initializer_list<uint64_t> words);
+
+inline constexpr uint64_t kMixKeyStart = 0x6A09E667F3BCC909ull;
+
+FPLAB_HOST_DEVICE inline uint64_t mix_word(uint64_t h, uint64_t w) {
+  h ^= w + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+  h ^= h >> 30;
+  h *= 0xBF58476D1CE4E5B9ull;
+  h ^= h >> 27;
+  h *= 0x94D049BB133111EBull;
+  h ^= h >> 31;
+  return h;
+}
 
 }  // namespace fplab::fp

@@ -304,6 +304,48 @@ TEST_CASE("gpu gemm: every ordered split-K form, forced, == sim::gemm on every s
     }
 }
 
+TEST_CASE("gpu gemm: every output tile, forced, == sim::gemm (ragged edges, short parts, signed zeros)") {
+  if (!have_device()) return;
+  using detail::WideTile;
+  // n and k multiples of 4 (the wide tiles' float4 loads) with m, n off the tiles; K not a multiple
+  // of the wide kernel's 8, parts of K a multiple of 4 or not (then the 64 x 64 kernel runs).
+  const GemmShape shapes[] = {{300, 260, 1000}, {129, 132, 12}, {1, 64, 8}, {257, 68, 36}, {130, 100, 1004}};
+  for (const auto& shape : shapes)
+    for (const char* text : {"seq", "split(10):seq | all:seq", "splitk-tree(5)", "split(4):seq | all:seq",
+                             "split(4):seq | all:atomic"}) {
+      const Schedule s = parse_schedule(text);
+      const bool atomic = std::string(text).find("atomic") != std::string::npos;
+      // Atomic combines add in the hardware's order: integers keep every order's sum exact.
+      auto a = floats("normal:" + std::to_string(shape.m * shape.k), shape.m + 31);
+      auto b = floats("lognormal:" + std::to_string(shape.k * shape.n), shape.n + 32);
+      if (atomic)
+        for (auto* v : {&a, &b})
+          for (float& x : *v) x = std::round(4 * x);
+      // Row 0 of A zeros, column 0 of B negative, column 1 positive: outputs (0, 0) and (0, 1) are
+      // sums of -0 and of +0 products, -0 and +0 (a chain started anywhere else would give +0).
+      for (size_t t = 0; t < shape.k; ++t) {
+        a[t] = 0.0f;
+        b[t * shape.n] = -std::fabs(b[t * shape.n]) - 1.0f;
+        if (shape.n > 1) b[t * shape.n + 1] = std::fabs(b[t * shape.n + 1]) + 1.0f;
+      }
+      std::vector<float> out(shape.m * shape.n), cpu(shape.m * shape.n);
+      sim::gemm(s, a.data(), b.data(), cpu.data(), shape, Arithmetic{});
+      GpuGemm gpu(a.data(), b.data(), shape);
+      GpuGemmProbe::force_ordered_form(gpu, GpuGemm::OrderedForm::two_passes);  // parts written out
+      for (WideTile tile : {WideTile::none, WideTile::t128x128, WideTile::t128x64}) {
+        GpuGemmProbe::force_tile(gpu, tile);
+        std::fill(out.begin(), out.end(), std::nanf(""));
+        gpu.run(plan_gemm(s), out.data());
+        size_t same = 0;
+        for (size_t i = 0; i < out.size(); ++i)
+          same += std::bit_cast<uint32_t>(out[i]) == std::bit_cast<uint32_t>(cpu[i]);
+        INFO(text << ", " << shape.m << "x" << shape.n << "x" << shape.k << ", tile " << detail::wide_tile_name(tile));
+        CHECK(same == out.size());
+        CHECK(std::signbit(out[0]));
+      }
+    }
+}
+
 TEST_CASE("gpu segmented sums == sim::reduce_batch bit for bit: training's sums over the batch axis") {
   if (!have_device()) return;
   // The deterministic sums of the shipped profiles and presets that the kernels realise.

@@ -2,7 +2,9 @@
 // shared memory 16 at a time. Each output's chain runs over its part of K strictly in K order
 // with __fmaf_rn; the first term is the rounded product __fmul_rn, as a one-term group's
 // result is in the emulation. Nothing is ever added for a K index outside the part (an FMA with
-// a zero product would turn an accumulator of -0 into +0).
+// a zero product would turn an accumulator of -0 into +0). Chains written out (one part, parts to a
+// workspace, an atomic combine) run in wider tiles where the shape allows (gpu_gemm_tiled.cu):
+// the same chains, faster; the ordered combines that fold parts in the kernel stay here.
 #include <algorithm>
 #include <vector>
 
@@ -311,16 +313,27 @@ void GpuGemm::launch(const GemmPlan& plan, const float* a, const float* b, float
   const dim3 grid(blocks_for(static_cast<int64_t>(n), kTileN), blocks_for(static_cast<int64_t>(m), kTileM),
                   static_cast<unsigned>(count));
   const int mi = static_cast<int>(m), ni = static_cast<int>(n);
+  const detail::WideTile wide = tile_for(plan, a, b);
+  // Chains written out: to C (one part), atomicAdd-ed into C, or to the parts' workspace.
+  const auto write_chains = [&](bool atomic, float* to) {
+    if (wide != detail::WideTile::none) {
+      detail::launch_wide_chains(wide, atomic, a, b, to, mi, ni, kk, chunk, static_cast<unsigned>(count));
+    } else if (atomic) {
+      gemm_fma_chains<Out::atomic><<<grid, kThreads>>>(a, b, to, mi, ni, kk, chunk, nullptr, nullptr);
+      FPLAB_CUDA_LAUNCHED("gemm_fma_chains<atomic>");
+    } else {
+      gemm_fma_chains<Out::parts><<<grid, kThreads>>>(a, b, nullptr, mi, ni, kk, chunk, to, nullptr);
+      FPLAB_CUDA_LAUNCHED("gemm_fma_chains<parts>");
+    }
+  };
   if (plan.combine == GemmPlan::Combine::atomic) {
     fill<<<blocks_for(mn, 256), 256>>>(c, mn, -0.0f);  // -0: the identity of the additions
     FPLAB_CUDA_LAUNCHED("fill");
-    gemm_fma_chains<Out::atomic><<<grid, kThreads>>>(a, b, c, mi, ni, kk, chunk, nullptr, nullptr);
-    FPLAB_CUDA_LAUNCHED("gemm_fma_chains<atomic>");
+    write_chains(true, c);
     return;
   }
   if (count == 1) {
-    gemm_fma_chains<Out::parts><<<grid, kThreads>>>(a, b, nullptr, mi, ni, kk, chunk, c, nullptr);
-    FPLAB_CUDA_LAUNCHED("gemm_fma_chains");
+    write_chains(false, c);
     return;
   }
   const size_t tiles = static_cast<size_t>(grid.x) * grid.y;
@@ -345,8 +358,7 @@ void GpuGemm::launch(const GemmPlan& plan, const float* a, const float* b, float
     parts_capacity_ = need;
   }
   if (plan.combine == GemmPlan::Combine::tree || two_passes) {
-    gemm_fma_chains<Out::parts><<<grid, kThreads>>>(a, b, nullptr, mi, ni, kk, chunk, parts_, nullptr);
-    FPLAB_CUDA_LAUNCHED("gemm_fma_chains<parts>");
+    write_chains(false, parts_);
     if (two_passes) {
       combine_in_order<<<blocks_for(mn, 256), 256>>>(parts_, c, mn, static_cast<int>(count));
       FPLAB_CUDA_LAUNCHED("combine_in_order");
@@ -399,6 +411,14 @@ GpuGemm::OrderedForm GpuGemm::ordered_form(const GemmPlan& plan) const {
   return fits ? OrderedForm::last_folds : OrderedForm::serial;
 }
 
+detail::WideTile GpuGemm::tile_for(const GemmPlan& plan, const float* a, const float* b) const {
+  const auto [m, n, k] = shape_;
+  const auto kk = static_cast<int64_t>(k), nn = static_cast<int64_t>(n);
+  const int64_t chunk = plan.chunk(kk), count = plan.part_count(kk);
+  if (forced_tile_) return detail::wide_tile_fits(*forced_tile_, a, b, nn, kk, chunk) ? *forced_tile_ : detail::WideTile::none;
+  return detail::wide_tile_for(a, b, static_cast<int64_t>(m), nn, kk, chunk, count);
+}
+
 int64_t GpuGemm::resident_blocks() {
   static const int64_t blocks = [] {
     int per_sm = 0, device = 0, sms = 0;
@@ -421,6 +441,8 @@ double GpuGemmProbe::time_ms(GpuGemm& gemm, const GemmPlan& plan, int reps) {
 }
 
 void GpuGemmProbe::force_ordered_form(GpuGemm& gemm, GpuGemm::OrderedForm form) { gemm.forced_ = form; }
+
+void GpuGemmProbe::force_tile(GpuGemm& gemm, std::optional<detail::WideTile> tile) { gemm.forced_tile_ = tile; }
 
 std::vector<GpuGemmProbe::SerialBlock> GpuGemmProbe::serial_timeline(GpuGemm& g, const GemmPlan& plan) {
   const auto [m, n, k] = g.shape_;

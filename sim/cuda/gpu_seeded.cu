@@ -85,18 +85,22 @@ __device__ void fisher_yates(int32_t* order, int64_t count, uint64_t key, uint64
 }
 
 // Stage 0's permutations: thread (tile, group); stage 1's (`all:atomic`): thread (tile) with
-// `second`. NoiseKey::stream(stage, group) = (key, (stage << 40) ^ group).
-__global__ void permutations(Groups gs, const uint64_t* keys, int64_t tiles, int32_t* first_order,
+// `second`. A tile's key is mix_key({impl seed, op id, call, tile}) (batch_output_key), finished
+// here from the prefix the host mixed: nothing is copied to the device for it (a copy from pageable
+// host memory would wait for the stream, and so stall the host behind every kernel before it).
+// NoiseKey::stream(stage, group) = (key, (stage << 40) ^ group).
+__global__ void permutations(Groups gs, uint64_t key_prefix, int64_t tiles, int32_t* first_order,
                              int32_t* second_order, bool first_atomic, bool second_atomic) {
   const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t first_threads = first_atomic ? tiles * gs.count : 0;
   if (e < first_threads) {
     const int64_t tile = e / gs.count, g = e % gs.count;
     const Group grp = group(gs, g);
-    fisher_yates(first_order + tile * gs.n + grp.offset, grp.count, keys[tile], static_cast<uint64_t>(g));
+    fisher_yates(first_order + tile * gs.n + grp.offset, grp.count, fp::mix_word(key_prefix, tile),
+                 static_cast<uint64_t>(g));
   } else if (second_atomic && e < first_threads + tiles) {
     const int64_t tile = e - first_threads;
-    fisher_yates(second_order + tile * gs.count, gs.count, keys[tile], uint64_t{1} << 40);
+    fisher_yates(second_order + tile * gs.count, gs.count, fp::mix_word(key_prefix, tile), uint64_t{1} << 40);
   }
 }
 
@@ -149,7 +153,7 @@ unsigned blocks_for(int64_t threads) { return static_cast<unsigned>((threads + k
 }  // namespace
 
 size_t GpuSeededReduction::workspace_bytes() const {
-  return first_order_.bytes() + second_order_.bytes() + partials_.bytes() + keys_.bytes();
+  return first_order_.bytes() + second_order_.bytes() + partials_.bytes();
 }
 
 void GpuSeededReduction::run(const SeededPlan& plan, const float* x, const BatchLayout& layout, const NoiseKey& key,
@@ -164,12 +168,8 @@ void GpuSeededReduction::run(const SeededPlan& plan, const float* x, const Batch
   tile_outputs = std::max<size_t>(tile_outputs, 1);
   const int64_t tiles = (outputs + static_cast<int64_t>(tile_outputs) - 1) / static_cast<int64_t>(tile_outputs);
   const Groups gs = groups_of(plan.first, n);
-  // One key a tile, as sim::reduce_batch keys its tiles (batch_output_key).
-  std::vector<uint64_t> keys(static_cast<size_t>(tiles));
-  for (int64_t t = 0; t < tiles; ++t)
-    keys[static_cast<size_t>(t)] = fp::mix_key({key.impl_seed, key.op_id, key.call, static_cast<uint64_t>(t)});
-  auto* device_keys = keys_.reserve<uint64_t>(keys.size());
-  FPLAB_CUDA(cudaMemcpy(device_keys, keys.data(), keys.size() * sizeof(uint64_t), cudaMemcpyHostToDevice));
+  const uint64_t key_prefix = fp::mix_word(fp::mix_word(fp::mix_word(fp::kMixKeyStart, key.impl_seed), key.op_id),
+                                          key.call);
   auto* first_order = plan.first_atomic
                           ? first_order_.reserve<int32_t>(static_cast<size_t>(tiles * n))
                           : nullptr;
@@ -179,7 +179,7 @@ void GpuSeededReduction::run(const SeededPlan& plan, const float* x, const Batch
                     : nullptr;
   const int64_t permuting = (plan.first_atomic ? tiles * gs.count : 0) + (second_atomic ? tiles : 0);
   if (permuting > 0) {
-    permutations<<<blocks_for(permuting), kThreads>>>(gs, device_keys, tiles, first_order, second_order,
+    permutations<<<blocks_for(permuting), kThreads>>>(gs, key_prefix, tiles, first_order, second_order,
                                                       plan.first_atomic, second_atomic);
     FPLAB_CUDA_LAUNCHED("seeded permutations");
   }

@@ -38,10 +38,10 @@ class GpuSeededReduction {
   void run(const SeededPlan& plan, const float* x, const BatchLayout& layout, const NoiseKey& key,
            size_t tile_outputs, float* results);
 
-  size_t workspace_bytes() const;  // device memory held (permutations, partials, keys)
+  size_t workspace_bytes() const;  // device memory held (permutations, partials)
 
  private:
-  DeviceBuffer first_order_, second_order_, partials_, keys_;
+  DeviceBuffer first_order_, second_order_, partials_;
 };
 
 // Plans (throws NotRealisable), uploads the host values x, runs and waits: the outputs' results

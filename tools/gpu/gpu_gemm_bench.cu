@@ -6,7 +6,7 @@
 // cuBLAS runs in CUBLAS_DEFAULT_MATH (no TF32: fp32 FMAs, its own order) — for the record, our
 // kernels are written for exactness first.
 //
-//   gpu_gemm_bench [--json FILE] [--reps N] [--serial-waits]      (--help)
+//   gpu_gemm_bench [--json FILE] [--reps N] [--serial-waits | --tiles]      (--help)
 //
 // --serial-waits: only where the serial split-K form's time goes (GpuGemmProbe::serial_timeline) on the
 // two short-part shapes where determinism costs most and on a long-part one: per block, the
@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -154,6 +155,75 @@ json serial_waits() {
   return out;
 }
 
+// --tiles: a ResNet-18 training step's GEMMs (CIFAR-style, batch 128: the first, a 3x3 of each
+// stage, as fplab.torch's convolutions call them: forward (positions x taps) x (taps x out),
+// input gradient (positions x out) x (out x taps), weight gradient (taps x positions) x (positions
+// x out)) in h100's orders, each output tile forced, against cuBLAS on the same shape; every
+// tile's bits must equal the 64 x 64 kernel's.
+json tile_times(const CuBlas& cublas, int reps, bool& ok) {
+  using detail::WideTile;
+  struct Case {
+    const char* what;
+    GemmShape shape;
+    const char* schedule;
+  };
+  const char* wgrad = "split(16):seq | all:seq";
+  const std::vector<Case> cases = {
+      {"fwd stem", {131072, 64, 27}, "seq"},           {"fwd stage 1", {131072, 64, 576}, "seq"},
+      {"fwd stage 2", {32768, 128, 1152}, "seq"},      {"fwd stage 3", {8192, 256, 2304}, "seq"},
+      {"fwd stage 4", {2048, 512, 4608}, "seq"},       {"dgrad stage 1", {131072, 576, 64}, "seq"},
+      {"dgrad stage 2", {32768, 1152, 128}, "seq"},    {"dgrad stage 4", {2048, 4608, 512}, "seq"},
+      {"wgrad stage 1", {576, 64, 131072}, wgrad},     {"wgrad stage 2", {1152, 128, 32768}, wgrad},
+      {"wgrad stage 3", {2304, 256, 8192}, wgrad},     {"wgrad stage 4", {4608, 512, 2048}, wgrad}};
+  const WideTile tiles[] = {WideTile::none, WideTile::t128x128, WideTile::t128x64};
+  json out = json::array();
+  std::printf("\n%-14s %-20s %-24s %9s %9s %9s %9s %9s %8s %6s\n", "GEMM", "m x n x k", "schedule", "64x64", "128x128",
+              "128x64", "chosen", "cuBLAS", "chosen/cuBLAS", "bits");
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    const Inputs in(c.shape, static_cast<uint32_t>(300 + i));
+    GpuGemm gemm(in.a.data(), in.b.data(), in.shape);
+    const GemmPlan plan = plan_gemm(parse_schedule(c.schedule));
+    std::vector<float> first(in.shape.m * in.shape.n), other(first.size());
+    double ms[3];
+    bool same = true;
+    for (int t = 0; t < 3; ++t) {
+      GpuGemmProbe::force_tile(gemm, tiles[t]);
+      ms[t] = GpuGemmProbe::time_ms(gemm, plan, reps);
+      gemm.run(plan, t == 0 ? first.data() : other.data());
+      if (t > 0) same = same && std::memcmp(first.data(), other.data(), first.size() * sizeof(float)) == 0;
+    }
+    GpuGemmProbe::force_tile(gemm, std::nullopt);
+    const double chosen = GpuGemmProbe::time_ms(gemm, plan, reps);
+    double blas = NAN;
+    if (cublas.sgemm) {
+      float *a, *b, *cc;
+      FPLAB_CUDA(cudaMalloc(&a, in.a.size() * 4));
+      FPLAB_CUDA(cudaMalloc(&b, in.b.size() * 4));
+      FPLAB_CUDA(cudaMalloc(&cc, first.size() * 4));
+      FPLAB_CUDA(cudaMemcpy(a, in.a.data(), in.a.size() * 4, cudaMemcpyHostToDevice));
+      FPLAB_CUDA(cudaMemcpy(b, in.b.data(), in.b.size() * 4, cudaMemcpyHostToDevice));
+      const int m = static_cast<int>(in.shape.m), n = static_cast<int>(in.shape.n), k = static_cast<int>(in.shape.k);
+      blas = median_ms([&] { cublas.gemm(a, b, cc, m, n, k); }, reps, 1);
+      cudaFree(a), cudaFree(b), cudaFree(cc);
+    }
+    ok = ok && same;
+    std::printf("%-14s %-20s %-24s %9.4f %9.4f %9.4f %9.4f %9.4f %8.2f %6s\n", c.what, in.name().c_str(), c.schedule,
+                ms[0], ms[1], ms[2], chosen, blas, chosen / blas, same ? "same" : "DIFFER");
+    out.push_back({{"gemm", c.what},
+                   {"m", in.shape.m},
+                   {"n", in.shape.n},
+                   {"k", in.shape.k},
+                   {"schedule", c.schedule},
+                   {"ms_by_tile", {{"64x64", ms[0]}, {"128x128", ms[1]}, {"128x64", ms[2]}}},
+                   {"chosen_ms", chosen},
+                   {"cublas_ms", cublas.sgemm ? json(blas) : json(nullptr)},
+                   {"same_bits", same}});
+  }
+  std::printf("(ms: median of %d runs; a tile the operands do not allow runs as 64x64)\n", reps);
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -169,9 +239,13 @@ int main(int argc, char** argv) {
   app.add_option("--reps", reps, "event-timed runs per median")->check(CLI::Range(3, 1 << 20))->capture_default_str();
   app.add_flag("--serial-waits", waits_only,
                "only where the serial split-K form's time goes (chains, wait, tail per block) on three shapes");
+  bool tiles_only = false;
+  app.add_flag("--tiles", tiles_only,
+               "only a ResNet-18 step's GEMMs (batch 128, h100's orders): each output tile forced, vs cuBLAS");
   app.footer(
       "Examples:\n  gpu_gemm_bench\n  gpu_gemm_bench --json out/gpu_gemm_bench.json --reps 20\n"
-      "  gpu_gemm_bench --serial-waits --json out/gpu_gemm_waits.json\n");
+      "  gpu_gemm_bench --serial-waits --json out/gpu_gemm_waits.json\n"
+      "  gpu_gemm_bench --tiles --json out/gpu_gemm_tiles.json\n");
   if (const int status = tools::gpu::parse_options(app, argc, argv); status >= 0) return status;
   const std::string date = tools::gpu::utc_now();
   const auto device = tools::gpu::device_or_skip(&date);
@@ -185,6 +259,12 @@ int main(int argc, char** argv) {
   const CuBlas cublas;
   if (!cublas.sgemm) std::printf("%s\n", cublas.why.c_str());
   bool ok = true;
+  if (tiles_only) {
+    const json doc = {{"device", info.describe()}, {"date", date}, {"reps", reps}, {"tiles", tile_times(cublas, reps, ok)}};
+    std::ofstream(json_path) << doc.dump(1) << '\n';
+    std::printf("every tile's bits equal the 64x64 kernel's: %s\n", ok ? "yes" : "NO");
+    return ok ? 0 : 1;
+  }
 
   // 1. Our kernel vs cuBLAS: large squares, and the shapes training runs (mlp 784-128-10 at batch
   // 64: fwd, dgrad, wgrad; small_cnn's first convolution as im2col GEMM, forward and wgrad).

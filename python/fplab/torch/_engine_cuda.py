@@ -22,8 +22,7 @@ have no CUDA twin here: those tensors go through the host.
 
 from __future__ import annotations
 
-import contextlib
-from typing import Dict, Iterator, Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -37,6 +36,12 @@ from ._table import Table
 Pair = Tuple[int, int]
 
 _GEMM_KINDS = ("fwd", "dgrad", "wgrad")
+
+
+def _raw_stream(index: int) -> int:
+    """The raw handle of PyTorch's current stream on device ``index`` (0: the default stream)."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return raw(index) if raw is not None else torch.cuda.current_stream(index).cuda_stream
 
 
 def _square(kernel: Pair, stride: Pair, padding: Pair, dilation: Pair) -> bool:
@@ -64,15 +69,15 @@ class CudaEngine:
 
     # --- around every kernel call ---------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def _kernels(self) -> Iterator[None]:
-        """Around fplab's kernel calls, which run on the default stream: on PyTorch's default
-        stream nothing to do; on another, wait for it before and for the kernels after."""
-        stream = torch.cuda.current_stream(self.device)
-        other = stream != torch.cuda.default_stream(self.device)
+    def _kernels(self, kernel, *args) -> None:
+        """Runs ``kernel(*args)`` (fplab's kernels, enqueued on the legacy default stream): on
+        PyTorch's default stream nothing more to do; on another, wait for it before and for the
+        kernels after. Called once or more for every emulated operation, so the stream is asked for
+        by its raw handle (PyTorch's default stream is handle 0), without the Stream objects."""
+        other = _raw_stream(self.index) != 0
         if other:
-            stream.synchronize()
-        yield
+            torch.cuda.current_stream(self.device).synchronize()
+        kernel(*args)
         if other:
             _core.cuda_synchronize(self.index)
 
@@ -103,8 +108,8 @@ class CudaEngine:
         c = out if out is not None else torch.empty((m, n), dtype=torch.float32, device=self.device)
         if m * n == 0:
             return c
-        with self._kernels():
-            _core.cuda_matmul(a.data_ptr(), b.data_ptr(), c.data_ptr(), m, n, k, choice.schedule, self.index)
+        self._kernels(_core.cuda_matmul, a.data_ptr(), b.data_ptr(), c.data_ptr(), m, n, k, choice.schedule,
+                      self.index)
         return c
 
     def sum_rows(self, op: str, op_kind: str, terms: torch.Tensor, site: Site, part: int = 0) -> torch.Tensor:
@@ -117,9 +122,8 @@ class CudaEngine:
         terms = self._dense(terms)
         rows, cols = terms.shape
         sums = torch.empty(cols, dtype=torch.float32, device=self.device)
-        with self._kernels():
-            _core.cuda_sum_columns(terms.data_ptr(), rows, cols, sums.data_ptr(), choice.schedule, self.index,
-                                   self.impl_seed, site.op_id(op_kind, part), site.call)
+        self._kernels(_core.cuda_sum_columns, terms.data_ptr(), rows, cols, sums.data_ptr(), choice.schedule,
+                      self.index, self.impl_seed, site.op_id(op_kind, part), site.call)
         return sums
 
     def sum_planes(self, op: str, op_kind: str, x: torch.Tensor, site: Site, part: int = 0) -> torch.Tensor:
@@ -132,9 +136,9 @@ class CudaEngine:
         batch, channels = x.shape[0], x.shape[1]
         segments = x.detach().reshape(batch, channels, -1).transpose(0, 1).contiguous()  # (C, B, P)
         sums = torch.empty(channels, dtype=torch.float32, device=self.device)
-        with self._kernels():
-            _core.cuda_sum_segments(segments.data_ptr(), segments[0].numel(), channels, sums.data_ptr(),
-                                    choice.schedule, self.index, self.impl_seed, site.op_id(op_kind, part), site.call)
+        self._kernels(_core.cuda_sum_segments, segments.data_ptr(), segments.numel() // channels, channels,
+                      sums.data_ptr(), choice.schedule, self.index, self.impl_seed, site.op_id(op_kind, part),
+                      site.call)
         return sums
 
     # --- the copies and elementwise functions around them ------------------------------------------
@@ -150,9 +154,8 @@ class CudaEngine:
             taps = channels * kernel[0] * kernel[1]
             cols = self.scratch(taps, rows) if transposed else self.scratch(rows, taps)
             x = self._dense(x)
-            with self._kernels():
-                _core.cuda_im2col(x.data_ptr(), cols.data_ptr(), tuple(x.shape), kernel[0], stride[0], padding[0],
-                                  transposed, self.index)
+            self._kernels(_core.cuda_im2col, x.data_ptr(), cols.data_ptr(), tuple(x.shape), kernel[0], stride[0],
+                          padding[0], transposed, self.index)
             return cols
         unfolded = F.unfold(x.detach()[:, first:first + channels], kernel, dilation=dilation, padding=padding,
                             stride=stride)
@@ -175,9 +178,8 @@ class CudaEngine:
         if _square(kernel, stride, padding, dilation):
             dx = torch.empty(tuple(shape), dtype=torch.float32, device=self.device)
             dcols = self._dense(dcols)
-            with self._kernels():
-                _core.cuda_col2im(dcols.data_ptr(), dx.data_ptr(), tuple(shape), kernel[0], stride[0], padding[0],
-                                  self.index)
+            self._kernels(_core.cuda_col2im, dcols.data_ptr(), dx.data_ptr(), tuple(shape), kernel[0], stride[0],
+                          padding[0], self.index)
             return dx
         (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
         ho, wo = output_size(h, kh, sh, ph, dh), output_size(w, kw, sw, pw, dw)

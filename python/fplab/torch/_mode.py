@@ -18,10 +18,11 @@ The model itself is not touched: modules, parameters and optimisers run unchange
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.utils import _python_dispatch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .._core import Error
@@ -41,6 +42,9 @@ HANDLERS: Dict[Callable, Handler] = {
     **_ops_norm.HANDLERS,
 }
 
+#: a torch function's name, handler and what classify() says of it, by function: resolving a
+#: name costs more than running most of the functions the optimiser calls (p.grad, add_, ...)
+_known: Dict[Callable, Tuple[str, Optional[Handler], Optional[Native]]] = {}
 _BACKWARD = ("torch.Tensor.backward", "torch.autograd.grad")  # what starts autograd's backward pass
 _active: Optional["Emulation"] = None  # the emulation whose modes are on the stacks now
 _latest: Optional["Emulation"] = None  # the one coverage() reports: active, else the last one
@@ -94,10 +98,19 @@ class Emulation:
 
     @contextlib.contextmanager
     def internal(self) -> Iterator[None]:
-        """While fplab.torch runs torch operations of its own: neither mode looks at them."""
+        """While fplab.torch runs torch operations of its own: neither mode looks at them.
+
+        Where this emulation's modes are the innermost ones (the usual case), they are also taken
+        off PyTorch's mode stacks meanwhile: an emulated operation runs a few dozen torch and aten
+        operations of its own, and each one passing through a Python mode costs tens of
+        microseconds, more than the GPU takes for most of them (docs/results/torch_emulate.md)."""
         self._internal += 1
         try:
-            yield
+            if self._internal == 1 and self._modes is not None:
+                with _modes_off(self._modes):
+                    yield
+            else:
+                yield
         finally:
             self._internal -= 1
 
@@ -115,8 +128,13 @@ class Emulation:
         # that watch lists what matters among them.
         if self._internal or isinstance(func, torch._ops.OpOverload):
             return func(*args, **kwargs)
-        name = op_name(func)
-        handler = HANDLERS.get(func)
+        try:
+            name, handler, native = _known[func]
+        except (KeyError, TypeError):  # TypeError: an unhashable callable
+            name = op_name(func)
+            handler, native = HANDLERS.get(func), classify(name)
+            with contextlib.suppress(TypeError):
+                _known[func] = name, handler, native
         if handler is not None:
             with self.internal():
                 result = handler(self, name, args, kwargs)
@@ -124,7 +142,6 @@ class Emulation:
                 return result
             self._coverage.native(name, result.reason, result.warn)
             return self._run_native(func, args, kwargs, None)  # already said why
-        native = classify(name)
         if native is not None:
             self._coverage.native(name, native.reason, native.warn)
         return self._run_native(func, args, kwargs, name)
@@ -171,6 +188,19 @@ class Emulation:
         _active = None
         function_mode.__exit__(*exc)
         dispatch_mode.__exit__(*exc)
+
+
+@contextlib.contextmanager
+def _modes_off(modes: tuple) -> Iterator[None]:
+    """Takes the emulation's two modes off the current thread's mode stacks, as far as they are
+    the innermost there (autograd's threads may hold neither), and puts them back afterwards."""
+    dispatch_mode, function_mode = modes
+    with contextlib.ExitStack() as stack:
+        if _python_dispatch._get_current_dispatch_mode() is dispatch_mode:
+            stack.enter_context(_python_dispatch._pop_mode_temporarily())
+        if torch.overrides._get_current_function_mode() is function_mode:
+            stack.enter_context(torch.overrides._pop_mode_temporarily())
+        yield
 
 
 class _FunctionMode(TorchFunctionMode):

@@ -1,0 +1,214 @@
+// The wide-tile FMA-chain GEMM kernel (gpu_gemm_tiled.hpp). Each output's chain is the 64 x 64
+// kernel's: fmaf over its part of K in K order, nothing added for a K index outside the part. What
+// differs is how the work is laid out, for speed: a thread holds 8 x 8 outputs (rows ty*4 + 0..3
+// and BM/2 + ty*4 + 0..3, columns likewise), so that each shared-memory load of a K step (four
+// float4) feeds 64 FMAs rather than 16; the A and B tiles of the next K step are loaded from
+// global memory into registers while the current one is computed, and stored into the other of
+// two shared buffers, one barrier a step.
+#include "sim/cuda/gpu_gemm_tiled.hpp"
+
+#include <algorithm>
+
+#include "sim/cuda/cuda_check.cuh"
+
+namespace fplab::sim::gpu::detail {
+namespace {
+
+constexpr int kTileK = 8;
+
+template <int BM, int BN, bool Atomic>
+__global__ void __launch_bounds__((BM / 8) * (BN / 8))
+    wide_fma_chains(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ out, int m, int n,
+                    int64_t k, int64_t chunk) {
+  constexpr int kThreads = (BM / 8) * (BN / 8);
+  constexpr int kPad = 4;  // A's transposing stores: rows 4 apart land in other banks; float4 reads stay aligned
+  constexpr int kALoads = BM * kTileK / 4 / kThreads, kBLoads = BN * kTileK / 4 / kThreads;
+  static_assert(kALoads >= 1 && kBLoads >= 1, "every thread loads at least one float4 of A and of B");
+  __shared__ __align__(16) float as[2][kTileK][BM + kPad];
+  __shared__ __align__(16) float bs[2][kTileK][BN];
+
+  const int tx = threadIdx.x % (BN / 8), ty = threadIdx.x / (BN / 8);
+  const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+  const int64_t k0 = static_cast<int64_t>(blockIdx.z) * chunk, k1 = k0 + chunk < k ? k0 + chunk : k;
+
+  // Global to registers: A float4 q of this thread = row (idx / 2), K offset (idx % 2) * 4 of the
+  // tile; B float4 q = K row idx / (BN / 4), column (idx % (BN / 4)) * 4. Outside the matrix or
+  // the part: zeros, which the K loop never adds (it stops at the part's end).
+  float4 a_next[kALoads], b_next[kBLoads];
+  const auto fetch = [&](int64_t kt) {
+#pragma unroll
+    for (int q = 0; q < kALoads; ++q) {
+      const int idx = threadIdx.x + kThreads * q, r = row0 + idx / 2;
+      const int64_t kk = kt + (idx % 2) * 4;
+      const float* p = a + static_cast<int64_t>(r) * k + kk;
+      if (r < m && kk + 4 <= k1) {
+        a_next[q] = *reinterpret_cast<const float4*>(p);
+      } else {
+        float v[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) v[e] = r < m && kk + e < k1 ? p[e] : 0.0f;
+        a_next[q] = make_float4(v[0], v[1], v[2], v[3]);
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < kBLoads; ++q) {
+      const int idx = threadIdx.x + kThreads * q, c = col0 + (idx % (BN / 4)) * 4;
+      const int64_t kk = kt + idx / (BN / 4);
+      const float* p = b + kk * n + c;
+      if (kk < k1 && c + 4 <= n) {
+        b_next[q] = *reinterpret_cast<const float4*>(p);
+      } else {
+        float v[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) v[e] = kk < k1 && c + e < n ? p[e] : 0.0f;
+        b_next[q] = make_float4(v[0], v[1], v[2], v[3]);
+      }
+    }
+  };
+  const auto stash = [&](int buf) {
+#pragma unroll
+    for (int q = 0; q < kALoads; ++q) {
+      const int idx = threadIdx.x + kThreads * q, r = idx / 2, kq = (idx % 2) * 4;
+      as[buf][kq + 0][r] = a_next[q].x;
+      as[buf][kq + 1][r] = a_next[q].y;
+      as[buf][kq + 2][r] = a_next[q].z;
+      as[buf][kq + 3][r] = a_next[q].w;
+    }
+#pragma unroll
+    for (int q = 0; q < kBLoads; ++q) {
+      const int idx = threadIdx.x + kThreads * q;
+      *reinterpret_cast<float4*>(&bs[buf][idx / (BN / 4)][(idx % (BN / 4)) * 4]) = b_next[q];
+    }
+  };
+
+  float acc[8][8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[i][j] = -0.0f;
+
+  const auto step = [&](int buf, int kk) {
+    const float4 a_lo = *reinterpret_cast<const float4*>(&as[buf][kk][ty * 4]);
+    const float4 a_hi = *reinterpret_cast<const float4*>(&as[buf][kk][BM / 2 + ty * 4]);
+    const float4 b_lo = *reinterpret_cast<const float4*>(&bs[buf][kk][tx * 4]);
+    const float4 b_hi = *reinterpret_cast<const float4*>(&bs[buf][kk][BN / 2 + tx * 4]);
+    const float av[8] = {a_lo.x, a_lo.y, a_lo.z, a_lo.w, a_hi.x, a_hi.y, a_hi.z, a_hi.w};
+    const float bv[8] = {b_lo.x, b_lo.y, b_lo.z, b_lo.w, b_hi.x, b_hi.y, b_hi.z, b_hi.w};
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[i][j] = __fmaf_rn(av[i], bv[j], acc[i][j]);
+  };
+
+  if (k0 < k1) {
+    fetch(k0);
+    stash(0);
+    __syncthreads();
+    int buf = 0;
+    for (int64_t kt = k0; kt < k1; kt += kTileK) {
+      const bool more = kt + kTileK < k1;
+      if (more) fetch(kt + kTileK);
+      if (kt + kTileK <= k1) {
+#pragma unroll
+        for (int kk = 0; kk < kTileK; ++kk) step(buf, kk);
+      } else {
+        const int len = static_cast<int>(k1 - kt);
+        for (int kk = 0; kk < len; ++kk) step(buf, kk);
+      }
+      if (more) stash(buf ^ 1);
+      __syncthreads();
+      buf ^= 1;
+    }
+  }
+
+  const int64_t mn = static_cast<int64_t>(m) * n;
+  float* const dst = Atomic ? out : out + blockIdx.z * mn;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int r = row0 + (i < 4 ? ty * 4 + i : BM / 2 + ty * 4 + i - 4);
+    if (r >= m) continue;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int c = col0 + h * (BN / 2) + tx * 4;
+      float* const p = dst + static_cast<int64_t>(r) * n + c;
+      if constexpr (Atomic) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (c + e < n) atomicAdd(p + e, acc[i][h * 4 + e]);
+      } else if (c + 4 <= n) {
+        *reinterpret_cast<float4*>(p) = make_float4(acc[i][h * 4], acc[i][h * 4 + 1], acc[i][h * 4 + 2], acc[i][h * 4 + 3]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (c + e < n) p[e] = acc[i][h * 4 + e];
+      }
+    }
+  }
+}
+
+unsigned tiles_over(int64_t extent, int tile) { return static_cast<unsigned>((extent + tile - 1) / tile); }
+
+template <int BM, int BN>
+void launch(bool atomic, const float* a, const float* b, float* out, int m, int n, int64_t k, int64_t chunk,
+            unsigned parts) {
+  const dim3 grid(tiles_over(n, BN), tiles_over(m, BM), parts);
+  constexpr int threads = (BM / 8) * (BN / 8);
+  if (atomic)
+    wide_fma_chains<BM, BN, true><<<grid, threads>>>(a, b, out, m, n, k, chunk);
+  else
+    wide_fma_chains<BM, BN, false><<<grid, threads>>>(a, b, out, m, n, k, chunk);
+  FPLAB_CUDA_LAUNCHED("wide_fma_chains");
+}
+
+bool aligned16(const float* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+const char* wide_tile_name(WideTile tile) {
+  switch (tile) {
+    case WideTile::none:
+      return "64x64";
+    case WideTile::t128x128:
+      return "128x128";
+    case WideTile::t128x64:
+      return "128x64";
+  }
+  return "?";
+}
+
+bool wide_tile_fits(WideTile tile, const float* a, const float* b, int64_t n, int64_t k, int64_t chunk) {
+  if (tile == WideTile::none) return true;
+  if (n % 4 || k % 4 || chunk % 4 || !aligned16(a) || !aligned16(b)) return false;
+  return tile == WideTile::t128x64 ? n >= 48 : n >= 96;
+}
+
+// Measured on an H100 (docs/results/torch_emulate.md: gpu_gemm_bench --tiles): 128 x 64 tiles beat
+// 64 x 64 on every shape they take, by 1.3-2x, even where their grid leaves SMs without a block;
+// 128 x 128 tiles beat 128 x 64 by 7-40% where their grid fills the device's resident slots for
+// four waves or more, or one wave almost exactly, and lose by 12-14% where a last, mostly empty
+// wave of large blocks is the tail (2.2 waves).
+WideTile wide_tile_for(const float* a, const float* b, int64_t m, int64_t n, int64_t k, int64_t chunk,
+                       int64_t parts) {
+  if (!wide_tile_fits(WideTile::t128x64, a, b, n, k, chunk)) return WideTile::none;
+  static const int64_t slots = [] {
+    int per_sm = 0, device = 0, sms = 0;
+    FPLAB_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, wide_fma_chains<128, 128, false>, 256, 0));
+    FPLAB_CUDA(cudaGetDevice(&device));
+    FPLAB_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    return std::max<int64_t>(int64_t{per_sm} * sms, 1);
+  }();
+  const double waves = static_cast<double>(int64_t{tiles_over(m, 128)} * tiles_over(n, 128) * parts) / slots;
+  if (wide_tile_fits(WideTile::t128x128, a, b, n, k, chunk) && (waves >= 4 || (waves >= 0.9 && waves <= 1)))
+    return WideTile::t128x128;
+  return WideTile::t128x64;
+}
+
+void launch_wide_chains(WideTile tile, bool atomic, const float* a, const float* b, float* out, int m, int n,
+                        int64_t k, int64_t chunk, unsigned parts) {
+  if (tile == WideTile::t128x128)
+    launch<128, 128>(atomic, a, b, out, m, n, k, chunk, parts);
+  else
+    launch<128, 64>(atomic, a, b, out, m, n, k, chunk, parts);
+}
+
+}  // namespace fplab::sim::gpu::detail
