@@ -62,8 +62,8 @@ class CounterRng {
     }
   }
 
-  uint64_t position() const { return position_; }
-  void seek(uint64_t n) { position_ = n; }
+  FPLAB_HOST_DEVICE uint64_t position() const { return position_; }
+  FPLAB_HOST_DEVICE void seek(uint64_t n) { position_ = n; }
 
  private:
   FPLAB_HOST_DEVICE static uint64_t high_product(uint64_t a, uint64_t b) {

@@ -8,9 +8,11 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "sim/cuda/fast_divide.hpp"
 #include "sim/cuda/gpu_device.hpp"
 #include "tests/gpu_device_or_skip.hpp"
 #include "sim/cuda/gpu_gemm.hpp"
@@ -165,6 +167,26 @@ TEST_CASE("gpu plan: schedules outside the family are rejected with one line nam
                                         0) == 0);
     }
   }
+}
+
+TEST_CASE("FastDivide == integer division: every divisor to 4096, edge and random numerators, large divisors") {
+  // Runs on the host (the same code the kernels run); the quotient and remainder of every pair.
+  std::mt19937_64 rng(7);
+  const auto check = [](uint32_t d, uint32_t n) {
+    const FastDivide f(d);
+    return f.quotient(n) == n / d && f.remainder(n) == n % d;
+  };
+  size_t wrong = 0;
+  for (uint32_t d = 1; d <= 4096; ++d) {
+    for (uint32_t n : {0u, 1u, d - 1, d, d + 1, 2 * d - 1, 0x7fffffffu, 0x80000000u, 0xfffffffeu, 0xffffffffu})
+      wrong += !check(d, n);
+    for (int t = 0; t < 64; ++t) wrong += !check(d, static_cast<uint32_t>(rng()));
+  }
+  for (int t = 0; t < 200000; ++t) {
+    const auto d = static_cast<uint32_t>(rng() % 0x80000000u) + 1, n = static_cast<uint32_t>(rng());
+    wrong += !check(d, n) + !check(d, n % (2 * d)) + !check(d, n / d * d);
+  }
+  CHECK(wrong == 0);
 }
 
 TEST_CASE("gpu device: fp32 arithmetic keeps subnormals (no FTZ)") {
@@ -400,7 +422,10 @@ TEST_CASE("gpu seeded sums == sim::reduce_batch bit for bit: atomic steps in the
   const char* schedules[] = {"strided(132):atomic | all:atomic",  // h100's bias gradients
                              "all:atomic", "strided(8):atomic | all:atomic", "contig(7):atomic | all:seq",
                              "split(5):seq | all:atomic", "strided(3):seq | all:atomic", "all:seq"};
-  const std::pair<size_t, size_t> shapes[] = {{1, 1}, {10, 64}, {64, 10}, {131, 130}, {33, 7}, {1000, 3}, {4096, 2}};
+  // 20000 rows: permutations longer than shared memory holds (made in global memory), and runs of
+  // draws (256 at a time) ending mid-permutation.
+  const std::pair<size_t, size_t> shapes[] = {{1, 1},  {10, 64},   {64, 10},  {131, 130},
+                                              {33, 7}, {1000, 3}, {4096, 2}, {20000, 2}};
   const NoiseKey keys[] = {{3, 17, 5}, {4, 17, 5}};
   for (const char* text : schedules)
     for (const auto& [rows, cols] : shapes)

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "sim/cuda/cuda_check.cuh"
+#include "sim/cuda/fast_divide.hpp"
 #include "sim/cuda/gpu_conv.hpp"
 
 namespace fplab::sim::gpu {
@@ -43,39 +44,73 @@ unsigned blocks_for(int64_t count) {
 }
 
 // Transposed: cols is taps x rows (the weight gradient's left operand), written in its own order.
-// I: the index type, 32-bit where every index fits (a 64-bit division costs several times more,
-// and an im2col does six a column entry).
-template <bool Transposed, class I>
-__global__ void im2col_kernel(const float* __restrict__ x, float* __restrict__ cols, Dims dims, I count) {
-  const I taps = static_cast<I>(dims.taps), out_w = static_cast<I>(dims.out_w), out_h = static_cast<I>(dims.out_h);
-  const I kernel = static_cast<I>(dims.kernel), stride = static_cast<I>(dims.stride);
-  const I padding = static_cast<I>(dims.padding), height = static_cast<I>(dims.height);
-  const I width = static_cast<I>(dims.width), channels = static_cast<I>(dims.channels);
-  const I rows = count / taps;
-  for (I e = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; e < count; e += static_cast<I>(gridDim.x) * blockDim.x) {
-    const I row = Transposed ? e % rows : e / taps, tap = Transposed ? e / rows : e % taps;
-    const I ox = row % out_w, oy = row / out_w % out_h, b = row / (out_w * out_h);
-    const I j = tap % kernel, i = tap / kernel % kernel, c = tap / (kernel * kernel);
-    const I y = oy * stride + i - padding, xx = ox * stride + j - padding;
+// One thread a column entry; its six divisions by the geometry's sizes are FastDivides (an
+// integer division is a long instruction sequence on a GPU; with them the copy was bound by them).
+// The entries are numbered in 32 bits (launch_im2col: where they all fit).
+struct Im2colDivisors {
+  FastDivide taps, rows, out_w, out_h, kernel, kernel_square;
+};
+
+template <bool Transposed>
+__global__ void im2col_kernel(const float* __restrict__ x, float* __restrict__ cols, Dims dims, Im2colDivisors div,
+                              uint32_t count) {
+  const auto stride = static_cast<int32_t>(dims.stride), padding = static_cast<int32_t>(dims.padding);
+  const auto height = static_cast<int32_t>(dims.height), width = static_cast<int32_t>(dims.width);
+  const auto channels = static_cast<uint32_t>(dims.channels);
+  for (uint32_t e = blockIdx.x * blockDim.x + threadIdx.x; e < count; e += gridDim.x * blockDim.x) {
+    uint32_t row, tap;
+    if constexpr (Transposed) {
+      tap = div.rows.quotient(e), row = e - tap * div.rows.divisor();
+    } else {
+      row = div.taps.quotient(e), tap = e - row * div.taps.divisor();
+    }
+    const uint32_t rest = div.out_w.quotient(row), ox = row - rest * div.out_w.divisor();
+    const uint32_t b = div.out_h.quotient(rest), oy = rest - b * div.out_h.divisor();
+    const uint32_t c = div.kernel_square.quotient(tap), within = tap - c * div.kernel_square.divisor();
+    const uint32_t i = div.kernel.quotient(within), j = within - i * div.kernel.divisor();
+    const int32_t y = static_cast<int32_t>(oy) * stride + static_cast<int32_t>(i) - padding;
+    const int32_t xx = static_cast<int32_t>(ox) * stride + static_cast<int32_t>(j) - padding;
     const bool inside = y >= 0 && y < height && xx >= 0 && xx < width;
-    cols[e] = inside ? x[((b * channels + c) * height + y) * width + xx] : 0.0f;
+    cols[e] = inside ? x[((b * channels + c) * static_cast<uint32_t>(height) + static_cast<uint32_t>(y)) *
+                             static_cast<uint32_t>(width) +
+                         static_cast<uint32_t>(xx)]
+                     : 0.0f;
   }
 }
 
-// im2col_kernel on the device's default stream, with 32-bit indices where the columns and the
-// input both have fewer than 2^31 - 2^30 elements (the grid-stride loop's index stays below 2^31).
+// Beyond 32-bit indices (columns or input of 2^31 - 2^30 elements or more): the plain form.
+template <bool Transposed>
+__global__ void im2col_kernel_wide(const float* __restrict__ x, float* __restrict__ cols, Dims dims, int64_t count) {
+  const int64_t rows = count / dims.taps;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < count;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t row = Transposed ? e % rows : e / dims.taps, tap = Transposed ? e / rows : e % dims.taps;
+    const int64_t ox = row % dims.out_w, oy = row / dims.out_w % dims.out_h, b = row / (dims.out_w * dims.out_h);
+    const int64_t j = tap % dims.kernel, i = tap / dims.kernel % dims.kernel, c = tap / (dims.kernel * dims.kernel);
+    const int64_t y = oy * dims.stride + i - dims.padding, xx = ox * dims.stride + j - dims.padding;
+    const bool inside = y >= 0 && y < dims.height && xx >= 0 && xx < dims.width;
+    cols[e] = inside ? x[((b * dims.channels + c) * dims.height + y) * dims.width + xx] : 0.0f;
+  }
+}
+
+// im2col on the device's default stream, with 32-bit indices where the columns and the input both
+// have fewer than 2^31 - 2^30 elements (the grid-stride loop's index stays below 2^31).
 void launch_im2col(const float* x, float* cols, const Dims& d, int64_t count, bool transposed) {
   constexpr int64_t kNarrow = int64_t{1} << 30;
   const bool narrow = count < kNarrow && d.batch * d.channels * d.height * d.width < kNarrow;
   const unsigned blocks = blocks_for(count);
-  if (narrow && transposed)
-    im2col_kernel<true, int32_t><<<blocks, kThreads>>>(x, cols, d, static_cast<int32_t>(count));
-  else if (narrow)
-    im2col_kernel<false, int32_t><<<blocks, kThreads>>>(x, cols, d, static_cast<int32_t>(count));
-  else if (transposed)
-    im2col_kernel<true, int64_t><<<blocks, kThreads>>>(x, cols, d, count);
-  else
-    im2col_kernel<false, int64_t><<<blocks, kThreads>>>(x, cols, d, count);
+  if (narrow) {
+    const auto u = [](int64_t v) { return FastDivide(static_cast<uint32_t>(v)); };
+    const Im2colDivisors div{u(d.taps), u(count / d.taps), u(d.out_w), u(d.out_h), u(d.kernel), u(d.kernel * d.kernel)};
+    if (transposed)
+      im2col_kernel<true><<<blocks, kThreads>>>(x, cols, d, div, static_cast<uint32_t>(count));
+    else
+      im2col_kernel<false><<<blocks, kThreads>>>(x, cols, d, div, static_cast<uint32_t>(count));
+  } else if (transposed) {
+    im2col_kernel_wide<true><<<blocks, kThreads>>>(x, cols, d, count);
+  } else {
+    im2col_kernel_wide<false><<<blocks, kThreads>>>(x, cols, d, count);
+  }
   FPLAB_CUDA_LAUNCHED("im2col_kernel");
 }
 

@@ -1,7 +1,7 @@
 // The seeded-order batched reduction (gpu_seeded.hpp). Three launches:
-//  1. the permutations: one thread per (tile, group) of every atomic step runs the emulation's
+//  1. the permutations: one warp per (tile, group) of every atomic step runs the emulation's
 //     Fisher-Yates on an index array, drawing from the same stream as the CPU (fp::CounterRng,
-//     compiled for the device);
+//     compiled for the device), the lanes making the draws and one lane the swaps;
 //  2. the first stage: one thread per (group, output) folds the group's terms in its order
 //     (atomic: the permutation of its tile; seq: as they come), starting from the first term, with
 //     __fadd_rn, as sim/schedule_walk.hpp's fold;
@@ -72,37 +72,116 @@ __device__ Group group(const Groups& gs, int64_t g) {
   return {0, 1, 0, 0};
 }
 
-// sim::detail::permute on the index array 0 .. count - 1.
-__device__ void fisher_yates(int32_t* order, int64_t count, uint64_t key, uint64_t stream) {
-  for (int64_t k = 0; k < count; ++k) order[k] = static_cast<int32_t>(k);
-  fp::CounterRng rng(key, stream);
-  for (int64_t i = count; i > 1; --i) {
-    const auto j = static_cast<int64_t>(rng.below(static_cast<uint64_t>(i)));
-    const int32_t t = order[i - 1];
-    order[i - 1] = order[j];
-    order[j] = t;
+// sim::detail::permute on the index array 0 .. count - 1, by one warp. Fisher-Yates draws
+// j = below(i) for i = count, count - 1, ..., 2, each from the next number of the stream. Lemire's
+// draw takes one number unless it rejects (probability below i / 2^64), so the draws of a run of
+// kDraws can be made at once, lane by lane, from the stream's numbers at known positions; then one
+// lane does the run's swaps, in order, in `order` (shared memory where the caller put it there).
+// Should any draw of a run reject, the lanes' draws from there on are not the emulation's: lane 0
+// then finishes the whole permutation one draw at a time, as the CPU does.
+constexpr int kDraws = 256;
+
+__device__ void fisher_yates(int32_t* order, int64_t count, uint64_t key, uint64_t stream, int32_t* draws) {
+  const unsigned lane = threadIdx.x % 32;
+  for (int64_t k = lane; k < count; k += 32) order[k] = static_cast<int32_t>(k);
+  __syncwarp();
+  const fp::CounterRng rng(key, stream);
+  uint64_t position = 0;
+  int64_t i = count;
+  bool rejected = false;
+  while (i > 1) {
+    const int run = static_cast<int>(i - 1 < kDraws ? i - 1 : kDraws);  // draws for i, i - 1, ..., i - run + 1
+    bool lost = false;
+    for (int t = static_cast<int>(lane); t < run; t += 32) {
+      const auto bound = static_cast<uint64_t>(i - t);
+      const uint64_t x = rng.at(position + static_cast<uint64_t>(t)), low = x * bound;
+      lost = lost || (low < bound && low < (0 - bound) % bound);
+      draws[t] = static_cast<int32_t>(__umul64hi(x, bound));
+    }
+    if (__any_sync(0xffffffffu, lost)) {
+      rejected = true;
+      break;
+    }
+    __syncwarp();
+    if (lane == 0)
+      for (int t = 0; t < run; ++t) {
+        const int64_t last = i - 1 - t, j = draws[t];
+        const int32_t held = order[last];
+        order[last] = order[j];
+        order[j] = held;
+      }
+    __syncwarp();
+    position += static_cast<uint64_t>(run);
+    i -= run;
   }
+  if (rejected && lane == 0) {
+    fp::CounterRng sequential(key, stream);
+    sequential.seek(position);
+    for (; i > 1; --i) {
+      const auto j = static_cast<int64_t>(sequential.below(static_cast<uint64_t>(i)));
+      const int32_t held = order[i - 1];
+      order[i - 1] = order[j];
+      order[j] = held;
+    }
+  }
+  __syncwarp();
 }
 
-// Stage 0's permutations: thread (tile, group); stage 1's (`all:atomic`): thread (tile) with
-// `second`. A tile's key is mix_key({impl seed, op id, call, tile}) (batch_output_key), finished
-// here from the prefix the host mixed: nothing is copied to the device for it (a copy from pageable
-// host memory would wait for the stream, and so stall the host behind every kernel before it).
-// NoiseKey::stream(stage, group) = (key, (stage << 40) ^ group).
+// One warp (block) per permutation: stage 0's, block (tile, group); stage 1's (`all:atomic`),
+// block (tile) after those. A tile's key is mix_key({impl seed, op id, call, tile})
+// (batch_output_key), finished here from the prefix the host mixed: nothing is copied to the
+// device for it (a copy from pageable host memory would wait for the stream, and so stall the
+// host behind every kernel before it). NoiseKey::stream(stage, group) = (key, (stage << 40) ^ group).
+// With `in_shared`, the permutation is made in dynamic shared memory (every count fits) and copied
+// out; else in place in global memory.
 __global__ void permutations(Groups gs, uint64_t key_prefix, int64_t tiles, int32_t* first_order,
-                             int32_t* second_order, bool first_atomic, bool second_atomic) {
-  const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t first_threads = first_atomic ? tiles * gs.count : 0;
-  if (e < first_threads) {
-    const int64_t tile = e / gs.count, g = e % gs.count;
+                             int32_t* second_order, bool first_atomic, bool second_atomic, bool in_shared) {
+  extern __shared__ int32_t shared_order[];
+  __shared__ int32_t draws[kDraws];
+  const int64_t e = blockIdx.x;
+  const int64_t first_blocks = first_atomic ? tiles * gs.count : 0;
+  int32_t* out;
+  int64_t count;
+  uint64_t tile, stream;
+  if (e < first_blocks) {
+    tile = static_cast<uint64_t>(e / gs.count);
+    const int64_t g = e % gs.count;
     const Group grp = group(gs, g);
-    fisher_yates(first_order + tile * gs.n + grp.offset, grp.count, fp::mix_word(key_prefix, tile),
-                 static_cast<uint64_t>(g));
-  } else if (second_atomic && e < first_threads + tiles) {
-    const int64_t tile = e - first_threads;
-    fisher_yates(second_order + tile * gs.count, gs.count, fp::mix_word(key_prefix, tile), uint64_t{1} << 40);
+    out = first_order + static_cast<int64_t>(tile) * gs.n + grp.offset, count = grp.count;
+    stream = static_cast<uint64_t>(g);
+  } else {
+    tile = static_cast<uint64_t>(e - first_blocks);
+    out = second_order + static_cast<int64_t>(tile) * gs.count, count = gs.count, stream = uint64_t{1} << 40;
   }
+  int32_t* const order = in_shared ? shared_order : out;
+  fisher_yates(order, count, fp::mix_word(key_prefix, tile), stream, draws);
+  if (in_shared)
+    for (int64_t k = threadIdx.x; k < count; k += 32) out[k] = order[k];
 }
+
+// The most members any one permutation of the plan has (its shared memory, when it fits).
+int64_t largest_permutation(const Groups& gs, bool first_atomic, bool second_atomic) {
+  int64_t largest = second_atomic ? gs.count : 0;
+  if (first_atomic) {
+    switch (static_cast<Grouping::Kind>(gs.kind)) {
+      case Grouping::Kind::all:
+        largest = std::max(largest, gs.n);
+        break;
+      case Grouping::Kind::contig:
+        largest = std::max(largest, std::min(gs.size, gs.n));
+        break;
+      case Grouping::Kind::strided:
+        largest = std::max(largest, (gs.n + gs.size - 1) / gs.size);
+        break;
+      case Grouping::Kind::split:
+        largest = std::max(largest, gs.chunk);
+        break;
+    }
+  }
+  return largest;
+}
+
+constexpr int64_t kSharedOrder = 8192;  // members: 32 KiB of shared memory a block at most
 
 // Thread (group, output): the group's terms folded in their order; into partials[g * outputs + o],
 // or the result when the first stage is the only one.
@@ -179,8 +258,12 @@ void GpuSeededReduction::run(const SeededPlan& plan, const float* x, const Batch
                     : nullptr;
   const int64_t permuting = (plan.first_atomic ? tiles * gs.count : 0) + (second_atomic ? tiles : 0);
   if (permuting > 0) {
-    permutations<<<blocks_for(permuting), kThreads>>>(gs, key_prefix, tiles, first_order, second_order,
-                                                      plan.first_atomic, second_atomic);
+    const int64_t largest = largest_permutation(gs, plan.first_atomic, second_atomic);
+    const bool in_shared = largest <= kSharedOrder;
+    const size_t shared = in_shared ? static_cast<size_t>(largest) * sizeof(int32_t) : 0;
+    if (permuting > INT32_MAX) throw NotRealisable("a seeded-order sum with more than 2^31 - 1 permutations");
+    permutations<<<static_cast<unsigned>(permuting), 32, shared>>>(gs, key_prefix, tiles, first_order, second_order,
+                                                                  plan.first_atomic, second_atomic, in_shared);
     FPLAB_CUDA_LAUNCHED("seeded permutations");
   }
   const auto per_tile = static_cast<int64_t>(tile_outputs);
