@@ -394,6 +394,10 @@ const char* GpuGemm::form_name(OrderedForm form) {
 //   more tiles that one-block-per-tile fold is slower than a second kernel spread over all outputs;
 // - parts of >= 128 of K: parts to a workspace and a second kernel folding them in order
 //   (two_passes) cost a few percent at most, whether or not the grid fits on the chip;
+// - shorter parts whose chains the wide-tile kernel runs (gpu_gemm_tiled.hpp): two_passes too, its
+//   chains faster than the others' 64 x 64 ones by more than the second pass costs (H100,
+//   2026-11-24: 4608x512x1024 in 16 parts 0.220 ms against serial's 0.255, 1024x1024x4096 in 64 parts
+//   0.357 against 0.449);
 // - shorter parts, all blocks resident: last_folds;
 // - shorter parts, more blocks: the workspace would be as many bytes as the compute is flops; the
 //   parts add themselves into C in turn (serial), C staying in L2. This is where determinism
@@ -407,7 +411,8 @@ GpuGemm::OrderedForm GpuGemm::ordered_form(const GemmPlan& plan) const {
                         ((static_cast<int64_t>(shape_.m) + kTileM - 1) / kTileM);
   const bool fits = tiles * count <= resident_blocks();
   if (fits && tiles <= 4) return OrderedForm::last_folds;
-  if (chunk >= 128) return OrderedForm::two_passes;
+  if (chunk >= 128 || detail::wide_tile_shape(detail::WideTile::t128x64, static_cast<int64_t>(shape_.n), kk, chunk))
+    return OrderedForm::two_passes;
   return fits ? OrderedForm::last_folds : OrderedForm::serial;
 }
 

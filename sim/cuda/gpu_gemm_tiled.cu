@@ -176,10 +176,14 @@ const char* wide_tile_name(WideTile tile) {
   return "?";
 }
 
-bool wide_tile_fits(WideTile tile, const float* a, const float* b, int64_t n, int64_t k, int64_t chunk) {
+bool wide_tile_shape(WideTile tile, int64_t n, int64_t k, int64_t chunk) {
   if (tile == WideTile::none) return true;
-  if (n % 4 || k % 4 || chunk % 4 || !aligned16(a) || !aligned16(b)) return false;
+  if (n % 4 || k % 4 || chunk % 4) return false;
   return tile == WideTile::t128x64 ? n >= 48 : n >= 96;
+}
+
+bool wide_tile_fits(WideTile tile, const float* a, const float* b, int64_t n, int64_t k, int64_t chunk) {
+  return wide_tile_shape(tile, n, k, chunk) && (tile == WideTile::none || (aligned16(a) && aligned16(b)));
 }
 
 // Measured on an H100 (docs/results/torch_emulate.md: gpu_gemm_bench --tiles): 128 x 64 tiles beat

@@ -18,6 +18,8 @@ const char* wide_tile_name(WideTile tile);
 // part length (chunk) multiples of 4 and a, b 16-byte aligned; and the tile must not leave most
 // of a 128-column tile empty.
 bool wide_tile_fits(WideTile tile, const float* a, const float* b, int64_t n, int64_t k, int64_t chunk);
+// The shape's half of wide_tile_fits (operands at 16-byte aligned addresses assumed).
+bool wide_tile_shape(WideTile tile, int64_t n, int64_t k, int64_t chunk);
 
 // The tile the wide kernel runs a GEMM of m x n outputs in `parts` split-K parts with, by shape
 // (gpu_gemm_tiled.cu says why); none: the 64 x 64 kernel (operands the wide ones do not take).
