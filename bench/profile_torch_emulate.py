@@ -21,6 +21,7 @@ import collections
 import os
 import sys
 import time
+import warnings
 from typing import Callable, Dict, List, Optional, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -65,6 +66,7 @@ def kernel_profile(profile: str, model, optimizer, x, y, steps: int, top: int, t
     with context():
         training_step(model, optimizer, x, y)  # warm-up
     torch.cuda.synchronize()
+    warnings.filterwarnings("ignore", message=".*Profiler clears events")  # one profiling cycle: nothing is lost
     with torch_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         start = time.perf_counter()
         for _ in range(steps):
