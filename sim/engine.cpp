@@ -160,14 +160,14 @@ inline void fma_chain_pass(const float* const rows[4], const float* b, size_t ld
 
 // acc[r][c] = fma chain over the k-indices first, first + stride, ... (count of them), starting
 // from the rounded first product: exactly a sequence of FMAs per output. The tile is mr <= 4
-// rows by nr <= 64 columns; out is mr x nr, row-major. count == 0 (a GEMM with K = 0, whose
+// rows by nr <= 64 columns; out is mr x nr, row-major with rows ldo apart. count == 0 (a GEMM with K = 0, whose
 // only group is empty) is the empty sum, +0: every form below loads the first product before
 // its loop, so that case must not reach them (A and B may then be empty, even null).
 void fma_chain_tile(const float* a, size_t lda, const float* b, size_t ldb, size_t first, size_t stride, size_t count,
-                    size_t mr, size_t nr, float* out) {
+                    size_t mr, size_t nr, float* out, size_t ldo) {
   static_assert(kGemmTileRows == 4 && kGemmTileCols == 64, "the microkernel is written for 4 x 64 tiles");
   if (count == 0) {
-    std::fill_n(out, mr * nr, 0.0f);
+    for (size_t r = 0; r < mr; ++r) std::fill_n(out + r * ldo, nr, 0.0f);
     return;
   }
 #if defined(__AVX512F__)
@@ -204,7 +204,7 @@ void fma_chain_tile(const float* a, size_t lda, const float* b, size_t ldb, size
     }
   }
   for (size_t r = 0; r < mr; ++r)
-    for (int v = 0; v < 4; ++v) _mm512_mask_storeu_ps(out + r * nr + 16 * v, mask[v], acc[r][v]);
+    for (int v = 0; v < 4; ++v) _mm512_mask_storeu_ps(out + r * ldo + 16 * v, mask[v], acc[r][v]);
 #elif defined(__AVX2__) && defined(__FMA__)
   // 16 ymm registers: 8 accumulators (4 rows x 2 vectors of 8 columns), 2 of B, 1 broadcast of A;
   // the tile in passes of 16 columns (fma_chain_pass). Partial vectors use masked loads (columns
@@ -215,9 +215,9 @@ void fma_chain_tile(const float* a, size_t lda, const float* b, size_t ldb, size
   for (size_t c0 = 0; c0 < nr; c0 += 16) {
     const size_t lanes = std::min<size_t>(16, nr - c0);
     if (lanes == 16)
-      fma_chain_pass<true>(rows, b + c0, ldb, first, stride, count, mr, lanes, out + c0, nr);
+      fma_chain_pass<true>(rows, b + c0, ldb, first, stride, count, mr, lanes, out + c0, ldo);
     else
-      fma_chain_pass<false>(rows, b + c0, ldb, first, stride, count, mr, lanes, out + c0, nr);
+      fma_chain_pass<false>(rows, b + c0, ldb, first, stride, count, mr, lanes, out + c0, ldo);
   }
 #else
   for (size_t r = 0; r < mr; ++r)
@@ -227,7 +227,7 @@ void fma_chain_tile(const float* a, size_t lda, const float* b, size_t ldb, size
         const size_t kk = first + t * stride;
         acc = std::fma(a[r * lda + kk], b[kk * ldb + c], acc);
       }
-      out[r * nr + c] = acc;
+      out[r * ldo + c] = acc;
     }
 #endif
 }
@@ -287,6 +287,10 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
   // B's own rows are n floats apart, which for n a multiple of 512 maps every row's columns to the
   // same two L1 sets (measured on a 512-square GEMM: docs in bench/RESULTS.md).
   const bool pack = fma_chains && m > kGemmTileRows && n > kGemmTileCols;
+  // One chain over all of K and nothing after it (all:seq): the chains are the outputs, written
+  // straight into C, without the walker's per-tile work (which cost as much as the chains
+  // themselves for K = 64: a ResNet's first-stage input gradients ran at 15 GFLOP/s, not 38).
+  const bool chains_are_outputs = fma_chains && groups.size() == 1 && schedule.stages.size() == 1;
   std::vector<float> b_packed(pack ? k * kGemmTileCols : 0);
   for (size_t j0 = 0; j0 < n; j0 += kGemmTileCols) {
     const float* b_block = b + j0;
@@ -298,6 +302,11 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
     }
     for (size_t i0 = 0; i0 < m; i0 += kGemmTileRows) {
       const size_t mr = std::min(kGemmTileRows, m - i0), nr = std::min(kGemmTileCols, n - j0), w = mr * nr;
+      if (chains_are_outputs) {
+        fma_chain_tile(a + i0 * k, k, b_block, ldb, groups[0].first, groups[0].stride, groups[0].count, mr, nr,
+                       c + i0 * n + j0, n);
+        continue;
+      }
       const NoiseKey tile_key = gemm_output_key(key, i0, j0, n);
       auto& walker = full_walker;
       walker.reshape(w, {w});
@@ -309,7 +318,8 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
         rows.resize(groups.size() * w);
         for (size_t g = 0; g < groups.size(); ++g) {
           float* dest = &rows[g * w];
-          fma_chain_tile(a_tile, k, b_block, ldb, groups[g].first, groups[g].stride, groups[g].count, mr, nr, dest);
+          fma_chain_tile(a_tile, k, b_block, ldb, groups[g].first, groups[g].stride, groups[g].count, mr, nr, dest,
+                         nr);
         }
         if (k == 0)
           std::fill(result.begin(), result.end(), 0.0f);
