@@ -93,6 +93,24 @@ struct Inputs {
   double flop() const { return 2.0 * static_cast<double>(shape.m) * shape.n * shape.k; }
 };
 
+// cuBLAS's median time on the inputs; with `c`, its result too (C poisoned with NaN first, so
+// that an output it did not write shows).
+double cublas_ms(const CuBlas& cublas, const Inputs& in, int reps, std::vector<float>* c) {
+  const size_t outputs = in.shape.m * in.shape.n;
+  float *a, *b, *out;
+  FPLAB_CUDA(cudaMalloc(&a, in.a.size() * 4));
+  FPLAB_CUDA(cudaMalloc(&b, in.b.size() * 4));
+  FPLAB_CUDA(cudaMalloc(&out, outputs * 4));
+  FPLAB_CUDA(cudaMemcpy(a, in.a.data(), in.a.size() * 4, cudaMemcpyHostToDevice));
+  FPLAB_CUDA(cudaMemcpy(b, in.b.data(), in.b.size() * 4, cudaMemcpyHostToDevice));
+  FPLAB_CUDA(cudaMemset(out, 0xff, outputs * 4));
+  const int m = static_cast<int>(in.shape.m), n = static_cast<int>(in.shape.n), k = static_cast<int>(in.shape.k);
+  const double ms = median_ms([&] { cublas.gemm(a, b, out, m, n, k); }, reps, 1);
+  if (c) FPLAB_CUDA(cudaMemcpy(c->data(), out, outputs * 4, cudaMemcpyDeviceToHost));
+  cudaFree(a), cudaFree(b), cudaFree(out);
+  return ms;
+}
+
 double tflops(double flop, double ms) { return flop / (ms * 1e-3) / 1e12; }
 
 double quantile(std::vector<double> v, double q) {
@@ -195,18 +213,7 @@ json tile_times(const CuBlas& cublas, int reps, bool& ok) {
     }
     GpuGemmProbe::force_tile(gemm, std::nullopt);
     const double chosen = GpuGemmProbe::time_ms(gemm, plan, reps);
-    double blas = NAN;
-    if (cublas.sgemm) {
-      float *a, *b, *cc;
-      FPLAB_CUDA(cudaMalloc(&a, in.a.size() * 4));
-      FPLAB_CUDA(cudaMalloc(&b, in.b.size() * 4));
-      FPLAB_CUDA(cudaMalloc(&cc, first.size() * 4));
-      FPLAB_CUDA(cudaMemcpy(a, in.a.data(), in.a.size() * 4, cudaMemcpyHostToDevice));
-      FPLAB_CUDA(cudaMemcpy(b, in.b.data(), in.b.size() * 4, cudaMemcpyHostToDevice));
-      const int m = static_cast<int>(in.shape.m), n = static_cast<int>(in.shape.n), k = static_cast<int>(in.shape.k);
-      blas = median_ms([&] { cublas.gemm(a, b, cc, m, n, k); }, reps, 1);
-      cudaFree(a), cudaFree(b), cudaFree(cc);
-    }
+    const double blas = cublas.sgemm ? cublas_ms(cublas, in, reps, nullptr) : NAN;
     ok = ok && same;
     std::printf("%-14s %-20s %-24s %9.4f %9.4f %9.4f %9.4f %9.4f %8.2f %6s\n", c.what, in.name().c_str(), c.schedule,
                 ms[0], ms[1], ms[2], chosen, blas, chosen / blas, same ? "same" : "DIFFER");
@@ -283,17 +290,7 @@ int main(int argc, char** argv) {
     ours.run(plan, c_ours.data());
     double blas_ms = NAN, rel = NAN;
     if (cublas.sgemm) {
-      float *a, *b, *c;
-      FPLAB_CUDA(cudaMalloc(&a, in.a.size() * 4));
-      FPLAB_CUDA(cudaMalloc(&b, in.b.size() * 4));
-      FPLAB_CUDA(cudaMalloc(&c, c_blas.size() * 4));
-      FPLAB_CUDA(cudaMemcpy(a, in.a.data(), in.a.size() * 4, cudaMemcpyHostToDevice));
-      FPLAB_CUDA(cudaMemcpy(b, in.b.data(), in.b.size() * 4, cudaMemcpyHostToDevice));
-      FPLAB_CUDA(cudaMemset(c, 0xff, c_blas.size() * 4));  // NaN poison: every output must be written
-      const int m = static_cast<int>(in.shape.m), n = static_cast<int>(in.shape.n), k = static_cast<int>(in.shape.k);
-      blas_ms = median_ms([&] { cublas.gemm(a, b, c, m, n, k); }, reps, 1);
-      FPLAB_CUDA(cudaMemcpy(c_blas.data(), c, c_blas.size() * 4, cudaMemcpyDeviceToHost));
-      cudaFree(a), cudaFree(b), cudaFree(c);
+      blas_ms = cublas_ms(cublas, in, reps, &c_blas);
       double diff = 0, norm = 0;
       for (size_t j = 0; j < c_ours.size(); ++j) {
         diff += (double(c_ours[j]) - c_blas[j]) * (double(c_ours[j]) - c_blas[j]);
