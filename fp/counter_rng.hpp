@@ -55,11 +55,18 @@ class CounterRng {
   // rejection of the biased low range: the threshold 2^64 mod bound (a 64-bit division, costly
   // on a GPU) is below bound, so a low product of at least bound is taken without computing it.
   FPLAB_HOST_DEVICE uint64_t below(uint64_t bound) {
-    for (;;) {
-      const uint64_t x = next();
-      const uint64_t low = x * bound;
-      if (low >= bound || low >= (0 - bound) % bound) return high_product(x, bound);
+    uint64_t draw;
+    while (!lemire(next(), bound, draw)) {
     }
+    return draw;
+  }
+  // One try of below's draw from the number x: true and draw = x·bound / 2^64 where x is taken,
+  // false where it is rejected (probability below bound / 2^64; below() then takes the next number).
+  // For callers that draw from known positions of the stream in parallel (sim/cuda/gpu_seeded.cu).
+  FPLAB_HOST_DEVICE static bool lemire(uint64_t x, uint64_t bound, uint64_t& draw) {
+    const uint64_t low = x * bound;
+    draw = high_product(x, bound);
+    return low >= bound || low >= (0 - bound) % bound;
   }
 
   FPLAB_HOST_DEVICE uint64_t position() const { return position_; }

@@ -81,6 +81,29 @@ TEST_CASE(
   CHECK(mismatches == 0);
 }
 
+TEST_CASE("counter stream: a mixed key's prefix finished by mix_word, and Lemire's draw, as the GPU uses them") {
+  // sim/cuda/gpu_seeded.cu mixes (impl seed, op, call) on the host and the tile on the device, and
+  // draws Fisher-Yates runs from known positions with CounterRng::lemire: both must be what the
+  // CPU's mix_key and below() give. Exact 128-bit arithmetic is the reference for the draw.
+  std::mt19937_64 rng(4242);
+  size_t wrong = 0;
+  for (int t = 0; t < 20000; ++t) {
+    const uint64_t a = rng(), b = rng(), c = rng(), d = rng() % 4096;
+    wrong += fp::mix_word(fp::mix_key({a, b, c}), d) != fp::mix_key({a, b, c, d});
+    const uint64_t bound = t % 2 ? rng() % 100000 + 1 : rng() | 1, x = rng();
+    uint64_t draw = 0;
+    const unsigned __int128 product = static_cast<unsigned __int128>(x) * bound;
+    const auto low = static_cast<uint64_t>(product);
+    const bool taken = low >= (0 - bound) % bound;  // Lemire: reject the low products below 2^64 mod bound
+    wrong += fp::CounterRng::lemire(x, bound, draw) != taken || draw != static_cast<uint64_t>(product >> 64);
+    fp::CounterRng stream(a, b), again(a, b);
+    uint64_t first = 0;
+    const bool one_number = fp::CounterRng::lemire(again.at(0), bound, first);
+    wrong += one_number && stream.below(bound) != first;
+  }
+  CHECK(wrong == 0);
+}
+
 TEST_CASE(
     "counter_rng: next() replays at(n); seek; same key and stream => same sequence; "
     "different key or stream => different; uniform in [0,1); below(bound) < bound and "

@@ -93,10 +93,10 @@ __device__ void fisher_yates(int32_t* order, int64_t count, uint64_t key, uint64
     const int run = static_cast<int>(i - 1 < kDraws ? i - 1 : kDraws);  // draws for i, i - 1, ..., i - run + 1
     bool lost = false;
     for (int t = static_cast<int>(lane); t < run; t += 32) {
-      const auto bound = static_cast<uint64_t>(i - t);
-      const uint64_t x = rng.at(position + static_cast<uint64_t>(t)), low = x * bound;
-      lost = lost || (low < bound && low < (0 - bound) % bound);
-      draws[t] = static_cast<int32_t>(__umul64hi(x, bound));
+      uint64_t draw;
+      const uint64_t x = rng.at(position + static_cast<uint64_t>(t));
+      if (!fp::CounterRng::lemire(x, static_cast<uint64_t>(i - t), draw)) lost = true;
+      draws[t] = static_cast<int32_t>(draw);
     }
     if (__any_sync(0xffffffffu, lost)) {
       rejected = true;
@@ -247,8 +247,7 @@ void GpuSeededReduction::run(const SeededPlan& plan, const float* x, const Batch
   tile_outputs = std::max<size_t>(tile_outputs, 1);
   const int64_t tiles = (outputs + static_cast<int64_t>(tile_outputs) - 1) / static_cast<int64_t>(tile_outputs);
   const Groups gs = groups_of(plan.first, n);
-  const uint64_t key_prefix = fp::mix_word(fp::mix_word(fp::mix_word(fp::kMixKeyStart, key.impl_seed), key.op_id),
-                                          key.call);
+  const uint64_t key_prefix = fp::mix_key({key.impl_seed, key.op_id, key.call});  // the tile is mixed in on the device
   auto* first_order = plan.first_atomic
                           ? first_order_.reserve<int32_t>(static_cast<size_t>(tiles * n))
                           : nullptr;

@@ -38,10 +38,13 @@ Pair = Tuple[int, int]
 _GEMM_KINDS = ("fwd", "dgrad", "wgrad")
 
 
-def _raw_stream(index: int) -> int:
-    """The raw handle of PyTorch's current stream on device ``index`` (0: the default stream)."""
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    return raw(index) if raw is not None else torch.cuda.current_stream(index).cuda_stream
+def _stream_handle(index: int) -> int:
+    return torch.cuda.current_stream(index).cuda_stream
+
+
+#: The raw handle of PyTorch's current stream on a device (0: the default stream); PyTorch's own
+#: accessor where it has one (no Stream object made), else through torch.cuda.current_stream.
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", _stream_handle)
 
 
 def _square(kernel: Pair, stride: Pair, padding: Pair, dilation: Pair) -> bool:
