@@ -64,43 +64,11 @@ def _torch():
 
 
 def resnet18(in_channels: int, classes: int = 10):
-    """The CIFAR-style ResNet-18 (He et al. 2016, as in kuangliu/pytorch-cifar), plain PyTorch."""
-    torch, nn, F = _torch()
+    """The CIFAR-style ResNet-18 (fplab.torch.resnet), plain PyTorch."""
+    _torch()
+    from fplab.torch.resnet import resnet18 as build
 
-    class BasicBlock(nn.Module):
-        def __init__(self, cin: int, cout: int, stride: int) -> None:
-            super().__init__()
-            self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-            self.bn1 = nn.BatchNorm2d(cout)
-            self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-            self.bn2 = nn.BatchNorm2d(cout)
-            self.shortcut = nn.Sequential()
-            if stride != 1 or cin != cout:
-                self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
-
-        def forward(self, x):
-            out = F.relu(self.bn1(self.conv1(x)))
-            out = self.bn2(self.conv2(out))
-            return F.relu(out + self.shortcut(x))
-
-    class ResNet18(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.conv1 = nn.Conv2d(in_channels, 64, 3, 1, 1, bias=False)  # 3x3 stem, no max-pooling
-            self.bn1 = nn.BatchNorm2d(64)
-            blocks, cin = [], 64
-            for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
-                blocks += [BasicBlock(cin, cout, stride), BasicBlock(cout, cout, 1)]
-                cin = cout
-            self.layers = nn.Sequential(*blocks)
-            self.fc = nn.Linear(512, classes)
-
-        def forward(self, x):
-            x = F.relu(self.bn1(self.conv1(x)))
-            x = self.layers(x)
-            return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
-
-    return ResNet18()
+    return build(in_channels, classes)
 
 
 class Setup:

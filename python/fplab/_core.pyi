@@ -320,6 +320,8 @@ class ReplicaRecord:
     @property
     def buffers(self) -> np.ndarray: ...
 
+NATIVE_PROFILE: str  # "native": replicas of PyTorch's own kernels in fplab.torch.experiment
+
 class Experiment:
     """An experiment of fplab.torch.experiment(): the recipe checked as fplab run checks a TOML file,
     and its replica jobs (fplab run's seeds and schedule modes per variant)."""

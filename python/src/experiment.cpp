@@ -55,6 +55,9 @@ struct ReplicaJob {
   models::TrainConfig config;  // the seeds, the schedules' mode, the order seed, the flipped weight
 };
 
+// The profile name of replicas trained by PyTorch's own kernels, not emulated (fplab.torch.experiment).
+constexpr const char* kNativeProfile = "native";
+
 [[noreturn]] void refuse(const std::string& key, const std::string& problem) {
   throw std::invalid_argument("fplab.torch.experiment: " + key + " " + problem);
 }
@@ -122,6 +125,10 @@ std::shared_ptr<PythonExperiment> make_experiment(const std::string& name, const
   std::set<std::string> named;
   for (const auto& p : profile_names) {
     if (!named.insert(p).second) refuse("profiles", "name '" + p + "' twice");
+    if (p == kNativeProfile) {  // PyTorch's own kernels: Python trains it without fplab's tables
+      x->tables.emplace_back();
+      continue;
+    }
     const auto profile = profiles::find_hw_profile(p, profiles_dir);  // an unknown one: its one-line error
     x->tables.emplace_back(profile.default_ops, profile.deterministic_ops);
   }
@@ -237,6 +244,7 @@ void bind_experiment(py::module_& m) {
       .def_property_readonly("weights", [](const ReplicaRecord& r) { return to_array(r.weights); })
       .def_property_readonly("buffers", [](const ReplicaRecord& r) { return to_array(r.buffers); });
 
+  m.attr("NATIVE_PROFILE") = kNativeProfile;
   py::class_<PythonExperiment, std::shared_ptr<PythonExperiment>>(
       m, "Experiment",
       "An experiment of fplab.torch.experiment(): the recipe checked as fplab run checks a TOML file, and its "

@@ -145,6 +145,66 @@ class Variants(unittest.TestCase):
 
 
 @needs_torch
+class Workers(unittest.TestCase):
+    """Replicas trained two at a time in worker processes are the replicas trained one after another."""
+
+    def test_same_bits_in_workers(self):
+        train, test = synthetic(256, 1), synthetic(200, 2)
+        with tempfile.TemporaryDirectory(prefix="fplab-torch-experiment-workers-") as folder:
+            arguments = dict(recipe=RECIPE, profiles=["h100"], variants=["algo+impl", "impl"], replicas=3,
+                             name="user mlp", progress=False)
+            alone = fplab.torch.experiment(mlp, train, test, out=os.path.join(folder, "alone"), **arguments)
+            pooled = fplab.torch.experiment(mlp, train, test, out=os.path.join(folder, "pooled"), workers=2,
+                                            **arguments)
+            self.assertEqual([(r.profile, r.variant, r.replica) for r in pooled.records],
+                             [(r.profile, r.variant, r.replica) for r in alone.records])
+            self.assertEqual([r.weights_sha256 for r in pooled.records], [r.weights_sha256 for r in alone.records])
+            self.assertEqual([r.predictions_sha256 for r in pooled.records],
+                             [r.predictions_sha256 for r in alone.records])
+            self.assertEqual(len({r.weights_sha256 for r in alone.records}), 5)  # all but replica 0 twice differ
+            self.assertEqual(pooled.summary["results"], alone.summary["results"])
+
+    def test_a_lambda_cannot_go_to_a_worker(self):
+        train, test = synthetic(64, 1), synthetic(32, 2)
+        with tempfile.TemporaryDirectory(prefix="fplab-torch-experiment-workers-") as folder:
+            with self.assertRaises(fplab.Error) as caught:
+                fplab.torch.experiment(lambda seed: mlp(seed), train, test, RECIPE, ["h100"], ["control"], replicas=2,
+                                       out=os.path.join(folder, "never"), workers=2, progress=False)
+            self.assertIn("top level", str(caught.exception))
+            self.assertNotIn("\n", str(caught.exception))
+            self.assertFalse(os.path.exists(os.path.join(folder, "never")))
+
+
+@needs_torch
+class Native(unittest.TestCase):
+    """The profile "native": PyTorch's own kernels, with the same initial weights, batches and optimiser."""
+
+    def test_native_replicas_beside_an_emulated_profile(self):
+        train, test = synthetic(256, 1), synthetic(200, 2)
+        before = torch.are_deterministic_algorithms_enabled()
+        with tempfile.TemporaryDirectory(prefix="fplab-torch-experiment-native-") as folder:
+            results = fplab.torch.experiment(mlp, train, test, RECIPE, ["native", "cpu-seq"], ["control", "algo"],
+                                             replicas=2, out=os.path.join(folder, "native"), name="user mlp",
+                                             progress=False)
+            self.assertIn("Profile native: PyTorch " + torch.__version__, results.summary["description"])
+        self.assertEqual(torch.are_deterministic_algorithms_enabled(), before)  # put back as it was
+        by_group = {(g["profile"], g["variant"]): g for g in results.summary["results"]}
+        self.assertTrue(by_group["native", "control"]["identical_replicas"])
+        self.assertFalse(by_group["native", "algo"]["identical_replicas"])
+        native = {(r.variant, r.replica): r for r in results.records if r.profile == "native"}
+        emulated = {(r.variant, r.replica): r for r in results.records if r.profile == "cpu-seq"}
+        self.assertEqual(native.keys(), emulated.keys())
+        for key in native:
+            # The same seeds and data, but not the same arithmetic: PyTorch's kernels are not
+            # cpu-seq's sequential FMA chains, so the weights part (if only in the last bits).
+            self.assertEqual((native[key].algo_seed, native[key].impl_seed),
+                             (emulated[key].algo_seed, emulated[key].impl_seed))
+            self.assertNotEqual(native[key].weights_sha256, emulated[key].weights_sha256, key)
+            self.assertLess(np.abs(native[key].weights - emulated[key].weights).max(), 1e-3, key)
+            self.assertGreater(native[key].test_accuracy, 0.5, key)
+
+
+@needs_torch
 class FlipAndOrder(unittest.TestCase):
     """The variants beyond the four: one flipped bit of an initial weight, or only the data order, changes the run."""
 

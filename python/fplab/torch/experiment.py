@@ -18,14 +18,11 @@ python/src/experiment.cpp), so that the two give the same files for the same rep
 - the statistics and every result file (summary.json, replicas.csv, per_class.csv, pairs.csv,
   report.md, report.html, figures/) are experiments::summarize and write_results.
 
-One replica trains as models/trainer.cpp does: ``torch.manual_seed(algo_seed)`` and then
-``model_fn(algo_seed)`` (the initial weights; dropout and any other torch draw follow from that
-seed), the training examples in fplab's order for the epoch (fplab._core.epoch_order of the algo
-seed, or the order seed of the ``order`` variant), every step inside one
-``fplab.torch.emulate(profile, impl_seed)`` entered again per step, fplab's SGD or Adam
-(fplab.torch.models.Optimizer: models/optimizer.cpp's arithmetic), and the test set predicted in
-batches of 200 under the emulation's evaluation keys, as fplab.torch.models.predict does. The
-caller's torch random state is restored afterwards.
+One replica trains as models/trainer.cpp does (_replica.py). The profile ``native`` trains
+replicas with PyTorch's own kernels instead, in its deterministic mode for the variants that use a
+profile's deterministic table and in its default mode for the others (_native_run.py): the real
+hardware's noise beside an emulated profile's, for the same recipe. ``workers`` trains several
+replicas at a time in worker processes (_replica_pool.py); the bits are the same.
 """
 
 from __future__ import annotations
@@ -46,12 +43,13 @@ import torch.nn.functional as F
 
 from .. import _core
 from .._core import Error
-from ._mode import emulate
+from . import _native_run
 from ._native import CUDA_KERNELS
-from .models import Optimizer
+from ._replica import record, train_replica
+from ._replica_pool import check_sendable, train_in_workers
 
 VARIANTS = ("algo+impl", "algo", "impl", "control")  # the research's four; "order" and "flip" may be named too
-_EVALUATION_BATCH = 200  # models/trainer.cpp's predict()
+NATIVE = _core.NATIVE_PROFILE  # the profile name of PyTorch's own kernels
 _WHO = "fplab.torch.experiment"
 
 
@@ -93,7 +91,7 @@ def experiment(model_fn: Callable[[int], nn.Module], train_data: Data, test_data
                loss_fn: Optional[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = None,
                algo_seed: int = 1, impl_seed: int = 1, resume: bool = False, force: bool = False,
                device: Any = None, progress: bool = True, profiles_dir: Sequence[str] = (),
-               math: str = "torch") -> Results:
+               math: str = "torch", workers: int = 1) -> Results:
     """Trains ``replicas`` replicas of every (profile, variant) and writes fplab run's result files into ``out``.
 
     ``model_fn(seed)`` builds the model with its initial weights (it runs after
@@ -102,7 +100,11 @@ def experiment(model_fn: Callable[[int], nn.Module], train_data: Data, test_data
     (converted to float32, the dtype fplab.torch emulates) and class indices 0 .. classes - 1 (at
     most 256 classes); the classes are ``class_names`` or else 0 .. the largest label.
     ``recipe`` is a Recipe or a dict of its fields. ``profiles`` are profile names or ``.toml`` paths
-    (docs/profiles.md); ``variants`` any of algo+impl, algo, impl, control, order, flip
+    (docs/profiles.md), or ``"native"``: PyTorch's own kernels on ``device``, in PyTorch's
+    deterministic mode where a profile would use its deterministic table (algo, control, order,
+    flip) and in its default mode for algo+impl and impl (with ``CUBLAS_WORKSPACE_CONFIG`` set to
+    :4096:8 if unset; PyTorch's TF32 switches as the caller left them, recorded in the description).
+    ``variants`` any of algo+impl, algo, impl, control, order, flip
     (docs/experiments.md); replica i of a variant that varies a seed uses ``algo_seed + i`` or
     ``impl_seed + i``. ``out`` defaults to results/NAME, ``name`` to model_fn's name. The folder is
     locked and marked as ``fplab run`` does it: one holding this experiment's replicas needs
@@ -112,8 +114,13 @@ def experiment(model_fn: Callable[[int], nn.Module], train_data: Data, test_data
     "cuda[:N]") is where the replicas train: the model (made by model_fn on the CPU) and the data
     are moved there, and a CUDA device runs fplab's CUDA kernels, with the CPU's bits
     (docs/python.md, "On a GPU"). ``progress`` prints one line per replica on stderr.
+    ``workers`` > 1 trains that many replicas at a time in worker processes on the same device (worth it
+    on a GPU, which one emulated replica leaves idle much of the time); model_fn and loss_fn must
+    then be defined at the top level of a module or of a script guarded by ``if __name__ ==
+    "__main__":``. The replicas' bits do not depend on ``workers``.
     """
-    device = _device(device)
+    profiles = [profiles] if isinstance(profiles, str) else list(profiles)
+    device = _device(device, emulated=any(p != NATIVE for p in profiles))
     if not callable(model_fn):
         raise Error(f"{_WHO}: model_fn must be a function of the seed that returns an nn.Module")
     if math not in ("torch", "libm"):
@@ -123,10 +130,18 @@ def experiment(model_fn: Callable[[int], nn.Module], train_data: Data, test_data
     test = _examples(test_data, "test_data")
     names = _class_names(class_names, train[1], test[1])
     loss_fn = loss_fn or F.cross_entropy
-    profiles = [profiles] if isinstance(profiles, str) else list(profiles)
     variants = [variants] if isinstance(variants, str) else list(variants)
     if isinstance(replicas, bool) or not isinstance(replicas, int):
         raise Error(f"{_WHO}: replicas must be a whole number, not {replicas!r}")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise Error(f"{_WHO}: workers must be a whole number from 1, not {workers!r}")
+    if workers > 1:
+        check_sendable(model_fn, loss_fn)
+    native = NATIVE in profiles
+    if native:
+        backend = _native_run.backend(device)
+        description = (description + "\n\n" if description else "") + f"Profile native: {backend}."
+        _native_run.prepare_deterministic_cublas(device)  # before any GEMM of this process, if possible
     for seed_name, seed in (("algo_seed", algo_seed), ("impl_seed", impl_seed)):
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
             raise Error(f"{_WHO}: {seed_name} must be a whole number from 0 to 2^63 - 1, not {seed!r}")
@@ -143,7 +158,7 @@ def experiment(model_fn: Callable[[int], nn.Module], train_data: Data, test_data
         profiles_dir=list(profiles_dir))
     # What a replica file must have been trained on besides the recipe: a changed model, loss or
     # data set makes resume train the replica again.
-    source = _source(first, loss_fn, math, train, test, names)
+    source = _source(first, loss_fn, math, train, test, names, backend if native else "")
     out = out if out is not None else spec.default_out
     jobs = spec.jobs()
 
@@ -157,18 +172,16 @@ def experiment(model_fn: Callable[[int], nn.Module], train_data: Data, test_data
             for k in range(len(jobs)):
                 records[k] = spec.load_replica(out, k, source)
         reused = sum(r is not None for r in records)
-        on_device = (train[0].to(device), train[1].to(device)), test[0].to(device)  # moved once
         if progress:
             print(f"{name}: {len(profiles)} profile(s) x {len(variants)} variant(s) x {replicas} replicas -> {out}",
                   file=sys.stderr)
             if reused:
                 print(f"resuming: {reused} of {len(jobs)} replicas already finished", file=sys.stderr)
         started, done = time.monotonic(), 0
-        for k, job in enumerate(jobs):
-            if records[k] is not None:
-                continue
-            records[k] = _train_replica(model_fn, job, recipe, on_device[0], on_device[1], test[1], loss_fn,
-                                        profiles_dir, math, device)
+        missing = {k: job for k, job in enumerate(jobs) if records[k] is None}
+        for k, result in _trained(missing, workers, model_fn, recipe, train, test, loss_fn, profiles_dir, math,
+                                  device):
+            records[k] = record(result)
             spec.save_replica(out, k, records[k], source)
             done += 1
             if progress:
@@ -187,8 +200,9 @@ def experiment(model_fn: Callable[[int], nn.Module], train_data: Data, test_data
 # --- checking what the caller gave ------------------------------------------------------------
 
 
-def _device(device: Any) -> torch.device:
-    """The device the replicas train on: the CPU, or a CUDA device fplab's kernels can run on."""
+def _device(device: Any, emulated: bool) -> torch.device:
+    """The device the replicas train on: the CPU, or a CUDA device (which fplab's kernels can run
+    on, if a profile is emulated)."""
     try:
         device = torch.device("cpu" if device is None else device)
     except (RuntimeError, TypeError, ValueError):
@@ -197,7 +211,7 @@ def _device(device: Any) -> torch.device:
         return device
     if device.type != "cuda":
         raise Error(f"{_WHO}: device must be 'cpu' or 'cuda[:N]', not {str(device)!r}")
-    if not CUDA_KERNELS:
+    if emulated and not CUDA_KERNELS:
         raise Error(f"{_WHO}: device {device}: this fplab was built without its CUDA kernels")
     if not torch.cuda.is_available():
         raise Error(f"{_WHO}: device {device}: no CUDA device here (torch.cuda.is_available() is False)")
@@ -309,96 +323,22 @@ def _command() -> str:
     return shlex.join([os.path.basename(sys.executable or "python3")] + list(arguments))
 
 
-# --- one replica --------------------------------------------------------------------------------
+def _trained(jobs: dict, workers: int, model_fn: Callable[[int], nn.Module], recipe: Recipe,
+             train: Tuple[torch.Tensor, torch.Tensor], test: Tuple[torch.Tensor, torch.Tensor], loss_fn: Callable,
+             profiles_dir: Sequence[str], math: str, device: torch.device):
+    """(index, ReplicaFields) of every job as it finishes: here one after another, or in worker processes."""
+    if not jobs:
+        return
+    if workers > 1 and len(jobs) > 1:
+        yield from train_in_workers(workers, model_fn, jobs, recipe, train, test[0], test[1], loss_fn, profiles_dir,
+                                    math, device)
+        return
+    on_device = (train[0].to(device), train[1].to(device)), test[0].to(device)  # moved once
+    for k, job in jobs.items():
+        yield k, train_replica(model_fn, job, recipe, on_device[0], on_device[1], test[1], loss_fn, profiles_dir, math)
 
 
-def _train_replica(model_fn: Callable[[int], nn.Module], job: dict, recipe: Recipe,
-                   train: Tuple[torch.Tensor, torch.Tensor], test_x: torch.Tensor, test_y: torch.Tensor,
-                   loss_fn: Callable, profiles_dir: Sequence[str], math: str, device: torch.device) -> Any:
-    """Job ``job`` trained and evaluated (models/trainer.cpp's loop), as a fplab._core.ReplicaRecord;
-    train and test_x on ``device``, test_y (the labels, for the accuracy) on the CPU."""
-    started = time.monotonic()
-    x, y = train
-    n = len(x)
-    size = n if recipe.batch == 0 else min(recipe.batch, n)
-    batches = (n + size - 1) // size
-    profile = job["profile"] + (":deterministic" if job["deterministic"] else "")
-    algo_seed = job["algo_seed"]
-    order_seed = job["order_seed"] or algo_seed  # 0: the algo seed orders the data (TrainConfig)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(algo_seed)
-        model = model_fn(algo_seed)
-        if job["flip_weight"] >= 0:
-            _flip_lowest_bit(model, job["flip_weight"])
-        model.to(device)
-        trained = [p for p in model.parameters() if p.requires_grad]
-        # Weight decay on weights, not on biases or normalisation parameters (fplab's layers: one dimension).
-        optimizer = Optimizer([(p, p.dim() > 1) for p in trained], recipe.optimizer, recipe.lr, recipe.momentum,
-                              recipe.weight_decay, decay_every=recipe.lr_decay_every,
-                              decay_factor=recipe.lr_decay_factor)
-        em = emulate(profile, job["impl_seed"], profiles_dir=profiles_dir, math=math)
-        model.train()
-        train_loss = 0.0
-        for epoch in range(recipe.epochs):
-            order = torch.from_numpy(np.asarray(_core.epoch_order(n, order_seed, epoch), dtype=np.int64))
-            loss_sum = 0.0
-            for b in range(batches):
-                chosen = order[b * size:(b + 1) * size].to(device)
-                for p in trained:  # set, not added to zeros: 0 + g would turn -0 into +0 (as the C++)
-                    p.grad = None
-                with em:
-                    loss = loss_fn(model(x[chosen]), y[chosen])
-                    loss.backward()
-                optimizer.step(epoch)
-                loss_sum += float(loss)
-            train_loss = loss_sum / batches  # the last epoch's mean, in double (fplab train's)
-        predictions = _predict(model, test_x, profile, job["impl_seed"], recipe.epochs - 1, profiles_dir, math)
-    accuracy = int((torch.from_numpy(predictions.astype(np.int64)) == test_y).sum()) / len(predictions)
-    weights = _flat(model.parameters())
-    buffers = _flat(b for b in model.buffers() if b.is_floating_point())
-    return _core.ReplicaRecord(job["profile"], job["variant"], job["replica"], algo_seed, job["impl_seed"], accuracy,
-                               train_loss, time.monotonic() - started, predictions, weights, buffers)
-
-
-def _predict(model: nn.Module, x: torch.Tensor, profile: str, impl_seed: int, epoch: int,
-             profiles_dir: Sequence[str], math: str) -> np.ndarray:
-    """The first largest output of every test input, in evaluation mode, batch b keyed with
-    call 2^62 + (epoch << 24) + b as models/trainer.cpp's predict() (fplab.torch.models.predict)."""
-    model.eval()
-    out = []
-    for b, start in enumerate(range(0, len(x), _EVALUATION_BATCH)):
-        em = emulate(profile, impl_seed, call=(epoch << 24) + b, profiles_dir=profiles_dir, math=math)
-        with torch.no_grad(), em:
-            logits = model(x[start:start + _EVALUATION_BATCH])
-        if logits.dim() != 2:
-            raise Error(f"{_WHO}: the model must give (batch, classes) outputs, not shape {tuple(logits.shape)}")
-        out.append(logits.argmax(dim=1).cpu().numpy().astype(np.uint8))
-    model.train()
-    return np.concatenate(out)
-
-
-def _flip_lowest_bit(model: nn.Module, index: int) -> None:
-    """The ``flip`` variant: the lowest mantissa bit of initial weight ``index`` (modulo their count)
-    over every parameter in the model's order, as models/trainer.cpp's initial_model()."""
-    params = list(model.parameters())
-    total = sum(p.numel() for p in params)
-    if total == 0:
-        raise Error(f"{_WHO}: the flip variant needs a model with parameters")
-    at = index % total
-    for p in params:
-        if at < p.numel():
-            if not p.is_contiguous():
-                raise Error(f"{_WHO}: the flip variant needs contiguous parameters")
-            with torch.no_grad():
-                flat = p.data.view(-1)
-                flat[at:at + 1].view(torch.int32).bitwise_xor_(1)
-            return
-        at -= p.numel()
-
-
-def _flat(tensors: Any) -> np.ndarray:
-    parts = [t.detach().reshape(-1).to(torch.float32).cpu().numpy() for t in tensors]
-    return np.concatenate(parts) if parts else np.zeros(0, np.float32)
+# --- progress --------------------------------------------------------------------------------
 
 
 def _progress_line(record: Any, finished: int, total: int, trained: int, elapsed: float) -> str:
