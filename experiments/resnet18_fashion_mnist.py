@@ -4,12 +4,14 @@ noise variants under an emulated profile beside PyTorch's own kernels (the ``nat
 
   experiments/resnet18_fashion_mnist.py run --profiles h100,native --device cuda --workers 3 --out results/r18
   experiments/resnet18_fashion_mnist.py table results/r18-*        # one Markdown table of several runs
+  experiments/resnet18_fashion_mnist.py figure --out r18.png results/r18-*   # churn and L2, side by side
 
 ``run`` is fplab.torch.experiment with this model, the data set and the recipe given; it writes
 ``fplab run``'s files into --out and, with --resume, trains only the replicas missing there, so a
 run too long for one sitting can be split (by --variants or --profiles, each in its own --out).
 ``table`` reads the summary.json of each folder given and prints one row per (profile, variant):
-accuracy, churn and L2 with their 95% intervals (bootstrap over replicas), per-class sd.
+accuracy, churn and L2 with their 95% intervals (bootstrap over replicas), per-class sd. ``figure``
+draws churn and L2 per variant, one bar per profile, with those intervals (gnuplot; .png, .svg, .pdf).
 
 PyTorch's TF32 switches are off unless --tf32 on: the emulated profiles model fp32 arithmetic, and
 the native replicas should do the same sums. docs/results.md, "ResNet-18 at scale", has the runs.
@@ -63,6 +65,9 @@ def _arguments(argv: List[str]) -> argparse.Namespace:
     run.add_argument("--resume", action="store_true", help="keep the replicas already in --out")
     table = commands.add_parser("table", help="one Markdown table of the summary.json of several runs")
     table.add_argument("folders", nargs="+")
+    figure = commands.add_parser("figure", help="churn and L2 per variant and profile, from several runs")
+    figure.add_argument("--out", required=True, help="the figure: .png, .svg or .pdf")
+    figure.add_argument("folders", nargs="+")
     return parser.parse_args(argv)
 
 
@@ -98,29 +103,82 @@ def _percent(x: float) -> str:
     return f"{100 * x:.2f}"
 
 
-def _table(folders: List[str]) -> str:
-    rows = ["| run | profile | variant | replicas | accuracy % (mean ± sd) | churn % [95% CI] | L2 [95% CI] "
-            "| per-class sd max % | identical |", "|---|---|---|---|---|---|---|---|---|"]
+def _groups(folders: List[str]) -> List[dict]:
+    """Every (profile, variant) group of the folders' summary.json, with the folder's name as 'run'."""
+    groups = []
     for folder in folders:
         with open(os.path.join(folder, "summary.json")) as f:
             summary = json.load(f)
         for g in summary["results"]:
-            low, high = g["churn_ci95_replicas"]
-            l2_low, l2_high = g["l2_ci95_replicas"]
-            rows.append(f"| {os.path.basename(os.path.normpath(folder))} | {g['profile']} | {g['variant']} "
-                        f"| {g['replicas']} | {_percent(g['accuracy_mean'])} ± {_percent(g['accuracy_std'])} "
-                        f"| {_percent(g['churn_mean'])} [{_percent(low)}, {_percent(high)}] "
-                        f"| {g['l2_mean']:.4g} [{l2_low:.4g}, {l2_high:.4g}] "
-                        f"| {_percent(g['per_class_std_max'])} | {'yes' if g['identical_replicas'] else 'no'} |")
+            groups.append(dict(g, run=os.path.basename(os.path.normpath(folder))))
+    return groups
+
+
+def _table(folders: List[str]) -> str:
+    rows = ["| run | profile | variant | replicas | accuracy % (mean) | accuracy sd % [95% CI] | churn % [95% CI] "
+            "| L2 [95% CI] | per-class sd max % | identical |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for g in _groups(folders):
+        low, high = g["churn_ci95_replicas"]
+        l2_low, l2_high = g["l2_ci95_replicas"]
+        sd_low, sd_high = g["accuracy_std_ci95_replicas"]
+        rows.append(f"| {g['run']} | {g['profile']} | {g['variant']} | {g['replicas']} "
+                    f"| {_percent(g['accuracy_mean'])} "
+                    f"| {_percent(g['accuracy_std'])} [{_percent(sd_low)}, {_percent(sd_high)}] "
+                    f"| {_percent(g['churn_mean'])} [{_percent(low)}, {_percent(high)}] "
+                    f"| {g['l2_mean']:.4g} [{l2_low:.4g}, {l2_high:.4g}] "
+                    f"| {_percent(g['per_class_std_max'])} | {'yes' if g['identical_replicas'] else 'no'} |")
     return "\n".join(rows) + "\n"
+
+
+def _figure(folders: List[str], out: str) -> None:
+    """Two panels, churn % and L2 of the final weights, one cluster per variant and one bar per
+    profile, each with its 95% interval over replicas."""
+    from fplab import _core
+
+    groups = _groups(folders)
+    profiles = list(dict.fromkeys(g["profile"] for g in groups))
+    variants = list(dict.fromkeys(g["variant"] for g in groups))
+    by_key = {(g["profile"], g["variant"]): g for g in groups}
+    lines = []
+    for v in variants:
+        cells = ['"' + v.replace('"', "'") + '"']  # a data file's string column: double quotes
+        for p in profiles:
+            g = by_key.get((p, v))
+            if g is None:
+                cells += ["NaN"] * 6
+                continue
+            churn, l2 = 100 * g["churn_mean"], g["l2_mean"]
+            (c_low, c_high), (l_low, l_high) = g["churn_ci95_replicas"], g["l2_ci95_replicas"]
+            cells += [f"{churn:.6g}", f"{100 * c_low:.6g}", f"{100 * c_high:.6g}", f"{l2:.6g}", f"{l_low:.6g}",
+                      f"{l_high:.6g}"]
+        lines.append(" ".join(cells))
+    titles = [f"{_core.gnuplot_quoted(p + ' (' + ('PyTorch on the GPU' if p == 'native' else 'emulated') + ')')}"
+              for p in profiles]
+
+    def panel(first_column: int, ylabel: str, title: str) -> str:
+        plots = ", ".join(f"'data.dat' using {2 + 6 * k + first_column}:{3 + 6 * k + first_column}:"
+                          f"{4 + 6 * k + first_column}:xtic(1) title {titles[k]}" for k in range(len(profiles)))
+        return (f"set title {_core.gnuplot_quoted(title)}\nset ylabel {_core.gnuplot_quoted(ylabel)}\n"
+                f"plot {plots}\n")
+
+    script = ("set multiplot layout 1,2\nset style data histogram\nset style histogram errorbars gap 1 lw 1\n"
+              "set style fill solid 0.6 border -1\nset yrange [0:*]\nset grid ytics\nset key below horizontal\n"
+              "set datafile missing 'NaN'\n"
+              + panel(0, "churn % (test predictions that differ)", "Churn between replicas, 95% CI over replicas")
+              + panel(3, "L2 distance of the final weights", "Weight distance, 95% CI over replicas")
+              + "unset multiplot\n")
+    _core.render_gnuplot(out, script, "\n".join(lines) + "\n", 1200, 480)
 
 
 def main(argv: List[str]) -> int:
     args = _arguments(argv)
-    if args.command == "table":
+    if args.command in ("table", "figure"):
         try:
-            sys.stdout.write(_table(args.folders))
-        except (OSError, KeyError, ValueError) as error:
+            if args.command == "table":
+                sys.stdout.write(_table(args.folders))
+            else:
+                _figure(args.folders, args.out)
+        except (OSError, KeyError, ValueError, RuntimeError) as error:
             print(f"resnet18_fashion_mnist.py: {error}", file=sys.stderr)
             return 2
         return 0

@@ -320,6 +320,13 @@ class ReplicaRecord:
     @property
     def buffers(self) -> np.ndarray: ...
 
+def render_gnuplot(path: str, script: str, data: str, width: int = 900, height: int = 480) -> None:
+    """Renders ``script`` (after ``set terminal``/``set output``; its data is 'data.dat') to ``path``
+    (.png, .svg or .pdf), written whole or not at all, gnuplot started without a shell."""
+
+def gnuplot_quoted(text: str) -> str:
+    """``text`` as a gnuplot single-quoted string literal."""
+
 NATIVE_PROFILE: str  # "native": replicas of PyTorch's own kernels in fplab.torch.experiment
 
 class Experiment:

@@ -23,6 +23,7 @@ PYBIND11_MODULE(_core, m) {
   bind_elementwise(m);
   bind_train(m);
   bind_experiment(m);
+  bind_figures(m);
 #ifdef FPLAB_PYTHON_CUDA
   bind_cuda(m);
 #endif

@@ -14,7 +14,9 @@ except ImportError:
     print("SKIPPED: numpy is not installed for " + sys.executable + " (Debian: python3-numpy)")
     sys.exit(77)
 
-here = os.path.dirname(os.path.abspath(__file__))
-suite = unittest.defaultTestLoader.discover(here, pattern="test_*.py", top_level_dir=here)
-result = unittest.TextTestRunner(verbosity=2).run(suite)
-sys.exit(0 if result.wasSuccessful() else 1)
+# Guarded: fplab.torch.experiment(workers=N) starts processes that import the main script again.
+if __name__ == "__main__":
+    here = os.path.dirname(os.path.abspath(__file__))
+    suite = unittest.defaultTestLoader.discover(here, pattern="test_*.py", top_level_dir=here)
+    result = unittest.TextTestRunner(verbosity=2).run(suite)
+    sys.exit(0 if result.wasSuccessful() else 1)

@@ -95,7 +95,7 @@ def train_replica(model_fn: Callable[[int], nn.Module], job: dict, recipe: Any,
                     loss = loss_fn(model(x[chosen]), y[chosen])
                     loss.backward()
                 optimizer.step(epoch)
-                loss_sum += float(loss)
+                loss_sum += float(loss.detach())
             train_loss = loss_sum / batches  # the last epoch's mean, in double (fplab train's)
         if native:
             predictions = _predict(model, test_x, lambda b: NativeMode(job["deterministic"]))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import pickle
 import sys
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
@@ -64,7 +65,13 @@ def train_in_workers(workers: int, model_fn: Callable, jobs: Dict[int, dict], re
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
                 k = running.pop(future)
-                yield k, future.result()  # a worker's exception is raised here, as its own
+                try:
+                    result = future.result()  # a worker's exception is raised here, as its own
+                except BrokenProcessPool:
+                    raise Error(f"{_WHO}: a worker process ended before its replica was trained: each worker "
+                                f"imports the main script again, so its experiment() call must be under "
+                                f"`if __name__ == \"__main__\":` (or the worker ran out of memory)") from None
+                yield k, result
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 

@@ -407,8 +407,8 @@ def train(profile: str = "cpu-seq", impl_seed: int = 1, *, model: str = "mlp", h
                 loss = net.loss(net(torch.from_numpy(x).to(device)), torch.from_numpy(y.astype(np.int64)).to(device))
                 loss.backward()
             opt.step(epoch)
-            run.losses.append(float(loss))
-            loss_sum += float(loss)
+            run.losses.append(float(loss.detach()))
+            loss_sum += float(loss.detach())
             run.steps += 1
             if on_step is not None:
                 on_step(run.steps, net)
