@@ -20,5 +20,6 @@ void add_run_command(CLI::App& app, Runner& run, int argc, char** argv);
 void add_diverge_command(CLI::App& app, Runner& run);
 void add_profile_command(CLI::App& app, Runner& run);
 void add_validate_command(CLI::App& app, Runner& run);
+void add_reveal_command(CLI::App& app, Runner& run);
 
 }  // namespace fplab::app

@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   fplab::app::add_diverge_command(app, run);
   fplab::app::add_profile_command(app, run);
   fplab::app::add_validate_command(app, run);
+  fplab::app::add_reveal_command(app, run);
   if (argc > 1 && argv[1][0] != '-') {
     bool known = false;
     std::string names;

@@ -572,7 +572,7 @@ replicas = 3
 
 
 HELP_COMMANDS = ([], ["round"], ["sum"], ["reduce"], ["tree"], ["explore"], ["train"], ["run"], ["diverge"],
-                 ["profile"], ["profile", "list"], ["profile", "show"], ["validate"])
+                 ["profile"], ["profile", "list"], ["profile", "show"], ["validate"], ["reveal"])
 
 
 class OwnData(unittest.TestCase):
@@ -637,6 +637,46 @@ replicas = 2
         self.assertIn("t10k-labels-idx1-ubyte.gz: cannot open", r.stderr)
 
 
+class Reveal(unittest.TestCase):
+    """fplab reveal on tests/reveal_targets.cpp's functions: the report, the files, and the refusals."""
+
+    def library(self):
+        return os.path.join(os.path.dirname(os.path.dirname(FPLAB)), "tests", "libreveal_targets.so")
+
+    def setUp(self):
+        if not os.path.exists(self.library()):
+            self.skipTest(f"{self.library()} is not built (tests/CMakeLists.txt builds it with the tests)")
+        self.dir = tempfile.mkdtemp()
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def test_json_report_and_files(self):
+        dot, report = os.path.join(self.dir, "t.dot"), os.path.join(self.dir, "r.json")
+        r = run("reveal", "--so", self.library(), "--symbol", "double_sum", "--n", "20", "--verify", "40",
+                "--tree-dot", dot, "--json-out", report, "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        doc = json.loads(r.stdout)
+        with open(report) as f:
+            self.assertEqual(json.load(f), doc)
+        self.assertEqual(doc["tree"], "(" * 19 + "0+1)" + "".join(f"+{i})" for i in range(2, 20)))
+        self.assertIn("all:seq", doc["schedules"])
+        self.assertEqual((doc["additions"], doc["depth"]), (19, 19))
+        best = doc["verify"]["replays"][0]
+        self.assertEqual(best, {"arithmetic": "fp64 accumulation, rounded to fp32 once", "identical": 40})
+        with open(dot) as f:
+            self.assertTrue(f.read().startswith("digraph"))
+
+    def test_refusals_are_one_line(self):
+        check = Errors.check_error.__get__(self)
+        self.assertIn("cannot load", check("reveal", "--so", os.path.join(self.dir, "none.so"), "--symbol", "f"))
+        self.assertIn("no symbol nothing", check("reveal", "--so", self.library(), "--symbol", "nothing"))
+        self.assertIn("not a count of 1s", check("reveal", "--so", self.library(), "--symbol", "twice_the_first"))
+        self.assertIn("--n", check("reveal", "--so", self.library(), "--symbol", "seq_sum", "--n", "1"))
+        missing = os.path.join(self.dir, "missing", "t.dot")
+        self.assertIn("missing", check("reveal", "--so", self.library(), "--symbol", "seq_sum", "--tree-dot", missing))
+
+
 def help_examples(command):
     """The example lines of a command's --help: the indented lines after 'Examples:'."""
     lines = run(*command, "--help").stdout.splitlines()
@@ -665,8 +705,9 @@ class Help(unittest.TestCase):
         """Runs every example line of every --help through /bin/sh -c, expecting exit 0.
 
         The rules, so that the whole takes a few minutes on 2 cores:
-        - the lines run from a temporary folder holding profiles/shipped/ and experiments/, with fplab's
-          folder on PATH, so files they write land there;
+        - the lines run from a temporary folder holding profiles/shipped/ and experiments/, and build/
+          (the build folder: 'fplab reveal' examples probe build/tests/libreveal_targets.so), with
+          fplab's folder on PATH, so files they write land there;
         - experiments/ there holds the shipped TOMLs shrunk: train_subset 200, epochs 1, replicas
           2, only the first profile (the examples are checked for running, not for results);
         - 'fplab train' lines get --train-subset 200 and --epochs 1 (replacing the line's own);
@@ -679,6 +720,7 @@ class Help(unittest.TestCase):
         has_gpu = shutil.which("nvidia-smi") is not None
         with tempfile.TemporaryDirectory() as work:
             os.symlink(os.path.join(root, "profiles"), os.path.join(work, "profiles"))
+            os.symlink(os.path.dirname(os.path.dirname(FPLAB)), os.path.join(work, "build"))
             os.mkdir(os.path.join(work, "experiments"))
             for name in os.listdir(os.path.join(root, "experiments")):
                 if name.endswith(".toml"):

@@ -1,0 +1,139 @@
+#include "reveal/replay_sum.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <random>
+
+#include "fp/superaccumulator.hpp"
+
+namespace fplab::reveal {
+namespace {
+
+// Node values as doubles: fp32 values are exact in them, and so is every fp64 partial.
+struct Evaluator {
+  const sim::AdditionTree& tree;
+  Arithmetic how;
+
+  double round_node(double v) const { return how == Arithmetic::fp64 ? v : static_cast<double>(static_cast<float>(v)); }
+
+  // leaf(i): the term's value as the arithmetic sees it; product(i): (a_i, b_i) for an FMA.
+  template <class Leaf, class Fma>
+  float run(Leaf leaf, Fma fma_onto) const {
+    std::vector<double> value(tree.terms + tree.nodes.size());
+    for (size_t i = 0; i < tree.terms; ++i) value[i] = leaf(i);
+    for (size_t j = 0; j < tree.nodes.size(); ++j) {
+      const auto& c = tree.nodes[j];
+      double v;
+      if (c.size() == 2) {
+        if (how == Arithmetic::fp32_fused && (c[0] < tree.terms) != (c[1] < tree.terms)) {
+          const size_t term = c[0] < tree.terms ? c[0] : c[1], partial = c[0] < tree.terms ? c[1] : c[0];
+          v = fma_onto(term, value[partial]);
+        } else if (how == Arithmetic::fp32_fused && c[0] < tree.terms && c[1] < tree.terms) {
+          // Two products: the first (smaller index) rounded, the second fused onto it.
+          const size_t first = std::min(c[0], c[1]), second = std::max(c[0], c[1]);
+          v = fma_onto(second, static_cast<double>(static_cast<float>(value[first])));
+        } else {
+          v = round_node(value[c[0]] + value[c[1]]);  // both fp32 (exact in fp64), or both fp64 partials
+        }
+      } else {
+        fp::SuperAccumulator exact;
+        for (size_t k : c) exact.add(value[k]);
+        v = exact.round(how == Arithmetic::fp64 ? fp::fp64() : fp::fp32(), {}).value;
+      }
+      value[tree.terms + j] = v;
+    }
+    return static_cast<float>(value[tree.root]);
+  }
+};
+
+// Trial `kind`'s inputs: the four distributions of input_kinds(), in turn.
+std::vector<float> draw(std::mt19937_64& rng, size_t n, size_t kind) {
+  std::vector<float> x(n);
+  std::normal_distribution<float> normal;
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-30, 30);
+  for (size_t i = 0; i < n; ++i) {
+    switch (kind % 4) {
+      case 0: x[i] = normal(rng); break;
+      case 1: x[i] = unit(rng); break;
+      case 2: x[i] = std::ldexp(1.0f + unit(rng), exponent(rng)) * (rng() & 1 ? -1.0f : 1.0f); break;
+      default: x[i] = (i % 2 ? -x[i - 1] * (1.0f + 1e-6f * normal(rng)) : normal(rng) * 1000.0f); break;
+    }
+  }
+  return x;
+}
+
+std::vector<std::string> input_kinds() {
+  return {"normal", "uniform [0, 1)", "wide exponents 2^-30 .. 2^31, random signs", "cancelling pairs"};
+}
+
+void sort_best_first(Verification& v) {
+  std::stable_sort(v.scores.begin(), v.scores.end(),
+                   [](const ReplayScore& a, const ReplayScore& b) { return a.identical > b.identical; });
+}
+
+}  // namespace
+
+std::string arithmetic_name(Arithmetic a) {
+  switch (a) {
+    case Arithmetic::fp32: return "fp32 additions";
+    case Arithmetic::fp64: return "fp64 accumulation, rounded to fp32 once";
+    case Arithmetic::fp32_fused: return "fp32, products fused (FMA) onto the partial sum";
+    case Arithmetic::fp32_rounded: return "fp32, products rounded first";
+  }
+  return "?";
+}
+
+std::vector<Arithmetic> sum_arithmetics() { return {Arithmetic::fp32, Arithmetic::fp64}; }
+std::vector<Arithmetic> dot_arithmetics() {
+  return {Arithmetic::fp32_fused, Arithmetic::fp32_rounded, Arithmetic::fp64};
+}
+
+float replay_sum(const sim::AdditionTree& tree, std::span<const float> x, Arithmetic a) {
+  return Evaluator{tree, a == Arithmetic::fp64 ? Arithmetic::fp64 : Arithmetic::fp32}.run(
+      [&](size_t i) { return static_cast<double>(x[i]); }, [](size_t, double v) { return v; });
+}
+
+float replay_dot(const sim::AdditionTree& tree, std::span<const float> a, std::span<const float> b, Arithmetic how) {
+  const auto product = [&](size_t i) { return static_cast<double>(a[i]) * static_cast<double>(b[i]); };  // exact
+  const auto leaf = [&](size_t i) {
+    return how == Arithmetic::fp64 ? product(i) : static_cast<double>(static_cast<float>(product(i)));
+  };
+  const auto fma_onto = [&](size_t i, double partial) {
+    return static_cast<double>(std::fma(a[i], b[i], static_cast<float>(partial)));
+  };
+  return Evaluator{tree, how}.run(leaf, fma_onto);
+}
+
+Verification verify_sum(const std::function<float(std::span<const float>)>& sum, const sim::AdditionTree& tree,
+                        size_t trials, uint64_t seed) {
+  Verification v{trials, {}, input_kinds()};
+  for (Arithmetic a : sum_arithmetics()) v.scores.push_back({a, 0});
+  std::mt19937_64 rng(seed);
+  for (size_t t = 0; t < trials; ++t) {
+    const auto x = draw(rng, tree.terms, t);
+    const float real = sum(x);
+    for (auto& s : v.scores)
+      if (std::bit_cast<uint32_t>(replay_sum(tree, x, s.arithmetic)) == std::bit_cast<uint32_t>(real)) ++s.identical;
+  }
+  sort_best_first(v);
+  return v;
+}
+
+Verification verify_dot(const DotFunction& dot, const sim::AdditionTree& tree, size_t trials, uint64_t seed) {
+  Verification v{trials, {}, input_kinds()};
+  for (Arithmetic a : dot_arithmetics()) v.scores.push_back({a, 0});
+  std::mt19937_64 rng(seed);
+  for (size_t t = 0; t < trials; ++t) {
+    const auto a = draw(rng, tree.terms, t), b = draw(rng, tree.terms, t + 1);
+    const float real = dot(a, b);
+    for (auto& s : v.scores)
+      if (std::bit_cast<uint32_t>(replay_dot(tree, a, b, s.arithmetic)) == std::bit_cast<uint32_t>(real))
+        ++s.identical;
+  }
+  sort_best_first(v);
+  return v;
+}
+
+}  // namespace fplab::reveal

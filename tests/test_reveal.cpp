@@ -1,0 +1,129 @@
+// fplab reveal: trees found by probing, against trees known in advance.
+//
+// - Schedules as black boxes: each deterministic schedule of a list, evaluated by the reference
+//   evaluator in fp32, is probed; the revealed tree must be the schedule's own
+//   (sim::schedule_addition_tree), for every n from 2 to 70 - exhaustive over those sizes.
+// - Real compiled functions (tests/reveal_targets.cpp, loaded as `fplab reveal --so` loads them):
+//   the tree, the schedule it matches, and the replay, bit for bit on random inputs, with the
+//   arithmetic the function really uses (fp32, a double accumulator, FMA or rounded products).
+// - What is not one tree of float additions (a compensated sum, not a sum) is refused in one line.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "reveal/match_schedule.hpp"
+#include "reveal/probe_sum.hpp"
+#include "reveal/replay_sum.hpp"
+#include "reveal/shared_function.hpp"
+#include "sim/addition_tree.hpp"
+#include "sim/reference_evaluator.hpp"
+#include "sim/schedule.hpp"
+
+using namespace fplab;
+
+namespace {
+
+reveal::SumFunction schedule_as_function(const sim::Schedule& schedule) {
+  return [schedule](std::span<const float> x) {
+    const std::vector<double> values(x.begin(), x.end());
+    return static_cast<float>(sim::reduce_reference(schedule, values, sim::Arithmetic{}, {}));
+  };
+}
+
+reveal::SharedFunction target(const std::string& symbol) { return {FPLAB_REVEAL_TARGETS, symbol}; }
+
+}  // namespace
+
+TEST_CASE("a schedule probed as a black box reveals its own tree", "[reveal]") {
+  const std::vector<std::string> schedules = {
+      "all:seq", "all:rev", "all:tree", "all:shfl_down", "all:shfl_up", "all:numpy_pairwise",
+      "strided(8):seq | all:tree", "contig(4):seq | all:shfl_down", "contig(16):tree | all:seq",
+      "split(3):seq | all:tree", "strided(4):rev | contig(2):seq | all:seq"};
+  for (const auto& text : schedules) {
+    const auto schedule = sim::parse_schedule(text);
+    for (size_t n = 2; n <= 70; ++n) {
+      INFO(text << ", n = " << n);
+      const auto revealed = reveal::reveal_sum(schedule_as_function(schedule), n);
+      const auto expected = sim::schedule_addition_tree(schedule, n);
+      CHECK(revealed.tree.text() == expected.text());
+      CHECK(revealed.tree.nodes.size() == n - 1);  // binary: n - 1 additions
+      CHECK(revealed.calls <= n * (n - 1) / 2);
+    }
+  }
+}
+
+TEST_CASE("a sequential sum takes about 2n calls either way, a balanced tree n log2 n / 2", "[reveal]") {
+  const size_t n = 1024;
+  for (const char* chain : {"all:seq", "all:rev"}) {  // the pivot is random: neither end is a worst case
+    const auto revealed = reveal::reveal_sum(schedule_as_function(sim::parse_schedule(chain)), n);
+    CHECK(revealed.calls <= 3 * n);
+    CHECK(revealed.tree.text() == sim::schedule_addition_tree(sim::parse_schedule(chain), n).text());
+  }
+  const auto tree = reveal::reveal_sum(schedule_as_function(sim::parse_schedule("all:tree")), n);
+  CHECK(tree.calls == n * 10 / 2);  // log2(1024) = 10; FPRev's pairs would be n (n - 1) / 2 = 523776
+  CHECK(tree.tree.text() == sim::schedule_addition_tree(sim::parse_schedule("all:tree"), n).text());
+}
+
+TEST_CASE("compiled sums: tree, schedule and a bit-identical replay", "[reveal]") {
+  struct Case {
+    const char* symbol;
+    size_t n;
+    const char* schedule;
+    reveal::Arithmetic arithmetic;
+  };
+  const Case cases[] = {
+      {"seq_sum", 37, "all:seq", reveal::Arithmetic::fp32},
+      {"reverse_sum", 20, "all:rev", reveal::Arithmetic::fp32},
+      {"lanes8_sum", 64, "strided(8):seq | all:tree", reveal::Arithmetic::fp32},
+      {"lanes8_sum", 29, "strided(8):seq | all:tree", reveal::Arithmetic::fp32},
+      {"pairwise_sum", 50, "all:tree", reveal::Arithmetic::fp32},
+      {"double_sum", 33, "all:seq", reveal::Arithmetic::fp64},
+  };
+  for (const auto& c : cases) {
+    INFO(c.symbol << ", n = " << c.n);
+    const auto f = target(c.symbol);
+    const auto revealed = reveal::reveal_sum(f.as_sum(), c.n);
+    const auto match = reveal::match_schedule(revealed.tree);
+    CHECK(std::find(match.schedules.begin(), match.schedules.end(), c.schedule) != match.schedules.end());
+    CHECK(revealed.tree.text() == sim::schedule_addition_tree(sim::parse_schedule(c.schedule), c.n).text());
+    const auto verified = reveal::verify_sum(f.as_sum(), revealed.tree, 400, 7);
+    CHECK(verified.scores[0].arithmetic == c.arithmetic);
+    CHECK(verified.scores[0].identical == 400);
+    if (c.arithmetic == reveal::Arithmetic::fp64) CHECK(verified.scores[1].identical < 400);  // fp32 differs
+  }
+}
+
+TEST_CASE("compiled dot products: FMA or rounded products, told apart by the replay", "[reveal]") {
+  for (const auto& [symbol, arithmetic] : {std::pair{"fma_dot", reveal::Arithmetic::fp32_fused},
+                                           std::pair{"rounded_dot", reveal::Arithmetic::fp32_rounded}}) {
+    INFO(symbol);
+    const auto f = target(symbol);
+    const auto dot = f.as_dot();
+    const auto revealed = reveal::reveal_sum(
+        [&](std::span<const float> x) { return dot(x, std::vector<float>(x.size(), 1.0f)); }, 24);
+    CHECK(revealed.tree.text() == sim::schedule_addition_tree(sim::parse_schedule("all:seq"), 24).text());
+    const auto verified = reveal::verify_dot(dot, revealed.tree, 400, 3);
+    CHECK(verified.scores[0].arithmetic == arithmetic);
+    CHECK(verified.scores[0].identical == 400);
+    CHECK(verified.scores[1].identical < 400);
+  }
+}
+
+TEST_CASE("what is not one tree of float additions is refused", "[reveal]") {
+  CHECK_THROWS_AS(reveal::reveal_sum(target("twice_the_first").as_sum(), 16), reveal::RevealError);
+  // Kahan's compensation recovers the absorbed 1s: either the counts contradict a tree, or the
+  // tree they suggest does not replay.
+  try {
+    const auto f = target("kahan_sum");
+    const auto revealed = reveal::reveal_sum(f.as_sum(), 16);
+    const auto verified = reveal::verify_sum(f.as_sum(), revealed.tree, 200, 5);
+    CHECK(verified.scores[0].identical < 200);
+  } catch (const reveal::RevealError&) {
+    SUCCEED("refused");
+  }
+  CHECK_THROWS_WITH(target("no_such_function"), Catch::Contains("no symbol no_such_function"));
+  CHECK_THROWS_WITH(reveal::SharedFunction("/nonexistent/lib.so", "f"), Catch::Contains("cannot load"));
+  CHECK_THROWS_AS(reveal::reveal_sum(target("seq_sum").as_sum(), 1), reveal::RevealError);
+}
