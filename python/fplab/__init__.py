@@ -18,7 +18,7 @@ prints. The C++ work runs without the GIL, and arrays that are already C-contigu
 
 from __future__ import annotations
 
-from typing import List, Sequence, Union
+from typing import Any, Callable, List, Sequence, Union
 
 import numpy as _np
 from numpy.typing import ArrayLike
@@ -40,6 +40,7 @@ __all__ = [
     "profile",
     "profiles",
     "reduce",
+    "reveal_sum",
     "round",
 ]
 
@@ -166,6 +167,25 @@ def exact_sum(x: ArrayLike, format: str = "fp64") -> float:
     2.0
     """
     return _core.exact_sum(x, format)
+
+
+def reveal_sum(fn: Callable[[Any], Any], n: int, *, verify: int = 0, seed: int = 1) -> dict:
+    """The order in which ``fn`` adds the n elements of a float32 array, found by probing it
+    (docs/reveal.md: all 1s but a pair +2^e, -2^e; about 2n calls for a loop, n log2 n / 2 for a
+    balanced tree), as ``fplab reveal`` finds a C function's.
+
+    Returns {'tree': "((0+1)+2)"-style text, 'dot': Graphviz, 'calls', 'seconds', 'schedules':
+    every fplab schedule whose tree it is, 'replays': with ``verify`` > 0, per candidate arithmetic
+    the trials (random inputs, ``seed``) on which replaying the tree gave fn's bits}. A function whose
+    answers are not one tree of float additions raises fplab.Error.
+
+    >>> import numpy as np
+    >>> fplab.reveal_sum(lambda x: np.sum(x), 100)["schedules"][0]
+    'all:numpy_pairwise'
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or not 2 <= n <= 1 << 24:
+        raise Error(f"reveal_sum: n must be a whole number from 2 to 2^24, not {n!r}")
+    return _core.reveal_sum(fn, n, verify, seed)
 
 
 def profiles(profiles_dir: Sequence[str] = ()) -> List[str]:

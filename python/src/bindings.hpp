@@ -51,6 +51,7 @@ void bind_train(py::module_& m);
 // What fplab.torch.experiment() needs of `fplab run`: recipe checks, replica files, statistics, reports.
 void bind_experiment(py::module_& m);
 void bind_figures(py::module_& m);
+void bind_reveal(py::module_& m);
 // fplab's CUDA kernels on device memory (fplab.torch's CUDA tensors), where CUDA is built.
 void bind_cuda(py::module_& m);
 

@@ -24,6 +24,7 @@ PYBIND11_MODULE(_core, m) {
   bind_train(m);
   bind_experiment(m);
   bind_figures(m);
+  bind_reveal(m);
 #ifdef FPLAB_PYTHON_CUDA
   bind_cuda(m);
 #endif

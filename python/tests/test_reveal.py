@@ -1,0 +1,65 @@
+"""fplab.reveal_sum: the order of a Python callable's sum, found by probing it.
+
+A float32 loop written in Python is a sequential chain; NumPy's own sum of float32 (pairwise, with
+eight accumulators below 128 terms) is fplab's numpy_pairwise, and replays bit for bit in fp32;
+a sum in Python floats (fp64) is a chain whose replay needs the fp64 accumulator; something that
+is not a sum is refused with fplab.Error.
+"""
+
+import unittest
+
+import numpy as np
+
+import fplab
+
+
+def float32_loop(x):
+    s = np.float32(0)
+    for v in x:
+        s = np.float32(s + v)
+    return s
+
+
+def float64_loop(x):
+    return float(sum(float(v) for v in x))
+
+
+class RevealSum(unittest.TestCase):
+    def test_a_python_loop_is_a_chain(self):
+        r = fplab.reveal_sum(float32_loop, 20, verify=40)
+        self.assertIn("all:seq", r["schedules"])
+        self.assertEqual(r["tree"], "(" * 19 + "0+1)" + "".join(f"+{i})" for i in range(2, 20)))
+        self.assertLessEqual(r["calls"], 3 * 20)
+        self.assertEqual(r["replays"][0], {"arithmetic": "fp32 additions", "identical": 40, "trials": 40})
+
+    def test_numpy_sum_is_numpy_pairwise(self):
+        for n in (7, 100, 300):
+            r = fplab.reveal_sum(lambda x: np.add.reduce(x, dtype=np.float32), n, verify=40)
+            self.assertIn("all:numpy_pairwise", r["schedules"], n)
+            self.assertEqual(r["replays"][0]["identical"], 40, n)
+            self.assertTrue(r["dot"].startswith("digraph"))
+
+    def test_fp64_accumulation_is_told_apart(self):
+        r = fplab.reveal_sum(float64_loop, 16, verify=80)
+        self.assertEqual(r["replays"][0]["arithmetic"], "fp64 accumulation, rounded to fp32 once")
+        self.assertEqual(r["replays"][0]["identical"], 80)
+        self.assertLess(r["replays"][1]["identical"], 80)
+
+    def test_what_is_not_a_sum_is_refused(self):
+        with self.assertRaises(fplab.Error) as caught:
+            fplab.reveal_sum(lambda x: 2 * float(x[0]), 8)
+        self.assertIn("not a count of 1s", str(caught.exception))
+        self.assertNotIn("\n", str(caught.exception))
+        with self.assertRaises(fplab.Error):
+            fplab.reveal_sum(float32_loop, 1)
+
+    def test_an_exception_in_the_function_passes_through(self):
+        def broken(x):
+            raise KeyError("inside")
+
+        with self.assertRaises(KeyError):
+            fplab.reveal_sum(broken, 8)
+
+
+if __name__ == "__main__":
+    unittest.main()
