@@ -24,33 +24,14 @@ struct RevealArgs {
   bool json = false;
 };
 
-struct TreeCounts {
-  size_t additions = 0, multi_term = 0, depth = 0;
-};
-TreeCounts counts(const sim::AdditionTree& tree) {
-  TreeCounts c;
-  std::vector<size_t> depth(tree.terms + tree.nodes.size(), 0);
-  for (size_t j = 0; j < tree.nodes.size(); ++j) {
-    (tree.nodes[j].size() == 2 ? c.additions : c.multi_term) += 1;
-    for (size_t k : tree.nodes[j]) depth[tree.terms + j] = std::max(depth[tree.terms + j], depth[k] + 1);
-  }
-  c.depth = depth.empty() ? 0 : depth[tree.root];
-  return c;
-}
-
 int run_reveal(const RevealArgs& args) {
   if (args.n < 2 || args.n > 65536) throw UsageError("--n must be from 2 to 65536");
   if (args.verify > 1000000) throw UsageError("--verify must be at most 1000000 trials");
   const reveal::SharedFunction function(args.library, args.symbol);
-  const reveal::SumFunction sum = args.dot_product ? reveal::SumFunction([dot = function.as_dot()](
-                                                                             std::span<const float> x) {
-    const std::vector<float> ones(x.size(), 1.0f);  // x_i * 1 is exact: the probe of the sum holds
-    return dot(x, ones);
-  })
-                                                   : function.as_sum();
+  const reveal::SumFunction sum = args.dot_product ? reveal::dot_with_ones(function.as_dot()) : function.as_sum();
   const reveal::RevealedSum revealed = reveal::reveal_sum(sum, args.n);
   const reveal::ScheduleMatch match = reveal::match_schedule(revealed.tree);
-  const TreeCounts c = counts(revealed.tree);
+  const sim::AdditionTree& tree = revealed.tree;
   std::optional<reveal::Verification> verified;
   if (args.verify > 0)
     verified = args.dot_product ? reveal::verify_dot(function.as_dot(), revealed.tree, args.verify, args.seed)
@@ -64,9 +45,9 @@ int run_reveal(const RevealArgs& args) {
                         {"calls", revealed.calls},
                         {"seconds", revealed.seconds},
                         {"tree", revealed.tree.text()},
-                        {"additions", c.additions},
-                        {"multi_term_nodes", c.multi_term},
-                        {"depth", c.depth},
+                        {"additions", tree.additions()},
+                        {"multi_term_nodes", tree.multi_term_nodes()},
+                        {"depth", tree.depth()},
                         {"schedules", match.schedules},
                         {"schedules_compared", match.candidates}};
   if (verified) {
@@ -82,9 +63,11 @@ int run_reveal(const RevealArgs& args) {
     return 0;
   }
   std::printf("%s in %s, n = %zu (%s): %zu additions%s, depth %zu; %zu calls in %.3f s\n", args.symbol.c_str(),
-              args.library.c_str(), args.n, args.dot_product ? "dot product" : "sum", c.additions,
-              c.multi_term ? (", " + std::to_string(c.multi_term) + " nodes of more than two terms").c_str() : "",
-              c.depth, revealed.calls, revealed.seconds);
+              args.library.c_str(), args.n, args.dot_product ? "dot product" : "sum", tree.additions(),
+              tree.multi_term_nodes()
+                  ? (", " + std::to_string(tree.multi_term_nodes()) + " nodes of more than two terms").c_str()
+                  : "",
+              tree.depth(), revealed.calls, revealed.seconds);
   const std::string text = revealed.tree.text();
   if (text.size() <= 2000)
     std::printf("tree: %s\n", text.c_str());
@@ -96,8 +79,9 @@ int run_reveal(const RevealArgs& args) {
   } else
     std::printf("schedule: none of the %zu schedules compared adds in this order\n", match.candidates);
   if (verified) {
-    std::printf("replayed on %zu random inputs (%zu each of: normal, uniform, wide exponents, cancelling):\n",
-                verified->trials, verified->trials / 4);
+    std::string kinds;
+    for (const auto& k : verified->inputs) kinds += (kinds.empty() ? "" : "; ") + k;
+    std::printf("replayed on %zu random inputs (in turn: %s):\n", verified->trials, kinds.c_str());
     for (const auto& s : verified->scores)
       std::printf("  %zu/%zu bit-identical with %s\n", s.identical, verified->trials,
                   reveal::arithmetic_name(s.arithmetic).c_str());

@@ -124,6 +124,10 @@ class Prober {
 
 }  // namespace
 
+SumFunction dot_with_ones(DotFunction dot) {
+  return [dot = std::move(dot)](std::span<const float> x) { return dot(x, std::vector<float>(x.size(), 1.0f)); };
+}
+
 float absorbing_value(size_t n) {
   // ulp(2^e) in fp64 is 2^(e - 52); it must exceed 2n so that M + k == M for k <= n.
   const int e = 54 + static_cast<int>(std::bit_width(n));

@@ -21,6 +21,11 @@ namespace fplab::reveal {
 
 // The sum under study: n float inputs in, one float out.
 using SumFunction = std::function<float(std::span<const float>)>;
+// A dot product under study: a and b of n floats in, one float out.
+using DotFunction = std::function<float(std::span<const float> a, std::span<const float> b)>;
+
+// The dot product as the sum it probes: b all 1, so every product x_i * 1 is exact.
+SumFunction dot_with_ones(DotFunction dot);
 
 // The function's answers are not those of one tree of additions (one line, for the user).
 struct RevealError : std::runtime_error {

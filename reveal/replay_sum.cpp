@@ -106,7 +106,7 @@ float replay_dot(const sim::AdditionTree& tree, std::span<const float> a, std::s
   return Evaluator{tree, how}.run(leaf, fma_onto);
 }
 
-Verification verify_sum(const std::function<float(std::span<const float>)>& sum, const sim::AdditionTree& tree,
+Verification verify_sum(const SumFunction& sum, const sim::AdditionTree& tree,
                         size_t trials, uint64_t seed) {
   Verification v{trials, {}, input_kinds()};
   for (Arithmetic a : sum_arithmetics()) v.scores.push_back({a, 0});

@@ -11,12 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "reveal/probe_sum.hpp"
 #include "sim/addition_tree.hpp"
 
 namespace fplab::reveal {
-
-// A dot product under study: a and b of n floats in, one float out.
-using DotFunction = std::function<float(std::span<const float> a, std::span<const float> b)>;
 
 enum class Arithmetic {
   fp32,          // every addition rounded to fp32 (a node of more terms: summed exactly, rounded once)
@@ -45,7 +43,7 @@ struct Verification {
 
 // `trials` inputs (seeded), a quarter each: normal, uniform [0, 1), a wide range of exponents
 // with random signs, and sums that cancel (pairs of near-opposite values).
-Verification verify_sum(const std::function<float(std::span<const float>)>& sum, const sim::AdditionTree& tree,
+Verification verify_sum(const SumFunction& sum, const sim::AdditionTree& tree,
                         size_t trials, uint64_t seed);
 Verification verify_dot(const DotFunction& dot, const sim::AdditionTree& tree, size_t trials, uint64_t seed);
 

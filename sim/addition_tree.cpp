@@ -101,6 +101,19 @@ std::string AdditionTree::dot() const {
   return out + "}\n";
 }
 
+size_t AdditionTree::additions() const {
+  return static_cast<size_t>(std::count_if(nodes.begin(), nodes.end(), [](const auto& c) { return c.size() == 2; }));
+}
+
+size_t AdditionTree::multi_term_nodes() const { return nodes.size() - additions(); }
+
+size_t AdditionTree::depth() const {
+  std::vector<size_t> below(terms + nodes.size(), 0);
+  for (size_t j = 0; j < nodes.size(); ++j)  // children are made before their parents
+    for (size_t c : nodes[j]) below[terms + j] = std::max(below[terms + j], below[c] + 1);
+  return below.empty() ? 0 : below[root];
+}
+
 AdditionTree schedule_addition_tree(const Schedule& schedule, size_t k, const NoiseKey& key) {
   AdditionTree tree;
   tree.terms = k;

@@ -26,6 +26,9 @@ struct AdditionTree {
   std::string text() const;
   // Graphviz DOT: terms t0 .. in a row, the additions above them, the result at the top.
   std::string dot() const;
+  size_t additions() const;         // nodes of two children: one rounding each
+  size_t multi_term_nodes() const;  // nodes of more (fused steps, or whole groups)
+  size_t depth() const;             // most nodes on a path from a term to the root
 };
 
 // The tree of `schedule` for k terms (atomic and shuffle steps in the order `key` draws).

@@ -20,6 +20,7 @@
 #include "sim/addition_tree.hpp"
 #include "sim/reference_evaluator.hpp"
 #include "sim/schedule.hpp"
+#include "sim/schedule_tree.hpp"
 
 using namespace fplab;
 
@@ -48,7 +49,9 @@ TEST_CASE("a schedule probed as a black box reveals its own tree", "[reveal]") {
       const auto revealed = reveal::reveal_sum(schedule_as_function(schedule), n);
       const auto expected = sim::schedule_addition_tree(schedule, n);
       CHECK(revealed.tree.text() == expected.text());
-      CHECK(revealed.tree.nodes.size() == n - 1);  // binary: n - 1 additions
+      CHECK(revealed.tree.additions() == n - 1);  // binary: n - 1 additions
+      CHECK(revealed.tree.multi_term_nodes() == 0);
+      CHECK(revealed.tree.depth() == sim::schedule_depth(schedule, n));
       CHECK(revealed.calls <= n * (n - 1) / 2);
     }
   }
@@ -101,8 +104,7 @@ TEST_CASE("compiled dot products: FMA or rounded products, told apart by the rep
     INFO(symbol);
     const auto f = target(symbol);
     const auto dot = f.as_dot();
-    const auto revealed = reveal::reveal_sum(
-        [&](std::span<const float> x) { return dot(x, std::vector<float>(x.size(), 1.0f)); }, 24);
+    const auto revealed = reveal::reveal_sum(reveal::dot_with_ones(dot), 24);
     CHECK(revealed.tree.text() == sim::schedule_addition_tree(sim::parse_schedule("all:seq"), 24).text());
     const auto verified = reveal::verify_dot(dot, revealed.tree, 400, 3);
     CHECK(verified.scores[0].arithmetic == arithmetic);
