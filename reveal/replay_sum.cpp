@@ -6,6 +6,7 @@
 #include <random>
 
 #include "fp/superaccumulator.hpp"
+#include "sim/tensor_core.hpp"
 
 namespace fplab::reveal {
 namespace {
@@ -81,13 +82,19 @@ std::string arithmetic_name(Arithmetic a) {
     case Arithmetic::fp64: return "fp64 accumulation, rounded to fp32 once";
     case Arithmetic::fp32_fused: return "fp32, products fused (FMA) onto the partial sum";
     case Arithmetic::fp32_rounded: return "fp32, products rounded first";
+    case Arithmetic::tf32_truncated_fused: return "tensor-core steps (tc-h100-tf32), factors truncated to tf32";
+    case Arithmetic::tf32_nearest_even_fused:
+      return "tensor-core steps (tc-h100-tf32), factors rounded to tf32, ties to even";
+    case Arithmetic::tf32_nearest_away_fused:
+      return "tensor-core steps (tc-h100-tf32), factors rounded to tf32, ties away";
   }
   return "?";
 }
 
 std::vector<Arithmetic> sum_arithmetics() { return {Arithmetic::fp32, Arithmetic::fp64}; }
 std::vector<Arithmetic> dot_arithmetics() {
-  return {Arithmetic::fp32_fused, Arithmetic::fp32_rounded, Arithmetic::fp64};
+  return {Arithmetic::fp32_fused,          Arithmetic::fp32_rounded,           Arithmetic::fp64,
+          Arithmetic::tf32_nearest_even_fused, Arithmetic::tf32_nearest_away_fused, Arithmetic::tf32_truncated_fused};
 }
 
 float replay_sum(const sim::AdditionTree& tree, std::span<const float> x, Arithmetic a) {
@@ -95,7 +102,43 @@ float replay_sum(const sim::AdditionTree& tree, std::span<const float> x, Arithm
       [&](size_t i) { return static_cast<double>(x[i]); }, [](size_t, double v) { return v; });
 }
 
+namespace {
+
+// Tensor-core arithmetic: a node with terms among its children is one fused step (its partial
+// sum, if any, the accumulator); a node of partial sums alone adds them in fp32.
+float replay_fused(const sim::AdditionTree& tree, std::span<const float> a, std::span<const float> b,
+                   fp::Mode conversion) {
+  sim::FusedAddSpec spec = sim::tensor_core_model("tc-h100-tf32");
+  spec.input_mode = conversion;
+  std::vector<double> value(tree.terms + tree.nodes.size());
+  std::vector<double> fa, fb;
+  for (size_t j = 0; j < tree.nodes.size(); ++j) {
+    const auto& c = tree.nodes[j];
+    fa.clear();
+    fb.clear();
+    double acc = 0;
+    size_t partials = 0;
+    for (size_t k : c) {
+      if (k < tree.terms) {
+        fa.push_back(a[k]);
+        fb.push_back(b[k]);
+      } else if (partials++ == 0) {
+        acc = value[k];
+      } else {
+        acc = static_cast<float>(acc) + static_cast<float>(value[k]);  // a node of partial sums
+      }
+    }
+    value[tree.terms + j] = fa.empty() ? acc : sim::fused_multiply_add(acc, fa, fb, spec);
+  }
+  return static_cast<float>(value[tree.root]);
+}
+
+}  // namespace
+
 float replay_dot(const sim::AdditionTree& tree, std::span<const float> a, std::span<const float> b, Arithmetic how) {
+  if (how == Arithmetic::tf32_truncated_fused) return replay_fused(tree, a, b, fp::Mode::rz);
+  if (how == Arithmetic::tf32_nearest_even_fused) return replay_fused(tree, a, b, fp::Mode::rne);
+  if (how == Arithmetic::tf32_nearest_away_fused) return replay_fused(tree, a, b, fp::Mode::rna);
   const auto product = [&](size_t i) { return static_cast<double>(a[i]) * static_cast<double>(b[i]); };  // exact
   const auto leaf = [&](size_t i) {
     return how == Arithmetic::fp64 ? product(i) : static_cast<double>(static_cast<float>(product(i)));

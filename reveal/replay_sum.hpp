@@ -21,6 +21,15 @@ enum class Arithmetic {
   fp64,          // every addition in fp64, the result rounded to fp32 once
   fp32_fused,    // dot: a node adding one product to a partial sum is an FMA; others as fp32
   fp32_rounded,  // dot: every product rounded to fp32 first, then fp32 additions
+  // dot, tensor cores: every node that adds products is one fused step of sim/tensor_core.hpp's
+  // tc-h100-tf32 model (N products and at most one partial sum, aligned and cut to F = 25 bits,
+  // rounded toward zero); nodes of two partial sums are fp32 additions. The factors are first
+  // converted to tf32 in one of the three ways an H100's kernels do (docs/reveal.md): their 13
+  // low bits ignored (the MMA instruction itself), or rounded to nearest by the kernel, ties to
+  // even or away from zero (cvt.rna.tf32.f32).
+  tf32_truncated_fused,
+  tf32_nearest_even_fused,
+  tf32_nearest_away_fused,
 };
 std::string arithmetic_name(Arithmetic a);
 // The candidates for a sum, and for a dot product.

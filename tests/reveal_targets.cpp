@@ -4,6 +4,8 @@
 // one tree of float additions (compensated, not a sum). C symbols; built with -ffp-contract=off.
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 
 extern "C" {
 
@@ -52,6 +54,54 @@ float rounded_dot(const float* a, const float* b, size_t n) {
     s += p;
   }
   return s;
+}
+
+/* An H100's TF32 GEMM as docs/reveal.md found it, written out independently of sim/tensor_core:
+   factors rounded to tf32 (10 fraction bits, ties away), then steps of eight products and the
+   running sum, each term cut toward zero to the grid 2^(E - 25) of the largest term's exponent E
+   (a product's: the sum of its factors' exponents), the exact sum rounded toward zero to float.
+   Every value here is exact in a double: products of 11-bit significands, sums of nine terms on
+   one grid spanning under 30 bits. Normal, finite inputs only. */
+static float tf32_rounded(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  u = (u + 0x1000u) & ~0x1fffu;
+  std::memcpy(&x, &u, sizeof u);
+  return x;
+}
+
+static double toward_zero_float(double v) {
+  float f = static_cast<float>(v);  // nearest
+  if (std::fabs(static_cast<double>(f)) > std::fabs(v)) f = std::nextafter(f, 0.0f);
+  return f;
+}
+
+float tf32_mma8_dot(const float* a, const float* b, size_t n) {
+  double acc = 0.0;
+  for (size_t start = 0; start < n; start += 8) {
+    const size_t end = start + 8 < n ? start + 8 : n;
+    double term[9];
+    int exponent[9], count = 0;
+    if (acc != 0.0) {
+      term[count] = acc;
+      exponent[count++] = std::ilogb(acc);
+    }
+    for (size_t i = start; i < end; ++i) {
+      const float x = tf32_rounded(a[i]), y = tf32_rounded(b[i]);
+      if (x == 0.0f || y == 0.0f) continue;
+      term[count] = static_cast<double>(x) * y;
+      exponent[count++] = std::ilogb(x) + std::ilogb(y);
+    }
+    int top = exponent[0];
+    for (int k = 1; k < count; ++k) top = exponent[k] > top ? exponent[k] : top;
+    double sum = 0.0;
+    for (int k = 0; k < count; ++k) {
+      const double grid = std::ldexp(1.0, top - 25);
+      sum += std::trunc(term[k] / grid) * grid;
+    }
+    acc = count ? toward_zero_float(sum) : acc;
+  }
+  return static_cast<float>(acc);
 }
 
 float kahan_sum(const float* x, size_t n) {

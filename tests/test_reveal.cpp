@@ -113,6 +113,32 @@ TEST_CASE("compiled dot products: FMA or rounded products, told apart by the rep
   }
 }
 
+TEST_CASE("a TF32 tensor-core dot: steps of eight, its factors' rounding told apart", "[reveal]") {
+  const auto f = target("tf32_mma8_dot");
+  const auto dot = f.as_dot();
+  using reveal::Arithmetic;
+  for (size_t n : {10, 64, 131}) {
+    INFO(n);
+    const auto revealed = reveal::reveal_sum(reveal::dot_with_ones(dot), n);
+    CHECK(revealed.tree.text() == sim::schedule_addition_tree(sim::parse_schedule("tc-h100-tf32"), n).text());
+    const auto verified = reveal::verify_dot(dot, revealed.tree, 200, 11);
+    for (const auto& s : verified.scores) {
+      INFO(reveal::arithmetic_name(s.arithmetic));
+      // Random factors almost never lie halfway between two tf32 values: ties to even and away
+      // from zero can both replay every trial; truncation, FMA chains and fp64 cannot.
+      if (s.arithmetic == Arithmetic::tf32_nearest_away_fused) CHECK(s.identical == 200);
+      else if (s.arithmetic != Arithmetic::tf32_nearest_even_fused) CHECK(s.identical < 200);
+    }
+    // Factors halfway between two tf32 values (1 + 2^-11: ten fraction bits and a half) tell the
+    // ties apart.
+    std::vector<float> a(n, 1.0f + 0x1p-11f), b(n, 1.0f);
+    a[1] = -1.0f - 0x3p-11f;
+    const float real = dot(a, b);
+    CHECK(reveal::replay_dot(revealed.tree, a, b, Arithmetic::tf32_nearest_away_fused) == real);
+    CHECK(reveal::replay_dot(revealed.tree, a, b, Arithmetic::tf32_nearest_even_fused) != real);
+  }
+}
+
 TEST_CASE("what is not one tree of float additions is refused", "[reveal]") {
   CHECK_THROWS_AS(reveal::reveal_sum(target("twice_the_first").as_sum(), 16), reveal::RevealError);
   // Kahan's compensation recovers the absorbed 1s: either the counts contradict a tree, or the

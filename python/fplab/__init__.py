@@ -40,6 +40,7 @@ __all__ = [
     "profile",
     "profiles",
     "reduce",
+    "reveal_dot",
     "reveal_sum",
     "round",
 ]
@@ -174,7 +175,9 @@ def reveal_sum(fn: Callable[[Any], Any], n: int, *, verify: int = 0, seed: int =
     (docs/reveal.md: all 1s but a pair +2^e, -2^e; about 2n calls for a loop, n log2 n / 2 for a
     balanced tree), as ``fplab reveal`` finds a C function's.
 
-    Returns {'tree': "((0+1)+2)"-style text, 'dot': Graphviz, 'calls', 'seconds', 'schedules':
+    Returns {'tree': "((0+1)+2)"-style text, 'dot': Graphviz, 'nodes': node j's children (ids: a
+    term's index, node j's n + j), 'root', 'additions', 'multi_term_nodes', 'depth', 'calls',
+    'seconds', 'schedules':
     every fplab schedule whose tree it is, 'replays': with ``verify`` > 0, per candidate arithmetic
     the trials (random inputs, ``seed``) on which replaying the tree gave fn's bits}. A function whose
     answers are not one tree of float additions raises fplab.Error.
@@ -183,9 +186,30 @@ def reveal_sum(fn: Callable[[Any], Any], n: int, *, verify: int = 0, seed: int =
     >>> fplab.reveal_sum(lambda x: np.sum(x), 100)["schedules"][0]
     'all:numpy_pairwise'
     """
-    if isinstance(n, bool) or not isinstance(n, int) or not 2 <= n <= 1 << 24:
-        raise Error(f"reveal_sum: n must be a whole number from 2 to 2^24, not {n!r}")
+    _check_reveal_n("reveal_sum", n)
     return _core.reveal_sum(fn, n, verify, seed)
+
+
+def reveal_dot(fn: Callable[[Any, Any], Any], n: int, *, verify: int = 0, seed: int = 1) -> dict:
+    """The order in which ``fn(a, b)`` adds the n products of a dot product of two float32 arrays,
+    found by probing it with b all 1 (every product exact): what a matmul, F.linear or a
+    convolution does for one output element, when ``fn`` places a and b in its operands and reads
+    that element back (experiments/reveal_torch.py does so for PyTorch's kernels).
+
+    Returns reveal_sum's dict; its replays try the dot product's arithmetics: products fused
+    (FMA) onto the partial sum, rounded first, or fp64.
+
+    >>> import numpy as np
+    >>> fplab.reveal_dot(lambda a, b: np.float32(sum(np.float64(a) * b)), 4)["tree"]
+    '(((0+1)+2)+3)'
+    """
+    _check_reveal_n("reveal_dot", n)
+    return _core.reveal_dot(fn, n, verify, seed)
+
+
+def _check_reveal_n(name: str, n: Any) -> None:
+    if isinstance(n, bool) or not isinstance(n, int) or not 2 <= n <= 1 << 24:
+        raise Error(f"{name}: n must be a whole number from 2 to 2^24, not {n!r}")
 
 
 def profiles(profiles_dir: Sequence[str] = ()) -> List[str]:

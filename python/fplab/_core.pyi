@@ -323,6 +323,9 @@ class ReplicaRecord:
 def reveal_sum(fn: Callable[[Any], Any], n: int, verify: int = 0, seed: int = 1) -> Dict[str, Any]:
     """The addition order of fn (a float32 array of n in, a float out), found by probing it."""
 
+def reveal_dot(fn: Callable[[Any, Any], Any], n: int, verify: int = 0, seed: int = 1) -> Dict[str, Any]:
+    """The addition order of fn (two float32 arrays of n in, their dot product out), probed with b = 1."""
+
 def render_gnuplot(path: str, script: str, data: str, width: int = 900, height: int = 480) -> None:
     """Renders ``script`` (after ``set terminal``/``set output``; its data is 'data.dat') to ``path``
     (.png, .svg or .pdf), written whole or not at all, gnuplot started without a shell."""

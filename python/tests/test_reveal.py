@@ -24,6 +24,13 @@ def float64_loop(x):
     return float(sum(float(v) for v in x))
 
 
+def rounded_product_loop(a, b):
+    s = np.float32(0)
+    for x, y in zip(a, b):
+        s = np.float32(s + np.float32(x * y))
+    return s
+
+
 class RevealSum(unittest.TestCase):
     def test_a_python_loop_is_a_chain(self):
         r = fplab.reveal_sum(float32_loop, 20, verify=40)
@@ -63,3 +70,22 @@ class RevealSum(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class RevealDot(unittest.TestCase):
+    def test_a_loop_of_rounded_products(self):
+        r = fplab.reveal_dot(rounded_product_loop, 12, verify=60)
+        self.assertIn("all:seq", r["schedules"])
+        self.assertEqual(r["replays"][0], {"arithmetic": "fp32, products rounded first", "identical": 60, "trials": 60})
+        fused = next(p for p in r["replays"] if p["arithmetic"].startswith("fp32, products fused"))
+        self.assertLess(fused["identical"], 60)
+
+    def test_the_tree_as_data(self):
+        r = fplab.reveal_dot(rounded_product_loop, 5)
+        self.assertEqual([sorted(c) for c in r["nodes"]], [[0, 1], [2, 5], [3, 6], [4, 7]])  # children in any order
+        self.assertEqual((r["root"], r["additions"], r["multi_term_nodes"], r["depth"]), (8, 4, 0, 4))
+
+    def test_bad_n(self):
+        with self.assertRaises(fplab.Error):
+            fplab.reveal_dot(rounded_product_loop, 0)
+

@@ -1,0 +1,409 @@
+#!/usr/bin/env python3
+"""The orders of PyTorch's own kernels, revealed: torch.sum, matmul (cuBLAS SGEMM on a GPU) and
+every Linear and Conv2d layer shape of fplab's shipped models and a ResNet-18, forward and both
+backward passes, with TF32 off and on, in PyTorch's default and deterministic modes.
+
+  experiments/reveal_torch.py run --device cuda --out results/reveal-h100
+  experiments/reveal_torch.py run --device cpu --ops sum,mm --max-n 4096 --out /tmp/reveal-cpu
+  experiments/reveal_torch.py table results/reveal-h100          # one Markdown table
+  experiments/reveal_torch.py table docs/results/reveal_torch/h100.jsonl.xz   # the H100's, shipped
+
+``run`` probes one output element of each target with fplab.reveal_dot (fplab.reveal_sum for
+torch.sum): the kernel is called with all operands 0 but the n pairs that make that element, one
+operand set to the probe and the other to 1 (docs/reveal.md). Each revealed tree is then replayed
+on --verify random inputs in each candidate arithmetic, and every target is called twice on the
+same random inputs (--repeat times) to count outputs that differ run to run. Targets whose replay
+gives the kernel's bits on fewer than all trials keep their trials (a, b and the kernel's output)
+in trials/KEY.npz, so the arithmetic can be worked out offline. One JSON line per target goes to
+reveal.jsonl in --out, which --resume reads to skip targets done (a run can be split).
+
+TF32 "off" sets torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32 to
+False, "on" to True. Deterministic mode is torch.use_deterministic_algorithms(True) with
+cudnn.deterministic; CUBLAS_WORKSPACE_CONFIG=:4096:8 is set for both modes (the deterministic
+mode needs it, and the default mode then picks from the same workspace).
+docs/results/reveal_torch.md has the H100's results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
+
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+OPS = ("sum", "sum0", "mm", "linear_fwd", "linear_dgrad", "linear_wgrad", "conv_fwd", "conv_dgrad", "conv_wgrad")
+SUM_SIZES = (64, 1000, 4096, 16384)
+MM_SHAPES = ((128, 128, 4096), (1024, 1024, 1024), (64, 64, 16384))  # (M, N, K): K is the sum's n
+
+
+def layer_shapes() -> List[Tuple[str, str, tuple]]:
+    """Every distinct Linear and Conv2d of the shipped models (batch 64, the recipes') and of
+    the ResNet-18 (batch 128, docs/results.md section 9): (models, kind, shape), where a linear
+    shape is (batch, in, out) and a convolution's (batch, cin, cout, k, stride, pad, height)."""
+    import torch
+    import fplab.torch.models as models
+    from fplab.torch.resnet import resnet18
+
+    found: Dict[tuple, List[str]] = {}
+    nets = [(name, models.build(name), 64) for name in ("mlp", "small_cnn", "small_cnn_bn", "medium_cnn")]
+    nets.append(("resnet18", resnet18(in_channels=1, classes=10), 128))
+    for name, net, batch in nets:
+        hooks = []
+
+        def record(module, inputs, _output, name=name):
+            x = inputs[0]
+            if isinstance(module, torch.nn.Linear):
+                key = ("linear", (x.shape[0], module.in_features, module.out_features))
+            else:
+                key = ("conv", (x.shape[0], module.in_channels, module.out_channels, module.kernel_size[0],
+                                module.stride[0], module.padding[0], x.shape[2]))
+            if name not in found.setdefault(key, []):
+                found[key].append(name)
+
+        for module in net.modules():
+            if isinstance(module, (torch.nn.Linear, torch.nn.Conv2d)):
+                hooks.append(module.register_forward_hook(record))
+        with torch.no_grad():
+            net.eval()(torch.zeros(batch, 1, 28, 28))
+        for h in hooks:
+            h.remove()
+    return [(",".join(names), kind, shape) for (kind, shape), names in found.items()]
+
+
+class Target:
+    """One output element of one kernel call, as fplab.reveal_dot's fn(a, b) (or reveal_sum's fn(x))."""
+
+    def __init__(self, key: str, op: str, shape: tuple, models: str, n: int, call: Callable, is_sum: bool = False):
+        self.key, self.op, self.shape, self.models, self.n, self.call, self.is_sum = key, op, shape, models, n, call, is_sum
+
+
+def _targets(device: str, ops: List[str]) -> Iterator[Target]:
+    import torch
+
+    dev = torch.device(device)
+
+    def tensor(values):  # a probe vector onto the device
+        return torch.from_numpy(values).to(dev)
+
+    if "sum" in ops:
+        for n in SUM_SIZES:
+            yield Target(f"sum-{n}", "sum", (n,), "", n, lambda x: torch.sum(tensor(x)).item(), is_sum=True)
+    if "sum0" in ops:  # a bias gradient: a (batch, features) tensor summed over the batch
+        for rows, cols in ((64, 128), (128, 512)):
+            def column_sum(x, rows=rows, cols=cols):
+                m = torch.zeros(rows, cols, device=dev)
+                m[:, 0] = tensor(x)
+                return m.sum(0)[0].item()
+            yield Target(f"sum0-{rows}x{cols}", "sum0", (rows, cols), "", rows, column_sum, is_sum=True)
+    if "mm" in ops:
+        for m_, n_, k in MM_SHAPES:
+            A, B = torch.zeros(m_, k, device=dev), torch.zeros(k, n_, device=dev)
+
+            def mm(a, b, A=A, B=B):
+                A[0] = tensor(a)
+                B[:, 0] = tensor(b)
+                return torch.mm(A, B)[0, 0].item()
+            yield Target(f"mm-{m_}x{n_}x{k}", "mm", (m_, n_, k), "", k, mm)
+    for models, kind, shape in layer_shapes():
+        if kind == "linear":
+            yield from _linear_targets(dev, tensor, models, shape, ops)
+        else:
+            yield from _conv_targets(dev, tensor, models, shape, ops)
+
+
+def _linear_targets(dev, tensor, models: str, shape: tuple, ops: List[str]) -> Iterator[Target]:
+    """F.linear forward, and its backward as aten's linear backward computes it (grad.mm(W),
+    grad.t().mm(x))."""
+    import torch
+    import torch.nn.functional as F
+
+    batch, fin, fout = shape
+    name = f"{batch}x{fin}->{fout}"
+    x, w, bias, g = (torch.zeros(batch, fin, device=dev), torch.zeros(fout, fin, device=dev),
+                     torch.zeros(fout, device=dev), torch.zeros(batch, fout, device=dev))
+    if "linear_fwd" in ops:
+        def fwd(a, b):
+            x[0], w[0] = tensor(a), tensor(b)
+            return F.linear(x, w, bias)[0, 0].item()
+        yield Target(f"linear_fwd-{name}", "linear_fwd", shape, models, fin, fwd)
+    if "linear_dgrad" in ops:
+        def dgrad(a, b):
+            g[0], w[:, 0] = tensor(a), tensor(b)
+            return g.mm(w)[0, 0].item()
+        yield Target(f"linear_dgrad-{name}", "linear_dgrad", shape, models, fout, dgrad)
+    if "linear_wgrad" in ops:
+        def wgrad(a, b):
+            g[:, 0], x[:, 0] = tensor(a), tensor(b)
+            return g.t().mm(x)[0, 0].item()
+        yield Target(f"linear_wgrad-{name}", "linear_wgrad", shape, models, batch, wgrad)
+
+
+def _conv_targets(dev, tensor, models: str, shape: tuple, ops: List[str]) -> Iterator[Target]:
+    """F.conv2d forward and aten.convolution_backward's two gradients (what autograd calls), for
+    one output element near the middle. Each term of its sum is a pair of elements of two of the
+    operands x (input), w (weight), g (output gradient); the probe writes a and b there, one
+    index_put each, and every other element stays 0."""
+    import torch
+    import torch.nn.functional as F
+
+    batch, cin, cout, k, stride, pad, h = shape
+    oh = (h + 2 * pad - k) // stride + 1
+    name = f"{batch}x{cin}->{cout}k{k}s{stride}@{h}"
+    x, w = torch.zeros(batch, cin, h, h, device=dev), torch.zeros(cout, cin, k, k, device=dev)
+    g = torch.zeros(batch, cout, oh, oh, device=dev)
+
+    def flat(t, *index):  # the flat index of t[index]
+        return sum(i * st for i, st in zip(index, t.stride()))
+
+    def target(op, n_terms, a_in, a_idx, b_in, b_idx, result):
+        a_idx = torch.tensor(a_idx, dtype=torch.long, device=dev)
+        b_idx = torch.tensor(b_idx, dtype=torch.long, device=dev)
+
+        def call(a, b):
+            a_in.view(-1)[a_idx] = tensor(a)
+            b_in.view(-1)[b_idx] = tensor(b)
+            return result().item()
+        return Target(f"{op}-{name}", op, shape, models, n_terms, call)
+
+    def backward(mask):
+        return torch.ops.aten.convolution_backward(g, x, w, [0], [stride] * 2, [pad] * 2, [1, 1], False, [0, 0], 1,
+                                                   mask)
+
+    if "conv_fwd" in ops:
+        # out[0, 0, r, r] = sum over (ci, i, j) of w[0, ci, i, j] * x[0, ci, r * stride - pad + i, ...], over
+        # the taps that fall inside the image (a 1x1 image with padding 1 has only the centre tap)
+        r = oh // 2
+        taps = [i for i in range(k) if 0 <= r * stride - pad + i < h]
+        terms = [(ci, i, j) for ci in range(cin) for i in taps for j in taps]
+        yield target("conv_fwd", len(terms), w, [flat(w, 0, ci, i, j) for ci, i, j in terms],
+                     x, [flat(x, 0, ci, r * stride - pad + i, r * stride - pad + j) for ci, i, j in terms],
+                     lambda: F.conv2d(x, w, None, stride, pad)[0, 0, r, r])
+    if "conv_dgrad" in ops:
+        # grad_x[0, 0, y, y] = sum over (co, i, j) of g[0, co, (y + pad - i) / stride, ...] * w[co, 0, i, j], over
+        # the taps where the division is whole and inside the output; y the middle row that has taps
+        def taps_of(y):
+            return [i for i in range(k) if (y + pad - i) % stride == 0 and 0 <= (y + pad - i) // stride < oh]
+        y = next(y for y in list(range(h // 2, h)) + list(range(h // 2)) if taps_of(y))
+        taps = taps_of(y)
+        terms = [(co, i, j) for co in range(cout) for i in taps for j in taps]
+        yield target("conv_dgrad", len(terms),
+                     g, [flat(g, 0, co, (y + pad - i) // stride, (y + pad - j) // stride) for co, i, j in terms],
+                     w, [flat(w, co, 0, i, j) for co, i, j in terms],
+                     lambda: backward([True, False, False])[0][0, 0, y, y])
+    if "conv_wgrad" in ops:
+        # grad_w[0, 0, c, c] (the centre tap) = sum over (b, oy, ox) of g[b, 0, oy, ox] * x[b, 0, oy * stride - pad + c, ...]
+        c = k // 2
+        valid = [o for o in range(oh) if 0 <= o * stride - pad + c < h]
+        terms = [(b, oy, ox) for b in range(batch) for oy in valid for ox in valid]
+        yield target("conv_wgrad", len(terms), g, [flat(g, b, 0, oy, ox) for b, oy, ox in terms],
+                     x, [flat(x, b, 0, oy * stride - pad + c, ox * stride - pad + c) for b, oy, ox in terms],
+                     lambda: backward([False, True, False])[1][0, 0, c, c])
+
+
+def _set_mode(mode: str, tf32: str) -> None:
+    import torch
+
+    on = tf32 == "on"
+    torch.backends.cuda.matmul.allow_tf32 = on
+    torch.backends.cudnn.allow_tf32 = on
+    torch.backends.cudnn.benchmark = False
+    deterministic = mode == "deterministic"
+    torch.use_deterministic_algorithms(deterministic)
+    torch.backends.cudnn.deterministic = deterministic
+
+
+def _random_inputs(rng, n: int, trial: int):
+    import numpy as np
+
+    kind = trial % 3
+    if kind == 0:
+        return rng.standard_normal(n).astype(np.float32)
+    if kind == 1:
+        return rng.random(n).astype(np.float32)
+    return (np.ldexp(1 + rng.random(n), rng.integers(-20, 20, n)) * rng.choice([-1, 1], n)).astype(np.float32)
+
+
+def _factor_conversion(target: Target) -> str:
+    """How the kernel converts an fp32 factor before multiplying, seen in one product with 1:
+    1 + 2^-11 lies halfway between two tf32 values (10 fraction bits) and 1 + 3 * 2^-11 halfway
+    with an odd lower neighbour. 'fp32' when both come back whole."""
+    import numpy as np
+
+    seen = []
+    for value in (1 + 2.0 ** -11, 1 + 3 * 2.0 ** -11):
+        a, b = np.zeros(target.n, np.float32), np.zeros(target.n, np.float32)
+        a[0], b[0] = value, 1
+        seen.append(float(target.call(a, b)))
+    known = {(1 + 2.0 ** -11, 1 + 3 * 2.0 ** -11): "fp32", (1.0, 1 + 2.0 ** -10): "tf32, truncated",
+             (1.0, 1 + 2.0 ** -9): "tf32, to nearest even", (1 + 2.0 ** -10, 1 + 2.0 ** -9): "tf32, to nearest, ties away"}
+    return known.get(tuple(seen), f"other ({seen[0]!r}, {seen[1]!r})")
+
+
+def _probe(target: Target, verify: int, repeat: int, seed: int, trials_dir: str, key: str) -> dict:
+    import numpy as np
+    import fplab
+
+    row: dict = {}
+    rng = np.random.default_rng(seed)
+    # Run to run: the same random inputs twice.
+    differ = 0
+    for t in range(repeat):
+        a = _random_inputs(rng, target.n, t)
+        b = _random_inputs(rng, target.n, t + 1)
+        args = (a,) if target.is_sum else (a, b)
+        differ += np.float32(target.call(*args)).view(np.uint32) != np.float32(target.call(*args)).view(np.uint32)
+    row["run_to_run_differ"] = int(differ)
+    row["run_to_run_trials"] = repeat
+    if not target.is_sum:
+        row["factor_conversion"] = _factor_conversion(target)
+    reveal = fplab.reveal_sum if target.is_sum else fplab.reveal_dot
+    try:
+        r = reveal(target.call, target.n, verify=verify, seed=seed)
+    except fplab.Error as e:
+        row["error"] = str(e)
+        return row
+    widths: Dict[int, int] = {}
+    for children in r["nodes"]:
+        widths[len(children)] = widths.get(len(children), 0) + 1
+    row.update(calls=r["calls"], seconds=round(r["seconds"], 3), depth=r["depth"], additions=r["additions"],
+               node_widths={str(k): v for k, v in sorted(widths.items())}, schedules=r["schedules"][:4],
+               schedule_count=len(r["schedules"]), replays=r["replays"], tree_head=r["tree"][:240],
+               nodes=r["nodes"], root=r["root"])
+    best = max((p["identical"] for p in r["replays"]), default=0)
+    if verify and best < verify and target.n <= 4608:  # kept for working out the arithmetic offline
+        keep = min(verify, 8)
+        a_s, b_s, out = [], [], []
+        for t in range(keep):
+            a = _random_inputs(rng, target.n, t)
+            b = _random_inputs(rng, target.n, t + 2)
+            a_s.append(a)
+            b_s.append(b)
+            out.append(target.call(a) if target.is_sum else target.call(a, b))
+        os.makedirs(trials_dir, exist_ok=True)
+        path = os.path.join(trials_dir, key + ".npz")
+        np.savez_compressed(path + ".tmp.npz", a=np.array(a_s), b=np.array(b_s), out=np.array(out, dtype=np.float32))
+        os.replace(path + ".tmp.npz", path)
+        row["trials_file"] = os.path.relpath(path, os.path.dirname(trials_dir))
+    return row
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("Error: --device cuda, but PyTorch sees no GPU here", file=sys.stderr)
+        return 2
+    ops = args.ops.split(",")
+    unknown = [o for o in ops if o not in OPS]
+    if unknown:
+        print(f"Error: unknown op {unknown[0]!r} (known: {', '.join(OPS)})", file=sys.stderr)
+        return 2
+    os.makedirs(args.out, exist_ok=True)
+    results = os.path.join(args.out, "reveal.jsonl")
+    done = set()
+    if args.resume and os.path.exists(results):
+        with open(results) as f:
+            done = {json.loads(line)["key"] for line in f if line.strip()}
+    backend = {"torch": torch.__version__, "device": args.device,
+               "gpu": torch.cuda.get_device_name() if args.device == "cuda" else "",
+               "cudnn": torch.backends.cudnn.version() if args.device == "cuda" else None,
+               "threads": torch.get_num_threads()}
+    print(json.dumps(backend))
+    started = time.monotonic()
+    targets = [t for t in _targets(args.device, ops) if t.n <= args.max_n]
+    combos = [(m, t) for m in args.modes.split(",") for t in args.tf32.split(",")]
+    total = len(targets) * len(combos)
+    count = 0
+    with open(results, "a") as out:
+        for mode, tf32 in combos:
+            _set_mode(mode, tf32)
+            for target in targets:
+                count += 1
+                key = f"{target.key}-{mode}-tf32{tf32}"
+                if key in done:
+                    continue
+                if args.budget and time.monotonic() - started > args.budget:
+                    print(f"[{count}/{total}] {key}: budget of {args.budget} s spent, stopping (--resume goes on)")
+                    return 1
+                t0 = time.monotonic()
+                row = {"key": key, "op": target.op, "shape": list(target.shape), "models": target.models,
+                       "n": target.n, "mode": mode, "tf32": tf32, **backend}
+                row.update(_probe(target, args.verify, args.repeat, args.seed, os.path.join(args.out, "trials"), key))
+                out.write(json.dumps(row) + "\n")
+                out.flush()
+                print(f"[{count}/{total}] {key}: n={target.n} {_summary(row)} ({time.monotonic() - t0:.1f} s)",
+                      flush=True)
+    return 0
+
+
+def _summary(row: dict) -> str:
+    if "error" in row:
+        return f"not one tree: {row['error']}"
+    best = row["replays"][0] if row["replays"] else None
+    replay = f"{best['identical']}/{best['trials']} {best['arithmetic']}" if best else "no replay"
+    schedule = row["schedules"][0] if row["schedules"] else "no schedule"
+    factors = f" factors {row['factor_conversion']};" if "factor_conversion" in row else ""
+    return (f"{row['calls']} calls,{factors} depth {row['depth']}, nodes {row['node_widths']}, {schedule}; replay {replay}; "
+            f"run to run {row['run_to_run_differ']}/{row['run_to_run_trials']} differ")
+
+
+def table(args: argparse.Namespace) -> int:
+    import lzma
+
+    rows = []
+    for given in args.folders:  # a run's --out, or a reveal.jsonl (.xz) itself
+        path = os.path.join(given, "reveal.jsonl") if os.path.isdir(given) else given
+        if not os.path.exists(path):
+            print(f"Error: {path}: no such file (run `run --out {given}` first)", file=sys.stderr)
+            return 2
+        with (lzma.open(path, "rt") if path.endswith(".xz") else open(path)) as f:
+            rows += [json.loads(line) for line in f if line.strip()]
+    print("| target | models | n | mode | TF32 | factors | calls | depth | nodes (children: count) | schedule | replay (best) "
+          "| run to run |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        if "error" in r:
+            cells = ["—"] * 3 + ["not one tree of additions", "—"]
+        else:
+            widths = ", ".join(f"{k}: {v}" for k, v in r["node_widths"].items())
+            best = r["replays"][0] if r["replays"] else None
+            cells = [str(r["calls"]), str(r["depth"]), widths, "`" + r["schedules"][0].replace("|", "\\|") + "`" if r["schedules"] else "none",
+                     f"{best['identical']}/{best['trials']} {best['arithmetic']}" if best else "—"]
+        target = r["key"].rsplit("-", 2)[0]
+        factors = r.get("factor_conversion", "—")
+        print(f"| {target} | {r['models'] or '—'} | {r['n']} | {r['mode']} | {r['tf32']} | {factors} | " + " | ".join(cells) +
+              f" | {r['run_to_run_differ']}/{r['run_to_run_trials']} |")
+    return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n"
+               "  %(prog)s run --device cpu --ops sum,mm,linear_fwd --max-n 1024 --verify 20 --out /tmp/reveal-cpu\n"
+               "  %(prog)s table /tmp/reveal-cpu\n")
+    commands = parser.add_subparsers(dest="command", required=True)
+    r = commands.add_parser("run", help="reveal every target and write reveal.jsonl into --out")
+    r.add_argument("--device", default="cuda", help="cuda or cpu (default: %(default)s)")
+    r.add_argument("--ops", default=",".join(OPS), help="comma-separated, of: " + ", ".join(OPS))
+    r.add_argument("--modes", default="default,deterministic", help="default: %(default)s")
+    r.add_argument("--tf32", default="off,on", help="default: %(default)s")
+    r.add_argument("--max-n", type=int, default=16384, help="skip targets of more terms (default: %(default)s)")
+    r.add_argument("--verify", type=int, default=60, help="random replays per target (default: %(default)s)")
+    r.add_argument("--repeat", type=int, default=10, help="run-to-run pairs per target (default: %(default)s)")
+    r.add_argument("--seed", type=int, default=1)
+    r.add_argument("--budget", type=float, default=0, help="stop after this many seconds (0: no limit)")
+    r.add_argument("--resume", action="store_true", help="skip the targets reveal.jsonl in --out has")
+    r.add_argument("--out", required=True)
+    t = commands.add_parser("table", help="a Markdown table of the folders' reveal.jsonl")
+    t.add_argument("folders", nargs="+", metavar="FOLDER_OR_FILE", help="a run's --out, or a reveal.jsonl(.xz)")
+    args = parser.parse_args(argv)
+    return run(args) if args.command == "run" else table(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
