@@ -12,12 +12,15 @@ namespace fplab::sim {
 namespace {
 
 using RK = Reducer::Kind;
-constexpr std::array<std::pair<Reducer::Input, std::string_view>, 6> kFusedInputs = {{{Reducer::Input::none, "none"},
+constexpr const char* kFusedInputNames = "tf32, tf32rne, tf32rna, bf16, fp16, e4m3, e5m2";
+constexpr std::array<std::pair<Reducer::Input, std::string_view>, 8> kFusedInputs = {{{Reducer::Input::none, "none"},
                                                                                       {Reducer::Input::tf32, "tf32"},
                                                                                       {Reducer::Input::bf16, "bf16"},
                                                                                       {Reducer::Input::fp16, "fp16"},
                                                                                       {Reducer::Input::e4m3, "e4m3"},
-                                                                                      {Reducer::Input::e5m2, "e5m2"}}};
+                                                                                      {Reducer::Input::e5m2, "e5m2"},
+                                                                                      {Reducer::Input::tf32rne, "tf32rne"},
+                                                                                      {Reducer::Input::tf32rna, "tf32rna"}}};
 constexpr std::array<std::pair<RK, std::string_view>, 13> kPlainReducers = {{
     {RK::seq, "seq"},
     {RK::rev, "rev"},
@@ -104,9 +107,9 @@ class Reader {
         for (const auto& [kind, name] : kFusedInputs)
           if (kind != Reducer::Input::none && input == name) r.fused_input = kind, known_input = true;
         if (!known_input)
-          fail_at(at, input.empty() ? std::string("expected an input format (tf32, bf16, fp16, e4m3, e5m2)")
-                                    : "unknown tensor-core input format '" + std::string(input) +
-                                          "' (known: tf32, bf16, fp16, e4m3, e5m2)");
+          fail_at(at, input.empty() ? std::string("expected an input format (") + kFusedInputNames + ")"
+                                    : "unknown tensor-core input format '" + std::string(input) + "' (known: " +
+                                          kFusedInputNames + ")");
       }
       expect(')');
       return r;

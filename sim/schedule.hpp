@@ -53,7 +53,10 @@ struct Reducer {
   // fused(N,F,INPUT): the factors converted to INPUT before the fused step (tf32 truncated, as
   // the H100's tensor cores read fp32 operands; the others rounded to nearest even, as a
   // framework's cast); none: no conversion.
-  enum class Input : uint8_t { none, tf32, bf16, fp16, e4m3, e5m2 };
+  // tf32: the factors' 13 low bits ignored, as the MMA instruction does; tf32rne / tf32rna:
+  // rounded to tf32 by the kernel first, to nearest even or ties away (cuBLAS and cuDNN on an
+  // H100 do both: docs/results/reveal_torch.md).
+  enum class Input : uint8_t { none, tf32, bf16, fp16, e4m3, e5m2, tf32rne, tf32rna };
   Kind kind = Kind::seq;
   int fused_products = 0;       // N of fused(N,F)
   int fused_fraction_bits = 0;  // F of fused(N,F)
@@ -83,7 +86,7 @@ struct Schedule {
 std::string to_string(const Schedule& schedule);
 std::string to_string(const Stage& stage);
 std::string to_string(const Reducer& reducer);
-const char* to_string(Reducer::Input input);  // "none", "tf32", "bf16", "fp16", "e4m3", "e5m2"
+const char* to_string(Reducer::Input input);  // "none", "tf32", "bf16", "fp16", "e4m3", "e5m2", "tf32rne", "tf32rna"
 
 // Parses a schedule or a preset name (see presets.hpp); throws ScheduleError.
 Schedule parse_schedule(std::string_view text);

@@ -193,6 +193,10 @@ std::pair<fp::Format, fp::Mode> fused_input_conversion(Reducer::Input input) {
       return {fp::fp64(), fp::Mode::rne};
     case Reducer::Input::tf32:
       return {fp::tf32(), fp::Mode::rz};
+    case Reducer::Input::tf32rne:
+      return {fp::tf32(), fp::Mode::rne};
+    case Reducer::Input::tf32rna:
+      return {fp::tf32(), fp::Mode::rna};
     case Reducer::Input::bf16:
       return {fp::bf16(), fp::Mode::rne};
     case Reducer::Input::fp16:

@@ -369,6 +369,8 @@ TEST_CASE(
   std::mt19937_64 g(29);
   std::normal_distribution<double> d;
   const char* schedules[] = {"tc-h100-tf32",
+                             "tc-h100-tf32-rne",
+                             "tc-h100-tf32-rna",
                              "tc-h100-bf16",
                              "tc-h100-fp8",
                              "tc-v100",
@@ -424,7 +426,7 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("fused(N,F,INPUT) == fused(N,F) on factors converted beforehand (tf32 truncated, the others to nearest)") {
+TEST_CASE("fused(N,F,INPUT) == fused(N,F) on factors converted beforehand (tf32 truncated, tf32rne/tf32rna and the others to nearest)") {
   // An independent route: the test converts the data with fp::round_double, the engine inside
   // the fused step (its GEMM tile form and its sum form), both held to the same bits.
   std::mt19937_64 g(31);
@@ -435,6 +437,8 @@ TEST_CASE("fused(N,F,INPUT) == fused(N,F) on factors converted beforehand (tf32 
     fp::Mode mode;
   };
   const Case cases[] = {{"tf32", fp::tf32(), fp::Mode::rz},
+                        {"tf32rne", fp::tf32(), fp::Mode::rne},
+                        {"tf32rna", fp::tf32(), fp::Mode::rna},
                         {"bf16", fp::bf16(), fp::Mode::rne},
                         {"fp16", fp::fp16(), fp::Mode::rne},
                         {"e5m2", fp::e5m2(), fp::Mode::rne}};

@@ -25,7 +25,7 @@ Schedule random_schedule(std::mt19937_64& g) {
       if (st.reducer.kind == Reducer::Kind::fused) {
         st.reducer.fused_products = 1 + static_cast<int>(g() % 64);
         st.reducer.fused_fraction_bits = 1 + static_cast<int>(g() % 60);
-        st.reducer.fused_input = static_cast<Reducer::Input>(g() % 6);
+        st.reducer.fused_input = static_cast<Reducer::Input>(g() % 8);
       }
     }
     s.stages.push_back(st);
