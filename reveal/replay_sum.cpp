@@ -82,6 +82,7 @@ std::string arithmetic_name(Arithmetic a) {
     case Arithmetic::fp64: return "fp64 accumulation, rounded to fp32 once";
     case Arithmetic::fp32_fused: return "fp32, products fused (FMA) onto the partial sum";
     case Arithmetic::fp32_rounded: return "fp32, products rounded first";
+    case Arithmetic::fp64_rounded: return "products rounded to fp32, fp64 accumulation, rounded to fp32 once";
     case Arithmetic::tf32_truncated_fused: return "tensor-core steps (tc-h100-tf32), factors truncated to tf32";
     case Arithmetic::tf32_nearest_even_fused:
       return "tensor-core steps (tc-h100-tf32), factors rounded to tf32, ties to even";
@@ -93,8 +94,13 @@ std::string arithmetic_name(Arithmetic a) {
 
 std::vector<Arithmetic> sum_arithmetics() { return {Arithmetic::fp32, Arithmetic::fp64}; }
 std::vector<Arithmetic> dot_arithmetics() {
-  return {Arithmetic::fp32_fused,          Arithmetic::fp32_rounded,           Arithmetic::fp64,
-          Arithmetic::tf32_nearest_even_fused, Arithmetic::tf32_nearest_away_fused, Arithmetic::tf32_truncated_fused};
+  return {Arithmetic::fp32_fused,
+          Arithmetic::fp32_rounded,
+          Arithmetic::fp64,
+          Arithmetic::fp64_rounded,
+          Arithmetic::tf32_nearest_even_fused,
+          Arithmetic::tf32_nearest_away_fused,
+          Arithmetic::tf32_truncated_fused};
 }
 
 float replay_sum(const sim::AdditionTree& tree, std::span<const float> x, Arithmetic a) {
@@ -146,7 +152,8 @@ float replay_dot(const sim::AdditionTree& tree, std::span<const float> a, std::s
   const auto fma_onto = [&](size_t i, double partial) {
     return static_cast<double>(std::fma(a[i], b[i], static_cast<float>(partial)));
   };
-  return Evaluator{tree, how}.run(leaf, fma_onto);
+  // Rounded products into fp64 partial sums: the fp64 evaluator on rounded leaves.
+  return Evaluator{tree, how == Arithmetic::fp64_rounded ? Arithmetic::fp64 : how}.run(leaf, fma_onto);
 }
 
 Verification verify_sum(const SumFunction& sum, const sim::AdditionTree& tree,

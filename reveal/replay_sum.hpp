@@ -21,6 +21,8 @@ enum class Arithmetic {
   fp64,          // every addition in fp64, the result rounded to fp32 once
   fp32_fused,    // dot: a node adding one product to a partial sum is an FMA; others as fp32
   fp32_rounded,  // dot: every product rounded to fp32 first, then fp32 additions
+  fp64_rounded,  // dot: every product rounded to fp32, added in fp64, the sum rounded to fp32 once
+                 // (OpenBLAS's sdot below 32 terms: float products into a double)
   // dot, tensor cores: every node that adds products is one fused step of sim/tensor_core.hpp's
   // tc-h100-tf32 model (N products and at most one partial sum, aligned and cut to F = 25 bits,
   // rounded toward zero); nodes of two partial sums are fp32 additions. The factors are first

@@ -56,6 +56,16 @@ float rounded_dot(const float* a, const float* b, size_t n) {
   return s;
 }
 
+/* Float products into a double, as OpenBLAS's sdot adds fewer than 32 terms. */
+float float_products_double_sum_dot(const float* a, const float* b, size_t n) {
+  double s = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    const float p = a[i] * b[i];
+    s += p;
+  }
+  return static_cast<float>(s);
+}
+
 /* An H100's TF32 GEMM as docs/reveal.md found it, written out independently of sim/tensor_core:
    factors rounded to tf32 (10 fraction bits, ties away), then steps of eight products and the
    running sum, each term cut toward zero to the grid 2^(E - 25) of the largest term's exponent E

@@ -101,9 +101,10 @@ TEST_CASE("compiled sums: tree, schedule and a bit-identical replay", "[reveal]"
   }
 }
 
-TEST_CASE("compiled dot products: FMA or rounded products, told apart by the replay", "[reveal]") {
-  for (const auto& [symbol, arithmetic] : {std::pair{"fma_dot", reveal::Arithmetic::fp32_fused},
-                                           std::pair{"rounded_dot", reveal::Arithmetic::fp32_rounded}}) {
+TEST_CASE("compiled dot products: FMA, rounded products, or those in a double, told apart by the replay", "[reveal]") {
+  for (const auto& [symbol, arithmetic] :
+       {std::pair{"fma_dot", reveal::Arithmetic::fp32_fused}, std::pair{"rounded_dot", reveal::Arithmetic::fp32_rounded},
+        std::pair{"float_products_double_sum_dot", reveal::Arithmetic::fp64_rounded}}) {
     INFO(symbol);
     const auto f = target(symbol);
     const auto dot = f.as_dot();
