@@ -38,7 +38,8 @@ int run_round(const RoundArgs& args) {
     if (!args.json) {
       std::printf("%s in %s (%d exponent bits, %d fraction bits)\n", text.c_str(), format.name.c_str(), format.exp_bits,
                   format.man_bits);
-      if (below.bits == above.bits)
+      // Not just equal neighbours: a format that saturates (MX FP4) has max on both sides of 7.
+      if (below.bits == above.bits && !below.inexact)
         std::printf("  exactly representable: %s  bits %s\n", fp::format_double(below.value).c_str(),
                     bits_hex(below.bits, format.width()).c_str());
       else
