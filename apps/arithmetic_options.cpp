@@ -12,7 +12,7 @@ sim::Arithmetic ArithmeticArgs::parse() const {
 }
 
 void add_arithmetic_options(CLI::App* cmd, ArithmeticArgs& a) {
-  cmd->add_option("-f,--format", a.format, "accumulation format: fp64 fp32 tf32 bf16 fp16 e4m3 e5m2 or eXmY")
+  cmd->add_option("-f,--format", a.format, "accumulation format: fp64 fp32 tf32 bf16 fp16 e4m3 e5m2, an ML format (e2m1fn ...) or eXmY")
       ->capture_default_str();
   cmd->add_option("-m,--mode", a.mode, "rounding of every addition: rne rna rz ru rd ro sr")->capture_default_str();
   cmd->add_option("--products", a.products, "products (dot products): exact, rounded, fused (FMA)")

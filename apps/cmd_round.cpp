@@ -38,7 +38,8 @@ int run_round(const RoundArgs& args) {
     if (!args.json) {
       std::printf("%s in %s (%d exponent bits, %d fraction bits)\n", text.c_str(), format.name.c_str(), format.exp_bits,
                   format.man_bits);
-      if (below.bits == above.bits)
+      // Not just equal neighbours: a format that saturates (MX FP4) has max on both sides of 7.
+      if (below.bits == above.bits && !below.inexact)
         std::printf("  exactly representable: %s  bits %s\n", fp::format_double(below.value).c_str(),
                     bits_hex(below.bits, format.width()).c_str());
       else
@@ -91,7 +92,8 @@ void add_round_command(CLI::App& app, Runner& run) {
   auto args = std::make_shared<RoundArgs>();
   CLI::App* cmd = app.add_subcommand("round", "Round numbers to a format: value, bit pattern, neighbours, error");
   cmd->add_option("values", args->values, "numbers: decimal (0.1, 1e-3), hex-float (0x1.8p3), inf, nan")->required();
-  cmd->add_option("-f,--format", args->format, "fp64 fp32 tf32 bf16 fp16 e4m3 e5m2, or eXmY")->capture_default_str();
+  cmd->add_option("-f,--format", args->format, "fp64 fp32 tf32 bf16 fp16 e4m3 e5m2, ML formats (e4m3fnuz e2m1fn e8m0 ...: "
+                  "docs/formats-and-rounding.md), or eXmY")->capture_default_str();
   cmd->add_option("-m,--mode", args->mode, "rne rna rz ru rd ro sr, or all")->capture_default_str();
   cmd->add_flag("--flush-subnormals", args->flush, "results below the smallest normal become zero");
   cmd->add_flag("--saturate", args->saturate, "overflow gives the largest finite value instead of inf/NaN");
@@ -103,6 +105,7 @@ void add_round_command(CLI::App& app, Runner& run) {
       "Examples:\n"
       "  fplab round 0.1 --format bf16 --mode all\n"
       "  fplab round 500 --format e4m3 --saturate\n"
+      "  fplab round 7 0.3 --format e2m1fn --mode all\n"
       "  fplab round 1e-8 --format fp16 --flush-subnormals --json");
   cmd->callback([&run, args] { run = [args] { return run_round(*args); }; });
 }

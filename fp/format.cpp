@@ -7,8 +7,8 @@
 namespace fplab::fp {
 namespace {
 
-Format make(std::string name, int exp_bits, int man_bits, bool finite_only = false) {
-  return Format{std::move(name), exp_bits, man_bits, finite_only};
+Format make(std::string name, int exp_bits, int man_bits, Family family = Family::ieee, int bias_shift = 0) {
+  return Format{std::move(name), exp_bits, man_bits, family, bias_shift};
 }
 
 uint64_t mask(int bits) { return bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1; }
@@ -26,20 +26,64 @@ Format fp32() { return make("fp32", 8, 23); }
 Format tf32() { return make("tf32", 8, 10); }
 Format bf16() { return make("bf16", 8, 7); }
 Format fp16() { return make("fp16", 5, 10); }
-Format e4m3() { return make("e4m3", 4, 3, true); }
+Format e4m3() { return make("e4m3", 4, 3, Family::fn); }
 Format e5m2() { return make("e5m2", 5, 2); }
+Format e4m3ieee() { return make("e4m3ieee", 4, 3); }
+Format e4m3fnuz() { return make("e4m3fnuz", 4, 3, Family::fnuz, 1); }
+Format e5m2fnuz() { return make("e5m2fnuz", 5, 2, Family::fnuz, 1); }
+Format e4m3b11fnuz() { return make("e4m3b11fnuz", 4, 3, Family::fnuz, 4); }
+Format e3m2fn() { return make("e3m2fn", 3, 2, Family::finite); }
+Format e2m3fn() { return make("e2m3fn", 2, 3, Family::finite); }
+Format e2m1fn() { return make("e2m1fn", 2, 1, Family::finite); }
+Format e8m0() { return make("e8m0", 8, 0, Family::exponent); }
 
-std::vector<std::string> named_formats() { return {"fp64", "fp32", "tf32", "bf16", "fp16", "e4m3", "e5m2"}; }
+namespace {
+
+struct NamedFormat {
+  Format (*make)();
+  std::vector<std::string_view> aliases;  // lower case; the canonical name is make().name
+};
+
+// Every fixed format with the other names it goes by: fplab's own short forms and the names
+// ml_dtypes (and through it JAX and PyTorch) gives the same bits. "float8_e4m3" is ml_dtypes'
+// IEEE-style e4m3, not fplab's "e4m3" (the OCP FN one): each name means what its library means.
+const std::vector<NamedFormat>& named_table() {
+  static const std::vector<NamedFormat> table = {
+      {fp64, {"double", "f64", "float64"}},
+      {fp32, {"float", "f32", "float32"}},
+      {tf32, {}},
+      {bf16, {"bfloat16"}},
+      {fp16, {"half", "f16", "float16"}},
+      {e4m3, {"fp8e4m3", "fp8-e4m3", "e4m3fn", "float8_e4m3fn"}},
+      {e5m2, {"fp8e5m2", "fp8-e5m2", "float8_e5m2"}},
+      {e4m3ieee, {"float8_e4m3"}},
+      {e4m3fnuz, {"float8_e4m3fnuz"}},
+      {e5m2fnuz, {"float8_e5m2fnuz"}},
+      {e4m3b11fnuz, {"float8_e4m3b11fnuz"}},
+      {e3m2fn, {"fp6_e3m2", "float6_e3m2fn"}},
+      {e2m3fn, {"fp6_e2m3", "float6_e2m3fn"}},
+      {e2m1fn, {"fp4_e2m1", "float4_e2m1fn"}},
+      {e8m0, {"e8m0fnu", "float8_e8m0fnu"}},
+  };
+  return table;
+}
+
+}  // namespace
+
+std::vector<std::string> named_formats() {
+  std::vector<std::string> names;
+  for (const NamedFormat& entry : named_table()) names.push_back(entry.make().name);
+  return names;
+}
 
 Format parse_format(std::string_view text) {
   const std::string name = lower(text);
-  if (name == "fp64" || name == "double" || name == "f64") return fp64();
-  if (name == "fp32" || name == "float" || name == "f32") return fp32();
-  if (name == "tf32") return tf32();
-  if (name == "bf16" || name == "bfloat16") return bf16();
-  if (name == "fp16" || name == "half" || name == "f16") return fp16();
-  if (name == "e4m3" || name == "fp8e4m3" || name == "fp8-e4m3" || name == "e4m3fn") return e4m3();
-  if (name == "e5m2" || name == "fp8e5m2" || name == "fp8-e5m2") return e5m2();
+  for (const NamedFormat& entry : named_table()) {
+    Format f = entry.make();
+    if (name == f.name) return f;
+    for (std::string_view alias : entry.aliases)
+      if (name == alias) return f;
+  }
   // Custom eXmY.
   const auto m_pos = name.find('m');
   if (name.size() >= 4 && name[0] == 'e' && m_pos != std::string::npos) {
@@ -60,12 +104,13 @@ Format parse_format(std::string_view text) {
   }
   std::string known;
   for (const auto& n : named_formats()) known += (known.empty() ? "" : ", ") + n;
-  throw FormatError("unknown format '" + std::string(text) + "' (known: " + known + ", or eXmY such as e5m10)");
+  throw FormatError("unknown format '" + std::string(text) + "' (known: " + known +
+                    ", their ml_dtypes names such as float8_e4m3fnuz, or eXmY such as e5m10)");
 }
 
 double Format::max_finite() const {
-  // Largest significand: all ones, or all ones but the last bit where that pattern is NaN.
-  const double top = finite_only ? 2.0 - std::ldexp(1.0, 1 - man_bits) : 2.0 - std::ldexp(1.0, -man_bits);
+  // Largest significand: all ones, or all ones but the last bit where that pattern is NaN (fn).
+  const double top = family == Family::fn ? 2.0 - std::ldexp(1.0, 1 - man_bits) : 2.0 - std::ldexp(1.0, -man_bits);
   return std::ldexp(top, emax());
 }
 double Format::min_normal() const { return std::ldexp(1.0, emin()); }
@@ -77,18 +122,38 @@ double Format::ulp(double x) const {
   return std::ldexp(1.0, std::ilogb(x) - man_bits);
 }
 
+namespace {
+
+uint64_t sign_of(const Format& f, bool negative) {
+  return f.is_signed() && negative ? uint64_t{1} << (f.exp_bits + f.man_bits) : 0;
+}
+
+}  // namespace
+
 double Format::decode(uint64_t bits) const {
   bits &= mask(width());
-  const bool negative = (bits >> (exp_bits + man_bits)) & 1;
+  const bool negative = is_signed() && ((bits >> (exp_bits + man_bits)) & 1);
   const uint64_t biased = (bits >> man_bits) & mask(exp_bits);
   const uint64_t fraction = bits & mask(man_bits);
   const uint64_t all_ones = mask(exp_bits);
   double magnitude;
-  if (biased == all_ones && !finite_only) {
-    magnitude = fraction == 0 ? INFINITY : NAN;
-  } else if (biased == all_ones && finite_only && fraction == mask(man_bits)) {
-    magnitude = NAN;
-  } else if (biased == 0) {
+  switch (family) {
+    case Family::ieee:
+      if (biased == all_ones) return std::copysign(fraction == 0 ? INFINITY : NAN, negative ? -1.0 : 1.0);
+      break;
+    case Family::fn:
+      if (biased == all_ones && fraction == mask(man_bits)) return std::copysign(NAN, negative ? -1.0 : 1.0);
+      break;
+    case Family::fnuz:
+      if (negative && biased == 0 && fraction == 0) return NAN;  // the one NaN: the "-0" pattern
+      break;
+    case Family::exponent:
+      if (biased == all_ones) return NAN;
+      return std::ldexp(1.0, static_cast<int>(biased) - bias());
+    case Family::finite:
+      break;
+  }
+  if (biased == 0) {
     magnitude = std::ldexp(static_cast<double>(fraction), emin() - man_bits);
   } else {
     magnitude = std::ldexp(static_cast<double>(fraction | (uint64_t{1} << man_bits)),
@@ -98,31 +163,65 @@ double Format::decode(uint64_t bits) const {
 }
 
 uint64_t Format::quiet_nan_bits(bool negative) const {
-  const uint64_t sign = uint64_t{negative} << (exp_bits + man_bits);
-  const uint64_t exponent = mask(exp_bits) << man_bits;
-  const uint64_t fraction = finite_only ? mask(man_bits) : uint64_t{1} << (man_bits - 1);
-  return sign | exponent | fraction;
+  switch (family) {
+    case Family::ieee:
+      return sign_of(*this, negative) | (mask(exp_bits) << man_bits) | (uint64_t{1} << (man_bits - 1));
+    case Family::fn:
+      return sign_of(*this, negative) | (mask(exp_bits) << man_bits) | mask(man_bits);
+    case Family::fnuz:
+      return uint64_t{1} << (exp_bits + man_bits);
+    case Family::exponent:
+      return mask(exp_bits);
+    case Family::finite:
+      break;
+  }
+  throw FormatError("format " + name + " has no NaN");
 }
 
 uint64_t Format::infinity_bits(bool negative) const {
-  if (finite_only) throw FormatError("format " + name + " has no infinities");
-  return (uint64_t{negative} << (exp_bits + man_bits)) | (mask(exp_bits) << man_bits);
+  if (!has_infinity()) throw FormatError("format " + name + " has no infinities");
+  return sign_of(*this, negative) | (mask(exp_bits) << man_bits);
 }
 
 uint64_t Format::max_finite_bits(bool negative) const {
-  const uint64_t sign = uint64_t{negative} << (exp_bits + man_bits);
-  if (finite_only) return sign | (mask(exp_bits) << man_bits) | (mask(man_bits) - 1);
-  return sign | ((mask(exp_bits) - 1) << man_bits) | mask(man_bits);
+  const uint64_t sign = sign_of(*this, negative);
+  switch (family) {
+    case Family::ieee:
+      return sign | ((mask(exp_bits) - 1) << man_bits) | mask(man_bits);
+    case Family::fn:
+      return sign | (mask(exp_bits) << man_bits) | (mask(man_bits) - 1);
+    case Family::exponent:
+      return mask(exp_bits) - 1;
+    case Family::fnuz:
+    case Family::finite:
+      break;
+  }
+  return sign | (mask(exp_bits) << man_bits) | mask(man_bits);
+}
+
+uint64_t Format::zero_bits(bool negative) const {
+  if (!has_zero()) throw FormatError("format " + name + " has no zero");
+  return has_negative_zero() ? sign_of(*this, negative) : 0;
+}
+
+uint64_t Format::min_value_bits() const {
+  if (has_zero()) throw FormatError("format " + name + " has a zero: its least magnitude is 0");
+  return 0;
 }
 
 uint64_t Format::encode(double value) const {
   const bool negative = std::signbit(value);
   if (std::isnan(value)) return quiet_nan_bits(negative);
   if (std::isinf(value)) return infinity_bits(negative);
-  const uint64_t sign = uint64_t{negative} << (exp_bits + man_bits);
   const double magnitude = std::fabs(value);
-  if (magnitude == 0) return sign;
+  if (magnitude == 0) {
+    if (negative && has_zero() && !has_negative_zero()) throw FormatError("format " + name + " has no -0");
+    return zero_bits(negative);
+  }
+  if (negative && !is_signed()) throw FormatError("format " + name + " has no negative values");
   if (magnitude > max_finite()) throw FormatError("value out of range of format " + name);
+  if (!has_subnormals() && magnitude < min_normal()) throw FormatError("value below the range of format " + name);
+  const uint64_t sign = sign_of(*this, negative);
   uint64_t biased, fraction;
   if (magnitude < min_normal()) {
     biased = 0;

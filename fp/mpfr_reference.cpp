@@ -52,20 +52,28 @@ Real::~Real() { mpfr_clear(value_); }
 // ---------------------------------------------------------------------------------------------
 // Grid
 
-Grid::Grid(const Format& format)
-    : exp_bits(format.exp_bits), man_bits(format.man_bits), finite_only(format.finite_only) {
-  if (exp_bits < 2 || exp_bits > 11 || man_bits < 1 || man_bits > 52)
+Grid::Grid(const Format& format) : exp_bits(format.exp_bits), man_bits(format.man_bits), family(format.family) {
+  const bool e8m0 = family == Family::exponent;
+  if (e8m0 ? exp_bits != 8 || man_bits != 0 : exp_bits < 2 || exp_bits > 11 || man_bits < 1 || man_bits > 52)
     throw std::invalid_argument("reference::Grid: format out of the supported range");
+  is_signed = !e8m0;
+  subnormals = !e8m0;
+  nan = family != Family::finite;
+  zero = !e8m0;
+  negative_zero = family == Family::ieee || family == Family::fn || family == Family::finite;
   precision = man_bits + 1;
-  bias = (1 << (exp_bits - 1)) - 1;
-  emin = 1 - bias;
-  // The all-ones exponent holds inf/NaN in IEEE-like formats, normals in finite-only ones.
-  emax = finite_only ? (1 << exp_bits) - 1 - bias : (1 << exp_bits) - 2 - bias;
+  // IEEE's bias, shifted in fnuz formats (ml_dtypes: e4m3fnuz 8, e5m2fnuz 16, e4m3b11fnuz 11).
+  bias = (1 << (exp_bits - 1)) - 1 + format.bias_shift;
+  emin = subnormals ? 1 - bias : -bias;
+  // The all-ones exponent holds inf/NaN in IEEE-like formats and NaN in e8m0; numbers in the
+  // others.
+  const int top_field = (1 << exp_bits) - 1;
+  emax = (family == Family::ieee || e8m0 ? top_field - 1 : top_field) - bias;
   subnormal_quantum = emin - precision + 1;
   top_quantum = emax - precision + 1;
   const uint64_t all_ones = (uint64_t{1} << precision) - 1;
-  // Finite-only formats spend the all-ones significand of the top binade on NaN.
-  max_significand = finite_only ? all_ones - 1 : all_ones;
+  // fn formats spend the all-ones significand of the top binade on NaN.
+  max_significand = family == Family::fn ? all_ones - 1 : all_ones;
 }
 
 double Grid::max_finite() const {
@@ -76,7 +84,9 @@ double Grid::min_subnormal() const { return std::ldexp(1.0, static_cast<int>(sub
 
 namespace {
 
-uint64_t sign_bit(const Grid& g, bool negative) { return negative ? uint64_t{1} << (g.width() - 1) : 0; }
+uint64_t sign_bit(const Grid& g, bool negative) {
+  return negative && g.is_signed ? uint64_t{1} << (g.width() - 1) : 0;
+}
 uint64_t all_ones_exponent(const Grid& g) { return (uint64_t{1} << g.exp_bits) - 1; }
 uint64_t fraction_mask(const Grid& g) { return (uint64_t{1} << g.man_bits) - 1; }
 
@@ -85,8 +95,19 @@ uint64_t pack(const Grid& g, bool negative, uint64_t biased_exponent, uint64_t f
 }
 
 uint64_t grid_nan_bits(const Grid& g, bool negative) {
-  if (g.finite_only) return pack(g, negative, all_ones_exponent(g), fraction_mask(g));
-  return pack(g, negative, all_ones_exponent(g), uint64_t{1} << (g.man_bits - 1));
+  switch (g.family) {
+    case Family::ieee:
+      return pack(g, negative, all_ones_exponent(g), uint64_t{1} << (g.man_bits - 1));
+    case Family::fn:
+      return pack(g, negative, all_ones_exponent(g), fraction_mask(g));
+    case Family::fnuz:  // the pattern of -0
+      return uint64_t{1} << (g.width() - 1);
+    case Family::exponent:
+      return all_ones_exponent(g);
+    case Family::finite:
+      break;
+  }
+  throw std::invalid_argument("reference: format has no NaN");
 }
 uint64_t grid_infinity_bits(const Grid& g, bool negative) { return pack(g, negative, all_ones_exponent(g), 0); }
 
@@ -120,7 +141,9 @@ double signed_value(bool negative, double magnitude) { return negative ? -magnit
 
 Result nan_result(const Grid& g, bool negative) {
   Result r;
-  r.value = std::copysign(std::numeric_limits<double>::quiet_NaN(), negative ? -1.0 : 1.0);
+  // Only IEEE and fn NaNs have a sign: fnuz's and e8m0's one NaN is positive.
+  const bool signed_nan = negative && (g.family == Family::ieee || g.family == Family::fn);
+  r.value = std::copysign(std::numeric_limits<double>::quiet_NaN(), signed_nan ? -1.0 : 1.0);
   r.bits = grid_nan_bits(g, negative);
   return r;
 }
@@ -128,8 +151,34 @@ Result nan_result(const Grid& g, bool negative) {
 Result max_result(const Grid& g, bool negative) {
   Result r;
   r.value = signed_value(negative, g.max_finite());
-  r.bits = pack(g, negative, g.finite_only ? all_ones_exponent(g) : all_ones_exponent(g) - 1,
-                g.finite_only ? fraction_mask(g) - 1 : fraction_mask(g));
+  const bool top_field_is_special = g.family == Family::ieee || g.family == Family::exponent;
+  r.bits = pack(g, negative, top_field_is_special ? all_ones_exponent(g) - 1 : all_ones_exponent(g),
+                g.family == Family::fn ? fraction_mask(g) - 1 : fraction_mask(g));
+  return r;
+}
+
+Result zero_result(const Grid& g, bool negative) {
+  Result r;
+  const bool kept = negative && g.negative_zero;
+  r.value = kept ? -0.0 : 0.0;
+  r.bits = sign_bit(g, kept);
+  return r;
+}
+
+// A value the format cannot hold at all: NaN in fp4/fp6 (no NaN there: a zero with the input's
+// sign), zero, negative values and magnitudes below 2^-127 in e8m0 (NaN there, or 2^-127, its
+// least value, when saturating).
+Result unrepresentable_result(const Grid& g, bool negative, bool saturate) {
+  Result r;
+  if (!g.zero && saturate) {
+    r.value = std::ldexp(1.0, g.emin);
+    r.bits = 0;
+  } else if (g.nan) {
+    r = nan_result(g, negative);
+  } else {
+    r = zero_result(g, negative);
+  }
+  r.inexact = true;
   return r;
 }
 
@@ -142,25 +191,35 @@ Result infinity_result(const Grid& g, bool negative) {
 
 // The result once the mode has chosen integer * 2^quantum (a grid point of the unbounded grid).
 // overflow_to_max: the mode rounds this magnitude toward zero, so overflow gives max finite.
+// up_to_least: the mode rounds this magnitude up, so a result below e8m0's least value gives it.
 Result finish(const Grid& g, bool negative, uint64_t integer, int64_t quantum, bool inexact, bool overflow_to_max,
-              bool flush_subnormals, bool saturate) {
+              bool up_to_least, bool flush_subnormals, bool saturate) {
   normalise(g, integer, quantum);
   if (integer != 0 && above_max(g, integer, quantum)) {
-    Result r = (overflow_to_max || saturate) ? max_result(g, negative)
-               : g.finite_only               ? nan_result(g, negative)
-                                             : infinity_result(g, negative);
+    // Without NaN (MX FP6/FP4) max is all there is to give.
+    Result r = (overflow_to_max || saturate || !g.nan) ? max_result(g, negative)
+               : g.family != Family::ieee             ? nan_result(g, negative)
+                                                      : infinity_result(g, negative);
     r.inexact = true;
     r.overflow = true;
     return r;
   }
-  Result r;
   const double magnitude = std::ldexp(static_cast<double>(integer), static_cast<int>(quantum));
-  r.value = signed_value(negative, magnitude);
-  r.bits = finite_bits(g, negative, integer, quantum);
+  if (!g.subnormals && magnitude < g.min_normal()) {
+    Result r = unrepresentable_result(g, negative, saturate || up_to_least);
+    r.underflow = true;
+    return r;
+  }
+  Result r;
+  if (integer == 0) {
+    r = zero_result(g, negative);
+  } else {
+    r.value = signed_value(negative, magnitude);
+    r.bits = finite_bits(g, negative, integer, quantum);
+  }
   r.inexact = inexact;
   if (flush_subnormals && integer != 0 && magnitude < g.min_normal()) {
-    r.value = signed_value(negative, 0.0);
-    r.bits = sign_bit(g, negative);
+    r = zero_result(g, negative);
     r.inexact = true;
   }
   // IEEE 754's default underflow: a tiny (subnormal or zero) result that is also inexact.
@@ -193,7 +252,8 @@ Position locate(mpfr_srcptr x, const Grid& g) {
   pos.kind = Kind::finite;
   // MPFR writes x = m * 2^e with 1/2 <= |m| < 1, so x lies in binade e - 1.
   const int64_t binade = static_cast<int64_t>(mpfr_get_exp(x)) - 1;
-  pos.quantum = std::max<int64_t>(binade, g.emin) - (g.precision - 1);
+  // Without subnormals the grid keeps shrinking below emin: finish() judges that range.
+  pos.quantum = (g.subnormals ? std::max<int64_t>(binade, g.emin) : binade) - (g.precision - 1);
 
   Real scaled(mpfr_get_prec(x));
   mpfr_mul_2si(scaled.get(), x, static_cast<long>(-pos.quantum), MPFR_RNDN);  // exact
@@ -229,23 +289,24 @@ Position locate(double x, const Grid& g) {
 std::vector<Result> round(const Position& x, const Grid& g, Mode mode, bool flush_subnormals, bool saturate) {
   switch (x.kind) {
     case Kind::nan:
+      if (!g.nan) return {unrepresentable_result(g, x.negative, saturate)};
       return {nan_result(g, x.negative)};
     case Kind::infinite:
-      if (!g.finite_only) return {infinity_result(g, x.negative)};
-      return {saturate ? max_result(g, x.negative) : nan_result(g, x.negative)};
-    case Kind::zero: {
-      Result r;
-      r.value = signed_value(x.negative, 0.0);
-      r.bits = sign_bit(g, x.negative);
-      return {r};
-    }
+      if (g.family == Family::ieee) return {infinity_result(g, x.negative)};
+      if (x.negative && !g.is_signed) return {unrepresentable_result(g, true, saturate)};
+      return {saturate || !g.nan ? max_result(g, x.negative) : nan_result(g, x.negative)};
+    case Kind::zero:
+      if (!g.zero) return {unrepresentable_result(g, x.negative, saturate)};
+      return {zero_result(g, x.negative)};
     case Kind::finite:
+      if (x.negative && !g.is_signed) return {unrepresentable_result(g, true, saturate)};
       break;
   }
   const bool neg = x.negative;
   const uint64_t lo = x.low, hi = x.low + 1;
   auto pick = [&](uint64_t integer, bool overflow_to_max) {
-    return finish(g, neg, integer, x.quantum, !x.exact, overflow_to_max, flush_subnormals, saturate);
+    return finish(g, neg, integer, x.quantum, !x.exact, overflow_to_max, mode == Mode::ru && !neg, flush_subnormals,
+                  saturate);
   };
   if (x.exact) {
     // Only overflow depends on the mode here (a grid point above the largest finite).
@@ -300,14 +361,21 @@ std::vector<Result> round(const Exact& x, const Format& format, Mode mode, bool 
 
 double decode(uint64_t bits, const Format& format) {
   const Grid g(format);
-  const bool negative = ((bits >> (g.width() - 1)) & 1) != 0;
+  const bool negative = g.is_signed && ((bits >> (g.width() - 1)) & 1) != 0;
   const uint64_t exponent = (bits >> g.man_bits) & all_ones_exponent(g);
   const uint64_t fraction = bits & fraction_mask(g);
+  const bool top = exponent == all_ones_exponent(g);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
   double magnitude;
-  if (exponent == all_ones_exponent(g) && !g.finite_only) {
-    magnitude = fraction == 0 ? std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
-  } else if (exponent == all_ones_exponent(g) && fraction == fraction_mask(g)) {
-    magnitude = std::numeric_limits<double>::quiet_NaN();
+  if (g.family == Family::ieee && top) {
+    magnitude = fraction == 0 ? std::numeric_limits<double>::infinity() : nan;
+  } else if (g.family == Family::fn && top && fraction == fraction_mask(g)) {
+    magnitude = nan;
+  } else if (g.family == Family::fnuz && negative && exponent == 0 && fraction == 0) {
+    return nan;  // the "-0" pattern
+  } else if (g.family == Family::exponent) {
+    if (top) return nan;
+    magnitude = std::ldexp(1.0, static_cast<int>(exponent) - g.bias);
   } else if (exponent == 0) {
     magnitude = std::ldexp(static_cast<double>(fraction), static_cast<int>(g.subnormal_quantum));
   } else {
@@ -322,11 +390,17 @@ uint64_t encode(double value, const Format& format) {
   const bool negative = std::signbit(value);
   if (std::isnan(value)) return grid_nan_bits(g, negative);
   if (std::isinf(value)) {
-    if (g.finite_only) throw std::invalid_argument("reference::encode: no infinity in format");
+    if (g.family != Family::ieee) throw std::invalid_argument("reference::encode: no infinity in format");
     return grid_infinity_bits(g, negative);
   }
   const Position pos = locate(value, g);
-  if (pos.kind == Kind::zero) return sign_bit(g, negative);
+  if (pos.kind == Kind::zero) {
+    if (!g.zero || (negative && !g.negative_zero)) throw std::invalid_argument("reference::encode: no such zero");
+    return sign_bit(g, negative);
+  }
+  if (negative && !g.is_signed) throw std::invalid_argument("reference::encode: unsigned format");
+  if (!g.subnormals && std::fabs(value) < g.min_normal())
+    throw std::invalid_argument("reference::encode: below the least value");
   uint64_t integer = pos.low;
   int64_t quantum = pos.quantum;
   normalise(g, integer, quantum);
@@ -343,7 +417,7 @@ std::vector<double> nonnegative_values(const Format& format) {
   const Grid g(format);
   if (g.width() > 24) throw std::invalid_argument("reference::nonnegative_values: format too wide");
   std::vector<double> values;
-  for (uint64_t bits = 0; bits < (uint64_t{1} << (g.width() - 1)); ++bits) {
+  for (uint64_t bits = 0; bits < (uint64_t{1} << (g.is_signed ? g.width() - 1 : g.width())); ++bits) {
     const double v = decode(bits, format);
     if (std::isfinite(v)) values.push_back(v);
   }

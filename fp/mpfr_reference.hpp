@@ -3,14 +3,16 @@
 // with MPFR. The tests hold the fast code in fp/ against it.
 //
 // Independence (the point of this file):
-// - nothing here calls fp/'s implementation; from Format it reads only exp_bits, man_bits and
-//   finite_only, and recomputes every derived quantity (emin, emax, largest finite, ...);
+// - nothing here calls fp/'s implementation; from Format it reads only exp_bits, man_bits,
+//   family and bias_shift, and recomputes every derived quantity (emin, emax, largest finite,
+//   which patterns are NaN, whether -0 exists, ...) from the families' definitions;
 // - rounding never uses MPFR's rounding to a precision or its exponent range: the value is
 //   scaled by the grid spacing, its integer neighbours are taken with mpfr_floor, and the mode
 //   picks one of them by comparing with the midpoint, exactly as the specification reads;
 // - it is written to be obviously right, not fast (a few microseconds per rounding).
 //
-// Assumptions: 2 <= exp_bits <= 11 and 1 <= man_bits <= 52 (every format value is a double);
+// Assumptions: 2 <= exp_bits <= 11 and 1 <= man_bits <= 52, or e8m0's 8 and 0 (every format
+// value is a double);
 // MPFR's default exponent range (about +-2^30) holds every value used here (|exponent| < 5000).
 #pragma once
 
@@ -51,14 +53,19 @@ struct Grid {
   explicit Grid(const Format& format);
 
   int exp_bits, man_bits;
-  bool finite_only;
+  Family family;
+  bool is_signed;     // e8m0 has no sign bit
+  bool subnormals;    // e8m0 has none: its zero exponent field is the normal 2^-bias
+  bool nan;           // MX FP6/FP4 have no NaN
+  bool negative_zero; // fnuz spends the -0 pattern on its NaN; e8m0 has no zero
+  bool zero;
   int precision;  // p = man_bits + 1
   int bias, emin, emax;
   int64_t subnormal_quantum;  // spacing below 2^emin: 2^(emin - p + 1)
   int64_t top_quantum;        // spacing in the top binade: 2^(emax - p + 1)
   uint64_t max_significand;   // largest finite = max_significand * 2^top_quantum
 
-  int width() const { return 1 + exp_bits + man_bits; }
+  int width() const { return (is_signed ? 1 : 0) + exp_bits + man_bits; }
   double max_finite() const;
   double min_normal() const;
   double min_subnormal() const;

@@ -16,39 +16,64 @@ double power_of_two(int64_t q) {
   return std::bit_cast<double>(uint64_t{1} << (q - binary64::kSubnormalScale));
 }
 
-Rounded special(const Format& f, uint64_t bits, bool inexact, bool overflow) {
-  return Rounded{f.decode(bits), bits, inexact, overflow, false};
+Rounded special(const Format& f, uint64_t bits, bool inexact, bool overflow, bool underflow = false) {
+  return Rounded{f.decode(bits), bits, inexact, overflow, underflow};
 }
 
-// The result of an overflow, decided by the direction the mode rounds the magnitude.
+// A result the format has no value for (a NaN in fp4/fp6; zero, a negative number or a
+// magnitude below 2^-127 in e8m0): NaN where the format has one; in formats without a NaN,
+// a zero of the input's sign (fplab's choice: the OCP MX spec leaves NaN conversion to the
+// implementation). With saturate, e8m0 clamps to its least value 2^-127 (as ml_dtypes does).
+Rounded unrepresentable(bool negative, const Format& f, const RoundingOptions& o, bool underflow) {
+  if (!f.has_zero() && o.saturate) return special(f, f.min_value_bits(), true, false, underflow);
+  if (f.has_nan()) return special(f, f.quiet_nan_bits(negative), true, false, underflow);
+  return special(f, f.zero_bits(negative), true, false, underflow);
+}
+
+// The result of an overflow, decided by the direction the mode rounds the magnitude. A format
+// with neither infinity nor NaN (OCP MX FP6/FP4) has nothing but max to give: it saturates.
 Rounded overflowed(bool negative, const Format& f, const RoundingOptions& o) {
   const bool toward_zero =
       o.mode == Mode::rz || o.mode == Mode::ro || (o.mode == Mode::ru && negative) || (o.mode == Mode::rd && !negative);
-  if (toward_zero || o.saturate) return special(f, f.max_finite_bits(negative), true, true);
+  if (toward_zero || o.saturate || !f.has_nan()) return special(f, f.max_finite_bits(negative), true, true);
   if (f.has_infinity()) return special(f, f.infinity_bits(negative), true, true);
   return special(f, f.quiet_nan_bits(negative), true, true);
+}
+
+// A zero result: fnuz formats have only +0, e8m0 none at all.
+Rounded zero(bool negative, const Format& f, const RoundingOptions& o, bool inexact, bool underflow) {
+  if (!f.has_zero()) return unrepresentable(negative, f, o, underflow);
+  const uint64_t bits = f.zero_bits(negative);
+  return Rounded{f.decode(bits), bits, inexact, false, underflow};
 }
 
 }  // namespace
 
 Rounded round_exact(const ExactValue& x, const Format& f, const RoundingOptions& o) {
-  const uint64_t sign_bit = uint64_t{x.negative} << (f.exp_bits + f.man_bits);
+  const uint64_t sign_bit = f.is_signed() ? uint64_t{x.negative} << (f.exp_bits + f.man_bits) : 0;
   switch (x.kind) {
     case ExactValue::Kind::nan:
+      if (!f.has_nan()) return unrepresentable(x.negative, f, o, false);
       return special(f, f.quiet_nan_bits(x.negative), false, false);
     case ExactValue::Kind::infinite:
       if (f.has_infinity()) return special(f, f.infinity_bits(x.negative), false, false);
-      return special(f, o.saturate ? f.max_finite_bits(x.negative) : f.quiet_nan_bits(x.negative), true, false);
+      if (x.negative && !f.is_signed()) return unrepresentable(true, f, o, false);
+      // Without a NaN there is nothing but max to give (OCP MX FP6/FP4 conversions saturate).
+      if (o.saturate || !f.has_nan()) return special(f, f.max_finite_bits(x.negative), true, false);
+      return special(f, f.quiet_nan_bits(x.negative), true, false);
     case ExactValue::Kind::zero:
-      return Rounded{signed_value(x.negative, 0.0), sign_bit, false, false, false};
+      return zero(x.negative, f, o, !f.has_zero(), false);
     case ExactValue::Kind::finite:
+      if (x.negative && !f.is_signed()) return unrepresentable(true, f, o, false);
       break;
   }
 
   // Exponent of the result's last place: the binade's, or the subnormal spacing below emin;
   // unbounded above so that overflow is judged after rounding, as IEEE 754 asks.
   const int64_t lead = x.exponent;
-  const int64_t ulp_exponent = std::max<int64_t>(lead, f.emin()) - f.man_bits;
+  // Without subnormals (e8m0) the grid goes on shrinking below emin, so that what lies below
+  // the least value is judged after rounding, as overflow is.
+  const int64_t ulp_exponent = (f.has_subnormals() ? std::max<int64_t>(lead, f.emin()) : lead) - f.man_bits;
   const int64_t dropped = ulp_exponent - (lead - 63);  // >= 11 since man_bits <= 52
 
   uint64_t kept, fraction64;  // fraction64: the dropped part as a 64-bit binary fraction
@@ -103,17 +128,20 @@ Rounded round_exact(const ExactValue& x, const Format& f, const RoundingOptions&
     }
   }
 
-  if (kept == 0) {
-    return Rounded{signed_value(x.negative, 0.0), sign_bit, inexact, false, inexact};
-  }
+  if (kept == 0) return zero(x.negative, f, o, inexact, inexact);
   const int64_t result_lead = q + (63 - std::countl_zero(kept));
-  const bool nan_slot = f.finite_only && result_lead == f.emax() && kept == (uint64_t{1} << f.precision()) - 1;
+  const bool nan_slot =
+      f.family == Family::fn && result_lead == f.emax() && kept == (uint64_t{1} << f.precision()) - 1;
   if (result_lead > f.emax() || nan_slot) return overflowed(x.negative, f, o);
+  if (!f.has_subnormals() && result_lead < f.emin()) {
+    // Below e8m0's least value: rounding up (ru; negative inputs never get here) has 2^-127 to
+    // give, whatever the unbounded grid says; the other modes have nothing, as with overflow.
+    if (o.mode == Mode::ru) return special(f, f.min_value_bits(), true, false, true);
+    return unrepresentable(x.negative, f, o, true);
+  }
 
   const bool subnormal = result_lead < f.emin();
-  if (subnormal && o.flush_subnormals) {
-    return Rounded{signed_value(x.negative, 0.0), sign_bit, true, false, true};
-  }
+  if (subnormal && o.flush_subnormals) return zero(x.negative, f, o, true, true);
   const uint64_t fraction_mask = (uint64_t{1} << f.man_bits) - 1;
   const uint64_t biased = subnormal ? 0 : static_cast<uint64_t>(result_lead + f.bias());
   const uint64_t bits = sign_bit | (biased << f.man_bits) | (kept & fraction_mask);

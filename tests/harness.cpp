@@ -11,22 +11,41 @@
 namespace fplab::test {
 
 Format format_named(const std::string& name) {
-  auto make = [&](int e, int m, bool finite_only) {
+  using fp::Family;
+  auto make = [&](int e, int m, Family family, int bias_shift = 0) {
     Format f;
     f.name = name;
     f.exp_bits = e;
     f.man_bits = m;
-    f.finite_only = finite_only;
+    f.family = family;
+    f.bias_shift = bias_shift;
     return f;
   };
-  if (name == "fp64") return make(11, 52, false);
-  if (name == "fp32") return make(8, 23, false);
-  if (name == "tf32") return make(8, 10, false);
-  if (name == "bf16") return make(8, 7, false);
-  if (name == "fp16") return make(5, 10, false);
-  if (name == "e4m3") return make(4, 3, true);
-  if (name == "e5m2") return make(5, 2, false);
+  if (name == "fp64") return make(11, 52, Family::ieee);
+  if (name == "fp32") return make(8, 23, Family::ieee);
+  if (name == "tf32") return make(8, 10, Family::ieee);
+  if (name == "bf16") return make(8, 7, Family::ieee);
+  if (name == "fp16") return make(5, 10, Family::ieee);
+  if (name == "e4m3") return make(4, 3, Family::fn);
+  if (name == "e5m2") return make(5, 2, Family::ieee);
+  if (name == "e4m3ieee") return make(4, 3, Family::ieee);
+  // ml_dtypes' biases: e4m3fnuz 8, e5m2fnuz 16, e4m3b11fnuz 11.
+  if (name == "e4m3fnuz") return make(4, 3, Family::fnuz, 8 - 7);
+  if (name == "e5m2fnuz") return make(5, 2, Family::fnuz, 16 - 15);
+  if (name == "e4m3b11fnuz") return make(4, 3, Family::fnuz, 11 - 7);
+  if (name == "e3m2fn") return make(3, 2, Family::finite);
+  if (name == "e2m3fn") return make(2, 3, Family::finite);
+  if (name == "e2m1fn") return make(2, 1, Family::finite);
+  if (name == "e8m0") return make(8, 0, Family::exponent);
   throw std::invalid_argument("format_named: " + name);
+}
+
+std::vector<Format> narrow_ml_formats() {
+  std::vector<Format> formats;
+  for (const char* name :
+       {"e4m3ieee", "e4m3fnuz", "e5m2fnuz", "e4m3b11fnuz", "e3m2fn", "e2m3fn", "e2m1fn", "e8m0"})
+    formats.push_back(format_named(name));
+  return formats;
 }
 
 std::vector<Format> output_formats() {
@@ -43,7 +62,7 @@ Format custom_format(int exp_bits, int man_bits, bool finite_only) {
   f.name = name;
   f.exp_bits = exp_bits;
   f.man_bits = man_bits;
-  f.finite_only = finite_only;
+  f.family = finite_only ? fp::Family::fn : fp::Family::ieee;
   return f;
 }
 
@@ -109,8 +128,8 @@ std::string mode_text(Mode mode) { return std::string(fp::mode_name(mode)); }
 
 std::string configuration(const Format& format, Mode mode, bool flush, bool saturate) {
   std::ostringstream out;
-  out << format.name << " (e" << format.exp_bits << "m" << format.man_bits << (format.finite_only ? "fn" : "")
-      << ") mode " << mode_text(mode) << " flush_subnormals " << flush << " saturate " << saturate;
+  out << format.name << " (e" << format.exp_bits << "m" << format.man_bits << " family "
+      << static_cast<int>(format.family) << " bias " << format.bias() << ") mode " << mode_text(mode) << " flush_subnormals " << flush << " saturate " << saturate;
   return out.str();
 }
 

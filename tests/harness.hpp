@@ -29,7 +29,9 @@ inline constexpr Mode deterministic_modes[] = {Mode::rne, Mode::rna, Mode::rz, M
 // constructors cannot hide one in rounding.
 Format format_named(const std::string& name);
 std::vector<Format> output_formats();  // fp64 fp32 tf32 bf16 fp16 e4m3 e5m2
-// Any eXmY, IEEE-like or finite-only (named "eXmYfn").
+// The ML formats of ml_dtypes beyond those: e4m3ieee, the fnuz family, MX FP6/FP4, e8m0.
+std::vector<Format> narrow_ml_formats();
+// Any eXmY, IEEE-like or finite-only with an fn NaN (named "eXmYfn").
 Format custom_format(int exp_bits, int man_bits, bool finite_only);
 
 // "0x1.8p+3 (12)": exact and readable.

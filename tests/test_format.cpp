@@ -22,7 +22,8 @@ void check_fields(const Format& got, const Format& want) {
   INFO("format " << want.name);
   CHECK(got.exp_bits == want.exp_bits);
   CHECK(got.man_bits == want.man_bits);
-  CHECK(got.finite_only == want.finite_only);
+  CHECK(got.family == want.family);
+  CHECK(got.bias_shift == want.bias_shift);
 }
 
 }  // namespace
@@ -96,7 +97,7 @@ TEST_CASE(
     const Format f = fp::parse_format("e3m2");
     CHECK(f.exp_bits == 3);
     CHECK(f.man_bits == 2);
-    CHECK_FALSE(f.finite_only);
+    CHECK(f.family == fp::Family::ieee);
   }
   for (const auto& name : fp::named_formats()) {
     INFO("named format " << name);
@@ -155,10 +156,13 @@ TEST_CASE(
     "format special bit patterns: quiet NaN, infinity, max finite of every output format "
     "agree with the reference",
     "[format]") {
-  for (const Format& f : output_formats()) {
+  std::vector<Format> formats = output_formats();
+  for (const Format& f : narrow_ml_formats()) formats.push_back(f);
+  for (const Format& f : formats) {
     for (bool negative : {false, true}) {
+      if (negative && !f.is_signed()) continue;
       INFO("format " << f.name << " negative " << negative);
-      CHECK(f.quiet_nan_bits(negative) == ref::nan_bits(f, negative));
+      if (f.has_nan()) CHECK(f.quiet_nan_bits(negative) == ref::nan_bits(f, negative));
       CHECK(f.max_finite_bits(negative) == ref::max_finite_bits(f, negative));
       if (f.has_infinity()) CHECK(f.infinity_bits(negative) == ref::infinity_bits(f, negative));
       CHECK(f.encode(negative ? -f.max_finite() : f.max_finite()) == ref::max_finite_bits(f, negative));
@@ -366,4 +370,93 @@ TEST_CASE(
   CHECK(std::isinf(ref::round(61440, e5m2, Mode::rne, false, false).front().value));  // tie: 57344 M=7 odd
   CHECK(ref::round(61439, e5m2, Mode::rne, false, false).front().value == 57344);
   CHECK(ref::round(INFINITY, e5m2, Mode::rne, false, true).front().value == INFINITY);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The ML formats of ml_dtypes and gfloat beyond fp8 e4m3/e5m2. Their facts are written here as
+// the OCP MX v1.0 spec and ml_dtypes' numeric_limits state them, so that a slip shared by fp/
+// and the MPFR reference (which both derive them from the family) still shows.
+
+TEST_CASE(
+    "format ML families: e4m3ieee e4m3fnuz e5m2fnuz e4m3b11fnuz e3m2fn e2m3fn e2m1fn e8m0 have "
+    "ml_dtypes' max, least subnormal, NaN and max bit patterns, and parse by their ml_dtypes names",
+    "[format]") {
+  struct Fact {
+    const char* name;
+    const char* ml_dtypes_name;
+    double max, min_subnormal;
+    uint64_t max_bits;
+    int nan_bits;  // -1: no NaN
+  };
+  const Fact facts[] = {
+      {"e4m3ieee", "float8_e4m3", 240, 0x1p-9, 0x77, 0x7c},  // inf 0x78, quiet NaN 0b0.1111.100
+      {"e4m3fnuz", "float8_e4m3fnuz", 240, 0x1p-10, 0x7f, 0x80},
+      {"e5m2fnuz", "float8_e5m2fnuz", 57344, 0x1p-17, 0x7f, 0x80},
+      {"e4m3b11fnuz", "float8_e4m3b11fnuz", 30, 0x1p-13, 0x7f, 0x80},
+      {"e3m2fn", "float6_e3m2fn", 28, 0.0625, 0x1f, -1},
+      {"e2m3fn", "float6_e2m3fn", 7.5, 0.125, 0x1f, -1},
+      {"e2m1fn", "float4_e2m1fn", 6, 0.5, 0x7, -1},
+      {"e8m0", "float8_e8m0fnu", 0x1p127, 0x1p-127, 0xfe, 0xff},
+  };
+  for (const Fact& fact : facts) {
+    INFO("format " << fact.name);
+    const Format want = format_named(fact.name);
+    const Format got = fp::parse_format(fact.name);
+    check_fields(got, want);
+    check_fields(fp::parse_format(fact.ml_dtypes_name), want);
+    CHECK(got.name == fact.name);
+    CHECK(got.max_finite() == fact.max);
+    CHECK(ref::Grid(want).max_finite() == fact.max);
+    CHECK(got.min_subnormal() == fact.min_subnormal);
+    CHECK(ref::Grid(want).min_subnormal() == fact.min_subnormal);
+    CHECK(got.max_finite_bits(false) == fact.max_bits);
+    CHECK(ref::max_finite_bits(want, false) == fact.max_bits);
+    CHECK(got.has_nan() == (fact.nan_bits >= 0));
+    if (fact.nan_bits >= 0) {
+      CHECK(got.quiet_nan_bits(false) == static_cast<uint64_t>(fact.nan_bits));
+      CHECK(ref::nan_bits(want, false) == static_cast<uint64_t>(fact.nan_bits));
+    }
+    // The "-0" pattern: a NaN in fnuz formats, -0 where -0 exists.
+    if (got.is_signed()) {
+      const double minus_zero = got.decode(uint64_t{1} << (got.width() - 1));
+      CHECK((std::isnan(minus_zero) == (got.family == fp::Family::fnuz)));
+    }
+  }
+  CHECK(fp::parse_format("fp4_e2m1") == fp::e2m1fn());
+  CHECK(fp::parse_format("fp6_e2m3") == fp::e2m3fn());
+  CHECK(fp::parse_format("fp6_e3m2") == fp::e3m2fn());
+  CHECK(fp::parse_format("float8_e4m3fn") == fp::e4m3());
+  // Existing names keep their meaning: eXmY is IEEE-like (e2m1 max 3), e4m3 is OCP FN.
+  CHECK(fp::parse_format("e2m1").max_finite() == 3);
+  CHECK(fp::parse_format("e2m3").max_finite() == 3.75);
+  CHECK(fp::parse_format("e3m2").max_finite() == 14);
+  CHECK(fp::parse_format("e4m3").max_finite() == 448);
+  CHECK(fp::e8m0().width() == 8);
+  CHECK(fp::e8m0().decode(0x7f) == 1.0);
+  CHECK(fp::e8m0().decode(0x00) == 0x1p-127);
+  CHECK(fp::e2m1fn().width() == 4);
+  CHECK(fp::e2m3fn().width() == 6);
+  // Every value of MX FP4, as the OCP MX spec lists them.
+  std::vector<double> fp4;
+  for (uint64_t bits = 0; bits < 8; ++bits) fp4.push_back(fp::e2m1fn().decode(bits));
+  CHECK(fp4 == std::vector<double>{0, 0.5, 1, 1.5, 2, 3, 4, 6});
+}
+
+TEST_CASE("format unknown names: one line listing every known name and the eXmY form", "[format]") {
+  try {
+    fp::parse_format("e4m3fnuzz");
+    FAIL("no error");
+  } catch (const fp::FormatError& e) {
+    const std::string message = e.what();
+    CHECK(message.find('\n') == std::string::npos);
+    for (const auto& name : fp::named_formats()) CHECK(message.find(name) != std::string::npos);
+    CHECK(message.find("eXmY") != std::string::npos);
+  }
+}
+
+TEST_CASE(
+    "format bits exhaustive: every bit pattern of e4m3ieee, the fnuz family, MX FP6/FP4 and "
+    "e8m0 decodes to the reference value and encodes back",
+    "[format][exhaustive]") {
+  for (const Format& f : narrow_ml_formats()) exhaustive_bits(f);
 }

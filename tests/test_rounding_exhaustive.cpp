@@ -50,6 +50,13 @@ std::vector<double> test_points(const Format& format) {
   for (double far : {2 * max, 3.75 * max, 1e300, std::numeric_limits<double>::max(),
                      std::numeric_limits<double>::denorm_min(), grid.min_subnormal() / 1024})
     if (std::isfinite(far)) points.push_back(far);
+  // Below the least magnitude: where e8m0, which has no zero, must say what it gives (the
+  // midpoint 0.75 and its neighbours decide the nearest modes against the grid's 2^-128).
+  const double least = grid.min_subnormal();
+  for (double below : {0.75 * least, std::nextafter(0.75 * least, 0.0), std::nextafter(0.75 * least, INFINITY),
+                       0.5 * least, 0.375 * least, 0.25 * least})
+    points.push_back(below);
+  points.push_back(0.0);
   points.push_back(std::numeric_limits<double>::infinity());
   points.push_back(std::numeric_limits<double>::quiet_NaN());
   return points;
@@ -109,6 +116,62 @@ TEST_CASE(
   for (const Format& f : {custom_format(2, 1, false), custom_format(3, 2, false), custom_format(2, 3, false),
                           custom_format(3, 2, true), custom_format(5, 2, true), custom_format(6, 1, false)})
     exhaustive_rounding(f);
+}
+
+TEST_CASE(
+    "round ML formats exhaustive: e4m3ieee e4m3fnuz e5m2fnuz e4m3b11fnuz e3m2fn e2m3fn e2m1fn e8m0: "
+    "every value, midpoint, near-midpoint, quarter point, beyond-max and below-least value, zero, "
+    "inf and NaN, both signs x every mode x flush x saturate agrees with MPFR",
+    "[ml-formats]") {
+  for (const Format& f : narrow_ml_formats()) exhaustive_rounding(f);
+}
+
+TEST_CASE(
+    "round ML formats: documented behaviour at the edges (fnuz has no -0 and one NaN, MX FP4 "
+    "saturates and has no NaN, e8m0 has no zero and no negative values)",
+    "[ml-formats]") {
+  auto r = [](double x, const char* name, Mode m = Mode::rne, bool sat = false) {
+    fp::RoundingOptions o;
+    o.mode = m;
+    o.saturate = sat;
+    return fp::round_double(x, format_named(name), o);
+  };
+  // fnuz: a negative value that rounds to zero is +0; -0 itself becomes +0; NaN is 0x80.
+  CHECK(r(-0x1p-20, "e4m3fnuz").bits == 0x00);
+  CHECK_FALSE(std::signbit(r(-0x1p-20, "e4m3fnuz").value));
+  CHECK(r(-0.0, "e5m2fnuz").bits == 0x00);
+  CHECK(r(-NAN, "e4m3b11fnuz").bits == 0x80);
+  CHECK(r(1e6, "e5m2fnuz").bits == 0x80);  // overflow: NaN, no infinity
+  CHECK(r(1e6, "e5m2fnuz", Mode::rne, true).bits == 0x7f);
+  CHECK(r(INFINITY, "e4m3fnuz").bits == 0x80);
+  CHECK(r(247, "e4m3fnuz").value == 240);
+  CHECK(r(248, "e4m3fnuz").bits == 0x80);  // the tie with 256 goes to 256's even significand: overflow
+  // MX FP4: 7 is the tie between 6 (1.1b x 4, odd) and 8: overflow, which saturates to 6.
+  CHECK(r(7, "e2m1fn").value == 6);
+  CHECK(r(7, "e2m1fn").overflow);
+  CHECK(r(INFINITY, "e2m1fn").value == 6);
+  CHECK(r(-INFINITY, "e2m3fn").value == -7.5);
+  CHECK(r(NAN, "e3m2fn").value == 0);
+  CHECK(r(NAN, "e3m2fn").bits == 0);
+  CHECK(r(-NAN, "e3m2fn").bits == 0x20);
+  CHECK(r(-0.0, "e2m1fn").bits == 0x8);
+  // e8m0: powers of two; 1.5 ties to 2 (even at 2^0's spacing); zero, negatives and values
+  // below 2^-127 that round down have no value: NaN (0xff), or 2^-127 when saturating.
+  CHECK(r(1.5, "e8m0").value == 2);
+  CHECK(r(1.5, "e8m0", Mode::rz).value == 1);
+  CHECK(r(0.0, "e8m0").bits == 0xff);
+  CHECK(r(0.0, "e8m0", Mode::rne, true).bits == 0x00);
+  CHECK(r(-4, "e8m0").bits == 0xff);
+  CHECK(r(0x1.8p-129, "e8m0", Mode::ru).bits == 0x00);  // ru: the least value at or above x
+  CHECK(r(0x1.8p-129, "e8m0").bits == 0xff);
+  CHECK(r(0x1.8p-129, "e8m0").underflow);
+  CHECK(r(0x1.8p-127, "e8m0").value == 0x1p-126);
+  CHECK(r(0x1.7p-128, "e8m0").bits == 0xff);  // nearer 2^-128 than 2^-127: underflow
+  CHECK(r(0x1p128, "e8m0").bits == 0xff);
+  CHECK(r(0x1p128, "e8m0", Mode::rz).bits == 0xfe);
+  // e4m3ieee: IEEE-like, so 240 is max and 248 (the tie with 256) overflows to infinity.
+  CHECK(r(240, "e4m3ieee").bits == 0x77);
+  CHECK(std::isinf(r(248, "e4m3ieee").value));
 }
 
 TEST_CASE(

@@ -35,7 +35,7 @@ Rng tile_rng(MmaPath path, MmaInput in, size_t set, size_t tile) {
   return Rng({static_cast<uint64_t>(path), static_cast<uint64_t>(in), uint64_t{set}, uint64_t{tile}});
 }
 
-int top_field(const fp::Format& f) { return f.finite_only ? (1 << f.exp_bits) - 1 : (1 << f.exp_bits) - 2; }
+int top_field(const fp::Format& f) { return f.has_infinity() ? (1 << f.exp_bits) - 2 : (1 << f.exp_bits) - 1; }
 
 // A finite code: random sign and fraction, biased exponent field in [lo, hi] (clamped).
 uint32_t random_code(const fp::Format& f, int lo, int hi, Rng& rng) {
