@@ -31,6 +31,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
@@ -74,11 +75,17 @@ def layer_shapes() -> List[Tuple[str, str, tuple]]:
     return [(",".join(names), kind, shape) for (kind, shape), names in found.items()]
 
 
+@dataclass
 class Target:
     """One output element of one kernel call, as fplab.reveal_dot's fn(a, b) (or reveal_sum's fn(x))."""
 
-    def __init__(self, key: str, op: str, shape: tuple, models: str, n: int, call: Callable, is_sum: bool = False):
-        self.key, self.op, self.shape, self.models, self.n, self.call, self.is_sum = key, op, shape, models, n, call, is_sum
+    key: str
+    op: str
+    shape: tuple
+    models: str
+    n: int
+    call: Callable
+    is_sum: bool = False
 
 
 def _targets(device: str, ops: List[str]) -> Iterator[Target]:

@@ -85,9 +85,9 @@ std::string arithmetic_name(Arithmetic a) {
     case Arithmetic::fp64_rounded: return "products rounded to fp32, fp64 accumulation, rounded to fp32 once";
     case Arithmetic::tf32_truncated_fused: return "tensor-core steps (tc-h100-tf32), factors truncated to tf32";
     case Arithmetic::tf32_nearest_even_fused:
-      return "tensor-core steps (tc-h100-tf32), factors rounded to tf32, ties to even";
+      return "tensor-core steps (tc-h100-tf32-rne), factors rounded to tf32, ties to even";
     case Arithmetic::tf32_nearest_away_fused:
-      return "tensor-core steps (tc-h100-tf32), factors rounded to tf32, ties away";
+      return "tensor-core steps (tc-h100-tf32-rna), factors rounded to tf32, ties away";
   }
   return "?";
 }
@@ -110,12 +110,12 @@ float replay_sum(const sim::AdditionTree& tree, std::span<const float> x, Arithm
 
 namespace {
 
-// Tensor-core arithmetic: a node with terms among its children is one fused step (its partial
-// sum, if any, the accumulator); a node of partial sums alone adds them in fp32.
+// Tensor-core arithmetic: a node with terms among its children is one fused step of the
+// registry's model (its partial sum, if any, the accumulator; the model converts the factors); a
+// node of partial sums alone adds them in fp32.
 float replay_fused(const sim::AdditionTree& tree, std::span<const float> a, std::span<const float> b,
-                   fp::Mode conversion) {
-  sim::FusedAddSpec spec = sim::tensor_core_model("tc-h100-tf32");
-  spec.input_mode = conversion;
+                   std::string_view model) {
+  const sim::FusedAddSpec spec = sim::tensor_core_model(model);
   std::vector<double> value(tree.terms + tree.nodes.size());
   std::vector<double> fa, fb;
   for (size_t j = 0; j < tree.nodes.size(); ++j) {
@@ -139,12 +139,20 @@ float replay_fused(const sim::AdditionTree& tree, std::span<const float> a, std:
   return static_cast<float>(value[tree.root]);
 }
 
+// The registry's model of each tensor-core candidate (sim/tensor_core_models.cpp).
+const char* fused_model(Arithmetic a) {
+  switch (a) {
+    case Arithmetic::tf32_truncated_fused: return "tc-h100-tf32";
+    case Arithmetic::tf32_nearest_even_fused: return "tc-h100-tf32-rne";
+    case Arithmetic::tf32_nearest_away_fused: return "tc-h100-tf32-rna";
+    default: return nullptr;
+  }
+}
+
 }  // namespace
 
 float replay_dot(const sim::AdditionTree& tree, std::span<const float> a, std::span<const float> b, Arithmetic how) {
-  if (how == Arithmetic::tf32_truncated_fused) return replay_fused(tree, a, b, fp::Mode::rz);
-  if (how == Arithmetic::tf32_nearest_even_fused) return replay_fused(tree, a, b, fp::Mode::rne);
-  if (how == Arithmetic::tf32_nearest_away_fused) return replay_fused(tree, a, b, fp::Mode::rna);
+  if (const char* model = fused_model(how)) return replay_fused(tree, a, b, model);
   const auto product = [&](size_t i) { return static_cast<double>(a[i]) * static_cast<double>(b[i]); };  // exact
   const auto leaf = [&](size_t i) {
     return how == Arithmetic::fp64 ? product(i) : static_cast<double>(static_cast<float>(product(i)));

@@ -23,12 +23,12 @@ enum class Arithmetic {
   fp32_rounded,  // dot: every product rounded to fp32 first, then fp32 additions
   fp64_rounded,  // dot: every product rounded to fp32, added in fp64, the sum rounded to fp32 once
                  // (OpenBLAS's sdot below 32 terms: float products into a double)
-  // dot, tensor cores: every node that adds products is one fused step of sim/tensor_core.hpp's
-  // tc-h100-tf32 model (N products and at most one partial sum, aligned and cut to F = 25 bits,
-  // rounded toward zero); nodes of two partial sums are fp32 additions. The factors are first
-  // converted to tf32 in one of the three ways an H100's kernels do (docs/reveal.md): their 13
-  // low bits ignored (the MMA instruction itself), or rounded to nearest by the kernel, ties to
-  // even or away from zero (cvt.rna.tf32.f32).
+  // dot, tensor cores: every node that adds products is one fused step of a tensor-core model
+  // (N products and at most one partial sum, aligned and cut to F = 25 bits, rounded toward
+  // zero); nodes of two partial sums are fp32 additions. The factors are first converted to tf32
+  // in one of the three ways an H100's kernels do (docs/reveal.md): their 13 low bits ignored (the
+  // MMA instruction itself: tc-h100-tf32), or rounded to nearest by the kernel, ties to even
+  // (tc-h100-tf32-rne) or away from zero (cvt.rna.tf32.f32: tc-h100-tf32-rna).
   tf32_truncated_fused,
   tf32_nearest_even_fused,
   tf32_nearest_away_fused,

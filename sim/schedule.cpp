@@ -12,7 +12,6 @@ namespace fplab::sim {
 namespace {
 
 using RK = Reducer::Kind;
-constexpr const char* kFusedInputNames = "tf32, tf32rne, tf32rna, bf16, fp16, e4m3, e5m2";
 constexpr std::array<std::pair<Reducer::Input, std::string_view>, 8> kFusedInputs = {{{Reducer::Input::none, "none"},
                                                                                       {Reducer::Input::tf32, "tf32"},
                                                                                       {Reducer::Input::bf16, "bf16"},
@@ -21,6 +20,15 @@ constexpr std::array<std::pair<Reducer::Input, std::string_view>, 8> kFusedInput
                                                                                       {Reducer::Input::e5m2, "e5m2"},
                                                                                       {Reducer::Input::tf32rne, "tf32rne"},
                                                                                       {Reducer::Input::tf32rna, "tf32rna"}}};
+
+// "tf32, bf16, ...": every input a fused step converts to, for error messages.
+std::string fused_input_names() {
+  std::string names;
+  for (const auto& [kind, name] : kFusedInputs)
+    if (kind != Reducer::Input::none) names.append(names.empty() ? "" : ", ").append(name);
+  return names;
+}
+
 constexpr std::array<std::pair<RK, std::string_view>, 13> kPlainReducers = {{
     {RK::seq, "seq"},
     {RK::rev, "rev"},
@@ -107,9 +115,9 @@ class Reader {
         for (const auto& [kind, name] : kFusedInputs)
           if (kind != Reducer::Input::none && input == name) r.fused_input = kind, known_input = true;
         if (!known_input)
-          fail_at(at, input.empty() ? std::string("expected an input format (") + kFusedInputNames + ")"
+          fail_at(at, input.empty() ? "expected an input format (" + fused_input_names() + ")"
                                     : "unknown tensor-core input format '" + std::string(input) + "' (known: " +
-                                          kFusedInputNames + ")");
+                                          fused_input_names() + ")");
       }
       expect(')');
       return r;

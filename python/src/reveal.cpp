@@ -43,21 +43,30 @@ py::dict report(const reveal::RevealedSum& revealed, const std::optional<reveal:
                   py::arg("schedules") = schedules, py::arg("replays") = replays);
 }
 
-py::dict reveal_sum_of(py::function fn, size_t n, size_t verify, uint64_t seed) {
-  // The probing runs on a thread of its own (deep trees need a deep stack): the GIL is released
-  // here and taken again for every call of fn.
-  const reveal::SumFunction sum = [&fn](std::span<const float> x) {
-    py::gil_scoped_acquire locked;
-    return fn(float_array(x)).cast<float>();
-  };
+// Probes `probe` (fn as a sum) with the GIL released, on a thread of its own in reveal_sum (deep
+// trees need a deep stack); `call` takes the GIL again for every call of fn. `verify` replays the
+// tree against fn in its arithmetics.
+template <class Verify>
+py::dict reveal_and_verify(const reveal::SumFunction& probe, Verify verify_against, size_t n, size_t verify,
+                           uint64_t seed) {
   reveal::RevealedSum revealed;
   std::optional<reveal::Verification> verified;
   {
     py::gil_scoped_release unlocked;
-    revealed = reveal::reveal_sum(sum, n);
-    if (verify > 0) verified = reveal::verify_sum(sum, revealed.tree, verify, seed);
+    revealed = reveal::reveal_sum(probe, n);
+    if (verify > 0) verified = verify_against(revealed.tree, verify, seed);
   }
   return report(revealed, verified);
+}
+
+py::dict reveal_sum_of(py::function fn, size_t n, size_t verify, uint64_t seed) {
+  const reveal::SumFunction sum = [&fn](std::span<const float> x) {
+    py::gil_scoped_acquire locked;
+    return fn(float_array(x)).cast<float>();
+  };
+  return reveal_and_verify(
+      sum, [&](const sim::AdditionTree& tree, size_t trials, uint64_t s) { return reveal::verify_sum(sum, tree, trials, s); },
+      n, verify, seed);
 }
 
 py::dict reveal_dot_of(py::function fn, size_t n, size_t verify, uint64_t seed) {
@@ -65,14 +74,10 @@ py::dict reveal_dot_of(py::function fn, size_t n, size_t verify, uint64_t seed) 
     py::gil_scoped_acquire locked;
     return fn(float_array(a), float_array(b)).cast<float>();
   };
-  reveal::RevealedSum revealed;
-  std::optional<reveal::Verification> verified;
-  {
-    py::gil_scoped_release unlocked;
-    revealed = reveal::reveal_sum(reveal::dot_with_ones(dot), n);
-    if (verify > 0) verified = reveal::verify_dot(dot, revealed.tree, verify, seed);
-  }
-  return report(revealed, verified);
+  return reveal_and_verify(
+      reveal::dot_with_ones(dot),
+      [&](const sim::AdditionTree& tree, size_t trials, uint64_t s) { return reveal::verify_dot(dot, tree, trials, s); },
+      n, verify, seed);
 }
 
 }  // namespace
