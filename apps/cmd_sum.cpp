@@ -7,8 +7,10 @@
 #include "apps/cli_support.hpp"
 #include "apps/commands.hpp"
 #include "apps/judge.hpp"
+#include "apps/trace_output.hpp"
 #include "fp/number_text.hpp"
 #include "fp/round.hpp"
+#include "sim/schedule_trace.hpp"
 #include "sim/summation_order.hpp"
 
 namespace fplab::app {
@@ -22,6 +24,7 @@ struct SumArgs {
   std::string orders = "seq,rev,pairwise,sorted-asc,sorted-desc,random:1000";
   uint64_t seed = 1;
   bool json = false;
+  bool trace = false;
 };
 
 nlohmann::json histogram(const std::vector<double>& values, const Judge& judge) {
@@ -67,7 +70,23 @@ int run_sum(const SumArgs& args) {
     print_exact_lines(judge, format, "  ", 10);
     std::printf("\n  %-14s %-26s %-14s %s\n", "order", "value", "error", "in ulps");
   }
+  if (args.trace && terms.size() > kMaxTracedTerms)
+    throw UsageError("--trace prints every step: give at most " + std::to_string(kMaxTracedTerms) + " numbers, not " +
+                     std::to_string(terms.size()));
+  std::vector<std::pair<std::string, sim::ScheduleTrace>> traces;
   for (const auto& order : orders) {
+    if (args.trace) {
+      // Traced from the rounding stream's state before this order, so that sr draws as the sum did.
+      fp::CounterRng rounding = stream;
+      const auto as_schedule = sim::order_as_schedule(order, terms, args.seed);
+      std::vector<double> arranged;
+      for (size_t i : as_schedule.order_of_terms) arranged.push_back(terms[i]);
+      sim::Arithmetic arithmetic;
+      arithmetic.format = format;
+      arithmetic.mode = mode;
+      traces.emplace_back(order.name(), sim::trace_schedule(sim::parse_schedule(as_schedule.schedule), arranged,
+                                                            arithmetic, {}, rounding, as_schedule.order_of_terms));
+    }
     const auto values = sim::sum_in_order(order, terms, format, options, args.seed);
     if (order.kind != sim::SummationOrder::Kind::random) {
       const double v = values.front();
@@ -118,6 +137,7 @@ int run_sum(const SumArgs& args) {
       }
     }
   }
+  for (size_t i = 0; i < traces.size(); ++i) out_orders[i]["trace"] = trace_json(traces[i].second);
   if (args.json) {
     nlohmann::json out = {{"format", format.name},
                           {"mode", fp::mode_name(mode)},
@@ -135,6 +155,11 @@ int run_sum(const SumArgs& args) {
         "  (gamma(n-1) * sum|x| with unit roundoff u = %g; the orders above differ only in which\n"
         "   additions round, and how much of each rounding error the later additions keep)\n",
         u);
+    for (const auto& [name, trace] : traces) {
+      std::printf("\ntrace of %s%s (tN: input number N; sN: the result of step N)\n", name.c_str(),
+                  name.starts_with("random") ? ", its first random order" : "");
+      print_trace(trace, "  ");
+    }
   }
   return 0;
 }
@@ -154,9 +179,13 @@ void add_sum_command(CLI::App& app, Runner& run) {
       ->capture_default_str()
       ->check(whole_number());
   cmd->add_flag("--json", args->json, "print JSON");
+  cmd->add_flag("--trace", args->trace,
+                "show every addition of each order: operands, exact result, rounded result, dropped error "
+                "(random:N: its first order)");
   cmd->footer(
       "Examples:\n"
       "  fplab sum 1e8 1 -1e8 1 --format fp32\n"
+      "  fplab sum 1e8 1 -1e8 1 --orders seq,sorted-asc --trace    # which addition lost the 1\n"
       "  fplab sum 0.1 0.2 0.3 --format bf16 --orders seq,rev\n"
       "  seq 1 100 | fplab sum --file - --format fp16 --orders seq,pairwise,random:100    # orders differ by ulps\n"
       "  seq 1 1000 | fplab sum --file - --format fp16 --json    # 500500 overflows fp16 (max 65504)");

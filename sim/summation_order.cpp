@@ -114,4 +114,34 @@ std::vector<double> sum_in_order(const SummationOrder& order, std::span<const do
   return {};
 }
 
+OrderAsSchedule order_as_schedule(const SummationOrder& order, std::span<const double> terms, uint64_t seed) {
+  using K = SummationOrder::Kind;
+  OrderAsSchedule out{"all:seq", std::vector<size_t>(terms.size())};
+  std::iota(out.order_of_terms.begin(), out.order_of_terms.end(), size_t{0});
+  auto& index = out.order_of_terms;
+  switch (order.kind) {
+    case K::seq:
+      break;
+    case K::rev:
+      out.schedule = "all:rev";
+      break;
+    case K::pairwise:
+      out.schedule = "all:tree";
+      break;
+    case K::sorted_asc:
+    case K::sorted_desc:
+      std::stable_sort(index.begin(), index.end(), [&](size_t a, size_t b) {
+        return order.kind == K::sorted_asc ? std::fabs(terms[a]) < std::fabs(terms[b])
+                                           : std::fabs(terms[a]) > std::fabs(terms[b]);
+      });
+      break;
+    case K::random: {
+      fp::CounterRng rng(seed, 0);  // permutation 0, drawn as sum_in_order draws it
+      for (size_t i = index.size(); i > 1; --i) std::swap(index[i - 1], index[rng.below(i)]);
+      break;
+    }
+  }
+  return out;
+}
+
 }  // namespace fplab::sim

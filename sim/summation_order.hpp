@@ -31,6 +31,15 @@ std::vector<SummationOrder> parse_summation_orders(std::string_view comma_separa
 std::vector<double> sum_in_order(const SummationOrder& order, std::span<const double> terms, const fp::Format& format,
                                  const fp::RoundingOptions& options, uint64_t seed);
 
+// The order as a schedule over the terms rearranged: sum_in_order's value (for random:N, that of
+// permutation 0) is the schedule's reduction of terms[order_of_terms[0]], terms[order_of_terms[1]], ...
+// What `fplab sum --trace` traces.
+struct OrderAsSchedule {
+  std::string schedule;                // "all:seq", "all:rev" or "all:tree"
+  std::vector<size_t> order_of_terms;  // the term at each position
+};
+OrderAsSchedule order_as_schedule(const SummationOrder& order, std::span<const double> terms, uint64_t seed);
+
 // Left fold ((t0 + t1) + t2) + ...; right fold t0 + (t1 + (... + t(n-1))); balanced tree with
 // the first floor(n/2) terms on the left. Empty input sums to +0.
 double fold_left(std::span<const double> terms, const fp::Format& format, const fp::RoundingOptions& options);

@@ -124,6 +124,57 @@ class Json(unittest.TestCase):
         rnd = next(o for o in out["orders"] if o["order"].startswith("random:"))
         self.assertEqual(sum(b["count"] for b in rnd["histogram"]), rnd["permutations"])
 
+    def test_sum_trace_lists_every_addition_against_fractions(self):
+        numbers = ["1e8", "1", "-1e8", "1", "0.25", "3"]
+        r = run("sum", *numbers, "--orders", "seq,sorted-desc,random:3", "--trace", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = json.loads(r.stdout)
+        terms = [fp32(float(x)) for x in numbers]
+        for order in out["orders"]:
+            steps = order["trace"]["steps"]
+            self.assertEqual(len(steps), len(numbers) - 1)
+            results = {}
+            for s in steps:
+                values = [results[o["name"]] if o["name"].startswith("s") else terms[int(o["name"][1:])]
+                          for o in s["operands"]]
+                self.assertEqual([o["value"] for o in s["operands"]], values)
+                exact = Fraction(values[0]) + Fraction(values[1])
+                self.assertEqual(s["exact_text"], exact_decimal(exact))
+                self.assertEqual(s["value"], fp32(float(exact)))  # exact is a double here
+                self.assertEqual(Fraction(s["error"]), exact - Fraction(s["value"]))
+                results[s["step"]] = s["value"]
+            if "histogram" in order:  # random:N traces its first order, one of those counted
+                self.assertIn(results[order["trace"]["result"]], [b["value"] for b in order["histogram"]])
+            else:
+                self.assertEqual(results[order["trace"]["result"]], order["value"])
+            used = sorted(int(o["name"][1:]) for s in steps for o in s["operands"] if o["name"].startswith("t"))
+            self.assertEqual(used, list(range(len(numbers))))
+        seq = out["orders"][0]["trace"]["steps"]
+        self.assertEqual((seq[0]["exact_text"], seq[0]["value"], seq[0]["error"]), ("100000001", 1e8, 1.0))
+        text = run("sum", "1e8", "1", "-1e8", "1", "--orders", "seq", "--trace")
+        self.assertEqual(text.returncode, 0, text.stderr)
+        self.assertRegex(text.stdout, r"s1\s+t0 \+ t1\s+1e\+08 \+ 1\s+100000001\s+1e\+08\s+\+1")
+
+    def test_reduce_trace_matches_the_value_and_shows_fused_alignment(self):
+        for schedule in ("numpy", "tc-h100-fp16", "contig(4):kahan | all:tree"):
+            r = run("reduce", "--schedule", schedule, "--gen", "normal:40", "--trace", "--json")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            out = json.loads(r.stdout)
+            steps = out["trace"]["steps"]
+            last = next(s for s in steps if s["step"] == out["trace"]["result"])
+            self.assertEqual(last["value"], out["value"])
+            if schedule.startswith("tc"):
+                self.assertTrue(all(s["kind"] == "fused" for s in steps))
+                for s in steps:
+                    for a in s["aligned"]:
+                        self.assertEqual(Fraction(a["kept"]) + Fraction(a["dropped"]), Fraction(a["input"]))
+                        self.assertEqual((Fraction(a["kept"]) / Fraction(2) ** s["grid_exponent"]).denominator, 1)
+        text = run("reduce", "--schedule", "tc-h100-fp16", "--gen", "normal:20", "--trace")
+        self.assertIn("aligned to the grid 2^", text.stdout)
+        big = run("reduce", "--schedule", "all:seq", "--gen", "normal:100001", "--trace")
+        self.assertEqual(big.returncode, 2)
+        self.assertIn("at most 100000 terms", big.stderr)
+
     def test_reduce_json_prints_the_canonical_expansion(self):
         r = run("reduce", "--schedule", " numpy ", "--gen", "normal:1000", "--json")
         self.assertEqual(r.returncode, 0, r.stderr)
