@@ -21,5 +21,6 @@ void add_diverge_command(CLI::App& app, Runner& run);
 void add_profile_command(CLI::App& app, Runner& run);
 void add_validate_command(CLI::App& app, Runner& run);
 void add_reveal_command(CLI::App& app, Runner& run);
+void add_serve_command(CLI::App& app, Runner& run);
 
 }  // namespace fplab::app

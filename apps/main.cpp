@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   fplab::app::add_profile_command(app, run);
   fplab::app::add_validate_command(app, run);
   fplab::app::add_reveal_command(app, run);
+  fplab::app::add_serve_command(app, run);
   if (argc > 1 && argv[1][0] != '-') {
     bool known = false;
     std::string names;

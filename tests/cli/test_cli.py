@@ -622,7 +622,7 @@ replicas = 3
         self.assertEqual(flip["curve"][0]["differing"], 1)
 
 
-HELP_COMMANDS = ([], ["round"], ["sum"], ["reduce"], ["tree"], ["explore"], ["train"], ["run"], ["diverge"],
+HELP_COMMANDS = ([], ["round"], ["sum"], ["reduce"], ["tree"], ["explore"], ["train"], ["run"], ["diverge"], ["serve"],
                  ["profile"], ["profile", "list"], ["profile", "show"], ["validate"], ["reveal"])
 
 
@@ -800,6 +800,21 @@ class Help(unittest.TestCase):
                         code, hash_, comment = line.partition(" #")
                         code = re.sub(r"--(train-subset|epochs) \d+", "", code)
                         shell = code.rstrip() + " --train-subset 200 --epochs 1" + hash_ + comment
+                    if line.startswith("fplab serve"):
+                        # A server runs until stopped: it must start and print its address (on a
+                        # free port, since another may hold 8765), then it is stopped.
+                        code, _, _ = line.partition("#")
+                        code = code.replace("--port 0", "") + " --port 0"
+                        server = subprocess.Popen(["/bin/sh", "-c", "exec " + code], cwd=work, env=env,
+                                                  stdout=subprocess.PIPE, text=True)
+                        try:
+                            self.assertIn("http://127.0.0.1:", server.stdout.readline(), line)
+                        finally:
+                            server.terminate()
+                            server.wait(timeout=10)
+                        self.assertEqual(server.returncode, 0, line)  # SIGTERM stops it cleanly
+                        ran += 1
+                        continue
                     r = subprocess.run(["/bin/sh", "-c", shell], cwd=work, env=env, capture_output=True, text=True,
                                        timeout=600)
                     self.assertEqual(r.returncode, 0, f"fplab {' '.join(command)} --help example failed: {line}\n"
