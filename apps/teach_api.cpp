@@ -110,8 +110,9 @@ std::string why_sentence(const nlohmann::json& orders, const Judge& judge, const
                 shortened_exact_text(s["exact_text"].get<std::string>(), 20) + " is not representable in " +
                 format + ", so it became " + s["value_text"].get<std::string>() + ", dropping " +
                 s["error_text"].get<std::string>();
-    const double result = s["value"].is_null() ? 0 : std::fabs(s["value"].get<double>());
-    if (small > 0 && std::fabs(s["value"].get<double>()) == large && result != 0)
+    // A step with a finite error has a finite value (trace_json writes null only for inf/NaN).
+    const double result = std::fabs(s["value"].get<double>());
+    if (small > 0 && result == large)
       sentence += " (the smaller number was below half a step of " + format + " at the larger one, so it vanished)";
     else if (small > 0 && large / small < 4 && result > 0 && result < large / 4)
       sentence += " (after a cancellation)";

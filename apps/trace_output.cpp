@@ -12,7 +12,8 @@
 namespace fplab::app {
 namespace {
 
-std::string error_text(const sim::TraceStep& step) {
+// The dropped error for people: "+1", "0", "overflow", "-" (no finite exact result).
+std::string dropped_text(const sim::TraceStep& step) {
   if (std::isnan(step.error)) return std::isfinite(step.value) ? "-" : "overflow";
   if (step.error == 0) return "0";
   return (step.error > 0 ? "+" : "") + fp::format_double(step.error) + (step.error_is_exact ? "" : " (approx.)");
@@ -65,7 +66,7 @@ nlohmann::json trace_json(const sim::ScheduleTrace& trace) {
                            {"value", json_number(s.value)},
                            {"value_text", fp::format_double(s.value)},
                            {"error", json_number(s.error)},
-                           {"error_text", error_text(s)},
+                           {"error_text", dropped_text(s)},
                            {"error_is_exact", s.error_is_exact},
                            {"depth", s.depth}};
     if (s.kind == sim::TraceStep::Kind::fused) {
@@ -96,7 +97,7 @@ void print_trace(const sim::ScheduleTrace& trace, const char* indent) {
   for (size_t i = 0; i < trace.steps.size(); ++i) {
     const auto& s = trace.steps[i];
     rows.push_back({"s" + std::to_string(i + 1), inputs_text(s), operands_text(s), shortened_exact_text(s.exact_text, 24),
-                    fp::format_double(s.value), error_text(s)});
+                    fp::format_double(s.value), dropped_text(s)});
   }
   auto widest = [&](std::string Row::*field) {
     size_t w = (widths.*field).size();

@@ -18,16 +18,14 @@
 #include "sim/presets.hpp"
 #include "sim/reference_evaluator.hpp"
 #include "tests/arithmetic_of.hpp"
+#include "tests/same_bits.hpp"
 
 using namespace fplab;
 using namespace fplab::sim;
+using fplab::test::same_bits;
 using fplab::test::arithmetic_of;
 
 namespace {
-
-bool same_bits(double x, double y) {
-  return std::bit_cast<uint64_t>(x) == std::bit_cast<uint64_t>(y) || (std::isnan(x) && std::isnan(y));
-}
 
 // Seeded data of a format: a mix of magnitudes and signs, with exact cancellations.
 std::vector<double> data_in(const fp::Format& f, size_t n, std::mt19937_64& g) {

@@ -14,15 +14,13 @@
 #include "sim/schedule_trace.hpp"
 #include "sim/tensor_core.hpp"
 #include "sim/whole_group.hpp"
+#include "tests/same_bits.hpp"
 
 using namespace fplab;
 using namespace fplab::sim;
+using fplab::test::same_bits;
 
 namespace {
-
-bool same_bits(double x, double y) {
-  return std::bit_cast<uint64_t>(x) == std::bit_cast<uint64_t>(y) || (std::isnan(x) && std::isnan(y));
-}
 
 std::vector<double> data_in(const fp::Format& f, size_t n, std::mt19937_64& g) {
   std::normal_distribution<double> d;
