@@ -20,6 +20,7 @@ inline constexpr uint64_t kExponentMask = 0x7ff;  // after shifting right by kFr
 inline constexpr uint64_t kFractionMask = (uint64_t{1} << kFractionBits) - 1;
 inline constexpr uint64_t kHiddenBit = uint64_t{1} << kFractionBits;
 inline constexpr uint64_t kMagnitudeMask = ~(uint64_t{1} << 63);
+inline constexpr uint64_t kInfinityBits = kExponentMask << kFractionBits;  // also the exponent field's mask in place
 inline constexpr int kMinNormalExponent = 1 - kBias;                        // -1022
 inline constexpr int kSubnormalScale = kMinNormalExponent - kFractionBits;  // -1074: 2^-1074 is the least subnormal
 

@@ -67,8 +67,8 @@ void SuperAccumulator::add_product(double a, double b) {
   add_digits(negative, static_cast<u128>(x.significand) * y.significand, x.scale + y.scale);
 }
 
-void SuperAccumulator::add_scaled(bool negative, uint64_t magnitude, int scale) {
-  if (scale < kLowestExponent || scale + 64 > kTopExponent - 64)
+void SuperAccumulator::add_scaled(bool negative, u128 magnitude, int scale) {
+  if (scale < kLowestExponent || scale + 128 > kTopExponent - 64)
     throw std::out_of_range("SuperAccumulator::add_scaled: scale outside the accumulator");
   if (magnitude == 0) return;
   add_digits(negative, magnitude, scale);

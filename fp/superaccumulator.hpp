@@ -28,9 +28,9 @@ class SuperAccumulator {
   void add(double x);
   // Adds a * b exactly (the 106-bit product), for any doubles.
   void add_product(double a, double b);
-  // Adds magnitude * 2^scale with the given sign, exactly; magnitude may use all 64 bits.
+  // Adds magnitude * 2^scale with the given sign, exactly; magnitude may use all 128 bits.
   // scale must keep the value inside the accumulator's range (checked).
-  void add_scaled(bool negative, uint64_t magnitude, int scale);
+  void add_scaled(bool negative, unsigned __int128 magnitude, int scale);
   void add(const SuperAccumulator& other);
 
   // The exact sum, or inf/NaN per IEEE rules. An exact zero is signed as IEEE 754 (and

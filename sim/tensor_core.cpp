@@ -158,14 +158,10 @@ double fused_multiply_add(double acc, std::span<const double> a, std::span<const
     sum = fp::ExactValue::from_integer(negative, negative ? u128(-total) : u128(total), grid, false);
   } else {
     fp::SuperAccumulator exact;
-    auto add_integer = [&](bool negative, u128 units, int scale) {
-      exact.add_scaled(negative, static_cast<uint64_t>(units), scale);
-      if (units >> 64) exact.add_scaled(negative, static_cast<uint64_t>(units >> 64), scale + 64);
-    };
     auto add = [&](const Term& t, bool cut_it) {
-      if (!cut_it || t.scale >= grid64) return add_integer(t.negative, t.magnitude, t.scale);
+      if (!cut_it || t.scale >= grid64) return exact.add_scaled(t.negative, t.magnitude, t.scale);
       const Cut c = cut(t, static_cast<int>(grid64), spec.truncation);
-      add_integer(c.negative, c.units, static_cast<int>(grid64));
+      exact.add_scaled(c.negative, c.units, static_cast<int>(grid64));
     };
     for (const Term& t : terms) add(t, true);
     if (accumulator) add(*accumulator, cut_accumulator);

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "fp/arithmetic.hpp"
-#include "fp/superaccumulator.hpp"
+#include "fp/exact_sum.hpp"
 #include "sim/arithmetic.hpp"
 #include "sim/binned_sum.hpp"
 #include "sim/noise.hpp"
@@ -206,14 +206,13 @@ class TileWalker {
     if constexpr (Add::native) {
       if (r.kind == K::kahan || r.kind == K::neumaier) return compensated_native(r.kind, in, stride, g, dest);
     }
-    if (r.kind == K::exact) {  // values: straight into a superaccumulator per output
-      for (size_t c = 0; c < w_; ++c) {
-        fp::SuperAccumulator acc;
-        for (size_t k = 0; k < n; ++k) acc.add(static_cast<double>(row(in, stride, g, k)[c]));
-        dest[c] = static_cast<T>(acc.round(arithmetic_.format, {arithmetic_.mode, arithmetic_.flush_subnormals,
-                                                                arithmetic_.saturate, &streams_[c]})
+    if (r.kind == K::exact) {  // values: one exact sum per output, read in place
+      const size_t step = g.stride * stride;
+      for (size_t c = 0; c < w_; ++c)
+        dest[c] = static_cast<T>(fp::exact_sum_of(row(in, stride, g, 0) + c, n, step, arithmetic_.format,
+                                                  {arithmetic_.mode, arithmetic_.flush_subnormals,
+                                                   arithmetic_.saturate, &streams_[c]})
                                      .value);
-      }
       return;
     }
     if (r.kind == K::binned) {  // values: straight to the binned sum per output

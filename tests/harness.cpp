@@ -1,5 +1,7 @@
 #include "harness.hpp"
 
+#include "fp/counter_rng.hpp"
+
 #include <bit>
 #include <cmath>
 #include <cstdio>
@@ -7,6 +9,8 @@
 #include <sstream>
 
 #include <catch2/catch.hpp>
+
+#include "fp/counter_rng.hpp"
 
 namespace fplab::test {
 
@@ -212,6 +216,35 @@ void compare_double(MismatchLog& log, const Describe& input, const Format& forma
   for (size_t i = 0; i < want.size(); ++i) out << (i ? " or " : "") << show(want[i].value);
   out << "; got " << show(got);
   log.fail(out.str());
+}
+
+void compare_exact_every_mode(MismatchLog& values, MismatchLog& flags, const Describe& input,
+                              const std::function<ref::Exact(Mode)>& want,
+                              const std::function<fp::ExactValue(Mode)>& got_value,
+                              const std::function<fp::Rounded(const Format&, const fp::RoundingOptions&)>& got_rounded) {
+  fp::CounterRng stream(1);
+  for (Mode mode : fp::all_modes) {
+    const ref::Exact exact = want(mode);
+    guarded(values, input, [&] {
+      const std::string d = exact_difference(got_value(mode), exact);
+      if (d.empty())
+        values.pass();
+      else
+        values.fail(input() + " value(" + mode_text(mode) + "): " + d);
+    });
+    for (const Format& format : output_formats()) {
+      for (bool flush : {false, true}) {
+        for (bool saturate : {false, true}) {
+          const auto rounded = ref::round(exact, format, mode, flush, saturate);
+          const fp::RoundingOptions options{mode, flush, saturate, &stream};
+          guarded(values, input, [&] {
+            compare_rounded(values, flags, input, format, mode, flush, saturate, got_rounded(format, options), rounded,
+                            exact.kind == ref::Kind::finite);
+          });
+        }
+      }
+    }
+  }
 }
 
 std::string exact_difference(const fp::ExactValue& got, const ref::Exact& want) {

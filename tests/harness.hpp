@@ -80,6 +80,14 @@ void compare_double(MismatchLog& log, const Describe& input, const Format& forma
 // Empty when the ExactValue describes the reference value (NaN sign not compared).
 std::string exact_difference(const fp::ExactValue& got, const ref::Exact& want);
 
+// The whole check of an exact result against the reference, for every mode: got_value(mode)
+// against want(mode), and got_rounded(format, options) against the reference's rounding in every
+// output format with flush and saturate on and off (sr drawing from one stream).
+void compare_exact_every_mode(MismatchLog& values, MismatchLog& flags, const Describe& input,
+                              const std::function<ref::Exact(Mode)>& want,
+                              const std::function<fp::ExactValue(Mode)>& got_value,
+                              const std::function<fp::Rounded(const Format&, const fp::RoundingOptions&)>& got_rounded);
+
 // Runs fn, turning an exception into a failure of the log; context() names the input (built
 // only on failure: formatting dominates the run time otherwise).
 template <class Context, class Fn>

@@ -11,7 +11,6 @@
 
 #include <catch2/catch.hpp>
 
-#include "fp/counter_rng.hpp"
 #include "fp/exact_dot.hpp"
 #include "harness.hpp"
 
@@ -33,30 +32,12 @@ void check_dot(const std::string& name, const std::vector<float>& a, const std::
     for (size_t i = 0; i < n && i < 3; ++i) text += (i ? ", " : ": ") + show(a[i]) + " * " + show(b[i]);
     return text + (n > 3 ? ", ...)" : ")");
   };
-  fp::CounterRng stream(2);
-  for (Mode mode : fp::all_modes) {
-    const ref::Exact exact = ref::exact_dot(a.data(), b.data(), n, mode);
-    guarded(values, context, [&] {
-      const std::string d = exact_difference(fp::exact_dot(a.data(), b.data(), n, mode), exact);
-      if (d.empty())
-        values.pass();
-      else
-        values.fail(context() + " exact_dot(" + mode_text(mode) + "): " + d);
-    });
-    for (const Format& format : output_formats()) {
-      for (bool flush : {false, true}) {
-        for (bool saturate : {false, true}) {
-          const auto want = ref::round(exact, format, mode, flush, saturate);
-          fp::RoundingOptions options{mode, flush, saturate, &stream};
-          guarded(values, context, [&] {
-            compare_rounded(values, flags, context, format, mode, flush, saturate,
-                            fp::exact_dot(a.data(), b.data(), n, format, options), want,
-                            exact.kind == ref::Kind::finite);
-          });
-        }
-      }
-    }
-  }
+  compare_exact_every_mode(
+      values, flags, context, [&](Mode mode) { return ref::exact_dot(a.data(), b.data(), n, mode); },
+      [&](Mode mode) { return fp::exact_dot(a.data(), b.data(), n, mode); },
+      [&](const Format& format, const fp::RoundingOptions& options) {
+        return fp::exact_dot(a.data(), b.data(), n, format, options);
+      });
   values.require_none();
   flags.require_none();
 }

@@ -3,7 +3,7 @@
 #include <span>
 
 #include "fp/format.hpp"
-#include "fp/superaccumulator.hpp"
+#include "fp/exact_sum.hpp"
 #include "python/src/bindings.hpp"
 #include "sim/engine.hpp"
 
@@ -24,9 +24,7 @@ double exact_sum_array(py::handle x, std::string_view format_text) {
   const double* terms = values.data();
   const auto n = static_cast<size_t>(values.size());
   py::gil_scoped_release unlocked;
-  fp::SuperAccumulator sum;
-  for (size_t i = 0; i < n; ++i) sum.add(terms[i]);
-  return sum.round(format, {}).value;
+  return fp::exact_sum_of(terms, n, 1, format, {}).value;
 }
 
 }  // namespace
