@@ -4,6 +4,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 
 #include "fp/exact_value.hpp"
@@ -18,22 +19,30 @@ ExactValue exact_sum(double a, double b, Mode mode);
 // The exact product a * b (the 106-bit product, so exact over the whole double range).
 ExactValue exact_product(double a, double b);
 
-// The exact sum p + q of two doubles rounded once to fp32, to nearest even: their sum is first
-// rounded to odd in binary64 (TwoSum tells whether and in which direction it was inexact), then to
-// nearest in binary32; 53 >= 24 + 2 bits make the double rounding innocuous. An infinite or NaN
-// sum is the IEEE one (TwoSum's error term would be NaN there). The host's binary64 arithmetic
-// must round to nearest even, its conversion to float too.
-inline float sum_rounded_to_fp32(double p, double q) {
-  double s = p + q;
-  if (!std::isfinite(s))
-    return static_cast<float>(s);  // inf + finite, inf - inf, NaN (no double overflows: |p|, |q| < 2^257)
+// The exact sum p + q rounded to odd in binary64 (inexact results take the neighbour whose last
+// bit is 1): TwoSum tells whether and in which direction the host's sum was inexact. Rounding that
+// once more to a format of at most 51 bits, in any direction, rounds p + q correctly (53 >= p + 2).
+// An infinite or NaN sum is the IEEE one (TwoSum's error term would be NaN there). The host's
+// binary64 arithmetic must round to nearest even.
+inline double sum_rounded_to_odd(double p, double q) {
+  const double s = p + q;
+  if (!std::isfinite(s)) return s;
   const double z = s - p, error = (p - (s - z)) + (q - z);
   const auto bits = std::bit_cast<uint64_t>(s);
-  if (error != 0 && (bits & 1) == 0) s = std::bit_cast<double>((error > 0) == (s > 0) ? bits + 1 : bits - 1);
-  return static_cast<float>(s);
+  if (error != 0 && (bits & 1) == 0) return std::bit_cast<double>((error > 0) == (s > 0) ? bits + 1 : bits - 1);
+  return s;
 }
 
+// The exact sum p + q of two doubles rounded once to fp32, to nearest even, through
+// sum_rounded_to_odd (no double overflows when |p|, |q| < 2^257).
+inline float sum_rounded_to_fp32(double p, double q) { return static_cast<float>(sum_rounded_to_odd(p, q)); }
+
 double add(double a, double b, const Format& format, const RoundingOptions& options);
+// acc[i] = add(acc[i], x[i]) for i < n: the same results, many at a time (the fast path of
+// narrow formats runs vectorised; the rest goes one by one). Stochastic rounding draws from
+// streams[i] (which may be null in the other modes); options.stream is not used.
+void add_each(double* acc, const double* x, size_t n, const Format& format, const RoundingOptions& options,
+              CounterRng* streams);
 double mul(double a, double b, const Format& format, const RoundingOptions& options);
 // a * b + c with a single rounding.
 double fma(double a, double b, double c, const Format& format, const RoundingOptions& options);

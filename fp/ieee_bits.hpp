@@ -28,7 +28,8 @@ inline int biased_exponent(uint64_t bits) { return static_cast<int>((bits >> kFr
 inline uint64_t fraction(uint64_t bits) { return bits & kFractionMask; }
 inline bool sign(uint64_t bits) { return (bits >> 63) != 0; }
 // 2^e for a normal exponent e (kMinNormalExponent <= e <= kBias), built from its bits.
-inline double power_of_two(int e) { return std::bit_cast<double>(static_cast<uint64_t>(e + kBias) << kFractionBits); }
+inline uint64_t power_of_two_bits(int e) { return static_cast<uint64_t>(e + kBias) << kFractionBits; }
+inline double power_of_two(int e) { return std::bit_cast<double>(power_of_two_bits(e)); }
 }  // namespace binary64
 
 namespace binary32 {

@@ -163,12 +163,21 @@ class ProductTermOps {
 
   // dest[l] = round(dest[l] + a*b): one rounding of the exact sum.
   void fma_into(T* dest, uint32_t t) {
-    each_lane2(dest, t, t, [&](float a, float b, float, float, T x, size_t l) {
-      if constexpr (Add::native)
+    if constexpr (Add::native) {
+      each_lane2(dest, t, t, [&](float a, float b, float, float, T x, size_t) {
         return std::fma(static_cast<T>(a), static_cast<T>(b), x);
-      else
-        return fp::add(x, double(a) * b, ar_.format, options(l));
-    });
+      });
+    } else {
+      // A row of exact products (floats multiply exactly in double), then one add_each per row.
+      products_.resize(nr_);
+      for (size_t r = 0; r < mr_; ++r) {
+        const float a = a_[r * lda_ + t];
+        const float* b = b_ + t * ldb_;
+        for (size_t c = 0; c < nr_; ++c) products_[c] = double(a) * b[c];
+        fp::add_each(dest + r * nr_, products_.data(), nr_, ar_.format,
+                     {ar_.mode, ar_.flush_subnormals, ar_.saturate, nullptr}, streams_ + r * nr_);
+      }
+    }
   }
 
   // dest[l] = round(a*b).
@@ -195,6 +204,7 @@ class ProductTermOps {
   std::vector<int32_t> free_;
   std::vector<uint32_t> terms_;
   std::vector<double> fused_;
+  std::vector<double> products_;  // fma_into's row of exact products
 };
 
 template <class Add>

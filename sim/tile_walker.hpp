@@ -51,9 +51,8 @@ struct GenericAdd {
   const Arithmetic* arithmetic;
   fp::CounterRng* streams;
   void operator()(double* acc, const double* x) const {
-    for (size_t i = 0; i < width; ++i)
-      acc[i] = fp::add(acc[i], x[i], arithmetic->format,
-                       {arithmetic->mode, arithmetic->flush_subnormals, arithmetic->saturate, &streams[i]});
+    fp::add_each(acc, x, width, arithmetic->format,
+                 {arithmetic->mode, arithmetic->flush_subnormals, arithmetic->saturate, nullptr}, streams);
   }
 };
 

@@ -16,6 +16,7 @@
 #include "fp/counter_rng.hpp"
 #include "fp/exact_value.hpp"
 #include "harness.hpp"
+#include "same_bits.hpp"
 
 using namespace fplab::test;
 namespace fp = fplab::fp;
@@ -157,6 +158,56 @@ TEST_CASE(
     "[arithmetic]") {
   arithmetic_against_reference(format_named("e4m3"));
   arithmetic_against_reference(format_named("e5m2"));
+}
+
+TEST_CASE(
+    "arithmetic other families and widths add mul fma: e4m3fnuz e5m2fnuz e2m1fn e3m2fn e4m3ieee "
+    "e8m0 and eXmY of 21, 51 and 52 bits (either side of the fast path's limit), 25000 triples "
+    "each x every mode x flush x saturate agree with MPFR",
+    "[arithmetic]") {
+  for (const char* name : {"e4m3fnuz", "e5m2fnuz", "e2m1fn", "e3m2fn", "e4m3ieee", "e8m0"})
+    arithmetic_against_reference(format_named(name));
+  // Plain eXmY (IEEE-like), as fp::parse_format reads them.
+  for (const char* name : {"e6m20", "e9m50", "e9m51"}) arithmetic_against_reference(fp::parse_format(name));
+}
+
+TEST_CASE(
+    "arithmetic add_each == add lane by lane, bit for bit: 12 formats (both sides of the fast "
+    "path's limits) x every mode x flush x saturate, 4000 lanes of mixed operands (cancellation, "
+    "overflow, subnormal results, specials), sr drawing from per-lane streams",
+    "[arithmetic]") {
+  const char* names[] = {"fp64", "fp32", "tf32", "bf16", "fp16", "e4m3", "e5m2", "e4m3fnuz", "e2m1fn", "e8m0",
+                         "e9m50", "e9m51"};
+  for (const char* name : names) {
+    const Format format = fp::parse_format(name);
+    const ref::Grid grid(format);
+    std::mt19937_64 rng(kSeed ^ 0xeac4);
+    constexpr size_t n = 4000;
+    std::vector<double> acc(n), x(n);
+    for (size_t i = 0; i < n; ++i) {
+      acc[i] = operand(rng, grid);
+      x[i] = operand(rng, grid);
+      if (i % 5 == 0) x[i] = -acc[i];                          // exact cancellation
+      if (i % 5 == 1) x[i] = -std::nextafter(acc[i], 0.0);     // near cancellation
+      if (i % 5 == 2) acc[i] = std::ldexp(std::nearbyint(acc[i] * 8), -3);  // format-like values
+    }
+    MismatchLog log(std::string("add_each ") + name);
+    for_each_rounding([&](Mode mode, bool flush, bool saturate) {
+      std::vector<fp::CounterRng> lane_streams, one_streams;
+      for (size_t i = 0; i < n; ++i) lane_streams.emplace_back(i), one_streams.emplace_back(i);
+      std::vector<double> got = acc;
+      fp::add_each(got.data(), x.data(), n, format, {mode, flush, saturate, nullptr}, lane_streams.data());
+      for (size_t i = 0; i < n; ++i) {
+        const double want = fp::add(acc[i], x[i], format, {mode, flush, saturate, &one_streams[i]});
+        if (same_bits(got[i], want))
+          log.pass();
+        else
+          log.fail(std::string(name) + " " + configuration(format, mode, flush, saturate) + " add_each(" +
+                   show(acc[i]) + ", " + show(x[i]) + ") = " + show(got[i]) + ", add = " + show(want));
+      }
+    });
+    log.require_none();
+  }
 }
 
 TEST_CASE(
