@@ -176,12 +176,14 @@ class Json(unittest.TestCase):
         self.assertIn("at most 100000 terms", big.stderr)
 
     def test_reduce_json_prints_the_canonical_expansion(self):
-        r = run("reduce", "--schedule", " numpy ", "--gen", "normal:1000", "--json")
-        self.assertEqual(r.returncode, 0, r.stderr)
-        out = json.loads(r.stdout)
-        self.assertEqual(out["schedule"], "contig(8192):numpy_pairwise | all:seq")
-        for key in ("format", "value", "exact", "ulps"):
-            self.assertIn(key, out)
+        for preset, expansion in ((" numpy ", "all:numpy_pairwise"),
+                                  ("numpy-2.2", "contig(8192):numpy_pairwise | all:seq")):
+            r = run("reduce", "--schedule", preset, "--gen", "normal:1000", "--json")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            out = json.loads(r.stdout)
+            self.assertEqual(out["schedule"], expansion)
+            for key in ("format", "value", "exact", "ulps"):
+                self.assertIn(key, out)
 
     def test_sum_shows_the_exact_sum_and_its_rounding(self):
         # seq 1 100 in fp16: the exact sum 5050 is not an fp16 value; its rounding (5048) is not
