@@ -78,7 +78,11 @@ double pairwise_tree(std::span<const double> terms, const fp::Format& f, const f
   if (terms.empty()) return 0.0;
   if (terms.size() == 1) return terms[0];
   const size_t half = terms.size() / 2;
-  return fp::add(pairwise_tree(terms.first(half), f, o), pairwise_tree(terms.subspan(half), f, o), f, o);
+  // The left subtree first, named: as arguments the two calls could run in either order, and
+  // under sr that order decides which rounding gets which random draw (the trace goes left first).
+  const double left = pairwise_tree(terms.first(half), f, o);
+  const double right = pairwise_tree(terms.subspan(half), f, o);
+  return fp::add(left, right, f, o);
 }
 
 std::vector<double> sum_in_order(const SummationOrder& order, std::span<const double> terms, const fp::Format& f,
