@@ -7,6 +7,8 @@
 
 #include "fp/arithmetic.hpp"
 #include "fp/counter_rng.hpp"
+#include "sim/engine.hpp"
+#include "sim/presets.hpp"
 
 namespace fplab::sim {
 
@@ -26,12 +28,17 @@ std::string SummationOrder::name() const {
       return "sorted-desc";
     case Kind::random:
       return "random:" + std::to_string(permutations);
+    case Kind::schedule:
+      return text;
   }
   return "?";
 }
 
 SummationOrder parse_summation_order(std::string_view text) {
   using K = SummationOrder::Kind;
+  // Spaces around an order belong to the list it came in, not to its name.
+  const size_t first = text.find_first_not_of(" \t");
+  text = first == std::string_view::npos ? "" : text.substr(first, text.find_last_not_of(" \t") - first + 1);
   if (text == "seq") return {K::seq};
   if (text == "rev") return {K::rev};
   if (text == "pairwise") return {K::pairwise};
@@ -45,18 +52,29 @@ SummationOrder parse_summation_order(std::string_view text) {
       throw FormatError("order '" + std::string(text) + "': random:N needs a whole N from 1 to 10000000");
     return {K::random, n};
   }
-  throw FormatError("unknown order '" + std::string(text) +
-                    "' (known: seq, rev, pairwise, sorted-asc, sorted-desc, random:N)");
+  // A word that is no preset and has none of the grammar's punctuation was meant as a name:
+  // list the names rather than report it as an unknown grouping.
+  if (text.empty() || text.find_first_of(":|(") == std::string_view::npos) {
+    bool preset = false;
+    std::string names;
+    for (const auto& p : presets()) {
+      preset = preset || p.name.substr(0, p.name.find('(')) == text;  // "splitk" is splitk(4)
+      names += (names.empty() ? "" : ", ") + p.name;
+    }
+    if (!preset)
+      throw FormatError((text.empty() ? std::string("an empty order") : "unknown order '" + std::string(text) + "'") +
+                        " (known: sorted-asc, sorted-desc, random:N, " + names +
+                        ", or a schedule such as 'contig(8):seq | all:tree')");
+  }
+  SummationOrder order{K::schedule};
+  order.schedule = parse_schedule(text);
+  order.text = std::string(text);
+  return order;
 }
 
 std::vector<SummationOrder> parse_summation_orders(std::string_view list) {
   std::vector<SummationOrder> orders;
-  size_t start = 0;
-  while (start <= list.size()) {
-    const size_t comma = std::min(list.find(',', start), list.size());
-    orders.push_back(parse_summation_order(list.substr(start, comma - start)));
-    start = comma + 1;
-  }
+  for (const auto& item : split_schedule_list(list)) orders.push_back(parse_summation_order(item));
   return orders;
 }
 
@@ -114,6 +132,14 @@ std::vector<double> sum_in_order(const SummationOrder& order, std::span<const do
       }
       return results;
     }
+    case K::schedule: {
+      Arithmetic arithmetic;
+      arithmetic.format = f;
+      arithmetic.mode = o.mode;
+      arithmetic.flush_subnormals = o.flush_subnormals;
+      arithmetic.saturate = o.saturate;
+      return {reduce(order.schedule, terms, arithmetic, NoiseKey{seed})};
+    }
   }
   return {};
 }
@@ -144,6 +170,10 @@ OrderAsSchedule order_as_schedule(const SummationOrder& order, std::span<const d
       for (size_t i = index.size(); i > 1; --i) std::swap(index[i - 1], index[rng.below(i)]);
       break;
     }
+    case K::schedule:
+      out.schedule = to_string(order.schedule);
+      out.key = NoiseKey{seed};
+      break;
   }
   return out;
 }

@@ -67,7 +67,12 @@ class Errors(unittest.TestCase):
         self.assertIn("abc", self.check_error("round", "abc"))
         self.assertIn("'xx'", self.check_error("round", "1", "--mode", "xx"))
         self.check_error("sum")
-        self.assertIn("'foo'", self.check_error("sum", "1", "2", "--orders", "seq,foo"))
+        foo = self.check_error("sum", "1", "2", "--orders", "seq,foo")
+        for name in ("'foo'", "sorted-asc", "random:N", "numpy-2.2", "cuda-naive-sum(T,B)", "tc-h100-fp16"):
+            self.assertIn(name, foo)  # the message lists every order there is
+        self.assertIn("position", self.check_error("sum", "1", "2", "--orders", "seq,contig(4):sqe"))
+        self.assertIn("splitk(4)", self.check_error("sum", "1", "2", "--orders", "splitk(0),seq"))
+        self.assertIn("empty order", self.check_error("sum", "1", "2", "--orders", "seq,,rev"))
         self.check_error("sum", "--file", "/nonexistent/numbers.txt")
         self.assertIn("position", self.check_error("reduce", "--schedule", "contig(4):sqe", "--gen", "normal:10"))
         self.assertIn("all:", self.check_error("reduce", "--schedule", "contig(4):seq", "--gen", "normal:10"))
@@ -124,9 +129,57 @@ class Json(unittest.TestCase):
         rnd = next(o for o in out["orders"] if o["order"].startswith("random:"))
         self.assertEqual(sum(b["count"] for b in rnd["histogram"]), rnd["permutations"])
 
+    def test_sum_orders_take_presets_and_schedules(self):
+        # 20 fp32 terms of mixed magnitude; each order is recomputed here in plain fp32 additions
+        # (fp32 additions of fp32 values in doubles: double rounding is innocuous).
+        numbers = [repr(fp32((-1) ** i * (1.5 ** (i % 13)) * (1 + i / 7))) for i in range(20)]
+        terms = [fp32(float(x)) for x in numbers]
+        add = lambda a, b: fp32(a + b)  # noqa: E731
+
+        def tree(v):  # all:tree: the first floor(n/2) on the left
+            return v[0] if len(v) == 1 else add(tree(v[:len(v) // 2]), tree(v[len(v) // 2:]))
+
+        def numpy_pairwise(v):  # NumPy's pairwise_sum for 8 <= n <= 128: 8 accumulators, then the rest
+            r = list(v[:8])
+            for i in range(8, len(v) - len(v) % 8, 8):
+                r = [add(r[j], v[i + j]) for j in range(8)]
+            res = add(add(add(r[0], r[1]), add(r[2], r[3])), add(add(r[4], r[5]), add(r[6], r[7])))
+            for x in v[len(v) - len(v) % 8:]:
+                res = add(res, x)
+            return res
+
+        expected = {"numpy": numpy_pairwise(terms), "numpy-2.2": numpy_pairwise(terms),
+                    "contig(2):seq | all:tree": tree([add(terms[i], terms[i + 1]) for i in range(0, 20, 2)]),
+                    "pairwise": tree(terms)}
+        orders = "seq, numpy,numpy-2.2,contig(2):seq | all:tree,pairwise,cuda-naive-sum(32,2),atomic"
+        r = run("sum", *numbers, "--orders", orders, "--seed", "5", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = {o["order"]: o for o in json.loads(r.stdout)["orders"]}
+        self.assertEqual(list(out), [o.strip() for o in re.split(r",(?![^(]*\))", orders)])
+        for name, value in expected.items():
+            self.assertEqual(out[name]["value"], value, name)
+        self.assertEqual(len({out[name]["value"] for name in ("seq", "numpy", "contig(2):seq | all:tree")}), 3)
+        self.assertEqual(out["numpy"]["schedule"], "all:numpy_pairwise")
+        self.assertEqual(out["contig(2):seq | all:tree"]["schedule"], "contig(2):seq | all:tree")
+        self.assertNotIn("schedule", out["seq"])
+        # Random steps draw from --seed as reduce's --impl-seed: the same run of the same hardware.
+        for name in ("cuda-naive-sum(32,2)", "atomic"):
+            same = run("reduce", "--schedule", name, "--file", "-", "--impl-seed", "5", "--json",
+                       stdin="\n".join(numbers))
+            self.assertEqual(json.loads(same.stdout)["value"], out[name]["value"], name)
+        text = run("sum", *numbers, "--orders", orders).stdout
+        self.assertRegex(text, r"\n  contig\(2\):seq \| all:tree +\S+ +\S+ +\S+")
+        # Under stochastic rounding the trace draws as the sum did.
+        sr = run("sum", *numbers, "--orders", orders, "--mode", "sr", "--seed", "5", "--trace", "--json")
+        self.assertEqual(sr.returncode, 0, sr.stderr)
+        for o in json.loads(sr.stdout)["orders"]:
+            last = next(s for s in o["trace"]["steps"] if s["step"] == o["trace"]["result"])
+            self.assertEqual(last["value"], o["value"], o["order"])
+
     def test_sum_trace_lists_every_addition_against_fractions(self):
         numbers = ["1e8", "1", "-1e8", "1", "0.25", "3"]
-        r = run("sum", *numbers, "--orders", "seq,sorted-desc,random:3", "--trace", "--json")
+        r = run("sum", *numbers, "--orders", "seq,sorted-desc,random:3,numpy,atomic,contig(2):seq | all:rev",
+                "--trace", "--json")
         self.assertEqual(r.returncode, 0, r.stderr)
         out = json.loads(r.stdout)
         terms = [fp32(float(x)) for x in numbers]
