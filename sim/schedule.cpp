@@ -268,6 +268,10 @@ std::vector<std::string> split_schedule_list(std::string_view list) {
     depth += c == '(' ? 1 : c == ')' && depth > 0 ? -1 : 0;
     items.back() += c;
   }
+  for (auto& item : items) {
+    const size_t first = item.find_first_not_of(" \t");
+    item = first == std::string::npos ? "" : item.substr(first, item.find_last_not_of(" \t") - first + 1);
+  }
   return items;
 }
 

@@ -93,7 +93,7 @@ Schedule parse_schedule(std::string_view text);
 
 // A comma-separated list of schedules or presets cut at the commas outside parentheses, since a
 // preset's parameters and fused(N,F) hold commas of their own: "numpy,cuda-naive-sum(256,64)" is
-// two items. Items come back as written, unparsed; "" gives one empty item.
+// two items. Items come back unparsed, without the spaces around them; "" gives one empty item.
 std::vector<std::string> split_schedule_list(std::string_view comma_separated);
 
 }  // namespace fplab::sim

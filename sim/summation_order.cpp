@@ -36,21 +36,24 @@ std::string SummationOrder::name() const {
 
 SummationOrder parse_summation_order(std::string_view text) {
   using K = SummationOrder::Kind;
-  // Spaces around an order belong to the list it came in, not to its name.
-  const size_t first = text.find_first_not_of(" \t");
-  text = first == std::string_view::npos ? "" : text.substr(first, text.find_last_not_of(" \t") - first + 1);
-  if (text == "seq") return {K::seq};
-  if (text == "rev") return {K::rev};
-  if (text == "pairwise") return {K::pairwise};
-  if (text == "sorted-asc") return {K::sorted_asc};
-  if (text == "sorted-desc") return {K::sorted_desc};
+  const auto order_of = [](K kind, int permutations = 0) {
+    SummationOrder order;
+    order.kind = kind;
+    order.permutations = permutations;
+    return order;
+  };
+  if (text == "seq") return order_of(K::seq);
+  if (text == "rev") return order_of(K::rev);
+  if (text == "pairwise") return order_of(K::pairwise);
+  if (text == "sorted-asc") return order_of(K::sorted_asc);
+  if (text == "sorted-desc") return order_of(K::sorted_desc);
   if (text.starts_with("random:")) {
     int n = 0;
     const auto digits = text.substr(7);
     const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
     if (ec != std::errc{} || end != digits.data() + digits.size() || n < 1 || n > 10'000'000)
       throw FormatError("order '" + std::string(text) + "': random:N needs a whole N from 1 to 10000000");
-    return {K::random, n};
+    return order_of(K::random, n);
   }
   // A word that is no preset and has none of the grammar's punctuation was meant as a name:
   // list the names rather than report it as an unknown grouping.
@@ -66,7 +69,7 @@ SummationOrder parse_summation_order(std::string_view text) {
                         " (known: sorted-asc, sorted-desc, random:N, " + names +
                         ", or a schedule such as 'contig(8):seq | all:tree')");
   }
-  SummationOrder order{K::schedule};
+  SummationOrder order = order_of(K::schedule);
   order.schedule = parse_schedule(text);
   order.text = std::string(text);
   return order;
@@ -146,7 +149,9 @@ std::vector<double> sum_in_order(const SummationOrder& order, std::span<const do
 
 OrderAsSchedule order_as_schedule(const SummationOrder& order, std::span<const double> terms, uint64_t seed) {
   using K = SummationOrder::Kind;
-  OrderAsSchedule out{"all:seq", std::vector<size_t>(terms.size())};
+  OrderAsSchedule out;
+  out.schedule = "all:seq";
+  out.order_of_terms.resize(terms.size());
   std::iota(out.order_of_terms.begin(), out.order_of_terms.end(), size_t{0});
   auto& index = out.order_of_terms;
   switch (order.kind) {

@@ -318,6 +318,126 @@ class Json(unittest.TestCase):
         self.assertEqual(json.loads(r.stdout)["exact"], 3.5)
 
 
+def round_fp32(q):
+    """A rational rounded to the nearest fp32, ties to even (exactly: no double rounding)."""
+    if q == 0:
+        return 0.0
+    sign, q = (-1 if q < 0 else 1), abs(q)
+    e = q.numerator.bit_length() - q.denominator.bit_length()  # 2^e <= q < 2^(e+2)
+    if Fraction(2) ** e > q:
+        e -= 1
+    quantum = Fraction(2) ** (max(e, -126) - 23)
+    n, rest = divmod(q, quantum)
+    n += rest > quantum / 2 or (rest == quantum / 2 and n % 2 == 1)
+    return sign * float(n * quantum)
+
+
+class Dot(unittest.TestCase):
+    """fplab dot against exact rationals: the exact value, its rounding, and fp32 loops written out."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+        rng = random.Random(19)
+        self.a = [fp32(rng.gauss(0, 1) * 2.0 ** rng.randint(-12, 12)) for _ in range(60)]
+        self.b = [fp32(rng.gauss(0, 1) * 2.0 ** rng.randint(-12, 12)) for _ in range(60)]
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def write(self, name, numbers):
+        path = os.path.join(self.dir, name)
+        with open(path, "w") as f:
+            f.write("".join(f"{float(x).hex()}\n" for x in numbers))  # exact: no input is rounded
+        return path
+
+    def dot(self, *args, a=None, b=None):
+        r = run("dot", "--a", self.write("a.txt", a or self.a), "--b", self.write("b.txt", b or self.b), *args, "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return json.loads(r.stdout)
+
+    def test_exact_value_and_its_rounding_match_fractions(self):
+        out = self.dot("--schedule", "seq")
+        exact = sum(Fraction(x) * Fraction(y) for x, y in zip(self.a, self.b))
+        self.assertEqual(Fraction(out["exact_text"]), exact)
+        self.assertEqual(out["correctly_rounded"], round_fp32(exact))
+        self.assertEqual((out["pairs"], out["inputs_rounded"], out["arithmetic"]), (60, 0, "fp32/rne/fused"))
+        r = out["results"][0]
+        self.assertEqual(r["error"], float(Fraction(r["value"]) - exact))  # rounded once to a double
+
+    def test_seq_is_the_fp32_loop_of_each_products_mode(self):
+        p = [Fraction(x) * Fraction(y) for x, y in zip(self.a, self.b)]
+        fused = rounded = round_fp32(p[0])
+        exact = round_fp32(p[0] + p[1])  # two exact products meet: one rounding
+        fused = round_fp32(Fraction(fused) + p[1])  # FMA: the left product was rounded first
+        rounded = round_fp32(Fraction(rounded) + Fraction(round_fp32(p[1])))
+        for q in p[2:]:
+            fused = round_fp32(Fraction(fused) + q)  # acc = fma(a, b, acc)
+            exact = round_fp32(Fraction(exact) + q)
+            rounded = round_fp32(Fraction(rounded) + Fraction(round_fp32(q)))  # no FMA
+        values = {}
+        for mode, want in (("fused", fused), ("exact", exact), ("rounded", rounded)):
+            with self.subTest(products=mode):
+                values[mode] = self.dot("--schedule", "seq", "--products", mode)["results"][0]["value"]
+                self.assertEqual(values[mode], want)
+        self.assertNotEqual(values["fused"], values["rounded"])  # else this data could not tell them apart
+
+    def test_several_schedules_and_seeds(self):
+        out = self.dot("--schedule", "seq, cuda-naive-sum(32,1),contig(4):seq | all:tree,atomic", "--impl-seed", "4")
+        self.assertEqual([r["name"] for r in out["results"]],
+                         ["seq", "cuda-naive-sum(32,1)", "contig(4):seq | all:tree", "atomic"])
+        self.assertEqual(out["results"][1]["schedule"],
+                         "strided(32):seq | contig(32):shfl_down | contig(1):seq | all:atomic")
+        self.assertEqual([r["nondeterministic"] for r in out["results"]], [False, True, False, True])
+        p = [Fraction(x) * Fraction(y) for x, y in zip(self.a, self.b)]
+        fma = lambda acc, q: round_fp32(Fraction(acc) + q)  # noqa: E731
+        parts = []
+        for i in range(0, 60, 4):  # contig(4):seq: an FMA chain per part; then a tree of rounded parts
+            acc = round_fp32(p[i])
+            for q in p[i + 1:i + 4]:
+                acc = fma(acc, q)
+            parts.append(acc)
+
+        def tree(v):
+            return v[0] if len(v) == 1 else round_fp32(Fraction(tree(v[:len(v) // 2])) + Fraction(tree(v[len(v) // 2:])))
+        self.assertEqual(out["results"][2]["value"], tree(parts))
+        again = self.dot("--schedule", "atomic", "--impl-seed", "4")["results"][0]["value"]
+        self.assertEqual(again, out["results"][3]["value"])
+        seeds = {self.dot("--schedule", "atomic", "--impl-seed", str(s))["results"][0]["value"] for s in range(8)}
+        self.assertGreater(len(seeds), 1)
+
+    def test_text_output_and_stdin(self):
+        r = run("dot", "--a", self.write("a.txt", [1e8, 1, -1e8, 1]), "--b", "-", "--schedule", "seq,pairwise",
+                stdin="1\n1\n1\n1\n")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"exact sum +2\n")
+        self.assertRegex(r.stdout, r"\n  seq +1 +-1 = ")
+        self.assertRegex(r.stdout, r"\n  pairwise +0 +-2 = ")
+
+    def test_bad_inputs_are_one_line(self):
+        a, short = self.write("a.txt", [1, 2, 3]), self.write("short.txt", [1, 2])
+        empty = os.path.join(self.dir, "empty.txt")
+        with open(empty, "w") as f:
+            f.write("# nothing\n\n")
+        bad = os.path.join(self.dir, "bad.txt")
+        with open(bad, "w") as f:
+            f.write("1\n2\nthree\n")
+        check = Errors.check_error
+        self.assertIn("same length", check(self, "dot", "--a", a, "--b", short, "--schedule", "seq"))
+        self.assertIn("--b", check(self, "dot", "--a", a, "--b", empty, "--schedule", "seq"))
+        self.assertIn("--a", check(self, "dot", "--a", os.path.join(self.dir, "missing"), "--b", a, "--schedule", "seq"))
+        self.assertIn("is a folder", check(self, "dot", "--a", self.dir, "--b", a, "--schedule", "seq"))
+        message = check(self, "dot", "--a", a, "--b", bad, "--schedule", "seq")
+        self.assertIn("--b", message)
+        self.assertIn("three", message)
+        self.assertIn("stdin", check(self, "dot", "--a", "-", "--b", "-", "--schedule", "seq", stdin="1\n"))
+        self.assertIn("position", check(self, "dot", "--a", a, "--b", a, "--schedule", "seq,contig(4):sqe"))
+        self.assertIn("--b", check(self, "dot", "--a", a, "--schedule", "seq"))
+        self.assertIn("products", check(self, "dot", "--a", a, "--b", a, "--schedule", "seq", "--products", "fma"))
+        # A sum has no products: reduce no longer takes an option that could not change its result.
+        self.assertIn("--products", check(self, "reduce", "--schedule", "seq", "--gen", "normal:10", "--products",
+                                          "exact"))
+
+
 class Files(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp()
@@ -677,7 +797,7 @@ replicas = 3
         self.assertEqual(flip["curve"][0]["differing"], 1)
 
 
-HELP_COMMANDS = ([], ["round"], ["sum"], ["reduce"], ["tree"], ["explore"], ["train"], ["run"], ["diverge"], ["serve"],
+HELP_COMMANDS = ([], ["round"], ["sum"], ["reduce"], ["dot"], ["tree"], ["explore"], ["train"], ["run"], ["diverge"], ["serve"],
                  ["profile"], ["profile", "list"], ["profile", "show"], ["validate"], ["reveal"])
 
 
