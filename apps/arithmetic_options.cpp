@@ -11,12 +11,15 @@ sim::Arithmetic ArithmeticArgs::parse() const {
   return {fp::parse_format(format), fp::parse_mode(mode), flush, saturate, sim::parse_products(products)};
 }
 
-void add_arithmetic_options(CLI::App* cmd, ArithmeticArgs& a) {
+void add_arithmetic_options(CLI::App* cmd, ArithmeticArgs& a, bool with_products) {
   cmd->add_option("-f,--format", a.format, "accumulation format: fp64 fp32 tf32 bf16 fp16 e4m3 e5m2, an ML format (e2m1fn ...) or eXmY")
       ->capture_default_str();
   cmd->add_option("-m,--mode", a.mode, "rounding of every addition: rne rna rz ru rd ro sr")->capture_default_str();
-  cmd->add_option("--products", a.products, "products (dot products): exact, rounded, fused (FMA)")
-      ->capture_default_str();
+  if (with_products)
+    cmd->add_option("--products", a.products,
+                    "how products enter: exact (until the addition that takes them), rounded (to the format first), "
+                    "fused (FMA)")
+        ->capture_default_str();
   cmd->add_flag("--flush-subnormals", a.flush, "flush subnormal results to zero");
   cmd->add_flag("--saturate", a.saturate, "overflow saturates to the largest finite value");
 }
@@ -34,12 +37,25 @@ std::vector<double> DataArgs::load(const fp::Format& format, int& rounded) const
     return terms;
   }
   if (file.empty()) throw UsageError("no data: give --file PATH (one number per line, - for stdin) or --gen DIST:N");
-  for (const auto& text : read_number_texts({}, file)) {
-    const fp::Rounded r = fp::round_exact(fp::parse_number(text), format, {});
-    terms.push_back(r.value);
+  return load_numbers(file, "--file", format, rounded);
+}
+
+std::vector<double> load_numbers(const std::string& file, const std::string& option, const fp::Format& format,
+                                 int& rounded) {
+  std::vector<double> values;
+  rounded = 0;
+  for (const auto& text : read_number_texts({}, file, option)) {
+    fp::ExactValue exact;
+    try {
+      exact = fp::parse_number(text);
+    } catch (const fp::FormatError& e) {
+      throw UsageError(option + " '" + file + "': " + e.what());
+    }
+    const fp::Rounded r = fp::round_exact(exact, format, {});
+    values.push_back(r.value);
     rounded += r.inexact;
   }
-  return terms;
+  return values;
 }
 
 void add_data_options(CLI::App* cmd, DataArgs& d) {

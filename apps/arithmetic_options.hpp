@@ -17,7 +17,15 @@ struct ArithmeticArgs {
   bool flush = false, saturate = false;
   sim::Arithmetic parse() const;
 };
-void add_arithmetic_options(CLI::App* cmd, ArithmeticArgs& args);
+// --products only where there are products (fplab dot): a sum of values has none, and an option
+// that cannot change the result would only mislead.
+void add_arithmetic_options(CLI::App* cmd, ArithmeticArgs& args, bool with_products = false);
+
+// The numbers of a file (one per line, "-" for stdin), each rounded to nearest in `format` (data
+// as it would be stored there); `rounded` counts those that changed. Errors (UsageError) name the
+// file by `option`.
+std::vector<double> load_numbers(const std::string& file, const std::string& option, const fp::Format& format,
+                                 int& rounded);
 
 struct DataArgs {
   std::string file;

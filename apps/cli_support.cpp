@@ -16,7 +16,8 @@
 
 namespace fplab::app {
 
-std::vector<std::string> read_number_texts(const std::vector<std::string>& arguments, const std::string& file) {
+std::vector<std::string> read_number_texts(const std::vector<std::string>& arguments, const std::string& file,
+                                           const std::string& option) {
   std::vector<std::string> texts = arguments;
   if (!file.empty()) {
     std::ifstream stream;
@@ -25,9 +26,9 @@ std::vector<std::string> read_number_texts(const std::vector<std::string>& argum
       // An ifstream opens a folder without complaint and then reads nothing.
       std::error_code ignored;
       if (std::filesystem::is_directory(file, ignored))
-        throw UsageError("--file '" + file + "' is a folder, not a file of numbers");
+        throw UsageError(option + " '" + file + "' is a folder, not a file of numbers");
       stream.open(file);
-      if (!stream) throw UsageError("cannot read file '" + file + "'");
+      if (!stream) throw UsageError("cannot read " + option + " file '" + file + "'");
       in = &stream;
     }
     std::string line;
@@ -38,6 +39,7 @@ std::vector<std::string> read_number_texts(const std::vector<std::string>& argum
       texts.push_back(line.substr(first, last - first + 1));
     }
   }
+  if (texts.empty() && option != "--file") throw UsageError(option + " '" + file + "' holds no numbers");
   if (texts.empty())
     throw UsageError("no numbers given (pass them as arguments, or --file PATH, or --file - for stdin)");
   return texts;

@@ -24,8 +24,9 @@ using util::one_line;
 
 // Numbers from the command line, or one per line from a file ("-" is stdin); blank lines and
 // lines starting with '#' are skipped. Throws UsageError when nothing is left or a file
-// cannot be read.
-std::vector<std::string> read_number_texts(const std::vector<std::string>& arguments, const std::string& file);
+// cannot be read, naming the file by `option` (the option that gave it).
+std::vector<std::string> read_number_texts(const std::vector<std::string>& arguments, const std::string& file,
+                                           const std::string& option = "--file");
 
 // A double as JSON: a number when finite, null otherwise (the *_text fields carry inf/nan).
 nlohmann::json json_number(double value);

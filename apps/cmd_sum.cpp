@@ -61,6 +61,8 @@ int run_sum(const SumArgs& args) {
   const double bound = error_bound(terms.size() - 1, u, judge.sum_of_magnitudes());
 
   nlohmann::json out_orders = nlohmann::json::array();
+  int name_width = 14;  // a schedule order may be named by its whole text
+  for (const auto& order : orders) name_width = std::max(name_width, static_cast<int>(order.name().size()));
   if (!args.json) {
     std::printf("%zu numbers summed in %s with %s", terms.size(), format.name.c_str(),
                 std::string(fp::mode_name(mode)).c_str());
@@ -68,7 +70,7 @@ int run_sum(const SumArgs& args) {
       std::printf(" (%d inputs were not %s values and were rounded to nearest first)", changed, format.name.c_str());
     std::printf("\n");
     print_exact_lines(judge, format, "  ", 10);
-    std::printf("\n  %-14s %-26s %-14s %s\n", "order", "value", "error", "in ulps");
+    std::printf("\n  %-*s %-26s %-14s %s\n", name_width, "order", "value", "error", "in ulps");
   }
   if (args.trace && terms.size() > kMaxTracedTerms)
     throw UsageError("--trace prints every step: give at most " + std::to_string(kMaxTracedTerms) + " numbers, not " +
@@ -76,16 +78,18 @@ int run_sum(const SumArgs& args) {
   std::vector<std::pair<std::string, sim::ScheduleTrace>> traces;
   for (const auto& order : orders) {
     if (args.trace) {
-      // Traced from the rounding stream's state before this order, so that sr draws as the sum did.
-      fp::CounterRng rounding = stream;
+      // Traced from the rounding stream the sum draws from, in its state before this order, so
+      // that sr draws as the sum did.
       const auto as_schedule = sim::order_as_schedule(order, terms, args.seed);
+      fp::CounterRng rounding = as_schedule.key ? as_schedule.key->rounding_stream() : stream;
       std::vector<double> arranged;
       for (size_t i : as_schedule.order_of_terms) arranged.push_back(terms[i]);
       sim::Arithmetic arithmetic;
       arithmetic.format = format;
       arithmetic.mode = mode;
       traces.emplace_back(order.name(), sim::trace_schedule(sim::parse_schedule(as_schedule.schedule), arranged,
-                                                            arithmetic, {}, rounding, as_schedule.order_of_terms));
+                                                            arithmetic, as_schedule.key.value_or(sim::NoiseKey{}),
+                                                            rounding, as_schedule.order_of_terms));
     }
     const auto values = sim::sum_in_order(order, terms, format, options, args.seed);
     if (order.kind != sim::SummationOrder::Kind::random) {
@@ -96,10 +100,12 @@ int run_sum(const SumArgs& args) {
                             {"ulps", json_number(judge.ulps(v))},
                             {"error", json_number(judge.error(v))},
                             {"overflow", std::isinf(v) && std::isfinite(judge.exact())}});
+      if (order.kind == sim::SummationOrder::Kind::schedule)
+        out_orders.back()["schedule"] = sim::to_string(order.schedule);  // a preset's expansion
       if (!args.json && std::isinf(v) && std::isfinite(judge.exact()))
-        std::printf("  %-14s %-26s overflow\n", order.name().c_str(), fp::format_double(v).c_str());
+        std::printf("  %-*s %-26s overflow\n", name_width, order.name().c_str(), fp::format_double(v).c_str());
       else if (!args.json)
-        std::printf("  %-14s %-26s %-+14.6g %+.3f%s\n", order.name().c_str(), fp::format_double(v).c_str(),
+        std::printf("  %-*s %-26s %-+14.6g %+.3f%s\n", name_width, order.name().c_str(), fp::format_double(v).c_str(),
                     judge.error(v), judge.ulps(v), v == judge.exact_rounded() ? "  (correctly rounded)" : "");
       continue;
     }
@@ -117,8 +123,9 @@ int run_sum(const SumArgs& args) {
                           {"max", json_number(*hi)},
                           {"histogram", bins}});
     if (!args.json) {
-      std::printf("  %-14s %zu distinct results over %zu random orders, from %s to %s:\n", order.name().c_str(),
-                  bins.size(), values.size(), fp::format_double(*lo).c_str(), fp::format_double(*hi).c_str());
+      std::printf("  %-*s %zu distinct results over %zu random orders, from %s to %s:\n", name_width,
+                  order.name().c_str(), bins.size(), values.size(), fp::format_double(*lo).c_str(),
+                  fp::format_double(*hi).c_str());
       const int widest = std::max_element(bins.begin(), bins.end(), [](const auto& a, const auto& b) {
                            return a["count"] < b["count"];
                          })->at("count");
@@ -173,7 +180,9 @@ void add_sum_command(CLI::App& app, Runner& run) {
   cmd->add_option("--file", args->file, "read one number per line from a file, or - for stdin");
   cmd->add_option("-f,--format", args->format, "working format of every addition")->capture_default_str();
   cmd->add_option("-m,--mode", args->mode, "rounding mode of every addition")->capture_default_str();
-  cmd->add_option("--orders", args->orders, "comma-separated: seq rev pairwise sorted-asc sorted-desc random:N")
+  cmd->add_option("--orders", args->orders,
+                  "comma-separated: seq rev pairwise sorted-asc sorted-desc random:N, or any schedule preset or text "
+                  "(numpy, cuda-naive-sum(256,64), 'contig(8):seq | all:tree'; docs/schedules.md)")
       ->capture_default_str();
   cmd->add_option("--seed", args->seed, "seed of the random orders (and of sr rounding)")
       ->capture_default_str()
@@ -187,6 +196,8 @@ void add_sum_command(CLI::App& app, Runner& run) {
       "  fplab sum 1e8 1 -1e8 1 --format fp32\n"
       "  fplab sum 1e8 1 -1e8 1 --orders seq,sorted-asc --trace    # which addition lost the 1\n"
       "  fplab sum 0.1 0.2 0.3 --format bf16 --orders seq,rev\n"
+      "  seq 1 20000 | fplab sum --file - --orders seq,numpy,numpy-2.2,kahan    # NumPy 2.3 and 2.2 differ\n"
+      "  fplab sum 1e8 1 -1e8 1 --orders 'cuda-naive-sum(32,1),contig(2):seq | all:tree' --trace\n"
       "  seq 1 100 | fplab sum --file - --format fp16 --orders seq,pairwise,random:100    # orders differ by ulps\n"
       "  seq 1 1000 | fplab sum --file - --format fp16 --json    # 500500 overflows fp16 (max 65504)");
   cmd->callback([&run, args] { run = [args] { return run_sum(*args); }; });

@@ -13,6 +13,7 @@ using Runner = std::function<int()>;
 void add_round_command(CLI::App& app, Runner& run);
 void add_sum_command(CLI::App& app, Runner& run);
 void add_reduce_command(CLI::App& app, Runner& run);
+void add_dot_command(CLI::App& app, Runner& run);
 void add_tree_command(CLI::App& app, Runner& run);
 void add_explore_command(CLI::App& app, Runner& run);
 void add_train_command(CLI::App& app, Runner& run);

@@ -14,6 +14,18 @@ Judge::Judge(std::span<const double> terms, const fp::Format& format, fp::Mode m
     sum_.add(t);
     sum_of_magnitudes_ += std::fabs(t);
   }
+  finish(format, mode);
+}
+
+Judge::Judge(std::span<const double> a, std::span<const double> b, const fp::Format& format, fp::Mode mode) {
+  for (size_t i = 0; i < a.size(); ++i) {
+    sum_.add_product(a[i], b[i]);
+    sum_of_magnitudes_ += std::fabs(a[i] * b[i]);
+  }
+  finish(format, mode);
+}
+
+void Judge::finish(const fp::Format& format, fp::Mode mode) {
   exact_text_ = sum_.decimal_text();
   exact_ = sum_.round(fp::fp64(), {}).value;
   const fp::Rounded rounded = sum_.round(format, {mode == fp::Mode::sr ? fp::Mode::rne : mode});

@@ -16,6 +16,9 @@ class Judge {
  public:
   // The exact sum of `terms`, and its value rounded once to `format` (nearest-even for sr).
   Judge(std::span<const double> terms, const fp::Format& format, fp::Mode mode);
+  // The same for the exact dot product: the terms are the products a[i] * b[i], each exact
+  // (a.size() == b.size()).
+  Judge(std::span<const double> a, std::span<const double> b, const fp::Format& format, fp::Mode mode);
 
   // Errors are measured from the exact sum, not from its rounding: the rounding is what the best
   // possible order gives, and is itself up to half an ulp away.
@@ -33,6 +36,8 @@ class Judge {
   double ulp() const { return ulp_; }
 
  private:
+  void finish(const fp::Format& format, fp::Mode mode);  // everything but the sum itself
+
   fp::SuperAccumulator sum_;
   std::string exact_text_;
   double exact_ = 0, exact_rounded_ = 0, ulp_ = 0, sum_of_magnitudes_ = 0;

@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   fplab::app::add_round_command(app, run);
   fplab::app::add_sum_command(app, run);
   fplab::app::add_reduce_command(app, run);
+  fplab::app::add_dot_command(app, run);
   fplab::app::add_tree_command(app, run);
   fplab::app::add_explore_command(app, run);
   fplab::app::add_train_command(app, run);

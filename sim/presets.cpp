@@ -46,8 +46,13 @@ const std::vector<PresetDef>& definitions() {
        {},
        [](auto&) { return "shuffle | all:seq"; }},
       {{"numpy", "numpy",
-        "numpy.sum of a contiguous array: pairwise sums (blocks of <= 128 with 8 interleaved accumulators) over "
-        "the iterator's 8192-element buffers, added in order (checked bit for bit against NumPy 1.24)"},
+        "numpy.sum of a contiguous float32 or float64 array in NumPy >= 2.3: one pairwise sum (blocks of <= 128 "
+        "with 8 interleaved accumulators) over the whole axis (checked bit for bit against NumPy 2.3 and 2.4)"},
+       {},
+       [](auto&) { return "all:numpy_pairwise"; }},
+      {{"numpy-2.2", "numpy-2.2",
+        "numpy.sum of a contiguous array in NumPy <= 2.2: pairwise sums over the iterator's 8192-element "
+        "buffers, added in order (checked bit for bit against NumPy 1.24)"},
        {},
        [](auto&) { return "contig(8192):numpy_pairwise | all:seq"; }},
       {{"cuda-naive-sum(T,B)", "cuda-naive-sum(256,1024)",

@@ -257,4 +257,22 @@ Schedule parse_schedule(std::string_view text) {
   return Reader(text).schedule();
 }
 
+std::vector<std::string> split_schedule_list(std::string_view list) {
+  std::vector<std::string> items(1);
+  int depth = 0;
+  for (char c : list) {
+    if (c == ',' && depth == 0) {
+      items.emplace_back();
+      continue;
+    }
+    depth += c == '(' ? 1 : c == ')' && depth > 0 ? -1 : 0;
+    items.back() += c;
+  }
+  for (auto& item : items) {
+    const size_t first = item.find_first_not_of(" \t");
+    item = first == std::string::npos ? "" : item.substr(first, item.find_last_not_of(" \t") - first + 1);
+  }
+  return items;
+}
+
 }  // namespace fplab::sim

@@ -91,4 +91,9 @@ const char* to_string(Reducer::Input input);  // "none", "tf32", "bf16", "fp16",
 // Parses a schedule or a preset name (see presets.hpp); throws ScheduleError.
 Schedule parse_schedule(std::string_view text);
 
+// A comma-separated list of schedules or presets cut at the commas outside parentheses, since a
+// preset's parameters and fused(N,F) hold commas of their own: "numpy,cuda-naive-sum(256,64)" is
+// two items. Items come back unparsed, without the spaces around them; "" gives one empty item.
+std::vector<std::string> split_schedule_list(std::string_view comma_separated);
+
 }  // namespace fplab::sim

@@ -7,6 +7,8 @@
 
 #include "fp/arithmetic.hpp"
 #include "fp/counter_rng.hpp"
+#include "sim/engine.hpp"
+#include "sim/presets.hpp"
 
 namespace fplab::sim {
 
@@ -26,37 +28,56 @@ std::string SummationOrder::name() const {
       return "sorted-desc";
     case Kind::random:
       return "random:" + std::to_string(permutations);
+    case Kind::schedule:
+      return text;
   }
   return "?";
 }
 
 SummationOrder parse_summation_order(std::string_view text) {
   using K = SummationOrder::Kind;
-  if (text == "seq") return {K::seq};
-  if (text == "rev") return {K::rev};
-  if (text == "pairwise") return {K::pairwise};
-  if (text == "sorted-asc") return {K::sorted_asc};
-  if (text == "sorted-desc") return {K::sorted_desc};
+  const auto order_of = [](K kind, int permutations = 0) {
+    SummationOrder order;
+    order.kind = kind;
+    order.permutations = permutations;
+    return order;
+  };
+  if (text == "seq") return order_of(K::seq);
+  if (text == "rev") return order_of(K::rev);
+  if (text == "pairwise") return order_of(K::pairwise);
+  if (text == "sorted-asc") return order_of(K::sorted_asc);
+  if (text == "sorted-desc") return order_of(K::sorted_desc);
   if (text.starts_with("random:")) {
     int n = 0;
     const auto digits = text.substr(7);
     const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
     if (ec != std::errc{} || end != digits.data() + digits.size() || n < 1 || n > 10'000'000)
       throw FormatError("order '" + std::string(text) + "': random:N needs a whole N from 1 to 10000000");
-    return {K::random, n};
+    return order_of(K::random, n);
   }
-  throw FormatError("unknown order '" + std::string(text) +
-                    "' (known: seq, rev, pairwise, sorted-asc, sorted-desc, random:N)");
+  // A word that is no preset and has none of the grammar's punctuation was meant as a name:
+  // list the names rather than report it as an unknown grouping.
+  if (text.empty() || text.find_first_of(":|(") == std::string_view::npos) {
+    bool preset = false;
+    std::string names;
+    for (const auto& p : presets()) {
+      preset = preset || p.name.substr(0, p.name.find('(')) == text;  // "splitk" is splitk(4)
+      names += (names.empty() ? "" : ", ") + p.name;
+    }
+    if (!preset)
+      throw FormatError((text.empty() ? std::string("an empty order") : "unknown order '" + std::string(text) + "'") +
+                        " (known: sorted-asc, sorted-desc, random:N, " + names +
+                        ", or a schedule such as 'contig(8):seq | all:tree')");
+  }
+  SummationOrder order = order_of(K::schedule);
+  order.schedule = parse_schedule(text);
+  order.text = std::string(text);
+  return order;
 }
 
 std::vector<SummationOrder> parse_summation_orders(std::string_view list) {
   std::vector<SummationOrder> orders;
-  size_t start = 0;
-  while (start <= list.size()) {
-    const size_t comma = std::min(list.find(',', start), list.size());
-    orders.push_back(parse_summation_order(list.substr(start, comma - start)));
-    start = comma + 1;
-  }
+  for (const auto& item : split_schedule_list(list)) orders.push_back(parse_summation_order(item));
   return orders;
 }
 
@@ -78,7 +99,11 @@ double pairwise_tree(std::span<const double> terms, const fp::Format& f, const f
   if (terms.empty()) return 0.0;
   if (terms.size() == 1) return terms[0];
   const size_t half = terms.size() / 2;
-  return fp::add(pairwise_tree(terms.first(half), f, o), pairwise_tree(terms.subspan(half), f, o), f, o);
+  // The left subtree first, named: as arguments the two calls could run in either order, and
+  // under sr that order decides which rounding gets which random draw (the trace goes left first).
+  const double left = pairwise_tree(terms.first(half), f, o);
+  const double right = pairwise_tree(terms.subspan(half), f, o);
+  return fp::add(left, right, f, o);
 }
 
 std::vector<double> sum_in_order(const SummationOrder& order, std::span<const double> terms, const fp::Format& f,
@@ -110,13 +135,23 @@ std::vector<double> sum_in_order(const SummationOrder& order, std::span<const do
       }
       return results;
     }
+    case K::schedule: {
+      Arithmetic arithmetic;
+      arithmetic.format = f;
+      arithmetic.mode = o.mode;
+      arithmetic.flush_subnormals = o.flush_subnormals;
+      arithmetic.saturate = o.saturate;
+      return {reduce(order.schedule, terms, arithmetic, NoiseKey{seed})};
+    }
   }
   return {};
 }
 
 OrderAsSchedule order_as_schedule(const SummationOrder& order, std::span<const double> terms, uint64_t seed) {
   using K = SummationOrder::Kind;
-  OrderAsSchedule out{"all:seq", std::vector<size_t>(terms.size())};
+  OrderAsSchedule out;
+  out.schedule = "all:seq";
+  out.order_of_terms.resize(terms.size());
   std::iota(out.order_of_terms.begin(), out.order_of_terms.end(), size_t{0});
   auto& index = out.order_of_terms;
   switch (order.kind) {
@@ -140,6 +175,10 @@ OrderAsSchedule order_as_schedule(const SummationOrder& order, std::span<const d
       for (size_t i = index.size(); i > 1; --i) std::swap(index[i - 1], index[rng.below(i)]);
       break;
     }
+    case K::schedule:
+      out.schedule = to_string(order.schedule);
+      out.key = NoiseKey{seed};
+      break;
   }
   return out;
 }

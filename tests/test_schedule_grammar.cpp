@@ -59,6 +59,25 @@ TEST_CASE("schedule grammar: every preset parses, prints its expansion, and that
   }
 }
 
+TEST_CASE("schedule lists are cut at the commas outside parentheses, items trimmed") {
+  using List = std::vector<std::string>;
+  CHECK(split_schedule_list("numpy, cuda-naive-sum(256,64) ,contig(4):seq | all:fused(4,23,tf32)") ==
+        List{"numpy", "cuda-naive-sum(256,64)", "contig(4):seq | all:fused(4,23,tf32)"});
+  CHECK(split_schedule_list("seq,,rev") == List{"seq", "", "rev"});
+  CHECK(split_schedule_list("") == List{""});
+  CHECK(split_schedule_list("splitk(4") == List{"splitk(4"});  // left for the parser to refuse
+  CHECK(split_schedule_list("a),b") == List{"a)", "b"});        // a stray ')' does not swallow the rest
+  // Every item of a random list of presets and random schedules comes back whole.
+  std::mt19937_64 g(7);
+  List items;
+  std::string text;
+  for (int i = 0; i < 200; ++i) {
+    items.push_back(i % 2 ? presets()[g() % presets().size()].example : to_string(random_schedule(g)));
+    text += (i ? "," : "") + items.back();
+  }
+  CHECK(split_schedule_list(text) == items);
+}
+
 TEST_CASE("schedule grammar: 20000 seeded random schedules round-trip through text, with any spacing") {
   std::mt19937_64 g(20261122);
   for (int i = 0; i < 20000; ++i) {

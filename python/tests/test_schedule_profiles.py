@@ -12,7 +12,8 @@ SHIPPED = os.path.join(os.path.dirname(__file__), "..", "..", "profiles", "shipp
 
 class Schedules(unittest.TestCase):
     def test_canonical_text_and_presets(self):
-        self.assertEqual(fplab.Schedule("numpy").text, "contig(8192):numpy_pairwise | all:seq")  # docs/schedules.md
+        self.assertEqual(fplab.Schedule("numpy").text, "all:numpy_pairwise")  # docs/schedules.md
+        self.assertEqual(fplab.Schedule("numpy-2.2").text, "contig(8192):numpy_pairwise | all:seq")
         self.assertEqual(fplab.Schedule("splitk(4)").text, "split(4):seq | all:seq")
         self.assertEqual(fplab.Schedule(" contig( 32 ) : shfl_down|all :seq").text, "contig(32):shfl_down | all:seq")
         s = fplab.Schedule("cuda-naive-sum(256,64)")

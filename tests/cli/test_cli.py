@@ -67,7 +67,12 @@ class Errors(unittest.TestCase):
         self.assertIn("abc", self.check_error("round", "abc"))
         self.assertIn("'xx'", self.check_error("round", "1", "--mode", "xx"))
         self.check_error("sum")
-        self.assertIn("'foo'", self.check_error("sum", "1", "2", "--orders", "seq,foo"))
+        foo = self.check_error("sum", "1", "2", "--orders", "seq,foo")
+        for name in ("'foo'", "sorted-asc", "random:N", "numpy-2.2", "cuda-naive-sum(T,B)", "tc-h100-fp16"):
+            self.assertIn(name, foo)  # the message lists every order there is
+        self.assertIn("position", self.check_error("sum", "1", "2", "--orders", "seq,contig(4):sqe"))
+        self.assertIn("splitk(4)", self.check_error("sum", "1", "2", "--orders", "splitk(0),seq"))
+        self.assertIn("empty order", self.check_error("sum", "1", "2", "--orders", "seq,,rev"))
         self.check_error("sum", "--file", "/nonexistent/numbers.txt")
         self.assertIn("position", self.check_error("reduce", "--schedule", "contig(4):sqe", "--gen", "normal:10"))
         self.assertIn("all:", self.check_error("reduce", "--schedule", "contig(4):seq", "--gen", "normal:10"))
@@ -124,9 +129,57 @@ class Json(unittest.TestCase):
         rnd = next(o for o in out["orders"] if o["order"].startswith("random:"))
         self.assertEqual(sum(b["count"] for b in rnd["histogram"]), rnd["permutations"])
 
+    def test_sum_orders_take_presets_and_schedules(self):
+        # 20 fp32 terms of mixed magnitude; each order is recomputed here in plain fp32 additions
+        # (fp32 additions of fp32 values in doubles: double rounding is innocuous).
+        numbers = [repr(fp32((-1) ** i * (1.5 ** (i % 13)) * (1 + i / 7))) for i in range(20)]
+        terms = [fp32(float(x)) for x in numbers]
+        add = lambda a, b: fp32(a + b)  # noqa: E731
+
+        def tree(v):  # all:tree: the first floor(n/2) on the left
+            return v[0] if len(v) == 1 else add(tree(v[:len(v) // 2]), tree(v[len(v) // 2:]))
+
+        def numpy_pairwise(v):  # NumPy's pairwise_sum for 8 <= n <= 128: 8 accumulators, then the rest
+            r = list(v[:8])
+            for i in range(8, len(v) - len(v) % 8, 8):
+                r = [add(r[j], v[i + j]) for j in range(8)]
+            res = add(add(add(r[0], r[1]), add(r[2], r[3])), add(add(r[4], r[5]), add(r[6], r[7])))
+            for x in v[len(v) - len(v) % 8:]:
+                res = add(res, x)
+            return res
+
+        expected = {"numpy": numpy_pairwise(terms), "numpy-2.2": numpy_pairwise(terms),
+                    "contig(2):seq | all:tree": tree([add(terms[i], terms[i + 1]) for i in range(0, 20, 2)]),
+                    "pairwise": tree(terms)}
+        orders = "seq, numpy,numpy-2.2,contig(2):seq | all:tree,pairwise,cuda-naive-sum(32,2),atomic"
+        r = run("sum", *numbers, "--orders", orders, "--seed", "5", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = {o["order"]: o for o in json.loads(r.stdout)["orders"]}
+        self.assertEqual(list(out), [o.strip() for o in re.split(r",(?![^(]*\))", orders)])
+        for name, value in expected.items():
+            self.assertEqual(out[name]["value"], value, name)
+        self.assertEqual(len({out[name]["value"] for name in ("seq", "numpy", "contig(2):seq | all:tree")}), 3)
+        self.assertEqual(out["numpy"]["schedule"], "all:numpy_pairwise")
+        self.assertEqual(out["contig(2):seq | all:tree"]["schedule"], "contig(2):seq | all:tree")
+        self.assertNotIn("schedule", out["seq"])
+        # Random steps draw from --seed as reduce's --impl-seed: the same run of the same hardware.
+        for name in ("cuda-naive-sum(32,2)", "atomic"):
+            same = run("reduce", "--schedule", name, "--file", "-", "--impl-seed", "5", "--json",
+                       stdin="\n".join(numbers))
+            self.assertEqual(json.loads(same.stdout)["value"], out[name]["value"], name)
+        text = run("sum", *numbers, "--orders", orders).stdout
+        self.assertRegex(text, r"\n  contig\(2\):seq \| all:tree +\S+ +\S+ +\S+")
+        # Under stochastic rounding the trace draws as the sum did.
+        sr = run("sum", *numbers, "--orders", orders, "--mode", "sr", "--seed", "5", "--trace", "--json")
+        self.assertEqual(sr.returncode, 0, sr.stderr)
+        for o in json.loads(sr.stdout)["orders"]:
+            last = next(s for s in o["trace"]["steps"] if s["step"] == o["trace"]["result"])
+            self.assertEqual(last["value"], o["value"], o["order"])
+
     def test_sum_trace_lists_every_addition_against_fractions(self):
         numbers = ["1e8", "1", "-1e8", "1", "0.25", "3"]
-        r = run("sum", *numbers, "--orders", "seq,sorted-desc,random:3", "--trace", "--json")
+        r = run("sum", *numbers, "--orders", "seq,sorted-desc,random:3,numpy,atomic,contig(2):seq | all:rev",
+                "--trace", "--json")
         self.assertEqual(r.returncode, 0, r.stderr)
         out = json.loads(r.stdout)
         terms = [fp32(float(x)) for x in numbers]
@@ -176,12 +229,14 @@ class Json(unittest.TestCase):
         self.assertIn("at most 100000 terms", big.stderr)
 
     def test_reduce_json_prints_the_canonical_expansion(self):
-        r = run("reduce", "--schedule", " numpy ", "--gen", "normal:1000", "--json")
-        self.assertEqual(r.returncode, 0, r.stderr)
-        out = json.loads(r.stdout)
-        self.assertEqual(out["schedule"], "contig(8192):numpy_pairwise | all:seq")
-        for key in ("format", "value", "exact", "ulps"):
-            self.assertIn(key, out)
+        for preset, expansion in ((" numpy ", "all:numpy_pairwise"),
+                                  ("numpy-2.2", "contig(8192):numpy_pairwise | all:seq")):
+            r = run("reduce", "--schedule", preset, "--gen", "normal:1000", "--json")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            out = json.loads(r.stdout)
+            self.assertEqual(out["schedule"], expansion)
+            for key in ("format", "value", "exact", "ulps"):
+                self.assertIn(key, out)
 
     def test_sum_shows_the_exact_sum_and_its_rounding(self):
         # seq 1 100 in fp16: the exact sum 5050 is not an fp16 value; its rounding (5048) is not
@@ -261,6 +316,126 @@ class Json(unittest.TestCase):
         r = run("sum", "--file", "-", "--format", "fp64", "--orders", "seq", "--json", stdin="# a comment\n1\n\n2\n0x1p-1\n")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(json.loads(r.stdout)["exact"], 3.5)
+
+
+def round_fp32(q):
+    """A rational rounded to the nearest fp32, ties to even (exactly: no double rounding)."""
+    if q == 0:
+        return 0.0
+    sign, q = (-1 if q < 0 else 1), abs(q)
+    e = q.numerator.bit_length() - q.denominator.bit_length()  # 2^e <= q < 2^(e+2)
+    if Fraction(2) ** e > q:
+        e -= 1
+    quantum = Fraction(2) ** (max(e, -126) - 23)
+    n, rest = divmod(q, quantum)
+    n += rest > quantum / 2 or (rest == quantum / 2 and n % 2 == 1)
+    return sign * float(n * quantum)
+
+
+class Dot(unittest.TestCase):
+    """fplab dot against exact rationals: the exact value, its rounding, and fp32 loops written out."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+        rng = random.Random(19)
+        self.a = [fp32(rng.gauss(0, 1) * 2.0 ** rng.randint(-12, 12)) for _ in range(60)]
+        self.b = [fp32(rng.gauss(0, 1) * 2.0 ** rng.randint(-12, 12)) for _ in range(60)]
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def write(self, name, numbers):
+        path = os.path.join(self.dir, name)
+        with open(path, "w") as f:
+            f.write("".join(f"{float(x).hex()}\n" for x in numbers))  # exact: no input is rounded
+        return path
+
+    def dot(self, *args, a=None, b=None):
+        r = run("dot", "--a", self.write("a.txt", a or self.a), "--b", self.write("b.txt", b or self.b), *args, "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return json.loads(r.stdout)
+
+    def test_exact_value_and_its_rounding_match_fractions(self):
+        out = self.dot("--schedule", "seq")
+        exact = sum(Fraction(x) * Fraction(y) for x, y in zip(self.a, self.b))
+        self.assertEqual(Fraction(out["exact_text"]), exact)
+        self.assertEqual(out["correctly_rounded"], round_fp32(exact))
+        self.assertEqual((out["pairs"], out["inputs_rounded"], out["arithmetic"]), (60, 0, "fp32/rne/fused"))
+        r = out["results"][0]
+        self.assertEqual(r["error"], float(Fraction(r["value"]) - exact))  # rounded once to a double
+
+    def test_seq_is_the_fp32_loop_of_each_products_mode(self):
+        p = [Fraction(x) * Fraction(y) for x, y in zip(self.a, self.b)]
+        fused = rounded = round_fp32(p[0])
+        exact = round_fp32(p[0] + p[1])  # two exact products meet: one rounding
+        fused = round_fp32(Fraction(fused) + p[1])  # FMA: the left product was rounded first
+        rounded = round_fp32(Fraction(rounded) + Fraction(round_fp32(p[1])))
+        for q in p[2:]:
+            fused = round_fp32(Fraction(fused) + q)  # acc = fma(a, b, acc)
+            exact = round_fp32(Fraction(exact) + q)
+            rounded = round_fp32(Fraction(rounded) + Fraction(round_fp32(q)))  # no FMA
+        values = {}
+        for mode, want in (("fused", fused), ("exact", exact), ("rounded", rounded)):
+            with self.subTest(products=mode):
+                values[mode] = self.dot("--schedule", "seq", "--products", mode)["results"][0]["value"]
+                self.assertEqual(values[mode], want)
+        self.assertNotEqual(values["fused"], values["rounded"])  # else this data could not tell them apart
+
+    def test_several_schedules_and_seeds(self):
+        out = self.dot("--schedule", "seq, cuda-naive-sum(32,1),contig(4):seq | all:tree,atomic", "--impl-seed", "4")
+        self.assertEqual([r["name"] for r in out["results"]],
+                         ["seq", "cuda-naive-sum(32,1)", "contig(4):seq | all:tree", "atomic"])
+        self.assertEqual(out["results"][1]["schedule"],
+                         "strided(32):seq | contig(32):shfl_down | contig(1):seq | all:atomic")
+        self.assertEqual([r["nondeterministic"] for r in out["results"]], [False, True, False, True])
+        p = [Fraction(x) * Fraction(y) for x, y in zip(self.a, self.b)]
+        fma = lambda acc, q: round_fp32(Fraction(acc) + q)  # noqa: E731
+        parts = []
+        for i in range(0, 60, 4):  # contig(4):seq: an FMA chain per part; then a tree of rounded parts
+            acc = round_fp32(p[i])
+            for q in p[i + 1:i + 4]:
+                acc = fma(acc, q)
+            parts.append(acc)
+
+        def tree(v):
+            return v[0] if len(v) == 1 else round_fp32(Fraction(tree(v[:len(v) // 2])) + Fraction(tree(v[len(v) // 2:])))
+        self.assertEqual(out["results"][2]["value"], tree(parts))
+        again = self.dot("--schedule", "atomic", "--impl-seed", "4")["results"][0]["value"]
+        self.assertEqual(again, out["results"][3]["value"])
+        seeds = {self.dot("--schedule", "atomic", "--impl-seed", str(s))["results"][0]["value"] for s in range(8)}
+        self.assertGreater(len(seeds), 1)
+
+    def test_text_output_and_stdin(self):
+        r = run("dot", "--a", self.write("a.txt", [1e8, 1, -1e8, 1]), "--b", "-", "--schedule", "seq,pairwise",
+                stdin="1\n1\n1\n1\n")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"exact sum +2\n")
+        self.assertRegex(r.stdout, r"\n  seq +1 +-1 = ")
+        self.assertRegex(r.stdout, r"\n  pairwise +0 +-2 = ")
+
+    def test_bad_inputs_are_one_line(self):
+        a, short = self.write("a.txt", [1, 2, 3]), self.write("short.txt", [1, 2])
+        empty = os.path.join(self.dir, "empty.txt")
+        with open(empty, "w") as f:
+            f.write("# nothing\n\n")
+        bad = os.path.join(self.dir, "bad.txt")
+        with open(bad, "w") as f:
+            f.write("1\n2\nthree\n")
+        check = Errors.check_error
+        self.assertIn("same length", check(self, "dot", "--a", a, "--b", short, "--schedule", "seq"))
+        self.assertIn("--b", check(self, "dot", "--a", a, "--b", empty, "--schedule", "seq"))
+        self.assertIn("--a", check(self, "dot", "--a", os.path.join(self.dir, "missing"), "--b", a, "--schedule", "seq"))
+        self.assertIn("is a folder", check(self, "dot", "--a", self.dir, "--b", a, "--schedule", "seq"))
+        message = check(self, "dot", "--a", a, "--b", bad, "--schedule", "seq")
+        self.assertIn("--b", message)
+        self.assertIn("three", message)
+        self.assertIn("stdin", check(self, "dot", "--a", "-", "--b", "-", "--schedule", "seq", stdin="1\n"))
+        self.assertIn("position", check(self, "dot", "--a", a, "--b", a, "--schedule", "seq,contig(4):sqe"))
+        self.assertIn("--b", check(self, "dot", "--a", a, "--schedule", "seq"))
+        self.assertIn("products", check(self, "dot", "--a", a, "--b", a, "--schedule", "seq", "--products", "fma"))
+        # A sum has no products: reduce no longer takes an option that could not change its result.
+        self.assertIn("--products", check(self, "reduce", "--schedule", "seq", "--gen", "normal:10", "--products",
+                                          "exact"))
 
 
 class Files(unittest.TestCase):
@@ -622,7 +797,7 @@ replicas = 3
         self.assertEqual(flip["curve"][0]["differing"], 1)
 
 
-HELP_COMMANDS = ([], ["round"], ["sum"], ["reduce"], ["tree"], ["explore"], ["train"], ["run"], ["diverge"], ["serve"],
+HELP_COMMANDS = ([], ["round"], ["sum"], ["reduce"], ["dot"], ["tree"], ["explore"], ["train"], ["run"], ["diverge"], ["serve"],
                  ["profile"], ["profile", "list"], ["profile", "show"], ["validate"], ["reveal"])
 
 
