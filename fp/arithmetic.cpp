@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "fp/ieee_bits.hpp"
 #include "fp/round.hpp"
@@ -89,84 +90,78 @@ bool has_fast_path(const Format& f, Mode mode) {
          f.emax() <= 1000 && (f.family != Family::fn || f.man_bits >= 1);
 }
 
-// Marks "no fast result" (a fast result is never NaN). Not std::optional: its flag byte stored and
-// read back as a word stalled store forwarding on every call (perf: half of a bf16 training step).
-constexpr double kNoFastResult = std::numeric_limits<double>::quiet_NaN();
+// What cutting a double to a narrow format needs, from the format's fields (Format's own
+// functions go through ldexp, too slow for every addition).
+struct NarrowFormat {
+  uint64_t unit, half;        // the format's last significand bit, and half of it, in a double's bits
+  uint64_t min_normal_bits;   // its least normal value
+  uint64_t max_finite_bits;   // its largest finite value
+  explicit NarrowFormat(const Format& f)
+      : unit(uint64_t{1} << (binary64::kFractionBits - f.man_bits)),
+        half(unit >> 1),
+        min_normal_bits(binary64::power_of_two_bits(f.emin())),
+        max_finite_bits(binary64::power_of_two_bits(f.emax()) |
+                        (((uint64_t{1} << f.man_bits) - 1 - (f.family == Family::fn ? 1 : 0)) * unit)) {}
+};
 
-// x: a double rounded to odd from the exact result (so its bits keep the sticky bit).
-double round_odd_double(double x, const Format& f, Mode mode) {
-  const int cut = binary64::kFractionBits - f.man_bits;  // >= 2
-  // The format's least normal and largest finite values, built from their bits (Format's own
-  // functions go through ldexp, too slow for every addition).
-  const double min_normal = binary64::power_of_two(f.emin());
-  const uint64_t top_fraction = ((uint64_t{1} << f.man_bits) - 1 - (f.family == Family::fn ? 1 : 0)) << cut;
-  const double max_finite = std::bit_cast<double>(binary64::power_of_two_bits(f.emax()) | top_fraction);
-  if (!(std::fabs(x) >= min_normal)) return kNoFastResult;  // zero, subnormal in f, or NaN
-  const auto bits = std::bit_cast<uint64_t>(x);
-  const uint64_t unit = uint64_t{1} << cut, rest = bits & (unit - 1), kept = bits - rest;
-  const uint64_t half = unit >> 1;
-  const bool negative = x < 0;
-  uint64_t result = kept;
-  switch (mode) {
-    case Mode::rne:
-      if (rest > half || (rest == half && (kept & unit) != 0)) result += unit;
-      break;
-    case Mode::rna:
-      if (rest >= half) result += unit;
-      break;
-    case Mode::rz:
-      break;
-    case Mode::ru:
-      if (rest != 0 && !negative) result += unit;
-      break;
-    case Mode::rd:
-      if (rest != 0 && negative) result += unit;
-      break;
-    case Mode::ro:  // the last kept bit becomes 1 if anything was cut
-      if (rest != 0) result |= unit;
-      break;
-    case Mode::sr:
-      return kNoFastResult;
-  }
+// Rounds `bits`, a double rounded to odd from the exact result (so its last bit keeps the sticky
+// bit), to the format in mode kMode, without branches (add_each's loop vectorises). `fast` is
+// false where round_exact's rules are needed: zero, subnormal in the format, overflow, not finite
+// (NaN and inf bits exceed max_finite_bits).
+template <Mode kMode>
+uint64_t cut_to_format(uint64_t bits, const NarrowFormat& f, bool& fast) {
+  const uint64_t sign = bits & ~binary64::kMagnitudeMask, magnitude = bits & binary64::kMagnitudeMask;
+  const uint64_t rest = magnitude & (f.unit - 1), kept = magnitude - rest;
+  auto unit_if = [&f](bool condition) { return f.unit & (uint64_t{0} - static_cast<uint64_t>(condition)); };
   // Adding a unit to the magnitude's bits carries into the exponent where it should.
-  const double rounded = std::bit_cast<double>(result);
-  if (std::fabs(rounded) > max_finite) return kNoFastResult;  // overflow has its own rules
-  return rounded;
+  uint64_t result = kept;
+  if constexpr (kMode == Mode::rne) result += unit_if((rest > f.half) | ((rest == f.half) & ((kept & f.unit) != 0)));
+  if constexpr (kMode == Mode::rna) result += unit_if(rest >= f.half);
+  if constexpr (kMode == Mode::ru) result += unit_if((rest != 0) & (sign == 0));
+  if constexpr (kMode == Mode::rd) result += unit_if((rest != 0) & (sign != 0));
+  if constexpr (kMode == Mode::ro) result |= unit_if(rest != 0);  // the last kept bit 1 if anything was cut
+  fast = (magnitude >= f.min_normal_bits) & (result <= f.max_finite_bits);
+  return result | sign;
 }
 
-// add_each's fast path for one mode: every lane computed without branches (so that GCC
-// vectorises the loop), lanes the fast path cannot decide marked in `slow` and left unchanged.
+// Calls fn(std::integral_constant<Mode, m>{}) for the deterministic mode m (has_fast_path
+// excludes sr).
+template <class Fn>
+void with_fast_mode(Mode mode, Fn&& fn) {
+  switch (mode) {
+    case Mode::rne: return fn(std::integral_constant<Mode, Mode::rne>{});
+    case Mode::rna: return fn(std::integral_constant<Mode, Mode::rna>{});
+    case Mode::rz: return fn(std::integral_constant<Mode, Mode::rz>{});
+    case Mode::ru: return fn(std::integral_constant<Mode, Mode::ru>{});
+    case Mode::rd: return fn(std::integral_constant<Mode, Mode::rd>{});
+    case Mode::ro: return fn(std::integral_constant<Mode, Mode::ro>{});
+    case Mode::sr: return;
+  }
+}
+
+// The fast result for odd, a double rounded to odd from the exact result; NaN where there is none
+// (a fast result never is NaN). Not std::optional: its flag byte stored and read back as a word
+// stalled store forwarding on every call (perf: half of a bf16 training step).
+double round_odd_double(double odd, const Format& format, Mode mode) {
+  double out = std::numeric_limits<double>::quiet_NaN();
+  with_fast_mode(mode, [&](auto m) {
+    bool fast = false;
+    const uint64_t bits = cut_to_format<m()>(std::bit_cast<uint64_t>(odd), NarrowFormat(format), fast);
+    if (fast) out = std::bit_cast<double>(bits);
+  });
+  return out;
+}
+
+// add_each's fast path for one mode: lanes the fast path cannot decide marked in `slow` and left
+// unchanged.
 template <Mode kMode>
-void add_each_fast(double* acc, const double* x, size_t n, const Format& f, uint8_t* slow) {
-  const int cut = binary64::kFractionBits - f.man_bits;
-  const uint64_t unit = uint64_t{1} << cut, half = unit >> 1;
-  const uint64_t min_normal = binary64::power_of_two_bits(f.emin());
-  const uint64_t max_finite = binary64::power_of_two_bits(f.emax()) |
-                              (((uint64_t{1} << f.man_bits) - 1 - (f.family == Family::fn ? 1 : 0)) << cut);
+void add_each_fast(double* acc, const double* x, size_t n, const NarrowFormat& f, uint8_t* slow) {
   for (size_t i = 0; i < n; ++i) {
-    const double a = acc[i], b = x[i];
-    // sum_rounded_to_odd in integer lane operations: where TwoSum's error is nonzero and the
-    // sum's last bit even, step one unit toward the error (down in magnitude if the signs differ).
-    const double s = a + b, z = s - a, error = (a - (s - z)) + (b - z);
-    const auto error_bits = std::bit_cast<uint64_t>(error);
-    uint64_t bits = std::bit_cast<uint64_t>(s);
-    const uint64_t step = static_cast<uint64_t>((error_bits & binary64::kMagnitudeMask) != 0) & ~bits & 1;
-    const uint64_t toward_zero = (error_bits ^ bits) >> 63;
-    bits = bits + step - 2 * (step & toward_zero);
-    const uint64_t sign = bits & ~binary64::kMagnitudeMask, magnitude = bits & binary64::kMagnitudeMask;
-    const uint64_t rest = magnitude & (unit - 1), kept = magnitude - rest;
-    auto unit_if = [unit](bool condition) { return unit & (uint64_t{0} - static_cast<uint64_t>(condition)); };
-    uint64_t result = kept;
-    if constexpr (kMode == Mode::rne) result += unit_if((rest > half) | ((rest == half) & ((kept & unit) != 0)));
-    if constexpr (kMode == Mode::rna) result += unit_if(rest >= half);
-    if constexpr (kMode == Mode::ru) result += unit_if((rest != 0) & (sign == 0));
-    if constexpr (kMode == Mode::rd) result += unit_if((rest != 0) & (sign != 0));
-    if constexpr (kMode == Mode::ro) result |= unit_if(rest != 0);
-    // Not finite, zero, subnormal in f, or overflowing (NaN and inf bits exceed max_finite).
-    const bool fast = (magnitude >= min_normal) & (result <= max_finite);
+    bool fast = false;
+    const uint64_t bits = cut_to_format<kMode>(std::bit_cast<uint64_t>(sum_rounded_to_odd(acc[i], x[i])), f, fast);
     const uint64_t keep_new = uint64_t{0} - static_cast<uint64_t>(fast);
     slow[i] = !fast;
-    acc[i] = std::bit_cast<double>(((result | sign) & keep_new) | (std::bit_cast<uint64_t>(a) & ~keep_new));
+    acc[i] = std::bit_cast<double>((bits & keep_new) | (std::bit_cast<uint64_t>(acc[i]) & ~keep_new));
   }
 }
 
@@ -182,34 +177,12 @@ void add_each(double* acc, const double* x, size_t n, const Format& format, cons
     for (size_t i = 0; i < n; ++i) one_by_one(i);
     return;
   }
+  const NarrowFormat narrow(format);
   constexpr size_t kBlock = 256;
   uint8_t slow[kBlock];
   for (size_t first = 0; first < n; first += kBlock) {
     const size_t len = std::min(kBlock, n - first);
-    double* a = acc + first;
-    const double* b = x + first;
-    switch (options.mode) {
-      case Mode::rne:
-        add_each_fast<Mode::rne>(a, b, len, format, slow);
-        break;
-      case Mode::rna:
-        add_each_fast<Mode::rna>(a, b, len, format, slow);
-        break;
-      case Mode::rz:
-        add_each_fast<Mode::rz>(a, b, len, format, slow);
-        break;
-      case Mode::ru:
-        add_each_fast<Mode::ru>(a, b, len, format, slow);
-        break;
-      case Mode::rd:
-        add_each_fast<Mode::rd>(a, b, len, format, slow);
-        break;
-      case Mode::ro:
-        add_each_fast<Mode::ro>(a, b, len, format, slow);
-        break;
-      case Mode::sr:  // has_fast_path excludes it
-        break;
-    }
+    with_fast_mode(options.mode, [&](auto m) { add_each_fast<m()>(acc + first, x + first, len, narrow, slow); });
     for (size_t i = 0; i < len; ++i)
       if (slow[i]) one_by_one(first + i);
   }
@@ -218,7 +191,7 @@ void add_each(double* acc, const double* x, size_t n, const Format& format, cons
 double add(double a, double b, const Format& format, const RoundingOptions& options) {
   if (has_fast_path(format, options.mode)) {
     const double r = round_odd_double(sum_rounded_to_odd(a, b), format, options.mode);
-    if (r == r) return r;
+    if (!std::isnan(r)) return r;
   }
   return round_exact(exact_sum(a, b, options.mode), format, options).value;
 }
@@ -230,7 +203,7 @@ double mul(double a, double b, const Format& format, const RoundingOptions& opti
     if (std::isfinite(p) && std::fabs(p) >= 0x1p-960) {
       const double error = std::fma(a, b, -p);
       const double r = round_odd_double(sum_rounded_to_odd(p, error), format, options.mode);
-      if (r == r) return r;
+      if (!std::isnan(r)) return r;
     }
   }
   return round_exact(exact_product(a, b), format, options).value;

@@ -9,6 +9,7 @@
 
 #include "fp/exact_value.hpp"
 #include "fp/format.hpp"
+#include "fp/ieee_bits.hpp"
 #include "fp/rounding.hpp"
 
 namespace fplab::fp {
@@ -25,12 +26,14 @@ ExactValue exact_product(double a, double b);
 // An infinite or NaN sum is the IEEE one (TwoSum's error term would be NaN there). The host's
 // binary64 arithmetic must round to nearest even.
 inline double sum_rounded_to_odd(double p, double q) {
-  const double s = p + q;
-  if (!std::isfinite(s)) return s;
-  const double z = s - p, error = (p - (s - z)) + (q - z);
-  const auto bits = std::bit_cast<uint64_t>(s);
-  if (error != 0 && (bits & 1) == 0) return std::bit_cast<double>((error > 0) == (s > 0) ? bits + 1 : bits - 1);
-  return s;
+  const double s = p + q, z = s - p, error = (p - (s - z)) + (q - z);
+  // Without branches (add_each's loop vectorises): where the sum is finite, the error nonzero and
+  // the last bit even, one unit toward the error (down in magnitude if their signs differ).
+  const auto bits = std::bit_cast<uint64_t>(s), error_bits = std::bit_cast<uint64_t>(error);
+  const uint64_t step = static_cast<uint64_t>((bits & binary64::kMagnitudeMask) < binary64::kInfinityBits) &
+                        static_cast<uint64_t>((error_bits & binary64::kMagnitudeMask) != 0) & ~bits & 1;
+  const uint64_t toward_zero = (error_bits ^ bits) >> 63;
+  return std::bit_cast<double>(bits + step - 2 * (step & toward_zero));
 }
 
 // The exact sum p + q of two doubles rounded once to fp32, to nearest even, through
