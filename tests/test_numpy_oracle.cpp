@@ -20,27 +20,28 @@
 #include <vector>
 
 #include "sim/engine.hpp"
+#include "util/external_program.hpp"
 
 using namespace fplab::sim;
 
 namespace {
 
-std::string shell_quoted(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-// What the command prints on stdout, without the trailing newline ("" when it fails).
-std::string output_of(const std::string& command) {
-  std::string result;
-  if (FILE* p = popen((command + " 2>/dev/null").c_str(), "r")) {
-    char buffer[128];
-    while (std::fgets(buffer, sizeof buffer, p)) result += buffer;
-    if (pclose(p) != 0) return "";
+// The last line the interpreter prints running `code` with `arguments` (sys.argv[1:]), or "" when
+// it cannot start or fails. No shell: util::run_program passes an argument vector.
+std::string python_output(const std::string& python, const std::string& code,
+                          const std::vector<std::string>& arguments = {}) {
+  std::vector<std::string> argv = {"-c", code};
+  argv.insert(argv.end(), arguments.begin(), arguments.end());
+  fplab::util::ProgramResult result;
+  try {
+    result = fplab::util::run_program(python, argv);
+  } catch (const std::exception&) {
+    return "";
   }
-  while (!result.empty() && (result.back() == '\n' || result.back() == '\r')) result.pop_back();
-  return result;
+  if (result.exit_status != 0) return "";
+  std::string text = result.output;  // stdout and stderr together: a warning may precede the line
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  return text.substr(text.find_last_of('\n') + 1);
 }
 
 struct NumpyVersion {
@@ -51,7 +52,7 @@ struct NumpyVersion {
 
 NumpyVersion numpy_version(const std::string& python) {
   NumpyVersion v;
-  v.text = output_of(shell_quoted(python) + " -c 'import numpy; print(numpy.__version__)'");
+  v.text = python_output(python, "import numpy; print(numpy.__version__)");
   if (!v.text.empty() && std::sscanf(v.text.c_str(), "%d.%d", &v.major, &v.minor) != 2) v.text.clear();
   return v;
 }
@@ -74,9 +75,9 @@ double numpy_sum(const std::string& python, const std::vector<double>& values, c
       }
     }
   }
-  const std::string text =
-      output_of(shell_quoted(python) + " -c \"import numpy as np; print(float(np.sum(np.fromfile('" + path +
-                "', dtype=np." + dtype + "))).hex())\"");
+  const std::string text = python_output(
+      python, "import sys, numpy as np; print(float(np.sum(np.fromfile(sys.argv[1], dtype=sys.argv[2]))).hex())",
+      {path, dtype});
   std::remove(path);
   // Python's float.hex(), read back exactly by strtod.
   return text.empty() ? std::nan("") : std::strtod(text.c_str(), nullptr);
