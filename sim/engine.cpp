@@ -172,39 +172,57 @@ void fma_chain_tile(const float* a, size_t lda, const float* b, size_t ldb, size
   }
 #if defined(__AVX512F__)
   // 16 accumulators of 16 floats: 4 rows x 4 vectors; one broadcast of a[r][k] feeds 4 FMAs.
+  // Written out as named variables: with an array acc[4][4] (stored through by a loop over mr)
+  // GCC 12 kept the accumulators on the stack and stored all 16 every step (a third of the speed).
   // Partial tiles use masked loads and stores (rows past mr compute on row 0's data, unused).
   __mmask16 mask[4];
   for (size_t v = 0; v < 4; ++v) {
     const size_t lanes = nr > 16 * v ? std::min<size_t>(16, nr - 16 * v) : 0;
     mask[v] = static_cast<__mmask16>((1u << lanes) - 1);
   }
-  size_t row_of[4];
-  for (size_t r = 0; r < 4; ++r) row_of[r] = r < mr ? r : 0;
-  __m512 acc[4][4];
-  {
-    const float* brow = b + first * ldb;
-    __m512 bv[4];
-    for (int v = 0; v < 4; ++v) bv[v] = _mm512_maskz_loadu_ps(mask[v], brow + 16 * v);
-    for (int r = 0; r < 4; ++r) {
-      const __m512 ar = _mm512_set1_ps(a[row_of[r] * lda + first]);
-      for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_mul_ps(ar, bv[v]);
-    }
-  }
+  const __mmask16 m0 = mask[0], m1 = mask[1], m2 = mask[2], m3 = mask[3];
+  const float* r0 = a;
+  const float* r1 = a + (mr > 1 ? lda : 0);
+  const float* r2 = a + (mr > 2 ? 2 * lda : 0);
+  const float* r3 = a + (mr > 3 ? 3 * lda : 0);
+  const float* brow = b + first * ldb;
+  __m512 b0 = _mm512_maskz_loadu_ps(m0, brow), b1 = _mm512_maskz_loadu_ps(m1, brow + 16),
+         b2 = _mm512_maskz_loadu_ps(m2, brow + 32), b3 = _mm512_maskz_loadu_ps(m3, brow + 48);
+  __m512 x = _mm512_set1_ps(r0[first]);
+  __m512 c00 = _mm512_mul_ps(x, b0), c01 = _mm512_mul_ps(x, b1), c02 = _mm512_mul_ps(x, b2), c03 = _mm512_mul_ps(x, b3);
+  x = _mm512_set1_ps(r1[first]);
+  __m512 c10 = _mm512_mul_ps(x, b0), c11 = _mm512_mul_ps(x, b1), c12 = _mm512_mul_ps(x, b2), c13 = _mm512_mul_ps(x, b3);
+  x = _mm512_set1_ps(r2[first]);
+  __m512 c20 = _mm512_mul_ps(x, b0), c21 = _mm512_mul_ps(x, b1), c22 = _mm512_mul_ps(x, b2), c23 = _mm512_mul_ps(x, b3);
+  x = _mm512_set1_ps(r3[first]);
+  __m512 c30 = _mm512_mul_ps(x, b0), c31 = _mm512_mul_ps(x, b1), c32 = _mm512_mul_ps(x, b2), c33 = _mm512_mul_ps(x, b3);
+  size_t kk = first;
   for (size_t t = 1; t < count; ++t) {
-    const size_t kk = first + t * stride;
-    const float* brow = b + kk * ldb;
-    const __m512 b0 = _mm512_maskz_loadu_ps(mask[0], brow), b1 = _mm512_maskz_loadu_ps(mask[1], brow + 16),
-                 b2 = _mm512_maskz_loadu_ps(mask[2], brow + 32), b3 = _mm512_maskz_loadu_ps(mask[3], brow + 48);
-    for (int r = 0; r < 4; ++r) {
-      const __m512 ar = _mm512_set1_ps(a[row_of[r] * lda + kk]);
-      acc[r][0] = _mm512_fmadd_ps(ar, b0, acc[r][0]);
-      acc[r][1] = _mm512_fmadd_ps(ar, b1, acc[r][1]);
-      acc[r][2] = _mm512_fmadd_ps(ar, b2, acc[r][2]);
-      acc[r][3] = _mm512_fmadd_ps(ar, b3, acc[r][3]);
-    }
+    kk += stride;
+    brow = b + kk * ldb;
+    b0 = _mm512_maskz_loadu_ps(m0, brow), b1 = _mm512_maskz_loadu_ps(m1, brow + 16);
+    b2 = _mm512_maskz_loadu_ps(m2, brow + 32), b3 = _mm512_maskz_loadu_ps(m3, brow + 48);
+    x = _mm512_set1_ps(r0[kk]);
+    c00 = _mm512_fmadd_ps(x, b0, c00), c01 = _mm512_fmadd_ps(x, b1, c01);
+    c02 = _mm512_fmadd_ps(x, b2, c02), c03 = _mm512_fmadd_ps(x, b3, c03);
+    x = _mm512_set1_ps(r1[kk]);
+    c10 = _mm512_fmadd_ps(x, b0, c10), c11 = _mm512_fmadd_ps(x, b1, c11);
+    c12 = _mm512_fmadd_ps(x, b2, c12), c13 = _mm512_fmadd_ps(x, b3, c13);
+    x = _mm512_set1_ps(r2[kk]);
+    c20 = _mm512_fmadd_ps(x, b0, c20), c21 = _mm512_fmadd_ps(x, b1, c21);
+    c22 = _mm512_fmadd_ps(x, b2, c22), c23 = _mm512_fmadd_ps(x, b3, c23);
+    x = _mm512_set1_ps(r3[kk]);
+    c30 = _mm512_fmadd_ps(x, b0, c30), c31 = _mm512_fmadd_ps(x, b1, c31);
+    c32 = _mm512_fmadd_ps(x, b2, c32), c33 = _mm512_fmadd_ps(x, b3, c33);
   }
-  for (size_t r = 0; r < mr; ++r)
-    for (int v = 0; v < 4; ++v) _mm512_mask_storeu_ps(out + r * ldo + 16 * v, mask[v], acc[r][v]);
+  const auto store_row = [&](float* dest, __m512 v0, __m512 v1, __m512 v2, __m512 v3) {
+    _mm512_mask_storeu_ps(dest, m0, v0), _mm512_mask_storeu_ps(dest + 16, m1, v1);
+    _mm512_mask_storeu_ps(dest + 32, m2, v2), _mm512_mask_storeu_ps(dest + 48, m3, v3);
+  };
+  store_row(out, c00, c01, c02, c03);
+  if (mr > 1) store_row(out + ldo, c10, c11, c12, c13);
+  if (mr > 2) store_row(out + 2 * ldo, c20, c21, c22, c23);
+  if (mr > 3) store_row(out + 3 * ldo, c30, c31, c32, c33);
 #elif defined(__AVX2__) && defined(__FMA__)
   // 16 ymm registers: 8 accumulators (4 rows x 2 vectors of 8 columns), 2 of B, 1 broadcast of A;
   // the tile in passes of 16 columns (fma_chain_pass). Partial vectors use masked loads (columns
