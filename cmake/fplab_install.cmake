@@ -17,7 +17,9 @@ endforeach()
 install(TARGETS ${targets} EXPORT fplabTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
-install(TARGETS fplab RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+if(TARGET fplab)
+  install(TARGETS fplab RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+endif()
 foreach(folder util fp sim profiles models experiments)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${folder}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/fplab/${folder}
           FILES_MATCHING PATTERN "*.hpp" PATTERN "cuda" EXCLUDE PATTERN "torch" EXCLUDE PATTERN "shipped" EXCLUDE)
