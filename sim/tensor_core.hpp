@@ -87,10 +87,11 @@ void fused_multiply_add_tile(double* acc, size_t rows, size_t cols, const float*
                              size_t ldb, std::span<const uint32_t> terms, const FusedAddSpec& spec);
 
 // A GEMM's fp32 factors (A: m x k, B: k x n, row-major, kept by pointer) for fused steps on many
-// tiles of it. On hosts with AVX2 but not AVX-512, every factor is converted to the input format
-// and given its exponent code once here (not for every tile and chunk of terms: B's k x n again
-// for every 4 rows), and tile() runs 16 columns at a time in AVX2 registers, under the conditions
-// of fused_multiply_add_tile's vector form; elsewhere tile() is fused_multiply_add_tile.
+// tiles of it. On hosts with AVX2 or AVX-512, every factor is converted to the input format and
+// given its exponent code once here (not for every tile and chunk of terms: B's k x n again for
+// every 4 rows), and tile() runs 16 (AVX2) or 32 (AVX-512) columns at a time in vector registers,
+// under the conditions of fused_multiply_add_tile's vector form; elsewhere, and for specs outside
+// them, tile() is fused_multiply_add_tile.
 // Memory: 12 bytes per factor of A and B (a double and an int32 code), for the GEMM's duration.
 class FusedFactors {
  public:
@@ -109,9 +110,9 @@ class FusedFactors {
   const float *a_, *b_;
   size_t m_, n_, k_;
   FusedAddSpec spec_;
-  // Only the AVX2 form prepares converted factors: unused in other builds (clang would warn).
+  // Only the AVX2 and AVX-512 forms prepare converted factors: unused in other builds (clang would warn).
   [[maybe_unused]] bool prepared_ = false;
-  [[maybe_unused]] size_t ldb_ = 0;  // n + 16: a row of B's values and codes is readable 16 past any column
+  [[maybe_unused]] size_t ldb_ = 0;  // n + 16 (AVX2) or n + 32: rows readable one vector block past any column
   std::vector<double> a_values_, b_values_;
   std::vector<int32_t> a_codes_, b_codes_;
 };
