@@ -109,12 +109,34 @@ NoiseKey gemm_output_key(const NoiseKey& key, size_t i, size_t j, size_t n) {
 
 namespace {
 
+// One step of a chain of products c + x·y: one FMA (products fused), or the product rounded to
+// fp32 and then the sum (products rounded: no contraction, as x86 SSE code without FMA adds).
+template <bool kFused>
+inline float chain_step(float x, float y, float c) {
+  if constexpr (kFused) return std::fma(x, y, c);
+  const float product = x * y;
+  return c + product;
+}
+#if defined(__AVX512F__)
+template <bool kFused>
+inline __m512 chain_step(__m512 x, __m512 y, __m512 c) {
+  if constexpr (kFused) return _mm512_fmadd_ps(x, y, c);
+  return _mm512_add_ps(c, _mm512_mul_ps(x, y));
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+template <bool kFused>
+inline __m256 chain_step(__m256 x, __m256 y, __m256 c) {
+  if constexpr (kFused) return _mm256_fmadd_ps(x, y, c);
+  return _mm256_add_ps(c, _mm256_mul_ps(x, y));
+}
+#endif
+
 #if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
-// fma_chain_tile's AVX2 form for 16 columns (lanes of them, Full: all 16) of 4 rows: eight
+// product_chain_tile's AVX2 form for 16 columns (lanes of them, Full: all 16) of 4 rows: eight
 // independent chains keep two FMA pipes of latency 4 busy. Written out, no arrays or lambdas:
 // GCC kept an array of accumulators on the stack.
-template <bool Full>
-inline void fma_chain_pass(const float* const rows[4], const float* b, size_t ldb, size_t first, size_t stride,
+template <bool kFused, bool Full>
+inline void product_chain_pass(const float* const rows[4], const float* b, size_t ldb, size_t first, size_t stride,
                            size_t count, size_t mr, size_t lanes, float* out, size_t ldo) {
   const __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(lanes)), index);
@@ -138,13 +160,13 @@ inline void fma_chain_pass(const float* const rows[4], const float* b, size_t ld
     b0 = Full ? _mm256_loadu_ps(brow) : _mm256_maskload_ps(brow, m0);
     b1 = Full ? _mm256_loadu_ps(brow + 8) : _mm256_maskload_ps(brow + 8, m1);
     x = _mm256_broadcast_ss(r0 + kk);
-    c00 = _mm256_fmadd_ps(x, b0, c00), c01 = _mm256_fmadd_ps(x, b1, c01);
+    c00 = chain_step<kFused>(x, b0, c00), c01 = chain_step<kFused>(x, b1, c01);
     x = _mm256_broadcast_ss(r1 + kk);
-    c10 = _mm256_fmadd_ps(x, b0, c10), c11 = _mm256_fmadd_ps(x, b1, c11);
+    c10 = chain_step<kFused>(x, b0, c10), c11 = chain_step<kFused>(x, b1, c11);
     x = _mm256_broadcast_ss(r2 + kk);
-    c20 = _mm256_fmadd_ps(x, b0, c20), c21 = _mm256_fmadd_ps(x, b1, c21);
+    c20 = chain_step<kFused>(x, b0, c20), c21 = chain_step<kFused>(x, b1, c21);
     x = _mm256_broadcast_ss(r3 + kk);
-    c30 = _mm256_fmadd_ps(x, b0, c30), c31 = _mm256_fmadd_ps(x, b1, c31);
+    c30 = chain_step<kFused>(x, b0, c30), c31 = chain_step<kFused>(x, b1, c31);
   }
   const __m256 results[4][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}};
   for (size_t r = 0; r < mr; ++r) {
@@ -158,12 +180,14 @@ inline void fma_chain_pass(const float* const rows[4], const float* b, size_t ld
 }
 #endif
 
-// acc[r][c] = fma chain over the k-indices first, first + stride, ... (count of them), starting
-// from the rounded first product: exactly a sequence of FMAs per output. The tile is mr <= 4
+// acc[r][c] = a chain of products over the k-indices first, first + stride, ... (count of them),
+// starting from the rounded first product: exactly a sequence of FMAs per output (kFused), or of
+// rounded products each added with one rounding (products rounded). The tile is mr <= 4
 // rows by nr <= 64 columns; out is mr x nr, row-major with rows ldo apart. count == 0 (a GEMM with K = 0, whose
 // only group is empty) is the empty sum, +0: every form below loads the first product before
 // its loop, so that case must not reach them (A and B may then be empty, even null).
-void fma_chain_tile(const float* a, size_t lda, const float* b, size_t ldb, size_t first, size_t stride, size_t count,
+template <bool kFused>
+void product_chain_tile(const float* a, size_t lda, const float* b, size_t ldb, size_t first, size_t stride, size_t count,
                     size_t mr, size_t nr, float* out, size_t ldo) {
   static_assert(kGemmTileRows == 4 && kGemmTileCols == 64, "the microkernel is written for 4 x 64 tiles");
   if (count == 0) {
@@ -203,17 +227,17 @@ void fma_chain_tile(const float* a, size_t lda, const float* b, size_t ldb, size
     b0 = _mm512_maskz_loadu_ps(m0, brow), b1 = _mm512_maskz_loadu_ps(m1, brow + 16);
     b2 = _mm512_maskz_loadu_ps(m2, brow + 32), b3 = _mm512_maskz_loadu_ps(m3, brow + 48);
     x = _mm512_set1_ps(r0[kk]);
-    c00 = _mm512_fmadd_ps(x, b0, c00), c01 = _mm512_fmadd_ps(x, b1, c01);
-    c02 = _mm512_fmadd_ps(x, b2, c02), c03 = _mm512_fmadd_ps(x, b3, c03);
+    c00 = chain_step<kFused>(x, b0, c00), c01 = chain_step<kFused>(x, b1, c01);
+    c02 = chain_step<kFused>(x, b2, c02), c03 = chain_step<kFused>(x, b3, c03);
     x = _mm512_set1_ps(r1[kk]);
-    c10 = _mm512_fmadd_ps(x, b0, c10), c11 = _mm512_fmadd_ps(x, b1, c11);
-    c12 = _mm512_fmadd_ps(x, b2, c12), c13 = _mm512_fmadd_ps(x, b3, c13);
+    c10 = chain_step<kFused>(x, b0, c10), c11 = chain_step<kFused>(x, b1, c11);
+    c12 = chain_step<kFused>(x, b2, c12), c13 = chain_step<kFused>(x, b3, c13);
     x = _mm512_set1_ps(r2[kk]);
-    c20 = _mm512_fmadd_ps(x, b0, c20), c21 = _mm512_fmadd_ps(x, b1, c21);
-    c22 = _mm512_fmadd_ps(x, b2, c22), c23 = _mm512_fmadd_ps(x, b3, c23);
+    c20 = chain_step<kFused>(x, b0, c20), c21 = chain_step<kFused>(x, b1, c21);
+    c22 = chain_step<kFused>(x, b2, c22), c23 = chain_step<kFused>(x, b3, c23);
     x = _mm512_set1_ps(r3[kk]);
-    c30 = _mm512_fmadd_ps(x, b0, c30), c31 = _mm512_fmadd_ps(x, b1, c31);
-    c32 = _mm512_fmadd_ps(x, b2, c32), c33 = _mm512_fmadd_ps(x, b3, c33);
+    c30 = chain_step<kFused>(x, b0, c30), c31 = chain_step<kFused>(x, b1, c31);
+    c32 = chain_step<kFused>(x, b2, c32), c33 = chain_step<kFused>(x, b3, c33);
   }
   const auto store_row = [&](float* dest, __m512 v0, __m512 v1, __m512 v2, __m512 v3) {
     _mm512_mask_storeu_ps(dest, m0, v0), _mm512_mask_storeu_ps(dest + 16, m1, v1);
@@ -225,7 +249,7 @@ void fma_chain_tile(const float* a, size_t lda, const float* b, size_t ldb, size
   if (mr > 3) store_row(out + 3 * ldo, c30, c31, c32, c33);
 #elif defined(__AVX2__) && defined(__FMA__)
   // 16 ymm registers: 8 accumulators (4 rows x 2 vectors of 8 columns), 2 of B, 1 broadcast of A;
-  // the tile in passes of 16 columns (fma_chain_pass). Partial vectors use masked loads (columns
+  // the tile in passes of 16 columns (product_chain_pass). Partial vectors use masked loads (columns
   // past nr read as 0, never touched in memory) and masked stores.
   size_t row_of[4];
   for (size_t r = 0; r < 4; ++r) row_of[r] = r < mr ? r : 0;
@@ -233,9 +257,9 @@ void fma_chain_tile(const float* a, size_t lda, const float* b, size_t ldb, size
   for (size_t c0 = 0; c0 < nr; c0 += 16) {
     const size_t lanes = std::min<size_t>(16, nr - c0);
     if (lanes == 16)
-      fma_chain_pass<true>(rows, b + c0, ldb, first, stride, count, mr, lanes, out + c0, ldo);
+      product_chain_pass<kFused, true>(rows, b + c0, ldb, first, stride, count, mr, lanes, out + c0, ldo);
     else
-      fma_chain_pass<false>(rows, b + c0, ldb, first, stride, count, mr, lanes, out + c0, ldo);
+      product_chain_pass<kFused, false>(rows, b + c0, ldb, first, stride, count, mr, lanes, out + c0, ldo);
   }
 #else
   for (size_t r = 0; r < mr; ++r)
@@ -243,7 +267,7 @@ void fma_chain_tile(const float* a, size_t lda, const float* b, size_t ldb, size
       float acc = a[r * lda + first] * b[first * ldb + c];
       for (size_t t = 1; t < count; ++t) {
         const size_t kk = first + t * stride;
-        acc = std::fma(a[r * lda + kk], b[kk * ldb + c], acc);
+        acc = chain_step<kFused>(a[r * lda + kk], b[kk * ldb + c], acc);
       }
       out[r * ldo + c] = acc;
     }
@@ -264,8 +288,19 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
     return;
   }
   const bool first_is_reduction = !schedule.stages.empty() && !schedule.stages[0].shuffle;
-  const bool fma_chains = ar.native_float() && ar.products == Products::fused && first_is_reduction &&
-                          schedule.stages[0].reducer.kind == Reducer::Kind::seq;
+  const bool first_is_seq = first_is_reduction && schedule.stages[0].reducer.kind == Reducer::Kind::seq;
+  // A first stage of in-order chains in native fp32: FMA chains (products fused), or chains of
+  // rounded products each added with one rounding (products rounded: cpu-seq, tpu-v3's systolic
+  // passes); both run in the register-blocked tile below.
+  const bool fma_chains = ar.native_float() && ar.products == Products::fused && first_is_seq;
+  const bool chains = fma_chains || (ar.native_float() && ar.products == Products::rounded && first_is_seq);
+  const auto chain_tile = [fma_chains](const float* a, size_t lda, const float* b, size_t ldb, const GroupSpan& g,
+                                       size_t mr, size_t nr, float* out, size_t ldo) {
+    if (fma_chains)
+      product_chain_tile<true>(a, lda, b, ldb, g.first, g.stride, g.count, mr, nr, out, ldo);
+    else
+      product_chain_tile<false>(a, lda, b, ldb, g.first, g.stride, g.count, mr, nr, out, ldo);
+  };
   // Kahan, Neumaier and binned round every product to the format before they add it
   // (whole_group.hpp), so when the first reduction (after any shuffles) is one of them, the
   // rounded products are the terms whatever arithmetic.products says.
@@ -284,7 +319,7 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
                [&](size_t i, size_t j) { return gemm_output_key(key, i, j, n).rounding_stream(); });
     return;
   }
-  if (!fma_chains && !rounded_products) {
+  if (!chains && !rounded_products) {
     // Everything else: the first reduction's products as the reference has them, then the
     // TileWalker (fused(N,F) tensor-core steps vectorised across the tile). No schedule or
     // arithmetic falls back to the per-output reference any more; still scalar per output
@@ -304,11 +339,11 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
   // With more than one row block, the FMA chains read it packed (rows of 64 contiguous floats):
   // B's own rows are n floats apart, which for n a multiple of 512 maps every row's columns to the
   // same two L1 sets (measured on a 512-square GEMM: docs in bench/RESULTS.md).
-  const bool pack = fma_chains && m > kGemmTileRows && n > kGemmTileCols;
+  const bool pack = chains && m > kGemmTileRows && n > kGemmTileCols;
   // One chain over all of K and nothing after it (all:seq): the chains are the outputs, written
   // straight into C, without the walker's per-tile work (which cost as much as the chains
   // themselves for K = 64: a ResNet's first-stage input gradients ran at 15 GFLOP/s, not 38).
-  const bool chains_are_outputs = fma_chains && groups.size() == 1 && schedule.stages.size() == 1;
+  const bool chains_are_outputs = chains && groups.size() == 1 && schedule.stages.size() == 1;
   std::vector<float> b_packed(pack ? k * kGemmTileCols : 0);
   for (size_t j0 = 0; j0 < n; j0 += kGemmTileCols) {
     const float* b_block = b + j0;
@@ -321,8 +356,7 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
     for (size_t i0 = 0; i0 < m; i0 += kGemmTileRows) {
       const size_t mr = std::min(kGemmTileRows, m - i0), nr = std::min(kGemmTileCols, n - j0), w = mr * nr;
       if (chains_are_outputs) {
-        fma_chain_tile(a + i0 * k, k, b_block, ldb, groups[0].first, groups[0].stride, groups[0].count, mr, nr,
-                       c + i0 * n + j0, n);
+        chain_tile(a + i0 * k, k, b_block, ldb, groups[0], mr, nr, c + i0 * n + j0, n);
         continue;
       }
       const NoiseKey tile_key = gemm_output_key(key, i0, j0, n);
@@ -332,12 +366,11 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
       result.resize(w);
       const float* a_tile = a + i0 * k;
       const float* b_tile = b + j0;
-      if (fma_chains) {
+      if (chains) {
         rows.resize(groups.size() * w);
         for (size_t g = 0; g < groups.size(); ++g) {
           float* dest = &rows[g * w];
-          fma_chain_tile(a_tile, k, b_block, ldb, groups[g].first, groups[g].stride, groups[g].count, mr, nr, dest,
-                         nr);
+          chain_tile(a_tile, k, b_block, ldb, groups[g], mr, nr, dest, nr);
         }
         if (k == 0)
           std::fill(result.begin(), result.end(), 0.0f);
