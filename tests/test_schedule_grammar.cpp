@@ -9,6 +9,7 @@
 
 #include "sim/presets.hpp"
 #include "sim/schedule.hpp"
+#include "tests/random_perm.hpp"
 
 using namespace fplab::sim;
 namespace fp = fplab::fp;
@@ -24,9 +25,7 @@ std::vector<Stage> random_stages(std::mt19937_64& g, int depth) {
     if (pick == 0) {
       st.shuffle = true;
     } else if (pick == 1) {  // a lane permutation of 1..40 lanes
-      st.perm.resize(1 + g() % 40);
-      std::iota(st.perm.begin(), st.perm.end(), 0);
-      std::shuffle(st.perm.begin(), st.perm.end(), g);
+      st.perm = fplab::test::random_perm(g, 40);
     } else if (pick == 2 && depth < 3) {
       st.body = 1 + static_cast<int64_t>(g() % 100);
       st.inner = random_stages(g, depth + 1);

@@ -16,6 +16,7 @@
 #include "sim/engine.hpp"
 #include "sim/reference_evaluator.hpp"
 #include "sim/schedule.hpp"
+#include "tests/random_perm.hpp"
 #include "tests/arithmetic_of.hpp"
 #include "tests/same_bits.hpp"
 
@@ -101,24 +102,24 @@ double naive_reduce(const Schedule& s, const std::vector<double>& values, const 
 }
 
 std::vector<Stage> random_lane_stages(std::mt19937_64& g, int depth, bool end_with_all) {
-  std::vector<Stage> out;
-  const int count = 1 + static_cast<int>(g() % 4);
-  for (int i = 0; i < count; ++i) {
-    Stage st;
-    const auto pick = g() % 5;
-    if (pick == 0) {
-      st.perm.resize(1 + g() % 9);
-      std::iota(st.perm.begin(), st.perm.end(), 0);
-      std::shuffle(st.perm.begin(), st.perm.end(), g);
-    } else if (pick == 1 && depth < 2) {
-      st.body = 1 + static_cast<int64_t>(g() % 24);
-      st.inner = random_lane_stages(g, depth + 1, false);
-    } else {
-      st.grouping = {static_cast<Grouping::Kind>(g() % 3), 1 + static_cast<int64_t>(g() % 9)};  // contig/strided/split
-      st.reducer = parse_schedule(std::string("all:") + kReducers[g() % std::size(kReducers)]).stages[0].reducer;
-      if (g() % 2) st.format = std::array{fp::fp64(), fp::fp32(), fp::bf16(), fp::fp16()}[g() % 4];
+  std::vector<Stage> out(1 + g() % 4);
+  for (Stage& st : out) {
+    switch (g() % 5) {
+      case 0:
+        st.perm = fplab::test::random_perm(g, 9);
+        break;
+      case 1:
+        if (depth < 2) {  // bodies two deep at most
+          st.body = 1 + static_cast<int64_t>(g() % 24);
+          st.inner = random_lane_stages(g, depth + 1, false);
+          break;
+        }
+        [[fallthrough]];
+      default:  // contig, strided or split of 1..9, any deterministic reducer, half of them @FORMAT
+        st.grouping = {static_cast<Grouping::Kind>(g() % 3), 1 + static_cast<int64_t>(g() % 9)};
+        st.reducer = parse_schedule(std::string("all:") + kReducers[g() % std::size(kReducers)]).stages[0].reducer;
+        if (g() % 2) st.format = std::array{fp::fp64(), fp::fp32(), fp::bf16(), fp::fp16()}[g() % 4];
     }
-    out.push_back(st);
   }
   if (end_with_all) {
     Stage last;
