@@ -14,6 +14,7 @@
 #include "sim/binned_sum.hpp"
 #include "sim/exact_gemm.hpp"
 #include "sim/gemm_product_terms.hpp"
+#include "sim/reference_evaluator.hpp"
 #include "sim/tile_walker.hpp"
 
 namespace fplab::sim {
@@ -54,7 +55,9 @@ NoiseKey batch_output_key(const NoiseKey& key, size_t output, size_t tile_output
 void reduce_batch(const Schedule& schedule, const double* terms, size_t k, size_t outputs, const Arithmetic& ar,
                   const NoiseKey& key, double* out, size_t tile_outputs) {
   tile_outputs = std::max<size_t>(tile_outputs, 1);
-  const bool native_float = ar.native_float() && all_floats(terms, k * outputs);
+  // A stage of its own format ("@fp64") needs the generic arithmetic, which switches per stage.
+  const bool mixed = schedule.has_stage_formats();
+  const bool native_float = !mixed && ar.native_float() && all_floats(terms, k * outputs);
   for (size_t m0 = 0; m0 < outputs; m0 += tile_outputs) {
     const size_t w = std::min(tile_outputs, outputs - m0);
     const NoiseKey tile_key = batch_output_key(key, m0, tile_outputs);
@@ -66,7 +69,7 @@ void reduce_batch(const Schedule& schedule, const double* terms, size_t k, size_
       TileWalker<float, NativeAdd<float>> walker(w, {w}, ar, streams.data(), tile_key);
       walker.run(schedule, 0, rows.data(), w, k, result.data());
       std::copy(result.begin(), result.end(), out + m0);
-    } else if (ar.native_double()) {
+    } else if (!mixed && ar.native_double()) {
       TileWalker<double, NativeAdd<double>> walker(w, {w}, ar, streams.data(), tile_key);
       walker.run(schedule, 0, terms + m0, outputs, k, out + m0);
     } else {
@@ -80,7 +83,8 @@ double reduce(const Schedule& schedule, std::span<const double> values, const Ar
               const NoiseKey& key) {
   double out = 0;
   // A single reduction is a batch of one output whose tile and lane are the key's own.
-  const bool native_float = arithmetic.native_float() && all_floats(values.data(), values.size());
+  const bool mixed = schedule.has_stage_formats();  // stage formats: the generic arithmetic
+  const bool native_float = !mixed && arithmetic.native_float() && all_floats(values.data(), values.size());
   fp::CounterRng stream = key.rounding_stream();
   if (native_float) {
     std::vector<float> rows(values.begin(), values.end());
@@ -89,7 +93,7 @@ double reduce(const Schedule& schedule, std::span<const double> values, const Ar
     walker.run(schedule, 0, rows.data(), 1, rows.size(), &result);
     return result;
   }
-  if (arithmetic.native_double()) {
+  if (!mixed && arithmetic.native_double()) {
     TileWalker<double, NativeAdd<double>> walker(1, {1}, arithmetic, &stream, key);
     walker.run(schedule, 0, values.data(), 1, values.size(), &out);
   } else {
@@ -98,6 +102,23 @@ double reduce(const Schedule& schedule, std::span<const double> values, const Ar
   }
   return out;
 }
+
+namespace {
+
+void gemm_per_output(const Schedule& schedule, const float* a, const float* b, float* c, const GemmShape& shape,
+                     const Arithmetic& ar, const NoiseKey& key) {
+  std::vector<double> row(shape.k), column(shape.k);
+  for (size_t j = 0; j < shape.n; ++j) {
+    for (size_t t = 0; t < shape.k; ++t) column[t] = b[t * shape.n + j];
+    for (size_t i = 0; i < shape.m; ++i) {
+      for (size_t t = 0; t < shape.k; ++t) row[t] = a[i * shape.k + t];
+      c[i * shape.n + j] =
+          static_cast<float>(dot_reference(schedule, row, column, ar, gemm_output_key(key, i, j, shape.n)));
+    }
+  }
+}
+
+}  // namespace
 
 NoiseKey gemm_output_key(const NoiseKey& key, size_t i, size_t j, size_t n) {
   NoiseKey k = key;
@@ -137,7 +158,7 @@ inline __m256 chain_step(__m256 x, __m256 y, __m256 c) {
 // GCC kept an array of accumulators on the stack.
 template <bool kFused, bool Full>
 inline void product_chain_pass(const float* const rows[4], const float* b, size_t ldb, size_t first, size_t stride,
-                           size_t count, size_t mr, size_t lanes, float* out, size_t ldo) {
+                               size_t count, size_t mr, size_t lanes, float* out, size_t ldo) {
   const __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(lanes)), index);
   const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(lanes) - 8), index);
@@ -187,8 +208,8 @@ inline void product_chain_pass(const float* const rows[4], const float* b, size_
 // only group is empty) is the empty sum, +0: every form below loads the first product before
 // its loop, so that case must not reach them (A and B may then be empty, even null).
 template <bool kFused>
-void product_chain_tile(const float* a, size_t lda, const float* b, size_t ldb, size_t first, size_t stride, size_t count,
-                    size_t mr, size_t nr, float* out, size_t ldo) {
+void product_chain_tile(const float* a, size_t lda, const float* b, size_t ldb, size_t first, size_t stride,
+                        size_t count, size_t mr, size_t nr, float* out, size_t ldo) {
   static_assert(kGemmTileRows == 4 && kGemmTileCols == 64, "the microkernel is written for 4 x 64 tiles");
   if (count == 0) {
     for (size_t r = 0; r < mr; ++r) std::fill_n(out + r * ldo, nr, 0.0f);
@@ -287,7 +308,13 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
     std::fill_n(c, m * n, 0.0f);
     return;
   }
-  const bool first_is_reduction = !schedule.stages.empty() && !schedule.stages[0].shuffle;
+  if (schedule.has_stage_formats()) {
+    // A stage in a format of its own (float products into a double accumulator, ...): each
+    // output through the reference's walk, the one GEMM that does (no tile form switches format).
+    gemm_per_output(schedule, a, b, c, shape, ar, key);
+    return;
+  }
+  const bool first_is_reduction = !schedule.stages.empty() && schedule.stages[0].reduces();
   const bool first_is_seq = first_is_reduction && schedule.stages[0].reducer.kind == Reducer::Kind::seq;
   // A first stage of in-order chains in native fp32: FMA chains (products fused), or chains of
   // rounded products each added with one rounding (products rounded: cpu-seq, tpu-v3's systolic
@@ -304,11 +331,12 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
   // Kahan, Neumaier and binned round every product to the format before they add it
   // (whole_group.hpp), so when the first reduction (after any shuffles) is one of them, the
   // rounded products are the terms whatever arithmetic.products says.
-  const auto lead =
-      std::find_if(schedule.stages.begin(), schedule.stages.end(), [](const Stage& s) { return !s.shuffle; });
-  const bool lead_rounds_products = lead != schedule.stages.end() && (lead->reducer.kind == Reducer::Kind::kahan ||
-                                                                      lead->reducer.kind == Reducer::Kind::neumaier ||
-                                                                      lead->reducer.kind == Reducer::Kind::binned);
+  const auto lead = std::find_if(schedule.stages.begin(), schedule.stages.end(),
+                                 [](const Stage& s) { return !s.shuffle && s.perm.empty(); });
+  const bool lead_rounds_products =
+      lead != schedule.stages.end() && lead->reduces() &&
+      (lead->reducer.kind == Reducer::Kind::kahan || lead->reducer.kind == Reducer::Kind::neumaier ||
+       lead->reducer.kind == Reducer::Kind::binned);
   const bool rounded_products = ar.native_float() && (ar.products == Products::rounded || lead_rounds_products);
   // A single exact reduction (after any shuffles, which cannot matter): one exact dot product
   // per output, rounded once, on a transposed copy of B.

@@ -219,10 +219,15 @@ template <class T, class Add>
 void run_tiles(const Schedule& schedule, const float* a, const float* b, float* c, GemmShape shape,
                const Arithmetic& ar, const NoiseKey& key) {
   const auto [m, n, k] = shape;
-  // The leading stages: shuffles, then the first reduction; after it every partial is a value.
+  // The leading stages: shuffles and lane permutations, then the first reduction; after it every
+  // partial is a value. A body(M)[...] first leaves the n mod M products after it unreduced, so
+  // then the walk over product terms takes the whole schedule.
   size_t leading_end = 0;
-  while (leading_end < schedule.stages.size() && schedule.stages[leading_end].shuffle) ++leading_end;
-  leading_end = std::min(leading_end + 1, schedule.stages.size());
+  const auto& stages = schedule.stages;
+  while (leading_end < stages.size() && (stages[leading_end].shuffle || !stages[leading_end].perm.empty()))
+    ++leading_end;
+  leading_end = leading_end < stages.size() && stages[leading_end].body > 0 ? stages.size()
+                                                                            : std::min(leading_end + 1, stages.size());
   // One rounding stream per output (only the generic arithmetic draws from them).
   std::vector<fp::CounterRng> streams(kGemmTileRows * kGemmTileCols, fp::CounterRng(0));
   ProductTermOps<T, Add> ops(ar);

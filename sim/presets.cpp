@@ -17,6 +17,17 @@ struct PresetDef {
 
 std::string n(int64_t v) { return std::to_string(v); }
 
+// OpenBLAS 0.3.21 sdot (kernel/x86_64/sdot.c with sdot_microk_skylakex-2.c), as revealed through
+// np.dot (docs/reveal.md). The kernel takes the first n & -32 terms: a loop of 64 at a time keeps
+// four 16-lane FMA accumulators (lane m: terms m, m + 64, ...), folds each to 8 lanes (lane j with
+// j + 8), then a loop of 32 at a time FMAs the next 32 terms into those 32 lanes; the 4 vectors are
+// added in order, the 128-bit halves added, two hadds finish it. dot_compute adds the n mod 32
+// other terms as float products into a double from 0, then the kernel's result, and rounds to
+// float once.
+constexpr const char* kOpenblasSdot =
+    "body(32)[body(64)[strided(64):seq | perm(0,8,1,9,2,10,3,11,4,12,5,13,6,14,7,15) | contig(2):seq] | "
+    "strided(32):seq | strided(8):seq | strided(4):seq | all:tree] | all:seq@fp64";
+
 // The plain presets and, after them, one tc-* preset per tensor-core model of the registry.
 std::vector<PresetDef> with_tensor_core_models(std::vector<PresetDef> defs) {
   for (const auto& m : tensor_core_models()) {
@@ -55,6 +66,12 @@ const std::vector<PresetDef>& definitions() {
         "buffers, added in order (checked bit for bit against NumPy 1.24)"},
        {},
        [](auto&) { return "contig(8192):numpy_pairwise | all:seq"; }},
+      {{"openblas-sdot", "openblas-sdot",
+        "np.dot of two float32 vectors through OpenBLAS 0.3.21's sdot, AVX-512 kernel (Debian's, on a CPU it "
+        "names Cooperlake/SkylakeX): FMA lanes of 64 folded to 8 and by hadd, the n mod 32 rest as float products "
+        "into a double, the kernel's result added last (checked bit for bit against np.dot)"},
+       {},
+       [](auto&) { return kOpenblasSdot; }},
       {{"cuda-naive-sum(T,B)", "cuda-naive-sum(256,1024)",
         "textbook CUDA sum: grid-stride fold per thread, warp shfl_down, block combine by warp 0, atomicAdd across "
         "blocks"},

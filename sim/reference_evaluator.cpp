@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "fp/arithmetic.hpp"
+#include "fp/round.hpp"
 #include "fp/superaccumulator.hpp"
 #include "sim/engine.hpp"
 #include "sim/schedule_walk.hpp"
@@ -16,34 +17,59 @@ using Partial = Term;
 class NumericOps {
  public:
   using Value = Partial;
-  NumericOps(const Arithmetic& arithmetic, const NoiseKey& key)
-      : arithmetic_(arithmetic), stream_(key.rounding_stream()) {}
+  // mixed: the schedule has stages of their own format ("@FORMAT"), so a partial passing from
+  // one format to another is rounded where it lands (finish), as a register of that format holds it.
+  NumericOps(const Arithmetic& arithmetic, const NoiseKey& key, bool mixed)
+      : arithmetic_(arithmetic), stage_(arithmetic), mixed_(mixed), stream_(key.rounding_stream()) {}
 
   Value zero() { return {0.0}; }
-  Value finish(const Value& v) { return {rounded(v)}; }
+  Value finish(const Value& v) {
+    const Value e = entered(v);
+    if (e.product || !mixed_) return {rounded(e)};
+    return {fp::round_double(e.a, stage_.format, options()).value};
+  }
 
-  Value add(const Value& x, const Value& y) {
+  // A stage's "@FORMAT" (nullptr: the arithmetic's own). A stage in another format than the
+  // arithmetic's cannot fuse a product into its additions: the product is of the factors' type
+  // (C's float * float is a float), so under Products::fused it is rounded to the arithmetic's
+  // format first and enters as a value — float products into a double accumulator.
+  void set_format(const fp::Format* format) {
+    stage_ = arithmetic_;
+    if (format) stage_.format = *format;
+    own_format_ = format && !(*format == arithmetic_.format);
+  }
+
+  Value add(const Value& x0, const Value& y0) {
+    const Value x = entered(x0), y = entered(y0);
     fp::SuperAccumulator acc;
     // Under FMA semantics two products never meet unrounded: the left one is rounded first.
     const bool both_products = x.product && y.product;
-    if (both_products && arithmetic_.products == Products::fused)
+    if (both_products && stage_.products == Products::fused)
       acc.add(rounded(x));
     else
       put(acc, x);
     put(acc, y);
-    return {acc.round(arithmetic_.format, options()).value};
+    return {acc.round(stage_.format, options()).value};
   }
 
   Value reduce_whole(const Reducer& r, std::span<const Value> group, uint64_t) {
-    return {reduce_whole_group(r, group, arithmetic_, stream_)};
+    if (!own_format_) return {reduce_whole_group(r, group, stage_, stream_)};
+    std::vector<Value> entered_group;
+    for (const Value& v : group) entered_group.push_back(entered(v));
+    return {reduce_whole_group(r, entered_group, stage_, stream_)};
   }
 
-  double rounded(const Value& v) { return v.product ? fp::mul(v.a, v.b, arithmetic_.format, options()) : v.a; }
+  double rounded(const Value& v) {
+    if (!v.product) return v.a;
+    return fp::mul(v.a, v.b, stage_.format, options());
+  }
 
  private:
-  fp::RoundingOptions options() {
-    return {arithmetic_.mode, arithmetic_.flush_subnormals, arithmetic_.saturate, &stream_};
+  Value entered(const Value& v) {
+    if (!own_format_ || !v.product || arithmetic_.products != Products::fused) return v;
+    return {fp::mul(v.a, v.b, arithmetic_.format, options())};
   }
+  fp::RoundingOptions options() { return {stage_.mode, stage_.flush_subnormals, stage_.saturate, &stream_}; }
   static void put(fp::SuperAccumulator& acc, const Value& v) {
     if (v.product)
       acc.add_product(v.a, v.b);
@@ -52,6 +78,8 @@ class NumericOps {
   }
 
   const Arithmetic& arithmetic_;
+  Arithmetic stage_;  // the arithmetic of the stage being walked
+  bool own_format_ = false, mixed_;
   fp::CounterRng stream_;
 };
 
@@ -59,7 +87,7 @@ class NumericOps {
 
 double reduce_reference(const Schedule& schedule, std::span<const double> values, const Arithmetic& arithmetic,
                         const NoiseKey& key) {
-  NumericOps ops(arithmetic, key);
+  NumericOps ops(arithmetic, key, schedule.has_stage_formats());
   std::vector<Partial> list;
   list.reserve(values.size());
   for (double v : values) list.push_back({v});
@@ -69,7 +97,7 @@ double reduce_reference(const Schedule& schedule, std::span<const double> values
 double dot_reference(const Schedule& schedule, std::span<const double> a, std::span<const double> b,
                      const Arithmetic& arithmetic, const NoiseKey& key) {
   if (a.size() != b.size()) throw std::invalid_argument("dot_reference: a and b differ in length");
-  NumericOps ops(arithmetic, key);
+  NumericOps ops(arithmetic, key, schedule.has_stage_formats());
   std::vector<Partial> list;
   list.reserve(a.size());
   for (size_t i = 0; i < a.size(); ++i) {

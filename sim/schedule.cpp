@@ -1,5 +1,6 @@
 #include "sim/schedule.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <charconv>
@@ -12,14 +13,16 @@ namespace fplab::sim {
 namespace {
 
 using RK = Reducer::Kind;
-constexpr std::array<std::pair<Reducer::Input, std::string_view>, 8> kFusedInputs = {{{Reducer::Input::none, "none"},
-                                                                                      {Reducer::Input::tf32, "tf32"},
-                                                                                      {Reducer::Input::bf16, "bf16"},
-                                                                                      {Reducer::Input::fp16, "fp16"},
-                                                                                      {Reducer::Input::e4m3, "e4m3"},
-                                                                                      {Reducer::Input::e5m2, "e5m2"},
-                                                                                      {Reducer::Input::tf32rne, "tf32rne"},
-                                                                                      {Reducer::Input::tf32rna, "tf32rna"}}};
+constexpr int64_t kMaxPermLanes = 65536;
+constexpr std::array<std::pair<Reducer::Input, std::string_view>, 8> kFusedInputs = {
+    {{Reducer::Input::none, "none"},
+     {Reducer::Input::tf32, "tf32"},
+     {Reducer::Input::bf16, "bf16"},
+     {Reducer::Input::fp16, "fp16"},
+     {Reducer::Input::e4m3, "e4m3"},
+     {Reducer::Input::e5m2, "e5m2"},
+     {Reducer::Input::tf32rne, "tf32rne"},
+     {Reducer::Input::tf32rna, "tf32rna"}}};
 
 // "tf32, bf16, ...": every input a fused step converts to, for error messages.
 std::string fused_input_names() {
@@ -54,17 +57,20 @@ class Reader {
     Schedule s;
     skip_spaces();
     if (done()) fail("empty schedule");
-    s.stages.push_back(stage());
-    skip_spaces();
-    while (!done()) {
-      if (!take('|')) fail("expected '|' between stages");
-      s.stages.push_back(stage());
-      skip_spaces();
-    }
+    s.stages = pipeline();
+    if (!done()) fail(text_[pos_] == ']' ? "']' closes no body(M)[" : "expected '|' between stages");
     return s;
   }
 
  private:
+  // Stages separated by '|', up to the end of the text or a ']' (left for the caller).
+  std::vector<Stage> pipeline() {
+    std::vector<Stage> stages{stage()};
+    while (take('|')) stages.push_back(stage());
+    skip_spaces();
+    return stages;
+  }
+
   Stage stage() {
     skip_spaces();
     const size_t start = pos_;
@@ -72,6 +78,18 @@ class Reader {
     Stage st;
     if (word == "shuffle") {
       st.shuffle = true;
+      return st;
+    }
+    if (word == "perm") return perm();
+    if (word == "body") {
+      expect('(');
+      st.body = number(1, int64_t{1} << 40, "body multiple M");
+      expect(')');
+      expect('[');
+      skip_spaces();
+      if (!done() && text_[pos_] == ']') fail("expected a stage inside body(M)[...]");
+      st.inner = pipeline();
+      if (!take(']')) fail(done() ? "body(M)[ is not closed by ']'" : "expected '|' or ']' in body(M)[...]");
       return st;
     }
     if (word == "contig" || word == "strided" || word == "split") {
@@ -84,13 +102,49 @@ class Reader {
     } else if (word == "all") {
       st.grouping.kind = Grouping::Kind::all;
     } else {
-      fail_at(start, word.empty() ? "expected a stage (contig(G), strided(P), split(S), all, or shuffle)"
+      fail_at(start, word.empty() ? "expected a stage (contig(G), strided(P), split(S), all, shuffle, perm(...) "
+                                    "or body(M)[...])"
                                   : "unknown grouping '" + std::string(word) +
-                                        "' (known: contig(G), strided(P), split(S), all, shuffle)");
+                                        "' (known: contig(G), strided(P), split(S), all, shuffle, perm(...), "
+                                        "body(M)[...])");
     }
     expect(':');
     st.reducer = reducer();
+    if (take('@')) st.format = format();
     return st;
+  }
+
+  // perm(p0,...,p(L-1)): every index 0..L-1 exactly once.
+  Stage perm() {
+    Stage st;
+    expect('(');
+    const size_t first = pos_;
+    do {
+      skip_spaces();
+      const size_t at = pos_;
+      st.perm.push_back(number(0, kMaxPermLanes - 1, "perm lane index"));
+      if (std::find(st.perm.begin(), st.perm.end() - 1, st.perm.back()) != st.perm.end() - 1)
+        fail_at(at, "perm lane " + std::to_string(st.perm.back()) + " named twice");
+    } while (take(','));
+    expect(')');
+    for (size_t k = 0; k < st.perm.size(); ++k)
+      if (st.perm[k] >= static_cast<int64_t>(st.perm.size()))
+        fail_at(first, "perm of " + std::to_string(st.perm.size()) + " lanes names lane " + std::to_string(st.perm[k]) +
+                           " (each of 0.." + std::to_string(st.perm.size() - 1) + " once)");
+    return st;
+  }
+
+  // "@FORMAT": any name fp::parse_format knows (fp64, fp32, bf16, e5m10, ...).
+  fp::Format format() {
+    skip_spaces();
+    const size_t at = pos_;
+    const std::string_view name = identifier();
+    if (name.empty()) fail("expected a format after '@' (fp64, fp32, fp16, bf16, eXmY, ...)");
+    try {
+      return fp::parse_format(name);
+    } catch (const fp::FormatError& e) {
+      fail_at(at, "unknown stage format '" + std::string(name) + "' (" + e.what() + ")");
+    }
   }
 
   Reducer reducer() {
@@ -116,8 +170,8 @@ class Reader {
           if (kind != Reducer::Input::none && input == name) r.fused_input = kind, known_input = true;
         if (!known_input)
           fail_at(at, input.empty() ? "expected an input format (" + fused_input_names() + ")"
-                                    : "unknown tensor-core input format '" + std::string(input) + "' (known: " +
-                                          fused_input_names() + ")");
+                                    : "unknown tensor-core input format '" + std::string(input) +
+                                          "' (known: " + fused_input_names() + ")");
       }
       expect(')');
       return r;
@@ -212,6 +266,16 @@ std::string to_string(const Reducer& r) {
 
 std::string to_string(const Stage& st) {
   if (st.shuffle) return "shuffle";
+  if (!st.perm.empty()) {
+    std::string text = "perm(";
+    for (size_t k = 0; k < st.perm.size(); ++k) text += (k ? "," : "") + std::to_string(st.perm[k]);
+    return text + ")";
+  }
+  if (st.body > 0) {
+    std::string text = "body(" + std::to_string(st.body) + ")[";
+    for (size_t k = 0; k < st.inner.size(); ++k) text += (k ? " | " : "") + to_string(st.inner[k]);
+    return text + "]";
+  }
   std::string g;
   switch (st.grouping.kind) {
     case Grouping::Kind::contig:
@@ -227,7 +291,7 @@ std::string to_string(const Stage& st) {
       g = "all";
       break;
   }
-  return g + ":" + to_string(st.reducer);
+  return g + ":" + to_string(st.reducer) + (st.format ? "@" + st.format->name : "");
 }
 
 std::string to_string(const Schedule& s) {
@@ -236,18 +300,34 @@ std::string to_string(const Schedule& s) {
   return out;
 }
 
-bool Schedule::nondeterministic() const {
+namespace {
+template <class Pred>
+bool any_stage(const std::vector<Stage>& stages, Pred pred) {
   for (const Stage& st : stages)
-    if (st.shuffle || st.reducer.random()) return true;
+    if (pred(st) || any_stage(st.inner, pred)) return true;
   return false;
+}
+}  // namespace
+
+bool Schedule::nondeterministic() const {
+  return any_stage(stages, [](const Stage& st) { return st.shuffle || (st.reduces() && st.reducer.random()); });
+}
+
+bool Schedule::has_stage_formats() const {
+  return any_stage(stages, [](const Stage& st) { return st.format.has_value(); });
+}
+
+bool Schedule::plain() const {
+  return !any_stage(stages, [](const Stage& st) { return !st.perm.empty() || st.body > 0 || st.format; });
 }
 
 bool Schedule::order_independent() const {
   // Only a single exact or binned reduction of everything is independent of the order;
   // shuffles before it cannot change it.
   for (const Stage& st : stages) {
-    if (st.shuffle) continue;
-    return st.grouping.kind == Grouping::Kind::all && (st.reducer.kind == RK::exact || st.reducer.kind == RK::binned);
+    if (st.shuffle || !st.perm.empty()) continue;
+    return st.reduces() && !st.format && st.grouping.kind == Grouping::Kind::all &&
+           (st.reducer.kind == RK::exact || st.reducer.kind == RK::binned);
   }
   return false;
 }

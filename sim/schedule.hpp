@@ -2,21 +2,30 @@
 // results into groups and reducing every group (docs/schedules.md is the public contract).
 //
 //   schedule := stage (" | " stage)*
-//   stage    := "shuffle" | grouping ":" reducer
+//   stage    := "shuffle" | "perm(" p0 "," p1 ... ")" | "body(" M ")[" schedule "]"
+//             | grouping ":" reducer ["@" FORMAT]
 //   grouping := "contig(" G ")" | "strided(" P ")" | "split(" S ")" | "all"
 //   reducer  := seq | rev | tree | shfl_down | shfl_up | shfl_xor | atomic | ring | kahan
 //             | neumaier | exact | binned | numpy_pairwise | fused(N,F) | fused(N,F,INPUT)
 //   INPUT    := tf32 | bf16 | fp16 | e4m3 | e5m2   (the tensor core's input format; default: none,
 //                                                  products of the values as they are)
 //
+// perm(p0,...,p(L-1)) reorders every block of L partials (position k takes the block's p_k-th);
+// body(M)[...] runs its stages on the first floor(n/M)*M partials and puts what they leave after
+// the other n mod M, which pass through; "@FORMAT" makes a stage add in FORMAT (its results are
+// held in it) instead of the arithmetic's format.
+//
 // The canonical text has single spaces around '|' and no other spaces; parse(print(s)) == s.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "fp/format.hpp"
 
 namespace fplab::sim {
 
@@ -68,9 +77,20 @@ struct Reducer {
 
 struct Stage {
   bool shuffle = false;  // a "shuffle" stage permutes the list; grouping/reducer unused
+  // perm(...): a lane permutation of every block of perm.size() partials (position k takes the
+  // block's perm[k]-th; a last, shorter block keeps the indices it has, in that order).
+  std::vector<int64_t> perm;
+  // body(M)[inner]: inner runs on the first floor(n/M)*M partials; the n mod M after them pass
+  // through, and the body's results follow them (a kernel's remainder loop before its result).
+  int64_t body = 0;
+  std::vector<Stage> inner;
   Grouping grouping;
   Reducer reducer;
+  // "@FORMAT": the format this stage adds in and holds its results in; none: the arithmetic's.
+  std::optional<fp::Format> format;
   bool operator==(const Stage&) const = default;
+  // A grouping:reducer stage (not shuffle, perm or body).
+  bool reduces() const { return !shuffle && perm.empty() && body == 0; }
 };
 
 struct Schedule {
@@ -80,6 +100,10 @@ struct Schedule {
   bool nondeterministic() const;
   // True if the result cannot depend on the order (only exact / binned reductions).
   bool order_independent() const;
+  // True if a stage, at any depth, adds in a format of its own ("@FORMAT").
+  bool has_stage_formats() const;
+  // True if it uses only the stages the GPU planner and CUDA kernels know: no perm, body or @.
+  bool plain() const;
 };
 
 // Canonical text.

@@ -37,13 +37,25 @@ double cut_to_grid(double x, int64_t grid, AlignedTruncation truncation) {
 class TraceOps {
  public:
   using Value = Partial;
-  TraceOps(const Arithmetic& arithmetic, fp::CounterRng& rounding) : arithmetic_(arithmetic), rounding_(rounding) {}
+  // mixed: the schedule has "@FORMAT" stages; a partial is then rounded into the format of the
+  // stage it lands in, as the reference evaluator does (draw for draw).
+  TraceOps(const Arithmetic& arithmetic, fp::CounterRng& rounding, bool mixed)
+      : base_(arithmetic), arithmetic_(arithmetic), rounding_(rounding), mixed_(mixed) {}
 
   std::vector<TraceStep> steps;
 
   // The empty sum: no term, no step (trace_operand_name calls it "0").
   Value zero() { return {{false, SIZE_MAX, 0.0}, 0}; }
-  Value finish(const Value& v) { return v; }
+  Value finish(const Value& v) {
+    if (!mixed_) return v;
+    Value rounded = v;
+    rounded.operand.value = fp::round_double(v.operand.value, arithmetic_.format, options()).value;
+    return rounded;
+  }
+  void set_format(const fp::Format* format) {
+    arithmetic_ = base_;
+    if (format) arithmetic_.format = *format;
+  }
 
   Value add(const Value& x, const Value& y) {
     fp::SuperAccumulator exact;
@@ -131,7 +143,8 @@ class TraceOps {
     for (size_t i = 0; i < inputs.size(); ++i) {
       const bool cut = i > 0 || !acc || spec.accumulator_in_alignment;
       const double kept = cut ? cut_to_grid(inputs[i], step.grid_exponent, spec.truncation) : inputs[i];
-      step.aligned.push_back({inputs[i], kept, inputs[i] - kept});  // the difference is exact (Sterbenz-like: same grid)
+      step.aligned.push_back(
+          {inputs[i], kept, inputs[i] - kept});  // the difference is exact (Sterbenz-like: same grid)
     }
   }
 
@@ -158,8 +171,10 @@ class TraceOps {
     return {arithmetic_.mode, arithmetic_.flush_subnormals, arithmetic_.saturate, &rounding_};
   }
 
-  const Arithmetic& arithmetic_;
+  const Arithmetic base_;
+  Arithmetic arithmetic_;  // the stage's: a "@FORMAT" stage's format, else the arithmetic's
   fp::CounterRng& rounding_;
+  bool mixed_;
 };
 
 }  // namespace
@@ -168,10 +183,11 @@ ScheduleTrace trace_schedule(const Schedule& schedule, std::span<const double> v
                              const NoiseKey& key, fp::CounterRng& rounding, std::span<const size_t> term_index) {
   if (!term_index.empty() && term_index.size() != values.size())
     throw std::invalid_argument("trace_schedule: term_index and values differ in length");
-  TraceOps ops(arithmetic, rounding);
+  TraceOps ops(arithmetic, rounding, schedule.has_stage_formats());
   std::vector<Partial> list;
   list.reserve(values.size());
-  for (size_t i = 0; i < values.size(); ++i) list.push_back({{false, term_index.empty() ? i : term_index[i], values[i]}, 0});
+  for (size_t i = 0; i < values.size(); ++i)
+    list.push_back({{false, term_index.empty() ? i : term_index[i], values[i]}, 0});
   const Partial result = detail::walk(ops, schedule, std::move(list), key);
   ScheduleTrace trace;
   trace.steps = std::move(ops.steps);

@@ -8,10 +8,14 @@
 //                                                              // kahan, neumaier, exact, binned, fused
 //   Value zero();                                               // the sum of no terms
 //   Value finish(const Value& v);                               // the result as the format's value
+// and may provide:
+//   void set_format(const fp::Format* f);  // the format of the stage that follows (a stage's
+//                                          // "@FORMAT"; nullptr: the arithmetic's own)
 #pragma once
 
 #include <algorithm>
 #include <bit>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -158,29 +162,78 @@ inline std::vector<GroupSpan> groups_of(const Grouping& g, size_t n) {
   return out;
 }
 
+// perm(p): the order of `n` partials after it — block b's position k takes index b·L + p[k]; a
+// last block of fewer than L keeps, in that order, the p[k] it has.
+inline std::vector<size_t> perm_order(const std::vector<int64_t>& p, size_t n) {
+  std::vector<size_t> order;
+  order.reserve(n);
+  const size_t lanes = p.size();
+  for (size_t base = 0; base < n; base += lanes)
+    for (int64_t k : p)
+      if (base + static_cast<size_t>(k) < n) order.push_back(base + static_cast<size_t>(k));
+  return order;
+}
+
+// The noise-stream id of stage s of a list of stages: top-level stages are numbered from 0; the
+// stages inside the body(M)[...] that is stage `parent` apart from every top-level one.
+inline uint64_t stage_id(std::optional<uint64_t> parent, size_t s) { return parent ? ((*parent + 1) << 16) + s : s; }
+
+template <class Ops>
+void set_stage_format(Ops& ops, const Stage& st) {
+  if constexpr (requires { ops.set_format(nullptr); }) ops.set_format(st.format ? &*st.format : nullptr);
+}
+
+// Runs `stages` (inside the body that is stage `parent`, if any) on the list; returns what they leave.
+template <class Ops>
+std::vector<typename Ops::Value> walk_list(Ops& ops, const std::vector<Stage>& stages, size_t first, size_t last,
+                                           std::vector<typename Ops::Value> list, const NoiseKey& key,
+                                           std::optional<uint64_t> parent) {
+  using V = typename Ops::Value;
+  for (size_t s = first; s < last && !list.empty(); ++s) {
+    const Stage& st = stages[s];
+    const uint64_t id = stage_id(parent, s);
+    if (st.shuffle) {
+      permute(list, key.stream(id, 0));
+      continue;
+    }
+    if (!st.perm.empty()) {
+      std::vector<V> next;
+      next.reserve(list.size());
+      for (size_t i : perm_order(st.perm, list.size())) next.push_back(list[i]);
+      list = std::move(next);
+      continue;
+    }
+    if (st.body > 0) {
+      const size_t body = list.size() - list.size() % static_cast<size_t>(st.body);
+      std::vector<V> inside(list.begin(), list.begin() + static_cast<ptrdiff_t>(body));
+      std::vector<V> next(list.begin() + static_cast<ptrdiff_t>(body), list.end());
+      inside = walk_list(ops, st.inner, 0, st.inner.size(), std::move(inside), key, id);
+      next.insert(next.end(), inside.begin(), inside.end());
+      list = std::move(next);
+      continue;
+    }
+    set_stage_format(ops, st);
+    std::vector<V> next;
+    const auto groups = groups_of(st.grouping, list.size());
+    next.reserve(groups.size());
+    for (size_t g = 0; g < groups.size(); ++g) {
+      std::vector<V> members;
+      members.reserve(groups[g].count);
+      for (size_t k = 0; k < groups[g].count; ++k) members.push_back(list[groups[g].first + k * groups[g].stride]);
+      // A group's result is stored in the format, like a register: a lone product is rounded.
+      next.push_back(ops.finish(reduce_group(ops, st.reducer, std::move(members), key, id, g)));
+    }
+    set_stage_format(ops, Stage{});
+    list = std::move(next);
+  }
+  return list;
+}
+
 // Runs stages [first, last) of the schedule on the list; returns the partials they leave.
 template <class Ops>
 std::vector<typename Ops::Value> walk_stages(Ops& ops, const Schedule& schedule, size_t first, size_t last,
                                              std::vector<typename Ops::Value> list, const NoiseKey& key) {
-  for (size_t s = first; s < last && !list.empty(); ++s) {
-    const Stage& st = schedule.stages[s];
-    if (st.shuffle) {
-      permute(list, key.stream(s, 0));
-      continue;
-    }
-    std::vector<typename Ops::Value> next;
-    const auto groups = groups_of(st.grouping, list.size());
-    next.reserve(groups.size());
-    for (size_t g = 0; g < groups.size(); ++g) {
-      std::vector<typename Ops::Value> members;
-      members.reserve(groups[g].count);
-      for (size_t k = 0; k < groups[g].count; ++k) members.push_back(list[groups[g].first + k * groups[g].stride]);
-      // A group's result is stored in the format, like a register: a lone product is rounded.
-      next.push_back(ops.finish(reduce_group(ops, st.reducer, std::move(members), key, s, g)));
-    }
-    list = std::move(next);
-  }
-  return list;
+  return walk_list(ops, schedule.stages, first, last, std::move(list), key, std::nullopt);
 }
 
 // Runs the whole schedule; throws ScheduleError if more than one value is left at the end.

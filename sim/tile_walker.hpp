@@ -8,10 +8,12 @@
 #include <bit>
 #include <cmath>
 #include <numeric>
+#include <stdexcept>
 #include <vector>
 
 #include "fp/arithmetic.hpp"
 #include "fp/exact_sum.hpp"
+#include "fp/round.hpp"
 #include "sim/arithmetic.hpp"
 #include "sim/binned_sum.hpp"
 #include "sim/noise.hpp"
@@ -61,7 +63,7 @@ template <class T, class Add>
 class TileWalker {
  public:
   TileWalker(size_t width, Add add, const Arithmetic& arithmetic, fp::CounterRng* streams, const NoiseKey& tile_key)
-      : w_(width), add_(add), arithmetic_(arithmetic), streams_(streams), key_(tile_key) {}
+      : w_(width), add_(add), base_(&arithmetic), arithmetic_(&arithmetic), streams_(streams), key_(tile_key) {}
 
   // Stages [first_stage, end) on `count` rows starting at `in`, row r at in + r * stride.
   // Writes the final row to `out`.
@@ -70,40 +72,96 @@ class TileWalker {
   void reshape(size_t width, Add add) {
     w_ = width;
     add_ = add;
+    if constexpr (!Add::native) add_.arithmetic = arithmetic_;
   }
 
   void run(const Schedule& schedule, size_t first_stage, const T* in, size_t stride, size_t count, T* out) {
-    std::vector<T>& current = current_;
-    std::vector<T>& next = next_;
-    for (size_t s = first_stage; s < schedule.stages.size() && count > 0; ++s) {
-      const Stage& st = schedule.stages[s];
-      if (st.shuffle) {
-        std::vector<size_t> order(count);
-        std::iota(order.begin(), order.end(), 0);
-        permute(order, key_.stream(s, 0));
+    mixed_ = schedule.has_stage_formats();
+    if constexpr (Add::native)
+      if (mixed_) throw std::logic_error("TileWalker: a schedule with stage formats needs the generic arithmetic");
+    count = walk(schedule.stages, first_stage, std::nullopt, in, stride, count, current_, next_);
+    if (count > 1)
+      throw ScheduleError("schedule '" + to_string(schedule) + "' leaves " + std::to_string(count) +
+                              " partial results; end it with an all: stage",
+                          0);
+    if (count == 0) {
+      std::fill_n(out, w_, T(0));
+      return;
+    }
+    if (mixed_) round_rows(current_.data(), 1, base_->format);  // the result in the arithmetic's format
+    std::copy_n(current_.data(), w_, out);
+  }
+
+ private:
+  // Stages [first, end) of `stages` on `count` rows from `in` (row r at in + r * stride); the
+  // rows they leave end in `current` (contiguous), their count is returned. Stages draw noise as
+  // schedule_walk.hpp's walk_list numbers them (stage_id, inside the body `parent` if any).
+  size_t walk(const std::vector<Stage>& stages, size_t first, std::optional<uint64_t> parent, const T* in,
+              size_t stride, size_t count, std::vector<T>& current, std::vector<T>& next) {
+    for (size_t s = first; s < stages.size() && count > 0; ++s) {
+      const Stage& st = stages[s];
+      const uint64_t id = stage_id(parent, s);
+      if (st.shuffle || !st.perm.empty()) {
+        std::vector<size_t> order;
+        if (st.shuffle) {
+          order.resize(count);
+          std::iota(order.begin(), order.end(), 0);
+          permute(order, key_.stream(id, 0));
+        } else {
+          order = perm_order(st.perm, count);
+        }
         next.resize(count * w_);
         for (size_t r = 0; r < count; ++r) std::copy_n(in + order[r] * stride, w_, &next[r * w_]);
+      } else if (st.body > 0) {
+        // The rows past the body first, then what the body's stages leave of the others.
+        const size_t body = count - count % static_cast<size_t>(st.body);
+        std::vector<T> inner, inner_next;
+        const size_t left = walk(st.inner, 0, id, in, stride, body, inner, inner_next);
+        next.resize((count - body + left) * w_);
+        for (size_t r = body; r < count; ++r) std::copy_n(in + r * stride, w_, &next[(r - body) * w_]);
+        std::copy_n(inner.data(), left * w_, &next[(count - body) * w_]);
+        count = count - body + left;
       } else {
+        use_stage_format(st);
         const auto groups = groups_of(st.grouping, count);
         next.resize(groups.size() * w_);
-        for (size_t g = 0; g < groups.size(); ++g) reduce_group(st.reducer, in, stride, groups[g], &next[g * w_], s, g);
+        for (size_t g = 0; g < groups.size(); ++g)
+          reduce_group(st.reducer, in, stride, groups[g], &next[g * w_], id, g);
         count = groups.size();
+        // Each group's result held in the stage's format (schedule_walk's finish).
+        if (mixed_) round_rows(next.data(), count, arithmetic_->format);
+        use_stage_format(Stage{});
       }
       current.swap(next);
       in = current.data();
       stride = w_;
     }
-    if (count > 1)
-      throw ScheduleError("schedule '" + to_string(schedule) + "' leaves " + std::to_string(count) +
-                              " partial results; end it with an all: stage",
-                          0);
-    if (count == 0)
-      std::fill_n(out, w_, T(0));
-    else
-      std::copy_n(in, w_, out);
+    if (in != current.data()) {  // no stage ran: the input rows are what is left
+      next.resize(count * w_);
+      for (size_t r = 0; r < count; ++r) std::copy_n(in + r * stride, w_, &next[r * w_]);
+      current.swap(next);
+    }
+    return count;
   }
 
- private:
+  // A stage's "@FORMAT" for the additions and whole-group reducers that follow (generic
+  // arithmetic only: run() refuses such schedules for the host's own).
+  void use_stage_format(const Stage& st) {
+    stage_arithmetic_ = *base_;
+    if (st.format) stage_arithmetic_.format = *st.format;
+    arithmetic_ = st.format ? &stage_arithmetic_ : base_;
+    if constexpr (!Add::native) add_.arithmetic = arithmetic_;
+  }
+
+  void round_rows(T* rows, size_t count, const fp::Format& format) {
+    for (size_t r = 0; r < count; ++r)
+      for (size_t c = 0; c < w_; ++c)
+        rows[r * w_ + c] = static_cast<T>(
+            fp::round_double(static_cast<double>(rows[r * w_ + c]), format,
+                             {arithmetic_->mode, arithmetic_->flush_subnormals, arithmetic_->saturate, &streams_[c]})
+                .value);
+  }
+
   const T* row(const T* in, size_t stride, const GroupSpan& g, size_t k) const {
     return in + (g.first + k * g.stride) * stride;
   }
@@ -208,10 +266,10 @@ class TileWalker {
     if (r.kind == K::exact) {  // values: one exact sum per output, read in place
       const size_t step = g.stride * stride;
       for (size_t c = 0; c < w_; ++c)
-        dest[c] = static_cast<T>(fp::exact_sum_of(row(in, stride, g, 0) + c, n, step, arithmetic_.format,
-                                                  {arithmetic_.mode, arithmetic_.flush_subnormals,
-                                                   arithmetic_.saturate, &streams_[c]})
-                                     .value);
+        dest[c] = static_cast<T>(
+            fp::exact_sum_of(row(in, stride, g, 0) + c, n, step, arithmetic_->format,
+                             {arithmetic_->mode, arithmetic_->flush_subnormals, arithmetic_->saturate, &streams_[c]})
+                .value);
       return;
     }
     if (r.kind == K::binned) {  // values: straight to the binned sum per output
@@ -219,13 +277,13 @@ class TileWalker {
       for (size_t c = 0; c < w_; ++c) {
         for (size_t k = 0; k < n; ++k) column[k] = static_cast<double>(row(in, stride, g, k)[c]);
         dest[c] = static_cast<T>(
-            binned_sum(column, arithmetic_.format,
-                       {arithmetic_.mode, arithmetic_.flush_subnormals, arithmetic_.saturate, &streams_[c]}));
+            binned_sum(column, arithmetic_->format,
+                       {arithmetic_->mode, arithmetic_->flush_subnormals, arithmetic_->saturate, &streams_[c]}));
       }
       return;
     }
     if (r.kind == K::fused) {  // values enter the tensor-core step as value * 1
-      const FusedAddSpec spec = fused_reducer_spec(r, arithmetic_);
+      const FusedAddSpec spec = fused_reducer_spec(r, *arithmetic_);
       fused_.resize(w_);
       fused_chain(spec, n, w_, fused_.data(), [&](size_t first, size_t len, double* acc) {
         factors_.resize(2 * len * w_);
@@ -243,7 +301,7 @@ class TileWalker {
       std::vector<Term> terms(n);
       for (size_t c = 0; c < w_; ++c) {
         for (size_t k = 0; k < n; ++k) terms[k] = {static_cast<double>(row(in, stride, g, k)[c])};
-        dest[c] = static_cast<T>(reduce_whole_group(r, terms, arithmetic_, streams_[c]));
+        dest[c] = static_cast<T>(reduce_whole_group(r, terms, *arithmetic_, streams_[c]));
       }
       return;
     }
@@ -274,7 +332,10 @@ class TileWalker {
 
   size_t w_;
   Add add_;
-  const Arithmetic& arithmetic_;
+  const Arithmetic* base_;        // the arithmetic's own
+  const Arithmetic* arithmetic_;  // the stage's: base_, or stage_arithmetic_ under "@FORMAT"
+  Arithmetic stage_arithmetic_;
+  bool mixed_ = false;
   fp::CounterRng* streams_;
   NoiseKey key_;
   std::vector<T> scratch_, current_, next_;

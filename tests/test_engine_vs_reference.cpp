@@ -60,7 +60,12 @@ std::vector<std::string> schedules_under_test() {
                                 "strided(7):tree | shuffle | all:seq",
                                 "split(5):kahan | all:atomic",
                                 "contig(16):exact | all:binned",
-                                "shuffle | contig(4):shfl_up | strided(3):numpy_pairwise | all:neumaier"};
+                                "shuffle | contig(4):shfl_up | strided(3):numpy_pairwise | all:neumaier",
+                                "perm(3,1,0,2) | contig(4):tree | all:seq",
+                                "body(8)[strided(4):seq | perm(1,0,3,2) | all:tree] | all:seq@fp64",
+                                "contig(4):kahan@fp64 | strided(2):tree@bf16 | all:fused(4,23)",
+                                "body(3)[shuffle | contig(2):shfl_up] | strided(2):numpy_pairwise@fp16 | all:atomic",
+                                "body(16)[body(32)[strided(32):exact@fp64] | all:binned] | all:rev"};
   for (const auto& p : presets()) {
     std::string small = p.example;  // keep the group counts small enough for short K
     if (small == "cuda-naive-sum(256,1024)") small = "cuda-naive-sum(64,2)";

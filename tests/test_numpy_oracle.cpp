@@ -15,11 +15,13 @@
 #include <cstdlib>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "sim/engine.hpp"
+#include "sim/reference_evaluator.hpp"
 #include "util/external_program.hpp"
 
 using namespace fplab::sim;
@@ -151,4 +153,87 @@ TEST_CASE("numpy preset == NumPy >= 2.3 numpy.sum bit for bit, float32 and float
     return;
   }
   check_against(python, version);
+}
+
+// np.dot of two float32 vectors reaches the BLAS's sdot: Debian's NumPy 1.24 links libblas.so.3,
+// which is OpenBLAS 0.3.21 here; on this machine's CPU it runs its Cooperlake (SkylakeX) kernel,
+// whose order the openblas-sdot preset is (docs/reveal.md). The script names the BLAS's core, then
+// prints np.dot of each pair of vectors of the file (sizes in argv) in hex, one line.
+TEST_CASE("openblas-sdot preset == np.dot of float32 vectors (Debian NumPy, OpenBLAS) bit for bit, n 1..40 to 32768") {
+  const std::string python = "/usr/bin/python3";
+  std::vector<size_t> sizes;
+  for (size_t n = 1; n <= 40; ++n) sizes.push_back(n);
+  for (size_t n : {64, 100, 1000, 4096, 32768}) sizes.push_back(n);
+  constexpr int kTrials = 4;
+  std::mt19937_64 g(2026);
+  std::normal_distribution<double> d;
+  std::vector<std::vector<double>> as, bs;
+  for (size_t n : sizes)
+    for (int t = 0; t < kTrials; ++t) {
+      as.emplace_back(n), bs.emplace_back(n);
+      for (size_t i = 0; i < n; ++i) {  // magnitudes over a few binades, every fifth product cancelling
+        const bool cancel = i % 5 == 4;
+        as.back()[i] = cancel ? as.back()[i - 1] : static_cast<float>(d(g) * std::exp2(std::floor(2 * d(g))));
+        bs.back()[i] = cancel ? -bs.back()[i - 1] : static_cast<float>(d(g));
+      }
+    }
+  char path[] = "/tmp/fplab_sdot_XXXXXX";
+  const int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  close(fd);
+  {
+    std::ofstream out(path, std::ios::binary);
+    for (size_t v = 0; v < as.size(); ++v)
+      for (const auto* x : {&as[v], &bs[v]})
+        for (double e : *x) {
+          const auto f = static_cast<float>(e);
+          out.write(reinterpret_cast<const char*>(&f), sizeof f);
+        }
+  }
+  std::vector<std::string> arguments = {path, std::to_string(kTrials)};
+  for (size_t n : sizes) arguments.push_back(std::to_string(n));
+  const std::string text = python_output(python, R"(
+import sys, ctypes
+try:
+    import numpy as np
+except ImportError:
+    print("skip: no numpy"); sys.exit()
+try:
+    blas = ctypes.CDLL("libblas.so.3")
+    blas.openblas_get_corename.restype = ctypes.c_char_p
+    core = blas.openblas_get_corename().decode()
+except (OSError, AttributeError):
+    print("skip: libblas.so.3 is not OpenBLAS"); sys.exit()
+if core.lower() not in ("cooperlake", "skylakex", "sapphirerapids"):
+    print("skip: OpenBLAS core " + core + ", not the AVX-512 (SkylakeX) sdot kernel the preset models"); sys.exit()
+x = np.fromfile(sys.argv[1], dtype=np.float32)
+trials, at, out = int(sys.argv[2]), 0, []
+for n in map(int, sys.argv[3:]):
+    for _ in range(trials):
+        a, b = x[at:at + n], x[at + n:at + 2 * n]
+        at += 2 * n
+        out.append(float(np.dot(a, b)).hex())
+print(" ".join(out))
+)",
+                                         arguments);
+  std::remove(path);
+  if (text.rfind("skip: ", 0) == 0 || text.empty()) {
+    WARN("SKIPPED: " << (text.empty() ? "/usr/bin/python3 with numpy not found" : text.substr(6)));
+    return;
+  }
+  const Schedule sdot = parse_schedule("openblas-sdot");
+  Arithmetic arithmetic;  // fp32, products fused: the FMA kernel; the preset's tail says the rest
+  std::istringstream words(text);
+  size_t matched = 0, v = 0;
+  for (size_t n : sizes)
+    for (int t = 0; t < kTrials; ++t, ++v) {
+      std::string word;
+      REQUIRE(words >> word);
+      const double expected = std::strtod(word.c_str(), nullptr);
+      const double got = dot_reference(sdot, as[v], bs[v], arithmetic);
+      INFO("n = " << n << " trial " << t << ": np.dot says " << hex(expected) << ", openblas-sdot says " << hex(got));
+      CHECK(expected == got);
+      matched += expected == got;
+    }
+  CHECK(matched == sizes.size() * kTrials);
 }

@@ -2,22 +2,33 @@
 // schedules, and one-line errors that point at the offending token.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <array>
+#include <numeric>
 #include <random>
 
 #include "sim/presets.hpp"
 #include "sim/schedule.hpp"
+#include "tests/random_perm.hpp"
 
 using namespace fplab::sim;
+namespace fp = fplab::fp;
 
 namespace {
 
-Schedule random_schedule(std::mt19937_64& g) {
-  Schedule s;
+std::vector<Stage> random_stages(std::mt19937_64& g, int depth) {
+  std::vector<Stage> out;
   const int stages = 1 + static_cast<int>(g() % 5);
   for (int i = 0; i < stages; ++i) {
     Stage st;
-    if (g() % 6 == 0) {
+    const auto pick = g() % 12;
+    if (pick == 0) {
       st.shuffle = true;
+    } else if (pick == 1) {  // a lane permutation of 1..40 lanes
+      st.perm = fplab::test::random_perm(g, 40);
+    } else if (pick == 2 && depth < 3) {
+      st.body = 1 + static_cast<int64_t>(g() % 100);
+      st.inner = random_stages(g, depth + 1);
     } else {
       st.grouping.kind = static_cast<Grouping::Kind>(g() % 4);
       if (st.grouping.kind != Grouping::Kind::all) st.grouping.size = 1 + static_cast<int64_t>(g() % 5000);
@@ -27,18 +38,21 @@ Schedule random_schedule(std::mt19937_64& g) {
         st.reducer.fused_fraction_bits = 1 + static_cast<int>(g() % 60);
         st.reducer.fused_input = static_cast<Reducer::Input>(g() % 8);
       }
+      if (g() % 4 == 0) st.format = std::array{fp::fp64(), fp::fp32(), fp::bf16(), fp::parse_format("e6m9")}[g() % 4];
     }
-    s.stages.push_back(st);
+    out.push_back(st);
   }
-  return s;
+  return out;
 }
+
+Schedule random_schedule(std::mt19937_64& g) { return {random_stages(g, 0)}; }
 
 // The same schedule with random white space around every token.
 std::string with_random_spaces(const std::string& text, std::mt19937_64& g) {
   std::string out;
   for (char c : text) {
     if (c == ' ') continue;
-    if (std::string("|:(),").find(c) != std::string::npos)
+    if (std::string("|:(),[]@").find(c) != std::string::npos)
       out += std::string(g() % 3, ' ') + c + std::string(g() % 3, ' ');
     else
       out += c;
@@ -124,6 +138,20 @@ TEST_CASE("schedule grammar: malformed schedules name the offending token and it
       {"all:fused(8,25,tf32", 19},
       {"all:seq all:seq", 8},
       {"all:", 4},
+      {"perm(0,0)", 7},
+      {"perm(0,2)", 5},
+      {"perm()", 5},
+      {"perm(1,0", 8},
+      {"body(0)[all:seq] | all:seq", 5},
+      {"body(4)all:seq", 7},
+      {"body(4)[] | all:seq", 8},
+      {"body(4)[all:seq | all:seq", 25},
+      {"body(4)[all:seq all:seq]", 16},
+      {"all:seq] | all:seq", 7},
+      {"all:seq@", 8},
+      {"all:seq@fp99", 8},
+      {"contig(2):tree@fp64@fp32 | all:seq", 19},
+      {"perm(1,0)@fp64", 9},
   };
   for (const auto& c : cases) {
     INFO(c.text);
@@ -136,6 +164,30 @@ TEST_CASE("schedule grammar: malformed schedules name the offending token and it
       CHECK(std::string(e.what()).find("position " + std::to_string(c.position + 1)) != std::string::npos);
     }
   }
+}
+
+TEST_CASE("schedule grammar: perm, body(M)[...] and @FORMAT print canonically and read their parts") {
+  const Schedule s = parse_schedule(" body( 32 ) [ perm( 1 , 0 ) | contig(2) : seq @ fp64 ] | all : seq@e5m10 ");
+  CHECK(to_string(s) == "body(32)[perm(1,0) | contig(2):seq@fp64] | all:seq@fp16");
+  REQUIRE(s.stages.size() == 2);
+  CHECK(s.stages[0].body == 32);
+  REQUIRE(s.stages[0].inner.size() == 2);
+  CHECK(s.stages[0].inner[0].perm == std::vector<int64_t>{1, 0});
+  CHECK(s.stages[0].inner[1].format == fp::fp64());
+  CHECK(s.stages[1].format == fp::fp16());
+  CHECK(s.has_stage_formats());
+  CHECK_FALSE(s.plain());
+  CHECK(parse_schedule("perm(0) | all:seq").plain() == false);
+  CHECK(parse_schedule("contig(4):seq | all:tree").plain());
+  CHECK_FALSE(parse_schedule("body(4)[all:seq] | all:seq").has_stage_formats());
+  // An atomic inside a body is nondeterministic too; an exact sum held in another format is not
+  // order independent (it is rounded twice).
+  CHECK(parse_schedule("body(4)[all:atomic] | all:seq").nondeterministic());
+  CHECK_FALSE(parse_schedule("all:exact@fp64").order_independent());
+  CHECK_FALSE(parse_schedule("all:seq@fp64") == parse_schedule("all:seq"));
+  CHECK(to_string(parse_schedule("openblas-sdot")) ==
+        "body(32)[body(64)[strided(64):seq | perm(0,8,1,9,2,10,3,11,4,12,5,13,6,14,7,15) | contig(2):seq] | "
+        "strided(32):seq | strided(8):seq | strided(4):seq | all:tree] | all:seq@fp64");
 }
 
 TEST_CASE("schedule grammar: presets with bad parameters are refused") {

@@ -186,6 +186,7 @@ std::string ReductionPlan::describe(int64_t n) const {
 ReductionPlan plan_reduction(const Schedule& s) {
   auto fail = [&](const std::string& why) { reject(s, "reduction", why); };
   if (s.stages.empty()) fail("empty schedule");
+  if (!s.plain()) fail("perm, body(M)[...] and @FORMAT stages have no GPU kernel");
   ReductionPlan plan;
   if (s.stages.size() == 1 && is(s.stages[0], GK::all, RK::seq)) {  // a left fold: one thread of one warp
     plan.first.contiguous = true;
@@ -233,6 +234,7 @@ int64_t GemmPlan::part_count(int64_t k) const { return k == 0 ? 0 : (k + chunk(k
 
 GemmPlan plan_gemm(const Schedule& s) {
   const auto& st = s.stages;
+  if (!s.plain()) reject(s, "GEMM", "perm, body(M)[...] and @FORMAT stages have no GPU kernel");
   GemmPlan plan;
   if (st.size() == 1 && is(st[0], GK::all, RK::seq)) return plan;
   const bool parts = st.size() == 2 && !st[0].shuffle && st[0].reducer.kind == RK::seq &&
@@ -261,10 +263,11 @@ GemmPlan plan_gemm(const Schedule& s) {
 
 SeededPlan plan_seeded(const Schedule& schedule) {
   auto refuse = [&](const std::string& why) {
-    return NotRealisable("schedule '" + to_string(schedule) + "' is not realisable by the GPU seeded-order kernel: " +
-                         why);
+    return NotRealisable("schedule '" + to_string(schedule) +
+                         "' is not realisable by the GPU seeded-order kernel: " + why);
   };
   const auto& stages = schedule.stages;
+  if (!schedule.plain()) throw refuse("perm, body(M)[...] and @FORMAT stages have no GPU kernel");
   if (stages.empty() || stages.size() > 2) throw refuse("it takes one or two stages");
   auto ordered = [](const Stage& st) {
     return !st.shuffle && (st.reducer.kind == Reducer::Kind::seq || st.reducer.kind == Reducer::Kind::atomic);

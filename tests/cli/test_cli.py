@@ -477,6 +477,34 @@ class Files(unittest.TestCase):
                              "--json").stdout)
         self.assertEqual(out["depth"], 5)
 
+    def test_lane_stages_in_tree_reduce_and_dot(self):
+        # perm, body(M)[...] and @FORMAT (docs/schedules.md): the tree of 7 terms under a body of 4
+        # is 6 additions, the rest (4, 5, 6) first; bad text is one line naming the token.
+        out = json.loads(run("tree", "--schedule", "body(4)[strided(2):seq] | all:seq@fp64", "--n", "7",
+                             "--json").stdout)
+        self.assertEqual((out["additions"], out["schedule"]), (6, "body(4)[strided(2):seq] | all:seq@fp64"))
+        self.assertEqual(json.loads(run("tree", "--schedule", "perm(1,0) | contig(2):seq | all:tree", "--n", "8",
+                                        "--json").stdout)["depth"], 3)
+        # float products into a double accumulator: below 32 terms that is all of OpenBLAS's sdot
+        path = os.path.join(self.dir, "a.txt")
+        with open(path, "w") as f:
+            f.write("1.0001220703125\n" * 3)
+        dot = json.loads(run("dot", "--a", path, "--b", path, "--schedule", "all:seq@fp64,openblas-sdot",
+                             "--json").stdout)
+        self.assertEqual([r["schedule"] for r in dot["results"]][0], "all:seq@fp64")
+        self.assertEqual(dot["results"][0]["value"], dot["results"][1]["value"])  # n < 32: sdot's tail alone
+        r = run("reduce", "--schedule", "body(4)[all:seq | all:tree", "--gen", "normal:10")
+        self.assertEqual(r.returncode, 2)
+        lines = r.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertIn("body(M)[ is not closed by ']' at position 27", lines[0])
+        r = run("reduce", "--schedule", "perm(0,0) | all:seq", "--gen", "normal:10")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("perm lane 0 named twice at position 8", r.stderr)
+        r = run("sum", "1", "2", "3", "--orders", "openblas-sdot,strided(8):seq@fp64 | all:seq@fp64", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("strided(8):seq@fp64 | all:seq@fp64", r.stdout)
+
     def test_tree_terms_in_index_order(self):
         r = run("tree", "--schedule", "strided(4):seq | all:tree", "--n", "16")
         self.assertEqual(r.returncode, 0, r.stderr)

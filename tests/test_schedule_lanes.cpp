@@ -1,0 +1,248 @@
+// The stages that name real kernels' lanes — perm(...), body(M)[...] and "@FORMAT" — against an
+// independent, straightforward evaluator written here: it cuts groups, permutes blocks and splits
+// bodies with its own loops and reduces each group as a one-stage schedule `all:R` of the
+// reference (trusted for the grammar without these stages by test_reference_orders), then holds
+// the reference evaluator, the engine and the tree drawer to it. OpenBLAS's sdot is also written
+// out as its C code does it (float FMAs, a double tail) and held to the openblas-sdot preset.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "fp/round.hpp"
+#include "sim/addition_tree.hpp"
+#include "sim/engine.hpp"
+#include "sim/reference_evaluator.hpp"
+#include "sim/schedule.hpp"
+#include "tests/random_perm.hpp"
+#include "tests/arithmetic_of.hpp"
+#include "tests/same_bits.hpp"
+
+using namespace fplab;
+using namespace fplab::sim;
+using fplab::test::arithmetic_of;
+using fplab::test::same_bits;
+
+namespace {
+
+// Deterministic reducers whose one-stage schedule `all:R` the independent evaluator reuses
+// (atomic draws per stage id, which only the walk knows; it is covered by test_engine_vs_reference).
+const char* const kReducers[] = {"seq",   "rev",      "tree",  "shfl_down", "shfl_up",        "shfl_xor",   "ring",
+                                 "kahan", "neumaier", "exact", "binned",    "numpy_pairwise", "fused(4,23)"};
+
+std::vector<std::vector<double>> naive_groups(const Grouping& g, const std::vector<double>& list) {
+  const size_t n = list.size(), size = static_cast<size_t>(g.size);
+  std::vector<std::vector<double>> out;
+  switch (g.kind) {
+    case Grouping::Kind::all:
+      out.push_back(list);
+      break;
+    case Grouping::Kind::contig:
+      for (size_t i = 0; i < n; ++i) {
+        if (i % size == 0) out.emplace_back();
+        out.back().push_back(list[i]);
+      }
+      break;
+    case Grouping::Kind::strided:
+      out.resize(std::min(size, n));
+      for (size_t i = 0; i < n; ++i) out[i % size].push_back(list[i]);
+      break;
+    case Grouping::Kind::split: {
+      const size_t chunk = (n + size - 1) / size;
+      for (size_t i = 0; i < n; ++i) {
+        if (i % chunk == 0) out.emplace_back();
+        out.back().push_back(list[i]);
+      }
+      break;
+    }
+  }
+  return out;
+}
+
+// The stages' meaning, read straight off docs/schedules.md.
+std::vector<double> naive_stages(const std::vector<Stage>& stages, std::vector<double> list, const Arithmetic& base,
+                                 const NoiseKey& key) {
+  for (const Stage& st : stages) {
+    if (list.empty()) break;
+    if (!st.perm.empty()) {  // block b's position k takes item b*L + perm[k], where there is one
+      std::vector<double> next;
+      const size_t lanes = st.perm.size();
+      for (size_t block = 0; block * lanes < list.size(); ++block)
+        for (int64_t k : st.perm)
+          if (block * lanes + static_cast<size_t>(k) < list.size()) next.push_back(list[block * lanes + k]);
+      list = next;
+    } else if (st.body > 0) {  // the rest first, then what the body's stages leave
+      const size_t body = list.size() / static_cast<size_t>(st.body) * static_cast<size_t>(st.body);
+      const auto inner = naive_stages(st.inner, {list.begin(), list.begin() + body}, base, key);
+      std::vector<double> next(list.begin() + body, list.end());
+      next.insert(next.end(), inner.begin(), inner.end());
+      list = next;
+    } else {
+      Arithmetic ar = base;
+      if (st.format) ar.format = *st.format;
+      Schedule one;
+      one.stages.push_back(st);
+      one.stages[0].grouping = {Grouping::Kind::all, 0};
+      one.stages[0].format.reset();
+      std::vector<double> next;
+      for (const auto& group : naive_groups(st.grouping, list))  // held in the stage's format
+        next.push_back(fp::round_double(reduce_reference(one, group, ar, key), ar.format, {ar.mode}).value);
+      list = next;
+    }
+  }
+  return list;
+}
+
+double naive_reduce(const Schedule& s, const std::vector<double>& values, const Arithmetic& ar, const NoiseKey& key) {
+  const auto left = naive_stages(s.stages, values, ar, key);
+  REQUIRE(left.size() <= 1);
+  return left.empty() ? 0.0 : fp::round_double(left[0], ar.format, {ar.mode}).value;
+}
+
+std::vector<Stage> random_lane_stages(std::mt19937_64& g, int depth, bool end_with_all) {
+  std::vector<Stage> out(1 + g() % 4);
+  for (Stage& st : out) {
+    switch (g() % 5) {
+      case 0:
+        st.perm = fplab::test::random_perm(g, 9);
+        break;
+      case 1:
+        if (depth < 2) {  // bodies two deep at most
+          st.body = 1 + static_cast<int64_t>(g() % 24);
+          st.inner = random_lane_stages(g, depth + 1, false);
+          break;
+        }
+        [[fallthrough]];
+      default:  // contig, strided or split of 1..9, any deterministic reducer, half of them @FORMAT
+        st.grouping = {static_cast<Grouping::Kind>(g() % 3), 1 + static_cast<int64_t>(g() % 9)};
+        st.reducer = parse_schedule(std::string("all:") + kReducers[g() % std::size(kReducers)]).stages[0].reducer;
+        if (g() % 2) st.format = std::array{fp::fp64(), fp::fp32(), fp::bf16(), fp::fp16()}[g() % 4];
+    }
+  }
+  if (end_with_all) {
+    Stage last;
+    last.reducer = parse_schedule(std::string("all:") + kReducers[g() % std::size(kReducers)]).stages[0].reducer;
+    if (g() % 2) last.format = fp::fp64();
+    out.push_back(last);
+  }
+  return out;
+}
+
+std::vector<double> data_in(const fp::Format& f, size_t n, std::mt19937_64& g) {
+  std::normal_distribution<double> d;
+  std::vector<double> v(n);
+  for (auto& x : v) x = fp::round_double(d(g) * std::exp2(std::floor(d(g) * 3)), f, {}).value;
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "perm, body and @FORMAT: reference == engine == an independent evaluator, random schedules x reducers x "
+    "fp32/fp64/bf16/e4m3 x rne/rz") {
+  std::mt19937_64 g(19);
+  const Arithmetic arithmetics[] = {arithmetic_of(fp::fp32(), fp::Mode::rne), arithmetic_of(fp::fp64(), fp::Mode::rne),
+                                    arithmetic_of(fp::bf16(), fp::Mode::rne), arithmetic_of(fp::fp32(), fp::Mode::rz),
+                                    arithmetic_of(fp::e4m3(), fp::Mode::rne)};
+  size_t checked = 0;
+  for (int i = 0; i < 400; ++i) {
+    const Schedule s{random_lane_stages(g, 0, true)};
+    for (const auto& ar : arithmetics) {
+      for (size_t k : {1, 2, 5, 8, 13, 31, 64, 100}) {
+        const auto v = data_in(ar.format, k, g);
+        const NoiseKey key{g() % 100, 1, 2, g() % 7, 0};
+        const double naive = naive_reduce(s, v, ar, key);
+        INFO(to_string(s) << " " << ar.to_string() << " K=" << k);
+        REQUIRE(same_bits(reduce_reference(s, v, ar, key), naive));
+        REQUIRE(same_bits(reduce(s, v, ar, key), naive));
+        ++checked;
+      }
+    }
+  }
+  CHECK(checked == 400 * 5 * 8);
+}
+
+TEST_CASE("perm, body and @FORMAT: addition trees (fplab tree, reveal's match) as worked out by hand") {
+  // A last, shorter block keeps the lanes it has; a body's rest comes first, its results after.
+  CHECK(schedule_addition_tree(parse_schedule("perm(1,0,3,2) | contig(2):seq | all:seq"), 5).text() ==
+        "(((0+1)+(2+3))+4)");
+  CHECK(schedule_addition_tree(parse_schedule("perm(2,0,1) | all:seq"), 5).text() == "((((0+2)+1)+3)+4)");
+  CHECK(schedule_addition_tree(parse_schedule("body(4)[strided(2):seq] | all:seq"), 7).text() ==
+        "(((0+2)+((4+5)+6))+(1+3))");
+  CHECK(schedule_addition_tree(parse_schedule("body(4)[all:tree] | all:seq@fp64"), 3).text() == "((0+1)+2)");
+}
+
+TEST_CASE("@FORMAT on products: float products into a double accumulator, as C's float * float") {
+  // a*b rounded to float, summed in double, rounded to float once at the end.
+  std::mt19937_64 g(5);
+  std::normal_distribution<float> d;
+  for (size_t n : {1, 2, 3, 17, 100}) {
+    std::vector<double> a(n), b(n);
+    double acc = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const float x = d(g), y = d(g);
+      a[i] = x, b[i] = y;
+      acc += static_cast<double>(x * y);
+    }
+    const Arithmetic ar;  // fp32, products fused: a product meeting a double stage is rounded first
+    INFO("n = " << n);
+    CHECK(same_bits(dot_reference(parse_schedule("all:seq@fp64"), a, b, ar), static_cast<float>(acc)));
+    // fused into a float chain, the same products give the FMA chain instead
+    float chain = static_cast<float>(a[0]) * static_cast<float>(b[0]);
+    for (size_t i = 1; i < n; ++i) chain = std::fma(static_cast<float>(a[i]), static_cast<float>(b[i]), chain);
+    CHECK(same_bits(dot_reference(parse_schedule("all:seq"), a, b, ar), chain));
+  }
+}
+
+namespace {
+
+// OpenBLAS 0.3.21's sdot (kernel/x86_64/sdot.c, sdot_microk_skylakex-2.c) for unit strides,
+// written as its C does it, lane by lane.
+float openblas_sdot(const std::vector<float>& x, const std::vector<float>& y) {
+  const size_t n = x.size(), n1 = n & ~size_t{31}, n64 = n1 & ~size_t{63};
+  float acc[4][8] = {};  // the four 256-bit accumulators
+  if (n64 > 0) {
+    float acc512[4][16] = {};
+    for (size_t i = 0; i < n64; i += 64)
+      for (size_t q = 0; q < 4; ++q)
+        for (size_t l = 0; l < 16; ++l) acc512[q][l] = std::fma(x[i + 16 * q + l], y[i + 16 * q + l], acc512[q][l]);
+    for (size_t q = 0; q < 4; ++q)
+      for (size_t j = 0; j < 8; ++j) acc[q][j] = acc512[q][j] + acc512[q][j + 8];
+  }
+  for (size_t i = n64; i < n1; i += 32)
+    for (size_t q = 0; q < 4; ++q)
+      for (size_t j = 0; j < 8; ++j) acc[q][j] = std::fma(x[i + 8 * q + j], y[i + 8 * q + j], acc[q][j]);
+  float v[8], h[4];
+  for (size_t j = 0; j < 8; ++j) v[j] = ((acc[0][j] + acc[1][j]) + acc[2][j]) + acc[3][j];
+  for (size_t j = 0; j < 4; ++j) h[j] = v[j] + v[j + 4];           // the 128-bit halves
+  const float kernel = n1 ? (h[0] + h[1]) + (h[2] + h[3]) : 0.0f;  // two hadds
+  double dot = 0.0;
+  for (size_t i = n1; i < n; ++i) dot += static_cast<double>(y[i] * x[i]);
+  dot += kernel;
+  return static_cast<float>(dot);
+}
+
+}  // namespace
+
+TEST_CASE("openblas-sdot == OpenBLAS's sdot written out in C, every n to 300 and long vectors") {
+  std::mt19937_64 g(3);
+  std::normal_distribution<float> d;
+  const Schedule sdot = parse_schedule("openblas-sdot");
+  const Arithmetic ar;
+  std::vector<size_t> sizes(300);
+  std::iota(sizes.begin(), sizes.end(), 1);
+  for (size_t n : {1000, 1023, 4096, 5000}) sizes.push_back(n);
+  for (size_t n : sizes) {
+    std::vector<float> x(n), y(n);
+    std::vector<double> a(n), b(n);
+    for (size_t i = 0; i < n; ++i) x[i] = d(g) * std::exp2(std::floor(2 * d(g))), y[i] = d(g), a[i] = x[i], b[i] = y[i];
+    const double want = openblas_sdot(x, y);
+    INFO("n = " << n);
+    REQUIRE(same_bits(dot_reference(sdot, a, b, ar), want));
+    std::vector<float> c(1);
+    gemm(sdot, x.data(), y.data(), c.data(), {1, 1, n}, ar);
+    REQUIRE(same_bits(c[0], want));
+  }
+}
