@@ -513,59 +513,57 @@ FusedFactors::FusedFactors(const float* a, const float* b, size_t m, size_t n, s
 #endif
 }
 
+#if defined(FPLAB_FUSED_LANES_AVX512) || defined(FPLAB_FUSED_LANES_AVX2)
+namespace {
+
+// One row of a prepared tile: `cols` accumulators at acc, the row's factors of A (a_values,
+// a_codes: one per term) against B's prepared rows (b_rows[i], b_code_rows[i]: term i's values
+// and codes from the tile's first column). The lanes the vector form leaves (an infinity or NaN,
+// an accumulator out of range) go to scalar(column) one by one.
+template <class Scalar>
+void prepared_row(const LaneForm& form, double* acc, size_t cols, size_t count, const double* a_values,
+                  const int32_t* a_codes, const double* const* b_rows, const int32_t* const* b_code_rows,
+                  Scalar&& scalar) {
+#if defined(FPLAB_FUSED_LANES_AVX512)
+  constexpr size_t kVectors = 4;  // 32 columns at a time
+  for (size_t c0 = 0; c0 < cols; c0 += 8 * kVectors) {
+    __mmask8 live[kVectors], left[kVectors];
+    for (size_t v = 0; v < kVectors; ++v) {
+      const size_t first = c0 + 8 * v, n = first < cols ? std::min<size_t>(8, cols - first) : 0;
+      live[v] = static_cast<__mmask8>((1u << n) - 1);
+    }
+    const auto load = [&](size_t i, size_t v) {
+      return std::pair{_mm512_set1_pd(a_values[i]), _mm512_loadu_pd(b_rows[i] + c0 + 8 * v)};
+    };
+    const auto term_code = [&](size_t i, size_t v) {
+      const __m256i codes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b_code_rows[i] + c0 + 8 * v));
+      return _mm512_add_epi64(_mm512_set1_epi64(a_codes[i]), _mm512_cvtepi32_epi64(codes));
+    };
+    form.fp32_lanes<kVectors, true>(acc + c0, count, live, left, load, term_code);
+    for (size_t v = 0; v < kVectors; ++v)
+      for (size_t l = 0; l < 8; ++l)
+        if ((left[v] >> l) & 1) scalar(c0 + 8 * v + l);
+  }
+#else
+  for (size_t c0 = 0; c0 < cols; c0 += 16) {  // 16 columns at a time
+    const size_t lanes = std::min<size_t>(16, cols - c0);
+    const unsigned left = form.fp32_lanes_avx2(acc + c0, count, lanes, a_values, a_codes, b_rows, b_code_rows, c0);
+    for (size_t l = 0; l < lanes; ++l)
+      if ((left >> l) & 1) scalar(c0 + l);
+  }
+#endif
+}
+
+}  // namespace
+#endif
+
 void FusedFactors::tile(double* acc, size_t row0, size_t rows, size_t col0, size_t cols,
                         std::span<const uint32_t> terms, const FusedAddSpec& spec) const {
   if (!converted_for(spec)) throw std::invalid_argument("FusedFactors::tile: a spec with another input format or mode");
   if (row0 + rows > m_ || col0 + cols > n_) throw std::invalid_argument("FusedFactors::tile: a tile outside the GEMM");
-#if defined(FPLAB_FUSED_LANES_AVX512)
+#if defined(FPLAB_FUSED_LANES_AVX512) || defined(FPLAB_FUSED_LANES_AVX2)
   // The factors converted once for the whole GEMM (the constructor), not once per tile: converting
   // B's count x cols factors for every 4-row tile took two thirds of a tf32 GEMM's time (perf).
-  check_fused_add_spec(spec);
-  const size_t count = terms.size();
-  if (prepared_ && tile_form(spec) && lane_form(spec, count)) {
-    const LaneForm form{spec.fraction_bits, spec.input.emin(), spec.output.emin(), &spec, true};
-    constexpr size_t kVectors = 4;  // 32 columns of one row at a time
-    thread_local std::vector<const double*> b_rows;
-    thread_local std::vector<const int32_t*> b_code_rows;
-    thread_local std::vector<double> x, y, a_values;
-    thread_local std::vector<int64_t> a_codes;
-    b_rows.resize(count), b_code_rows.resize(count), x.resize(count), y.resize(count);
-    a_values.resize(count), a_codes.resize(count);
-    for (size_t i = 0; i < count; ++i) {
-      if (terms[i] >= k_) throw std::invalid_argument("FusedFactors::tile: a term past K");
-      b_rows[i] = &b_values_[terms[i] * ldb_ + col0], b_code_rows[i] = &b_codes_[terms[i] * ldb_ + col0];
-    }
-    for (size_t r = 0; r < rows; ++r) {
-      for (size_t i = 0; i < count; ++i) {
-        const size_t at = (row0 + r) * k_ + terms[i];
-        a_values[i] = a_values_[at], a_codes[i] = a_codes_[at];
-      }
-      for (size_t c0 = 0; c0 < cols; c0 += 8 * kVectors) {
-        __mmask8 live[kVectors], left[kVectors];
-        for (size_t v = 0; v < kVectors; ++v) {
-          const size_t first = c0 + 8 * v, n = first < cols ? std::min<size_t>(8, cols - first) : 0;
-          live[v] = static_cast<__mmask8>((1u << n) - 1);
-        }
-        const auto load = [&](size_t i, size_t v) {
-          return std::pair{_mm512_set1_pd(a_values[i]), _mm512_loadu_pd(b_rows[i] + c0 + 8 * v)};
-        };
-        const auto term_code = [&](size_t i, size_t v) {
-          const __m256i codes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b_code_rows[i] + c0 + 8 * v));
-          return _mm512_add_epi64(_mm512_set1_epi64(a_codes[i]), _mm512_cvtepi32_epi64(codes));
-        };
-        form.fp32_lanes<kVectors, true>(acc + r * cols + c0, count, live, left, load, term_code);
-        for (size_t v = 0; v < kVectors; ++v)
-          for (size_t l = 0; l < 8; ++l) {
-            if (!((left[v] >> l) & 1)) continue;
-            const size_t col = col0 + c0 + 8 * v + l;
-            for (size_t i = 0; i < count; ++i) x[i] = a_[(row0 + r) * k_ + terms[i]], y[i] = b_[terms[i] * n_ + col];
-            acc[r * cols + c0 + 8 * v + l] = fused_multiply_add(acc[r * cols + c0 + 8 * v + l], x, y, spec);
-          }
-      }
-    }
-    return;
-  }
-#elif defined(FPLAB_FUSED_LANES_AVX2)
   check_fused_add_spec(spec);
   const size_t count = terms.size();
   if (prepared_ && tile_form(spec) && lane_form(spec, count)) {
@@ -580,24 +578,18 @@ void FusedFactors::tile(double* acc, size_t row0, size_t rows, size_t col0, size
       if (terms[i] >= k_) throw std::invalid_argument("FusedFactors::tile: a term past K");
       b_rows[i] = &b_values_[terms[i] * ldb_ + col0], b_code_rows[i] = &b_codes_[terms[i] * ldb_ + col0];
     }
-    // Row by row, 16 columns at a time; the lanes the vector form leaves (an infinity or NaN, an
-    // accumulator out of range) take the scalar step.
     for (size_t r = 0; r < rows; ++r) {
       for (size_t i = 0; i < count; ++i) {
         const size_t at = (row0 + r) * k_ + terms[i];
         a_values[i] = a_values_[at], a_codes[i] = a_codes_[at];
       }
-      for (size_t c0 = 0; c0 < cols; c0 += 16) {
-        const size_t lanes = std::min<size_t>(16, cols - c0);
-        const unsigned left = form.fp32_lanes_avx2(acc + r * cols + c0, count, lanes, a_values.data(), a_codes.data(),
-                                                   b_rows.data(), b_code_rows.data(), c0);
-        for (size_t l = 0; l < lanes; ++l) {
-          if (!((left >> l) & 1)) continue;
-          const size_t col = col0 + c0 + l;
-          for (size_t i = 0; i < count; ++i) x[i] = a_[(row0 + r) * k_ + terms[i]], y[i] = b_[terms[i] * n_ + col];
-          acc[r * cols + c0 + l] = fused_multiply_add(acc[r * cols + c0 + l], x, y, spec);
-        }
-      }
+      double* row = acc + r * cols;
+      prepared_row(form, row, cols, count, a_values.data(), a_codes.data(), b_rows.data(), b_code_rows.data(),
+                   [&](size_t c) {
+                     for (size_t i = 0; i < count; ++i)
+                       x[i] = a_[(row0 + r) * k_ + terms[i]], y[i] = b_[terms[i] * n_ + col0 + c];
+                     row[c] = fused_multiply_add(row[c], x, y, spec);
+                   });
     }
     return;
   }
