@@ -42,7 +42,14 @@ int run_round(const RoundArgs& args) {
       if (below.bits == above.bits && !below.inexact)
         std::printf("  exactly representable: %s  bits %s\n", fp::format_double(below.value).c_str(),
                     bits_hex(below.bits, format.width()).c_str());
-      else
+      else if (std::isnan(below.value) && std::isnan(above.value))  // e8m0: no zero, no negatives
+        std::printf("  no value of %s lies on either side of it\n", format.name.c_str());
+      else if (std::isnan(below.value) || std::isnan(above.value)) {
+        const fp::Rounded& side = std::isnan(below.value) ? above : below;
+        std::printf("  no value of %s lies %s it; the nearest %s is %s (%s)\n", format.name.c_str(),
+                    std::isnan(below.value) ? "below" : "above", std::isnan(below.value) ? "above" : "below",
+                    fp::format_double(side.value).c_str(), bits_hex(side.bits, format.width()).c_str());
+      } else
         std::printf("  lies between %s (%s) and %s (%s)\n", fp::format_double(below.value).c_str(),
                     bits_hex(below.bits, format.width()).c_str(), fp::format_double(above.value).c_str(),
                     bits_hex(above.bits, format.width()).c_str());
@@ -92,8 +99,10 @@ void add_round_command(CLI::App& app, Runner& run) {
   auto args = std::make_shared<RoundArgs>();
   CLI::App* cmd = app.add_subcommand("round", "Round numbers to a format: value, bit pattern, neighbours, error");
   cmd->add_option("values", args->values, "numbers: decimal (0.1, 1e-3), hex-float (0x1.8p3), inf, nan")->required();
-  cmd->add_option("-f,--format", args->format, "fp64 fp32 tf32 bf16 fp16 e4m3 e5m2, ML formats (e4m3fnuz e2m1fn e8m0 ...: "
-                  "docs/formats-and-rounding.md), or eXmY")->capture_default_str();
+  cmd->add_option("-f,--format", args->format,
+                  "fp64 fp32 tf32 bf16 fp16 e4m3 e5m2, ML formats (e4m3fnuz e2m1fn e8m0 ...: "
+                  "docs/formats-and-rounding.md), or eXmY")
+      ->capture_default_str();
   cmd->add_option("-m,--mode", args->mode, "rne rna rz ru rd ro sr, or all")->capture_default_str();
   cmd->add_flag("--flush-subnormals", args->flush, "results below the smallest normal become zero");
   cmd->add_flag("--saturate", args->saturate, "overflow gives the largest finite value instead of inf/NaN");

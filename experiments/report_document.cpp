@@ -1,6 +1,8 @@
 #include "experiments/report_document.hpp"
 
+#include <algorithm>
 #include <sstream>
+#include <string_view>
 
 namespace fplab::experiments {
 namespace {
@@ -31,11 +33,28 @@ std::string html_escaped(const std::string& text) {
   return out;
 }
 
-// A '|' inside a cell would end it.
-std::string markdown_cell(const std::string& text) {
+// Text as it reads, whatever it holds (a recipe's name or description is the user's): every
+// character Markdown could take for markup is backslash-escaped (CommonMark renders any escaped
+// ASCII punctuation as itself), and line breaks become spaces, so that no text can start a
+// heading, list, table row or HTML block of its own. A '|' would also end a table cell.
+std::string markdown_text(const std::string& text) {
   std::string out;
-  for (char c : text) out += c == '|' ? std::string("\\|") : std::string(1, c);
+  for (char c : text) {
+    if (c == '\n' || c == '\r') {
+      out += ' ';
+      continue;
+    }
+    if (std::string_view("\\`*_[]<>|~#!").find(c) != std::string_view::npos) out += '\\';
+    out += c;
+  }
   return out;
+}
+
+// A fence longer than any run of backticks in the text, so that the text cannot close it.
+std::string code_fence(const std::string& text) {
+  size_t longest = 0, run = 0;
+  for (char c : text) longest = std::max(longest, run = c == '`' ? run + 1 : 0);
+  return std::string(std::max<size_t>(3, longest + 1), '`');
 }
 
 }  // namespace
@@ -68,39 +87,41 @@ ReportBlock& ReportDocument::add(ReportBlock::Kind kind) {
 
 std::string to_markdown(const ReportDocument& d) {
   std::ostringstream s;
-  s << "# " << d.title << "\n\n";
+  s << "# " << markdown_text(d.title) << "\n\n";
   for (const auto& b : d.blocks) {
     switch (b.kind) {
       case ReportBlock::Kind::heading:
-        s << "## " << b.text << "\n\n";
+        s << "## " << markdown_text(b.text) << "\n\n";
         break;
       case ReportBlock::Kind::paragraph:
-        s << (b.lead.empty() ? "" : "**" + b.lead + "** ") << b.text << "\n\n";
+        s << (b.lead.empty() ? "" : "**" + markdown_text(b.lead) + "** ") << markdown_text(b.text) << "\n\n";
         break;
       case ReportBlock::Kind::table:
         s << "|";
-        for (const auto& h : b.header) s << " " << markdown_cell(h) << " |";
+        for (const auto& h : b.header) s << " " << markdown_text(h) << " |";
         s << "\n|";
         for (size_t i = 0; i < b.header.size(); ++i) s << "---|";
         s << "\n";
         for (const auto& row : b.rows) {
           s << "|";
-          for (const auto& cell : row) s << " " << markdown_cell(cell) << " |";
+          for (const auto& cell : row) s << " " << markdown_text(cell) << " |";
           s << "\n";
         }
         s << "\n";
         break;
       case ReportBlock::Kind::figure:
-        s << "![" << b.text << "](" << b.stem << ".png)\n\n*" << b.text << "* ([SVG](" << b.stem << ".svg), [PDF]("
-          << b.stem << ".pdf))\n\n";
+        s << "![" << markdown_text(b.text) << "](" << b.stem << ".png)\n\n*" << markdown_text(b.text) << "* ([SVG]("
+          << b.stem << ".svg), [PDF](" << b.stem << ".pdf))\n\n";
         break;
       case ReportBlock::Kind::links:
-        for (const auto& [label, path] : b.links) s << "- [" << label << "](" << path << ")\n";
+        for (const auto& [label, path] : b.links) s << "- [" << markdown_text(label) << "](" << path << ")\n";
         s << "\n";
         break;
-      case ReportBlock::Kind::code:
-        s << "```\n" << b.text << "\n```\n\n";
+      case ReportBlock::Kind::code: {
+        const std::string fence = code_fence(b.text);
+        s << fence << "\n" << b.text << "\n" << fence << "\n\n";
         break;
+      }
     }
   }
   return s.str();

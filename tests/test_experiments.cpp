@@ -11,6 +11,7 @@
 #include <iterator>
 
 #include "experiments/report.hpp"
+#include "experiments/report_document.hpp"
 #include "experiments/runner.hpp"
 #include "util/external_program.hpp"
 
@@ -196,4 +197,23 @@ TEST_CASE(
   fs::remove_all(out);
   fs::remove_all(split);
   fs::remove(path);
+}
+
+TEST_CASE("report.md shows a recipe's own text as text: no markup, no lines of its own") {
+  ReportDocument d;
+  d.title = "# mine <b>bold</b>\n## injected heading";
+  d.paragraph("a | b *c* _d_ [link](http://x) `code` ~~e~~ \\ !x\n\n- a list item", "Lead <i>:");
+  d.table({"profile"}, {{"h100 | extra cell"}});
+  d.code("fplab run x.toml\n```\nnot code any more");
+  const std::string md = to_markdown(d);
+  INFO(md);
+  // Every line is the renderer's structure: the title, the paragraph, the table rows, the fences.
+  CHECK_THAT(md, Catch::StartsWith("# \\# mine \\<b\\>bold\\</b\\> \\#\\# injected heading\n\n"));
+  CHECK_THAT(md, Catch::Contains("**Lead \\<i\\>:** a \\| b \\*c\\* \\_d\\_ \\[link\\](http://x) \\`code\\` "
+                                 "\\~\\~e\\~\\~ \\\\ \\!x  - a list item\n\n"));
+  CHECK_THAT(md, Catch::Contains("| h100 \\| extra cell |\n"));
+  // The code block's fence is longer than the text's own run of backticks, so the text stays inside.
+  CHECK_THAT(md, Catch::Contains("````\nfplab run x.toml\n```\nnot code any more\n````\n"));
+  CHECK_THAT(md, !Catch::Contains("\n## injected"));
+  CHECK_THAT(md, !Catch::Contains("\n- a list item"));
 }

@@ -312,6 +312,17 @@ class Json(unittest.TestCase):
             self.assertEqual(e["value_text"], "-nan" if sign else "nan")
             self.assertIn("-> -nan" if sign else "-> nan", run("round", text, "--format", "bf16").stdout)
 
+    def test_round_names_the_side_without_a_value(self):
+        # e8m0 has no zero and no negative values: no "lies between nan and nan".
+        for text, line in (("0", "no value of e8m0 lies on either side of it"),
+                           ("-3", "no value of e8m0 lies on either side of it"),
+                           ("1e-50", "no value of e8m0 lies below it; the nearest above is 5.877471754111438e-39 (0x00)"),
+                           ("3", "lies between 2 (0x80) and 4 (0x81)")):
+            r = run("round", text, "--format", "e8m0", "--mode", "rne")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stdout.splitlines()[1].strip(), line, text)
+            self.assertNotIn("between nan", r.stdout)
+
     def test_sum_reads_stdin(self):
         r = run("sum", "--file", "-", "--format", "fp64", "--orders", "seq", "--json", stdin="# a comment\n1\n\n2\n0x1p-1\n")
         self.assertEqual(r.returncode, 0, r.stderr)
