@@ -400,6 +400,45 @@ class TileConversion {
   bool as_is_, tf32_rz_, bf16_rne_;
   int emin_;
 };
+
+// One row of a prepared tile: `cols` accumulators at acc, the row's factors of A (a_values,
+// a_codes: one per term) against B's prepared rows (b_rows[i], b_code_rows[i]: term i's values
+// and codes from the tile's first column). The lanes the vector form leaves (an infinity or NaN,
+// an accumulator out of range) go to scalar(column) one by one.
+template <class Scalar>
+void prepared_row(const LaneForm& form, double* acc, size_t cols, size_t count, const double* a_values,
+                  const int32_t* a_codes, const double* const* b_rows, const int32_t* const* b_code_rows,
+                  Scalar&& scalar) {
+#if defined(FPLAB_FUSED_LANES_AVX512)
+  constexpr size_t kVectors = 4;  // 32 columns at a time
+  for (size_t c0 = 0; c0 < cols; c0 += 8 * kVectors) {
+    __mmask8 live[kVectors], left[kVectors];
+    for (size_t v = 0; v < kVectors; ++v) {
+      const size_t first = c0 + 8 * v, n = first < cols ? std::min<size_t>(8, cols - first) : 0;
+      live[v] = static_cast<__mmask8>((1u << n) - 1);
+    }
+    const auto load = [&](size_t i, size_t v) {
+      return std::pair{_mm512_set1_pd(a_values[i]), _mm512_loadu_pd(b_rows[i] + c0 + 8 * v)};
+    };
+    const auto term_code = [&](size_t i, size_t v) {
+      const __m256i codes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b_code_rows[i] + c0 + 8 * v));
+      return _mm512_add_epi64(_mm512_set1_epi64(a_codes[i]), _mm512_cvtepi32_epi64(codes));
+    };
+    form.fp32_lanes<kVectors, true>(acc + c0, count, live, left, load, term_code);
+    for (size_t v = 0; v < kVectors; ++v)
+      for (size_t l = 0; l < 8; ++l)
+        if ((left[v] >> l) & 1) scalar(c0 + 8 * v + l);
+  }
+#else
+  for (size_t c0 = 0; c0 < cols; c0 += 16) {  // 16 columns at a time
+    const size_t lanes = std::min<size_t>(16, cols - c0);
+    const unsigned left = form.fp32_lanes_avx2(acc + c0, count, lanes, a_values, a_codes, b_rows, b_code_rows, c0);
+    for (size_t l = 0; l < lanes; ++l)
+      if ((left >> l) & 1) scalar(c0 + l);
+  }
+#endif
+}
+
 #endif
 
 }  // namespace
@@ -420,50 +459,40 @@ void fused_multiply_add_tile(double* acc, size_t rows, size_t cols, const float*
   const size_t count = terms.size();
 #ifdef FPLAB_FUSED_LANES_AVX512
   // Each factor converted (tf32, bf16, fp16, fp8: every value of them is an fp32 value) and coded
-  // once for the tile, as the scalar step converts it, instead of once per output. (Without
-  // AVX-512 the vector form is FusedFactors', which does that once for a whole GEMM.)
+  // once for the tile, as the scalar step converts it, instead of once per output (FusedFactors
+  // does it once for a whole GEMM), then the rows through the prepared tile's form.
   if (tile_form(spec) && lane_form(spec, count)) {
     const LaneForm form{spec.fraction_bits, spec.input.emin(), spec.output.emin(), &spec, true};
     const TileConversion tile_factor(spec);
-    // B's factors and codes once for the tile's rows; padded to whole vectors of columns.
-    constexpr size_t kVectors = 4;  // 32 columns of one row at a time
-    const size_t padded = (cols + 8 * kVectors - 1) / (8 * kVectors) * (8 * kVectors);
+    // B's factors and codes once for the tile's rows, each row padded to whole blocks of 32 columns
+    // (prepared_row reads them in blocks), then each row of A's against them.
+    const size_t padded = (cols + 31) / 32 * 32;
     thread_local std::vector<double> b_values, a_values, x, y;  // reused: this runs once per chunk
-    thread_local std::vector<int64_t> b_codes, a_codes;
+    thread_local std::vector<int32_t> b_codes, a_codes;
+    thread_local std::vector<const double*> b_rows;
+    thread_local std::vector<const int32_t*> b_code_rows;
     b_values.assign(count * padded, 0.0);
-    b_codes.assign(count * padded, kZeroCode);
+    b_codes.assign(count * padded, static_cast<int32_t>(kZeroCode));
     a_values.resize(count), a_codes.resize(count), x.resize(count), y.resize(count);
-    for (size_t i = 0; i < count; ++i)
+    b_rows.resize(count), b_code_rows.resize(count);
+    for (size_t i = 0; i < count; ++i) {
       for (size_t c = 0; c < cols; ++c) {
         const TileFactor f = tile_factor(b[terms[i] * ldb + c]);
-        b_values[i * padded + c] = f.value, b_codes[i * padded + c] = f.code;
+        b_values[i * padded + c] = f.value, b_codes[i * padded + c] = static_cast<int32_t>(f.code);
       }
+      b_rows[i] = &b_values[i * padded], b_code_rows[i] = &b_codes[i * padded];
+    }
     for (size_t r = 0; r < rows; ++r) {
       for (size_t i = 0; i < count; ++i) {
         const TileFactor f = tile_factor(a[r * lda + terms[i]]);
-        a_values[i] = f.value, a_codes[i] = f.code;
+        a_values[i] = f.value, a_codes[i] = static_cast<int32_t>(f.code);
       }
-      for (size_t c0 = 0; c0 < cols; c0 += 8 * kVectors) {
-        __mmask8 live[kVectors], left[kVectors];
-        for (size_t v = 0; v < kVectors; ++v) {
-          const size_t first = c0 + 8 * v, n = first < cols ? std::min<size_t>(8, cols - first) : 0;
-          live[v] = static_cast<__mmask8>((1u << n) - 1);
-        }
-        const auto load = [&](size_t i, size_t v) {
-          return std::pair{_mm512_set1_pd(a_values[i]), _mm512_loadu_pd(&b_values[i * padded + c0 + 8 * v])};
-        };
-        const auto term_code = [&](size_t i, size_t v) {
-          return _mm512_add_epi64(_mm512_set1_epi64(a_codes[i]), _mm512_loadu_si512(&b_codes[i * padded + c0 + 8 * v]));
-        };
-        form.fp32_lanes<kVectors, true>(acc + r * cols + c0, count, live, left, load, term_code);
-        for (size_t v = 0; v < kVectors; ++v)
-          for (size_t l = 0; l < 8; ++l) {
-            if (!((left[v] >> l) & 1)) continue;
-            const size_t col = c0 + 8 * v + l;
-            for (size_t i = 0; i < count; ++i) x[i] = a[r * lda + terms[i]], y[i] = b[terms[i] * ldb + col];
-            acc[r * cols + col] = fused_multiply_add(acc[r * cols + col], x, y, spec);
-          }
-      }
+      double* row = acc + r * cols;
+      prepared_row(form, row, cols, count, a_values.data(), a_codes.data(), b_rows.data(), b_code_rows.data(),
+                   [&](size_t c) {
+                     for (size_t i = 0; i < count; ++i) x[i] = a[r * lda + terms[i]], y[i] = b[terms[i] * ldb + c];
+                     row[c] = fused_multiply_add(row[c], x, y, spec);
+                   });
     }
     return;
   }
@@ -512,50 +541,6 @@ FusedFactors::FusedFactors(const float* a, const float* b, size_t m, size_t n, s
     }
 #endif
 }
-
-#if defined(FPLAB_FUSED_LANES_AVX512) || defined(FPLAB_FUSED_LANES_AVX2)
-namespace {
-
-// One row of a prepared tile: `cols` accumulators at acc, the row's factors of A (a_values,
-// a_codes: one per term) against B's prepared rows (b_rows[i], b_code_rows[i]: term i's values
-// and codes from the tile's first column). The lanes the vector form leaves (an infinity or NaN,
-// an accumulator out of range) go to scalar(column) one by one.
-template <class Scalar>
-void prepared_row(const LaneForm& form, double* acc, size_t cols, size_t count, const double* a_values,
-                  const int32_t* a_codes, const double* const* b_rows, const int32_t* const* b_code_rows,
-                  Scalar&& scalar) {
-#if defined(FPLAB_FUSED_LANES_AVX512)
-  constexpr size_t kVectors = 4;  // 32 columns at a time
-  for (size_t c0 = 0; c0 < cols; c0 += 8 * kVectors) {
-    __mmask8 live[kVectors], left[kVectors];
-    for (size_t v = 0; v < kVectors; ++v) {
-      const size_t first = c0 + 8 * v, n = first < cols ? std::min<size_t>(8, cols - first) : 0;
-      live[v] = static_cast<__mmask8>((1u << n) - 1);
-    }
-    const auto load = [&](size_t i, size_t v) {
-      return std::pair{_mm512_set1_pd(a_values[i]), _mm512_loadu_pd(b_rows[i] + c0 + 8 * v)};
-    };
-    const auto term_code = [&](size_t i, size_t v) {
-      const __m256i codes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b_code_rows[i] + c0 + 8 * v));
-      return _mm512_add_epi64(_mm512_set1_epi64(a_codes[i]), _mm512_cvtepi32_epi64(codes));
-    };
-    form.fp32_lanes<kVectors, true>(acc + c0, count, live, left, load, term_code);
-    for (size_t v = 0; v < kVectors; ++v)
-      for (size_t l = 0; l < 8; ++l)
-        if ((left[v] >> l) & 1) scalar(c0 + 8 * v + l);
-  }
-#else
-  for (size_t c0 = 0; c0 < cols; c0 += 16) {  // 16 columns at a time
-    const size_t lanes = std::min<size_t>(16, cols - c0);
-    const unsigned left = form.fp32_lanes_avx2(acc + c0, count, lanes, a_values, a_codes, b_rows, b_code_rows, c0);
-    for (size_t l = 0; l < lanes; ++l)
-      if ((left >> l) & 1) scalar(c0 + l);
-  }
-#endif
-}
-
-}  // namespace
-#endif
 
 void FusedFactors::tile(double* acc, size_t row0, size_t rows, size_t col0, size_t cols,
                         std::span<const uint32_t> terms, const FusedAddSpec& spec) const {
