@@ -103,23 +103,6 @@ double reduce(const Schedule& schedule, std::span<const double> values, const Ar
   return out;
 }
 
-namespace {
-
-void gemm_per_output(const Schedule& schedule, const float* a, const float* b, float* c, const GemmShape& shape,
-                     const Arithmetic& ar, const NoiseKey& key) {
-  std::vector<double> row(shape.k), column(shape.k);
-  for (size_t j = 0; j < shape.n; ++j) {
-    for (size_t t = 0; t < shape.k; ++t) column[t] = b[t * shape.n + j];
-    for (size_t i = 0; i < shape.m; ++i) {
-      for (size_t t = 0; t < shape.k; ++t) row[t] = a[i * shape.k + t];
-      c[i * shape.n + j] =
-          static_cast<float>(dot_reference(schedule, row, column, ar, gemm_output_key(key, i, j, shape.n)));
-    }
-  }
-}
-
-}  // namespace
-
 NoiseKey gemm_output_key(const NoiseKey& key, size_t i, size_t j, size_t n) {
   NoiseKey k = key;
   const size_t tiles_per_row = (n + kGemmTileCols - 1) / kGemmTileCols;
@@ -311,7 +294,10 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
   if (schedule.has_stage_formats()) {
     // A stage in a format of its own (float products into a double accumulator, ...): each
     // output through the reference's walk, the one GEMM that does (no tile form switches format).
-    gemm_per_output(schedule, a, b, c, shape, ar, key);
+    const std::vector<double> a64(a, a + shape.m * shape.k), b64(b, b + shape.k * shape.n);
+    std::vector<double> c64(shape.m * shape.n);
+    gemm_reference(schedule, a64.data(), b64.data(), c64.data(), shape, ar, key);
+    std::copy(c64.begin(), c64.end(), c);  // stored as float, as every output of gemm()
     return;
   }
   const bool first_is_reduction = !schedule.stages.empty() && schedule.stages[0].reduces();
