@@ -24,8 +24,11 @@ ExactValue ExactValue::from_integer(bool negative, unsigned __int128 magnitude, 
 
 ExactValue ExactValue::from_double(double x) {
   const DoubleParts parts = split_double(x);
-  if (!parts.finite)
-    return (parts.significand & binary64::kFractionMask) ? nan(parts.negative) : infinity(parts.negative);
+  if (!parts.finite) {
+    const uint64_t fraction = parts.significand & binary64::kFractionMask;
+    // The payload is what lies below the quiet bit (bit 51): shifted up by 64 - 51.
+    return fraction ? nan(parts.negative, fraction << (64 - (binary64::kFractionBits - 1))) : infinity(parts.negative);
+  }
   if (parts.significand == 0) return zero(parts.negative);
   if (parts.scale == binary64::kSubnormalScale && parts.significand < binary64::kHiddenBit)
     return from_integer(parts.negative, parts.significand, parts.scale, false);

@@ -1,8 +1,11 @@
 #include "fp/format.hpp"
+#include "fp/exact_value.hpp"
+#include "fp/ieee_bits.hpp"
 
 #include <bit>
 #include <charconv>
 #include <cmath>
+#include <optional>
 
 namespace fplab::fp {
 namespace {
@@ -68,6 +71,70 @@ const std::vector<NamedFormat>& named_table() {
   return table;
 }
 
+// [floatN_]eXmY[bB][fn|fnuz]: any layout of the families above. The suffixes mean what they mean
+// in ml_dtypes' names, generalised: fn has no infinities, and its all-ones pattern S.1..1.1..1 is
+// NaN in 8 bits and more, while narrower fn formats have no NaN either (as float6_e3m2fn,
+// float6_e2m3fn and float4_e2m1fn); fnuz has no infinities and no -0, the "-0" pattern being its
+// one NaN, and its bias is IEEE's plus one unless bB names it. A spelling of a named format returns
+// the named format.
+std::optional<Format> parse_custom_format(const std::string& name, std::string_view text) {
+  std::string_view rest = name;
+  int declared_width = 0;
+  if (rest.starts_with("float")) {
+    const auto underscore = rest.find('_');
+    if (underscore == std::string_view::npos) return std::nullopt;
+    auto [end, ec] = std::from_chars(rest.data() + 5, rest.data() + underscore, declared_width);
+    if (ec != std::errc{} || end != rest.data() + underscore) return std::nullopt;
+    rest.remove_prefix(underscore + 1);
+  }
+  // A number after `letter`, or nullopt when `letter` does not come next.
+  auto number_after = [&rest](char letter) -> std::optional<int> {
+    if (rest.empty() || rest.front() != letter) return std::nullopt;
+    int value = 0;
+    auto [end, ec] = std::from_chars(rest.data() + 1, rest.data() + rest.size(), value);
+    if (ec != std::errc{}) return std::nullopt;
+    rest.remove_prefix(static_cast<size_t>(end - rest.data()));
+    return value;
+  };
+  const std::optional<int> e = number_after('e');
+  const std::optional<int> m = e ? number_after('m') : std::nullopt;
+  if (!m) return std::nullopt;
+  const std::optional<int> bias = number_after('b');
+  Family family;
+  if (rest.empty())
+    family = Family::ieee;
+  else if (rest == "fn")
+    family = Family::fn;
+  else if (rest == "fnuz")
+    family = Family::fnuz;
+  else
+    return std::nullopt;
+  const std::string quoted = "format '" + std::string(text) + "': ";
+  if (*e < 2 || *e > 11) throw FormatError(quoted + "exponent bits must be 2..11, got " + std::to_string(*e));
+  if (*m < 1 || *m > 52) throw FormatError(quoted + "mantissa bits must be 1..52, got " + std::to_string(*m));
+  if (family == Family::fn && 1 + *e + *m < 8) family = Family::finite;
+  Format f = make("", *e, *m, family, family == Family::fnuz ? 1 : 0);
+  if (declared_width != 0 && declared_width != f.width())
+    throw FormatError(quoted + "float" + std::to_string(declared_width) + " but e" + std::to_string(*e) + "m" +
+                      std::to_string(*m) + " takes " + std::to_string(f.width()) + " bits");
+  if (bias) {
+    f.bias_shift = *bias - ((1 << (*e - 1)) - 1);
+    // Every value must stay a double (the assumption fp/ rests on).
+    if (f.emax() > 1023 || f.emin() - f.man_bits < -1074)
+      throw FormatError(quoted + "bias " + std::to_string(*bias) + " puts values outside the range of a double");
+  }
+  // A named format's layout returns that format, except that the IEEE-like e8m7 and e8m10 keep
+  // their own names (bf16 and tf32 are how a program stores them, not only a grid).
+  for (const NamedFormat& entry : named_table())
+    if (Format named = entry.make(); named == f && named != bf16() && named != tf32()) return named;
+  const bool default_bias = f.bias_shift == (family == Family::fnuz ? 1 : 0);
+  f.name = "e" + std::to_string(*e) + "m" + std::to_string(*m) + (default_bias ? "" : "b" + std::to_string(*bias)) +
+           (family == Family::ieee   ? ""
+            : family == Family::fnuz ? "fnuz"
+                                     : "fn");
+  return f;
+}
+
 }  // namespace
 
 std::vector<std::string> named_formats() {
@@ -84,28 +151,12 @@ Format parse_format(std::string_view text) {
     for (std::string_view alias : entry.aliases)
       if (name == alias) return f;
   }
-  // Custom eXmY.
-  const auto m_pos = name.find('m');
-  if (name.size() >= 4 && name[0] == 'e' && m_pos != std::string::npos) {
-    int e = 0, m = 0;
-    const char* first = name.data();
-    auto [p1, ec1] = std::from_chars(first + 1, first + m_pos, e);
-    auto [p2, ec2] = std::from_chars(first + m_pos + 1, first + name.size(), m);
-    if (ec1 == std::errc{} && ec2 == std::errc{} && p1 == first + m_pos && p2 == first + name.size()) {
-      if (e < 2 || e > 11)
-        throw FormatError("format '" + std::string(text) + "': exponent bits must be 2..11, got " + std::to_string(e));
-      if (m < 1 || m > 52)
-        throw FormatError("format '" + std::string(text) + "': mantissa bits must be 1..52, got " + std::to_string(m));
-      // Canonical names for the custom spellings of the IEEE-like named formats.
-      for (const Format& f : {fp64(), fp32(), fp16(), e5m2()})
-        if (f.exp_bits == e && f.man_bits == m) return f;
-      return make("e" + std::to_string(e) + "m" + std::to_string(m), e, m);
-    }
-  }
+  if (auto custom = parse_custom_format(name, text)) return *custom;
   std::string known;
   for (const auto& n : named_formats()) known += (known.empty() ? "" : ", ") + n;
-  throw FormatError("unknown format '" + std::string(text) + "' (known: " + known +
-                    ", their ml_dtypes names such as float8_e4m3fnuz, or eXmY such as e5m10)");
+  throw FormatError(
+      "unknown format '" + std::string(text) + "' (known: " + known +
+      ", their ml_dtypes names such as float8_e4m3fnuz, or eXmY[bBIAS][fn|fnuz] such as e5m10 or e3m4fn)");
 }
 
 double Format::max_finite() const {
@@ -139,7 +190,13 @@ double Format::decode(uint64_t bits) const {
   double magnitude;
   switch (family) {
     case Family::ieee:
-      if (biased == all_ones) return std::copysign(fraction == 0 ? INFINITY : NAN, negative ? -1.0 : 1.0);
+      if (biased == all_ones && fraction == 0) return negative ? -INFINITY : INFINITY;
+      if (biased == all_ones) {
+        // The double NaN a widening conversion gives: quiet, the fraction's bits leading its own.
+        const uint64_t quiet = uint64_t{1} << (binary64::kFractionBits - 1);
+        const uint64_t wide = fraction << (binary64::kFractionBits - man_bits);
+        return std::bit_cast<double>((uint64_t{negative} << 63) | binary64::kInfinityBits | quiet | wide);
+      }
       break;
     case Family::fn:
       if (biased == all_ones && fraction == mask(man_bits)) return std::copysign(NAN, negative ? -1.0 : 1.0);
@@ -162,10 +219,13 @@ double Format::decode(uint64_t bits) const {
   return negative ? -magnitude : magnitude;
 }
 
-uint64_t Format::quiet_nan_bits(bool negative) const {
+uint64_t Format::nan_bits(bool negative, uint64_t payload) const {
   switch (family) {
-    case Family::ieee:
-      return sign_of(*this, negative) | (mask(exp_bits) << man_bits) | (uint64_t{1} << (man_bits - 1));
+    case Family::ieee: {
+      const int payload_bits = man_bits - 1;
+      const uint64_t kept = payload_bits == 0 ? 0 : payload >> (64 - payload_bits);
+      return sign_of(*this, negative) | (mask(exp_bits) << man_bits) | (uint64_t{1} << (man_bits - 1)) | kept;
+    }
     case Family::fn:
       return sign_of(*this, negative) | (mask(exp_bits) << man_bits) | mask(man_bits);
     case Family::fnuz:
@@ -211,7 +271,7 @@ uint64_t Format::min_value_bits() const {
 
 uint64_t Format::encode(double value) const {
   const bool negative = std::signbit(value);
-  if (std::isnan(value)) return quiet_nan_bits(negative);
+  if (std::isnan(value)) return nan_bits(negative, ExactValue::from_double(value).significand);
   if (std::isinf(value)) return infinity_bits(negative);
   const double magnitude = std::fabs(value);
   if (magnitude == 0) {

@@ -24,11 +24,11 @@ struct FormatError : std::invalid_argument {
 // reserves the all-ones exponent; in the others it holds numbers, which is where their larger
 // ranges come from.
 enum class Family : uint8_t {
-  ieee,     // all-ones exponent: infinity (fraction 0) and NaNs; +-0 (fp16, e5m2, any eXmY)
-  fn,       // [fn] no infinity; S.1..1.1..1 is NaN, the rest numbers; +-0 (OCP fp8 E4M3)
-  finite,   // [fn without NaN] every pattern a number: no infinity, no NaN; +-0 (OCP MX FP6/FP4)
-  fnuz,     // [fnuz] no infinity, no -0: 1.0..0.0..0 is the one NaN, the rest numbers
-  exponent, // [fnu] OCP MX E8M0: unsigned, no fraction, no zero, no subnormals; all ones is NaN
+  ieee,      // all-ones exponent: infinity (fraction 0) and NaNs; +-0 (fp16, e5m2, any eXmY)
+  fn,        // [fn] no infinity; S.1..1.1..1 is NaN, the rest numbers; +-0 (OCP fp8 E4M3)
+  finite,    // [fn without NaN] every pattern a number: no infinity, no NaN; +-0 (OCP MX FP6/FP4)
+  fnuz,      // [fnuz] no infinity, no -0: 1.0..0.0..0 is the one NaN, the rest numbers
+  exponent,  // [fnu] OCP MX E8M0: unsigned, no fraction, no zero, no subnormals; all ones is NaN
 };
 
 struct Format {
@@ -73,11 +73,15 @@ struct Format {
   // the format (a NaN encodes to the canonical quiet NaN) and throws otherwise.
   double decode(uint64_t bits) const;
   uint64_t encode(double value) const;
-  uint64_t quiet_nan_bits(bool negative) const;  // formats with a NaN only; fnuz/e8m0 ignore the sign
-  uint64_t infinity_bits(bool negative) const;   // formats with infinities only
+  uint64_t quiet_nan_bits(bool negative) const { return nan_bits(negative, 0); }  // the canonical NaN
+  // A quiet NaN (formats with a NaN only; fnuz/e8m0 ignore the sign) carrying, in IEEE-like
+  // formats, the leading bits of `payload` (left-aligned: its bit 63 goes just below the quiet
+  // bit) that fit; the other families have one NaN per sign and no payload.
+  uint64_t nan_bits(bool negative, uint64_t payload) const;
+  uint64_t infinity_bits(bool negative) const;  // formats with infinities only
   uint64_t max_finite_bits(bool negative) const;
   uint64_t zero_bits(bool negative) const;  // formats with a zero only; fnuz ignores the sign
-  uint64_t min_value_bits() const;           // e8m0's least value 2^-127 (the pattern 0)
+  uint64_t min_value_bits() const;          // e8m0's least value 2^-127 (the pattern 0)
 
   bool operator==(const Format& other) const {
     return exp_bits == other.exp_bits && man_bits == other.man_bits && family == other.family &&
@@ -88,11 +92,11 @@ struct Format {
 // The named formats.
 Format fp64();
 Format fp32();
-Format tf32();  // e8m10
-Format bf16();  // e8m7
-Format fp16();  // e5m10
-Format e4m3();  // OCP fp8 E4M3FN: no infinities, max 448
-Format e5m2();  // OCP fp8 E5M2: IEEE-like, max 57344
+Format tf32();         // e8m10
+Format bf16();         // e8m7
+Format fp16();         // e5m10
+Format e4m3();         // OCP fp8 E4M3FN: no infinities, max 448
+Format e5m2();         // OCP fp8 E5M2: IEEE-like, max 57344
 Format e4m3ieee();     // IEEE-style fp8 e4m3 (ml_dtypes float8_e4m3): infinities, max 240
 Format e4m3fnuz();     // ml_dtypes float8_e4m3fnuz (AMD MI300, Graphcore): bias 8, max 240
 Format e5m2fnuz();     // ml_dtypes float8_e5m2fnuz: bias 16, max 57344

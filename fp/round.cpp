@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <stdexcept>
+#include <string>
 
 namespace fplab::fp {
 namespace {
@@ -47,6 +48,25 @@ Rounded zero(bool negative, const Format& f, const RoundingOptions& o, bool inex
   return Rounded{f.decode(bits), bits, inexact, false, underflow};
 }
 
+// Whether stochastic rounding goes up, the dropped part being fraction64 / 2^64 of an ulp. With
+// R = sr_bits, hardware adds R random bits r to the dropped part truncated to R bits, t, and
+// rounds up on a carry: t + r >= 2^R, so that the chance is t / 2^R and a dropped part below
+// 2^-R ulp never rounds up. A draw d from the stream stands for r = 2^R - 1 - (d's top R bits),
+// which turns the test into d's top R bits < t: at R = 64 the comparison fplab has always made.
+bool stochastic_up(uint64_t fraction64, const RoundingOptions& o) {
+  const int r_bits = o.sr_bits;
+  if (r_bits < 1 || r_bits > 64)
+    throw std::invalid_argument("stochastic rounding: sr_bits must be 1..64, got " + std::to_string(r_bits));
+  const uint64_t t = fraction64 >> (64 - r_bits);
+  if (o.sr_random) {
+    if (r_bits == 64) return *o.sr_random > ~t;  // t + r >= 2^64
+    const uint64_t r = *o.sr_random & ((uint64_t{1} << r_bits) - 1);
+    return ((t + r) >> r_bits) != 0;
+  }
+  if (o.stream == nullptr) throw std::logic_error("stochastic rounding without a random stream");
+  return (o.stream->next() >> (64 - r_bits)) < t;
+}
+
 }  // namespace
 
 Rounded round_exact(const ExactValue& x, const Format& f, const RoundingOptions& o) {
@@ -54,9 +74,10 @@ Rounded round_exact(const ExactValue& x, const Format& f, const RoundingOptions&
   switch (x.kind) {
     case ExactValue::Kind::nan:
       if (!f.has_nan()) return unrepresentable(x.negative, f, o, false);
-      return special(f, f.quiet_nan_bits(x.negative), false, false);
+      return special(f, f.nan_bits(x.negative, x.significand), false, false);
     case ExactValue::Kind::infinite:
-      if (f.has_infinity()) return special(f, f.infinity_bits(x.negative), false, false);
+      if (f.has_infinity() && !(o.saturate && o.saturate_infinities))
+        return special(f, f.infinity_bits(x.negative), false, false);
       if (x.negative && !f.is_signed()) return unrepresentable(true, f, o, false);
       // Without a NaN there is nothing but max to give (OCP MX FP6/FP4 conversions saturate).
       if (o.saturate || !f.has_nan()) return special(f, f.max_finite_bits(x.negative), true, false);
@@ -112,11 +133,7 @@ Rounded round_exact(const ExactValue& x, const Format& f, const RoundingOptions&
       kept |= uint64_t{inexact};
       break;
     case Mode::sr:
-      if (inexact) {
-        if (o.stream == nullptr) throw std::logic_error("stochastic rounding without a random stream");
-        // Resolution 2^-64 of an ulp: a dropped part below that never rounds up.
-        up = o.stream->next() < fraction64;
-      }
+      if (inexact) up = stochastic_up(fraction64, o);
       break;
   }
   int64_t q = ulp_exponent;
@@ -130,8 +147,7 @@ Rounded round_exact(const ExactValue& x, const Format& f, const RoundingOptions&
 
   if (kept == 0) return zero(x.negative, f, o, inexact, inexact);
   const int64_t result_lead = q + (63 - std::countl_zero(kept));
-  const bool nan_slot =
-      f.family == Family::fn && result_lead == f.emax() && kept == (uint64_t{1} << f.precision()) - 1;
+  const bool nan_slot = f.family == Family::fn && result_lead == f.emax() && kept == (uint64_t{1} << f.precision()) - 1;
   if (result_lead > f.emax() || nan_slot) return overflowed(x.negative, f, o);
   if (!f.has_subnormals() && result_lead < f.emin()) {
     // Below e8m0's least value: rounding up (ru; negative inputs never get here) has 2^-127 to

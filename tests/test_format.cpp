@@ -130,7 +130,12 @@ void exhaustive_bits(const Format& format) {
       const double got = format.decode(bits);
       if (!same_double(got, want) || std::signbit(got) != std::signbit(want))
         return log.fail(context() + ": decode expected " + show(want) + ", got " + show(got));
-      const uint64_t want_bits = std::isnan(want) ? ref::nan_bits(format, std::signbit(want)) : bits;
+      // A NaN encodes back to itself, quieted, where the format has payloads (IEEE-like); to the
+      // format's one NaN of that sign elsewhere.
+      const uint64_t quiet_bit = uint64_t{1} << (format.man_bits - 1);
+      const uint64_t want_bits = !std::isnan(want)                      ? bits
+                                 : format.family == fp::Family::ieee ? bits | quiet_bit
+                                                                     : ref::nan_bits(format, std::signbit(want));
       const uint64_t got_bits = format.encode(got);
       if (got_bits != want_bits)
         return log.fail(context() + ": encode(decode) expected " + show_bits(want_bits) + ", got " +
@@ -459,4 +464,84 @@ TEST_CASE(
     "e8m0 decodes to the reference value and encodes back",
     "[format][exhaustive]") {
   for (const Format& f : narrow_ml_formats()) exhaustive_bits(f);
+}
+
+TEST_CASE(
+    "format generic spellings: [floatN_]eXmY[bB][fn|fnuz] give the layout the suffix names, "
+    "the named format where one has it, and one-line errors",
+    "[format]") {
+  struct Spelling {
+    const char* text;
+    const char* name;  // canonical
+    int exp_bits, man_bits, bias;
+    fp::Family family;
+    double max;
+  };
+  const Spelling spellings[] = {
+      {"e3m4fn", "e3m4fn", 3, 4, 3, fp::Family::fn, 30},              // 1.875 * 2^4: S.111.1111 is NaN
+      {"float8_e3m4", "e3m4", 3, 4, 3, fp::Family::ieee, 15.5},       // ml_dtypes float8_e3m4
+      {"e3m3fn", "e3m3fn", 3, 3, 3, fp::Family::finite, 30},          // 7 bits: no NaN, as FP6/FP4
+      {"e5m3fn", "e5m3fn", 5, 3, 15, fp::Family::fn, 0x1.cp16},       // 9 bits: NaN at all ones
+      {"e4m3b10fnuz", "e4m3b10fnuz", 4, 3, 10, fp::Family::fnuz, 60}, // 1.875 * 2^(15-10)
+      {"e2m2fnuz", "e2m2fnuz", 2, 2, 2, fp::Family::fnuz, 3.5},       // bias 1 + 1
+      {"e5m2b20", "e5m2b20", 5, 2, 20, fp::Family::ieee, 0x1.cp10},   // 1.75 * 2^(30-20)
+      {"e4m3fn", "e4m3", 4, 3, 7, fp::Family::fn, 448},
+      {"float8_e4m3fn", "e4m3", 4, 3, 7, fp::Family::fn, 448},
+      {"e4m3b7", "e4m3ieee", 4, 3, 7, fp::Family::ieee, 240},
+      {"e4m3b8fnuz", "e4m3fnuz", 4, 3, 8, fp::Family::fnuz, 240},
+      {"e4m3b11fnuz", "e4m3b11fnuz", 4, 3, 11, fp::Family::fnuz, 30},
+      {"e5m2b16fnuz", "e5m2fnuz", 5, 2, 16, fp::Family::fnuz, 57344},
+      {"e2m1fn", "e2m1fn", 2, 1, 1, fp::Family::finite, 6},
+      {"float6_e3m2fn", "e3m2fn", 3, 2, 3, fp::Family::finite, 28},
+      {"e8m7", "e8m7", 8, 7, 127, fp::Family::ieee, 0x1.fep127},      // bf16's grid under its own name
+      {"E5M10", "fp16", 5, 10, 15, fp::Family::ieee, 65504},
+  };
+  for (const Spelling& s : spellings) {
+    INFO("spelling " << s.text);
+    const Format f = fp::parse_format(s.text);
+    CHECK(f.name == s.name);
+    CHECK(f.exp_bits == s.exp_bits);
+    CHECK(f.man_bits == s.man_bits);
+    CHECK(f.bias() == s.bias);
+    CHECK(f.family == s.family);
+    CHECK(f.max_finite() == s.max);
+    CHECK(ref::Grid(f).max_finite() == s.max);
+    CHECK(fp::parse_format(f.name) == f);  // the canonical name reads back
+  }
+  for (const char* bad : {"float6_e4m3fn", "float8_e4m3b", "e4m3fnu", "e4m3fnuz8", "e11m52b3000", "e11m4b-2000",
+                          "float8e4m3", "e4m3bfn", "e1m3fn", "e5m0fn"}) {
+    INFO("bad spelling '" << bad << "'");
+    try {
+      fp::parse_format(bad);
+      FAIL("no error");
+    } catch (const fp::FormatError& e) {
+      CHECK(std::string(e.what()).find('\n') == std::string::npos);
+      CHECK(std::string(e.what()).find(bad) != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE(
+    "format bits exhaustive: every bit pattern of generic fn, fnuz, finite and biased layouts "
+    "decodes to the reference value and encodes back",
+    "[format][exhaustive]") {
+  for (const char* name : {"e3m4fn", "e3m3fn", "e5m3fn", "e4m3b10fnuz", "e2m2fnuz", "e5m2b20", "e6m1fnuz", "e2m5fn"})
+    exhaustive_bits(fp::parse_format(name));
+}
+
+TEST_CASE("format NaN payloads: decode widens them as x86 does, encode and rounding keep what fits", "[format]") {
+  // fp32 0x7fc12345 widens to the double whose fraction starts with the same 23 bits.
+  const double wide = fp::fp32().decode(0x7fc12345);
+  CHECK(std::bit_cast<uint64_t>(wide) == 0x7ff82468a0000000ull);
+  CHECK(fp::fp32().encode(wide) == 0x7fc12345);
+  // A signalling pattern comes back quiet.
+  CHECK(fp::fp32().encode(fp::fp32().decode(0xff812345)) == 0xffc12345);
+  // Narrowing keeps the payload's leading bits: fp16 keeps 9 below its quiet bit.
+  const double payload_nan = std::bit_cast<double>(0xfff9234567890abcull);
+  CHECK(fp::round_double(payload_nan, fp::fp16(), {}).bits == 0xfe48);
+  CHECK(fp::round_double(payload_nan, fp::bf16(), {}).bits == 0xffc9);
+  CHECK(fp::round_double(payload_nan, fp::e5m2(), {}).bits == 0xfe);
+  // Formats with one NaN per sign (or none) ignore the payload.
+  CHECK(fp::round_double(payload_nan, fp::e4m3(), {}).bits == 0xff);
+  CHECK(fp::round_double(payload_nan, fp::e4m3fnuz(), {}).bits == 0x80);
 }

@@ -13,6 +13,7 @@
 
 #include "fp/counter_rng.hpp"
 #include "fp/exact_value.hpp"
+#include "fp/ieee_bits.hpp"
 #include "fp/round.hpp"
 #include "harness.hpp"
 
@@ -330,4 +331,91 @@ TEST_CASE(
     CHECK(outside == 0);
     CHECK(std::abs(static_cast<double>(up) / n - p) <= 5 * std::sqrt(0.25 / n) + 1e-12);
   }
+}
+
+namespace {
+
+// The dropped part of |x| below its lower neighbour, as an R-bit integer truncated from the exact
+// fraction (|x| / 2^quantum - low), from the MPFR reference's position and x's own bits.
+uint64_t truncated_fraction(double x, const ref::Position& at, int r_bits) {
+  const fp::DoubleParts parts = fp::split_double(x);
+  const int64_t dropped = at.quantum - parts.scale;  // bits of x's significand below the quantum
+  REQUIRE(dropped > 0);
+  const unsigned __int128 below = dropped >= 64 ? parts.significand
+                                                : parts.significand & ((uint64_t{1} << dropped) - 1);
+  if (dropped >= r_bits) return dropped - r_bits >= 64 ? 0 : static_cast<uint64_t>(below >> (dropped - r_bits));
+  return static_cast<uint64_t>(below << (r_bits - dropped));
+}
+
+}  // namespace
+
+TEST_CASE(
+    "round sr with R random bits given by the caller: up exactly when the R-bit truncated "
+    "dropped part plus the bits carries, for R 1..64 and 20000 seeded inputs per format",
+    "[sr]") {
+  std::mt19937_64 rng(0x5b175);
+  for (const char* name : {"bf16", "fp16", "e4m3", "e5m2", "e2m1fn", "tf32", "fp32"}) {
+    const Format format = format_named(name);
+    const ref::Grid grid(format);
+    MismatchLog log("sr bits " + std::string(name));
+    for (int i = 0; i < 20000; ++i) {
+      const double x = (rng() & 1 ? -1.0 : 1.0) * std::ldexp(random_significand(rng, 0), static_cast<int>(rng() % 24) - 12);
+      const ref::Position at = ref::locate(x, grid);
+      if (at.kind != ref::Kind::finite || at.exact) continue;
+      const auto want = ref::round(x, format, Mode::sr, false, true);
+      const int r_bits = 1 + static_cast<int>(rng() % 64);
+      const uint64_t r = rng();
+      const uint64_t t = truncated_fraction(x, at, r_bits);
+      const unsigned __int128 sum = static_cast<unsigned __int128>(t) +
+                                    (r_bits == 64 ? r : r & ((uint64_t{1} << r_bits) - 1));
+      const bool up = (sum >> r_bits) != 0;
+      fp::RoundingOptions options{Mode::sr, false, true};
+      options.sr_bits = r_bits;
+      options.sr_random = r;
+      const fp::Rounded got = fp::round_double(x, format, options);
+      if (got.bits != want[up ? 1 : 0].bits)
+        log.fail(std::string(name) + " x " + show(x) + " R " + std::to_string(r_bits) + " r " + std::to_string(r) +
+                 ": expected " + (up ? "up" : "down"));
+      else
+        log.pass();
+    }
+    log.require_none();
+  }
+}
+
+TEST_CASE(
+    "round sr with R bits from the stream: the chance of rounding up is the R-bit truncated "
+    "dropped part (a part below 2^-R ulp never rounds up); R = 64 is the default's draw",
+    "[sr]") {
+  const Format bf16 = format_named("bf16");
+  const int n = 200000;
+  // 1 + 0.7 ulp + 2^-20 ulp: with R = 2 the chance is 0.5 (0.7 truncated to 2 bits), with R = 8
+  // 179/256, with R = 64 the exact fraction.
+  const double x = 1 + 0x1p-7 * (0.7 + 0x1p-20);
+  for (const auto& [r_bits, p] : {std::pair{2, 0.5}, {8, 179.0 / 256}, {64, 0.7 + 0x1p-20}}) {
+    fp::CounterRng stream(21);
+    fp::RoundingOptions options{Mode::sr, false, false, &stream};
+    options.sr_bits = r_bits;
+    size_t up = 0;
+    for (int i = 0; i < n; ++i) up += fp::round_double(x, bf16, options).value > x;
+    INFO("R " << r_bits << ": up " << up << " of " << n);
+    CHECK(std::abs(static_cast<double>(up) / n - p) <= 5 * std::sqrt(p * (1 - p) / n));
+  }
+  // A dropped part below 2^-R ulp: never up.
+  fp::CounterRng stream(22);
+  fp::RoundingOptions options{Mode::sr, false, false, &stream};
+  options.sr_bits = 10;
+  for (int i = 0; i < 10000; ++i) CHECK(fp::round_double(1 + 0x1p-7 * 0x1p-11, bf16, options).value == 1.0);
+  // R = 64 draws what the default draws.
+  fp::CounterRng a(23), b(23);
+  fp::RoundingOptions default_options{Mode::sr, false, false, &a}, explicit_options{Mode::sr, false, false, &b};
+  explicit_options.sr_bits = 64;
+  for (int i = 0; i < 1000; ++i) {
+    const double v = 1 + 0x1p-7 * (i / 1000.0);
+    CHECK(fp::round_double(v, bf16, default_options).bits == fp::round_double(v, bf16, explicit_options).bits);
+  }
+  options.sr_bits = 0;
+  CHECK_THROWS_AS(fp::round_double(1 + 0x1p-9, bf16, options), std::invalid_argument);
+  options.sr_bits = 65;
+  CHECK_THROWS_AS(fp::round_double(1 + 0x1p-9, bf16, options), std::invalid_argument);
 }
