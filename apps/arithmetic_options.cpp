@@ -8,11 +8,17 @@
 namespace fplab::app {
 
 sim::Arithmetic ArithmeticArgs::parse() const {
-  return {fp::parse_format(format), fp::parse_mode(mode), flush, saturate, sim::parse_products(products)};
+  sim::Arithmetic a{fp::parse_format(format), fp::parse_mode(mode), flush, saturate, sim::parse_products(products)};
+  if (sr_bits != 64 && a.mode != fp::Mode::sr)
+    throw UsageError("--sr-bits " + std::to_string(sr_bits) +
+                     " needs --mode sr (it is the number of random bits per stochastic rounding)");
+  a.sr_bits = sr_bits;
+  return a;
 }
 
 void add_arithmetic_options(CLI::App* cmd, ArithmeticArgs& a, bool with_products) {
-  cmd->add_option("-f,--format", a.format, "accumulation format: fp64 fp32 tf32 bf16 fp16 e4m3 e5m2, an ML format (e2m1fn ...) or eXmY")
+  cmd->add_option("-f,--format", a.format,
+                  "accumulation format: fp64 fp32 tf32 bf16 fp16 e4m3 e5m2, an ML format (e2m1fn ...) or eXmY")
       ->capture_default_str();
   cmd->add_option("-m,--mode", a.mode, "rounding of every addition: rne rna rz ru rd ro sr")->capture_default_str();
   if (with_products)
@@ -22,6 +28,10 @@ void add_arithmetic_options(CLI::App* cmd, ArithmeticArgs& a, bool with_products
         ->capture_default_str();
   cmd->add_flag("--flush-subnormals", a.flush, "flush subnormal results to zero");
   cmd->add_flag("--saturate", a.saturate, "overflow saturates to the largest finite value");
+  cmd->add_option("--sr-bits", a.sr_bits,
+                  "with --mode sr: random bits per rounding, 1..64, as hardware SR adds them to the dropped bits")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
 }
 
 std::vector<double> DataArgs::load(const fp::Format& format, int& rounded) const {

@@ -15,6 +15,7 @@ struct ArithmeticArgs {
   std::string mode = "rne";
   std::string products = "fused";
   bool flush = false, saturate = false;
+  int sr_bits = 64;
   sim::Arithmetic parse() const;
 };
 // --products only where there are products (fplab dot): a sum of values has none, and an option

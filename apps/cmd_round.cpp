@@ -1,7 +1,9 @@
 // fplab round: one number, rounded to a format, with its neighbours and the error.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include "apps/cli_support.hpp"
 #include "apps/commands.hpp"
@@ -15,8 +17,10 @@ struct RoundArgs {
   std::vector<std::string> values;
   std::string format = "fp32";
   std::string mode = "rne";
-  bool flush = false, saturate = false, json = false;
+  bool flush = false, saturate = false, saturate_infinities = false, json = false;
   uint64_t seed = 1;
+  int sr_bits = 64;
+  std::optional<uint64_t> random_bits;
 };
 
 int run_round(const RoundArgs& args) {
@@ -26,7 +30,17 @@ int run_round(const RoundArgs& args) {
     modes.assign(fp::all_modes.begin(), fp::all_modes.end());
   else
     modes.push_back(fp::parse_mode(args.mode));
+  const bool stochastic = std::find(modes.begin(), modes.end(), fp::Mode::sr) != modes.end();
+  if (!stochastic && (args.sr_bits != 64 || args.random_bits))
+    throw UsageError(std::string(args.random_bits ? "--random-bits" : "--sr-bits") + " needs --mode sr or all");
+  if (args.random_bits && args.sr_bits < 64 && *args.random_bits >> args.sr_bits)
+    throw UsageError("--random-bits " + std::to_string(*args.random_bits) + " does not fit in --sr-bits " +
+                     std::to_string(args.sr_bits) + " bits");
   fp::CounterRng stream(args.seed);
+  fp::RoundingOptions options{fp::Mode::rne, args.flush, args.saturate || args.saturate_infinities, &stream};
+  options.saturate_infinities = args.saturate_infinities;
+  options.sr_bits = args.sr_bits;
+  options.sr_random = args.random_bits;
 
   nlohmann::json results = nlohmann::json::array();
   for (const std::string& text : args.values) {
@@ -55,7 +69,8 @@ int run_round(const RoundArgs& args) {
                     bits_hex(above.bits, format.width()).c_str());
     }
     for (fp::Mode mode : modes) {
-      const fp::Rounded r = fp::round_exact(exact, format, {mode, args.flush, args.saturate, &stream});
+      options.mode = mode;
+      const fp::Rounded r = fp::round_exact(exact, format, options);
       const double error = fp::difference_from_text(r.value, text);
       const double ulp = std::isfinite(approx) ? format.ulp(std::min(std::fabs(approx), format.max_finite())) : NAN;
       const double ulps = error / ulp;
@@ -106,6 +121,16 @@ void add_round_command(CLI::App& app, Runner& run) {
   cmd->add_option("-m,--mode", args->mode, "rne rna rz ru rd ro sr, or all")->capture_default_str();
   cmd->add_flag("--flush-subnormals", args->flush, "results below the smallest normal become zero");
   cmd->add_flag("--saturate", args->saturate, "overflow gives the largest finite value instead of inf/NaN");
+  cmd->add_flag("--saturate-infinities", args->saturate_infinities,
+                "--saturate, and +-inf gives +-max too (OCP MX SAT, PTX cvt .satfinite)");
+  cmd->add_option("--sr-bits", args->sr_bits,
+                  "sr: random bits per rounding, 1..64; they are added to the dropped bits, truncated to as many, "
+                  "and a carry rounds up")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--random-bits", args->random_bits,
+                  "sr: these random bits (decimal or 0x hex, below 2^sr-bits) instead of a draw from --seed's stream, "
+                  "as an instruction's rbits operand");
   cmd->add_option("--seed", args->seed, "seed of the stochastic-rounding stream")
       ->capture_default_str()
       ->check(whole_number());
@@ -114,6 +139,8 @@ void add_round_command(CLI::App& app, Runner& run) {
       "Examples:\n"
       "  fplab round 0.1 --format bf16 --mode all\n"
       "  fplab round 500 --format e4m3 --saturate\n"
+      "  fplab round inf --format e5m2 --saturate-infinities\n"
+      "  fplab round 1.3 --format e2m1fn --mode sr --sr-bits 4 --random-bits 0xa\n"
       "  fplab round 7 0.3 --format e2m1fn --mode all\n"
       "  fplab round 1e-8 --format fp16 --flush-subnormals --json");
   cmd->callback([&run, args] { run = [args] { return run_round(*args); }; });

@@ -23,6 +23,7 @@ struct SumArgs {
   std::string mode = "rne";
   std::string orders = "seq,rev,pairwise,sorted-asc,sorted-desc,random:1000";
   uint64_t seed = 1;
+  std::string exact_of = "terms";
   bool json = false;
   bool trace = false;
 };
@@ -46,17 +47,19 @@ int run_sum(const SumArgs& args) {
   const auto texts = read_number_texts(args.values, args.file);
 
   // The terms are the inputs as values of the format (rounded once, nearest-even).
-  std::vector<double> terms;
+  std::vector<double> terms, inputs;
   int changed = 0;
   for (const auto& text : texts) {
     const fp::Rounded r = fp::round_exact(fp::parse_number(text), format, {});
     terms.push_back(r.value);
+    inputs.push_back(fp::parse_double(text));
     changed += r.inexact;
   }
+  const ExactOf exact_of = args.exact_of == "inputs" ? ExactOf::inputs : ExactOf::terms;
   fp::CounterRng stream(fp::mix_key({args.seed, 0x5352}));  // for --mode sr only
   const fp::RoundingOptions options{mode, false, false, &stream};
 
-  const Judge judge(terms, format, mode);
+  const Judge judge(exact_of == ExactOf::inputs ? inputs : terms, format, mode);
   const double u = unit_roundoff(format, mode);
   const double bound = error_bound(terms.size() - 1, u, judge.sum_of_magnitudes());
 
@@ -69,7 +72,7 @@ int run_sum(const SumArgs& args) {
     if (changed)
       std::printf(" (%d inputs were not %s values and were rounded to nearest first)", changed, format.name.c_str());
     std::printf("\n");
-    print_exact_lines(judge, format, "  ", 10);
+    print_exact_lines(judge, format, "  ", 10, exact_of);
     std::printf("\n  %-*s %-26s %-14s %s\n", name_width, "order", "value", "error", "in ulps");
   }
   if (args.trace && terms.size() > kMaxTracedTerms)
@@ -150,6 +153,7 @@ int run_sum(const SumArgs& args) {
                           {"mode", fp::mode_name(mode)},
                           {"count", terms.size()},
                           {"inputs_rounded", changed},
+                          {"exact_of", args.exact_of},
                           {"error_bound", json_number(bound)},
                           {"error_bound_ulps", json_number(bound / judge.ulp())},
                           {"orders", out_orders}};
@@ -187,6 +191,11 @@ void add_sum_command(CLI::App& app, Runner& run) {
   cmd->add_option("--seed", args->seed, "seed of the random orders (and of sr rounding)")
       ->capture_default_str()
       ->check(whole_number());
+  cmd->add_option("--exact-of", args->exact_of,
+                  "what the exact sum (and every error) is of: terms = the inputs rounded to the format first (the "
+                  "best any order can give), inputs = the numbers as given, each read as the nearest double")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"terms", "inputs"}));
   cmd->add_flag("--json", args->json, "print JSON");
   cmd->add_flag("--trace", args->trace,
                 "show every addition of each order: operands, exact result, rounded result, dropped error "
@@ -196,6 +205,7 @@ void add_sum_command(CLI::App& app, Runner& run) {
       "  fplab sum 1e8 1 -1e8 1 --format fp32\n"
       "  fplab sum 1e8 1 -1e8 1 --orders seq,sorted-asc --trace    # which addition lost the 1\n"
       "  fplab sum 0.1 0.2 0.3 --format bf16 --orders seq,rev\n"
+      "  fplab sum 1.0004 1.0004 1.0004 --format fp16 --exact-of inputs    # 3.002: the terms' roundings add up\n"
       "  seq 1 20000 | fplab sum --file - --orders seq,numpy,numpy-2.2,kahan    # NumPy 2.3 and 2.2 differ\n"
       "  fplab sum 1e8 1 -1e8 1 --orders 'cuda-naive-sum(32,1),contig(2):seq | all:tree' --trace\n"
       "  seq 1 100 | fplab sum --file - --format fp16 --orders seq,pairwise,random:100    # orders differ by ulps\n"

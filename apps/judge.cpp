@@ -51,12 +51,16 @@ void add_exact_fields(nlohmann::json& out, const Judge& judge) {
   out["error_from"] = "exact";
 }
 
-void print_exact_lines(const Judge& judge, const fp::Format& format, const char* indent, int width) {
-  std::printf("%s%-*s %s\n", indent, width, "exact sum", shortened_exact_text(judge.exact_text()).c_str());
+void print_exact_lines(const Judge& judge, const fp::Format& format, const char* indent, int width, ExactOf of) {
+  std::printf("%s%-*s %s%s\n", indent, width, "exact sum", shortened_exact_text(judge.exact_text()).c_str(),
+              of == ExactOf::inputs ? " (of the inputs as given, each read as the nearest double)" : "");
   if (judge.exact_rounded_overflows())
     std::printf("%s%-*s overflow: beyond %s's largest finite value %s (rounds to %s)\n", indent, width, "rounded",
                 format.name.c_str(), fp::format_double(format.max_finite()).c_str(),
                 fp::format_double(judge.exact_rounded()).c_str());
+  else if (of == ExactOf::inputs)
+    std::printf("%s%-*s %s (the exact sum of the inputs rounded once to %s)\n", indent, width, "rounded",
+                fp::format_double(judge.exact_rounded()).c_str(), format.name.c_str());
   else
     std::printf("%s%-*s %s (the exact sum rounded once to %s: the best any order can give)\n", indent, width, "rounded",
                 fp::format_double(judge.exact_rounded()).c_str(), format.name.c_str());

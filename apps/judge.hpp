@@ -47,9 +47,15 @@ class Judge {
 // The JSON fields every command judging a sum prints: exact (nearest double), exact_text (every
 // digit), correctly_rounded(_text), correctly_rounded_overflow, error_from ("exact").
 void add_exact_fields(nlohmann::json& out, const Judge& judge);
+// What a sum's exact value is the exact sum of: the terms as the format holds them (the inputs
+// rounded to it first: the best any order of additions in the format can give), or the inputs as
+// given (each read as the nearest double: the best the format can say of their sum).
+enum class ExactOf { terms, inputs };
+
 // "the exact sum" lines for the terminal, each starting with `indent` and a label `width` wide:
 // the exact sum, its correct rounding (or overflow), and what errors are measured from.
-void print_exact_lines(const Judge& judge, const fp::Format& format, const char* indent, int width);
+void print_exact_lines(const Judge& judge, const fp::Format& format, const char* indent, int width,
+                       ExactOf of = ExactOf::terms);
 // A computed value's error for the terminal: "+2 = +1.000 ulps", or "overflow" for an infinite
 // result of finite terms.
 std::string error_text(const Judge& judge, double value);

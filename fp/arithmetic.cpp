@@ -170,8 +170,9 @@ void add_each_fast(double* acc, const double* x, size_t n, const NarrowFormat& f
 void add_each(double* acc, const double* x, size_t n, const Format& format, const RoundingOptions& options,
               CounterRng* streams) {
   auto one_by_one = [&](size_t i) {
-    acc[i] = add(acc[i], x[i], format,
-                 {options.mode, options.flush_subnormals, options.saturate, streams ? &streams[i] : nullptr});
+    RoundingOptions own = options;
+    own.stream = streams ? &streams[i] : nullptr;
+    acc[i] = add(acc[i], x[i], format, own);
   };
   if (!has_fast_path(format, options.mode)) {
     for (size_t i = 0; i < n; ++i) one_by_one(i);

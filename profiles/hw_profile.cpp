@@ -45,7 +45,7 @@ std::vector<std::string> hw_profile_search_folders(const std::vector<std::string
 
 namespace {
 
-const char* const kArithmeticKeys[] = {"format", "mode", "products", "flush_subnormals", "saturate"};
+const char* const kArithmeticKeys[] = {"format", "mode", "products", "flush_subnormals", "saturate", "sr_bits"};
 
 std::string op_names() {
   std::string s;
@@ -66,7 +66,7 @@ struct Reader {
     fail(node, key, "must be a string");
   }
 
-  // Applies one arithmetic key (format, mode, products, flush_subnormals, saturate) to `a`.
+  // Applies one arithmetic key (format, mode, products, flush_subnormals, saturate, sr_bits) to `a`.
   void arithmetic_key(sim::Arithmetic& a, const std::string& k, const toml::node& node, const std::string& key) const {
     try {
       if (k == "format") {
@@ -82,6 +82,10 @@ struct Reader {
         a.mode = fp::parse_mode(string(node, key));
       } else if (k == "products") {
         a.products = sim::parse_products(string(node, key));
+      } else if (k == "sr_bits") {
+        const auto* n = node.as_integer();
+        if (!n || n->get() < 1 || n->get() > 64) fail(node, key, "must be a whole number 1..64");
+        a.sr_bits = static_cast<int>(n->get());
       } else {
         const auto* b = node.as_boolean();
         if (!b) fail(node, key, "must be true or false");
@@ -125,7 +129,8 @@ struct Reader {
         if (k == op_kind_name(kind)) op = kind;
       if (!op)
         fail(node, full,
-             "unknown key (known here: " + op_names() + ", format, mode, products, flush_subnormals, saturate)");
+             "unknown key (known here: " + op_names() +
+                 ", format, mode, products, flush_subnormals, saturate, sr_bits)");
       OpChoice choice{{}, shared};
       if (const auto* entry = node.as_table()) {
         bool has_schedule = false;
@@ -138,7 +143,7 @@ struct Reader {
             arithmetic_key(choice.arithmetic, ik, inner, inner_full);
           } else {
             fail(inner, inner_full,
-                 "unknown key (known here: schedule, format, mode, products, flush_subnormals, saturate)");
+                 "unknown key (known here: schedule, format, mode, products, flush_subnormals, saturate, sr_bits)");
           }
         }
         if (!has_schedule) fail(node, full, "needs a schedule (e.g. { schedule = \"all:seq\", format = \"fp32\" })");

@@ -31,6 +31,7 @@ std::string Arithmetic::to_string() const {
   std::string s = format.name + "/" + std::string(fp::mode_name(mode)) + "/" + std::string(products_name(products));
   if (flush_subnormals) s += "/ftz";
   if (saturate) s += "/sat";
+  if (mode == fp::Mode::sr && sr_bits != 64) s += "/sr_bits=" + std::to_string(sr_bits);
   return s;
 }
 

@@ -26,6 +26,16 @@ struct Arithmetic {
   bool flush_subnormals = false;
   bool saturate = false;
   Products products = Products::fused;
+  // Random bits per stochastic rounding (fp::RoundingOptions::sr_bits): 64, or the few that
+  // hardware SR units use.
+  int sr_bits = 64;
+
+  // The options every rounding of this arithmetic uses, drawing from `stream` in sr.
+  fp::RoundingOptions rounding(fp::CounterRng* stream) const {
+    fp::RoundingOptions o{mode, flush_subnormals, saturate, stream};
+    o.sr_bits = sr_bits;
+    return o;
+  }
 
   // True when every addition is IEEE binary32 or binary64 round-to-nearest with subnormals,
   // i.e. what the host's own float/double arithmetic computes.

@@ -329,7 +329,7 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
   const bool exact_only = schedule.order_independent() && ar.products != Products::rounded &&
                           schedule.stages.back().reducer.kind == Reducer::Kind::exact;
   if (exact_only) {
-    exact_gemm(a, b, c, m, n, k, ar.format, {ar.mode, ar.flush_subnormals, ar.saturate, nullptr},
+    exact_gemm(a, b, c, m, n, k, ar.format, ar.rounding(nullptr),
                [&](size_t i, size_t j) { return gemm_output_key(key, i, j, n).rounding_stream(); });
     return;
   }

@@ -146,7 +146,7 @@ class ProductTermOps {
   }
 
   fp::RoundingOptions options(size_t lane) const {
-    return {ar_.mode, ar_.flush_subnormals, ar_.saturate, &streams_[lane]};
+    return ar_.rounding(&streams_[lane]);
   }
 
   // dest[l] = f(a[r][s], b[s][c], a[r][t], b[t][c], dest[l], l) over the tile (s = t for one term).
@@ -175,7 +175,7 @@ class ProductTermOps {
         const float* b = b_ + t * ldb_;
         for (size_t c = 0; c < nr_; ++c) products_[c] = double(a) * b[c];
         fp::add_each(dest + r * nr_, products_.data(), nr_, ar_.format,
-                     {ar_.mode, ar_.flush_subnormals, ar_.saturate, nullptr}, streams_ + r * nr_);
+                     ar_.rounding(nullptr), streams_ + r * nr_);
       }
     }
   }

@@ -69,7 +69,7 @@ class NumericOps {
     if (!own_format_ || !v.product || arithmetic_.products != Products::fused) return v;
     return {fp::mul(v.a, v.b, arithmetic_.format, options())};
   }
-  fp::RoundingOptions options() { return {stage_.mode, stage_.flush_subnormals, stage_.saturate, &stream_}; }
+  fp::RoundingOptions options() { return stage_.rounding(&stream_); }
   static void put(fp::SuperAccumulator& acc, const Value& v) {
     if (v.product)
       acc.add_product(v.a, v.b);

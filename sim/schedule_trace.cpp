@@ -168,7 +168,7 @@ class TraceOps {
   }
 
   fp::RoundingOptions options() {
-    return {arithmetic_.mode, arithmetic_.flush_subnormals, arithmetic_.saturate, &rounding_};
+    return arithmetic_.rounding(&rounding_);
   }
 
   const Arithmetic base_;

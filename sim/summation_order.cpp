@@ -141,6 +141,7 @@ std::vector<double> sum_in_order(const SummationOrder& order, std::span<const do
       arithmetic.mode = o.mode;
       arithmetic.flush_subnormals = o.flush_subnormals;
       arithmetic.saturate = o.saturate;
+      arithmetic.sr_bits = o.sr_bits;
       return {reduce(order.schedule, terms, arithmetic, NoiseKey{seed})};
     }
   }

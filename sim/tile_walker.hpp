@@ -53,8 +53,7 @@ struct GenericAdd {
   const Arithmetic* arithmetic;
   fp::CounterRng* streams;
   void operator()(double* acc, const double* x) const {
-    fp::add_each(acc, x, width, arithmetic->format,
-                 {arithmetic->mode, arithmetic->flush_subnormals, arithmetic->saturate, nullptr}, streams);
+    fp::add_each(acc, x, width, arithmetic->format, arithmetic->rounding(nullptr), streams);
   }
 };
 
@@ -157,9 +156,7 @@ class TileWalker {
     for (size_t r = 0; r < count; ++r)
       for (size_t c = 0; c < w_; ++c)
         rows[r * w_ + c] = static_cast<T>(
-            fp::round_double(static_cast<double>(rows[r * w_ + c]), format,
-                             {arithmetic_->mode, arithmetic_->flush_subnormals, arithmetic_->saturate, &streams_[c]})
-                .value);
+            fp::round_double(static_cast<double>(rows[r * w_ + c]), format, arithmetic_->rounding(&streams_[c])).value);
   }
 
   const T* row(const T* in, size_t stride, const GroupSpan& g, size_t k) const {
@@ -266,19 +263,16 @@ class TileWalker {
     if (r.kind == K::exact) {  // values: one exact sum per output, read in place
       const size_t step = g.stride * stride;
       for (size_t c = 0; c < w_; ++c)
-        dest[c] = static_cast<T>(
-            fp::exact_sum_of(row(in, stride, g, 0) + c, n, step, arithmetic_->format,
-                             {arithmetic_->mode, arithmetic_->flush_subnormals, arithmetic_->saturate, &streams_[c]})
-                .value);
+        dest[c] = static_cast<T>(fp::exact_sum_of(row(in, stride, g, 0) + c, n, step, arithmetic_->format,
+                                                  arithmetic_->rounding(&streams_[c]))
+                                     .value);
       return;
     }
     if (r.kind == K::binned) {  // values: straight to the binned sum per output
       std::vector<double> column(n);
       for (size_t c = 0; c < w_; ++c) {
         for (size_t k = 0; k < n; ++k) column[k] = static_cast<double>(row(in, stride, g, k)[c]);
-        dest[c] = static_cast<T>(
-            binned_sum(column, arithmetic_->format,
-                       {arithmetic_->mode, arithmetic_->flush_subnormals, arithmetic_->saturate, &streams_[c]}));
+        dest[c] = static_cast<T>(binned_sum(column, arithmetic_->format, arithmetic_->rounding(&streams_[c])));
       }
       return;
     }

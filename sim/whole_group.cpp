@@ -26,7 +26,7 @@ FusedAddSpec fused_reducer_spec(const Reducer& r, const Arithmetic& ar) {
 
 double reduce_whole_group(const Reducer& r, std::span<const Term> group, const Arithmetic& ar, fp::CounterRng& stream) {
   using K = Reducer::Kind;
-  const fp::RoundingOptions o{ar.mode, ar.flush_subnormals, ar.saturate, &stream};
+  const fp::RoundingOptions o = ar.rounding(&stream);
   auto value = [&](const Term& t) { return t.product ? fp::mul(t.a, t.b, ar.format, o) : t.a; };
   auto plus = [&](double x, double y) { return fp::add(x, y, ar.format, o); };
   auto minus = [&](double x, double y) { return fp::add(x, -y, ar.format, o); };

@@ -180,6 +180,12 @@ TEST_CASE("hw profiles: per-operation arithmetic, presets and the folder lookup"
   CHECK(p.default_ops[OpKind::fwd].arithmetic.products == sim::Products::exact);
   CHECK(p.default_ops[OpKind::dgrad].arithmetic.to_string() == "fp32/rz/fused");
   CHECK(p.deterministic_ops[OpKind::dgrad].arithmetic.to_string() == "fp32/rne/fused");
+  // Stochastic rounding with the few random bits of a hardware SR unit.
+  const HardwareProfile few_bits = load_hw_profile(
+      dir.write("few.toml", profile_text(table("default", "mode = \"sr\"\nsr_bits = 8\n"), table("deterministic"))));
+  CHECK(few_bits.default_ops[OpKind::fwd].arithmetic.sr_bits == 8);
+  CHECK(few_bits.default_ops[OpKind::fwd].arithmetic.to_string() == "fp32/sr/fused/sr_bits=8");
+  CHECK(few_bits.deterministic_ops[OpKind::fwd].arithmetic.sr_bits == 64);
 
   const std::vector<std::string> folders = {dir.path.string()};
   const auto names = hw_profile_names(folders);  // the user's folder and every shipped profile
@@ -260,6 +266,8 @@ TEST_CASE("hw profiles: malformed profiles give one line naming the file, the li
        ":7: key 'default.mode': must be a string"},
       {"boolean of the wrong type", profile_text(table("default", "flush_subnormals = \"yes\"\n"), ok_det),
        ":7: key 'default.flush_subnormals': must be true or false"},
+      {"sr_bits out of range", profile_text(table("default", "sr_bits = 0\n"), ok_det),
+       ":7: key 'default.sr_bits': must be a whole number 1..64"},
       {"unknown format",
        profile_text(table("default", "", "fwd") + "fwd = { schedule = \"seq\", format = \"fp33\" }\n", ok_det),
        ":13: key 'default.fwd.format': unknown format 'fp33'"},

@@ -18,7 +18,7 @@ prints. The C++ work runs without the GIL, and arrays that are already C-contigu
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Sequence, Union
+from typing import Any, Callable, List, Optional, Sequence, Union
 
 import numpy as _np
 from numpy.typing import ArrayLike
@@ -60,19 +60,42 @@ def round(
     saturate: bool = False,
     flush_subnormals: bool = False,
     seed: int = 0,
+    *,
+    saturate_infinities: bool = False,
+    sr_bits: int = 64,
+    random_bits: Optional[ArrayLike] = None,
 ) -> _np.ndarray:
     """Round every element of ``x`` to ``format``.
 
     Returns float64 values of ``x``'s shape (each exactly a value of the format). ``mode`` is one
-    of rne, rna, rz, ru, rd, ro, sr; ``saturate`` turns overflow into the largest finite value;
-    ``flush_subnormals`` turns results below the smallest normal into zeros. Stochastic rounding
-    (``sr``) gives element i its own counter-based stream (Philox, key ``seed``, sub-stream i): the
-    same seed gives the same bits, whatever the array's shape.
+    of rne, rna, rz, ru, rd, ro, sr; ``saturate`` turns overflow into the largest finite value,
+    ``saturate_infinities`` infinite inputs too (OCP MX SAT, PTX .satfinite); ``flush_subnormals``
+    turns results below the smallest normal into zeros. A NaN keeps its sign, and in IEEE-like
+    formats the leading bits of its payload, quieted (as NumPy's casts on x86 do).
+
+    Stochastic rounding (``sr``) gives element i its own counter-based stream (Philox, key
+    ``seed``, sub-stream i): the same seed gives the same bits, whatever the array's shape. With
+    ``sr_bits`` R < 64 it rounds as hardware SR units do: R random bits are added to the dropped
+    bits truncated to R, and a carry rounds up. ``random_bits`` (unsigned integers below 2^R, one
+    per element of x) supplies those bits instead of the stream, e.g. to replay an instruction
+    whose random operand is known.
 
     >>> fplab.round([0.1, 1/3], "bf16")
     array([0.10009766, 0.33398438])
+    >>> fplab.round([1.3, 1.3], "e2m1fn", "sr", sr_bits=4, random_bits=[5, 10])
+    array([1. , 1.5])
     """
-    return _core.round(x, format, mode, saturate, flush_subnormals, seed)
+    return _core.round(
+        x,
+        format,
+        mode,
+        saturate,
+        flush_subnormals,
+        seed,
+        saturate_infinities=saturate_infinities,
+        sr_bits=sr_bits,
+        random_bits=None if random_bits is None else _np.asarray(random_bits, dtype=_np.uint64),
+    )
 
 
 def reduce(
@@ -85,6 +108,7 @@ def reduce(
     *,
     flush_subnormals: bool = False,
     saturate: bool = False,
+    sr_bits: int = 64,
 ) -> float:
     """Sum the 1-D array ``x`` in the order ``schedule`` gives, every addition rounded to ``format``.
 
@@ -94,11 +118,12 @@ def reduce(
     data stored in a narrower format. ``impl_seed`` chooses the run of nondeterministic steps
     (atomic, shuffle, stochastic rounding): the same seed gives the same bits. ``products`` only
     matters for dot products; it is accepted here so that a profile's arguments fit every call.
+    ``sr_bits`` (with mode "sr") is the number of random bits per rounding, as in fplab.round.
 
     >>> fplab.reduce([1e8, 1, -1e8, 1], "seq"), fplab.reduce([1e8, 1, -1e8, 1], "rev")
     (1.0, 0.0)
     """
-    arithmetic = Arithmetic(format, mode, products, flush_subnormals=flush_subnormals, saturate=saturate)
+    arithmetic = Arithmetic(format, mode, products, flush_subnormals=flush_subnormals, saturate=saturate, sr_bits=sr_bits)
     return _core.reduce(x, _schedule(schedule), arithmetic, impl_seed)
 
 
@@ -113,6 +138,7 @@ def dot(
     *,
     flush_subnormals: bool = False,
     saturate: bool = False,
+    sr_bits: int = 64,
 ) -> float:
     """The dot product of 1-D arrays ``a`` and ``b``: the products a[i] * b[i] reduced by ``schedule``.
 
@@ -124,7 +150,7 @@ def dot(
     >>> fplab.dot([1, 2, 3], [4, 5, 6], "seq")
     32.0
     """
-    arithmetic = Arithmetic(format, mode, products, flush_subnormals=flush_subnormals, saturate=saturate)
+    arithmetic = Arithmetic(format, mode, products, flush_subnormals=flush_subnormals, saturate=saturate, sr_bits=sr_bits)
     return _core.dot(a, b, _schedule(schedule), arithmetic, impl_seed)
 
 
@@ -141,6 +167,7 @@ def matmul(
     *,
     flush_subnormals: bool = False,
     saturate: bool = False,
+    sr_bits: int = 64,
 ) -> _np.ndarray:
     """C = A B for 2-D float32 arrays, every output's sum over K in ``schedule``'s order.
 
@@ -155,19 +182,25 @@ def matmul(
     array([[3., 3.],
            [3., 3.]], dtype=float32)
     """
-    arithmetic = Arithmetic(format, mode, products, flush_subnormals=flush_subnormals, saturate=saturate)
+    arithmetic = Arithmetic(format, mode, products, flush_subnormals=flush_subnormals, saturate=saturate, sr_bits=sr_bits)
     return _core.matmul(a, b, _schedule(schedule), arithmetic, impl_seed, op_id, call)
 
 
-def exact_sum(x: ArrayLike, format: str = "fp64") -> float:
+def exact_sum(x: ArrayLike, format: str = "fp64", *, round_terms: bool = False) -> float:
     """The exact sum of every element of ``x``, rounded once (to nearest even) to ``format``.
 
-    The reference every order is measured against: no schedule can do better.
+    The reference every order is measured against: no schedule can do better. By default the
+    elements enter as the float64 values they are (the best ``format`` can say of their sum);
+    ``round_terms=True`` rounds each to ``format`` first, as data stored in it would be (the best
+    any order of additions in ``format`` can give; what ``fplab sum`` measures from). The two
+    differ when the rounding errors of the terms add up to more than half an ulp of the sum.
 
     >>> fplab.exact_sum([1e8, 1, -1e8, 1])
     2.0
+    >>> fplab.exact_sum([1.0004, 1.0004, 1.0004], "fp16"), fplab.exact_sum([1.0004, 1.0004, 1.0004], "fp16", round_terms=True)
+    (3.001953125, 3.0)
     """
-    return _core.exact_sum(x, format)
+    return _core.exact_sum(x, format, round_terms=round_terms)
 
 
 def reveal_sum(fn: Callable[[Any], Any], n: int, *, verify: int = 0, seed: int = 1) -> dict:

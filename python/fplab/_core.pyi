@@ -39,6 +39,7 @@ class Arithmetic:
         *,
         flush_subnormals: bool = False,
         saturate: bool = False,
+        sr_bits: int = 64,
     ) -> None: ...
     @property
     def format(self) -> str: ...
@@ -50,6 +51,8 @@ class Arithmetic:
     def flush_subnormals(self) -> bool: ...
     @property
     def saturate(self) -> bool: ...
+    @property
+    def sr_bits(self) -> int: ...
     @property
     def text(self) -> str:
         """As the command line prints it: 'fp32/rne/fused'."""
@@ -83,7 +86,16 @@ class Profile:
     def deterministic(self) -> Dict[str, OpChoice]: ...
 
 def round(
-    x: ArrayLike, format: str, mode: str = "rne", saturate: bool = False, flush_subnormals: bool = False, seed: int = 0
+    x: ArrayLike,
+    format: str,
+    mode: str = "rne",
+    saturate: bool = False,
+    flush_subnormals: bool = False,
+    seed: int = 0,
+    *,
+    saturate_infinities: bool = False,
+    sr_bits: int = 64,
+    random_bits: Optional[ArrayLike] = None,
 ) -> np.ndarray:
     """Every element of x rounded to the format (float64 values, x's shape)."""
 
@@ -153,8 +165,9 @@ def noise_op_id(layer: int, op_kind: str, part: int = 0) -> int:
     """The noise key's op id of reduction `part` of kind `op_kind` at position `layer`, as the C++
     training forms it (models::Context::key: mix_key({layer, op kind, part}))."""
 
-def exact_sum(x: ArrayLike, format: str = "fp64") -> float:
-    """The exact sum of every element of x, rounded once to nearest even in the format."""
+def exact_sum(x: ArrayLike, format: str = "fp64", *, round_terms: bool = False) -> float:
+    """The exact sum of every element of x (each first rounded to nearest in the format when
+    round_terms), rounded once to nearest even in the format."""
 
 def profile_names(profiles_dir: Sequence[str] = ...) -> List[str]:
     """Every profile name the search path knows, sorted."""

@@ -26,7 +26,8 @@ py::dict call_arguments(const profiles::OpChoice& choice) {
   return py::dict(py::arg("schedule") = choice.schedule, py::arg("format") = a.format.name,
                   py::arg("mode") = std::string(fp::mode_name(a.mode)),
                   py::arg("products") = std::string(sim::products_name(a.products)),
-                  py::arg("flush_subnormals") = a.flush_subnormals, py::arg("saturate") = a.saturate);
+                  py::arg("flush_subnormals") = a.flush_subnormals, py::arg("saturate") = a.saturate,
+                  py::arg("sr_bits") = a.sr_bits);
 }
 
 }  // namespace

@@ -323,6 +323,38 @@ class Json(unittest.TestCase):
             self.assertEqual(r.stdout.splitlines()[1].strip(), line, text)
             self.assertNotIn("between nan", r.stdout)
 
+    def test_round_sr_with_given_bits_and_saturated_infinities(self):
+        # 1.3 in e2m1fn lies 0.6 of the way from 1 to 1.5: truncated to 4 bits 9/16, so random
+        # bits 0..6 keep 1 and 7..15 carry to 1.5.
+        for given, want in (("0", 1.0), ("6", 1.0), ("7", 1.5), ("0xf", 1.5)):
+            r = run("round", "1.3", "--format", "e2m1fn", "--mode", "sr", "--sr-bits", "4", "--random-bits", given,
+                    "--json")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(json.loads(r.stdout)["results"][0]["value"], want, given)
+        for args, message in ((("--sr-bits", "4"), "--sr-bits needs --mode sr"),
+                              (("--mode", "sr", "--sr-bits", "4", "--random-bits", "16"), "does not fit"),
+                              (("--mode", "sr", "--sr-bits", "0"), "--sr-bits")):
+            r = run("round", "1.3", "--format", "e2m1fn", *args)
+            self.assertEqual(r.returncode, 2, args)
+            self.assertIn(message, r.stderr)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+        r = run("round", "-inf", "--format", "e5m2", "--saturate-infinities", "--json")
+        self.assertEqual(json.loads(r.stdout)["results"][0]["value"], -57344.0)
+        r = run("round", "-inf", "--format", "e5m2", "--saturate", "--json")
+        self.assertIsNone(json.loads(r.stdout)["results"][0]["value"])  # -inf has no JSON number
+
+    def test_sum_exact_of_inputs_or_terms(self):
+        # Each 1.0004 is 1 in fp16, so the terms sum to 3 exactly; the inputs' sum rounds to 3.00195.
+        for exact_of, want in (("terms", 3.0), ("inputs", 3.001953125)):
+            r = run("sum", "1.0004", "1.0004", "1.0004", "--format", "fp16", "--orders", "seq", "--exact-of", exact_of,
+                    "--json")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            out = json.loads(r.stdout)
+            self.assertEqual(out["correctly_rounded"], want)
+            self.assertEqual(out["exact_of"], exact_of)
+        r = run("sum", "1", "--exact-of", "typed")
+        self.assertEqual(r.returncode, 2)
+
     def test_sum_reads_stdin(self):
         r = run("sum", "--file", "-", "--format", "fp64", "--orders", "seq", "--json", stdin="# a comment\n1\n\n2\n0x1p-1\n")
         self.assertEqual(r.returncode, 0, r.stderr)
