@@ -16,8 +16,8 @@
 namespace fplab::test {
 
 struct MxReferenceBlock {
-  std::optional<int> scale;             // s of X = 2^s; nullopt: the NaN scale
-  std::vector<uint64_t> element_bits;   // only for a non-NaN scale
+  std::optional<int> scale;            // s of X = 2^s; nullopt: the NaN scale
+  std::vector<uint64_t> element_bits;  // only for a non-NaN scale
   std::vector<double> elements, dequantized;
 };
 

@@ -61,7 +61,7 @@ TEST_CASE("mx: hand-worked blocks") {
   }
   SECTION("the scale clamps at 2^-127 (tiny blocks) and 2^127 (huge doubles)") {
     const auto tiny = fp::mx_quantize(std::vector<double>{0x1p-140}, fp::e4m3());
-    CHECK(tiny.scale_bits == std::vector<uint8_t>{0});   // -140 - 8 clamps to -127
+    CHECK(tiny.scale_bits == std::vector<uint8_t>{0});    // -140 - 8 clamps to -127
     CHECK(tiny.dequantized == std::vector<double>{0.0});  // 2^-13 is below e4m3's 2^-9 / 2
     CHECK(fp::mx_quantize(std::vector<double>{0x1p-140}, fp::e4m3(), 32, Mode::ru).dequantized ==
           std::vector<double>{0x1p-136});

@@ -110,7 +110,8 @@ TEST_CASE("mx_quantize == gfloat 0.5.2's compute_scale_amax + encode_block, 5 el
   REQUIRE(out_fd >= 0);
   close(in_fd), close(out_fd);
   std::ofstream(in_path, std::ios::binary)
-      .write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size() * sizeof(double)));
+      .write(reinterpret_cast<const char*>(values.data()),
+             static_cast<std::streamsize>(values.size() * sizeof(double)));
   std::string names, modes;
   for (const auto& [name, format] : kFormats) names += (names.empty() ? "" : ",") + std::string(name);
   for (const auto& [name, mode] : kModes) modes += (modes.empty() ? "" : ",") + std::string(name);

@@ -54,8 +54,9 @@ TEST_CASE("mx inputs: grammar, element formats, and the refusals") {
 
   const std::vector<double> values(40, 1.0);
   const Schedule mx = parse_schedule("all:fused(32,25,mxe4m3)");
-  const std::string why = "fused(N,F,mxe4m3): MX block scaling needs the factors of a dot product or GEMM; a "
-                          "reduction of values has none";
+  const std::string why =
+      "fused(N,F,mxe4m3): MX block scaling needs the factors of a dot product or GEMM; a "
+      "reduction of values has none";
   CHECK_THROWS_WITH(reduce_reference(mx, values, Arithmetic{}), why);
   CHECK_THROWS_WITH(reduce(mx, values, Arithmetic{}), why);
   std::vector<double> out(2);
@@ -68,15 +69,13 @@ TEST_CASE("mx inputs: grammar, element formats, and the refusals") {
 TEST_CASE("mx inputs: dot_reference == fused_dot on the independently quantized factors, 5 formats, N 4..32") {
   std::mt19937_64 g(1919);
   for (const char* input : kInputs) {
-    const fp::Format element = *mx_element_format(parse_schedule(std::string("all:fused(8,25,") + input + ")")
-                                                      .stages[0]
-                                                      .reducer.fused_input);
+    const fp::Format element =
+        *mx_element_format(parse_schedule(std::string("all:fused(8,25,") + input + ")").stages[0].reducer.fused_input);
     for (int n : {4, 8, 16, 32})
       for (size_t k : {1, 31, 32, 33, 100, 256}) {
         const std::vector<float> a32 = factors(g, k), b32 = factors(g, k);
         const std::vector<double> a(a32.begin(), a32.end()), b(b32.begin(), b32.end());
-        const Schedule s =
-            parse_schedule("all:fused(" + std::to_string(n) + ",25," + std::string(input) + ")");
+        const Schedule s = parse_schedule("all:fused(" + std::to_string(n) + ",25," + std::string(input) + ")");
         FusedAddSpec spec;  // fused_reducer_spec's for fp32: no conversion, products exact, RZ
         spec.products = n;
         spec.fraction_bits = 25;
@@ -117,7 +116,8 @@ TEST_CASE("mx inputs: engine gemm == dot_reference per output, awkward shapes, i
           for (size_t j = 0; j < sh.n; ++j) {
             std::vector<double> row(sh.k), col(sh.k);
             for (size_t t = 0; t < sh.k; ++t) row[t] = a[i * sh.k + t], col[t] = b[t * sh.n + j];
-            const auto want = static_cast<float>(dot_reference(s, row, col, Arithmetic{}, gemm_output_key(key, i, j, sh.n)));
+            const auto want =
+                static_cast<float>(dot_reference(s, row, col, Arithmetic{}, gemm_output_key(key, i, j, sh.n)));
             INFO(text << " shape " << sh.m << "x" << sh.n << "x" << sh.k << (specials ? " with inf/NaN" : "")
                       << " output (" << i << "," << j << ")");
             REQUIRE(same_bits(c[i * sh.n + j], want));
