@@ -14,6 +14,7 @@
 #include "sim/binned_sum.hpp"
 #include "sim/exact_gemm.hpp"
 #include "sim/gemm_product_terms.hpp"
+#include "sim/mx_factors.hpp"
 #include "sim/reference_evaluator.hpp"
 #include "sim/tile_walker.hpp"
 
@@ -278,6 +279,16 @@ void product_chain_tile(const float* a, size_t lda, const float* b, size_t ldb, 
 #endif
 }
 
+// Every output of C = A B through dot_reference from doubles, stored as float as every output of
+// gemm(): for what no tile form does.
+void gemm_through_reference(const Schedule& schedule, const float* a, const float* b, float* c, GemmShape shape,
+                            const Arithmetic& ar, const NoiseKey& key) {
+  const std::vector<double> a64(a, a + shape.m * shape.k), b64(b, b + shape.k * shape.n);
+  std::vector<double> c64(shape.m * shape.n);
+  gemm_reference(schedule, a64.data(), b64.data(), c64.data(), shape, ar, key);
+  std::copy(c64.begin(), c64.end(), c);
+}
+
 }  // namespace
 
 void gemm(const Schedule& schedule, const float* a, const float* b, float* c, GemmShape shape, const Arithmetic& ar,
@@ -291,14 +302,19 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
     std::fill_n(c, m * n, 0.0f);
     return;
   }
+  if (const auto element = mx_input_of(schedule)) {
+    // MX inputs: A's rows and B's columns quantized in blocks along K once for the whole GEMM, then
+    // the same schedule without them on the dequantized factors (sim/mx_factors.hpp). A block that
+    // held an infinity dequantizes to +-max * 2^127, beyond a float: those GEMMs from doubles.
+    std::vector<float> a_mx, b_mx;
+    if (mx_gemm_factors(a, b, m, n, k, *element, a_mx, b_mx))
+      return gemm(without_mx_inputs(schedule), a_mx.data(), b_mx.data(), c, shape, ar, key);
+    return gemm_through_reference(schedule, a, b, c, shape, ar, key);
+  }
   if (schedule.has_stage_formats()) {
     // A stage in a format of its own (float products into a double accumulator, ...): each
     // output through the reference's walk, the one GEMM that does (no tile form switches format).
-    const std::vector<double> a64(a, a + shape.m * shape.k), b64(b, b + shape.k * shape.n);
-    std::vector<double> c64(shape.m * shape.n);
-    gemm_reference(schedule, a64.data(), b64.data(), c64.data(), shape, ar, key);
-    std::copy(c64.begin(), c64.end(), c);  // stored as float, as every output of gemm()
-    return;
+    return gemm_through_reference(schedule, a, b, c, shape, ar, key);
   }
   const bool first_is_reduction = !schedule.stages.empty() && schedule.stages[0].reduces();
   const bool first_is_seq = first_is_reduction && schedule.stages[0].reducer.kind == Reducer::Kind::seq;

@@ -6,6 +6,7 @@
 #include "fp/round.hpp"
 #include "fp/superaccumulator.hpp"
 #include "sim/engine.hpp"
+#include "sim/mx_factors.hpp"
 #include "sim/schedule_walk.hpp"
 #include "sim/whole_group.hpp"
 
@@ -97,6 +98,9 @@ double reduce_reference(const Schedule& schedule, std::span<const double> values
 double dot_reference(const Schedule& schedule, std::span<const double> a, std::span<const double> b,
                      const Arithmetic& arithmetic, const NoiseKey& key) {
   if (a.size() != b.size()) throw std::invalid_argument("dot_reference: a and b differ in length");
+  if (const auto element = mx_input_of(schedule))  // MX inputs: the factors quantized once, first
+    return dot_reference(without_mx_inputs(schedule), mx_dequantized(a, *element), mx_dequantized(b, *element),
+                         arithmetic, key);
   NumericOps ops(arithmetic, key, schedule.has_stage_formats());
   std::vector<Partial> list;
   list.reserve(a.size());

@@ -14,7 +14,7 @@ namespace {
 
 using RK = Reducer::Kind;
 constexpr int64_t kMaxPermLanes = 65536;
-constexpr std::array<std::pair<Reducer::Input, std::string_view>, 8> kFusedInputs = {
+constexpr std::array<std::pair<Reducer::Input, std::string_view>, 13> kFusedInputs = {
     {{Reducer::Input::none, "none"},
      {Reducer::Input::tf32, "tf32"},
      {Reducer::Input::bf16, "bf16"},
@@ -22,7 +22,12 @@ constexpr std::array<std::pair<Reducer::Input, std::string_view>, 8> kFusedInput
      {Reducer::Input::e4m3, "e4m3"},
      {Reducer::Input::e5m2, "e5m2"},
      {Reducer::Input::tf32rne, "tf32rne"},
-     {Reducer::Input::tf32rna, "tf32rna"}}};
+     {Reducer::Input::tf32rna, "tf32rna"},
+     {Reducer::Input::mxe4m3, "mxe4m3"},
+     {Reducer::Input::mxe5m2, "mxe5m2"},
+     {Reducer::Input::mxe3m2, "mxe3m2"},
+     {Reducer::Input::mxe2m3, "mxe2m3"},
+     {Reducer::Input::mxe2m1, "mxe2m1"}}};
 
 // "tf32, bf16, ...": every input a fused step converts to, for error messages.
 std::string fused_input_names() {

@@ -7,8 +7,9 @@
 //   grouping := "contig(" G ")" | "strided(" P ")" | "split(" S ")" | "all"
 //   reducer  := seq | rev | tree | shfl_down | shfl_up | shfl_xor | atomic | ring | kahan
 //             | neumaier | exact | binned | numpy_pairwise | fused(N,F) | fused(N,F,INPUT)
-//   INPUT    := tf32 | bf16 | fp16 | e4m3 | e5m2   (the tensor core's input format; default: none,
-//                                                  products of the values as they are)
+//   INPUT    := tf32 | bf16 | fp16 | e4m3 | e5m2 | tf32rne | tf32rna   (the tensor core's input format;
+//               | mxe4m3 | mxe5m2 | mxe3m2 | mxe2m3 | mxe2m1            default: none, products of the
+//                                                                      values as they are)
 //
 // perm(p0,...,p(L-1)) reorders every block of L partials (position k takes the block's p_k-th);
 // body(M)[...] runs its stages on the first floor(n/M)*M partials and puts what they leave after
@@ -65,7 +66,25 @@ struct Reducer {
   // tf32: the factors' 13 low bits ignored, as the MMA instruction does; tf32rne / tf32rna:
   // rounded to tf32 by the kernel first, to nearest even or ties away (cuBLAS and cuDNN on an
   // H100 do both: docs/results/reveal_torch.md).
-  enum class Input : uint8_t { none, tf32, bf16, fp16, e4m3, e5m2, tf32rne, tf32rna };
+  // mx*: OCP MX block scaling (fp/mx_block.hpp): a dot product's or GEMM's factors quantized in
+  // blocks of 32 along K, A's rows and B's columns each with their own e8m0 scales, before the
+  // schedule runs (sim/mx_factors.hpp); the fused steps then add products of the dequantized
+  // values. Only dots and GEMMs have factors: a reduction of values refuses them.
+  enum class Input : uint8_t {
+    none,
+    tf32,
+    bf16,
+    fp16,
+    e4m3,
+    e5m2,
+    tf32rne,
+    tf32rna,
+    mxe4m3,
+    mxe5m2,
+    mxe3m2,
+    mxe2m3,
+    mxe2m1
+  };
   Kind kind = Kind::seq;
   int fused_products = 0;       // N of fused(N,F)
   int fused_fraction_bits = 0;  // F of fused(N,F)
@@ -110,7 +129,7 @@ struct Schedule {
 std::string to_string(const Schedule& schedule);
 std::string to_string(const Stage& stage);
 std::string to_string(const Reducer& reducer);
-const char* to_string(Reducer::Input input);  // "none", "tf32", "bf16", "fp16", "e4m3", "e5m2", "tf32rne", "tf32rna"
+const char* to_string(Reducer::Input input);  // "none", "tf32", ..., "tf32rna", "mxe4m3", ..., "mxe2m1"
 
 // Parses a schedule or a preset name (see presets.hpp); throws ScheduleError.
 Schedule parse_schedule(std::string_view text);

@@ -201,6 +201,17 @@ std::pair<fp::Format, fp::Mode> fused_input_conversion(Reducer::Input input) {
       return {fp::e4m3(), fp::Mode::rne};
     case Reducer::Input::e5m2:
       return {fp::e5m2(), fp::Mode::rne};
+    case Reducer::Input::mxe4m3:
+    case Reducer::Input::mxe5m2:
+    case Reducer::Input::mxe3m2:
+    case Reducer::Input::mxe2m3:
+    case Reducer::Input::mxe2m1:
+      // A block's scale depends on its 32 neighbours along K, which one value cannot know: the dot
+      // and GEMM paths quantize the factors before the schedule runs (sim/mx_factors.hpp) and hand
+      // the steps the dequantized values; every other caller (a reduction of values) ends here.
+      throw std::invalid_argument(std::string("fused(N,F,") + to_string(input) +
+                                  "): MX block scaling needs the factors of a dot product or GEMM; a reduction "
+                                  "of values has none");
   }
   return {fp::fp64(), fp::Mode::rne};
 }

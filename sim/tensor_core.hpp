@@ -124,7 +124,7 @@ FusedAddSpec tensor_core_model(std::string_view name);
 
 // The format a fused step converts its factors to, and how: tf32 by truncation (the H100 ignores
 // an fp32 operand's 13 low bits), the others to nearest even (a framework's cast); none: fp64,
-// i.e. the values as they are.
+// i.e. the values as they are. The MX inputs convert no single value: std::invalid_argument.
 std::pair<fp::Format, fp::Mode> fused_input_conversion(Reducer::Input input);
 std::vector<std::string> tensor_core_model_names();
 

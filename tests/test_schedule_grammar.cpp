@@ -36,7 +36,7 @@ std::vector<Stage> random_stages(std::mt19937_64& g, int depth) {
       if (st.reducer.kind == Reducer::Kind::fused) {
         st.reducer.fused_products = 1 + static_cast<int>(g() % 64);
         st.reducer.fused_fraction_bits = 1 + static_cast<int>(g() % 60);
-        st.reducer.fused_input = static_cast<Reducer::Input>(g() % 8);
+        st.reducer.fused_input = static_cast<Reducer::Input>(g() % 13);  // none ... mxe2m1
       }
       if (g() % 4 == 0) st.format = std::array{fp::fp64(), fp::fp32(), fp::bf16(), fp::parse_format("e6m9")}[g() % 4];
     }

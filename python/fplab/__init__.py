@@ -3,6 +3,7 @@
 The core of the fplab lab on NumPy arrays (docs/python.md has examples):
 
 - ``round(x, format, mode)``: every element rounded to a format (fp32, bf16, fp16, e4m3, any eXmY);
+- ``mx_quantize(x, element_format)``: OCP MX block scaling, 32 elements sharing an e8m0 scale;
 - ``reduce(x, schedule)``: one sum in the order a schedule gives (a GPU warp tree, atomics,
   split-K, a tensor core, NumPy's pairwise sum, ...), in any format and rounding;
 - ``dot(a, b, schedule)`` and ``matmul(a, b, schedule)``: the same for dot products and GEMMs;
@@ -18,7 +19,7 @@ prints. The C++ work runs without the GIL, and arrays that are already C-contigu
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional, Sequence, Union
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 import numpy as _np
 from numpy.typing import ArrayLike
@@ -37,6 +38,7 @@ __all__ = [
     "dot",
     "exact_sum",
     "matmul",
+    "mx_quantize",
     "profile",
     "profiles",
     "reduce",
@@ -96,6 +98,30 @@ def round(
         sr_bits=sr_bits,
         random_bits=None if random_bits is None else _np.asarray(random_bits, dtype=_np.uint64),
     )
+
+
+def mx_quantize(
+    x: ArrayLike, element_format: str, block: int = 32, mode: str = "rne", seed: int = 0
+) -> Tuple[_np.ndarray, _np.ndarray, _np.ndarray]:
+    """Quantize ``x`` into OCP MX blocks (OCP Microscaling Formats v1.0) along its last axis.
+
+    Each run of ``block`` values of a row (the last one may be shorter) shares one e8m0 scale
+    X = 2^s, s = floor(log2(max |v|)) - emax of the element format, clamped to [-127, 127]; each
+    value becomes the element round(v / X) in ``element_format`` (``e4m3``, ``e5m2``, ``e3m2fn``,
+    ``e2m3fn``, ``e2m1fn``; any signed format of at most 8 exponent bits), rounded once in
+    ``mode`` and saturating to +-max. An all-zero block gets s = -127, a block holding an infinity
+    s = 127 (the infinity becomes +-max), a block holding a NaN the NaN scale (0xff): its values
+    are all NaN. Stochastic rounding (``sr``) gives row r its own stream (key ``seed``, sub-stream r).
+
+    Returns ``(scales, elements, dequantized)``: the scales' e8m0 bit patterns (uint8, the last
+    axis cut to the number of blocks), the elements' values and X * element (float64, x's shape).
+    Quantize a GEMM's B along K with ``mx_quantize(b.T, ...)``.
+
+    >>> scales, elements, values = fplab.mx_quantize([1000.0, 1.0, 0.01], "e4m3")
+    >>> scales.tolist(), elements.tolist(), values.tolist()
+    ([128], [448.0, 0.5, 0.005859375], [896.0, 1.0, 0.01171875])
+    """
+    return _core.mx_quantize(x, element_format, block, mode, seed)
 
 
 def reduce(

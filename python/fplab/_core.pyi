@@ -99,6 +99,11 @@ def round(
 ) -> np.ndarray:
     """Every element of x rounded to the format (float64 values, x's shape)."""
 
+def mx_quantize(
+    x: ArrayLike, element_format: str, block: int = 32, mode: str = "rne", seed: int = 0
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """OCP MX blocks along x's last axis: (e8m0 scale bits, element values, dequantized values)."""
+
 def reduce(x: ArrayLike, schedule: Schedule, arithmetic: Arithmetic, impl_seed: int = 0) -> float:
     """One reduction of the 1-D array x in the schedule's order (sim::reduce)."""
 

@@ -34,6 +34,7 @@ void bind_errors(py::module_& m);
 void bind_schedule(py::module_& m);
 void bind_arithmetic(py::module_& m);
 void bind_round(py::module_& m);
+void bind_mx_quantize(py::module_& m);
 void bind_reduce(py::module_& m);
 void bind_dot(py::module_& m);
 void bind_matmul(py::module_& m);

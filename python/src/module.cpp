@@ -9,6 +9,7 @@ PYBIND11_MODULE(_core, m) {
   bind_schedule(m);
   bind_arithmetic(m);
   bind_round(m);
+  bind_mx_quantize(m);
   bind_reduce(m);
   bind_dot(m);
   bind_matmul(m);
