@@ -108,7 +108,8 @@ Format e8m0();         // OCP MX E8M0 scale (ml_dtypes float8_e8m0fnu): 2^-127..
 
 // Accepts the names above (plus "float", "double", "half", "fp8e4m3", "fp8e5m2", and the
 // ml_dtypes spellings such as "float8_e4m3fnuz" or "float4_e2m1fn") and any "eXmY" with
-// 2 <= X <= 11, 1 <= Y <= 52, which is IEEE-like. Note that "e4m3" names the OCP FN format
+// 2 <= X <= 11, 1 <= Y <= 52, which is IEEE-like, or "[floatN_]eXmY[bB][fn|fnuz]" for any layout
+// of the other families (docs/formats-and-rounding.md). Note that "e4m3" names the OCP FN format
 // (ml_dtypes' "float8_e4m3" is e4m3ieee), "e2m1" is IEEE-like (max 3; MX FP4 is "e2m1fn"), and
 // "e5m10" is fp16. Throws FormatError with a one-line message naming the problem.
 Format parse_format(std::string_view text);
