@@ -37,7 +37,7 @@ int run_round(const RoundArgs& args) {
     throw UsageError("--random-bits " + std::to_string(*args.random_bits) + " does not fit in --sr-bits " +
                      std::to_string(args.sr_bits) + " bits");
   fp::CounterRng stream(args.seed);
-  fp::RoundingOptions options{fp::Mode::rne, args.flush, args.saturate || args.saturate_infinities, &stream};
+  fp::RoundingOptions options{fp::Mode::rne, args.flush, args.saturate, &stream};
   options.saturate_infinities = args.saturate_infinities;
   options.sr_bits = args.sr_bits;
   options.sr_random = args.random_bits;

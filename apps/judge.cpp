@@ -58,12 +58,10 @@ void print_exact_lines(const Judge& judge, const fp::Format& format, const char*
     std::printf("%s%-*s overflow: beyond %s's largest finite value %s (rounds to %s)\n", indent, width, "rounded",
                 format.name.c_str(), fp::format_double(format.max_finite()).c_str(),
                 fp::format_double(judge.exact_rounded()).c_str());
-  else if (of == ExactOf::inputs)
-    std::printf("%s%-*s %s (the exact sum of the inputs rounded once to %s)\n", indent, width, "rounded",
-                fp::format_double(judge.exact_rounded()).c_str(), format.name.c_str());
   else
-    std::printf("%s%-*s %s (the exact sum rounded once to %s: the best any order can give)\n", indent, width, "rounded",
-                fp::format_double(judge.exact_rounded()).c_str(), format.name.c_str());
+    std::printf("%s%-*s %s (the exact sum%s rounded once to %s%s)\n", indent, width, "rounded",
+                fp::format_double(judge.exact_rounded()).c_str(), of == ExactOf::inputs ? " of the inputs" : "",
+                format.name.c_str(), of == ExactOf::inputs ? "" : ": the best any order can give");
   std::printf("%s%-*s from the exact sum, in ulps of %s there\n", indent, width, "errors", format.name.c_str());
 }
 

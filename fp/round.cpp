@@ -26,7 +26,7 @@ Rounded special(const Format& f, uint64_t bits, bool inexact, bool overflow, boo
 // a zero of the input's sign (fplab's choice: the OCP MX spec leaves NaN conversion to the
 // implementation). With saturate, e8m0 clamps to its least value 2^-127 (as ml_dtypes does).
 Rounded unrepresentable(bool negative, const Format& f, const RoundingOptions& o, bool underflow) {
-  if (!f.has_zero() && o.saturate) return special(f, f.min_value_bits(), true, false, underflow);
+  if (!f.has_zero() && o.saturates()) return special(f, f.min_value_bits(), true, false, underflow);
   if (f.has_nan()) return special(f, f.quiet_nan_bits(negative), true, false, underflow);
   return special(f, f.zero_bits(negative), true, false, underflow);
 }
@@ -36,7 +36,7 @@ Rounded unrepresentable(bool negative, const Format& f, const RoundingOptions& o
 Rounded overflowed(bool negative, const Format& f, const RoundingOptions& o) {
   const bool toward_zero =
       o.mode == Mode::rz || o.mode == Mode::ro || (o.mode == Mode::ru && negative) || (o.mode == Mode::rd && !negative);
-  if (toward_zero || o.saturate || !f.has_nan()) return special(f, f.max_finite_bits(negative), true, true);
+  if (toward_zero || o.saturates() || !f.has_nan()) return special(f, f.max_finite_bits(negative), true, true);
   if (f.has_infinity()) return special(f, f.infinity_bits(negative), true, true);
   return special(f, f.quiet_nan_bits(negative), true, true);
 }
@@ -76,11 +76,10 @@ Rounded round_exact(const ExactValue& x, const Format& f, const RoundingOptions&
       if (!f.has_nan()) return unrepresentable(x.negative, f, o, false);
       return special(f, f.nan_bits(x.negative, x.significand), false, false);
     case ExactValue::Kind::infinite:
-      if (f.has_infinity() && !(o.saturate && o.saturate_infinities))
-        return special(f, f.infinity_bits(x.negative), false, false);
+      if (f.has_infinity() && !o.saturate_infinities) return special(f, f.infinity_bits(x.negative), false, false);
       if (x.negative && !f.is_signed()) return unrepresentable(true, f, o, false);
       // Without a NaN there is nothing but max to give (OCP MX FP6/FP4 conversions saturate).
-      if (o.saturate || !f.has_nan()) return special(f, f.max_finite_bits(x.negative), true, false);
+      if (o.saturates() || !f.has_nan()) return special(f, f.max_finite_bits(x.negative), true, false);
       return special(f, f.quiet_nan_bits(x.negative), true, false);
     case ExactValue::Kind::zero:
       return zero(x.negative, f, o, !f.has_zero(), false);

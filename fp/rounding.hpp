@@ -45,7 +45,7 @@ struct RoundingOptions {
   // Stochastic rounding draws one 64-bit number per inexact rounding from this stream.
   // Required when mode == sr and no sr_random is given (rounding throws std::logic_error).
   CounterRng* stream = nullptr;
-  // With saturate: infinite inputs become +-max finite in formats with infinities too (OCP MX's
+  // Saturate, and infinite inputs become +-max finite in formats with infinities too (OCP MX's
   // SAT conversions, PTX cvt's .satfinite, gfloat's sat=True). NaN stays NaN.
   bool saturate_infinities = false;
   // Stochastic rounding with R = sr_bits random bits (1..64), as hardware does it: the dropped
@@ -55,6 +55,9 @@ struct RoundingOptions {
   // Caller-supplied random bits for that addition (its low sr_bits bits are used) instead of a
   // draw from the stream: for replaying hardware whose random bits are known (cvt.rs's rbits).
   std::optional<uint64_t> sr_random;
+
+  // Whether overflow saturates (either saturation option asks for it).
+  bool saturates() const { return saturate || saturate_infinities; }
 };
 
 }  // namespace fplab::fp

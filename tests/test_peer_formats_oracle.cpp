@@ -72,20 +72,18 @@ for name in sys.argv[5].split(','):
 print('ok')
 )";
 
-struct MlDtype {
-  const char* name;  // ml_dtypes' name, which fplab's parse_format accepts
-};
-const MlDtype kMlDtypes[] = {{"float8_e4m3fn"},  {"float8_e5m2"},      {"float8_e4m3"},        {"float8_e3m4"},
-                             {"float8_e4m3fnuz"}, {"float8_e5m2fnuz"}, {"float8_e4m3b11fnuz"}, {"float6_e3m2fn"},
-                             {"float6_e2m3fn"},   {"float4_e2m1fn"},   {"float8_e8m0fnu"},     {"bfloat16"}};
+// ml_dtypes' names, which fplab's parse_format accepts.
+const char* const kMlDtypes[] = {"float8_e4m3fn",   "float8_e5m2",     "float8_e4m3",        "float8_e3m4",
+                                 "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e4m3b11fnuz", "float6_e3m2fn",
+                                 "float6_e2m3fn",   "float4_e2m1fn",   "float8_e8m0fnu",     "bfloat16"};
 
 struct GfloatFormat {
   const char* name;  // gfloat.formats' name
   const char* fplab;
 };
-const GfloatFormat kGfloat[] = {{"format_info_ocp_e4m3", "e4m3"},     {"format_info_ocp_e5m2", "e5m2"},
-                                {"format_info_ocp_e3m2", "e3m2fn"},   {"format_info_ocp_e2m3", "e2m3fn"},
-                                {"format_info_ocp_e2m1", "e2m1fn"},   {"format_info_binary16", "fp16"},
+const GfloatFormat kGfloat[] = {{"format_info_ocp_e4m3", "e4m3"},   {"format_info_ocp_e5m2", "e5m2"},
+                                {"format_info_ocp_e3m2", "e3m2fn"}, {"format_info_ocp_e2m3", "e2m3fn"},
+                                {"format_info_ocp_e2m1", "e2m1fn"}, {"format_info_binary16", "fp16"},
                                 {"format_info_bfloat16", "bf16"}};
 const fp::Mode kModes[] = {fp::Mode::rne, fp::Mode::rna, fp::Mode::rz, fp::Mode::ru, fp::Mode::rd};
 
@@ -139,7 +137,8 @@ bool same_value(double a, double b) {
 
 }  // namespace
 
-TEST_CASE("ML formats == ml_dtypes 0.6.0 and gfloat 0.5.2: every pattern, seeded doubles, 5 modes, saturation, SR bits") {
+TEST_CASE(
+    "ML formats == ml_dtypes 0.6.0 and gfloat 0.5.2: every pattern, seeded doubles, 5 modes, saturation, SR bits") {
   const char* const chosen = std::getenv("FPLAB_PEERS_PYTHON");
   const std::string python = chosen && *chosen ? chosen : "python3";
   const std::vector<double> x = inputs();
@@ -162,7 +161,7 @@ TEST_CASE("ML formats == ml_dtypes 0.6.0 and gfloat 0.5.2: every pattern, seeded
   std::ofstream(sr_path, std::ios::binary)
       .write(reinterpret_cast<const char*>(sr.data()), static_cast<std::streamsize>(sr.size() * sizeof(uint32_t)));
   std::string ml_names, gf_names;
-  for (const MlDtype& m : kMlDtypes) ml_names += (ml_names.empty() ? "" : ",") + std::string(m.name);
+  for (const char* name : kMlDtypes) ml_names += (ml_names.empty() ? "" : ",") + std::string(name);
   for (const GfloatFormat& f : kGfloat) gf_names += (gf_names.empty() ? "" : ",") + std::string(f.name);
   const std::string status = test::python_output(python, kScript, {in_path, sr_path, out_path, ml_names, gf_names});
   std::ifstream lines_in(out_path);
@@ -171,18 +170,20 @@ TEST_CASE("ML formats == ml_dtypes 0.6.0 and gfloat 0.5.2: every pattern, seeded
   for (const char* path : {in_path, sr_path, out_path}) std::remove(path);
   if (status != "ok") {
     const char* const ci = std::getenv("CI");
-    if (ci && std::string(ci) == "true") FAIL("no ml_dtypes/gfloat in " << python << " under CI: scripts/setup installs them");
-    WARN("SKIPPED: no ml_dtypes 0.6 and gfloat 0.5 in " << python << " (" << (status.empty() ? "it did not run" : status)
-                                                         << "); scripts/setup installs them into build/numpy-venv, or "
-                                                            "set FPLAB_PEERS_PYTHON to an interpreter that has them");
+    if (ci && std::string(ci) == "true")
+      FAIL("no ml_dtypes/gfloat in " << python << " under CI: scripts/setup installs them");
+    WARN("SKIPPED: no ml_dtypes 0.6 and gfloat 0.5 in " << python << " ("
+                                                        << (status.empty() ? "it did not run" : status)
+                                                        << "); scripts/setup installs them into build/numpy-venv, or "
+                                                           "set FPLAB_PEERS_PYTHON to an interpreter that has them");
     return;
   }
   REQUIRE(lines.size() == 3 * std::size(kMlDtypes) + std::size(kGfloat) * (2 * std::size(kModes) + 1));
   size_t line = 0, compared = 0, left_out = 0, double_rounded = 0, gfloat_inexact = 0;
 
-  for (const MlDtype& m : kMlDtypes) {
-    const fp::Format f = fp::parse_format(m.name);
-    INFO("ml_dtypes " << m.name << " = fplab " << f.name);
+  for (const char* name : kMlDtypes) {
+    const fp::Format f = fp::parse_format(name);
+    INFO("ml_dtypes " << name << " = fplab " << f.name);
     const auto from_double = split(lines[line++]), from_float = split(lines[line++]);
     REQUIRE(from_double.size() == x.size());
     REQUIRE(from_float.size() == x.size());
@@ -256,7 +257,8 @@ TEST_CASE("ML formats == ml_dtypes 0.6.0 and gfloat 0.5.2: every pattern, seeded
         ++left_out;
         continue;
       }
-      if (std::isfinite(x[i]) && gfloat_test_can_err(x[i], f, std::ldexp(sr[2 * i + 1], -static_cast<int>(sr[2 * i])))) {
+      if (std::isfinite(x[i]) &&
+          gfloat_test_can_err(x[i], f, std::ldexp(sr[2 * i + 1], -static_cast<int>(sr[2 * i])))) {
         ++gfloat_inexact;
         continue;
       }
@@ -271,7 +273,7 @@ TEST_CASE("ML formats == ml_dtypes 0.6.0 and gfloat 0.5.2: every pattern, seeded
   }
   CHECK(double_rounded > 0);  // the inputs reach ties a hair off, where double rounding shows
   WARN("compared " << compared << " results with ml_dtypes and gfloat; left out " << left_out
-                   << " (NaN into FP6/FP4 and e8m0 below 2^-126 in ml_dtypes; gfloat's refusals); ml_dtypes rounded " << double_rounded
-                   << " float64 inputs twice (through float32); gfloat's tie test rounded onto 1 for " << gfloat_inexact
-                   << " (left out)");
+                   << " (NaN into FP6/FP4 and e8m0 below 2^-126 in ml_dtypes; gfloat's refusals); ml_dtypes rounded "
+                   << double_rounded << " float64 inputs twice (through float32); gfloat's tie test rounded onto 1 for "
+                   << gfloat_inexact << " (left out)");
 }

@@ -43,7 +43,7 @@ py::array_t<double> round_array(
     py::gil_scoped_release unlocked;
     for (size_t i = 0; i < n; ++i) {
       fp::CounterRng stream(seed, i);
-      fp::RoundingOptions options{mode, flush_subnormals, saturate || saturate_infinities, &stream};
+      fp::RoundingOptions options{mode, flush_subnormals, saturate, &stream};
       options.saturate_infinities = saturate_infinities;
       options.sr_bits = sr_bits;
       if (given) options.sr_random = given[i];
