@@ -91,6 +91,12 @@ class ProductTermOps {
     return value;
   }
 
+  Value zero() {
+    const Value d = allocate();
+    std::fill_n(row(d), w_, T(0));
+    return d;
+  }
+
   Value finish(const Value& v) {
     if (!v.product()) return v;
     const Value d = allocate();
@@ -145,9 +151,7 @@ class ProductTermOps {
     return v;
   }
 
-  fp::RoundingOptions options(size_t lane) const {
-    return ar_.rounding(&streams_[lane]);
-  }
+  fp::RoundingOptions options(size_t lane) const { return ar_.rounding(&streams_[lane]); }
 
   // dest[l] = f(a[r][s], b[s][c], a[r][t], b[t][c], dest[l], l) over the tile (s = t for one term).
   template <class F>
@@ -174,8 +178,7 @@ class ProductTermOps {
         const float a = a_[r * lda_ + t];
         const float* b = b_ + t * ldb_;
         for (size_t c = 0; c < nr_; ++c) products_[c] = double(a) * b[c];
-        fp::add_each(dest + r * nr_, products_.data(), nr_, ar_.format,
-                     ar_.rounding(nullptr), streams_ + r * nr_);
+        fp::add_each(dest + r * nr_, products_.data(), nr_, ar_.format, ar_.rounding(nullptr), streams_ + r * nr_);
       }
     }
   }

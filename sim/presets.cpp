@@ -66,6 +66,17 @@ const std::vector<PresetDef>& definitions() {
         "buffers, added in order (checked bit for bit against NumPy 1.24)"},
        {},
        [](auto&) { return "contig(8192):numpy_pairwise | all:seq"; }},
+      {{"numpy-fp16", "numpy-fp16",
+        "numpy.sum of a contiguous float16 array in NumPy >= 2.3 (use with --format fp16): the pairwise sum in "
+        "float32, rounded to float16 once (checked bit for bit against NumPy 2.3)"},
+       {},
+       [](auto&) { return "all:numpy_pairwise@fp32"; }},
+      {{"numpy-2.2-fp16", "numpy-2.2-fp16",
+        "numpy.sum of a contiguous float16 array in NumPy <= 2.2 (use with --format fp16): each 8192-element "
+        "buffer's pairwise sum in float32, added to the float16 running sum in float32 and rounded to float16 "
+        "(checked bit for bit against NumPy 1.24)"},
+       {},
+       [](auto&) { return "contig(8192):numpy_pairwise@fp32 | all:seq@fp32>fp16"; }},
       {{"openblas-sdot", "openblas-sdot",
         "np.dot of two float32 vectors through OpenBLAS 0.3.21's sdot, AVX-512 kernel (Debian's, on a CPU it "
         "names Cooperlake/SkylakeX): FMA lanes of 64 folded to 8 and by hadd, the n mod 32 rest as float products "

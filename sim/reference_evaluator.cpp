@@ -26,18 +26,19 @@ class NumericOps {
   Value zero() { return {0.0}; }
   Value finish(const Value& v) {
     const Value e = entered(v);
-    if (e.product || !mixed_) return {rounded(e)};
-    return {fp::round_double(e.a, stage_.format, options()).value};
+    if (e.product || !mixed_) return {held(rounded(e))};
+    return {held(fp::round_double(e.a, stage_.format, options()).value)};
   }
 
   // A stage's "@FORMAT" (nullptr: the arithmetic's own). A stage in another format than the
   // arithmetic's cannot fuse a product into its additions: the product is of the factors' type
   // (C's float * float is a float), so under Products::fused it is rounded to the arithmetic's
   // format first and enters as a value — float products into a double accumulator.
-  void set_format(const fp::Format* format) {
+  void set_format(const fp::Format* format, const fp::Format* hold) {
     stage_ = arithmetic_;
     if (format) stage_.format = *format;
     own_format_ = format && !(*format == arithmetic_.format);
+    hold_ = hold;
   }
 
   Value add(const Value& x0, const Value& y0) {
@@ -50,7 +51,7 @@ class NumericOps {
     else
       put(acc, x);
     put(acc, y);
-    return {acc.round(stage_.format, options()).value};
+    return {held(acc.round(stage_.format, options()).value)};
   }
 
   Value reduce_whole(const Reducer& r, std::span<const Value> group, uint64_t) {
@@ -71,6 +72,8 @@ class NumericOps {
     return {fp::mul(v.a, v.b, arithmetic_.format, options())};
   }
   fp::RoundingOptions options() { return stage_.rounding(&stream_); }
+  // A stage's ">HOLD": its results, already in the stage's format, rounded again to where they are held.
+  double held(double x) { return hold_ ? fp::round_double(x, *hold_, options()).value : x; }
   static void put(fp::SuperAccumulator& acc, const Value& v) {
     if (v.product)
       acc.add_product(v.a, v.b);
@@ -80,6 +83,7 @@ class NumericOps {
 
   const Arithmetic& arithmetic_;
   Arithmetic stage_;  // the arithmetic of the stage being walked
+  const fp::Format* hold_ = nullptr;
   bool own_format_ = false, mixed_;
   fp::CounterRng stream_;
 };

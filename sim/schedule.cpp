@@ -53,6 +53,11 @@ constexpr std::array<std::pair<RK, std::string_view>, 13> kPlainReducers = {{
     {RK::numpy_pairwise, "numpy_pairwise"},
 }};
 
+// Reducers made of single additions, whose partials a stage can hold in a format of their own.
+bool holds_single_additions(RK kind) {
+  return kind != RK::kahan && kind != RK::neumaier && kind != RK::exact && kind != RK::binned && kind != RK::fused;
+}
+
 // Recursive-descent reader over the text, tracking positions for error messages.
 class Reader {
  public:
@@ -115,7 +120,17 @@ class Reader {
     }
     expect(':');
     st.reducer = reducer();
-    if (take('@')) st.format = format();
+    if (take('@')) {
+      st.format = format('@');
+      skip_spaces();
+      const size_t at = pos_;
+      if (take('>')) {
+        st.hold = format('>');
+        if (!holds_single_additions(st.reducer.kind))
+          fail_at(at, "'>" + st.hold->name + "' holds the partials of single additions; " + to_string(st.reducer) +
+                          " is not one (seq, rev, tree, shfl_down, shfl_up, shfl_xor, atomic, ring, numpy_pairwise)");
+      }
+    }
     return st;
   }
 
@@ -139,12 +154,12 @@ class Reader {
     return st;
   }
 
-  // "@FORMAT": any name fp::parse_format knows (fp64, fp32, bf16, e5m10, ...).
-  fp::Format format() {
+  // "@FORMAT" or ">HOLD": any name fp::parse_format knows (fp64, fp32, bf16, e5m10, ...).
+  fp::Format format(char after) {
     skip_spaces();
     const size_t at = pos_;
     const std::string_view name = identifier();
-    if (name.empty()) fail("expected a format after '@' (fp64, fp32, fp16, bf16, eXmY, ...)");
+    if (name.empty()) fail(std::string("expected a format after '") + after + "' (fp64, fp32, fp16, bf16, eXmY, ...)");
     try {
       return fp::parse_format(name);
     } catch (const fp::FormatError& e) {
@@ -296,7 +311,8 @@ std::string to_string(const Stage& st) {
       g = "all";
       break;
   }
-  return g + ":" + to_string(st.reducer) + (st.format ? "@" + st.format->name : "");
+  return g + ":" + to_string(st.reducer) + (st.format ? "@" + st.format->name : "") +
+         (st.hold ? ">" + st.hold->name : "");
 }
 
 std::string to_string(const Schedule& s) {

@@ -3,7 +3,7 @@
 //
 //   schedule := stage (" | " stage)*
 //   stage    := "shuffle" | "perm(" p0 "," p1 ... ")" | "body(" M ")[" schedule "]"
-//             | grouping ":" reducer ["@" FORMAT]
+//             | grouping ":" reducer ["@" FORMAT [">" HOLD]]
 //   grouping := "contig(" G ")" | "strided(" P ")" | "split(" S ")" | "all"
 //   reducer  := seq | rev | tree | shfl_down | shfl_up | shfl_xor | atomic | ring | kahan
 //             | neumaier | exact | binned | numpy_pairwise | fused(N,F) | fused(N,F,INPUT)
@@ -107,9 +107,20 @@ struct Stage {
   Reducer reducer;
   // "@FORMAT": the format this stage adds in and holds its results in; none: the arithmetic's.
   std::optional<fp::Format> format;
+  // ">HOLD" after "@FORMAT": the format the stage's partials are held in, each addition rounded to
+  // FORMAT and then to it; only for reducers of single additions (sequential_from_zero() ones
+  // and tree, shfl_*, numpy_pairwise).
+  std::optional<fp::Format> hold;
   bool operator==(const Stage&) const = default;
   // A grouping:reducer stage (not shuffle, perm or body).
   bool reduces() const { return !shuffle && perm.empty() && body == 0; }
+  // A held sequential reduction starts from zero: acc = 0, then acc = HOLD(FORMAT(acc + x)) per
+  // member, the first member included (a loop over a float16 accumulator).
+  bool sequential_from_zero() const {
+    using K = Reducer::Kind;
+    const K k = reducer.kind;
+    return hold && (k == K::seq || k == K::rev || k == K::atomic || k == K::ring);
+  }
 };
 
 struct Schedule {

@@ -49,12 +49,13 @@ class TraceOps {
   Value finish(const Value& v) {
     if (!mixed_) return v;
     Value rounded = v;
-    rounded.operand.value = fp::round_double(v.operand.value, arithmetic_.format, options()).value;
+    rounded.operand.value = held(fp::round_double(v.operand.value, arithmetic_.format, options()).value);
     return rounded;
   }
-  void set_format(const fp::Format* format) {
+  void set_format(const fp::Format* format, const fp::Format* hold) {
     arithmetic_ = base_;
     if (format) arithmetic_.format = *format;
+    hold_ = hold;
   }
 
   Value add(const Value& x, const Value& y) {
@@ -62,7 +63,7 @@ class TraceOps {
     exact.add(x.operand.value);
     exact.add(y.operand.value);
     // The reference evaluator's rounding, draw for draw (stochastic rounding advances the stream).
-    const double value = exact.round(arithmetic_.format, options()).value;
+    const double value = held(exact.round(arithmetic_.format, options()).value);
     TraceStep step;
     step.label = "+";
     step.operands = {x.operand, y.operand};
@@ -167,13 +168,14 @@ class TraceOps {
     return {{true, steps.size() - 1, value}, depth};
   }
 
-  fp::RoundingOptions options() {
-    return arithmetic_.rounding(&rounding_);
-  }
+  fp::RoundingOptions options() { return arithmetic_.rounding(&rounding_); }
+  // A stage's ">HOLD": the sum, rounded to the stage's format, rounded again where it is held.
+  double held(double x) { return hold_ ? fp::round_double(x, *hold_, options()).value : x; }
 
   const Arithmetic base_;
   Arithmetic arithmetic_;  // the stage's: a "@FORMAT" stage's format, else the arithmetic's
   fp::CounterRng& rounding_;
+  const fp::Format* hold_ = nullptr;
   bool mixed_;
 };
 

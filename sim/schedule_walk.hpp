@@ -9,8 +9,9 @@
 //   Value zero();                                               // the sum of no terms
 //   Value finish(const Value& v);                               // the result as the format's value
 // and may provide:
-//   void set_format(const fp::Format* f);  // the format of the stage that follows (a stage's
-//                                          // "@FORMAT"; nullptr: the arithmetic's own)
+//   void set_format(const fp::Format* f, const fp::Format* hold);
+//                      // the stage that follows: its "@FORMAT" (nullptr: the arithmetic's own)
+//                      // and ">HOLD" (nullptr: none), which add() and finish() round to last
 #pragma once
 
 #include <algorithm>
@@ -87,20 +88,23 @@ typename Ops::Value shuffle_up(Ops& ops, std::vector<typename Ops::Value> v) {
     for (size_t i = 0; i + o < n; i += 2 * o) v[i] = ops.add(v[i], v[i + o]);
   return v[0];
 }
+// from_zero: a sequential reducer's running sum starts at zero (Stage::sequential_from_zero),
+// so its first member enters through an addition too.
 template <class Ops>
 typename Ops::Value reduce_group(Ops& ops, const Reducer& r, std::vector<typename Ops::Value> v, const NoiseKey& key,
-                                 uint64_t stage, uint64_t group) {
+                                 uint64_t stage, uint64_t group, bool from_zero = false) {
   using K = Reducer::Kind;
   using V = typename Ops::Value;
-  if (v.size() == 1 && r.kind != K::exact && r.kind != K::binned && r.kind != K::fused) return v[0];
+  if (v.size() == 1 && !from_zero && r.kind != K::exact && r.kind != K::binned && r.kind != K::fused) return v[0];
+  const auto start = [&](const V& first) { return from_zero ? ops.add(ops.zero(), first) : first; };
   switch (r.kind) {
     case K::seq: {
-      V acc = v[0];
+      V acc = start(v[0]);
       for (size_t i = 1; i < v.size(); ++i) acc = ops.add(acc, v[i]);
       return acc;
     }
     case K::rev: {
-      V acc = v.back();
+      V acc = start(v.back());
       for (size_t i = v.size() - 1; i-- > 0;) acc = ops.add(v[i], acc);
       return acc;
     }
@@ -113,15 +117,15 @@ typename Ops::Value reduce_group(Ops& ops, const Reducer& r, std::vector<typenam
       return shuffle_up(ops, std::move(v));
     case K::atomic: {
       permute(v, key.stream(stage, group));
-      V acc = v[0];
+      V acc = start(v[0]);
       for (size_t i = 1; i < v.size(); ++i) acc = ops.add(acc, v[i]);
       return acc;
     }
     case K::ring: {
       // NCCL ring: the chunk of tile t starts its sum one rank after t.
-      const size_t n = v.size(), start = (key.tile + 1) % n;
-      V acc = v[start];
-      for (size_t k = 1; k < n; ++k) acc = ops.add(acc, v[(start + k) % n]);
+      const size_t n = v.size(), first = (key.tile + 1) % n;
+      V acc = start(v[first]);
+      for (size_t k = 1; k < n; ++k) acc = ops.add(acc, v[(first + k) % n]);
       return acc;
     }
     case K::numpy_pairwise:
@@ -180,7 +184,8 @@ inline uint64_t stage_id(std::optional<uint64_t> parent, size_t s) { return pare
 
 template <class Ops>
 void set_stage_format(Ops& ops, const Stage& st) {
-  if constexpr (requires { ops.set_format(nullptr); }) ops.set_format(st.format ? &*st.format : nullptr);
+  if constexpr (requires { ops.set_format(nullptr, nullptr); })
+    ops.set_format(st.format ? &*st.format : nullptr, st.hold ? &*st.hold : nullptr);
 }
 
 // Runs `stages` (inside the body that is stage `parent`, if any) on the list; returns what they leave.
@@ -221,7 +226,8 @@ std::vector<typename Ops::Value> walk_list(Ops& ops, const std::vector<Stage>& s
       members.reserve(groups[g].count);
       for (size_t k = 0; k < groups[g].count; ++k) members.push_back(list[groups[g].first + k * groups[g].stride]);
       // A group's result is stored in the format, like a register: a lone product is rounded.
-      next.push_back(ops.finish(reduce_group(ops, st.reducer, std::move(members), key, id, g)));
+      next.push_back(
+          ops.finish(reduce_group(ops, st.reducer, std::move(members), key, id, g, st.sequential_from_zero())));
     }
     set_stage_format(ops, Stage{});
     list = std::move(next);

@@ -46,14 +46,18 @@ struct NativeAdd {
 };
 
 // Any format and mode: one correctly rounded addition per element, stochastic rounding drawing
-// from each output's own stream.
+// from each output's own stream; under a stage's ">HOLD" each sum rounded again to it.
 struct GenericAdd {
   static constexpr bool native = false;
   size_t width;
   const Arithmetic* arithmetic;
   fp::CounterRng* streams;
+  const fp::Format* hold = nullptr;
   void operator()(double* acc, const double* x) const {
     fp::add_each(acc, x, width, arithmetic->format, arithmetic->rounding(nullptr), streams);
+    if (hold)
+      for (size_t i = 0; i < width; ++i)
+        acc[i] = fp::round_double(acc[i], *hold, arithmetic->rounding(&streams[i])).value;
   }
 };
 
@@ -125,10 +129,11 @@ class TileWalker {
         const auto groups = groups_of(st.grouping, count);
         next.resize(groups.size() * w_);
         for (size_t g = 0; g < groups.size(); ++g)
-          reduce_group(st.reducer, in, stride, groups[g], &next[g * w_], id, g);
+          reduce_group(st.reducer, in, stride, groups[g], &next[g * w_], id, g, st.sequential_from_zero());
         count = groups.size();
         // Each group's result held in the stage's format (schedule_walk's finish).
         if (mixed_) round_rows(next.data(), count, arithmetic_->format);
+        if (st.hold) round_rows(next.data(), count, *st.hold);
         use_stage_format(Stage{});
       }
       current.swap(next);
@@ -149,7 +154,10 @@ class TileWalker {
     stage_arithmetic_ = *base_;
     if (st.format) stage_arithmetic_.format = *st.format;
     arithmetic_ = st.format ? &stage_arithmetic_ : base_;
-    if constexpr (!Add::native) add_.arithmetic = arithmetic_;
+    if constexpr (!Add::native) {
+      add_.arithmetic = arithmetic_;
+      add_.hold = st.hold ? &*st.hold : nullptr;
+    }
   }
 
   void round_rows(T* rows, size_t count, const fp::Format& format) {
@@ -164,9 +172,14 @@ class TileWalker {
   }
   T* scratch_row(size_t r) { return &scratch_[r * w_]; }
 
-  void fold(const T* in, size_t stride, const GroupSpan& g, const std::vector<size_t>& order, T* dest) {
-    std::copy_n(row(in, stride, g, order[0]), w_, dest);
-    for (size_t k = 1; k < order.size(); ++k) add_(dest, row(in, stride, g, order[k]));
+  // A sequential reducer's running sum: member k as it is, or zero plus member k (from_zero).
+  void start(const T* in, size_t stride, const GroupSpan& g, size_t k, T* dest, bool from_zero) {
+    if (from_zero) {
+      std::fill_n(dest, w_, T(0));
+      add_(dest, row(in, stride, g, k));
+    } else {
+      std::copy_n(row(in, stride, g, k), w_, dest);
+    }
   }
 
   size_t tree_in_place(size_t lo, size_t n) {
@@ -225,23 +238,24 @@ class TileWalker {
       for (size_t i = 0; i < w_; ++i) dest[i] += c[i];
   }
 
+  // from_zero: Stage::sequential_from_zero (a held running sum starts at zero).
   void reduce_group(const Reducer& r, const T* in, size_t stride, const GroupSpan& g, T* dest, size_t stage,
-                    size_t group) {
+                    size_t group, bool from_zero) {
     using K = Reducer::Kind;
     const size_t n = g.count;
     const bool whole =
         r.kind == K::exact || r.kind == K::binned || r.kind == K::fused || r.kind == K::kahan || r.kind == K::neumaier;
-    if (n == 1 && !whole) {
+    if (n == 1 && !whole && !from_zero) {
       std::copy_n(row(in, stride, g, 0), w_, dest);
       return;
     }
     switch (r.kind) {
       case K::seq:
-        std::copy_n(row(in, stride, g, 0), w_, dest);
+        start(in, stride, g, 0, dest, from_zero);
         for (size_t k = 1; k < n; ++k) add_(dest, row(in, stride, g, k));
         return;
       case K::rev:  // addition is commutative, so folding from the end is the right fold
-        std::copy_n(row(in, stride, g, n - 1), w_, dest);
+        start(in, stride, g, n - 1, dest, from_zero);
         for (size_t k = n - 1; k-- > 0;) add_(dest, row(in, stride, g, k));
         return;
       case K::atomic:
@@ -252,7 +266,9 @@ class TileWalker {
           permute(order, key_.stream(stage, group));
         else
           std::rotate(order.begin(), order.begin() + (key_.tile + 1) % n, order.end());
-        return fold(in, stride, g, order, dest);
+        start(in, stride, g, order[0], dest, from_zero);
+        for (size_t k = 1; k < n; ++k) add_(dest, row(in, stride, g, order[k]));
+        return;
       }
       default:
         break;

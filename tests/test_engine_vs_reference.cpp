@@ -22,8 +22,8 @@
 
 using namespace fplab;
 using namespace fplab::sim;
-using fplab::test::same_bits;
 using fplab::test::arithmetic_of;
+using fplab::test::same_bits;
 
 namespace {
 
@@ -65,7 +65,10 @@ std::vector<std::string> schedules_under_test() {
                                 "body(8)[strided(4):seq | perm(1,0,3,2) | all:tree] | all:seq@fp64",
                                 "contig(4):kahan@fp64 | strided(2):tree@bf16 | all:fused(4,23)",
                                 "body(3)[shuffle | contig(2):shfl_up] | strided(2):numpy_pairwise@fp16 | all:atomic",
-                                "body(16)[body(32)[strided(32):exact@fp64] | all:binned] | all:rev"};
+                                "body(16)[body(32)[strided(32):exact@fp64] | all:binned] | all:rev",
+                                "contig(5):seq@fp32>bf16 | strided(3):rev@fp64>fp16 | all:ring@fp32>fp16",
+                                "body(3)[contig(4):atomic@fp64>e5m2] | strided(2):shfl_down@fp32>bf16 | "
+                                "contig(3):numpy_pairwise@fp64>fp32 | all:tree@fp32>fp16"};
   for (const auto& p : presets()) {
     std::string small = p.example;  // keep the group counts small enough for short K
     if (small == "cuda-naive-sum(256,1024)") small = "cuda-naive-sum(64,2)";
@@ -429,7 +432,9 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("fused(N,F,INPUT) == fused(N,F) on factors converted beforehand (tf32 truncated, tf32rne/tf32rna and the others to nearest)") {
+TEST_CASE(
+    "fused(N,F,INPUT) == fused(N,F) on factors converted beforehand (tf32 truncated, tf32rne/tf32rna and the others to "
+    "nearest)") {
   // An independent route: the test converts the data with fp::round_double, the engine inside
   // the fused step (its GEMM tile form and its sum form), both held to the same bits.
   std::mt19937_64 g(31);
@@ -439,12 +444,9 @@ TEST_CASE("fused(N,F,INPUT) == fused(N,F) on factors converted beforehand (tf32 
     fp::Format format;
     fp::Mode mode;
   };
-  const Case cases[] = {{"tf32", fp::tf32(), fp::Mode::rz},
-                        {"tf32rne", fp::tf32(), fp::Mode::rne},
-                        {"tf32rna", fp::tf32(), fp::Mode::rna},
-                        {"bf16", fp::bf16(), fp::Mode::rne},
-                        {"fp16", fp::fp16(), fp::Mode::rne},
-                        {"e5m2", fp::e5m2(), fp::Mode::rne}};
+  const Case cases[] = {{"tf32", fp::tf32(), fp::Mode::rz},     {"tf32rne", fp::tf32(), fp::Mode::rne},
+                        {"tf32rna", fp::tf32(), fp::Mode::rna}, {"bf16", fp::bf16(), fp::Mode::rne},
+                        {"fp16", fp::fp16(), fp::Mode::rne},    {"e5m2", fp::e5m2(), fp::Mode::rne}};
   const Arithmetic ar = arithmetic_of(fp::fp32(), fp::Mode::rne);
   for (const Case& c : cases)
     for (const Shape& sh : awkward_shapes) {

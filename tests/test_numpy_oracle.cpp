@@ -1,5 +1,5 @@
-// The numpy presets against NumPy itself: numpy.sum of float32 and float64 arrays must equal the
-// matching preset's result bit for bit. NumPy 2.3 changed the order (numpy PR #27883: a contiguous
+// The numpy presets against NumPy itself: numpy.sum of float16, float32 and float64 arrays must
+// equal the matching preset's result bit for bit. NumPy 2.3 changed the order (numpy PR #27883: a contiguous
 // axis is no longer cut into the iterator's 8192-element buffers), so each NumPy is held to the
 // preset of its version: `numpy-2.2` up to 2.2, `numpy` from 2.3 on. The interpreters asked:
 // Debian's /usr/bin/python3 with python3-numpy (1.24, installed by scripts/setup), and
@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "fp/round.hpp"
 #include "sim/engine.hpp"
 #include "sim/reference_evaluator.hpp"
 #include "tests/python_output.hpp"
@@ -42,30 +43,38 @@ NumpyVersion numpy_version(const std::string& python) {
   return v;
 }
 
-// numpy.sum of the values as an array of `dtype` ("float32" or "float64"), or NaN on failure.
-// The values must be exact in that dtype (they are written to the file in it).
-double numpy_sum(const std::string& python, const std::vector<double>& values, const std::string& dtype) {
+// numpy.sum of each array of `dtype` ("float16", "float32" or "float64"), in one interpreter;
+// empty on failure. The values must be exact in that dtype: they go to the file as doubles, cast there.
+std::vector<double> numpy_sums(const std::string& python, const std::vector<std::vector<double>>& arrays,
+                               const std::string& dtype) {
   char path[] = "/tmp/fplab_numpy_XXXXXX";
   const int fd = mkstemp(path);
-  if (fd < 0) return std::nan("");
+  if (fd < 0) return {};
   close(fd);
+  std::vector<std::string> arguments = {path, dtype};
   {
     std::ofstream out(path, std::ios::binary);
-    for (double v : values) {
-      if (dtype == "float32") {
-        const auto f = static_cast<float>(v);
-        out.write(reinterpret_cast<const char*>(&f), sizeof f);
-      } else {
-        out.write(reinterpret_cast<const char*>(&v), sizeof v);
-      }
+    for (const auto& x : arrays) {
+      out.write(reinterpret_cast<const char*>(x.data()), static_cast<std::streamsize>(x.size() * sizeof(double)));
+      arguments.push_back(std::to_string(x.size()));
     }
   }
-  const std::string text = python_output(
-      python, "import sys, numpy as np; print(float(np.sum(np.fromfile(sys.argv[1], dtype=sys.argv[2]))).hex())",
-      {path, dtype});
+  const std::string text = python_output(python, R"(
+import sys, numpy as np
+x, at, out = np.fromfile(sys.argv[1], dtype=np.float64), 0, []
+for n in map(int, sys.argv[3:]):
+    out.append(float(np.sum(x[at:at + n].astype(sys.argv[2]))).hex())
+    at += n
+print(" ".join(out))
+)",
+                                         arguments);
   std::remove(path);
   // Python's float.hex(), read back exactly by strtod.
-  return text.empty() ? std::nan("") : std::strtod(text.c_str(), nullptr);
+  std::vector<double> sums;
+  std::istringstream words(text);
+  for (std::string word; words >> word;) sums.push_back(std::strtod(word.c_str(), nullptr));
+  if (sums.size() != arrays.size()) sums.clear();
+  return sums;
 }
 
 std::string hex(double x) {
@@ -74,45 +83,63 @@ std::string hex(double x) {
   return buffer;
 }
 
-// Every n on both sides of NumPy's block edges (8, 128, 8192) and well past one buffer.
+// Every n on both sides of NumPy's block edges (8, 128, 8192) and well past one buffer, then
+// kRandomSizes more past one buffer: the float16 orders part there in about one array in eight.
 constexpr size_t kSizes[] = {1, 7, 8, 9, 127, 128, 129, 1000, 8191, 8192, 8193, 16385, 24581, 100000, 1000000};
+constexpr int kRandomSizes = 60;
 
-// Holds the interpreter's NumPy to the preset of its version, on float32 and float64 arrays, and
-// checks that the other preset parts from NumPy somewhere past 8192 terms (else this test could
-// not tell the two orders apart).
+// One dtype's pair of presets: NumPy >= 2.3's order and the one before.
+struct PresetPair {
+  const char* dtype;
+  fplab::fp::Format format;
+  const char* current;  // NumPy >= 2.3
+  const char* older;    // NumPy <= 2.2
+};
+
+// Holds the interpreter's NumPy to the preset of its version, on float16, float32 and float64
+// arrays, and checks that the other preset parts from NumPy somewhere past 8192 terms (else this
+// test could not tell the two orders apart). float16 sums add in float32 (numpy-fp16 and
+// numpy-2.2-fp16 with --format fp16); their terms stay small, so that no sum overflows.
 void check_against(const std::string& python, const NumpyVersion& version) {
   const bool current = version.at_least(2, 3);
-  const char* const matching = current ? "numpy" : "numpy-2.2";
-  const char* const other = current ? "numpy-2.2" : "numpy";
-  const Schedule ours = parse_schedule(matching), theirs_not = parse_schedule(other);
   std::mt19937_64 g(42);
   std::normal_distribution<double> d;
-  for (const auto& [dtype, format] : {std::pair{"float32", fplab::fp::fp32()}, {"float64", fplab::fp::fp64()}}) {
+  for (const PresetPair& p : {PresetPair{"float16", fplab::fp::fp16(), "numpy-fp16", "numpy-2.2-fp16"},
+                              PresetPair{"float32", fplab::fp::fp32(), "numpy", "numpy-2.2"},
+                              PresetPair{"float64", fplab::fp::fp64(), "numpy", "numpy-2.2"}}) {
+    const char* const matching = current ? p.current : p.older;
+    const char* const other = current ? p.older : p.current;
+    const Schedule ours = parse_schedule(matching), theirs_not = parse_schedule(other);
     Arithmetic arithmetic;
-    arithmetic.format = format;
-    int other_differs = 0;
-    for (size_t n : kSizes) {
-      std::vector<double> x(n);
-      for (auto& v : x) {
-        v = d(g) * std::exp(3 * d(g));
-        if (format == fplab::fp::fp32()) v = static_cast<float>(v);
-      }
-      const double expected = numpy_sum(python, x, dtype);
-      const double got = reduce(ours, x, arithmetic);
-      INFO(python << " (NumPy " << version.text << "), " << dtype << ", n = " << n << ": numpy says " << hex(expected)
-                  << ", preset " << matching << " says " << hex(got));
-      REQUIRE(!std::isnan(expected));
-      CHECK(expected == got);
-      other_differs += reduce(theirs_not, x, arithmetic) != expected;
+    arithmetic.format = p.format;
+    const bool half = p.format == fplab::fp::fp16();
+    std::vector<size_t> sizes(std::begin(kSizes), std::end(kSizes));
+    std::uniform_int_distribution<size_t> past_one_buffer(8193, 80000);
+    for (int k = 0; k < kRandomSizes; ++k) sizes.push_back(past_one_buffer(g));
+    std::vector<std::vector<double>> arrays;
+    for (size_t n : sizes) {
+      arrays.emplace_back(n);
+      for (auto& v : arrays.back())
+        v = fplab::fp::round_double(d(g) * std::exp((half ? 1 : 3) * d(g)), p.format, {}).value;
     }
-    INFO(dtype << ": preset " << other << " should differ from NumPy " << version.text << " at some n > 8192");
+    const std::vector<double> expected = numpy_sums(python, arrays, p.dtype);
+    REQUIRE(expected.size() == arrays.size());
+    int other_differs = 0;
+    for (size_t a = 0; a < arrays.size(); ++a) {
+      const double got = reduce(ours, arrays[a], arithmetic);
+      INFO(python << " (NumPy " << version.text << "), " << p.dtype << ", n = " << sizes[a] << ": numpy says "
+                  << hex(expected[a]) << ", preset " << matching << " says " << hex(got));
+      CHECK(expected[a] == got);
+      other_differs += reduce(theirs_not, arrays[a], arithmetic) != expected[a];
+    }
+    INFO(p.dtype << ": preset " << other << " should differ from NumPy " << version.text << " at some n > 8192");
     CHECK(other_differs > 0);
   }
 }
 
 }  // namespace
 
-TEST_CASE("numpy-2.2 preset == Debian's NumPy 1.24 numpy.sum bit for bit, float32 and float64, n to 10^6") {
+TEST_CASE("numpy-2.2 presets == Debian's NumPy 1.24 numpy.sum bit for bit, float16/32/64, n to 10^6") {
   const std::string python = "/usr/bin/python3";
   const NumpyVersion version = numpy_version(python);
   if (version.text.empty()) {
@@ -122,7 +149,7 @@ TEST_CASE("numpy-2.2 preset == Debian's NumPy 1.24 numpy.sum bit for bit, float3
   check_against(python, version);
 }
 
-TEST_CASE("numpy preset == NumPy >= 2.3 numpy.sum bit for bit, float32 and float64, n to 10^6") {
+TEST_CASE("numpy presets == NumPy >= 2.3 numpy.sum bit for bit, float16/32/64, n to 10^6") {
   const char* const chosen = std::getenv("FPLAB_NUMPY_PYTHON");
   const std::string python = chosen && *chosen ? chosen : "python3";
   const NumpyVersion version = numpy_version(python);

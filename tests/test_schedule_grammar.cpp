@@ -80,7 +80,7 @@ TEST_CASE("schedule lists are cut at the commas outside parentheses, items trimm
   CHECK(split_schedule_list("seq,,rev") == List{"seq", "", "rev"});
   CHECK(split_schedule_list("") == List{""});
   CHECK(split_schedule_list("splitk(4") == List{"splitk(4"});  // left for the parser to refuse
-  CHECK(split_schedule_list("a),b") == List{"a)", "b"});        // a stray ')' does not swallow the rest
+  CHECK(split_schedule_list("a),b") == List{"a)", "b"});       // a stray ')' does not swallow the rest
   // Every item of a random list of presets and random schedules comes back whole.
   std::mt19937_64 g(7);
   List items;
@@ -152,6 +152,11 @@ TEST_CASE("schedule grammar: malformed schedules name the offending token and it
       {"all:seq@fp99", 8},
       {"contig(2):tree@fp64@fp32 | all:seq", 19},
       {"perm(1,0)@fp64", 9},
+      {"all:seq@fp32>", 13},
+      {"all:seq@fp32>fp99", 13},
+      {"all:kahan@fp32>fp16", 14},
+      {"contig(2):fused(8,25)@fp32>bf16 | all:seq", 26},
+      {"all:seq>fp16", 7},
   };
   for (const auto& c : cases) {
     INFO(c.text);
@@ -188,6 +193,25 @@ TEST_CASE("schedule grammar: perm, body(M)[...] and @FORMAT print canonically an
   CHECK(to_string(parse_schedule("openblas-sdot")) ==
         "body(32)[body(64)[strided(64):seq | perm(0,8,1,9,2,10,3,11,4,12,5,13,6,14,7,15) | contig(2):seq] | "
         "strided(32):seq | strided(8):seq | strided(4):seq | all:tree] | all:seq@fp64");
+}
+
+TEST_CASE("schedule grammar: @FORMAT>HOLD prints canonically and marks the held sequential reducers") {
+  const Schedule s = parse_schedule("contig(8192):numpy_pairwise@fp32 | all:seq @ fp32 > e5m10");
+  CHECK(to_string(s) == "contig(8192):numpy_pairwise@fp32 | all:seq@fp32>fp16");
+  CHECK(parse_schedule("numpy-2.2-fp16") == s);
+  CHECK(to_string(parse_schedule("numpy-fp16")) == "all:numpy_pairwise@fp32");
+  REQUIRE(s.stages.size() == 2);
+  CHECK_FALSE(s.stages[0].hold);
+  CHECK(s.stages[1].hold == fp::fp16());
+  CHECK(s.has_stage_formats());
+  CHECK_FALSE(s.plain());
+  CHECK_FALSE(s == parse_schedule("contig(8192):numpy_pairwise@fp32 | all:seq@fp32"));
+  for (const char* sequential :
+       {"all:seq@fp32>fp16", "all:rev@fp32>fp16", "all:atomic@fp32>fp16", "all:ring@fp32>fp16"})
+    CHECK(parse_schedule(sequential).stages[0].sequential_from_zero());
+  for (const char* other :
+       {"all:tree@fp32>fp16", "all:shfl_down@fp32>fp16", "all:numpy_pairwise@fp32>fp16", "all:seq@fp32"})
+    CHECK_FALSE(parse_schedule(other).stages[0].sequential_from_zero());
 }
 
 TEST_CASE("schedule grammar: presets with bad parameters are refused") {

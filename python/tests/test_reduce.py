@@ -52,6 +52,21 @@ class ReduceOrders(unittest.TestCase):
             differs += fplab.reduce(x, other) != np.sum(x)
         self.assertGreater(differs, 0, f"{other} should part from NumPy {np.__version__} past 8192 terms")
 
+    def test_held_stage_equals_a_float16_running_sum_updated_in_float32(self):
+        # "@fp32>fp16": each addition rounded to float32, then to float16, where the sum is held;
+        # a seq starts from zero. NumPy's own scalar float32 addition and float16 cast are the referee.
+        rng = np.random.default_rng(19)
+        for n in (1, 2, 3, 17, 300, 2000):
+            x = (rng.standard_normal(n) * np.exp2(rng.integers(-12, 12, n))).astype(np.float32)
+            acc = np.float16(0)
+            for v in x:
+                acc = np.float16(np.float32(acc) + v)
+            with self.subTest(n=n):
+                same_bits(self, fplab.reduce(x, "all:seq@fp32>fp16", "fp16"), acc)
+        # Without the hold the float32 running sum is rounded to float16 once, at the end.
+        x = data(3, 2000)
+        self.assertNotEqual(fplab.reduce(x, "all:seq@fp32>fp16", "fp16"), fplab.reduce(x, "all:seq@fp32", "fp16"))
+
     def test_fp64_seq_equals_a_python_float_loop(self):
         x = data(5, 500, np.float64) * np.pi
         acc = float(x[0])
