@@ -1,5 +1,7 @@
 // fplab reveal: the order in which a real library function adds its inputs, found by probing it
 // (reveal/probe_sum.hpp), matched to a schedule, and replayed bit for bit (--verify).
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 
@@ -7,6 +9,7 @@
 #include "apps/commands.hpp"
 #include "reveal/match_schedule.hpp"
 #include "reveal/probe_sum.hpp"
+#include "reveal/probe_varying_sum.hpp"
 #include "reveal/replay_sum.hpp"
 #include "reveal/shared_function.hpp"
 #include "sim/schedule.hpp"
@@ -19,16 +22,87 @@ struct RevealArgs {
   std::string library, symbol, dot_file, json_file;
   size_t n = 16;
   bool dot_product = false;
-  size_t verify = 0;
+  size_t verify = 0, runs = 0;
   uint64_t seed = 1;
   bool json = false;
 };
 
+// --runs: an order that may vary from call to call; the skeleton, its parts and how they met.
+int run_reveal_varying(const RevealArgs& args, const reveal::SumFunction& sum) {
+  const reveal::RevealedVaryingSum revealed = reveal::reveal_varying_sum(sum, args.n, args.runs);
+  const reveal::ScheduleMatch match = reveal::match_varying_schedule(revealed);
+  if (!args.dot_file.empty()) util::write_file_atomically(args.dot_file, revealed.skeleton.dot());
+  nlohmann::json cross = nlohmann::json::object(), met = nlohmann::json::object();
+  for (const auto& [size, calls] : revealed.cross_meets) cross[std::to_string(size)] = calls;
+  for (const auto& [k, calls] : revealed.parts_met) met[std::to_string(k)] = calls;
+  nlohmann::json doc = {{"library", args.library},
+                        {"symbol", args.symbol},
+                        {"form", args.dot_product ? "dot" : "sum"},
+                        {"n", args.n},
+                        {"runs", revealed.runs},
+                        {"calls", revealed.calls},
+                        {"seconds", revealed.seconds},
+                        {"varies", revealed.varies},
+                        {"parts", revealed.parts},
+                        {"skeleton", revealed.skeleton.text()},
+                        {"schedules", match.schedules},
+                        {"schedules_compared", match.candidates},
+                        {"cross_meets", cross},
+                        {"chain_of_parts", revealed.chain_of_parts},
+                        {"parts_met", met},
+                        {"uniform_order_distance", revealed.uniform_order_distance}};
+  if (!args.json_file.empty()) util::write_file_atomically(args.json_file, doc.dump(2) + "\n");
+  if (args.json) {
+    print_json(doc);
+    return 0;
+  }
+  std::printf("%s in %s, n = %zu (%s), every pair probed %zu times: %zu calls in %.3f s\n", args.symbol.c_str(),
+              args.library.c_str(), args.n, args.dot_product ? "dot product" : "sum", revealed.runs, revealed.calls,
+              revealed.seconds);
+  if (!revealed.varies) {
+    std::printf("the order did not vary: one tree (%s)\n",
+                match.schedules.empty() ? "no schedule matches" : match.schedules[0].c_str());
+    return 0;
+  }
+  std::printf("the order varies: %zu deterministic parts (%zu to %zu terms), combined in an order that changes\n",
+              revealed.parts.size(),
+              std::min_element(revealed.parts.begin(), revealed.parts.end(),
+                               [](const auto& a, const auto& b) { return a.size() < b.size(); })
+                  ->size(),
+              std::max_element(revealed.parts.begin(), revealed.parts.end(), [](const auto& a, const auto& b) {
+                return a.size() < b.size();
+              })->size());
+  const std::string text = revealed.skeleton.text();
+  if (text.size() <= 2000)
+    std::printf("skeleton: %s\n", text.c_str());
+  else
+    std::printf("skeleton: %zu characters (--json or --json-out has it whole)\n", text.size());
+  std::printf("schedule: %s\n",
+              match.schedules.empty() ? "none of the schedules compared has these parts" : match.schedules[0].c_str());
+  std::printf("parts met as a chain in some order: %s\n", revealed.chain_of_parts ? "yes" : "no");
+  if (revealed.uniform_order_distance >= 0) {
+    size_t met_calls = 0;
+    std::printf("parts arrived when two met (calls):");
+    for (const auto& [k, calls] : revealed.parts_met) {
+      std::printf(" %zu:%zu", k, calls);
+      met_calls += calls;
+    }
+    std::printf(
+        "\ndistance from a uniformly random order: %.3f (sampling alone: about %.3f)\n",
+        revealed.uniform_order_distance,
+        std::sqrt(static_cast<double>(revealed.parts.size()) / static_cast<double>(std::max<size_t>(1, met_calls))));
+  }
+  return 0;
+}
+
 int run_reveal(const RevealArgs& args) {
   if (args.n < 2 || args.n > 65536) throw UsageError("--n must be from 2 to 65536");
   if (args.verify > 1000000) throw UsageError("--verify must be at most 1000000 trials");
+  if (args.runs == 1 || args.runs > 1000) throw UsageError("--runs must be from 2 to 1000");
+  if (args.runs && args.verify) throw UsageError("--verify replays one tree; an order probed with --runs has none");
   const reveal::SharedFunction function(args.library, args.symbol);
   const reveal::SumFunction sum = args.dot_product ? reveal::dot_with_ones(function.as_dot()) : function.as_sum();
+  if (args.runs) return run_reveal_varying(args, sum);
   const reveal::RevealedSum revealed = reveal::reveal_sum(sum, args.n);
   const reveal::ScheduleMatch match = reveal::match_schedule(revealed.tree);
   const sim::AdditionTree& tree = revealed.tree;
@@ -54,8 +128,8 @@ int run_reveal(const RevealArgs& args) {
     nlohmann::json scores = nlohmann::json::array();
     for (const auto& s : verified->scores)
       scores.push_back({{"arithmetic", reveal::arithmetic_name(s.arithmetic)}, {"identical", s.identical}});
-    doc["verify"] = {{"trials", verified->trials}, {"seed", args.seed}, {"inputs", verified->inputs},
-                     {"replays", scores}};
+    doc["verify"] = {
+        {"trials", verified->trials}, {"seed", args.seed}, {"inputs", verified->inputs}, {"replays", scores}};
   }
   if (!args.json_file.empty()) util::write_file_atomically(args.json_file, doc.dump(2) + "\n");
   if (args.json) {
@@ -86,8 +160,9 @@ int run_reveal(const RevealArgs& args) {
       std::printf("  %zu/%zu bit-identical with %s\n", s.identical, verified->trials,
                   reveal::arithmetic_name(s.arithmetic).c_str());
     if (verified->scores.empty() || verified->scores[0].identical < verified->trials)
-      std::printf("no arithmetic replays every trial: the function is not this tree of plain additions (a compensated "
-                  "sum, an order that depends on the values, or nondeterminism)\n");
+      std::printf(
+          "no arithmetic replays every trial: the function is not this tree of plain additions (a compensated "
+          "sum, an order that depends on the values, or nondeterminism)\n");
   }
   return 0;
 }
@@ -97,8 +172,7 @@ int run_reveal(const RevealArgs& args) {
 void add_reveal_command(CLI::App& app, Runner& run) {
   auto args = std::make_shared<RevealArgs>();
   CLI::App* cmd = app.add_subcommand("reveal", "Reveal the addition order of a real library function by probing it");
-  cmd->add_option("--so", args->library, "the shared library (a path, or a name the dynamic loader finds)")
-      ->required();
+  cmd->add_option("--so", args->library, "the shared library (a path, or a name the dynamic loader finds)")->required();
   cmd->add_option("--symbol", args->symbol,
                   "the C function: float f(const float* x, size_t n), or with --dot "
                   "float f(const float* a, const float* b, size_t n)")
@@ -107,6 +181,10 @@ void add_reveal_command(CLI::App& app, Runner& run) {
   cmd->add_flag("--dot", args->dot_product, "the function is a dot product (probed with b = 1)");
   cmd->add_option("--verify", args->verify,
                   "replay the revealed tree on this many random inputs and count bit-identical results")
+      ->check(whole_number());
+  cmd->add_option("--runs", args->runs,
+                  "probe every pair this many times, for an order that varies from call to call (atomics): "
+                  "deterministic parts, and how they were combined")
       ->check(whole_number());
   cmd->add_option("--seed", args->seed, "seed of --verify's inputs")->capture_default_str()->check(whole_number());
   cmd->add_option("--tree-dot", args->dot_file, "write the revealed tree as Graphviz DOT to this file");
@@ -119,7 +197,8 @@ void add_reveal_command(CLI::App& app, Runner& run) {
       "Examples:\n"
       "  fplab reveal --so build/tests/libreveal_targets.so --symbol lanes8_sum --n 32 --verify 1000\n"
       "  fplab reveal --so build/tests/libreveal_targets.so --symbol fma_dot --dot --n 16 --verify 200\n"
-      "  fplab reveal --so build/tests/libreveal_targets.so --symbol pairwise_sum --n 12 --tree-dot tree.dot");
+      "  fplab reveal --so build/tests/libreveal_targets.so --symbol pairwise_sum --n 12 --tree-dot tree.dot\n"
+      "  fplab reveal --so build/tests/libreveal_targets.so --symbol blocks_any_order_sum --n 64 --runs 6");
   cmd->callback([&run, args] { run = [args] { return run_reveal(*args); }; });
 }
 

@@ -18,8 +18,7 @@ std::vector<std::string> candidate_schedules(size_t n) {
   // Lanes (SIMD registers, threads striding through the input) each summed in order, then folded.
   for (size_t lanes = 2; lanes <= 256 && lanes < n; lanes *= 2)
     for (const char* inner : {"seq", "rev"})
-      for (const char* f : folds)
-        offer("strided(" + std::to_string(lanes) + "):" + inner + " | all:" + f);
+      for (const char* f : folds) offer("strided(" + std::to_string(lanes) + "):" + inner + " | all:" + f);
   // Blocks of consecutive terms each summed, then folded (split-K, pairwise blocks).
   for (size_t block = 2; block < n; block *= 2)
     for (const char* inner : {"seq", "tree", "numpy_pairwise"})
@@ -45,6 +44,29 @@ ScheduleMatch match_schedule(const sim::AdditionTree& revealed) {
     }
     ++m.candidates;
     if (!tree.opaque && tree.text() == want) m.schedules.push_back(text);
+  }
+  return m;
+}
+
+ScheduleMatch match_varying_schedule(const RevealedVaryingSum& revealed) {
+  if (!revealed.varies) return match_schedule(revealed.skeleton);
+  ScheduleMatch m;
+  const size_t parts = revealed.parts.size();
+  if (parts > 1024) return m;  // beyond fused(N,F)'s N, which draws the parts' node below
+  const std::string want = revealed.skeleton.text(), last = "all:seq";
+  for (const auto& text : candidate_schedules(revealed.skeleton.terms)) {
+    if (text.size() < last.size() || text.compare(text.size() - last.size(), last.size(), last) != 0) continue;
+    const std::string prefix = text.substr(0, text.size() - last.size());  // "" or "STAGES | "
+    // The stages before the fold, then one node of all they leave: the skeleton's form.
+    sim::AdditionTree tree;
+    try {
+      tree = sim::schedule_addition_tree(sim::parse_schedule(prefix + "all:fused(" + std::to_string(parts) + ",1)"),
+                                         revealed.skeleton.terms);
+    } catch (const sim::ScheduleError&) {
+      continue;
+    }
+    ++m.candidates;
+    if (tree.text() == want) m.schedules.push_back(prefix + "all:atomic");
   }
   return m;
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "reveal/probe_varying_sum.hpp"
 #include "sim/addition_tree.hpp"
 
 namespace fplab::reveal {
@@ -21,5 +22,11 @@ struct ScheduleMatch {
 std::vector<std::string> candidate_schedules(size_t n);
 
 ScheduleMatch match_schedule(const sim::AdditionTree& revealed);
+
+// A sum whose order varies (reveal/probe_varying_sum.hpp): the candidates ending in `all:seq`
+// whose stages before it leave exactly the revealed parts, each with the revealed tree, written
+// with `all:atomic` (a chain of the parts in an order drawn per call). A sum that did not vary:
+// match_schedule of its tree.
+ScheduleMatch match_varying_schedule(const RevealedVaryingSum& revealed);
 
 }  // namespace fplab::reveal

@@ -34,8 +34,8 @@ struct RevealError : std::runtime_error {
 
 struct RevealedSum {
   sim::AdditionTree tree;
-  size_t calls = 0;      // evaluations of the function
-  double seconds = 0;    // wall time of the probing
+  size_t calls = 0;    // evaluations of the function
+  double seconds = 0;  // wall time of the probing
 };
 
 // Throws RevealError when a result is not a count of 1s, or the counts contradict each other

@@ -56,10 +56,18 @@ std::vector<float> draw(std::mt19937_64& rng, size_t n, size_t kind) {
   std::uniform_int_distribution<int> exponent(-30, 30);
   for (size_t i = 0; i < n; ++i) {
     switch (kind % 4) {
-      case 0: x[i] = normal(rng); break;
-      case 1: x[i] = unit(rng); break;
-      case 2: x[i] = std::ldexp(1.0f + unit(rng), exponent(rng)) * (rng() & 1 ? -1.0f : 1.0f); break;
-      default: x[i] = (i % 2 ? -x[i - 1] * (1.0f + 1e-6f * normal(rng)) : normal(rng) * 1000.0f); break;
+      case 0:
+        x[i] = normal(rng);
+        break;
+      case 1:
+        x[i] = unit(rng);
+        break;
+      case 2:
+        x[i] = std::ldexp(1.0f + unit(rng), exponent(rng)) * (rng() & 1 ? -1.0f : 1.0f);
+        break;
+      default:
+        x[i] = (i % 2 ? -x[i - 1] * (1.0f + 1e-6f * normal(rng)) : normal(rng) * 1000.0f);
+        break;
     }
   }
   return x;
@@ -78,12 +86,18 @@ void sort_best_first(Verification& v) {
 
 std::string arithmetic_name(Arithmetic a) {
   switch (a) {
-    case Arithmetic::fp32: return "fp32 additions";
-    case Arithmetic::fp64: return "fp64 accumulation, rounded to fp32 once";
-    case Arithmetic::fp32_fused: return "fp32, products fused (FMA) onto the partial sum";
-    case Arithmetic::fp32_rounded: return "fp32, products rounded first";
-    case Arithmetic::fp64_rounded: return "products rounded to fp32, fp64 accumulation, rounded to fp32 once";
-    case Arithmetic::tf32_truncated_fused: return "tensor-core steps (tc-h100-tf32), factors truncated to tf32";
+    case Arithmetic::fp32:
+      return "fp32 additions";
+    case Arithmetic::fp64:
+      return "fp64 accumulation, rounded to fp32 once";
+    case Arithmetic::fp32_fused:
+      return "fp32, products fused (FMA) onto the partial sum";
+    case Arithmetic::fp32_rounded:
+      return "fp32, products rounded first";
+    case Arithmetic::fp64_rounded:
+      return "products rounded to fp32, fp64 accumulation, rounded to fp32 once";
+    case Arithmetic::tf32_truncated_fused:
+      return "tensor-core steps (tc-h100-tf32), factors truncated to tf32";
     case Arithmetic::tf32_nearest_even_fused:
       return "tensor-core steps (tc-h100-tf32-rne), factors rounded to tf32, ties to even";
     case Arithmetic::tf32_nearest_away_fused:
@@ -142,10 +156,14 @@ float replay_fused(const sim::AdditionTree& tree, std::span<const float> a, std:
 // The registry's model of each tensor-core candidate (sim/tensor_core_models.cpp).
 const char* fused_model(Arithmetic a) {
   switch (a) {
-    case Arithmetic::tf32_truncated_fused: return "tc-h100-tf32";
-    case Arithmetic::tf32_nearest_even_fused: return "tc-h100-tf32-rne";
-    case Arithmetic::tf32_nearest_away_fused: return "tc-h100-tf32-rna";
-    default: return nullptr;
+    case Arithmetic::tf32_truncated_fused:
+      return "tc-h100-tf32";
+    case Arithmetic::tf32_nearest_even_fused:
+      return "tc-h100-tf32-rne";
+    case Arithmetic::tf32_nearest_away_fused:
+      return "tc-h100-tf32-rna";
+    default:
+      return nullptr;
   }
 }
 
@@ -164,8 +182,7 @@ float replay_dot(const sim::AdditionTree& tree, std::span<const float> a, std::s
   return Evaluator{tree, how == Arithmetic::fp64_rounded ? Arithmetic::fp64 : how}.run(leaf, fma_onto);
 }
 
-Verification verify_sum(const SumFunction& sum, const sim::AdditionTree& tree,
-                        size_t trials, uint64_t seed) {
+Verification verify_sum(const SumFunction& sum, const sim::AdditionTree& tree, size_t trials, uint64_t seed) {
   Verification v{trials, {}, input_kinds()};
   for (Arithmetic a : sum_arithmetics()) v.scores.push_back({a, 0});
   std::mt19937_64 rng(seed);
@@ -187,8 +204,7 @@ Verification verify_dot(const DotFunction& dot, const sim::AdditionTree& tree, s
     const auto a = draw(rng, tree.terms, t), b = draw(rng, tree.terms, t + 1);
     const float real = dot(a, b);
     for (auto& s : v.scores)
-      if (std::bit_cast<uint32_t>(replay_dot(tree, a, b, s.arithmetic)) == std::bit_cast<uint32_t>(real))
-        ++s.identical;
+      if (std::bit_cast<uint32_t>(replay_dot(tree, a, b, s.arithmetic)) == std::bit_cast<uint32_t>(real)) ++s.identical;
   }
   sort_best_first(v);
   return v;

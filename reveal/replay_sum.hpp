@@ -54,8 +54,7 @@ struct Verification {
 
 // `trials` inputs (seeded), a quarter each: normal, uniform [0, 1), a wide range of exponents
 // with random signs, and sums that cancel (pairs of near-opposite values).
-Verification verify_sum(const SumFunction& sum, const sim::AdditionTree& tree,
-                        size_t trials, uint64_t seed);
+Verification verify_sum(const SumFunction& sum, const sim::AdditionTree& tree, size_t trials, uint64_t seed);
 Verification verify_dot(const DotFunction& dot, const sim::AdditionTree& tree, size_t trials, uint64_t seed);
 
 }  // namespace fplab::reveal

@@ -41,6 +41,29 @@ float double_sum(const float* x, size_t n) {
   return static_cast<float>(s);
 }
 
+/* Blocks of eight summed in a loop, then added to the result in an order that changes at every
+   call, as blocks' atomicAdds arrive on a GPU: a fresh random permutation (an LCG) each time. */
+float blocks_any_order_sum(const float* x, size_t n) {
+  static uint64_t state = 12345;
+  float partial[4096];
+  const size_t blocks = (n + 7) / 8 < 4096 ? (n + 7) / 8 : 4096;
+  size_t order[4096];
+  for (size_t b = 0; b < blocks; ++b) {
+    partial[b] = 0.0f;
+    for (size_t i = 8 * b; i < 8 * b + 8 && i < n; ++i) partial[b] += x[i];
+    order[b] = b;
+  }
+  for (size_t b = blocks; b > 1; --b) {
+    state = state * 6364136223846793005u + 1442695040888963407u;
+    const size_t k = (state >> 33) % b, t = order[b - 1];
+    order[b - 1] = order[k];
+    order[k] = t;
+  }
+  float s = 0.0f;
+  for (size_t b = 0; b < blocks; ++b) s += partial[order[b]];
+  return s;
+}
+
 float fma_dot(const float* a, const float* b, size_t n) {
   float s = 0.0f;
   for (size_t i = 0; i < n; ++i) s = std::fma(a[i], b[i], s);

@@ -229,7 +229,7 @@ def exact_sum(x: ArrayLike, format: str = "fp64", *, round_terms: bool = False) 
     return _core.exact_sum(x, format, round_terms=round_terms)
 
 
-def reveal_sum(fn: Callable[[Any], Any], n: int, *, verify: int = 0, seed: int = 1) -> dict:
+def reveal_sum(fn: Callable[[Any], Any], n: int, *, verify: int = 0, seed: int = 1, runs: int = 0) -> dict:
     """The order in which ``fn`` adds the n elements of a float32 array, found by probing it
     (docs/reveal.md: all 1s but a pair +2^e, -2^e; about 2n calls for a loop, n log2 n / 2 for a
     balanced tree), as ``fplab reveal`` finds a C function's.
@@ -241,34 +241,51 @@ def reveal_sum(fn: Callable[[Any], Any], n: int, *, verify: int = 0, seed: int =
     the trials (random inputs, ``seed``) on which replaying the tree gave fn's bits}. A function whose
     answers are not one tree of float additions raises fplab.Error.
 
+    With ``runs`` >= 2, an order that may change from call to call (atomics): every pair is probed
+    ``runs`` times, and the answer is a skeleton (docs/reveal.md, "Orders that vary"): {'varies',
+    'parts': each deterministic part's terms, 'skeleton': the parts' trees under one root whose
+    order varies, 'dot', 'nodes', 'root', 'schedules': those ending in `all:atomic` whose parts
+    are these, 'cross_meets': {size of the subtree where terms of two parts met: calls},
+    'chain_of_parts', 'parts_met': {parts arrived when two met: calls}, 'uniform_order_distance',
+    'runs', 'calls', 'seconds'}; about runs x n x parts / 2 calls.
+
     >>> import numpy as np
     >>> fplab.reveal_sum(lambda x: np.sum(x), 100)["schedules"][0]
     'all:numpy_pairwise'
     """
     _check_reveal_n("reveal_sum", n)
-    return _core.reveal_sum(fn, n, verify, seed)
+    _check_reveal_runs("reveal_sum", runs, verify)
+    return _core.reveal_sum(fn, n, verify, seed, runs)
 
 
-def reveal_dot(fn: Callable[[Any, Any], Any], n: int, *, verify: int = 0, seed: int = 1) -> dict:
+def reveal_dot(fn: Callable[[Any, Any], Any], n: int, *, verify: int = 0, seed: int = 1, runs: int = 0) -> dict:
     """The order in which ``fn(a, b)`` adds the n products of a dot product of two float32 arrays,
     found by probing it with b all 1 (every product exact): what a matmul, F.linear or a
     convolution does for one output element, when ``fn`` places a and b in its operands and reads
     that element back (experiments/reveal_torch.py does so for PyTorch's kernels).
 
     Returns reveal_sum's dict; its replays try the dot product's arithmetics: products fused
-    (FMA) onto the partial sum, rounded first, or fp64.
+    (FMA) onto the partial sum, rounded first, or fp64. ``runs`` as in reveal_sum.
 
     >>> import numpy as np
     >>> fplab.reveal_dot(lambda a, b: np.float32(sum(np.float64(a) * b)), 4)["tree"]
     '(((0+1)+2)+3)'
     """
     _check_reveal_n("reveal_dot", n)
-    return _core.reveal_dot(fn, n, verify, seed)
+    _check_reveal_runs("reveal_dot", runs, verify)
+    return _core.reveal_dot(fn, n, verify, seed, runs)
 
 
 def _check_reveal_n(name: str, n: Any) -> None:
     if isinstance(n, bool) or not isinstance(n, int) or not 2 <= n <= 1 << 24:
         raise Error(f"{name}: n must be a whole number from 2 to 2^24, not {n!r}")
+
+
+def _check_reveal_runs(name: str, runs: Any, verify: Any) -> None:
+    if isinstance(runs, bool) or not isinstance(runs, int) or not (runs == 0 or 2 <= runs <= 1000):
+        raise Error(f"{name}: runs must be 0 (one tree) or a whole number from 2 to 1000, not {runs!r}")
+    if runs and verify:
+        raise Error(f"{name}: verify replays one tree; an order probed with runs has none (leave one of them 0)")
 
 
 def profiles(profiles_dir: Sequence[str] = ()) -> List[str]:

@@ -8,6 +8,7 @@
 #include "python/src/bindings.hpp"
 #include "reveal/match_schedule.hpp"
 #include "reveal/probe_sum.hpp"
+#include "reveal/probe_varying_sum.hpp"
 #include "reveal/replay_sum.hpp"
 
 namespace fplab::python {
@@ -17,6 +18,16 @@ py::array_t<float> float_array(std::span<const float> x) {
   py::array_t<float> array(static_cast<py::ssize_t>(x.size()));
   std::copy(x.begin(), x.end(), array.mutable_data());
   return array;
+}
+
+py::list node_lists(const sim::AdditionTree& tree) {
+  py::list nodes;
+  for (const auto& children : tree.nodes) {
+    py::list ids;
+    for (size_t id : children) ids.append(id);
+    nodes.append(ids);
+  }
+  return nodes;
 }
 
 py::dict report(const reveal::RevealedSum& revealed, const std::optional<reveal::Verification>& verified) {
@@ -29,18 +40,40 @@ py::dict report(const reveal::RevealedSum& revealed, const std::optional<reveal:
       replays.append(py::dict(py::arg("arithmetic") = reveal::arithmetic_name(s.arithmetic),
                               py::arg("identical") = s.identical, py::arg("trials") = verified->trials));
   // The tree as data: node j (id n + j) adds its children's ids (a term's id is its index).
-  py::list nodes;
-  for (const auto& children : revealed.tree.nodes) {
-    py::list ids;
-    for (size_t id : children) ids.append(id);
-    nodes.append(ids);
-  }
+  const py::list nodes = node_lists(revealed.tree);
   const auto& tree = revealed.tree;
   return py::dict(py::arg("n") = tree.terms, py::arg("tree") = tree.text(), py::arg("dot") = tree.dot(),
                   py::arg("nodes") = nodes, py::arg("root") = tree.root, py::arg("additions") = tree.additions(),
                   py::arg("multi_term_nodes") = tree.multi_term_nodes(), py::arg("depth") = tree.depth(),
                   py::arg("calls") = revealed.calls, py::arg("seconds") = revealed.seconds,
                   py::arg("schedules") = schedules, py::arg("replays") = replays);
+}
+
+// A sum whose order varies (runs >= 2), probed with the GIL released like reveal_and_verify.
+py::dict reveal_varying(const reveal::SumFunction& probe, size_t n, size_t runs) {
+  reveal::RevealedVaryingSum revealed;
+  {
+    py::gil_scoped_release unlocked;
+    revealed = reveal::reveal_varying_sum(probe, n, runs);
+  }
+  const auto match = reveal::match_varying_schedule(revealed);
+  py::list schedules, parts;
+  for (const auto& text : match.schedules) schedules.append(text);
+  for (const auto& part : revealed.parts) {
+    py::list terms;
+    for (size_t term : part) terms.append(term);
+    parts.append(terms);
+  }
+  py::dict cross, met;
+  for (const auto& [size, calls] : revealed.cross_meets) cross[py::int_(size)] = calls;
+  for (const auto& [k, calls] : revealed.parts_met) met[py::int_(k)] = calls;
+  const auto& tree = revealed.skeleton;
+  return py::dict(py::arg("n") = tree.terms, py::arg("varies") = revealed.varies, py::arg("parts") = parts,
+                  py::arg("skeleton") = tree.text(), py::arg("dot") = tree.dot(), py::arg("nodes") = node_lists(tree),
+                  py::arg("root") = tree.root, py::arg("schedules") = schedules, py::arg("cross_meets") = cross,
+                  py::arg("chain_of_parts") = revealed.chain_of_parts, py::arg("parts_met") = met,
+                  py::arg("uniform_order_distance") = revealed.uniform_order_distance, py::arg("runs") = revealed.runs,
+                  py::arg("calls") = revealed.calls, py::arg("seconds") = revealed.seconds);
 }
 
 // Probes `probe` (fn as a sum) with the GIL released, on a thread of its own in reveal_sum (deep
@@ -59,24 +92,31 @@ py::dict reveal_and_verify(const reveal::SumFunction& probe, Verify verify_again
   return report(revealed, verified);
 }
 
-py::dict reveal_sum_of(py::function fn, size_t n, size_t verify, uint64_t seed) {
+py::dict reveal_sum_of(py::function fn, size_t n, size_t verify, uint64_t seed, size_t runs) {
   const reveal::SumFunction sum = [&fn](std::span<const float> x) {
     py::gil_scoped_acquire locked;
     return fn(float_array(x)).cast<float>();
   };
+  if (runs > 0) return reveal_varying(sum, n, runs);
   return reveal_and_verify(
-      sum, [&](const sim::AdditionTree& tree, size_t trials, uint64_t s) { return reveal::verify_sum(sum, tree, trials, s); },
+      sum,
+      [&](const sim::AdditionTree& tree, size_t trials, uint64_t s) {
+        return reveal::verify_sum(sum, tree, trials, s);
+      },
       n, verify, seed);
 }
 
-py::dict reveal_dot_of(py::function fn, size_t n, size_t verify, uint64_t seed) {
+py::dict reveal_dot_of(py::function fn, size_t n, size_t verify, uint64_t seed, size_t runs) {
   const reveal::DotFunction dot = [&fn](std::span<const float> a, std::span<const float> b) {
     py::gil_scoped_acquire locked;
     return fn(float_array(a), float_array(b)).cast<float>();
   };
+  if (runs > 0) return reveal_varying(reveal::dot_with_ones(dot), n, runs);
   return reveal_and_verify(
       reveal::dot_with_ones(dot),
-      [&](const sim::AdditionTree& tree, size_t trials, uint64_t s) { return reveal::verify_dot(dot, tree, trials, s); },
+      [&](const sim::AdditionTree& tree, size_t trials, uint64_t s) {
+        return reveal::verify_dot(dot, tree, trials, s);
+      },
       n, verify, seed);
 }
 
@@ -84,9 +124,12 @@ py::dict reveal_dot_of(py::function fn, size_t n, size_t verify, uint64_t seed) 
 
 void bind_reveal(py::module_& m) {
   m.def("reveal_sum", &reveal_sum_of, py::arg("fn"), py::arg("n"), py::arg("verify") = 0, py::arg("seed") = 1,
+        py::arg("runs") = 0,
         "The addition order of fn (a float32 array of n in, a float out), found by probing it: "
-        "{'tree', 'dot', 'nodes', 'calls', 'seconds', 'schedules', 'replays', ...}.");
+        "{'tree', 'dot', 'nodes', 'calls', 'seconds', 'schedules', 'replays', ...}; with runs >= 2, "
+        "each pair probed runs times, an order that varies: {'varies', 'parts', 'skeleton', ...}.");
   m.def("reveal_dot", &reveal_dot_of, py::arg("fn"), py::arg("n"), py::arg("verify") = 0, py::arg("seed") = 1,
+        py::arg("runs") = 0,
         "The addition order of fn (two float32 arrays of n in, their dot product out), found by probing "
         "it with b = 1: the same dict as reveal_sum's, the replays in the dot's arithmetics.");
 }

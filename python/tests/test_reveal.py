@@ -93,3 +93,39 @@ class RevealDot(unittest.TestCase):
         with self.assertRaises(fplab.Error):
             fplab.reveal_dot(rounded_product_loop, 0)
 
+
+
+class RevealVarying(unittest.TestCase):
+    """runs >= 2: a sum whose order changes per call, here blocks added in a fresh random order."""
+
+    @staticmethod
+    def blocks_in_random_order(block, seed=0):
+        rng = np.random.default_rng(seed)
+
+        def fn(x):
+            partials = [float32_loop(x[k:k + block]) for k in range(0, len(x), block)]
+            return float32_loop([partials[k] for k in rng.permutation(len(partials))])
+
+        return fn
+
+    def test_blocks_added_in_a_random_order(self):
+        revealed = fplab.reveal_sum(self.blocks_in_random_order(8), 48, runs=6)
+        self.assertTrue(revealed["varies"])
+        self.assertEqual(revealed["parts"], [list(range(k, k + 8)) for k in range(0, 48, 8)])
+        self.assertIn("contig(8):seq | all:atomic", revealed["schedules"])
+        self.assertTrue(revealed["chain_of_parts"])
+        self.assertEqual(set(revealed["parts_met"]), set(range(2, 7)))
+        self.assertLess(revealed["uniform_order_distance"], 0.15)
+        self.assertEqual(revealed["calls"] - sum(revealed["cross_meets"].values()) > 0, True)
+
+    def test_a_deterministic_loop_is_one_part(self):
+        revealed = fplab.reveal_sum(float32_loop, 20, runs=2)
+        self.assertFalse(revealed["varies"])
+        self.assertEqual(revealed["parts"], [list(range(20))])
+        self.assertIn("all:seq", revealed["schedules"])
+
+    def test_runs_and_verify_are_checked(self):
+        with self.assertRaisesRegex(fplab.Error, "runs must be 0"):
+            fplab.reveal_sum(float32_loop, 8, runs=1)
+        with self.assertRaisesRegex(fplab.Error, "verify replays one tree"):
+            fplab.reveal_sum(float32_loop, 8, runs=2, verify=10)

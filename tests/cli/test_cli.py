@@ -964,6 +964,25 @@ class Reveal(unittest.TestCase):
         with open(dot) as f:
             self.assertTrue(f.read().startswith("digraph"))
 
+    def test_an_order_that_varies_per_call(self):
+        # Blocks of eight, added in a fresh random order at every call: a plain probe finds no one
+        # tree; --runs finds the blocks, their loops, and a chain of them in a varying order.
+        check = Errors.check_error.__get__(self)
+        self.assertIn("--runs probes a varying order",
+                      check("reveal", "--so", self.library(), "--symbol", "blocks_any_order_sum", "--n", "64"))
+        r = run("reveal", "--so", self.library(), "--symbol", "blocks_any_order_sum", "--n", "64", "--runs", "6",
+                "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        doc = json.loads(r.stdout)
+        self.assertTrue(doc["varies"])
+        self.assertEqual(doc["parts"], [list(range(k, k + 8)) for k in range(0, 64, 8)])
+        self.assertEqual(doc["schedules"][0], "contig(8):seq | all:atomic")
+        self.assertTrue(doc["chain_of_parts"])
+        self.assertLess(doc["uniform_order_distance"], 0.15)
+        self.assertIn("--runs", check("reveal", "--so", self.library(), "--symbol", "seq_sum", "--runs", "1"))
+        self.assertIn("replays one tree",
+                      check("reveal", "--so", self.library(), "--symbol", "seq_sum", "--runs", "2", "--verify", "5"))
+
     def test_refusals_are_one_line(self):
         check = Errors.check_error.__get__(self)
         self.assertIn("cannot load", check("reveal", "--so", os.path.join(self.dir, "none.so"), "--symbol", "f"))
