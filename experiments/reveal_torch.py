@@ -250,7 +250,26 @@ def _factor_conversion(target: Target) -> str:
     return known.get(tuple(seen), f"other ({seen[0]!r}, {seen[1]!r})")
 
 
-def _probe(target: Target, verify: int, repeat: int, seed: int, trials_dir: str, key: str) -> dict:
+def _probe_varying(target: Target, runs: int) -> dict:
+    """A target that is not one tree, probed again with every pair asked `runs` times: its
+    deterministic parts and how they were combined (docs/reveal.md, "Orders that vary")."""
+    import fplab
+
+    reveal = fplab.reveal_sum if target.is_sum else fplab.reveal_dot
+    try:
+        r = reveal(target.call, target.n, runs=runs)
+    except fplab.Error as e:
+        return {"error": str(e)}
+    sizes = sorted({len(p) for p in r["parts"]})
+    return {"varies": r["varies"], "parts": len(r["parts"]), "part_sizes": sizes, "schedules": r["schedules"][:4],
+            "chain_of_parts": r["chain_of_parts"], "parts_met": {str(k): v for k, v in r["parts_met"].items()},
+            "uniform_order_distance": r["uniform_order_distance"], "runs": runs, "calls": r["calls"],
+            "seconds": round(r["seconds"], 3), "skeleton_head": r["skeleton"][:240],
+            "first_parts": r["parts"][:4]}
+
+
+def _probe(target: Target, verify: int, repeat: int, seed: int, trials_dir: str, key: str,
+           varying_runs: int = 0, varying_max_n: int = 0) -> dict:
     import numpy as np
     import fplab
 
@@ -272,6 +291,8 @@ def _probe(target: Target, verify: int, repeat: int, seed: int, trials_dir: str,
         r = reveal(target.call, target.n, verify=verify, seed=seed)
     except fplab.Error as e:
         row["error"] = str(e)
+        if varying_runs and "contradict one tree" in row["error"] and target.n <= varying_max_n:
+            row["varying"] = _probe_varying(target, varying_runs)
         return row
     widths: Dict[int, int] = {}
     for children in r["nodes"]:
@@ -322,6 +343,9 @@ def run(args: argparse.Namespace) -> int:
     print(json.dumps(backend))
     started = time.monotonic()
     targets = [t for t in _targets(args.device, ops) if t.n <= args.max_n]
+    if args.shapes:
+        wanted = args.shapes.split(",")
+        targets = [t for t in targets if any(t.key.startswith(w) for w in wanted)]
     combos = [(m, t) for m in args.modes.split(",") for t in args.tf32.split(",")]
     total = len(targets) * len(combos)
     count = 0
@@ -339,7 +363,8 @@ def run(args: argparse.Namespace) -> int:
                 t0 = time.monotonic()
                 row = {"key": key, "op": target.op, "shape": list(target.shape), "models": target.models,
                        "n": target.n, "mode": mode, "tf32": tf32, **backend}
-                row.update(_probe(target, args.verify, args.repeat, args.seed, os.path.join(args.out, "trials"), key))
+                row.update(_probe(target, args.verify, args.repeat, args.seed, os.path.join(args.out, "trials"), key,
+                                  args.varying_runs, args.varying_max_n))
                 out.write(json.dumps(row) + "\n")
                 out.flush()
                 print(f"[{count}/{total}] {key}: n={target.n} {_summary(row)} ({time.monotonic() - t0:.1f} s)",
@@ -349,7 +374,13 @@ def run(args: argparse.Namespace) -> int:
 
 def _summary(row: dict) -> str:
     if "error" in row:
-        return f"not one tree: {row['error']}"
+        v = row.get("varying")
+        if v and "error" not in v:
+            return (f"not one tree; with {v['runs']} runs a pair: {v['parts']} parts of {v['part_sizes']} terms, "
+                    f"{v['schedules'][0] if v['schedules'] else 'no schedule'}, chain {v['chain_of_parts']}, "
+                    f"parts met {v['parts_met']}, distance from a random order {v['uniform_order_distance']:.3f}, "
+                    f"{v['calls']} calls")
+        return f"not one tree: {row['error']}" + (f"; with runs: {v['error']}" if v else "")
     best = row["replays"][0] if row["replays"] else None
     replay = f"{best['identical']}/{best['trials']} {best['arithmetic']}" if best else "no replay"
     schedule = row["schedules"][0] if row["schedules"] else "no schedule"
@@ -403,6 +434,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     r.add_argument("--verify", type=int, default=60, help="random replays per target (default: %(default)s)")
     r.add_argument("--repeat", type=int, default=10, help="run-to-run pairs per target (default: %(default)s)")
     r.add_argument("--seed", type=int, default=1)
+    r.add_argument("--varying-runs", type=int, default=6,
+                   help="probe a target that is not one tree again, every pair this many times (0: no)")
+    r.add_argument("--varying-max-n", type=int, default=6400,
+                   help="only for targets of at most this many terms (about runs x n x parts / 2 calls)")
+    r.add_argument("--shapes", default="", help="only the targets whose key starts with one of these (comma-separated)")
     r.add_argument("--budget", type=float, default=0, help="stop after this many seconds (0: no limit)")
     r.add_argument("--resume", action="store_true", help="skip the targets reveal.jsonl in --out has")
     r.add_argument("--out", required=True)
