@@ -54,7 +54,15 @@ ScheduleMatch match_varying_schedule(const RevealedVaryingSum& revealed) {
   const size_t parts = revealed.parts.size();
   if (parts > 1024) return m;  // beyond fused(N,F)'s N, which draws the parts' node below
   const std::string want = revealed.skeleton.text(), last = "all:seq";
-  for (const auto& text : candidate_schedules(revealed.skeleton.terms)) {
+  // Besides the usual candidates, lanes and blocks as many as the parts (a 3x3 convolution's
+  // nine taps, each its own chain, are nine parts).
+  std::vector<std::string> candidates = candidate_schedules(revealed.skeleton.terms);
+  const size_t n = revealed.skeleton.terms, block = (n + parts - 1) / parts;
+  for (const char* inner : {"seq", "rev", "tree"}) {
+    candidates.push_back("strided(" + std::to_string(parts) + "):" + inner + " | all:seq");
+    candidates.push_back("contig(" + std::to_string(block) + "):" + inner + " | all:seq");
+  }
+  for (const auto& text : candidates) {
     if (text.size() < last.size() || text.compare(text.size() - last.size(), last.size(), last) != 0) continue;
     const std::string prefix = text.substr(0, text.size() - last.size());  // "" or "STAGES | "
     // The stages before the fold, then one node of all they leave: the skeleton's form.

@@ -49,13 +49,14 @@ TEST_CASE("atomics over blocks: the blocks' trees, a chain of them, a uniformly 
   for (const Case& c : {Case{"contig(16):seq | all:atomic", 128, 8, "all:seq", "contig(16):seq | all:atomic"},
                         Case{"contig(8):tree | all:atomic", 64, 8, "all:tree", "contig(8):tree | all:atomic"},
                         Case{"strided(4):seq | all:atomic", 40, 4, "all:seq", "strided(4):seq | all:atomic"},
+                        Case{"strided(9):seq | all:atomic", 72, 9, "all:seq", "strided(9):seq | all:atomic"},
                         Case{"all:atomic", 12, 12, "all:seq", "all:atomic"}}) {
     INFO(c.schedule);
     const auto revealed = reveal::reveal_varying_sum(varying_function(sim::parse_schedule(c.schedule)), c.n, 8);
     CHECK(revealed.varies);
     REQUIRE(revealed.parts.size() == c.parts);
     const size_t size = c.n / c.parts;
-    const bool strided = std::string(c.schedule).rfind("strided", 0) == 0;
+    const bool strided = std::string(c.schedule).rfind("strided", 0) == 0;  // lanes: part k holds k, k + P, ...
     for (size_t k = 0; k < c.parts; ++k) {
       REQUIRE(revealed.parts[k].size() == size);
       for (size_t m = 0; m < size; ++m) CHECK(revealed.parts[k][m] == (strided ? k + m * c.parts : k * size + m));
