@@ -1,0 +1,49 @@
+// Internal to sim/: a GEMM's first reduction stage over product terms as a flat list of steps,
+// for the reducers whose order of additions is fixed by K alone (tree, rev, shfl_down, shfl_up,
+// shfl_xor, numpy_pairwise). Built once per GEMM from the reference's own orders (schedule_walk.hpp's
+// reduce_group records each group's tree of additions), then run across every tile's outputs by
+// product_program_tile.hpp, so the tile kernel neither recurses nor allocates.
+//
+// The steps evaluate each group's tree with one running value and a stack of values waiting for
+// their other operand. A product enters as the reference has it (reference_evaluator.cpp,
+// NumericOps::add): an addition of a product and a value is one FMA; two products meeting round
+// the left one first; a lone product leaving a group is rounded. Addition is commutative, so
+// which operand a step holds in the running value does not change a bit (signs of zero included;
+// only a NaN's payload could differ, and no evaluator here promises one).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "sim/schedule.hpp"
+
+namespace fplab::sim::detail {
+
+struct ProductStep {
+  enum class Kind : uint8_t {
+    pair,        // running = round(p[s]) + p[t], one FMA: two products, the left one rounded first
+    product,     // running = round(p[s]): a group of one product
+    fma,         // running = running + p[s], rounded once
+    add_popped,  // running = (value popped from the stack) + running
+    store,       // the result of group s = running
+  };
+  Kind kind;
+  bool push = false;  // pair, product: the running value is pushed first (an add_popped takes it)
+  uint32_t s = 0, t = 0;
+};
+
+struct ProductProgram {
+  std::vector<ProductStep> steps;
+  size_t depth = 0;   // the most values on the stack at once
+  size_t groups = 0;  // the results stored (group g by `store` with s = g)
+};
+
+// True for the reducers whose orders product_program records.
+bool has_product_program(const Reducer& reducer);
+
+// The steps of the reduction stage `stage` (stage.reduces() and has_product_program(stage.reducer))
+// on k product terms, term t being the product of column t of A's row and row t of B's column.
+ProductProgram product_program(const Stage& stage, size_t k);
+
+}  // namespace fplab::sim::detail
