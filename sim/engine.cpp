@@ -367,13 +367,21 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
   const detail::ProductProgram program =
       programmed ? detail::product_program(schedule.stages[0], k) : detail::ProductProgram{};
   std::vector<float> program_stack(detail::product_program_stack_floats(program));
+  // The program's tile kernel reads A term-major, each term's 4 rows of a tile together (rows
+  // past m zero), and B packed (below).
+  std::vector<float> a_packed(programmed ? (m + kGemmTileRows - 1) / kGemmTileRows * kGemmTileRows * k : 0);
+  for (size_t i = 0; i < (programmed ? m : 0); ++i)
+    for (size_t t = 0; t < k; ++t)
+      a_packed[(i / kGemmTileRows * k + t) * kGemmTileRows + i % kGemmTileRows] = a[i * k + t];
   // The first stage on a tile of mr x nr outputs: group g's result for output (r, c) to
   // out[g * group_stride + r * ldo + c].
   const auto first_stage_tile = [&](const float* a_tile, const float* b_block, size_t ldb, size_t mr, size_t nr,
                                     float* out, size_t ldo, size_t group_stride) {
-    if (programmed)
-      return detail::product_program_tile(program, ar.products == Products::fused, a_tile, k, b_block, ldb, mr, nr, out,
-                                          ldo, group_stride, program_stack.data());
+    if (programmed) {
+      const float* a_rows = &a_packed[(a_tile - a) / k * k];  // the tile's rows, term-major
+      return detail::product_program_tile(program, ar.products == Products::fused, a_rows, b_block, mr, nr, out, ldo,
+                                          group_stride, program_stack.data());
+    }
     for (size_t g = 0; g < groups.size(); ++g) {
       float* dest = out + g * group_stride;
       if (compensated)
@@ -395,7 +403,7 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
   // With more than one row block, the tile kernels read it packed (rows of 64 contiguous floats):
   // B's own rows are n floats apart, which for n a multiple of 512 maps every row's columns to the
   // same two L1 sets (measured on a 512-square GEMM: docs in bench/RESULTS.md).
-  const bool pack = tile_kernel && m > kGemmTileRows && n > kGemmTileCols;
+  const bool pack = programmed || (tile_kernel && m > kGemmTileRows && n > kGemmTileCols);
   // One group over all of K and nothing after it (all:seq, all:tree, ...): the first stage's
   // results are the outputs, written straight into C, without the walker's per-tile work (which
   // cost as much as the chains themselves for K = 64: a ResNet's first-stage input gradients ran

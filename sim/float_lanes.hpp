@@ -8,6 +8,7 @@
 // memory past the edge untouched) and stored under the same mask.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -86,5 +87,47 @@ struct FloatLanes {
   static V select_ge(V x, V y, V then, V otherwise) { return x >= y ? then : otherwise; }
 };
 #endif
+
+// The loads and stores of a pass over kVectors vectors of a tile's columns from column `first`
+// of nr: every column inside the tile (kFull: plain loads, which the compiler may fold into the
+// arithmetic), or each vector under its mask.
+template <size_t kVectors, bool kFull>
+class ColumnVectors {
+ public:
+  using V = FloatLanes::V;
+  ColumnVectors(size_t first, size_t nr) {
+    for (size_t v = 0; v < kVectors; ++v) {
+      const size_t from = first + v * FloatLanes::kWidth;
+      masks_[v] = FloatLanes::mask(nr > from ? std::min(FloatLanes::kWidth, nr - from) : 0);
+    }
+  }
+  // Vector v of the pass's columns of `row`.
+  V load(const float* row, size_t v) const {
+    if constexpr (kFull) return FloatLanes::load(row + v * FloatLanes::kWidth);
+    return FloatLanes::load(row + v * FloatLanes::kWidth, masks_[v]);
+  }
+  void store(float* row, size_t v, V x) const {
+    if constexpr (kFull)
+      FloatLanes::store(row + v * FloatLanes::kWidth, x);
+    else
+      FloatLanes::store(row + v * FloatLanes::kWidth, x, masks_[v]);
+  }
+
+ private:
+  FloatLanes::Mask masks_[kVectors];
+};
+
+// pass(c0, columns) for every pass of kVectors vectors over a tile's nr columns, c0 its first
+// column and `columns` its ColumnVectors: full ones (the inner tiles of a GEMM), or masked.
+template <size_t kVectors, class Pass>
+void for_each_column_pass(size_t nr, Pass&& pass) {
+  constexpr size_t kColumns = kVectors * FloatLanes::kWidth;
+  for (size_t c0 = 0; c0 < nr; c0 += kColumns) {
+    if (nr - c0 >= kColumns)
+      pass(c0, ColumnVectors<kVectors, true>(c0, nr));
+    else
+      pass(c0, ColumnVectors<kVectors, false>(c0, nr));
+  }
+}
 
 }  // namespace fplab::sim::detail

@@ -1,6 +1,7 @@
 #include "sim/product_program.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <span>
 #include <stdexcept>
 
@@ -37,6 +38,10 @@ class TreeRecorder {
   std::vector<Node>& nodes_;
 };
 
+bool is_pair(const std::vector<Node>& nodes, const Node& n) {
+  return !n.product() && nodes[n.left].product() && nodes[n.right].product();
+}
+
 // Appends the steps that evaluate trees of additions, keeping count of the stack they use.
 class StepWriter {
  public:
@@ -62,20 +67,24 @@ class StepWriter {
       const Node& n = nodes[w.node];
       using K = ProductStep::Kind;
       if (n.product()) {
-        append({K::product, false, n.term, 0});
+        append({K::product, false, {n.term}});
         continue;
       }
       const Node &left = nodes[n.left], &right = nodes[n.right];
       if (left.product() && right.product()) {
-        append({K::pair, false, left.term, right.term});
+        append({K::pair, false, {left.term, right.term}});
+      } else if (is_pair(nodes, left) && is_pair(nodes, right)) {
+        append({K::quad,
+                false,
+                {nodes[left.left].term, nodes[left.right].term, nodes[right.left].term, nodes[right.right].term}});
       } else if (left.product() || right.product()) {  // the other operand first, then one FMA
-        work.push_back({-1, {K::fma, false, left.product() ? left.term : right.term, 0}});
+        work.push_back({-1, {K::fmas, false, {left.product() ? left.term : right.term, 1}}});
         work.push_back({left.product() ? n.right : n.left, {}});
       } else {
         // The operand needing the deeper stack first, so that the other waits on the stack the
         // shorter time (Sethi-Ullman order).
         const bool left_first = need_[n.left] >= need_[n.right];
-        work.push_back({-1, {K::add_popped, false, 0, 0}});
+        work.push_back({-1, {K::add_popped}});
         work.push_back({left_first ? n.right : n.left, {}});
         work.push_back({left_first ? n.left : n.right, {}});
       }
@@ -83,7 +92,7 @@ class StepWriter {
   }
 
   void store(uint32_t group) {
-    append({ProductStep::Kind::store, false, group, 0});
+    append({ProductStep::Kind::store, false, {group}});
     ++program_.groups;
   }
 
@@ -95,7 +104,7 @@ class StepWriter {
       const Node& n = nodes[i];
       if (n.product()) continue;
       const Node &left = nodes[n.left], &right = nodes[n.right];
-      if (left.product() && right.product())
+      if ((left.product() && right.product()) || (is_pair(nodes, left) && is_pair(nodes, right)))
         need_[i] = 1;
       else if (left.product() || right.product())
         need_[i] = need_[left.product() ? n.right : n.left];
@@ -106,16 +115,32 @@ class StepWriter {
 
   void append(ProductStep step) {
     using K = ProductStep::Kind;
-    if (step.kind == K::pair || step.kind == K::product) {
+    if (step.kind == K::pair || step.kind == K::quad || step.kind == K::product) {
       step.push = running_;
       if (running_) program_.depth = std::max(program_.depth, ++stacked_);
       running_ = true;
+    } else if (step.kind == K::fmas && !program_.steps.empty() && extends_chain(program_.steps.back(), step.p[0])) {
+      return;
     } else if (step.kind == K::add_popped) {
       --stacked_;
     } else if (step.kind == K::store) {
       running_ = false;
     }
     program_.steps.push_back(step);
+  }
+
+  // Appends term t to `last` where it is a chain of FMAs that t continues.
+  static bool extends_chain(ProductStep& last, uint32_t t) {
+    if (last.kind != ProductStep::Kind::fmas) return false;
+    const uint32_t count = last.p[1];
+    const int64_t delta = int64_t{t} - last.p[0];
+    if (count == 1 && delta >= INT32_MIN && delta <= INT32_MAX) {
+      last.p[2] = static_cast<uint32_t>(static_cast<int32_t>(delta));
+    } else if (count == 1 || delta != int64_t{static_cast<int32_t>(last.p[2])} * count) {
+      return false;
+    }
+    last.p[1] = count + 1;
+    return true;
   }
 
   ProductProgram& program_;

@@ -22,15 +22,22 @@ namespace fplab::sim::detail {
 
 struct ProductStep {
   enum class Kind : uint8_t {
-    pair,        // running = round(p[s]) + p[t], one FMA: two products, the left one rounded first
-    product,     // running = round(p[s]): a group of one product
-    fma,         // running = running + p[s], rounded once
+    // running = round(p[0]) + p[1], one FMA: two products meeting, the left one rounded first
+    pair,
+    // running = pair(p[0], p[1]) + pair(p[2], p[3]): two pairs meeting, without the stack
+    quad,
+    product,  // running = round(p[0]): a group of one product
+    // running = running + p[t], rounded once, for the p[1] terms t = p[0], p[0] + d, p[0] + 2d, ...
+    // with d = int32_t(p[2]): a chain of FMAs in one step (rev's whole group is one pair and one
+    // chain)
+    fmas,
     add_popped,  // running = (value popped from the stack) + running
-    store,       // the result of group s = running
+    store,       // the result of group p[0] = running
   };
   Kind kind;
-  bool push = false;  // pair, product: the running value is pushed first (an add_popped takes it)
-  uint32_t s = 0, t = 0;
+  // pair, quad, product: the running value is pushed first (an add_popped takes it)
+  bool push = false;
+  uint32_t p[4] = {};  // the product terms (store: the group)
 };
 
 struct ProductProgram {

@@ -13,12 +13,13 @@ namespace fplab::sim::detail {
 size_t product_program_stack_floats(const ProductProgram& program);
 
 // Group g's result for output (r, c) of the tile of mr <= 4 rows and nr <= 64 columns goes to
-// out[g * group_stride + r * ldo + c]. a: the tile's first row of A (rows lda apart, term t at
-// column t); b: B's first column of the tile (rows ldb apart). fused: products as
-// Products::fused has them (the program's own reading); otherwise Products::rounded: every
-// product rounded first, each step then one addition of two values. Every addition is fp32
-// round-to-nearest-even (Arithmetic::native_float()).
-void product_program_tile(const ProductProgram& program, bool fused, const float* a, size_t lda, const float* b,
-                          size_t ldb, size_t mr, size_t nr, float* out, size_t ldo, size_t group_stride, float* stack);
+// out[g * group_stride + r * ldo + c]. The factors come packed, term-major, so that a step finds
+// a term's at one offset: a[4 t + r] is A's row r (rows past mr: any values, their results are
+// not stored), b[64 t + c] B's column c, of term t. fused: products as Products::fused has
+// them (the program's own reading); otherwise Products::rounded: every product rounded first,
+// each step then one addition of two values. Every addition is fp32 round-to-nearest-even
+// (Arithmetic::native_float()).
+void product_program_tile(const ProductProgram& program, bool fused, const float* a, const float* b, size_t mr,
+                          size_t nr, float* out, size_t ldo, size_t group_stride, float* stack);
 
 }  // namespace fplab::sim::detail
