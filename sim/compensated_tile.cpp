@@ -20,7 +20,9 @@ constexpr size_t kRows = kGemmTileRows;
 constexpr size_t kPassColumns = kVectors * L::kWidth;
 
 // reduce_whole_group's kahan and neumaier (whole_group.cpp) on kVectors vectors of columns of the
-// tile's 4 rows (rows past mr repeat row 0 and are not stored).
+// tile's 4 rows (rows past mr repeat row 0 and are not stored). A group of one is its product
+// rounded, without Neumaier's final addition of the compensation (which would turn -0 into +0):
+// the reference's reduce_group returns a lone member as it is.
 template <bool kKahan>
 void compensated_pass(const float* const rows[kRows], const float* b, size_t ldb, const GroupSpan& g,
                       const L::Mask (&masks)[kVectors], size_t mr, float* out, size_t ldo) {
@@ -69,7 +71,8 @@ void compensated_pass(const float* const rows[kRows], const float* b, size_t ldb
     if (r < mr)
 #pragma GCC unroll 4
       for (size_t v = 0; v < kVectors; ++v)
-        L::store(out + r * ldo + v * L::kWidth, kKahan ? sum[r][v] : L::add(sum[r][v], comp[r][v]), masks[v]);
+        L::store(out + r * ldo + v * L::kWidth, kKahan || g.count == 1 ? sum[r][v] : L::add(sum[r][v], comp[r][v]),
+                 masks[v]);
 }
 
 }  // namespace
