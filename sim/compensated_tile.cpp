@@ -12,25 +12,24 @@ namespace {
 using L = FloatLanes;
 using V = L::V;
 
-// Vectors of columns per pass: a sum and a compensation per vector and row, so AVX-512's 32
-// registers hold 4 rows of 2 vectors (8 independent chains of 4 dependent additions each, enough
-// to keep the adders busy), AVX2's 16 registers 4 rows of 1.
-constexpr size_t kVectors = L::kWidth == 16 ? 2 : 1;
+// Vectors of columns per pass: a sum and a compensation per vector and row, 4 rows of 2 vectors,
+// 8 independent chains of 4 dependent additions each; fewer leave the adders waiting on their
+// latency, which costs AVX2 more than the few registers it then spills.
+constexpr size_t kVectors = 2;
 constexpr size_t kRows = kGemmTileRows;
-constexpr size_t kPassColumns = kVectors * L::kWidth;
 
 // reduce_whole_group's kahan and neumaier (whole_group.cpp) on kVectors vectors of columns of the
 // tile's 4 rows (rows past mr repeat row 0 and are not stored). A group of one is its product
 // rounded, without Neumaier's final addition of the compensation (which would turn -0 into +0):
 // the reference's reduce_group returns a lone member as it is.
-template <bool kKahan>
+template <bool kKahan, class Columns>
 void compensated_pass(const float* const rows[kRows], const float* b, size_t ldb, const GroupSpan& g,
-                      const L::Mask (&masks)[kVectors], size_t mr, float* out, size_t ldo) {
+                      const Columns& columns, size_t mr, float* out, size_t ldo) {
   V sum[kRows][kVectors], comp[kRows][kVectors];
   V bk[kVectors];
   const auto load_b = [&](size_t t) {
 #pragma GCC unroll 4
-    for (size_t v = 0; v < kVectors; ++v) bk[v] = L::load(b + t * ldb + v * L::kWidth, masks[v]);
+    for (size_t v = 0; v < kVectors; ++v) bk[v] = columns.load(b + t * ldb, v);
   };
   load_b(g.first);
 #pragma GCC unroll 4
@@ -71,8 +70,7 @@ void compensated_pass(const float* const rows[kRows], const float* b, size_t ldb
     if (r < mr)
 #pragma GCC unroll 4
       for (size_t v = 0; v < kVectors; ++v)
-        L::store(out + r * ldo + v * L::kWidth, kKahan || g.count == 1 ? sum[r][v] : L::add(sum[r][v], comp[r][v]),
-                 masks[v]);
+        columns.store(out + r * ldo, v, kKahan || g.count == 1 ? sum[r][v] : L::add(sum[r][v], comp[r][v]));
 }
 
 }  // namespace
@@ -83,17 +81,12 @@ void compensated_tile(Reducer::Kind kind, const float* a, size_t lda, const floa
     throw std::logic_error("compensated_tile: not a compensated reducer");
   const float* rows[kRows];
   for (size_t r = 0; r < kRows; ++r) rows[r] = a + (r < mr ? r : 0) * lda;
-  for (size_t c0 = 0; c0 < nr; c0 += kPassColumns) {
-    L::Mask masks[kVectors];
-    for (size_t v = 0; v < kVectors; ++v) {
-      const size_t from = c0 + v * L::kWidth;
-      masks[v] = L::mask(nr > from ? std::min(L::kWidth, nr - from) : 0);
-    }
+  for_each_column_pass<kVectors>(nr, [&](size_t c0, const auto& columns) {
     if (kind == Reducer::Kind::kahan)
-      compensated_pass<true>(rows, b + c0, ldb, group, masks, mr, out + c0, ldo);
+      compensated_pass<true>(rows, b + c0, ldb, group, columns, mr, out + c0, ldo);
     else
-      compensated_pass<false>(rows, b + c0, ldb, group, masks, mr, out + c0, ldo);
-  }
+      compensated_pass<false>(rows, b + c0, ldb, group, columns, mr, out + c0, ldo);
+  });
 }
 
 }  // namespace fplab::sim::detail
