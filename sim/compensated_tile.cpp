@@ -29,7 +29,7 @@ void compensated_pass(const float* const rows[kRows], const float* b, size_t ldb
   V bk[kVectors];
   const auto load_b = [&](size_t t) {
 #pragma GCC unroll 4
-    for (size_t v = 0; v < kVectors; ++v) bk[v] = columns.load(b + t * ldb, v);
+    for (size_t v = 0; v < kVectors; ++v) bk[v] = columns.load_held(b + t * ldb, v);
   };
   load_b(g.first);
 #pragma GCC unroll 4

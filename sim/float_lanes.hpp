@@ -106,6 +106,12 @@ class ColumnVectors {
     if constexpr (kFull) return FloatLanes::load(row + v * FloatLanes::kWidth);
     return FloatLanes::load(row + v * FloatLanes::kWidth, masks_[v]);
   }
+  // The same, for a vector used by several operations: GCC folds a plain AVX-512 load into each
+  // of them (one load per use, which the load ports then limit), and cannot fold a masked one.
+  V load_held(const float* row, size_t v) const {
+    if constexpr (kFull && FloatLanes::kWidth < 16) return FloatLanes::load(row + v * FloatLanes::kWidth);
+    return FloatLanes::load(row + v * FloatLanes::kWidth, masks_[v]);
+  }
   void store(float* row, size_t v, V x) const {
     if constexpr (kFull)
       FloatLanes::store(row + v * FloatLanes::kWidth, x);

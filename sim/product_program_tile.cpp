@@ -51,7 +51,7 @@ void program_pass(const ProductProgram& program, const float* a, const float* b,
       case K::pair: {
         V y0[kVectors], y1[kVectors];
 #pragma GCC unroll 4
-        for (size_t v = 0; v < kVectors; ++v) y0[v] = columns.load(b0, v), y1[v] = columns.load(b1, v);
+        for (size_t v = 0; v < kVectors; ++v) y0[v] = columns.load_held(b0, v), y1[v] = columns.load_held(b1, v);
 #pragma GCC unroll 4
         for (size_t r = 0; r < kRows; ++r) {
           const V x0 = L::broadcast(a[step.p[0] * kRows + r]), x1 = L::broadcast(a[step.p[1] * kRows + r]);
@@ -77,7 +77,7 @@ void program_pass(const ProductProgram& program, const float* a, const float* b,
       case K::product: {
         V y0[kVectors];
 #pragma GCC unroll 4
-        for (size_t v = 0; v < kVectors; ++v) y0[v] = columns.load(b0, v);
+        for (size_t v = 0; v < kVectors; ++v) y0[v] = columns.load_held(b0, v);
 #pragma GCC unroll 4
         for (size_t r = 0; r < kRows; ++r) {
           const V x0 = L::broadcast(a[step.p[0] * kRows + r]);
@@ -94,7 +94,7 @@ void program_pass(const ProductProgram& program, const float* a, const float* b,
              ++i, ak += delta * ptrdiff_t{kRows}, bk += delta * ptrdiff_t{kGemmTileCols}) {
           V y0[kVectors];
 #pragma GCC unroll 4
-          for (size_t v = 0; v < kVectors; ++v) y0[v] = columns.load(bk, v);
+          for (size_t v = 0; v < kVectors; ++v) y0[v] = columns.load_held(bk, v);
 #pragma GCC unroll 4
           for (size_t r = 0; r < kRows; ++r) {
             const V x0 = L::broadcast(ak[r]);
