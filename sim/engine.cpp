@@ -368,11 +368,11 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
       programmed ? detail::product_program(schedule.stages[0], k) : detail::ProductProgram{};
   std::vector<float> program_stack(detail::product_program_stack_floats(program));
   // The program's tile kernel reads A term-major, each term's 4 rows of a tile together (rows
-  // past m zero), and B packed (below).
+  // past m zero), and B packed (below), both in the program's order of terms.
   std::vector<float> a_packed(programmed ? (m + kGemmTileRows - 1) / kGemmTileRows * kGemmTileRows * k : 0);
   for (size_t i = 0; i < (programmed ? m : 0); ++i)
     for (size_t t = 0; t < k; ++t)
-      a_packed[(i / kGemmTileRows * k + t) * kGemmTileRows + i % kGemmTileRows] = a[i * k + t];
+      a_packed[(i / kGemmTileRows * k + t) * kGemmTileRows + i % kGemmTileRows] = a[i * k + program.order[t]];
   // The first stage on a tile of mr x nr outputs: group g's result for output (r, c) to
   // out[g * group_stride + r * ldo + c].
   const auto first_stage_tile = [&](const float* a_tile, const float* b_block, size_t ldb, size_t mr, size_t nr,
@@ -415,7 +415,8 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
     size_t ldb = n;
     if (pack) {
       const size_t nr = std::min(kGemmTileCols, n - j0);
-      for (size_t t = 0; t < k; ++t) std::copy_n(b + t * n + j0, nr, &b_packed[t * kGemmTileCols]);
+      for (size_t t = 0; t < k; ++t)
+        std::copy_n(b + (programmed ? program.order[t] : t) * n + j0, nr, &b_packed[t * kGemmTileCols]);
       b_block = b_packed.data(), ldb = kGemmTileCols;
     }
     for (size_t i0 = 0; i0 < m; i0 += kGemmTileRows) {

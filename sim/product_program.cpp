@@ -149,6 +149,37 @@ class StepWriter {
   size_t stacked_ = 0;
 };
 
+// Renumbers the steps' terms in the order they are read, recording it in program.order. Every
+// term is read once, so a chain of FMAs reads consecutive numbers after it.
+void number_terms_by_first_use(ProductProgram& program) {
+  using K = ProductStep::Kind;
+  for (ProductStep& step : program.steps) {
+    const auto next = [&program](uint32_t term) {
+      program.order.push_back(term);
+      return static_cast<uint32_t>(program.order.size() - 1);
+    };
+    switch (step.kind) {
+      case K::pair:
+      case K::quad:
+        for (int i = 0; i < (step.kind == K::pair ? 2 : 4); ++i) step.p[i] = next(step.p[i]);
+        break;
+      case K::product:
+        step.p[0] = next(step.p[0]);
+        break;
+      case K::fmas: {
+        const int64_t first = step.p[0], delta = static_cast<int32_t>(step.p[2]);
+        step.p[0] = next(static_cast<uint32_t>(first));
+        for (uint32_t i = 1; i < step.p[1]; ++i) next(static_cast<uint32_t>(first + i * delta));
+        step.p[2] = 1;
+        break;
+      }
+      case K::add_popped:
+      case K::store:
+        break;
+    }
+  }
+}
+
 }  // namespace
 
 bool has_product_program(const Reducer& reducer) {
@@ -186,6 +217,7 @@ ProductProgram product_program(const Stage& stage, size_t k) {
     writer.evaluate(nodes, root);
     writer.store(static_cast<uint32_t>(g));
   }
+  number_terms_by_first_use(program);
   return program;
 }
 

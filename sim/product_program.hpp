@@ -43,14 +43,19 @@ struct ProductStep {
 struct ProductProgram {
   std::vector<ProductStep> steps;
   size_t depth = 0;   // the most values on the stack at once
-  size_t groups = 0;  // the results stored (group g by `store` with s = g)
+  size_t groups = 0;  // the results stored (group g by `store` with p[0] = g)
+  // The steps' terms are numbered in the order they first read them: step term j is product term
+  // order[j] of the GEMM. The tile kernel reads factors packed in that order, so a warp tree's
+  // far-apart terms (shfl_down pairs t with t + K/2) stream from memory like a tree's neighbours.
+  std::vector<uint32_t> order;
 };
 
 // True for the reducers whose orders product_program records.
 bool has_product_program(const Reducer& reducer);
 
 // The steps of the reduction stage `stage` (stage.reduces() and has_product_program(stage.reducer))
-// on k product terms, term t being the product of column t of A's row and row t of B's column.
+// on k product terms, term t being the product of column t of A's row and row t of B's column
+// (numbered as `order` says).
 ProductProgram product_program(const Stage& stage, size_t k);
 
 }  // namespace fplab::sim::detail
