@@ -94,8 +94,11 @@ BENCHMARK_CAPTURE(BM_fplab_gemm, tc_a100_fp16_inputs, "all:fused(8,24,fp16)")->U
 BENCHMARK_CAPTURE(BM_fplab_gemm, pairwise_tree, "all:tree")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_fplab_gemm, rev, "all:rev")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_fplab_gemm, shfl_down, "all:shfl_down")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_fplab_gemm, shfl_up, "all:shfl_up")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_fplab_gemm, shfl_xor, "all:shfl_xor")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_fplab_gemm, contig32_tree_then_seq, "contig(32):tree | all:seq")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_fplab_gemm, kahan, "all:kahan")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_fplab_gemm, neumaier, "all:neumaier")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_reference_gemm, tc_h100_tf32, "all:fused(8,25)")->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK_CAPTURE(BM_reference_gemm, pairwise_tree, "all:tree")->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK_MAIN();

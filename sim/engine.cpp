@@ -12,9 +12,11 @@
 #include "fp/exact_dot.hpp"
 #include "fp/superaccumulator.hpp"
 #include "sim/binned_sum.hpp"
+#include "sim/compensated_tile.hpp"
 #include "sim/exact_gemm.hpp"
 #include "sim/gemm_product_terms.hpp"
 #include "sim/mx_factors.hpp"
+#include "sim/product_program_tile.hpp"
 #include "sim/reference_evaluator.hpp"
 #include "sim/tile_walker.hpp"
 
@@ -317,19 +319,21 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
     return gemm_through_reference(schedule, a, b, c, shape, ar, key);
   }
   const bool first_is_reduction = !schedule.stages.empty() && schedule.stages[0].reduces();
-  const bool first_is_seq = first_is_reduction && schedule.stages[0].reducer.kind == Reducer::Kind::seq;
+  const Reducer::Kind first_kind = first_is_reduction ? schedule.stages[0].reducer.kind : Reducer::Kind::exact;
+  const bool first_is_seq = first_is_reduction && first_kind == Reducer::Kind::seq;
   // A first stage of in-order chains in native fp32: FMA chains (products fused), or chains of
   // rounded products each added with one rounding (products rounded: cpu-seq, tpu-v3's systolic
   // passes); both run in the register-blocked tile below.
   const bool fma_chains = ar.native_float() && ar.products == Products::fused && first_is_seq;
   const bool chains = fma_chains || (ar.native_float() && ar.products == Products::rounded && first_is_seq);
-  const auto chain_tile = [fma_chains](const float* a, size_t lda, const float* b, size_t ldb, const GroupSpan& g,
-                                       size_t mr, size_t nr, float* out, size_t ldo) {
-    if (fma_chains)
-      product_chain_tile<true>(a, lda, b, ldb, g.first, g.stride, g.count, mr, nr, out, ldo);
-    else
-      product_chain_tile<false>(a, lda, b, ldb, g.first, g.stride, g.count, mr, nr, out, ldo);
-  };
+  // A first stage whose additions K alone orders (tree, rev, shfl_*, numpy_pairwise), products
+  // fused or rounded: its steps once for the GEMM, the products computed where they enter.
+  const bool programmed = !chains && first_is_reduction && ar.native_float() && ar.products != Products::exact &&
+                          detail::has_product_program(schedule.stages[0].reducer);
+  // Kahan and Neumaier round every product first, whatever arithmetic.products says.
+  const bool compensated = first_is_reduction && ar.native_float() &&
+                           (first_kind == Reducer::Kind::kahan || first_kind == Reducer::Kind::neumaier);
+  const bool tile_kernel = chains || programmed || compensated;
   // Kahan, Neumaier and binned round every product to the format before they add it
   // (whole_group.hpp), so when the first reduction (after any shuffles) is one of them, the
   // rounded products are the terms whatever arithmetic.products says.
@@ -349,7 +353,7 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
                [&](size_t i, size_t j) { return gemm_output_key(key, i, j, n).rounding_stream(); });
     return;
   }
-  if (!chains && !rounded_products) {
+  if (!tile_kernel && !rounded_products) {
     // Everything else: the first reduction's products as the reference has them, then the
     // TileWalker (fused(N,F) tensor-core steps vectorised across the tile). No schedule or
     // arithmetic falls back to the per-output reference any more; still scalar per output
@@ -359,34 +363,67 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
     detail::gemm_through_product_terms(schedule, a, b, c, shape, ar, key);
     return;
   }
-  std::vector<float> rows, result;
   const auto groups = first_is_reduction ? groups_of(schedule.stages[0].grouping, k) : std::vector<GroupSpan>{};
+  const detail::ProductProgram program =
+      programmed ? detail::product_program(schedule.stages[0], k) : detail::ProductProgram{};
+  std::vector<float> program_stack(detail::product_program_stack_floats(program));
+  // The program's tile kernel reads A term-major, each term's 4 rows of a tile together (rows
+  // past m zero), and B packed (below), both in the program's order of terms.
+  std::vector<float> a_packed(programmed ? (m + kGemmTileRows - 1) / kGemmTileRows * kGemmTileRows * k : 0);
+  for (size_t i = 0; i < (programmed ? m : 0); ++i)
+    for (size_t t = 0; t < k; ++t)
+      a_packed[(i / kGemmTileRows * k + t) * kGemmTileRows + i % kGemmTileRows] = a[i * k + program.order[t]];
+  // The first stage on a tile of mr x nr outputs: group g's result for output (r, c) to
+  // out[g * group_stride + r * ldo + c].
+  const auto first_stage_tile = [&](const float* a_tile, const float* b_block, size_t ldb, size_t mr, size_t nr,
+                                    float* out, size_t ldo, size_t group_stride) {
+    if (programmed) {
+      const float* a_rows = &a_packed[(a_tile - a) / k * k];  // the tile's rows, term-major
+      return detail::product_program_tile(program, ar.products == Products::fused, a_rows, b_block, mr, nr, out, ldo,
+                                          group_stride, program_stack.data());
+    }
+    for (size_t g = 0; g < groups.size(); ++g) {
+      float* dest = out + g * group_stride;
+      if (compensated)
+        detail::compensated_tile(first_kind, a_tile, k, b_block, ldb, groups[g], mr, nr, dest, ldo);
+      else if (fma_chains)
+        product_chain_tile<true>(a_tile, k, b_block, ldb, groups[g].first, groups[g].stride, groups[g].count, mr, nr,
+                                 dest, ldo);
+      else
+        product_chain_tile<false>(a_tile, k, b_block, ldb, groups[g].first, groups[g].stride, groups[g].count, mr, nr,
+                                  dest, ldo);
+    }
+  };
+  std::vector<float> rows, result;
   // Native arithmetic draws no rounding randomness; the walker of full tiles is reused.
   std::vector<fp::CounterRng> streams(kGemmTileRows * kGemmTileCols, fp::CounterRng(0));
   TileWalker<float, NativeAdd<float>> full_walker(kGemmTileRows * kGemmTileCols, {kGemmTileRows * kGemmTileCols}, ar,
                                                   streams.data(), key);
   // Column blocks outside, row blocks inside: B's k x 64 block stays in cache across the rows.
-  // With more than one row block, the FMA chains read it packed (rows of 64 contiguous floats):
+  // With more than one row block, the tile kernels read it packed (rows of 64 contiguous floats):
   // B's own rows are n floats apart, which for n a multiple of 512 maps every row's columns to the
   // same two L1 sets (measured on a 512-square GEMM: docs in bench/RESULTS.md).
-  const bool pack = chains && m > kGemmTileRows && n > kGemmTileCols;
-  // One chain over all of K and nothing after it (all:seq): the chains are the outputs, written
-  // straight into C, without the walker's per-tile work (which cost as much as the chains
-  // themselves for K = 64: a ResNet's first-stage input gradients ran at 15 GFLOP/s, not 38).
-  const bool chains_are_outputs = chains && groups.size() == 1 && schedule.stages.size() == 1;
+  const bool pack = programmed || (tile_kernel && m > kGemmTileRows && n > kGemmTileCols);
+  // One group over all of K and nothing after it (all:seq, all:tree, ...): the first stage's
+  // results are the outputs, written straight into C, without the walker's per-tile work (which
+  // cost as much as the chains themselves for K = 64: a ResNet's first-stage input gradients ran
+  // at 15 GFLOP/s, not 38).
+  const bool first_stage_is_outputs = tile_kernel && groups.size() == 1 && schedule.stages.size() == 1;
   std::vector<float> b_packed(pack ? k * kGemmTileCols : 0);
   for (size_t j0 = 0; j0 < n; j0 += kGemmTileCols) {
     const float* b_block = b + j0;
     size_t ldb = n;
     if (pack) {
       const size_t nr = std::min(kGemmTileCols, n - j0);
-      for (size_t t = 0; t < k; ++t) std::copy_n(b + t * n + j0, nr, &b_packed[t * kGemmTileCols]);
+      for (size_t t = 0; t < k; ++t)
+        std::copy_n(b + (programmed ? program.order[t] : t) * n + j0, nr, &b_packed[t * kGemmTileCols]);
       b_block = b_packed.data(), ldb = kGemmTileCols;
     }
     for (size_t i0 = 0; i0 < m; i0 += kGemmTileRows) {
       const size_t mr = std::min(kGemmTileRows, m - i0), nr = std::min(kGemmTileCols, n - j0), w = mr * nr;
-      if (chains_are_outputs) {
-        chain_tile(a + i0 * k, k, b_block, ldb, groups[0], mr, nr, c + i0 * n + j0, n);
+      const float* a_tile = a + i0 * k;
+      if (first_stage_is_outputs) {
+        first_stage_tile(a_tile, b_block, ldb, mr, nr, c + i0 * n + j0, n, 0);
         continue;
       }
       const NoiseKey tile_key = gemm_output_key(key, i0, j0, n);
@@ -394,19 +431,12 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
       walker.reshape(w, {w});
       walker.set_tile(tile_key);
       result.resize(w);
-      const float* a_tile = a + i0 * k;
-      const float* b_tile = b + j0;
-      if (chains) {
+      if (tile_kernel) {
         rows.resize(groups.size() * w);
-        for (size_t g = 0; g < groups.size(); ++g) {
-          float* dest = &rows[g * w];
-          chain_tile(a_tile, k, b_block, ldb, groups[g], mr, nr, dest, nr);
-        }
-        if (k == 0)
-          std::fill(result.begin(), result.end(), 0.0f);
-        else
-          walker.run(schedule, 1, rows.data(), w, groups.size(), result.data());
+        first_stage_tile(a_tile, b_block, ldb, mr, nr, rows.data(), nr, w);
+        walker.run(schedule, 1, rows.data(), w, groups.size(), result.data());
       } else {
+        const float* b_tile = b + j0;
         rows.resize(k * w);  // the rounded products are the terms
         for (size_t t = 0; t < k; ++t)
           for (size_t r = 0; r < mr; ++r)

@@ -1,8 +1,9 @@
 // The fast evaluator of schedules. Every output of a batch (the rows of a GEMM) shares one
 // reduction order, so the engine walks the schedule once per tile of outputs and runs each step
 // as a loop across the tile's outputs; a stage of FMA chains over K is a register-blocked GEMM
-// microkernel; any other first stage of a GEMM runs over the tile's product terms
-// (gemm_product_terms.hpp), tensor-core steps vectorised across the tile. Random steps (atomic,
+// microkernel, and so are fp32 trees, rev, warp shuffles (product_program_tile.hpp) and Kahan or
+// Neumaier sums (compensated_tile.hpp); any other first stage of a GEMM runs over the tile's
+// product terms (gemm_product_terms.hpp), tensor-core steps vectorised across the tile. Random steps (atomic,
 // shuffle) draw once per tile. Tested bit for bit against reference_evaluator.hpp.
 #pragma once
 

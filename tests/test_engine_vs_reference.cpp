@@ -279,9 +279,9 @@ struct Shape {
 const Shape awkward_shapes[] = {{1, 1, 1}, {4, 64, 1}, {5, 70, 7}, {3, 130, 33}, {9, 65, 100}, {2, 3, 257}};
 
 // Every output of sim::gemm against dot_reference with its own noise key (every 7th column
-// of wide matrices). Both must throw, or neither.
+// of wide matrices unless every_column). Both must throw, or neither.
 void check_gemm(const Schedule& s, const std::vector<float>& a, const std::vector<float>& b, const Shape& sh,
-                const Arithmetic& arithmetic, const std::string& label) {
+                const Arithmetic& arithmetic, const std::string& label, bool every_column = false) {
   const NoiseKey key{5, 1, 2};
   std::vector<float> c(sh.m * sh.n);
   bool engine_threw = false, reference_threw = false;
@@ -291,7 +291,7 @@ void check_gemm(const Schedule& s, const std::vector<float>& a, const std::vecto
     engine_threw = true;
   }
   for (size_t i = 0; i < sh.m; ++i)
-    for (size_t j = 0; j < sh.n; j += (sh.n > 20 ? 7 : 1)) {
+    for (size_t j = 0; j < sh.n; j += (sh.n > 20 && !every_column ? 7 : 1)) {
       std::vector<double> row(sh.k), col(sh.k);
       for (size_t t = 0; t < sh.k; ++t) row[t] = a[i * sh.k + t], col[t] = b[t * sh.n + j];
       double expected = 0;
@@ -480,4 +480,63 @@ TEST_CASE(
       INFO(c.input << " sum");
       CHECK(std::bit_cast<uint64_t>(s1) == std::bit_cast<uint64_t>(s2));
     }
+}
+
+TEST_CASE(
+    "engine gemm == reference: tree, rev, shfl, numpy_pairwise, kahan and neumaier first stages in registers x every "
+    "output of full and partial tiles x zeros, subnormals, overflow, cancellation, inf/NaN") {
+  // The fp32 round-to-nearest tile kernels (sim/product_program_tile.cpp, sim/compensated_tile.cpp)
+  // on every vector form: K = 1 and K of no particular size, groups of one, partial 4 x 64 tiles
+  // (masked columns, rows past M), full ones (B packed), and every output checked.
+  std::mt19937_64 g(37);
+  std::normal_distribution<float> d;
+  const char* schedules[] = {"all:tree",
+                             "all:rev",
+                             "all:shfl_down",
+                             "all:shfl_up",
+                             "all:shfl_xor",
+                             "all:numpy_pairwise",
+                             "all:kahan",
+                             "all:neumaier",
+                             "contig(32):tree | all:seq",
+                             "contig(5):rev | all:tree",
+                             "strided(3):shfl_up | all:seq",
+                             "split(4):numpy_pairwise | all:rev",
+                             "contig(1):tree | all:seq",
+                             "split(3):kahan | all:tree",
+                             "strided(2):neumaier | contig(2):seq | all:seq"};
+  const Arithmetic arithmetics[] = {arithmetic_of(fp::fp32(), fp::Mode::rne, Products::fused),
+                                    arithmetic_of(fp::fp32(), fp::Mode::rne, Products::rounded),
+                                    arithmetic_of(fp::fp32(), fp::Mode::rne, Products::exact)};
+  const Shape shapes[] = {{1, 1, 1}, {4, 64, 1},   {3, 17, 2},  {5, 70, 3},   {8, 128, 4},
+                          {2, 9, 5}, {9, 130, 31}, {4, 64, 64}, {7, 33, 100}, {5, 72, 257}};
+  enum Data { normal, wide, signed_zeros, subnormal, cancelling, overflow, special };
+  for (const char* text : schedules) {
+    const Schedule s = parse_schedule(text);
+    for (const Arithmetic& ar : arithmetics)
+      for (const Shape& sh : shapes)
+        for (int data = normal; data <= special; ++data) {
+          std::vector<float> a(sh.m * sh.k), b(sh.k * sh.n);
+          const float spread = data == wide ? 20.0f : 0.0f;
+          for (auto& x : a) x = d(g) * std::exp2(std::round(d(g) * spread));
+          for (auto& x : b) x = d(g) * std::exp2(std::round(d(g) * spread));
+          if (data == signed_zeros)  // products of +-0 meeting each other and values
+            for (size_t x = 0; x < a.size(); ++x)
+              if (g() % 3) a[x] = (g() % 2) ? -0.0f : 0.0f;
+          if (data == subnormal)  // subnormal factors and products below the smallest subnormal
+            for (size_t x = 0; x < a.size(); x += 2) a[x] = std::ldexp(a[x], -(120 + static_cast<int>(g() % 20)));
+          if (data == cancelling)  // pairs of products that cancel exactly: sums of zero
+            for (size_t t = 1; t < sh.k; t += 2)
+              for (size_t j = 0; j < sh.n; ++j) {
+                for (size_t i = 0; i < sh.m; ++i) a[i * sh.k + t] = a[i * sh.k + t - 1];
+                b[t * sh.n + j] = -b[(t - 1) * sh.n + j];
+              }
+          if (data == overflow)  // products beyond fp32 that an FMA keeps and a rounding does not
+            for (size_t x = 0; x < a.size(); x += 3) a[x] = std::ldexp(a[x] < 0 ? -1.5f : 1.5f, 100 + (x % 28));
+          if (data == special)
+            for (size_t x = 0; x < a.size(); x += 5)
+              a[x] = std::array{INFINITY, -INFINITY, NAN, 0.0f, std::numeric_limits<float>::max()}[g() % 5];
+          check_gemm(s, a, b, sh, ar, "data " + std::to_string(data), true);
+        }
+  }
 }
