@@ -30,6 +30,8 @@ class TreeRecorder {
     return static_cast<Value>(nodes_.size() - 1);
   }
   Value finish(Value v) { return v; }
+  // Only a held stage ("@F>H") starts from zero, and such schedules never reach a program.
+  Value zero() { throw std::logic_error("product_program: a held stage has no program"); }
   Value reduce_whole(const Reducer& r, std::span<const Value>, uint64_t) {
     throw std::logic_error("product_program: " + to_string(r) + " has no fixed order of additions");
   }
