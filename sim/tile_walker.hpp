@@ -245,7 +245,10 @@ class TileWalker {
     const size_t n = g.count;
     const bool whole =
         r.kind == K::exact || r.kind == K::binned || r.kind == K::fused || r.kind == K::kahan || r.kind == K::neumaier;
-    if (n == 1 && !whole && !from_zero) {
+    // A group of one is its member, as in the reference (schedule_walk's reduce_group), except for
+    // the reducers that round even one term (exact, binned, fused).
+    const bool rounds_one = r.kind == K::exact || r.kind == K::binned || r.kind == K::fused;
+    if (n == 1 && !rounds_one && !from_zero) {
       std::copy_n(row(in, stride, g, 0), w_, dest);
       return;
     }

@@ -116,6 +116,23 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("a compensated group of one term is that term, -0 included, as the reference's") {
+  // Kahan's and Neumaier's last step adds the compensation (+0) to the sum: a lone -0 would
+  // become +0 if the group ran at all; a group of one returns its member, as for every reducer.
+  for (const char* text : {"contig(1):kahan | all:seq", "contig(1):neumaier | all:seq", "all:neumaier", "all:kahan"})
+    for (auto f : {fp::fp32(), fp::fp64(), fp::bf16()}) {
+      Arithmetic arithmetic;
+      arithmetic.format = f;
+      const Schedule s = parse_schedule(text);
+      for (const std::vector<double>& v : {std::vector<double>{-0.0}, {-0.0, -0.0}, {1.5}}) {
+        INFO(text << " " << f.name << " on " << v.size() << " terms");
+        const double expected = reduce_reference(s, v, arithmetic);
+        CHECK(same_bits(reduce(s, v, arithmetic), expected));
+        if (v.size() == 1) CHECK(same_bits(expected, v[0]));
+      }
+    }
+}
+
 TEST_CASE("engine reduce == reference on long reductions: K = 10^5 (and 10^4 for the slow generic path)") {
   std::mt19937_64 g(11);
   for (const char* text : {"strided(33792):seq | contig(32):shfl_down | contig(8):seq | all:atomic", "numpy",
