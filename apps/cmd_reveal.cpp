@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include "apps/cli_support.hpp"
 #include "apps/commands.hpp"
@@ -11,6 +12,7 @@
 #include "reveal/probe_sum.hpp"
 #include "reveal/probe_varying_sum.hpp"
 #include "reveal/replay_sum.hpp"
+#include "reveal/replay_varying_sum.hpp"
 #include "reveal/shared_function.hpp"
 #include "sim/schedule.hpp"
 #include "util/whole_file.hpp"
@@ -28,9 +30,13 @@ struct RevealArgs {
 };
 
 // --runs: an order that may vary from call to call; the skeleton, its parts and how they met.
-int run_reveal_varying(const RevealArgs& args, const reveal::SumFunction& sum) {
+int run_reveal_varying(const RevealArgs& args, const reveal::SharedFunction& function, const reveal::SumFunction& sum) {
   const reveal::RevealedVaryingSum revealed = reveal::reveal_varying_sum(sum, args.n, args.runs);
   const reveal::ScheduleMatch match = reveal::match_varying_schedule(revealed);
+  std::optional<reveal::VaryingVerification> verified;
+  if (args.verify > 0 && revealed.varies)
+    verified = args.dot_product ? reveal::verify_varying_dot(function.as_dot(), revealed, args.verify, args.seed)
+                                : reveal::verify_varying_sum(function.as_sum(), revealed, args.verify, args.seed);
   if (!args.dot_file.empty()) util::write_file_atomically(args.dot_file, revealed.skeleton.dot());
   nlohmann::json cross = nlohmann::json::object(), met = nlohmann::json::object();
   for (const auto& [size, calls] : revealed.cross_meets) cross[std::to_string(size)] = calls;
@@ -51,6 +57,18 @@ int run_reveal_varying(const RevealArgs& args, const reveal::SumFunction& sum) {
                         {"chain_of_parts", revealed.chain_of_parts},
                         {"parts_met", met},
                         {"uniform_order_distance", revealed.uniform_order_distance}};
+  if (verified) {
+    nlohmann::json scores = nlohmann::json::array();
+    for (const auto& sc : verified->scores)
+      scores.push_back({{"arithmetic", reveal::arithmetic_name(sc.arithmetic)}, {"identical", sc.identical}});
+    doc["verify"] = {{"trials", verified->trials},
+                     {"seed", args.seed},
+                     {"inputs", verified->inputs},
+                     {"replays", scores},
+                     {"orders_per_trial", verified->orders},
+                     {"every_order", verified->every_order},
+                     {"distinct_results", verified->distinct_results}};
+  }
   if (!args.json_file.empty()) util::write_file_atomically(args.json_file, doc.dump(2) + "\n");
   if (args.json) {
     print_json(doc);
@@ -92,6 +110,16 @@ int run_reveal_varying(const RevealArgs& args, const reveal::SumFunction& sum) {
         revealed.uniform_order_distance,
         std::sqrt(static_cast<double>(revealed.parts.size()) / static_cast<double>(std::max<size_t>(1, met_calls))));
   }
+  if (verified) {
+    std::printf(
+        "replayed on %zu random inputs: the parts replayed, added as floats in %s (%zu a trial; their results: "
+        "%zu distinct, median):\n",
+        verified->trials, verified->every_order ? "every order" : "a sample of orders", verified->orders,
+        verified->distinct_results);
+    for (const auto& sc : verified->scores)
+      std::printf("  %zu/%zu had an order giving the function's bits with %s\n", sc.identical, verified->trials,
+                  reveal::arithmetic_name(sc.arithmetic).c_str());
+  }
   return 0;
 }
 
@@ -99,10 +127,9 @@ int run_reveal(const RevealArgs& args) {
   if (args.n < 2 || args.n > 65536) throw UsageError("--n must be from 2 to 65536");
   if (args.verify > 1000000) throw UsageError("--verify must be at most 1000000 trials");
   if (args.runs == 1 || args.runs > 1000) throw UsageError("--runs must be from 2 to 1000");
-  if (args.runs && args.verify) throw UsageError("--verify replays one tree; an order probed with --runs has none");
   const reveal::SharedFunction function(args.library, args.symbol);
   const reveal::SumFunction sum = args.dot_product ? reveal::dot_with_ones(function.as_dot()) : function.as_sum();
-  if (args.runs) return run_reveal_varying(args, sum);
+  if (args.runs) return run_reveal_varying(args, function, sum);
   const reveal::RevealedSum revealed = reveal::reveal_sum(sum, args.n);
   const reveal::ScheduleMatch match = reveal::match_schedule(revealed.tree);
   const sim::AdditionTree& tree = revealed.tree;
@@ -180,7 +207,8 @@ void add_reveal_command(CLI::App& app, Runner& run) {
   cmd->add_option("-n,--n", args->n, "number of terms")->capture_default_str()->check(whole_number());
   cmd->add_flag("--dot", args->dot_product, "the function is a dot product (probed with b = 1)");
   cmd->add_option("--verify", args->verify,
-                  "replay the revealed tree on this many random inputs and count bit-identical results")
+                  "replay the revealed tree on this many random inputs and count bit-identical results (with --runs: "
+                  "results that some order of the replayed parts gives)")
       ->check(whole_number());
   cmd->add_option("--runs", args->runs,
                   "probe every pair this many times, for an order that varies from call to call (atomics): "
@@ -198,7 +226,7 @@ void add_reveal_command(CLI::App& app, Runner& run) {
       "  fplab reveal --so build/tests/libreveal_targets.so --symbol lanes8_sum --n 32 --verify 1000\n"
       "  fplab reveal --so build/tests/libreveal_targets.so --symbol fma_dot --dot --n 16 --verify 200\n"
       "  fplab reveal --so build/tests/libreveal_targets.so --symbol pairwise_sum --n 12 --tree-dot tree.dot\n"
-      "  fplab reveal --so build/tests/libreveal_targets.so --symbol blocks_any_order_sum --n 64 --runs 6");
+      "  fplab reveal --so build/tests/libreveal_targets.so --symbol blocks_any_order_sum --n 64 --runs 6 --verify 20");
   cmd->callback([&run, args] { run = [args] { return run_reveal(*args); }; });
 }
 

@@ -250,14 +250,15 @@ def _factor_conversion(target: Target) -> str:
     return known.get(tuple(seen), f"other ({seen[0]!r}, {seen[1]!r})")
 
 
-def _probe_varying(target: Target, runs: int) -> dict:
+def _probe_varying(target: Target, runs: int, verify: int, seed: int) -> dict:
     """A target that is not one tree, probed again with every pair asked `runs` times: its
-    deterministic parts and how they were combined (docs/reveal.md, "Orders that vary")."""
+    deterministic parts and how they were combined (docs/reveal.md, "Orders that vary"), and
+    whether some order of the replayed parts gives each call's bits on `verify` random inputs."""
     import fplab
 
     reveal = fplab.reveal_sum if target.is_sum else fplab.reveal_dot
     try:
-        r = reveal(target.call, target.n, runs=runs)
+        r = reveal(target.call, target.n, runs=runs, verify=verify, seed=seed)
     except fplab.Error as e:
         return {"error": str(e)}
     sizes = sorted({len(p) for p in r["parts"]})
@@ -265,7 +266,7 @@ def _probe_varying(target: Target, runs: int) -> dict:
             "chain_of_parts": r["chain_of_parts"], "parts_met": {str(k): v for k, v in r["parts_met"].items()},
             "uniform_order_distance": r["uniform_order_distance"], "runs": runs, "calls": r["calls"],
             "seconds": round(r["seconds"], 3), "skeleton_head": r["skeleton"][:240],
-            "first_parts": r["parts"][:4]}
+            "first_parts": r["parts"][:4], "replays": r["replays"]}
 
 
 def _probe(target: Target, verify: int, repeat: int, seed: int, trials_dir: str, key: str,
@@ -292,7 +293,7 @@ def _probe(target: Target, verify: int, repeat: int, seed: int, trials_dir: str,
     except fplab.Error as e:
         row["error"] = str(e)
         if varying_runs and "contradict one tree" in row["error"] and target.n <= varying_max_n:
-            row["varying"] = _probe_varying(target, varying_runs)
+            row["varying"] = _probe_varying(target, varying_runs, min(verify, 20), seed)
         return row
     widths: Dict[int, int] = {}
     for children in r["nodes"]:
@@ -379,7 +380,9 @@ def _summary(row: dict) -> str:
             return (f"not one tree; with {v['runs']} runs a pair: {v['parts']} parts of {v['part_sizes']} terms, "
                     f"{v['schedules'][0] if v['schedules'] else 'no schedule'}, chain {v['chain_of_parts']}, "
                     f"parts met {v['parts_met']}, distance from a random order {v['uniform_order_distance']:.3f}, "
-                    f"{v['calls']} calls")
+                    f"{v['calls']} calls" + (f"; replay in some order {v['replays'][0]['identical']}/"
+                                             f"{v['replays'][0]['trials']} {v['replays'][0]['arithmetic']}"
+                                             if v.get("replays") else ""))
         return f"not one tree: {row['error']}" + (f"; with runs: {v['error']}" if v else "")
     best = row["replays"][0] if row["replays"] else None
     replay = f"{best['identical']}/{best['trials']} {best['arithmetic']}" if best else "no replay"

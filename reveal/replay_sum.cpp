@@ -48,8 +48,14 @@ struct Evaluator {
   }
 };
 
-// Trial `kind`'s inputs: the four distributions of input_kinds(), in turn.
-std::vector<float> draw(std::mt19937_64& rng, size_t n, size_t kind) {
+void sort_best_first(Verification& v) {
+  std::stable_sort(v.scores.begin(), v.scores.end(),
+                   [](const ReplayScore& a, const ReplayScore& b) { return a.identical > b.identical; });
+}
+
+}  // namespace
+
+std::vector<float> draw_trial_inputs(std::mt19937_64& rng, size_t n, size_t kind) {
   std::vector<float> x(n);
   std::normal_distribution<float> normal;
   std::uniform_real_distribution<float> unit(0.0f, 1.0f);
@@ -73,16 +79,9 @@ std::vector<float> draw(std::mt19937_64& rng, size_t n, size_t kind) {
   return x;
 }
 
-std::vector<std::string> input_kinds() {
+std::vector<std::string> trial_input_kinds() {
   return {"normal", "uniform [0, 1)", "wide exponents 2^-30 .. 2^31, random signs", "cancelling pairs"};
 }
-
-void sort_best_first(Verification& v) {
-  std::stable_sort(v.scores.begin(), v.scores.end(),
-                   [](const ReplayScore& a, const ReplayScore& b) { return a.identical > b.identical; });
-}
-
-}  // namespace
 
 std::string arithmetic_name(Arithmetic a) {
   switch (a) {
@@ -183,11 +182,11 @@ float replay_dot(const sim::AdditionTree& tree, std::span<const float> a, std::s
 }
 
 Verification verify_sum(const SumFunction& sum, const sim::AdditionTree& tree, size_t trials, uint64_t seed) {
-  Verification v{trials, {}, input_kinds()};
+  Verification v{trials, {}, trial_input_kinds()};
   for (Arithmetic a : sum_arithmetics()) v.scores.push_back({a, 0});
   std::mt19937_64 rng(seed);
   for (size_t t = 0; t < trials; ++t) {
-    const auto x = draw(rng, tree.terms, t);
+    const auto x = draw_trial_inputs(rng, tree.terms, t);
     const float real = sum(x);
     for (auto& s : v.scores)
       if (std::bit_cast<uint32_t>(replay_sum(tree, x, s.arithmetic)) == std::bit_cast<uint32_t>(real)) ++s.identical;
@@ -197,11 +196,11 @@ Verification verify_sum(const SumFunction& sum, const sim::AdditionTree& tree, s
 }
 
 Verification verify_dot(const DotFunction& dot, const sim::AdditionTree& tree, size_t trials, uint64_t seed) {
-  Verification v{trials, {}, input_kinds()};
+  Verification v{trials, {}, trial_input_kinds()};
   for (Arithmetic a : dot_arithmetics()) v.scores.push_back({a, 0});
   std::mt19937_64 rng(seed);
   for (size_t t = 0; t < trials; ++t) {
-    const auto a = draw(rng, tree.terms, t), b = draw(rng, tree.terms, t + 1);
+    const auto a = draw_trial_inputs(rng, tree.terms, t), b = draw_trial_inputs(rng, tree.terms, t + 1);
     const float real = dot(a, b);
     for (auto& s : v.scores)
       if (std::bit_cast<uint32_t>(replay_dot(tree, a, b, s.arithmetic)) == std::bit_cast<uint32_t>(real)) ++s.identical;

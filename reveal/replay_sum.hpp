@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <random>
 #include <span>
 #include <string>
 #include <vector>
@@ -51,6 +52,10 @@ struct Verification {
   std::vector<ReplayScore> scores;  // one per candidate arithmetic, best first
   std::vector<std::string> inputs;  // what the trials drew, in words
 };
+
+// Trial `kind`'s n inputs, drawn from `rng`: the distributions of trial_input_kinds(), in turn.
+std::vector<float> draw_trial_inputs(std::mt19937_64& rng, size_t n, size_t kind);
+std::vector<std::string> trial_input_kinds();
 
 // `trials` inputs (seeded), a quarter each: normal, uniform [0, 1), a wide range of exponents
 // with random signs, and sums that cancel (pairs of near-opposite values).

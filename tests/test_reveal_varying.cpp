@@ -13,6 +13,7 @@
 
 #include "reveal/match_schedule.hpp"
 #include "reveal/probe_varying_sum.hpp"
+#include "reveal/replay_varying_sum.hpp"
 #include "sim/addition_tree.hpp"
 #include "sim/reference_evaluator.hpp"
 #include "sim/schedule.hpp"
@@ -83,6 +84,34 @@ TEST_CASE("atomics over blocks: the blocks' trees, a chain of them, a uniformly 
     const auto match = reveal::match_varying_schedule(revealed);
     CHECK(std::find(match.schedules.begin(), match.schedules.end(), c.matched) != match.schedules.end());
   }
+}
+
+TEST_CASE("a varying skeleton replays: some order of the replayed parts gives every call's bits", "[reveal]") {
+  const auto seq_blocks = sim::parse_schedule("contig(16):seq | all:atomic");
+  const auto revealed = reveal::reveal_varying_sum(varying_function(seq_blocks), 96, 6);
+  const auto v = reveal::verify_varying_sum(varying_function(seq_blocks), revealed, 16, 3);
+  CHECK(v.every_order);
+  CHECK(v.orders == 720);         // 6 parts
+  REQUIRE(v.scores.size() == 1);  // fp32 only: the parts are added as floats
+  CHECK(v.scores[0].identical == 16);
+  CHECK(v.distinct_results >= 1);
+  // The same skeleton against blocks summed the other way round: most calls have no such order.
+  const auto other =
+      reveal::verify_varying_sum(varying_function(sim::parse_schedule("contig(16):rev | all:atomic")), revealed, 16, 3);
+  CHECK(other.scores[0].identical < 12);
+  // A dot product: blocks of FMA chains added in any order.
+  const auto dot_blocks = [schedule = seq_blocks, calls = std::make_shared<uint64_t>(0)](std::span<const float> a,
+                                                                                         std::span<const float> b) {
+    sim::NoiseKey key;
+    key.impl_seed = ++*calls;
+    return static_cast<float>(sim::dot_reference(schedule, std::vector<double>(a.begin(), a.end()),
+                                                 std::vector<double>(b.begin(), b.end()), sim::Arithmetic{}, key));
+  };
+  const auto dot_revealed = reveal::reveal_varying_sum(reveal::dot_with_ones(dot_blocks), 64, 6);
+  REQUIRE(dot_revealed.parts.size() == 4);
+  const auto dv = reveal::verify_varying_dot(dot_blocks, dot_revealed, 12, 5);
+  CHECK(dv.scores[0].identical == 12);
+  CHECK(reveal::arithmetic_name(dv.scores[0].arithmetic) == "fp32, products fused (FMA) onto the partial sum");
 }
 
 TEST_CASE("a deterministic sum probed for variation is one part, its own tree", "[reveal]") {

@@ -980,8 +980,12 @@ class Reveal(unittest.TestCase):
         self.assertTrue(doc["chain_of_parts"])
         self.assertLess(doc["uniform_order_distance"], 0.15)
         self.assertIn("--runs", check("reveal", "--so", self.library(), "--symbol", "seq_sum", "--runs", "1"))
-        self.assertIn("replays one tree",
-                      check("reveal", "--so", self.library(), "--symbol", "seq_sum", "--runs", "2", "--verify", "5"))
+        r = run("reveal", "--so", self.library(), "--symbol", "blocks_any_order_sum", "--n", "40", "--runs", "4",
+                "--verify", "10", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        verify = json.loads(r.stdout)["verify"]
+        self.assertEqual(verify["replays"][0], {"arithmetic": "fp32 additions", "identical": 10})
+        self.assertEqual((verify["orders_per_trial"], verify["every_order"]), (120, True))
 
     def test_refusals_are_one_line(self):
         check = Errors.check_error.__get__(self)
