@@ -247,14 +247,17 @@ def reveal_sum(fn: Callable[[Any], Any], n: int, *, verify: int = 0, seed: int =
     order varies, 'dot', 'nodes', 'root', 'schedules': those ending in `all:atomic` whose parts
     are these, 'cross_meets': {size of the subtree where terms of two parts met: calls},
     'chain_of_parts', 'parts_met': {parts arrived when two met: calls}, 'uniform_order_distance',
-    'runs', 'calls', 'seconds'}; about runs x n x parts / 2 calls.
+    'runs', 'calls', 'seconds', 'replays': with ``verify`` > 0, per arithmetic the trials on which
+    some order of the replayed parts, added as floats, gave fn's bits (with 'orders_per_trial',
+    'every_order' and 'distinct_results': how many different results those orders give)}; about
+    runs x n x parts / 2 calls.
 
     >>> import numpy as np
     >>> fplab.reveal_sum(lambda x: np.sum(x), 100)["schedules"][0]
     'all:numpy_pairwise'
     """
     _check_reveal_n("reveal_sum", n)
-    _check_reveal_runs("reveal_sum", runs, verify)
+    _check_reveal_runs("reveal_sum", runs)
     return _core.reveal_sum(fn, n, verify, seed, runs)
 
 
@@ -272,7 +275,7 @@ def reveal_dot(fn: Callable[[Any, Any], Any], n: int, *, verify: int = 0, seed: 
     '(((0+1)+2)+3)'
     """
     _check_reveal_n("reveal_dot", n)
-    _check_reveal_runs("reveal_dot", runs, verify)
+    _check_reveal_runs("reveal_dot", runs)
     return _core.reveal_dot(fn, n, verify, seed, runs)
 
 
@@ -281,11 +284,9 @@ def _check_reveal_n(name: str, n: Any) -> None:
         raise Error(f"{name}: n must be a whole number from 2 to 2^24, not {n!r}")
 
 
-def _check_reveal_runs(name: str, runs: Any, verify: Any) -> None:
+def _check_reveal_runs(name: str, runs: Any) -> None:
     if isinstance(runs, bool) or not isinstance(runs, int) or not (runs == 0 or 2 <= runs <= 1000):
         raise Error(f"{name}: runs must be 0 (one tree) or a whole number from 2 to 1000, not {runs!r}")
-    if runs and verify:
-        raise Error(f"{name}: verify replays one tree; an order probed with runs has none (leave one of them 0)")
 
 
 def profiles(profiles_dir: Sequence[str] = ()) -> List[str]:

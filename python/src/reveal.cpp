@@ -10,6 +10,7 @@
 #include "reveal/probe_sum.hpp"
 #include "reveal/probe_varying_sum.hpp"
 #include "reveal/replay_sum.hpp"
+#include "reveal/replay_varying_sum.hpp"
 
 namespace fplab::python {
 namespace {
@@ -49,13 +50,25 @@ py::dict report(const reveal::RevealedSum& revealed, const std::optional<reveal:
                   py::arg("schedules") = schedules, py::arg("replays") = replays);
 }
 
-// A sum whose order varies (runs >= 2), probed with the GIL released like reveal_and_verify.
-py::dict reveal_varying(const reveal::SumFunction& probe, size_t n, size_t runs) {
+// A sum whose order varies (runs >= 2), probed (and replayed: `verify_against`) with the GIL
+// released like reveal_and_verify.
+template <class Verify>
+py::dict reveal_varying(const reveal::SumFunction& probe, Verify verify_against, size_t n, size_t runs, size_t verify,
+                        uint64_t seed) {
   reveal::RevealedVaryingSum revealed;
+  std::optional<reveal::VaryingVerification> verified;
   {
     py::gil_scoped_release unlocked;
     revealed = reveal::reveal_varying_sum(probe, n, runs);
+    if (verify > 0 && revealed.varies) verified = verify_against(revealed, verify, seed);
   }
+  py::list replays;
+  if (verified)
+    for (const auto& s : verified->scores)
+      replays.append(py::dict(
+          py::arg("arithmetic") = reveal::arithmetic_name(s.arithmetic), py::arg("identical") = s.identical,
+          py::arg("trials") = verified->trials, py::arg("orders_per_trial") = verified->orders,
+          py::arg("every_order") = verified->every_order, py::arg("distinct_results") = verified->distinct_results));
   const auto match = reveal::match_varying_schedule(revealed);
   py::list schedules, parts;
   for (const auto& text : match.schedules) schedules.append(text);
@@ -73,7 +86,8 @@ py::dict reveal_varying(const reveal::SumFunction& probe, size_t n, size_t runs)
                   py::arg("root") = tree.root, py::arg("schedules") = schedules, py::arg("cross_meets") = cross,
                   py::arg("chain_of_parts") = revealed.chain_of_parts, py::arg("parts_met") = met,
                   py::arg("uniform_order_distance") = revealed.uniform_order_distance, py::arg("runs") = revealed.runs,
-                  py::arg("calls") = revealed.calls, py::arg("seconds") = revealed.seconds);
+                  py::arg("calls") = revealed.calls, py::arg("seconds") = revealed.seconds,
+                  py::arg("replays") = replays);
 }
 
 // Probes `probe` (fn as a sum) with the GIL released, on a thread of its own in reveal_sum (deep
@@ -97,7 +111,13 @@ py::dict reveal_sum_of(py::function fn, size_t n, size_t verify, uint64_t seed, 
     py::gil_scoped_acquire locked;
     return fn(float_array(x)).cast<float>();
   };
-  if (runs > 0) return reveal_varying(sum, n, runs);
+  if (runs > 0)
+    return reveal_varying(
+        sum,
+        [&](const reveal::RevealedVaryingSum& r, size_t trials, uint64_t s) {
+          return reveal::verify_varying_sum(sum, r, trials, s);
+        },
+        n, runs, verify, seed);
   return reveal_and_verify(
       sum,
       [&](const sim::AdditionTree& tree, size_t trials, uint64_t s) {
@@ -111,7 +131,13 @@ py::dict reveal_dot_of(py::function fn, size_t n, size_t verify, uint64_t seed, 
     py::gil_scoped_acquire locked;
     return fn(float_array(a), float_array(b)).cast<float>();
   };
-  if (runs > 0) return reveal_varying(reveal::dot_with_ones(dot), n, runs);
+  if (runs > 0)
+    return reveal_varying(
+        reveal::dot_with_ones(dot),
+        [&](const reveal::RevealedVaryingSum& r, size_t trials, uint64_t s) {
+          return reveal::verify_varying_dot(dot, r, trials, s);
+        },
+        n, runs, verify, seed);
   return reveal_and_verify(
       reveal::dot_with_ones(dot),
       [&](const sim::AdditionTree& tree, size_t trials, uint64_t s) {

@@ -124,8 +124,12 @@ class RevealVarying(unittest.TestCase):
         self.assertEqual(revealed["parts"], [list(range(20))])
         self.assertIn("all:seq", revealed["schedules"])
 
-    def test_runs_and_verify_are_checked(self):
+    def test_the_skeleton_replays_in_some_order(self):
+        revealed = fplab.reveal_sum(self.blocks_in_random_order(8, seed=1), 32, runs=6, verify=10)
+        best = revealed["replays"][0]
+        self.assertEqual((best["arithmetic"], best["identical"], best["trials"]), ("fp32 additions", 10, 10))
+        self.assertEqual((best["orders_per_trial"], best["every_order"]), (24, True))
+
+    def test_bad_runs(self):
         with self.assertRaisesRegex(fplab.Error, "runs must be 0"):
             fplab.reveal_sum(float32_loop, 8, runs=1)
-        with self.assertRaisesRegex(fplab.Error, "verify replays one tree"):
-            fplab.reveal_sum(float32_loop, 8, runs=2, verify=10)
