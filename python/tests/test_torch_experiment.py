@@ -175,6 +175,49 @@ class Workers(unittest.TestCase):
             self.assertFalse(os.path.exists(os.path.join(folder, "never")))
 
 
+def adamw(parameters):
+    """A caller's optimizer (top level: it can go to worker processes)."""
+    return torch.optim.AdamW(parameters, lr=0.01, weight_decay=0.05)
+
+
+@needs_torch
+class CallersOptimizer(unittest.TestCase):
+    """optimizer_fn: a torch.optim optimizer in place of fplab's SGD/Adam, recorded and resumed by its settings."""
+
+    def test_adamw_trains_records_and_resumes(self):
+        train, test = synthetic(256, 1), synthetic(200, 2)
+        with tempfile.TemporaryDirectory(prefix="fplab-torch-experiment-optimizer-") as folder:
+            arguments = dict(recipe=RECIPE, profiles=["h100"], variants=["control", "impl"], replicas=2,
+                             name="user mlp", progress=False)
+            out = os.path.join(folder, "adamw")
+            ours = fplab.torch.experiment(mlp, train, test, out=os.path.join(folder, "fplab"), **arguments)
+            theirs = fplab.torch.experiment(mlp, train, test, out=out, optimizer_fn=adamw, **arguments)
+            # Another optimizer, other weights; the same one in worker processes, the same bits.
+            self.assertTrue(all(a.weights_sha256 != b.weights_sha256 for a, b in zip(ours.records, theirs.records)))
+            pooled = fplab.torch.experiment(mlp, train, test, out=os.path.join(folder, "pooled"), workers=2,
+                                            optimizer_fn=adamw, **arguments)
+            self.assertEqual([r.weights_sha256 for r in pooled.records], [r.weights_sha256 for r in theirs.records])
+            with open(os.path.join(out, "summary.json")) as f:
+                self.assertIn("torch.optim.adamw.AdamW", f.read())
+            # Resume keeps replicas of the same optimizer, and trains again those of another lr.
+            again = fplab.torch.experiment(mlp, train, test, out=out, optimizer_fn=adamw, resume=True, **arguments)
+            self.assertEqual([r.weights_sha256 for r in again.records], [r.weights_sha256 for r in theirs.records])
+            slower = fplab.torch.experiment(mlp, train, test, out=out, resume=True,
+                                            optimizer_fn=lambda ps: torch.optim.AdamW(ps, lr=0.001, weight_decay=0.05),
+                                            **arguments)
+            self.assertTrue(all(a.weights_sha256 != b.weights_sha256 for a, b in zip(slower.records, theirs.records)))
+
+    def test_what_is_not_an_optimizer_is_refused(self):
+        train, test = synthetic(64, 1), synthetic(32, 2)
+        with tempfile.TemporaryDirectory(prefix="fplab-torch-experiment-optimizer-") as folder:
+            for bad in (lambda ps: None, "adam"):
+                with self.assertRaises(fplab.Error) as caught:
+                    fplab.torch.experiment(mlp, train, test, RECIPE, ["h100"], ["control"], replicas=2,
+                                           out=os.path.join(folder, "never"), optimizer_fn=bad, progress=False)
+                self.assertIn("optimizer_fn", str(caught.exception))
+                self.assertFalse(os.path.exists(os.path.join(folder, "never")))
+
+
 @needs_torch
 class Native(unittest.TestCase):
     """The profile "native": PyTorch's own kernels, with the same initial weights, batches and optimiser."""

@@ -16,7 +16,7 @@ caller makes it a fplab._core.ReplicaRecord.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, NamedTuple, Sequence, Tuple
+from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -54,9 +54,11 @@ def record(fields: ReplicaFields) -> Any:
 
 def train_replica(model_fn: Callable[[int], nn.Module], job: dict, recipe: Any,
                   train: Tuple[torch.Tensor, torch.Tensor], test_x: torch.Tensor, test_y: torch.Tensor,
-                  loss_fn: Callable, profiles_dir: Sequence[str], math: str) -> ReplicaFields:
+                  loss_fn: Callable, profiles_dir: Sequence[str], math: str,
+                  optimizer_fn: Optional[Callable] = None) -> ReplicaFields:
     """Job ``job`` (one of fplab._core.Experiment.jobs()) trained and evaluated; train and test_x
-    on the training device, test_y (the labels, for the accuracy) on the CPU."""
+    on the training device, test_y (the labels, for the accuracy) on the CPU. ``optimizer_fn``: the
+    caller's torch.optim optimizer of the trained parameters instead of fplab's."""
     started = time.monotonic()
     x, y = train
     device = x.device
@@ -75,9 +77,12 @@ def train_replica(model_fn: Callable[[int], nn.Module], job: dict, recipe: Any,
         model.to(device)
         trained = [p for p in model.parameters() if p.requires_grad]
         # Weight decay on weights, not on biases or normalisation parameters (fplab's layers: one dimension).
-        optimizer = Optimizer([(p, p.dim() > 1) for p in trained], recipe.optimizer, recipe.lr, recipe.momentum,
-                              recipe.weight_decay, decay_every=recipe.lr_decay_every,
-                              decay_factor=recipe.lr_decay_factor)
+        if optimizer_fn is not None:
+            optimizer: Any = _CallersOptimizer(optimizer_fn(trained))
+        else:
+            optimizer = Optimizer([(p, p.dim() > 1) for p in trained], recipe.optimizer, recipe.lr, recipe.momentum,
+                                  recipe.weight_decay, decay_every=recipe.lr_decay_every,
+                                  decay_factor=recipe.lr_decay_factor)
         if native:
             mode: Any = NativeMode(job["deterministic"])
         else:
@@ -108,6 +113,19 @@ def train_replica(model_fn: Callable[[int], nn.Module], job: dict, recipe: Any,
     buffers = _flat(b for b in model.buffers() if b.is_floating_point())
     return ReplicaFields(job["profile"], job["variant"], job["replica"], algo_seed, job["impl_seed"], accuracy,
                          train_loss, time.monotonic() - started, predictions, weights, buffers)
+
+
+class _CallersOptimizer:
+    """A torch.optim optimizer behind fplab's Optimizer.step(epoch): the epoch is fplab's decay
+    schedule's business, which a caller's optimizer does not follow."""
+
+    def __init__(self, optimizer: Any) -> None:
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise Error(f"{_WHO}: optimizer_fn must return a torch.optim.Optimizer, not {type(optimizer).__name__}")
+        self.optimizer = optimizer
+
+    def step(self, epoch: int) -> None:
+        self.optimizer.step()
 
 
 def _predict(model: nn.Module, x: torch.Tensor, mode_of_batch: Callable[[int], Any]) -> np.ndarray:

@@ -33,9 +33,11 @@ _WHO = "fplab.torch.experiment"
 _given: Optional[Tuple[Tuple[torch.Tensor, torch.Tensor], torch.Tensor, torch.Tensor]] = None
 
 
-def check_sendable(model_fn: Callable, loss_fn: Callable) -> None:
-    """One clear line now rather than a worker's traceback later."""
-    for what, fn in (("model_fn", model_fn), ("loss_fn", loss_fn)):
+def check_sendable(**functions: Optional[Callable]) -> None:
+    """One clear line now rather than a worker's traceback later (None: not given, nothing to send)."""
+    for what, fn in functions.items():
+        if fn is None:
+            continue
         module = getattr(fn, "__module__", None)
         if module == "__main__" and not getattr(sys.modules.get("__main__"), "__file__", None):
             raise Error(f"{_WHO}: workers > 1 cannot send {what} defined in an interactive session to worker "
@@ -51,7 +53,7 @@ def check_sendable(model_fn: Callable, loss_fn: Callable) -> None:
 def train_in_workers(workers: int, model_fn: Callable, jobs: Dict[int, dict], recipe: Any,
                      train: Tuple[torch.Tensor, torch.Tensor], test_x: torch.Tensor, test_y: torch.Tensor,
                      loss_fn: Callable, profiles_dir: Sequence[str], math: str,
-                     device: torch.device) -> Iterator[Tuple[int, ReplicaFields]]:
+                     device: torch.device, optimizer_fn: Optional[Callable] = None) -> Iterator[Tuple[int, ReplicaFields]]:
     """(index, fields) of every job in ``jobs`` (index -> job) as each finishes, ``workers`` at a time.
     The data is given on the CPU; each worker uses torch's threads divided among the workers."""
     threads = max(1, torch.get_num_threads() // workers)
@@ -59,7 +61,7 @@ def train_in_workers(workers: int, model_fn: Callable, jobs: Dict[int, dict], re
     pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context, initializer=_start,
                                initargs=(train, test_x, test_y, str(device), threads, switches()))
     try:
-        running = {pool.submit(_train, model_fn, job, recipe, loss_fn, list(profiles_dir), math): k
+        running = {pool.submit(_train, model_fn, job, recipe, loss_fn, list(profiles_dir), math, optimizer_fn): k
                    for k, job in jobs.items()}
         while running:
             done, _ = wait(running, return_when=FIRST_COMPLETED)
@@ -86,7 +88,7 @@ def _start(train: Tuple[torch.Tensor, torch.Tensor], test_x: torch.Tensor, test_
 
 
 def _train(model_fn: Callable, job: dict, recipe: Any, loss_fn: Callable, profiles_dir: List[str],
-           math: str) -> ReplicaFields:
+           math: str, optimizer_fn: Optional[Callable]) -> ReplicaFields:
     assert _given is not None, "a worker trains only after _start"
     train, test_x, test_y = _given
-    return train_replica(model_fn, job, recipe, train, test_x, test_y, loss_fn, profiles_dir, math)
+    return train_replica(model_fn, job, recipe, train, test_x, test_y, loss_fn, profiles_dir, math, optimizer_fn)

@@ -91,7 +91,8 @@ def experiment(model_fn: Callable[[int], nn.Module], train_data: Data, test_data
                loss_fn: Optional[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = None,
                algo_seed: int = 1, impl_seed: int = 1, resume: bool = False, force: bool = False,
                device: Any = None, progress: bool = True, profiles_dir: Sequence[str] = (),
-               math: str = "torch", workers: int = 1) -> Results:
+               math: str = "torch", workers: int = 1,
+               optimizer_fn: Optional[Callable[[List[nn.Parameter]], torch.optim.Optimizer]] = None) -> Results:
     """Trains ``replicas`` replicas of every (profile, variant) and writes fplab run's result files into ``out``.
 
     ``model_fn(seed)`` builds the model with its initial weights (it runs after
@@ -118,6 +119,12 @@ def experiment(model_fn: Callable[[int], nn.Module], train_data: Data, test_data
     on a GPU, which one emulated replica leaves idle much of the time); model_fn and loss_fn must
     then be defined at the top level of a module or of a script guarded by ``if __name__ ==
     "__main__":``. The replicas' bits do not depend on ``workers``.
+    ``optimizer_fn(parameters)`` returns a torch.optim optimizer of the trained parameters (in the
+    model's order), used instead of fplab's SGD or Adam: e.g. ``lambda ps: torch.optim.AdamW(ps,
+    lr=1e-3)``. It is stepped once a batch, outside the emulation (its arithmetic is PyTorch's own
+    elementwise arithmetic, as in a real run); the recipe's optimizer, lr, momentum, weight_decay and
+    lr_decay keys are then not used, and the description records the optimizer. A changed
+    optimizer (its class and hyperparameters) makes resume train the replicas again.
     """
     profiles = [profiles] if isinstance(profiles, str) else list(profiles)
     device = _device(device, emulated=any(p != NATIVE for p in profiles))
@@ -135,8 +142,10 @@ def experiment(model_fn: Callable[[int], nn.Module], train_data: Data, test_data
         raise Error(f"{_WHO}: replicas must be a whole number, not {replicas!r}")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise Error(f"{_WHO}: workers must be a whole number from 1, not {workers!r}")
+    if optimizer_fn is not None and not callable(optimizer_fn):
+        raise Error(f"{_WHO}: optimizer_fn must be a function of the parameters that returns a torch.optim optimizer")
     if workers > 1:
-        check_sendable(model_fn, loss_fn)
+        check_sendable(model_fn=model_fn, loss_fn=loss_fn, optimizer_fn=optimizer_fn)
     native = NATIVE in profiles
     if native:
         backend = _native_run.backend(device)
@@ -147,6 +156,9 @@ def experiment(model_fn: Callable[[int], nn.Module], train_data: Data, test_data
             raise Error(f"{_WHO}: {seed_name} must be a whole number from 0 to 2^63 - 1, not {seed!r}")
 
     first = _build(model_fn, algo_seed)
+    chosen_optimizer = _optimizer_text(optimizer_fn, first)
+    if chosen_optimizer:
+        description = (description + "\n\n" if description else "") + f"Optimizer: {chosen_optimizer}."
     name = name or getattr(model_fn, "__name__", "") or "experiment"
     parameters = sum(p.numel() for p in first.parameters())
     spec = _core.Experiment(
@@ -158,7 +170,7 @@ def experiment(model_fn: Callable[[int], nn.Module], train_data: Data, test_data
         profiles_dir=list(profiles_dir))
     # What a replica file must have been trained on besides the recipe: a changed model, loss or
     # data set makes resume train the replica again.
-    source = _source(first, loss_fn, math, train, test, names, backend if native else "")
+    source = _source(first, loss_fn, math, train, test, names, backend if native else "", chosen_optimizer)
     out = out if out is not None else spec.default_out
     jobs = spec.jobs()
 
@@ -180,7 +192,7 @@ def experiment(model_fn: Callable[[int], nn.Module], train_data: Data, test_data
         started, done = time.monotonic(), 0
         missing = {k: job for k, job in enumerate(jobs) if records[k] is None}
         for k, result in _trained(missing, workers, model_fn, recipe, train, test, loss_fn, profiles_dir, math,
-                                  device):
+                                  device, optimizer_fn):
             records[k] = record(result)
             spec.save_replica(out, k, records[k], source)
             done += 1
@@ -198,6 +210,18 @@ def experiment(model_fn: Callable[[int], nn.Module], train_data: Data, test_data
 
 
 # --- checking what the caller gave ------------------------------------------------------------
+
+
+def _optimizer_text(optimizer_fn: Optional[Callable], model: nn.Module) -> str:
+    """The caller's optimizer in one line (its class and every hyperparameter of its groups), made
+    once on a model's parameters; "" for fplab's own."""
+    if optimizer_fn is None:
+        return ""
+    made = optimizer_fn([p for p in model.parameters() if p.requires_grad])
+    if not isinstance(made, torch.optim.Optimizer):
+        raise Error(f"{_WHO}: optimizer_fn must return a torch.optim.Optimizer, not {type(made).__name__}")
+    groups = [{k: v for k, v in g.items() if k != "params"} for g in made.param_groups]
+    return f"{type(made).__module__}.{type(made).__qualname__} {groups!r}"
 
 
 def _device(device: Any, emulated: bool) -> torch.device:
@@ -325,17 +349,18 @@ def _command() -> str:
 
 def _trained(jobs: dict, workers: int, model_fn: Callable[[int], nn.Module], recipe: Recipe,
              train: Tuple[torch.Tensor, torch.Tensor], test: Tuple[torch.Tensor, torch.Tensor], loss_fn: Callable,
-             profiles_dir: Sequence[str], math: str, device: torch.device):
+             profiles_dir: Sequence[str], math: str, device: torch.device, optimizer_fn: Optional[Callable]):
     """(index, ReplicaFields) of every job as it finishes: here one after another, or in worker processes."""
     if not jobs:
         return
     if workers > 1 and len(jobs) > 1:
         yield from train_in_workers(workers, model_fn, jobs, recipe, train, test[0], test[1], loss_fn, profiles_dir,
-                                    math, device)
+                                    math, device, optimizer_fn)
         return
     on_device = (train[0].to(device), train[1].to(device)), test[0].to(device)  # moved once
     for k, job in jobs.items():
-        yield k, train_replica(model_fn, job, recipe, on_device[0], on_device[1], test[1], loss_fn, profiles_dir, math)
+        yield k, train_replica(model_fn, job, recipe, on_device[0], on_device[1], test[1], loss_fn, profiles_dir, math,
+                               optimizer_fn)
 
 
 # --- progress --------------------------------------------------------------------------------
