@@ -74,7 +74,7 @@ int run_reveal_varying(const RevealArgs& args, const reveal::SharedFunction& fun
     print_json(doc);
     return 0;
   }
-  std::printf("%s in %s, n = %zu (%s), every pair probed %zu times: %zu calls in %.3f s\n", args.symbol.c_str(),
+  std::printf("%s in %s, n = %zu (%s), pairs in a part asked %zu times: %zu calls in %.3f s\n", args.symbol.c_str(),
               args.library.c_str(), args.n, args.dot_product ? "dot product" : "sum", revealed.runs, revealed.calls,
               revealed.seconds);
   if (!revealed.varies) {
@@ -211,7 +211,7 @@ void add_reveal_command(CLI::App& app, Runner& run) {
                   "results that some order of the replayed parts gives)")
       ->check(whole_number());
   cmd->add_option("--runs", args->runs,
-                  "probe every pair this many times, for an order that varies from call to call (atomics): "
+                  "for an order that varies from call to call (atomics): ask the pairs of a part this many times; "
                   "deterministic parts, and how they were combined")
       ->check(whole_number());
   cmd->add_option("--seed", args->seed, "seed of --verify's inputs")->capture_default_str()->check(whole_number());

@@ -377,7 +377,7 @@ def _summary(row: dict) -> str:
     if "error" in row:
         v = row.get("varying")
         if v and "error" not in v:
-            return (f"not one tree; with {v['runs']} runs a pair: {v['parts']} parts of {v['part_sizes']} terms, "
+            return (f"not one tree; with --varying-runs {v['runs']}: {v['parts']} parts of {v['part_sizes']} terms, "
                     f"{v['schedules'][0] if v['schedules'] else 'no schedule'}, chain {v['chain_of_parts']}, "
                     f"parts met {v['parts_met']}, distance from a random order {v['uniform_order_distance']:.3f}, "
                     f"{v['calls']} calls" + (f"; replay in some order {v['replays'][0]['identical']}/"
@@ -440,7 +440,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     r.add_argument("--varying-runs", type=int, default=6,
                    help="probe a target that is not one tree again, every pair this many times (0: no)")
     r.add_argument("--varying-max-n", type=int, default=6400,
-                   help="only for targets of at most this many terms (about runs x n x parts / 2 calls)")
+                   help="only for targets of at most this many terms (about n x parts / 2 + runs x n calls)")
     r.add_argument("--shapes", default="", help="only the targets whose key starts with one of these (comma-separated)")
     r.add_argument("--budget", type=float, default=0, help="stop after this many seconds (0: no limit)")
     r.add_argument("--resume", action="store_true", help="skip the targets reveal.jsonl in --out has")

@@ -22,15 +22,22 @@ bool all_equal(const std::vector<size_t>& v) {
   return std::all_of(v.begin(), v.end(), [&](size_t s) { return s == v[0]; });
 }
 
-// The pivot's part: its ancestors, smallest first, as long as each gathers exactly its size of
-// terms whose every answer was the same.
-std::vector<size_t> stable_part(size_t pivot, const std::map<size_t, std::vector<size_t>>& answers) {
-  std::map<size_t, std::vector<size_t>> by_size;  // the largest answer -> terms
-  for (const auto& [term, sizes] : answers) by_size[*std::max_element(sizes.begin(), sizes.end())].push_back(term);
+// The pivot's part: its ancestors, smallest first (by each term's first answer), as long as each
+// gathers exactly its size of terms whose answers stay the same when asked `runs` times in all.
+// Only the terms the walk reaches are asked again: one answer places the others outside.
+std::vector<size_t> stable_part(size_t pivot, std::map<size_t, std::vector<size_t>>& answers, size_t runs,
+                                detail::PairProber& prober) {
+  std::map<size_t, std::vector<size_t>> by_size;  // the first answer -> terms
+  for (const auto& [term, sizes] : answers) by_size[sizes[0]].push_back(term);
   std::vector<size_t> part{pivot};
   for (const auto& [size, group] : by_size) {
-    const bool steady = std::all_of(group.begin(), group.end(), [&](size_t t) { return all_equal(answers.at(t)); });
-    if (!steady || part.size() + group.size() != size) break;
+    if (part.size() + group.size() != size) break;
+    const bool steady = std::all_of(group.begin(), group.end(), [&](size_t t) {
+      std::vector<size_t>& asked = answers[t];
+      while (asked.size() < runs) asked.push_back(prober.probe(pivot, t));
+      return all_equal(asked);
+    });
+    if (!steady) break;
     part.insert(part.end(), group.begin(), group.end());
   }
   std::sort(part.begin(), part.end());
@@ -92,9 +99,8 @@ RevealedVaryingSum reveal_varying_sum(const SumFunction& sum, size_t n, size_t r
       const size_t pivot = prober.random_member(remaining);
       PivotProbes probes{out.parts.size(), {}};
       for (size_t term : remaining)
-        if (term != pivot)
-          for (size_t r = 0; r < runs; ++r) probes.answers[term].push_back(prober.probe(pivot, term));
-      const std::vector<size_t> part = stable_part(pivot, probes.answers);
+        if (term != pivot) probes.answers[term].push_back(prober.probe(pivot, term));
+      const std::vector<size_t> part = stable_part(pivot, probes.answers, runs, prober);
       for (size_t term : part)
         if (term != pivot) prober.remember(pivot, term, probes.answers[term][0]);
       part_nodes.push_back(prober.subtree(part, pivot));

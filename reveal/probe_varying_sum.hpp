@@ -1,14 +1,15 @@
 // Revealing a sum whose order changes from call to call, as a GPU kernel's does where blocks add
 // their partial sums to the result with atomics: deterministic parts (each a fixed tree of its own
-// terms), combined in an order that varies. Each pair of terms is probed `runs` times (the probe
-// of reveal/probe_sum.hpp); a part is the largest subtree around a pivot term whose every probe
-// answered the same in every call and fits one tree. Then, for the pairs of terms in different
+// terms), combined in an order that varies. From a pivot term, every other term not yet in a part
+// is probed once (the probe of reveal/probe_sum.hpp); the pivot's part is the largest subtree
+// around it that fits one tree and whose every term answered the same when asked `runs` times
+// (only the terms that walk reaches are asked again). Then, for the pairs of terms in different
 // parts, the sizes of the subtrees where they met say how the parts were combined: in a chain of
 // atomic additions in arrival order, two parts meet once both have arrived, so the size is the
 // sum of the sizes of every part that had arrived by then.
 //
-// Calls: runs x (n - 1) per part found (each part's pivot against every term not yet in a part),
-// about runs x n x P / 2 for P parts.
+// Calls: (terms left) for each part's pivot plus `runs` for each term of a part, about
+// n P / 2 + runs n for P parts (a pure chain of atomics, P = n, costs about n^2 / 2).
 #pragma once
 
 #include <cstddef>
@@ -29,7 +30,8 @@ struct RevealedVaryingSum {
   bool varies = false;
   size_t runs = 0, calls = 0;
   double seconds = 0;
-  // The probes of pairs in different parts: size of the subtree where they met -> calls.
+  // The probes of pairs in different parts (one call each, or `runs` where the walk asked again):
+  // size of the subtree where they met -> calls.
   std::map<size_t, size_t> cross_meets;
   // True when every such size is the two parts' sizes plus those of some other whole parts: what
   // a chain of the parts in some order gives. Checked exactly when all parts have one size.

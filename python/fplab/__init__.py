@@ -241,8 +241,8 @@ def reveal_sum(fn: Callable[[Any], Any], n: int, *, verify: int = 0, seed: int =
     the trials (random inputs, ``seed``) on which replaying the tree gave fn's bits}. A function whose
     answers are not one tree of float additions raises fplab.Error.
 
-    With ``runs`` >= 2, an order that may change from call to call (atomics): every pair is probed
-    ``runs`` times, and the answer is a skeleton (docs/reveal.md, "Orders that vary"): {'varies',
+    With ``runs`` >= 2, an order that may change from call to call (atomics): the pairs within a
+    part are asked ``runs`` times, and the answer is a skeleton (docs/reveal.md, "Orders that vary"): {'varies',
     'parts': each deterministic part's terms, 'skeleton': the parts' trees under one root whose
     order varies, 'dot', 'nodes', 'root', 'schedules': those ending in `all:atomic` whose parts
     are these, 'cross_meets': {size of the subtree where terms of two parts met: calls},
@@ -250,7 +250,7 @@ def reveal_sum(fn: Callable[[Any], Any], n: int, *, verify: int = 0, seed: int =
     'runs', 'calls', 'seconds', 'replays': with ``verify`` > 0, per arithmetic the trials on which
     some order of the replayed parts, added as floats, gave fn's bits (with 'orders_per_trial',
     'every_order' and 'distinct_results': how many different results those orders give)}; about
-    runs x n x parts / 2 calls.
+    n x parts / 2 + runs x n calls.
 
     >>> import numpy as np
     >>> fplab.reveal_sum(lambda x: np.sum(x), 100)["schedules"][0]

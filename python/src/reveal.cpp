@@ -153,7 +153,7 @@ void bind_reveal(py::module_& m) {
         py::arg("runs") = 0,
         "The addition order of fn (a float32 array of n in, a float out), found by probing it: "
         "{'tree', 'dot', 'nodes', 'calls', 'seconds', 'schedules', 'replays', ...}; with runs >= 2, "
-        "each pair probed runs times, an order that varies: {'varies', 'parts', 'skeleton', ...}.");
+        "the pairs of a part asked runs times, an order that varies: {'varies', 'parts', 'skeleton', ...}.");
   m.def("reveal_dot", &reveal_dot_of, py::arg("fn"), py::arg("n"), py::arg("verify") = 0, py::arg("seed") = 1,
         py::arg("runs") = 0,
         "The addition order of fn (two float32 arrays of n in, their dot product out), found by probing "
