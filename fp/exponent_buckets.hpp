@@ -12,6 +12,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include "fp/ieee_bits.hpp"
 #include "fp/superaccumulator.hpp"
@@ -28,8 +29,9 @@ class ExponentBuckets {
   // exponents agree, so the adds do not wait on each other through memory; the eight words of
   // one exponent share a cache line. (4 and 16 lanes measured no faster in bench_exact_sum.)
   static constexpr int kLanes = 8;
-  // 2^(64 - bits) significands below 2^bits stay below 2^64 in one word.
-  static constexpr size_t kPerLaneBeforeFlush = size_t{1} << (64 - kSignificandBits);
+  // A period of 2^(63 - bits) significands per lane, each below 2^bits, adds less than 2^63 to
+  // a word.
+  static constexpr size_t kPerLanePerPeriod = size_t{1} << (63 - kSignificandBits);
   static constexpr size_t kChunk = 512;  // terms decoded per vector pass
   static_assert(kChunk % kLanes == 0);
 
@@ -114,13 +116,13 @@ class ExponentBuckets {
     asm("" : "+r"(word));
     alignas(64) uint64_t index[kChunk];
     alignas(64) uint64_t significand[kChunk];
-    bool finite = true;
+    Seen all;   // every exponent flushed into the totals
+    Seen seen;  // since the last flush
     size_t i = 0;
     while (i < n) {
-      const size_t flush_at = std::min(n, i + kLanes * kPerLaneBeforeFlush);
-      Seen seen;
-      while (i < flush_at) {
-        const size_t len = std::min(kChunk, flush_at - i);
+      const size_t period_end = std::min(n, i + kLanes * kPerLanePerPeriod);
+      while (i < period_end) {
+        const size_t len = std::min(kChunk, period_end - i);
         decode(i, len, index, significand, seen);
         // Term k goes to lane k % kLanes: unrolled, the lane is an address displacement.
         size_t k = 0;
@@ -130,25 +132,49 @@ class ExponentBuckets {
         for (; k < len; ++k) word[index[k] + k % kLanes] += significand[k];
         i += len;
       }
-      finite = finite && !seen.special;
-      flush(acc, word, seen);
+      if (seen.zeros_counted) clear(word, 0);
+      // A period adds less than 2^63 to a word: the words take another one while all are below
+      // 2^63. Checking that costs a vector OR per cache line; a flush, a few dozen instructions per
+      // exponent, which made sums of widely spread exponents flush-bound when it came every period.
+      if (i < n && all_below_half(word, seen)) continue;
+      flush(word, storage.total.data(), seen);
+      all.low = std::min(all.low, seen.low);
+      all.high = std::max(all.high, seen.high);
+      all.special = all.special || seen.special;
+      seen = Seen{};
     }
-    return finite;
+    // Bucket (s, e) holds sum(m) with |x| = m * 2^(max(e, 1) - 1075 + dropped bits).
+    for (uint64_t e = all.low; e <= all.high; ++e) {
+      const __int128 total = std::exchange(storage.total[e], 0);
+      if (total == 0) continue;
+      const int scale = static_cast<int>(std::max<uint64_t>(e, 1)) - 1075 + kDroppedBits;
+      acc.add_scaled(total < 0, static_cast<unsigned __int128>(total < 0 ? -total : total), scale);
+    }
+    return !all.special;
   }
 
-  // Bucket (s, e) holds sum(m) with |x| = m * 2^(max(e, 1) - 1075 + dropped bits); only the
-  // exponents seen can be nonzero, besides the zeros of Seen::zeros_counted. The words of one exponent (every lane,
-  // both signs) become one signed number and one accumulator update; summing their 32-bit halves apart keeps every
-  // partial sum exact in 64 bits (and lets GCC vectorise).
-  static void flush(SuperAccumulator& acc, uint64_t* word, const Seen& seen) {
-    auto clear = [word](uint64_t e) {
-      std::fill_n(&word[e * kLanes], kLanes, 0);
-      std::fill_n(&word[(2048 + e) * kLanes], kLanes, 0);
-    };
-    if (seen.zeros_counted) clear(0);
+  static void clear(uint64_t* word, uint64_t e) {
+    std::fill_n(&word[e * kLanes], kLanes, 0);
+    std::fill_n(&word[(2048 + e) * kLanes], kLanes, 0);
+  }
+
+  static bool all_below_half(const uint64_t* word, const Seen& seen) {
+    uint64_t any = 0;
+    for (uint64_t w = seen.low * kLanes; w < (seen.high + 1) * kLanes; ++w) any |= word[w] | word[2048 * kLanes + w];
+    return any >> 63 == 0;
+  }
+
+  // Moves the words of every exponent seen (every lane, both signs) into that exponent's signed
+  // total, whose sum at the end is one accumulator update per exponent instead of one per
+  // exponent and flush, and clears them. Only the exponents seen can be nonzero, besides the
+  // zeros of Seen::zeros_counted (cleared at every period's end).
+  static void flush(uint64_t* word, __int128* total, const Seen& seen) {
     for (uint64_t e = std::max<uint64_t>(seen.low, seen.zeros_counted); e <= seen.high; ++e) {
       const uint64_t* positive = &word[e * kLanes];
       const uint64_t* negative = &word[(2048 + e) * kLanes];
+      // Summing the words' 32-bit halves apart keeps every partial sum exact in 64 bits (and
+      // lets GCC vectorise): each half-sum is below 2^32 * kLanes, so their differences are exact
+      // in int64, and a flush adds less than 2^67 to a total, which 2^60 flushes cannot overflow.
       uint64_t positive_low = 0, positive_high = 0, negative_low = 0, negative_high = 0;
       for (int l = 0; l < kLanes; ++l) {
         positive_low += positive[l] & 0xffffffffu;
@@ -156,20 +182,16 @@ class ExponentBuckets {
         negative_low += negative[l] & 0xffffffffu;
         negative_high += negative[l] >> 32;
       }
-      clear(e);
-      // Each half-sum is below 2^32 * kLanes, so their differences are exact in int64.
+      clear(word, e);
       const auto low_part = static_cast<int64_t>(positive_low - negative_low);
       const auto high_part = static_cast<int64_t>(positive_high - negative_high);
-      const __int128 total = static_cast<__int128>(high_part) * (__int128{1} << 32) + low_part;
-      if (total == 0) continue;
-      const int scale = static_cast<int>(std::max<uint64_t>(e, 1)) - 1075 + kDroppedBits;
-      const auto magnitude = static_cast<unsigned __int128>(total < 0 ? -total : total);
-      acc.add_scaled(total < 0, magnitude, scale);
+      total[e] += static_cast<__int128>(high_part) * (__int128{1} << 32) + low_part;
     }
   }
 
   struct Storage {
     std::array<uint64_t, 4096 * kLanes> word{};  // [sign|exponent][lane]
+    std::array<__int128, 2048> total{};          // [exponent]: the flushed words' signed sum
   };
 };
 
