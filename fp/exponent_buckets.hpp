@@ -51,13 +51,15 @@ class ExponentBuckets {
   template <class TermBits>
   static bool add(SuperAccumulator& acc, size_t n, TermBits term_bits) {
     return run(acc, n, [term_bits](size_t i, size_t len, uint64_t* index, uint64_t* significand, Seen& seen) {
-      uint64_t low = seen.low, high = seen.high;
+      // Signed: AVX2 compares only signed 64-bit lanes, and an unsigned minimum's extra bias
+      // lengthens the chain through the loop.
+      auto low = static_cast<int64_t>(seen.low), high = static_cast<int64_t>(seen.high);
       for (size_t k = 0; k < len; ++k) {
         const uint64_t bits = term_bits(i + k);
         const uint64_t top = bits >> binary64::kFractionBits;  // sign and exponent
         const uint64_t exponent = top & binary64::kExponentMask;
-        low = exponent < low ? exponent : low;
-        high = exponent > high ? exponent : high;
+        low = std::min(low, static_cast<int64_t>(exponent));
+        high = std::max(high, static_cast<int64_t>(exponent));
         index[k] = top * kLanes;
         // Subnormals and zeros (exponent 0) have no hidden bit: (e + 2047) >> 11 is 0 for
         // e = 0 and 1 for the others.
