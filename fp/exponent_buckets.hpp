@@ -1,8 +1,9 @@
 // The bucket pass shared by the fast exact sums (exact_sum, exact_dot): the xsum "large
 // accumulator" idea. Each finite term is sorted by its top 12 bits (sign and exponent) into an
-// integer bucket that adds its significand with one integer add; the buckets move into a
-// SuperAccumulator before any of them can overflow. Positive and negative terms never share a
-// bucket, so no negation is needed, and no carry is propagated per term.
+// integer bucket that adds its significand with one integer add; before any of them can overflow,
+// the buckets move into a 128-bit total per exponent, and the totals into a SuperAccumulator once
+// at the end. Positive and negative terms never share a bucket, so no negation is needed, and no
+// carry is propagated per term.
 //
 // An implementation detail of exact_sum and exact_dot, not an API of its own.
 #pragma once
@@ -78,9 +79,10 @@ class ExponentBuckets {
                            size_t n) requires(kSignificandBits == 48) {
     return run(acc, n, [a, b](size_t i, size_t len, uint64_t* index, uint64_t* significand, Seen& seen) {
       // The products' exponents are bounded through the floats' exponent fields, 32-bit lanes
-      // read as they are: bounding the products' own would take unsigned 64-bit minima, and
-      // AVX2 forms those only through compares and blends that share the vector ports with the
-      // float-to-double conversions (as narrowing 64-bit lanes to 32 does, hence 64-bit indices).
+      // read as they are, which also show inf and NaN: bounding the products' own would take
+      // 64-bit minima, which AVX2 forms only through compares and blends that share the vector
+      // ports with the float-to-double conversions (as narrowing 64-bit lanes to 32 does, hence
+      // 64-bit indices).
       uint32_t a_low = binary32::kExponentMask, a_high = 0, b_low = binary32::kExponentMask, b_high = 0;
       for (size_t k = 0; k < len; ++k) {
         const auto a_exponent = static_cast<uint32_t>(binary32::biased_exponent(std::bit_cast<uint32_t>(a[i + k])));
@@ -90,8 +92,8 @@ class ExponentBuckets {
         b_low = std::min(b_low, b_exponent);
         b_high = std::max(b_high, b_exponent);
         const auto bits = std::bit_cast<uint64_t>(static_cast<double>(a[i + k]) * static_cast<double>(b[i + k]));
-        // Zeros get a hidden bit too; their bucket (exponent 0) is cleared unread by the flush.
-        // Specials land in the buckets of exponent 2047, which the flush clears.
+        // Zeros get a hidden bit too; their bucket (exponent 0) is cleared unread at the end of
+        // every period. Specials land in the buckets of exponent 2047, which the flush clears.
         index[k] = (bits >> binary64::kFractionBits) * kLanes;
         significand[k] = ((bits & binary64::kFractionMask) | binary64::kHiddenBit) >> kDroppedBits;
       }
