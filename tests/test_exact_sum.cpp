@@ -2,8 +2,8 @@
 // against the MPFR exact sum (fp/mpfr_reference.hpp's ExactSum): the ExactValue for every mode,
 // and the once-rounded result in fp64 fp32 tf32 bf16 fp16 e4m3 e5m2 x every mode x flush x
 // saturate. Lengths around the few-terms threshold and up to 3*10^5, strides 1 and 3, normal,
-// wide-exponent and subnormal terms, one exponent bucket filled past a flush, cancellation to
-// zero with either zero sign, inf and NaN.
+// wide-exponent and subnormal terms, one exponent bucket filled past a flush, bucket words half
+// full at a check and then filled, cancellation to zero with either zero sign, inf and NaN.
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
@@ -132,6 +132,23 @@ TEST_CASE(
   check_sum("DBL_MAX x 40000", big);
   for (size_t i = 0; i < big.size(); i += 2) big[i] = -big[i];
   check_sum("+-DBL_MAX x 40000 (cancels to 0)", big);
+}
+
+TEST_CASE("exact_sum_of bucket words half full at a check, then the largest significands", "[exact_sum]") {
+  // For checks every 4096 .. 32768 terms: that many terms (half 1, half 4), then twice as many
+  // 2 - 2^-52, positive and negative. However often the pass checks its words, one check sees
+  // every word at 2^62 or below and lets the next stretch of largest significands land on top;
+  // a word that took more terms between checks than fits above 2^63 wraps.
+  for (size_t check : {size_t{4096}, size_t{8192}, size_t{16384}, size_t{32768}}) {
+    for (double sign : {1.0, -1.0}) {
+      std::vector<double> x(3 * check);
+      for (size_t i = 0; i < check; ++i) x[i] = sign * (i < check / 2 ? 1.0 : 4.0);
+      for (size_t i = check; i < x.size(); ++i) x[i] = sign * (2.0 - std::ldexp(1.0, -52));
+      check_sum("half-full words, then the largest significands, check " + std::to_string(check) +
+                    (sign < 0 ? " negative" : " positive"),
+                x);
+    }
+  }
 }
 
 TEST_CASE(
