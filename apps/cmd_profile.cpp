@@ -24,23 +24,30 @@ std::string join(const std::vector<profiles::OpKind>& ops) {
   return s;
 }
 
+nlohmann::json choice_json(profiles::OpKind k, const profiles::OpChoice& c) {
+  return {{"op", profiles::op_kind_name(k)},
+          {"schedule", sim::to_string(c.schedule)},
+          {"arithmetic", c.arithmetic.to_string()},
+          {"format", c.arithmetic.format.name},
+          {"mode", fp::mode_name(c.arithmetic.mode)},
+          {"products", sim::products_name(c.arithmetic.products)},
+          {"flush_subnormals", c.arithmetic.flush_subnormals},
+          {"saturate", c.arithmetic.saturate},
+          {"nondeterministic", profiles::draws_noise(c)}};
+}
+
 nlohmann::json mode_json(const profiles::OpTable& table) {
-  nlohmann::json ops = nlohmann::json::array();
-  for (auto k : profiles::all_op_kinds) {
-    const auto& c = table[k];
-    ops.push_back({{"op", profiles::op_kind_name(k)},
-                   {"schedule", sim::to_string(c.schedule)},
-                   {"arithmetic", c.arithmetic.to_string()},
-                   {"format", c.arithmetic.format.name},
-                   {"mode", fp::mode_name(c.arithmetic.mode)},
-                   {"products", sim::products_name(c.arithmetic.products)},
-                   {"flush_subnormals", c.arithmetic.flush_subnormals},
-                   {"saturate", c.arithmetic.saturate},
-                   {"nondeterministic", profiles::draws_noise(c)}});
+  nlohmann::json ops = nlohmann::json::array(), layers = nlohmann::json::array();
+  for (auto k : profiles::all_op_kinds) ops.push_back(choice_json(k, table[k]));
+  for (const auto& rule : table.layer_rules) {
+    nlohmann::json rule_ops = nlohmann::json::array();
+    for (auto k : profiles::all_op_kinds)
+      if (const auto& c = rule.ops[static_cast<size_t>(k)]) rule_ops.push_back(choice_json(k, *c));
+    layers.push_back({{"match", rule.match.describe()}, {"ops", rule_ops}});
   }
   nlohmann::json noisy = nlohmann::json::array();
   for (auto k : profiles::noisy_ops(table)) noisy.push_back(profiles::op_kind_name(k));
-  return {{"deterministic", noisy.empty()}, {"nondeterministic_ops", noisy}, {"ops", ops}};
+  return {{"deterministic", noisy.empty()}, {"nondeterministic_ops", noisy}, {"ops", ops}, {"layers", layers}};
 }
 
 int run_list(const ProfileArgs& args) {
@@ -64,14 +71,21 @@ int run_list(const ProfileArgs& args) {
   return 0;
 }
 
+void print_choice(const std::string& name, const profiles::OpChoice& c) {
+  std::printf("  %-10s %-16s %s%s\n", name.c_str(), c.arithmetic.to_string().c_str(),
+              sim::to_string(c.schedule).c_str(), profiles::draws_noise(c) ? "   [noise]" : "");
+}
+
 void print_mode(const char* mode, const profiles::OpTable& table) {
   const auto noisy = profiles::noisy_ops(table);
   std::printf("\n%s mode: %s\n", mode,
               noisy.empty() ? "deterministic" : ("nondeterministic (" + join(noisy) + ")").c_str());
-  for (auto k : profiles::all_op_kinds) {
-    const auto& c = table[k];
-    std::printf("  %-10s %-16s %s%s\n", std::string(profiles::op_kind_name(k)).c_str(), c.arithmetic.to_string().c_str(),
-                sim::to_string(c.schedule).c_str(), profiles::draws_noise(c) ? "   [noise]" : "");
+  for (auto k : profiles::all_op_kinds) print_choice(std::string(profiles::op_kind_name(k)), table[k]);
+  for (const auto& rule : table.layer_rules) {
+    std::printf("  in layers %s:\n", rule.match.describe().c_str());
+    for (auto k : profiles::all_op_kinds)
+      if (const auto& c = rule.ops[static_cast<size_t>(k)])
+        print_choice("  " + std::string(profiles::op_kind_name(k)), *c);
   }
 }
 

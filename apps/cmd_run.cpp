@@ -30,7 +30,7 @@ struct RunArgs {
 profiles::OpTable in_format(profiles::OpTable table, const std::string& format) {
   if (format.empty()) return table;
   if (format == "exact") return profiles::op_table_preset("exact");
-  for (auto& op : table.ops) op.arithmetic.format = fp::parse_format(format);
+  table.set_format(fp::parse_format(format));
   return table;
 }
 

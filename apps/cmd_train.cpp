@@ -119,7 +119,7 @@ models::TrainConfig make_config(const TrainArgs& a) {
     if (a.format == "exact")
       c.ops = profiles::op_table_preset("exact");
     else if (a.format != "fp32")
-      for (auto& op : c.ops.ops) op.arithmetic.format = fp::parse_format(a.format);
+      c.ops.set_format(fp::parse_format(a.format));
   } else {
     c.ops = std::filesystem::exists(a.schedules)
                 ? profiles::load_op_table(a.schedules, a.format == "fp32" ? "" : a.format)

@@ -212,15 +212,9 @@ def _conv_targets(dev, tensor, models: str, shape: tuple, ops: List[str]) -> Ite
 
 
 def _set_mode(mode: str, tf32: str) -> None:
-    import torch
+    from fplab.torch.census import set_torch_mode
 
-    on = tf32 == "on"
-    torch.backends.cuda.matmul.allow_tf32 = on
-    torch.backends.cudnn.allow_tf32 = on
-    torch.backends.cudnn.benchmark = False
-    deterministic = mode == "deterministic"
-    torch.use_deterministic_algorithms(deterministic)
-    torch.backends.cudnn.deterministic = deterministic
+    set_torch_mode(mode, tf32)
 
 
 def _random_inputs(rng, n: int, trial: int):

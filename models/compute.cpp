@@ -11,7 +11,7 @@ namespace fplab::models {
 template <>
 void matmul<float>(const Context& ctx, profiles::OpKind op, const float* a, const float* b, float* c, size_t m, size_t n,
                    size_t k, uint64_t part) {
-  const profiles::OpChoice& choice = (*ctx.ops)[op];
+  const profiles::OpChoice& choice = ctx.choice(op);
   if (ctx.backend) return ctx.backend->matmul(choice, ctx.key(op, part), a, b, c, m, n, k);
   sim::gemm(choice.schedule, a, b, c, {m, n, k}, choice.arithmetic, ctx.key(op, part));
 }
@@ -19,13 +19,13 @@ void matmul<float>(const Context& ctx, profiles::OpKind op, const float* a, cons
 template <>
 void matmul<double>(const Context& ctx, profiles::OpKind op, const double* a, const double* b, double* c, size_t m, size_t n,
                     size_t k, uint64_t part) {
-  const profiles::OpChoice& choice = (*ctx.ops)[op];
+  const profiles::OpChoice& choice = ctx.choice(op);
   sim::gemm_reference(choice.schedule, a, b, c, {m, n, k}, choice.arithmetic, ctx.key(op, part));
 }
 
 template <class T>
 void sum_rows(const Context& ctx, profiles::OpKind op, const T* x, size_t rows, size_t cols, T* out, uint64_t part) {
-  const profiles::OpChoice& choice = (*ctx.ops)[op];
+  const profiles::OpChoice& choice = ctx.choice(op);
   if constexpr (std::is_same_v<T, float>)
     if (ctx.backend) return ctx.backend->sum_rows(choice, ctx.key(op, part), x, rows, cols, out);
   std::vector<double> terms(x, x + rows * cols), result(cols);
@@ -38,7 +38,7 @@ bool backend_conv_forward(const Context& ctx, const sim::ConvGeometry& geometry,
                           const T* w, T* out_rows, T* cols) {
   if constexpr (std::is_same_v<T, float>)
     if (ctx.backend)
-      return ctx.backend->conv_forward((*ctx.ops)[profiles::OpKind::fwd], ctx.key(profiles::OpKind::fwd), geometry, out_channels, x, w,
+      return ctx.backend->conv_forward(ctx.choice(profiles::OpKind::fwd), ctx.key(profiles::OpKind::fwd), geometry, out_channels, x, w,
                                        out_rows, cols);
   return false;
 }
@@ -48,7 +48,7 @@ bool backend_conv_input_grad(const Context& ctx, const sim::ConvGeometry& geomet
                              const T* g_rows, const T* w_t, T* dx) {
   if constexpr (std::is_same_v<T, float>)
     if (ctx.backend)
-      return ctx.backend->conv_input_grad((*ctx.ops)[profiles::OpKind::dgrad], ctx.key(profiles::OpKind::dgrad), geometry, out_channels,
+      return ctx.backend->conv_input_grad(ctx.choice(profiles::OpKind::dgrad), ctx.key(profiles::OpKind::dgrad), geometry, out_channels,
                                           g_rows, w_t, dx);
   return false;
 }

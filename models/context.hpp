@@ -20,16 +20,37 @@ struct Context {
   uint64_t algo_seed = 0;  // algorithmic noise (models/algo_noise.hpp): init, data, dropout
   uint64_t call = 0;       // the training step (or an evaluation batch, in its own range)
   uint64_t layer = 0;      // index of the layer computing now
+  // The linear or convolution layer computing now (nullptr in any other), for profiles whose
+  // kernels differ per layer shape (OpTable::layer_rules).
+  const profiles::LayerShape* layer_shape = nullptr;
   bool training = true;
   // false while the first layer runs backward: nobody needs dL/d(input images), so Linear and
   // Conv2d skip that GEMM and return an empty tensor (keys are positional: other bits unchanged).
   bool input_grad = true;
+
+  // What reduction `op` uses here.
+  const profiles::OpChoice& choice(profiles::OpKind op) const { return ops->choice(op, layer_shape); }
 
   // The noise key of reduction `op` of this layer at this call; `part` tells apart several
   // reductions of one kind in one layer (e.g. BatchNorm's mean and variance).
   sim::NoiseKey key(profiles::OpKind op, uint64_t part = 0) const {
     return {impl_seed, fp::mix_key({layer, static_cast<uint64_t>(op), part}), call, 0, 0};
   }
+};
+
+// Sets ctx.layer_shape while a linear or convolution layer computes; restores it after.
+class LayerShapeScope {
+ public:
+  LayerShapeScope(Context& ctx, const profiles::LayerShape& shape) : ctx_(ctx), saved_(ctx.layer_shape) {
+    ctx.layer_shape = &shape;
+  }
+  ~LayerShapeScope() { ctx_.layer_shape = saved_; }
+  LayerShapeScope(const LayerShapeScope&) = delete;
+  LayerShapeScope& operator=(const LayerShapeScope&) = delete;
+
+ private:
+  Context& ctx_;
+  const profiles::LayerShape* saved_;
 };
 
 // Evaluation batches use calls from this offset on, so they never share keys with training steps.

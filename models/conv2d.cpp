@@ -65,6 +65,8 @@ template <class T>
 Tensor<T> Conv2d<T>::forward(const Tensor<T>& x, Context& ctx) {
   const auto shape = output_shape(x.shape);
   const size_t batch = shape[0], ho = shape[2], wo = shape[3], positions = ho * wo, k = cin_ * kernel_ * kernel_;
+  const profiles::LayerShape layer = layer_shape(x.shape);
+  const LayerShapeScope scope(ctx, layer);
   Tensor<T> cols, out({batch * positions, cout_});
   if (ctx.backend && ctx.training) cols = Tensor<T>({batch * positions, k});  // the backend's copy, for wgrad
   if (!backend_conv_forward(ctx, geometry(x.shape), cout_, x.ptr(), weight_.value.ptr(), out.ptr(),
@@ -88,6 +90,8 @@ template <class T>
 Tensor<T> Conv2d<T>::backward(const Tensor<T>& dy, Context& ctx) {
   const size_t batch = dy.dim(0), ho = dy.dim(2), wo = dy.dim(3), positions = ho * wo, k = cin_ * kernel_ * kernel_;
   const size_t rows = batch * positions;
+  const profiles::LayerShape layer = layer_shape(input_shape_);
+  const LayerShapeScope scope(ctx, layer);
   Tensor<T> g({rows, cout_});  // dy as (B*Ho*Wo) x C_out
   for (size_t b = 0; b < batch; ++b)
     for (size_t c = 0; c < cout_; ++c)

@@ -29,6 +29,10 @@ class Conv2d : public Layer<T> {
   sim::ConvGeometry geometry(const std::vector<size_t>& in) const {
     return {in[0], cin_, in[2], in[3], kernel_, stride_, padding_};
   }
+  // What a profile's layer rules see of this layer on an input of shape `in`.
+  profiles::LayerShape layer_shape(const std::vector<size_t>& in) const {
+    return {profiles::LayerShape::Kind::conv, cin_, cout_, kernel_, stride_, in[2]};
+  }
 
   size_t cin_, cout_, kernel_, stride_, padding_;
   Parameter<T> weight_, bias_;

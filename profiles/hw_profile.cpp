@@ -24,8 +24,12 @@ bool draws_noise(const OpChoice& choice) {
 
 std::vector<OpKind> noisy_ops(const OpTable& table) {
   std::vector<OpKind> out;
-  for (OpKind k : all_op_kinds)
-    if (draws_noise(table[k])) out.push_back(k);
+  for (OpKind k : all_op_kinds) {
+    bool noisy = draws_noise(table[k]);
+    for (const LayerRule& rule : table.layer_rules)
+      if (const auto& chosen = rule.ops[static_cast<size_t>(k)]) noisy = noisy || draws_noise(*chosen);
+    if (noisy) out.push_back(k);
+  }
   return out;
 }
 
@@ -111,8 +115,106 @@ struct Reader {
     }
   }
 
+  // One operation's entry: a schedule string or { schedule = "...", format = "...", ... } over the
+  // table-level arithmetic `shared`.
+  OpChoice op_choice(const toml::node& node, const std::string& full, const sim::Arithmetic& shared) const {
+    OpChoice choice{{}, shared};
+    if (const auto* entry = node.as_table()) {
+      bool has_schedule = false;
+      for (const auto& [inner_key, inner] : *entry) {
+        const std::string ik(inner_key.str()), inner_full = full + "." + ik;
+        if (ik == "schedule") {
+          choice.schedule = schedule(inner, inner_full);
+          has_schedule = true;
+        } else if (is_arithmetic_key(ik)) {
+          arithmetic_key(choice.arithmetic, ik, inner, inner_full);
+        } else {
+          fail(inner, inner_full,
+               "unknown key (known here: schedule, format, mode, products, flush_subnormals, saturate, sr_bits)");
+        }
+      }
+      if (!has_schedule) fail(node, full, "needs a schedule (e.g. { schedule = \"all:seq\", format = \"fp32\" })");
+    } else if (node.is_string()) {
+      choice.schedule = schedule(node, full);
+    } else {
+      fail(node, full, "must be a schedule string or a table { schedule = \"...\", format = \"...\", ... }");
+    }
+    return choice;
+  }
+
+  static std::optional<OpKind> op_kind(const std::string& k) {
+    for (OpKind kind : all_op_kinds)
+      if (k == op_kind_name(kind)) return kind;
+    return std::nullopt;
+  }
+
+  // match = { layer = "conv", in = 16, out = 32, kernel = 3, stride = 1, height = 14 }: every key but
+  // layer optional.
+  LayerMatch layer_match(const toml::node& node, const std::string& full) const {
+    const auto* t = node.as_table();
+    if (!t) fail(node, full, "must be a table { layer = \"conv\", kernel = 3, height = 14, ... }");
+    LayerMatch match;
+    bool has_layer = false;
+    for (const auto& [key, value] : *t) {
+      const std::string k(key.str()), key_full = full + "." + k;
+      if (k == "layer") {
+        const std::string kind = string(value, key_full);
+        if (kind != "conv" && kind != "linear") fail(value, key_full, "must be \"conv\" or \"linear\"");
+        match.kind = kind == "conv" ? LayerShape::Kind::conv : LayerShape::Kind::linear;
+        has_layer = true;
+        continue;
+      }
+      std::optional<size_t>* field = k == "in"       ? &match.in
+                                     : k == "out"    ? &match.out
+                                     : k == "kernel" ? &match.kernel
+                                     : k == "stride" ? &match.stride
+                                     : k == "height" ? &match.height
+                                                     : nullptr;
+      if (!field) fail(value, key_full, "unknown key (known here: layer, in, out, kernel, stride, height)");
+      const auto* n = value.as_integer();
+      if (!n || n->get() < 1) fail(value, key_full, "must be a whole number >= 1");
+      *field = static_cast<size_t>(n->get());
+    }
+    if (!has_layer) fail(node, full, "needs layer = \"conv\" or \"linear\"");
+    if (match.kind == LayerShape::Kind::linear && (match.kernel || match.stride || match.height))
+      fail(node, full, "kernel, stride and height describe convolutions, not linear layers");
+    return match;
+  }
+
+  // [[SECTION.layers]]: match = {...} and the operations whose choice differs in those layers.
+  std::vector<LayerRule> layer_rules(const toml::node& node, const std::string& section,
+                                     const sim::Arithmetic& shared) const {
+    const std::string full = section + ".layers";
+    const auto* rules = node.as_array();
+    if (!rules) fail(node, full, "must be an array of tables [[" + full + "]]");
+    std::vector<LayerRule> out;
+    for (const toml::node& entry : *rules) {
+      const auto* t = entry.as_table();
+      if (!t) fail(entry, full, "must be an array of tables [[" + full + "]]");
+      LayerRule rule;
+      bool has_match = false, has_op = false;
+      for (const auto& [key, value] : *t) {
+        const std::string k(key.str()), key_full = full + "." + k;
+        if (k == "match") {
+          rule.match = layer_match(value, key_full);
+          has_match = true;
+        } else if (const auto op = op_kind(k); op && (*op == OpKind::fwd || *op == OpKind::dgrad ||
+                                                      *op == OpKind::wgrad || *op == OpKind::bias_grad)) {
+          rule.ops[static_cast<size_t>(*op)] = op_choice(value, key_full, shared);
+          has_op = true;
+        } else {
+          fail(value, key_full, "unknown key (known here: match, fwd, dgrad, wgrad, bias_grad)");
+        }
+      }
+      if (!has_match) fail(entry, full, "needs match = { layer = \"conv\", ... }");
+      if (!has_op) fail(entry, full, "sets no operation (fwd, dgrad, wgrad or bias_grad)");
+      out.push_back(std::move(rule));
+    }
+    return out;
+  }
+
   // One of [default] / [deterministic]: table-level arithmetic, then one entry per operation,
-  // either a schedule string or { schedule = "...", format = "...", ... }.
+  // then any [[SECTION.layers]] rules.
   OpTable mode_table(const toml::table& t, const std::string& section) const {
     sim::Arithmetic shared;
     for (const auto& [key, node] : t) {
@@ -124,35 +226,16 @@ struct Reader {
     for (const auto& [key, node] : t) {
       const std::string k(key.str()), full = section + "." + k;
       if (is_arithmetic_key(k)) continue;
-      std::optional<OpKind> op;
-      for (OpKind kind : all_op_kinds)
-        if (k == op_kind_name(kind)) op = kind;
+      if (k == "layers") {
+        table.layer_rules = layer_rules(node, section, shared);
+        continue;
+      }
+      const std::optional<OpKind> op = op_kind(k);
       if (!op)
         fail(node, full,
              "unknown key (known here: " + op_names() +
-                 ", format, mode, products, flush_subnormals, saturate, sr_bits)");
-      OpChoice choice{{}, shared};
-      if (const auto* entry = node.as_table()) {
-        bool has_schedule = false;
-        for (const auto& [inner_key, inner] : *entry) {
-          const std::string ik(inner_key.str()), inner_full = full + "." + ik;
-          if (ik == "schedule") {
-            choice.schedule = schedule(inner, inner_full);
-            has_schedule = true;
-          } else if (is_arithmetic_key(ik)) {
-            arithmetic_key(choice.arithmetic, ik, inner, inner_full);
-          } else {
-            fail(inner, inner_full,
-                 "unknown key (known here: schedule, format, mode, products, flush_subnormals, saturate, sr_bits)");
-          }
-        }
-        if (!has_schedule) fail(node, full, "needs a schedule (e.g. { schedule = \"all:seq\", format = \"fp32\" })");
-      } else if (node.is_string()) {
-        choice.schedule = schedule(node, full);
-      } else {
-        fail(node, full, "must be a schedule string or a table { schedule = \"...\", format = \"...\", ... }");
-      }
-      table[*op] = choice;
+                 ", layers, format, mode, products, flush_subnormals, saturate, sr_bits)");
+      table[*op] = op_choice(node, full, shared);
       seen[static_cast<size_t>(*op)] = true;
     }
     for (OpKind kind : all_op_kinds)
@@ -207,20 +290,22 @@ HardwareProfile parse_hw_profile(std::string_view text, const std::string& path)
         message += " (a table [" + required + "] with one schedule per operation)";
       throw fp::FormatError(message);
     }
-  // The deterministic switch must remove every source of implementation noise.
+  // The deterministic switch must remove every source of implementation noise, layer rules included.
   const auto& det = *doc["deterministic"].as_table();
+  const auto noisy = [&r](const OpChoice& choice, const toml::node& node, const std::string& key) {
+    if (!draws_noise(choice)) return;
+    r.fail(node, key,
+           sim::to_string(choice.schedule) + " " + choice.arithmetic.to_string() +
+               " draws from the implementation-noise stream (atomic, shuffle or stochastic rounding); the "
+               "[deterministic] table must not");
+  };
   for (OpKind kind : all_op_kinds)
-    if (draws_noise(p.deterministic_ops[kind])) {
-      const std::string key = "deterministic." + std::string(op_kind_name(kind));
-      const toml::node* node = det.get(op_kind_name(kind));
-      std::string problem = sim::to_string(p.deterministic_ops[kind].schedule);
-      problem += ' ';
-      problem += p.deterministic_ops[kind].arithmetic.to_string();
-      problem +=
-          " draws from the implementation-noise stream (atomic, shuffle or stochastic rounding); the "
-          "[deterministic] table must not";
-      r.fail(*node, key, problem);
-    }
+    noisy(p.deterministic_ops[kind], *det.get(op_kind_name(kind)), "deterministic." + std::string(op_kind_name(kind)));
+  for (size_t i = 0; i < p.deterministic_ops.layer_rules.size(); ++i)
+    for (OpKind kind : all_op_kinds)
+      if (const auto& chosen = p.deterministic_ops.layer_rules[i].ops[static_cast<size_t>(kind)])
+        noisy(*chosen, *det["layers"][i][op_kind_name(kind)].node(),
+              "deterministic.layers." + std::string(op_kind_name(kind)));
   return p;
 }
 

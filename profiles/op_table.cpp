@@ -29,17 +29,52 @@ std::string_view op_kind_name(OpKind kind) {
   return "?";
 }
 
+const OpChoice& OpTable::choice(OpKind kind, const LayerShape* layer) const {
+  if (layer)
+    for (const LayerRule& rule : layer_rules)
+      if (const auto& chosen = rule.ops[static_cast<size_t>(kind)]; chosen && rule.match.matches(*layer))
+        return *chosen;
+  return (*this)[kind];
+}
+
+std::vector<const OpChoice*> OpTable::every_choice() const {
+  std::vector<const OpChoice*> out;
+  for (const auto& op : ops) out.push_back(&op);
+  for (const LayerRule& rule : layer_rules)
+    for (const auto& op : rule.ops)
+      if (op) out.push_back(&*op);
+  return out;
+}
+
+void OpTable::set_format(const fp::Format& format) {
+  for (auto& op : ops) op.arithmetic.format = format;
+  for (LayerRule& rule : layer_rules)
+    for (auto& op : rule.ops)
+      if (op) op->arithmetic.format = format;
+}
+
 bool OpTable::nondeterministic() const {
-  for (const auto& op : ops)
-    if (op.schedule.nondeterministic()) return true;
+  for (const OpChoice* op : every_choice())
+    if (op->schedule.nondeterministic()) return true;
   return false;
 }
 
+namespace {
+
+std::string describe_choice(OpKind kind, const OpChoice& choice) {
+  return std::string(op_kind_name(kind)) + "=" + sim::to_string(choice.schedule) + " " + choice.arithmetic.to_string();
+}
+
+}  // namespace
+
 std::string OpTable::describe() const {
   std::string s;
-  for (OpKind k : all_op_kinds)
-    s += (s.empty() ? "" : "; ") + std::string(op_kind_name(k)) + "=" + sim::to_string((*this)[k].schedule) + " " +
-         (*this)[k].arithmetic.to_string();
+  for (OpKind k : all_op_kinds) s += (s.empty() ? "" : "; ") + describe_choice(k, (*this)[k]);
+  for (const LayerRule& rule : layer_rules) {
+    s += "; layers " + rule.match.describe() + ":";
+    for (OpKind k : all_op_kinds)
+      if (const auto& chosen = rule.ops[static_cast<size_t>(k)]) s += " " + describe_choice(k, *chosen);
+  }
   return s;
 }
 

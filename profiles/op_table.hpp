@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "profiles/layer_rule.hpp"
 #include "sim/arithmetic.hpp"
 #include "sim/schedule.hpp"
 
@@ -27,17 +29,19 @@ inline constexpr std::array<OpKind, 7> all_op_kinds = {
     OpKind::fwd, OpKind::dgrad, OpKind::wgrad, OpKind::bias_grad, OpKind::bn_stats, OpKind::softmax, OpKind::loss};
 std::string_view op_kind_name(OpKind kind);
 
-struct OpChoice {
-  sim::Schedule schedule;
-  sim::Arithmetic arithmetic;
-};
-
 struct OpTable {
   std::array<OpChoice, 7> ops;
+  std::vector<LayerRule> layer_rules;  // the first rule matching a layer and setting an op wins
   const OpChoice& operator[](OpKind kind) const { return ops[static_cast<size_t>(kind)]; }
   OpChoice& operator[](OpKind kind) { return ops[static_cast<size_t>(kind)]; }
+  // What `kind` uses in `layer` (nullptr: a reduction outside a linear or convolution layer).
+  const OpChoice& choice(OpKind kind, const LayerShape* layer) const;
+  // Every choice of the table: its seven entries, then every rule's.
+  std::vector<const OpChoice*> every_choice() const;
+  // Every entry's accumulation format, the layer rules' included (fplab train/run --format).
+  void set_format(const fp::Format& format);
   bool nondeterministic() const;
-  std::string describe() const;  // "fwd=all:seq fp32/rne/fused; dgrad=..."
+  std::string describe() const;  // "fwd=all:seq fp32/rne/fused; dgrad=...; layers conv height=14: wgrad=..."
 };
 
 // Presets: "seq" (left folds / FMA chains), "pairwise" (balanced trees), "gpu" (a GPU-like set:

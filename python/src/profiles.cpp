@@ -61,6 +61,26 @@ void bind_profiles(py::module_& m) {
       .def_property_readonly(
           "deterministic", [](const profiles::HardwareProfile& p) { return op_choices(p.deterministic_ops); },
           "What its deterministic switch picks: {op kind: OpChoice}.")
+      .def_property_readonly(
+          "layer_rules",
+          [](const profiles::HardwareProfile& p) {
+            const auto rules = [](const profiles::OpTable& table) {
+              std::vector<std::string> out;
+              for (const auto& rule : table.layer_rules) {
+                std::string text = rule.match.describe() + ":";
+                for (auto k : profiles::all_op_kinds)
+                  if (const auto& c = rule.ops[static_cast<size_t>(k)])
+                    text += " " + std::string(profiles::op_kind_name(k)) + "=" + sim::to_string(c->schedule) + " " +
+                            c->arithmetic.to_string();
+                out.push_back(text);
+              }
+              return out;
+            };
+            return py::dict(py::arg("default") = rules(p.default_ops),
+                            py::arg("deterministic") = rules(p.deterministic_ops));
+          },
+          "Per-layer exceptions to the tables (docs/profiles.md, \"Layer rules\"): {mode: [\"conv kernel=3 "
+          "height=14: wgrad=...\", ...]}.")
       .def("__repr__", [](const profiles::HardwareProfile& p) {
         return "Profile(" + std::string(py::repr(py::str(p.name))) + ")";
       });

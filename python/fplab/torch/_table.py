@@ -61,5 +61,9 @@ def load_table(spec: str, profiles_dir: Sequence[str] = ()) -> Table:
         profile = _core.find_profile(name, list(profiles_dir))
     except Error as error:
         raise Error(f"fplab.torch.emulate: {error}") from None
+    if profile.layer_rules[mode]:
+        raise Error(f"fplab.torch.emulate: profile '{profile.name}' has per-layer rules ({profile.layer_rules[mode][0]}, "
+                    f"...; docs/profiles.md, \"Layer rules\"), which fplab.torch does not apply yet: train it with "
+                    f"`fplab train` or `fplab run`")
     choices = profile.default if mode == "default" else profile.deterministic
     return Table(profile.name, mode, dict(choices))

@@ -1,0 +1,31 @@
+#include "profiles/layer_rule.hpp"
+
+namespace fplab::profiles {
+
+std::string LayerShape::describe() const {
+  const std::string features = std::to_string(in) + "->" + std::to_string(out);
+  if (kind == Kind::linear) return "linear(" + features + ")";
+  return "conv(" + features + ", " + std::to_string(kernel) + "x" + std::to_string(kernel) + ", stride " +
+         std::to_string(stride) + ") at " + std::to_string(height) + " pixels";
+}
+
+bool LayerMatch::matches(const LayerShape& layer) const {
+  const auto agrees = [](const std::optional<size_t>& want, size_t have) { return !want || *want == have; };
+  return kind == layer.kind && agrees(in, layer.in) && agrees(out, layer.out) && agrees(kernel, layer.kernel) &&
+         agrees(stride, layer.stride) && agrees(height, layer.height);
+}
+
+std::string LayerMatch::describe() const {
+  std::string s = kind == LayerShape::Kind::conv ? "conv" : "linear";
+  const auto field = [&s](const char* name, const std::optional<size_t>& value) {
+    if (value) s += std::string(" ") + name + "=" + std::to_string(*value);
+  };
+  field("in", in);
+  field("out", out);
+  field("kernel", kernel);
+  field("stride", stride);
+  field("height", height);
+  return s;
+}
+
+}  // namespace fplab::profiles

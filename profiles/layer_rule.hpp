@@ -1,0 +1,47 @@
+// Per-layer exceptions to a profile's table: real libraries pick a kernel per layer shape (cuDNN's
+// heuristics send one convolution's weight gradient to an atomic kernel and the next one's to a
+// deterministic one), so a profile measured on real hardware needs entries that apply to some
+// layers only (docs/profiles.md, "Layer rules").
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/arithmetic.hpp"
+#include "sim/schedule.hpp"
+
+namespace fplab::profiles {
+
+struct OpChoice {
+  sim::Schedule schedule;
+  sim::Arithmetic arithmetic;
+};
+
+// The layer whose reductions run now: a fully connected layer (in, out features) or a 2-D
+// convolution (in, out channels, a square kernel, stride, the input's height).
+struct LayerShape {
+  enum class Kind : uint8_t { linear, conv };
+  Kind kind = Kind::linear;
+  size_t in = 0, out = 0;
+  size_t kernel = 0, stride = 0, height = 0;  // convolutions only
+  std::string describe() const;               // "conv(16->32, 3x3, stride 1) at 14 pixels"
+};
+
+// Which layers a rule applies to: every field given must equal the layer's.
+struct LayerMatch {
+  LayerShape::Kind kind = LayerShape::Kind::conv;
+  std::optional<size_t> in, out, kernel, stride, height;
+  bool matches(const LayerShape& layer) const;
+  std::string describe() const;  // "conv kernel=3 height=14"
+};
+
+struct LayerRule {
+  LayerMatch match;
+  std::array<std::optional<OpChoice>, 7> ops;  // by OpKind; unset: the table's own entry
+};
+
+}  // namespace fplab::profiles

@@ -1,0 +1,197 @@
+// Per-layer rules of a hardware profile ([[default.layers]], docs/profiles.md "Layer rules"): parsed
+// with one-line errors, looked up by layer shape (first matching rule setting the op wins, else the
+// table's entry), counted as noise where they draw it (and refused in [deterministic]), and applied
+// by the layers themselves: a convolution's weight gradient takes the rule of its own input size
+// only, a linear layer the rule of its own features.
+#include <catch2/catch.hpp>
+
+#include <random>
+
+#include "fp/format.hpp"
+#include "models/context.hpp"
+#include "models/conv2d.hpp"
+#include "models/linear.hpp"
+#include "profiles/hw_profile.hpp"
+#include "sim/schedule.hpp"
+#include "tests/temp_dir.hpp"
+
+using namespace fplab;
+using namespace fplab::profiles;
+using fplab::test::TempDir;
+
+namespace {
+
+std::string plain_table(const std::string& mode) {
+  std::string s = "[" + mode + "]\n";
+  for (OpKind k : all_op_kinds) s += std::string(op_kind_name(k)) + " = \"all:seq\"\n";
+  return s;
+}
+
+std::string profile_with(const std::string& default_rules, const std::string& deterministic_rules = "") {
+  return "name = \"toy\"\ndescription = \"a toy\"\n" + plain_table("default") + default_rules +
+         plain_table("deterministic") + deterministic_rules;
+}
+
+const char* kRules = R"(
+[[default.layers]]
+match = { layer = "conv", kernel = 3, height = 14 }
+wgrad = "contig(196):seq | all:atomic"
+
+[[default.layers]]
+match = { layer = "conv" }
+wgrad = "all:tree"
+fwd = { schedule = "all:rev", format = "bf16" }
+
+[[default.layers]]
+match = { layer = "linear", in = 288, out = 32 }
+fwd = "contig(64):seq | all:seq"
+)";
+
+LayerShape conv(size_t in, size_t out, size_t height) { return {LayerShape::Kind::conv, in, out, 3, 1, height}; }
+
+}  // namespace
+
+TEST_CASE("layer rules: parsed, and looked up by the layer's shape") {
+  const HardwareProfile p = parse_hw_profile(profile_with(kRules), "toy.toml");
+  const OpTable& t = p.default_ops;
+  REQUIRE(t.layer_rules.size() == 3);
+  const auto schedule = [&](OpKind op, const LayerShape* layer) {
+    return sim::to_string(t.choice(op, layer).schedule);
+  };
+  const LayerShape at14 = conv(16, 32, 14), at7 = conv(32, 32, 7), dense{LayerShape::Kind::linear, 288, 32},
+                   other_dense{LayerShape::Kind::linear, 32, 10};
+  CHECK(schedule(OpKind::wgrad, &at14) == "contig(196):seq | all:atomic");  // the first rule that matches
+  CHECK(schedule(OpKind::wgrad, &at7) == "all:tree");                       // the second: any convolution
+  CHECK(schedule(OpKind::fwd, &at14) == "all:rev");  // the first rule sets no fwd: the next one's
+  CHECK(t.choice(OpKind::fwd, &at14).arithmetic.format.name == "bf16");
+  CHECK(schedule(OpKind::dgrad, &at14) == "all:seq");  // no rule sets dgrad: the table's
+  CHECK(schedule(OpKind::fwd, &dense) == "contig(64):seq | all:seq");
+  CHECK(schedule(OpKind::fwd, &other_dense) == "all:seq");
+  CHECK(schedule(OpKind::wgrad, nullptr) == "all:seq");  // outside any layer
+  LayerShape strided = at14;
+  strided.kernel = 5;
+  CHECK(schedule(OpKind::wgrad, &strided) == "all:tree");  // kernel 5 misses the first rule
+
+  CHECK(noisy_ops(t) == std::vector<OpKind>{OpKind::wgrad});
+  CHECK(t.nondeterministic());
+  CHECK(noisy_ops(p.deterministic_ops).empty());
+  CHECK(t.describe().find("layers conv kernel=3 height=14: wgrad=contig(196):seq | all:atomic") != std::string::npos);
+  CHECK(t.describe().find("layers linear in=288 out=32: fwd=contig(64):seq | all:seq") != std::string::npos);
+
+  OpTable narrow = t;
+  narrow.set_format(fp::parse_format("fp16"));
+  CHECK(narrow.choice(OpKind::wgrad, &at14).arithmetic.format.name == "fp16");
+  CHECK(narrow.choice(OpKind::fwd, &at7).arithmetic.format.name == "fp16");
+  CHECK(narrow[OpKind::loss].arithmetic.format.name == "fp16");
+}
+
+TEST_CASE("layer rules: malformed rules give one line naming the file, the line and the key") {
+  TempDir dir;
+  const std::pair<std::string, std::string> cases[] = {
+      {"[[default.layers]]\nwgrad = \"all:seq\"\n", "key 'default.layers': needs match = { layer = \"conv\", ... }"},
+      {"[[default.layers]]\nmatch = { layer = \"conv\" }\n", "sets no operation (fwd, dgrad, wgrad or bias_grad)"},
+      {"[[default.layers]]\nmatch = { kernel = 3 }\nwgrad = \"all:seq\"\n", "needs layer = \"conv\" or \"linear\""},
+      {"[[default.layers]]\nmatch = { layer = \"pool\" }\nwgrad = \"all:seq\"\n",
+       "key 'default.layers.match.layer': must be \"conv\" or \"linear\""},
+      {"[[default.layers]]\nmatch = { layer = \"conv\", heigth = 3 }\nwgrad = \"all:seq\"\n",
+       "key 'default.layers.match.heigth': unknown key (known here: layer, in, out, kernel, stride, height)"},
+      {"[[default.layers]]\nmatch = { layer = \"conv\", height = 0 }\nwgrad = \"all:seq\"\n",
+       "key 'default.layers.match.height': must be a whole number >= 1"},
+      {"[[default.layers]]\nmatch = { layer = \"linear\", kernel = 3 }\nwgrad = \"all:seq\"\n",
+       "kernel, stride and height describe convolutions, not linear layers"},
+      {"[[default.layers]]\nmatch = { layer = \"conv\" }\nsoftmax = \"all:seq\"\n",
+       "key 'default.layers.softmax': unknown key (known here: match, fwd, dgrad, wgrad, bias_grad)"},
+      {"[[default.layers]]\nmatch = { layer = \"conv\" }\nwgrad = \"all:atomc\"\n",
+       "key 'default.layers.wgrad': schedule 'all:atomc'"},
+      {"[default.layers]\nx = 1\n", "key 'default.layers': must be an array of tables [[default.layers]]"},
+  };
+  int i = 0;
+  for (const auto& [rules, expect] : cases) {
+    const std::string path = dir.write("bad" + std::to_string(i++) + ".toml", profile_with(rules));
+    INFO(rules);
+    try {
+      load_hw_profile(path);
+      FAIL("no error");
+    } catch (const fp::FormatError& e) {
+      const std::string message = e.what();
+      INFO(message);
+      CHECK(message.starts_with(path + ":"));
+      CHECK(message.find(expect) != std::string::npos);
+      CHECK(message.find('\n') == std::string::npos);
+    }
+  }
+  // Noise in a deterministic table's rule, at the rule's line.
+  const std::string path = dir.write(
+      "noisy.toml",
+      profile_with("",
+                   "[[deterministic.layers]]\nmatch = { layer = \"conv\" }\nwgrad = \"split(4):seq | all:atomic\"\n"));
+  CHECK_THROWS_WITH(load_hw_profile(path),
+                    Catch::Contains(":21: key 'deterministic.layers.wgrad': split(4):seq | all:atomic") &&
+                        Catch::Contains("the [deterministic] table must not"));
+}
+
+namespace {
+
+// One forward and backward pass of `layer` on fixed data under `table` with implementation seed
+// `seed`: (the output, the weight gradient).
+template <class Layer>
+std::pair<std::vector<float>, std::vector<float>> pass(Layer& layer, const OpTable& table, uint64_t seed,
+                                                       const std::vector<size_t>& input_shape) {
+  models::Context ctx;
+  ctx.ops = &table;
+  ctx.algo_seed = 3;
+  ctx.impl_seed = seed;
+  ctx.call = 1;
+  layer.initialize(ctx);
+  models::Tensor<float> x(input_shape);
+  std::mt19937 g(5);
+  std::normal_distribution<float> d(0, 1);
+  for (auto& v : x.data) v = d(g);
+  const models::Tensor<float> y = layer.forward(x, ctx);
+  models::Tensor<float> dy(y.shape);
+  for (auto& v : dy.data) v = d(g);
+  layer.backward(dy, ctx);
+  return {y.data, layer.parameters()[0]->grad.data};
+}
+
+}  // namespace
+
+TEST_CASE("layer rules: a convolution and a linear layer take the rules of their own shapes") {
+  const HardwareProfile p = parse_hw_profile(profile_with(R"(
+[[default.layers]]
+match = { layer = "conv", kernel = 3, height = 14 }
+wgrad = "contig(196):seq | all:atomic"
+
+[[default.layers]]
+match = { layer = "linear", in = 64, out = 8 }
+fwd = "all:rev"
+)"),
+                                             "toy.toml");
+  const OpTable& rules = p.default_ops;
+  const OpTable& plain = p.deterministic_ops;  // every reduction all:seq
+  // At 14 pixels the weight gradient's images are added by atomics: another seed, other bits.
+  models::Conv2d<float> at14(4, 8, 3, 1, 1);
+  const auto a = pass(at14, rules, 1, {16, 4, 14, 14}), b = pass(at14, rules, 2, {16, 4, 14, 14});
+  CHECK(a.first == b.first);    // the forward pass draws no noise
+  CHECK(a.second != b.second);  // the weight gradient does
+  CHECK(pass(at14, plain, 1, {16, 4, 14, 14}).second != a.second);
+  // At 7 pixels no rule applies: the table's all:seq, whatever the seed.
+  models::Conv2d<float> at7(4, 8, 3, 1, 1);
+  CHECK(pass(at7, rules, 1, {16, 4, 7, 7}) == pass(at7, rules, 2, {16, 4, 7, 7}));
+  CHECK(pass(at7, rules, 1, {16, 4, 7, 7}) == pass(at7, plain, 1, {16, 4, 7, 7}));
+  // A linear layer of 64 -> 8 features sums its forward pass in reverse; 64 -> 9 does not.
+  models::Linear<float> matched(64, 8), unmatched(64, 9);
+  CHECK(pass(matched, rules, 1, {32, 64}).first != pass(matched, plain, 1, {32, 64}).first);
+  CHECK(pass(unmatched, rules, 1, {32, 64}) == pass(unmatched, plain, 1, {32, 64}));
+}
+
+TEST_CASE("layer rules: h100-torch's default mode draws noise only in its convolutions' weight gradients") {
+  const HardwareProfile p = find_hw_profile("h100-torch");
+  CHECK(noisy_ops(p.default_ops) == std::vector<OpKind>{OpKind::wgrad});
+  CHECK(!draws_noise(p.default_ops[OpKind::wgrad]));  // linear layers' (cuBLAS): deterministic
+  const LayerShape at14 = conv(16, 32, 14), at28 = conv(1, 16, 28), at7 = conv(32, 32, 7);
+  CHECK(draws_noise(p.default_ops.choice(OpKind::wgrad, &at14)));
+  CHECK(draws_noise(p.default_ops.choice(OpKind::wgrad, &at28)));
+  CHECK(!draws_noise(p.default_ops.choice(OpKind::wgrad, &at7)));
+  CHECK(noisy_ops(p.deterministic_ops).empty());
+}
