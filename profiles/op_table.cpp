@@ -67,14 +67,17 @@ std::string describe_choice(OpKind kind, const OpChoice& choice) {
 
 }  // namespace
 
+std::string describe_rule(const LayerRule& rule) {
+  std::string s = rule.match.describe() + ":";
+  for (OpKind k : all_op_kinds)
+    if (const auto& chosen = rule.ops[static_cast<size_t>(k)]) s += " " + describe_choice(k, *chosen);
+  return s;
+}
+
 std::string OpTable::describe() const {
   std::string s;
   for (OpKind k : all_op_kinds) s += (s.empty() ? "" : "; ") + describe_choice(k, (*this)[k]);
-  for (const LayerRule& rule : layer_rules) {
-    s += "; layers " + rule.match.describe() + ":";
-    for (OpKind k : all_op_kinds)
-      if (const auto& chosen = rule.ops[static_cast<size_t>(k)]) s += " " + describe_choice(k, *chosen);
-  }
+  for (const LayerRule& rule : layer_rules) s += "; layers " + describe_rule(rule);
   return s;
 }
 

@@ -44,6 +44,10 @@ struct OpTable {
   std::string describe() const;  // "fwd=all:seq fp32/rne/fused; dgrad=...; layers conv height=14: wgrad=..."
 };
 
+// "conv kernel=3 height=14: wgrad=contig(196):seq | all:atomic fp32/rne/fused": a rule as profile show
+// and OpTable::describe write it.
+std::string describe_rule(const LayerRule& rule);
+
 // Presets: "seq" (left folds / FMA chains), "pairwise" (balanced trees), "gpu" (a GPU-like set:
 // FMA-chain GEMMs, split-K input gradients, atomics for weight and bias gradients, warp trees for
 // statistics), "atomic" (every reduction's final combine by atomics), "exact" (every reduction

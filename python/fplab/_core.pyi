@@ -69,6 +69,15 @@ class OpChoice:
     def arguments(self) -> Dict[str, Any]:
         """The keyword arguments of fplab.reduce, dot and matmul for this choice."""
 
+class LayerRule:
+    """A profile's exception for some layers (docs/profiles.md, "Layer rules")."""
+
+    @property
+    def match(self) -> str: ...
+    @property
+    def ops(self) -> Dict[str, OpChoice]: ...
+    def matches(self, layer: str, in_: int, out: int, kernel: int = 0, stride: int = 0, height: int = 0) -> bool: ...
+
 class Profile:
     """A hardware profile: per operation kind a schedule and arithmetic, default and deterministic."""
 
@@ -85,7 +94,7 @@ class Profile:
     @property
     def deterministic(self) -> Dict[str, OpChoice]: ...
     @property
-    def layer_rules(self) -> Dict[str, List[str]]: ...
+    def layer_rules(self) -> Dict[str, List[LayerRule]]: ...
 
 def round(
     x: ArrayLike,

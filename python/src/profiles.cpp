@@ -46,6 +46,37 @@ void bind_profiles(py::module_& m) {
                c.arithmetic.to_string() + "')";
       });
 
+  py::class_<profiles::LayerRule>(m, "LayerRule",
+                                  "A profile's exception for some layers: which layers (match) and what their "
+                                  "fwd/dgrad/wgrad/bias_grad use there (ops).")
+      .def_property_readonly("match", [](const profiles::LayerRule& r) { return r.match.describe(); })
+      .def_property_readonly(
+          "ops",
+          [](const profiles::LayerRule& r) {
+            py::dict ops;
+            for (const profiles::OpKind kind : profiles::all_op_kinds)
+              if (const auto& c = r.ops[static_cast<size_t>(kind)]) ops[py::str(profiles::op_kind_name(kind))] = *c;
+            return ops;
+          },
+          "{op kind: OpChoice} for the kinds it sets.")
+      .def(
+          "matches",
+          [](const profiles::LayerRule& r, const std::string& layer, size_t in, size_t out, size_t kernel,
+             size_t stride, size_t height) {
+            if (layer != "conv" && layer != "linear")
+              throw fp::FormatError("LayerRule.matches: layer must be 'conv' or 'linear' (got '" + layer + "')");
+            const auto kind = layer == "conv" ? profiles::LayerShape::Kind::conv : profiles::LayerShape::Kind::linear;
+            return r.match.matches({kind, in, out, kernel, stride, height});
+          },
+          py::arg("layer"), py::arg("in_"), py::arg("out"), py::arg("kernel") = 0, py::arg("stride") = 0,
+          py::arg("height") = 0,
+          "Whether it applies to a layer: 'conv' (in/out channels, square kernel, stride, input height) or "
+          "'linear' (in/out features).")
+      .def("__str__", &profiles::describe_rule)
+      .def("__repr__", [](const profiles::LayerRule& r) {
+        return "LayerRule(" + std::string(py::repr(py::str(r.match.describe()))) + ")";
+      });
+
   py::class_<profiles::HardwareProfile>(m, "Profile",
                                         "A hardware profile: per operation kind (fwd, dgrad, wgrad, bias_grad, "
                                         "bn_stats, softmax, loss) a schedule and arithmetic, in default and "
@@ -64,23 +95,11 @@ void bind_profiles(py::module_& m) {
       .def_property_readonly(
           "layer_rules",
           [](const profiles::HardwareProfile& p) {
-            const auto rules = [](const profiles::OpTable& table) {
-              std::vector<std::string> out;
-              for (const auto& rule : table.layer_rules) {
-                std::string text = rule.match.describe() + ":";
-                for (auto k : profiles::all_op_kinds)
-                  if (const auto& c = rule.ops[static_cast<size_t>(k)])
-                    text += " " + std::string(profiles::op_kind_name(k)) + "=" + sim::to_string(c->schedule) + " " +
-                            c->arithmetic.to_string();
-                out.push_back(text);
-              }
-              return out;
-            };
-            return py::dict(py::arg("default") = rules(p.default_ops),
-                            py::arg("deterministic") = rules(p.deterministic_ops));
+            return py::dict(py::arg("default") = p.default_ops.layer_rules,
+                            py::arg("deterministic") = p.deterministic_ops.layer_rules);
           },
-          "Per-layer exceptions to the tables (docs/profiles.md, \"Layer rules\"): {mode: [\"conv kernel=3 "
-          "height=14: wgrad=...\", ...]}.")
+          "Per-layer exceptions to the tables (docs/profiles.md, \"Layer rules\"): {mode: [LayerRule, ...]}, "
+          "first match wins.")
       .def("__repr__", [](const profiles::HardwareProfile& p) {
         return "Profile(" + std::string(py::repr(py::str(p.name))) + ")";
       });

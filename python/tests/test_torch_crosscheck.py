@@ -4,7 +4,8 @@ weights, batches and optimiser) trained under fplab.torch.emulate with the same 
 the same weights, bit for bit.
 
 mlp and small_cnn on 256 Fashion-MNIST images (batch 64, one epoch: four steps) under cpu-seq,
-h100 (impl seed 3: its bias gradients add with atomics) and h100:deterministic; one mlp with every
+h100 (impl seed 3: its bias gradients add with atomics), h100:deterministic, and small_cnn under
+h100-torch (its layer rules: conv weight gradients by atomics); one mlp with every
 recipe option that has a draw of its own (dropout, crops and flips, SGD with weight decay,
 learning-rate decay, two epochs) under h100; and mlp, small_cnn_bn and medium_cnn (64 images,
 batch 32) under a profile of the test's own in which every operation kind draws noise. A control: another impl seed under h100
@@ -69,6 +70,7 @@ CASES = {
     "small_cnn_cpu_seq": (dict(model="small_cnn", **RECIPE), "cpu-seq", 1),
     "small_cnn_h100": (dict(model="small_cnn", **RECIPE), "h100", 3),
     "small_cnn_h100_deterministic": (dict(model="small_cnn", **RECIPE), "h100:deterministic", 1),
+    "small_cnn_h100_torch": (dict(model="small_cnn", **RECIPE), "h100-torch", 3),
     "mlp_cpu_seq": (dict(model="mlp", **RECIPE), "cpu-seq", 1),
     "mlp_h100": (dict(model="mlp", **RECIPE), "h100", 3),
     "mlp_h100_deterministic": (dict(model="mlp", **RECIPE), "h100:deterministic", 1),
@@ -196,6 +198,14 @@ class CrossCheck(unittest.TestCase):
 
     def test_small_cnn_h100(self):
         self.check("small_cnn_h100")
+
+    def test_small_cnn_h100_torch(self):
+        # h100-torch's layer rules: the weight gradients of the 28- and 14-pixel convolutions by
+        # atomics. The control: another impl seed changes the weights.
+        run, ref = self.check("small_cnn_h100_torch")
+        arguments, profile, _ = CASES["small_cnn_h100_torch"]
+        other = fm.train(profile, 4, data=self.data, **arguments)
+        self.assertNotEqual(other.weights.tobytes(), ref["parameters"].tobytes())
 
     def test_small_cnn_h100_deterministic(self):
         self.check("small_cnn_h100_deterministic")

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from .. import _core
+from .._core import OpChoice
 from ._coverage import CoverageRecorder
 from ._keys import Site
 from ._table import Table
@@ -37,18 +38,18 @@ def as_array(tensor) -> np.ndarray:
     return tensor.detach().contiguous().numpy()
 
 
-def _cpu(kind: str) -> str:
+def _cpu(kind: str, choice: OpChoice) -> str:
     return "cpu"
 
 
 class Engine:
     """Runs one emulation's reductions on the CPU and records each in its coverage.
 
-    ``where(op_kind)`` says in coverage where the reduction ran: "cpu", or, for the CUDA engine's
-    host round trips (_engine_cuda.py), why it came here."""
+    ``where(op_kind, choice)`` says in coverage where the reduction ran: "cpu", or, for the CUDA
+    engine's host round trips (_engine_cuda.py), why it came here."""
 
     def __init__(self, table: Table, impl_seed: int, coverage: CoverageRecorder,
-                 where: Callable[[str], str] = _cpu) -> None:
+                 where: Callable[[str, OpChoice], str] = _cpu) -> None:
         self.table = table
         self.impl_seed = impl_seed
         self.coverage = coverage
@@ -71,8 +72,8 @@ class Engine:
         """C = A B for 2-D float32 tensors (or C-contiguous float32 arrays), every output's sum over
         K in the order of ``op_kind``'s schedule, into ``out`` when given (scratch(): then the
         tensor shares its memory); ``op`` names the PyTorch operation for coverage."""
-        choice = self.table.choices[op_kind]
-        self.coverage.emulated(op, op_kind, choice, self.where(op_kind))
+        choice = self.table.choice(op_kind, site.layer)
+        self.coverage.emulated(op, op_kind, choice, self.where(op_kind, choice))
         c = _core.matmul(as_array(a), as_array(b), choice.schedule, choice.arithmetic, self.impl_seed,
                          site.op_id(op_kind, part), site.call, out=out)
         return torch.from_numpy(c)
@@ -80,8 +81,8 @@ class Engine:
     def sum_rows(self, op: str, op_kind: str, terms: torch.Tensor, site: Site, part: int = 0) -> torch.Tensor:
         """The columns of the 2-D tensor ``terms`` (k, outputs) each summed over its k rows in the
         order of ``op_kind``'s schedule (models/compute.cpp's sum_rows): a float32 tensor (outputs,)."""
-        choice = self.table.choices[op_kind]
-        self.coverage.emulated(op, op_kind, choice, self.where(op_kind))
+        choice = self.table.choice(op_kind, site.layer)
+        self.coverage.emulated(op, op_kind, choice, self.where(op_kind, choice))
         sums = _core.reduce_batch(as_array(terms), choice.schedule, choice.arithmetic, self.impl_seed,
                                   site.op_id(op_kind, part), site.call)
         return torch.from_numpy(sums.astype(np.float32))
@@ -90,8 +91,8 @@ class Engine:
         """The sums per channel of x (B, C, ...) over batch and positions, term (b, p) at b·P + p in
         the order of ``op_kind``'s schedule: sum_rows of x as rows (b, p) x channels, without
         making those rows (models/batch_norm.cpp's statistics): a float32 tensor (C,)."""
-        choice = self.table.choices[op_kind]
-        self.coverage.emulated(op, op_kind, choice, self.where(op_kind))
+        choice = self.table.choice(op_kind, site.layer)
+        self.coverage.emulated(op, op_kind, choice, self.where(op_kind, choice))
         planes = as_array(x).reshape(x.shape[0], x.shape[1], -1)
         sums = _core.reduce_planes(planes, choice.schedule, choice.arithmetic, self.impl_seed,
                                    site.op_id(op_kind, part), site.call)

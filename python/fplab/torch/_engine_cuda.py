@@ -62,13 +62,17 @@ class CudaEngine:
         self.index = device.index if device.index is not None else torch.cuda.current_device()
         self.coverage = coverage
         _core.cuda_device(self.index)  # fplab.Error at once when fplab's kernels cannot run here
-        #: why each op kind cannot run on the kernels ("" where it can)
-        self.why_not: Dict[str, str] = {
-            kind: _core.cuda_why_not(kind in _GEMM_KINDS, choice.schedule, choice.arithmetic)
-            for kind, choice in table.choices.items()
-        }
-        self.host = Engine(table, impl_seed, coverage, where=lambda kind: f"cpu (from cuda: {self.why_not[kind]})")
+        #: why a choice of an op kind cannot run on the kernels ("" where it can), by (kind, schedule)
+        self._why_not: Dict[Tuple[str, str], str] = {}
+        self.host = Engine(table, impl_seed, coverage, where=lambda kind, choice: f"cpu (from cuda: {self.why_not(kind, choice)})")
         self._scratch = torch.empty(0, dtype=torch.float32, device=device)
+
+    def why_not(self, op_kind: str, choice) -> str:
+        """Why ``choice`` (of kind ``op_kind``) cannot run on fplab's kernels; "" where it can."""
+        key = (op_kind, str(choice))
+        if key not in self._why_not:
+            self._why_not[key] = _core.cuda_why_not(op_kind in _GEMM_KINDS, choice.schedule, choice.arithmetic)
+        return self._why_not[key]
 
     # --- around every kernel call ---------------------------------------------------------------
 
@@ -102,9 +106,9 @@ class CudaEngine:
                out: Optional[torch.Tensor] = None) -> torch.Tensor:
         """C = A B for 2-D float32 device tensors, every output's sum over K in the order of
         ``op_kind``'s schedule, into ``out`` when given."""
-        if self.why_not[op_kind]:
+        choice = self.table.choice(op_kind, site.layer)
+        if self.why_not(op_kind, choice):
             return self.host.matmul(op, op_kind, a.cpu(), b.cpu(), site, part).to(self.device)
-        choice = self.table.choices[op_kind]
         self.coverage.emulated(op, op_kind, choice, "cuda")
         a, b = self._dense(a), self._dense(b)
         (m, k), n = a.shape, b.shape[1]
@@ -118,9 +122,9 @@ class CudaEngine:
     def sum_rows(self, op: str, op_kind: str, terms: torch.Tensor, site: Site, part: int = 0) -> torch.Tensor:
         """The columns of ``terms`` (k, outputs) each summed over its k rows in the order of
         ``op_kind``'s schedule: a float32 tensor (outputs,)."""
-        if self.why_not[op_kind]:
+        choice = self.table.choice(op_kind, site.layer)
+        if self.why_not(op_kind, choice):
             return self.host.sum_rows(op, op_kind, terms.cpu(), site, part).to(self.device)
-        choice = self.table.choices[op_kind]
         self.coverage.emulated(op, op_kind, choice, "cuda")
         terms = self._dense(terms)
         rows, cols = terms.shape
@@ -132,9 +136,9 @@ class CudaEngine:
     def sum_planes(self, op: str, op_kind: str, x: torch.Tensor, site: Site, part: int = 0) -> torch.Tensor:
         """The sums per channel of x (B, C, ...) over batch and positions, term (b, p) at b·P + p, in
         the order of ``op_kind``'s schedule: a float32 tensor (C,)."""
-        if self.why_not[op_kind]:
+        choice = self.table.choice(op_kind, site.layer)
+        if self.why_not(op_kind, choice):
             return self.host.sum_planes(op, op_kind, x.cpu(), site, part).to(self.device)
-        choice = self.table.choices[op_kind]
         self.coverage.emulated(op, op_kind, choice, "cuda")
         batch, channels = x.shape[0], x.shape[1]
         segments = x.detach().reshape(batch, channels, -1).transpose(0, 1).contiguous()  # (C, B, P)

@@ -22,6 +22,7 @@ reduction part g) are taken; the columns are made again in the backward rather t
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Optional, Tuple
 
 import torch
@@ -131,7 +132,12 @@ def conv2d(em, op: str, p: dict) -> Any:
     reach = (dilation[0] * (kh - 1) + 1, dilation[1] * (kw - 1) + 1)  # the kernel's extent
     if xb.shape[2] + 2 * padding[0] < reach[0] or xb.shape[3] + 2 * padding[1] < reach[1]:
         return Native("a kernel larger than the padded input (PyTorch says why)")
-    y = _Conv2d.apply(em, op, em.next_site(), xb, weight, bias, stride, padding, dilation, groups)
+    # As the C++ Conv2d describes itself to layer rules: a square kernel and stride, or 0 (no rule
+    # naming a kernel or stride matches then).
+    layer = ("conv", int(xb.shape[1]), int(cout), int(kh) if kh == kw and dilation == (1, 1) else 0,
+             stride[0] if stride[0] == stride[1] else 0, int(xb.shape[2]))
+    y = _Conv2d.apply(em, op, replace(em.next_site(), layer=layer), xb, weight, bias, stride, padding, dilation,
+                      groups)
     return y if batched else y.squeeze(0)
 
 

@@ -12,12 +12,14 @@ one the weight. Matrix i of a batch is reduction ``part`` i of its kind.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Optional
 
 import torch
 from torch.autograd.function import once_differentiable
 
 from ._handler import Handler, handles, owned
+from ._table import Layer
 from ._native import Native, unsupported
 
 
@@ -53,9 +55,11 @@ class _Gemm(torch.autograd.Function):
         return None, None, None, ga, gb, gbias
 
 
-def gemm(em, op: str, a: torch.Tensor, b: torch.Tensor, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """The emulated C = A B (+ bias) for a (T, m, k), b (T, k, n): one forward operation (one Site)."""
-    return _Gemm.apply(em, op, em.next_site(), a, b, bias)
+def gemm(em, op: str, a: torch.Tensor, b: torch.Tensor, bias: Optional[torch.Tensor] = None,
+         layer: Optional[Layer] = None) -> torch.Tensor:
+    """The emulated C = A B (+ bias) for a (T, m, k), b (T, k, n): one forward operation (one Site);
+    ``layer``: the linear layer it is, for the profile's layer rules (F.linear)."""
+    return _Gemm.apply(em, op, replace(em.next_site(), layer=layer), a, b, bias)
 
 
 def _linear_params(input, weight, bias=None): ...
@@ -80,7 +84,8 @@ def linear(em, op: str, p: dict) -> Any:
         return Native("shapes fplab.torch does not take (or that PyTorch refuses)")
     if bias is not None and tuple(bias.shape) != (w.shape[0],):
         return Native("a bias that is not one value per output")
-    c = gemm(em, op, x.reshape(1, -1, x.shape[-1]), w.t().unsqueeze(0), bias)
+    layer = ("linear", int(w.shape[1]), int(w.shape[0]), 0, 0, 0)
+    c = gemm(em, op, x.reshape(1, -1, x.shape[-1]), w.t().unsqueeze(0), bias, layer)
     return c.reshape(*x.shape[:-1], w.shape[0])
 
 

@@ -10,15 +10,21 @@ those two modes. Names are looked up along the same search path (``profiles_dir`
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import Dict, Sequence
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from .. import _core
-from .._core import Error, OpChoice
+from .._core import Error, LayerRule, OpChoice
 
 #: The operation kinds of a profile's table, in the order of profiles/op_table.hpp.
 OP_KINDS = ("fwd", "dgrad", "wgrad", "bias_grad", "bn_stats", "softmax", "loss")
 MODES = ("default", "deterministic")
+
+
+#: A layer as layer rules see it: ("conv", in channels, out channels, square kernel, stride, input
+#: height) or ("linear", in features, out features, 0, 0, 0); 0 where a convolution's kernel or
+#: stride is not square, so that no rule naming one matches it.
+Layer = Tuple[str, int, int, int, int, int]
 
 
 @dataclass(frozen=True)
@@ -28,11 +34,33 @@ class Table:
     profile: str  #: the profile's name
     mode: str  #: "default" or "deterministic"
     choices: Dict[str, OpChoice]  #: {op kind: OpChoice}
+    layer_rules: List[LayerRule] = field(default_factory=list)  #: per-layer exceptions, first match wins
+    _chosen: Dict[Tuple[str, Optional[Layer]], OpChoice] = field(default_factory=dict, repr=False, compare=False)
+
+    def choice(self, op_kind: str, layer: Optional["Layer"] = None) -> OpChoice:
+        """What ``op_kind`` uses in ``layer`` (None: outside a linear or convolution layer): the
+        first layer rule that matches it and sets the kind, else the table's entry
+        (profiles::OpTable::choice)."""
+        key = (op_kind, layer)
+        chosen = self._chosen.get(key)
+        if chosen is None:
+            chosen = self.choices[op_kind]
+            if layer is not None:
+                for rule in self.layer_rules:
+                    if op_kind in rule.ops and rule.matches(*layer):
+                        chosen = rule.ops[op_kind]
+                        break
+            self._chosen[key] = chosen
+        return chosen
+
+    def every_choice(self) -> List[OpChoice]:
+        """The table's entries and every rule's."""
+        return list(self.choices.values()) + [c for rule in self.layer_rules for c in rule.ops.values()]
 
     @property
     def nondeterministic(self) -> bool:
         """True if some operation kind draws implementation noise (atomics, shuffles, sr)."""
-        return any(choice.nondeterministic for choice in self.choices.values())
+        return any(choice.nondeterministic for choice in self.every_choice())
 
     def __str__(self) -> str:
         return f"{self.profile}:{self.mode}"
@@ -61,9 +89,5 @@ def load_table(spec: str, profiles_dir: Sequence[str] = ()) -> Table:
         profile = _core.find_profile(name, list(profiles_dir))
     except Error as error:
         raise Error(f"fplab.torch.emulate: {error}") from None
-    if profile.layer_rules[mode]:
-        raise Error(f"fplab.torch.emulate: profile '{profile.name}' has per-layer rules ({profile.layer_rules[mode][0]}, "
-                    f"...; docs/profiles.md, \"Layer rules\"), which fplab.torch does not apply yet: train it with "
-                    f"`fplab train` or `fplab run`")
     choices = profile.default if mode == "default" else profile.deterministic
-    return Table(profile.name, mode, dict(choices))
+    return Table(profile.name, mode, dict(choices), list(profile.layer_rules[mode]))
