@@ -195,3 +195,12 @@ TEST_CASE("layer rules: h100-torch's default mode draws noise only in its convol
   CHECK(!draws_noise(p.default_ops.choice(OpKind::wgrad, &at7)));
   CHECK(noisy_ops(p.deterministic_ops).empty());
 }
+
+TEST_CASE("layer rules: h100-torch-tf32 keeps only the first layer's weight gradient atomic") {
+  const HardwareProfile p = find_hw_profile("h100-torch-tf32");
+  const LayerShape at14 = conv(16, 32, 14), at28 = conv(1, 16, 28);
+  CHECK(draws_noise(p.default_ops.choice(OpKind::wgrad, &at28)));
+  CHECK(!draws_noise(p.default_ops.choice(OpKind::wgrad, &at14)));
+  CHECK(sim::to_string(p.default_ops.choice(OpKind::wgrad, &at14).schedule) == "all:fused(8,25,tf32)");
+  CHECK(noisy_ops(p.deterministic_ops).empty());
+}
