@@ -284,9 +284,10 @@ def train(
     algo_seed: int = 1,
     impl_seed: int = 1,
     on_step: Optional[Callable[[int, np.ndarray], None]] = None,
+    layer_rules: Sequence[LayerRule] = ...,
 ) -> Dict[str, Any]:
-    """fplab train's loop (models::train) with ops {op kind: OpChoice}; on_step(step, weights) after
-    every optimiser step (and step 0, the initial weights)."""
+    """fplab train's loop (models::train) with ops {op kind: OpChoice} and a profile's layer_rules;
+    on_step(step, weights) after every optimiser step (and step 0, the initial weights)."""
 
 # Present only where fplab was built with CUDA (python/src/cuda.cpp; fplab.torch's CUDA tensors).
 # Addresses are device pointers (torch.Tensor.data_ptr()) to dense row-major float32 memory.

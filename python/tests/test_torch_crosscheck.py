@@ -152,7 +152,7 @@ class CrossCheck(unittest.TestCase):
         table = fplab.torch._table.load_table(profile)
         cpp = {}
         core.train(self.data, table.choices, impl_seed=impl_seed, on_step=lambda step, w: cpp.__setitem__(step, w),
-                   **arguments)
+                   layer_rules=table.layer_rules, **arguments)
         found = []
 
         def compare(step, net):
