@@ -308,8 +308,8 @@ bool FusedGrid::block_steps(float* out, size_t row0, size_t rows, size_t col0, s
       const V::Values b0 = V::load(b_row), b1 = V::load(b_row + W);
       for (size_t r = 0; r < R; ++r) {
         const V::Values a = V::broadcast(a_values[r][step[i]]);
-        sum[r][0] = V::add(sum[r][0], V::units(V::mul(a, b0), shift[r][0]));
-        sum[r][1] = V::add(sum[r][1], V::units(V::mul(a, b1), shift[r][1]));
+        sum[r][0] = V::add(V::units(V::mul(a, b0), shift[r][0]), sum[r][0]);
+        sum[r][1] = V::add(V::units(V::mul(a, b1), shift[r][1]), sum[r][1]);
       }
     }
     for (size_t r = 0; r < R; ++r)

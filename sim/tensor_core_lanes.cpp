@@ -586,6 +586,8 @@ void FusedFactors::dot_tile(double* acc, size_t row0, size_t rows, size_t col0, 
   if (!converted_for(spec))
     throw std::invalid_argument("FusedFactors::dot_tile: a spec with another input format or mode");
   if (row0 + rows > m_ || col0 + cols > n_) throw std::invalid_argument("FusedFactors::dot_tile: a tile outside the GEMM");
+  for (uint32_t t : terms)
+    if (t >= k_) throw std::invalid_argument("FusedFactors::dot_tile: a term past K");
   check_fused_add_spec(spec);
   const size_t n = static_cast<size_t>(spec.products);
   // The chain step by step through tile(), for rows x cols outputs at out (row stride ld).
