@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 
 #include "fp/round.hpp"
@@ -34,6 +35,49 @@ class FusedFactorConversion {
     if (as_is_) return;
     smallest_normal_ = std::bit_cast<uint32_t>(static_cast<float>(spec.input.min_normal()));
     largest_finite_ = std::min(std::bit_cast<uint32_t>(static_cast<float>(spec.input.max_finite())), 0x7F7FFFFFu);
+  }
+
+  // Many factors: values[i] and codes[i] (the exponent, or zero_code / special_code) of in[i], as
+  // operator() gives them. Branch-free over the values the bit pattern rounds (GCC vectorises it),
+  // then operator() for the few others.
+  void convert(const float* in, size_t count, float* values, int16_t* codes, int16_t zero_code,
+               int16_t special_code) const {
+    const auto to_code = [&](const FusedFactor& f) -> int16_t {
+      return static_cast<int16_t>(f.kind == FusedFactor::Kind::zero      ? zero_code
+                                  : f.kind == FusedFactor::Kind::special ? special_code
+                                                                         : f.exponent);
+    };
+    if (as_is_) {
+      for (size_t i = 0; i < count; ++i) {
+        const FusedFactor f = (*this)(in[i]);
+        values[i] = f.value, codes[i] = to_code(f);
+      }
+      return;
+    }
+    const uint32_t unit = uint32_t{1} << dropped_, kept = ~(unit - 1);
+    const uint32_t half = spec_.input_mode == fp::Mode::rz ? 0 : unit / 2;
+    const uint32_t below_half = spec_.input_mode == fp::Mode::rne ? 1 : 0;  // ties to even: half - 1, + 1 if odd
+    const uint32_t odd = spec_.input_mode == fp::Mode::rne ? 1 : 0;
+    const bool bit_pattern_mode = spec_.input_mode == fp::Mode::rz || spec_.input_mode == fp::Mode::rne ||
+                                  spec_.input_mode == fp::Mode::rna;
+    bool others = !bit_pattern_mode;
+    for (size_t i = 0; i < count; ++i) {
+      const uint32_t u = std::bit_cast<uint32_t>(in[i]), magnitude = u & 0x7FFFFFFFu;
+      const bool on_pattern = magnitude - smallest_normal_ <= largest_finite_ - smallest_normal_;
+      const uint32_t rounded = (u + half - below_half + ((u >> dropped_) & odd)) & kept;
+      const int exponent = std::max(static_cast<int>(rounded >> kFloatFractionBits & 0xFF) - kFloatBias, emin_);
+      values[i] = std::bit_cast<float>(on_pattern ? rounded : u);
+      codes[i] = static_cast<int16_t>(magnitude == 0 ? zero_code : exponent);
+      others |= !on_pattern && magnitude != 0;
+    }
+    if (!others) return;
+    for (size_t i = 0; i < count; ++i) {
+      const uint32_t magnitude = std::bit_cast<uint32_t>(in[i]) & 0x7FFFFFFFu;
+      if (bit_pattern_mode && (magnitude == 0 || magnitude - smallest_normal_ <= largest_finite_ - smallest_normal_))
+        continue;
+      const FusedFactor f = (*this)(in[i]);
+      values[i] = f.value, codes[i] = to_code(f);
+    }
   }
 
   FusedFactor operator()(float v) const {

@@ -212,30 +212,17 @@ FusedGrid::FusedGrid(const float* a, const float* b, size_t m, size_t n, size_t 
     : m_(m), n_(n), k_(k), ldb_((n + block_cols() - 1) / block_cols() * block_cols() + block_cols()), spec_(spec) {
   if (!accepts(spec)) throw std::invalid_argument("FusedGrid: a spec outside the grid form");
   const FusedFactorConversion convert(spec);
-  auto code = [](const FusedFactor& f) -> int16_t {
-    switch (f.kind) {
-      case FusedFactor::Kind::zero:
-        return kZeroCode;
-      case FusedFactor::Kind::special:
-        return kSpecialCode;
-      case FusedFactor::Kind::finite:
-        break;
-    }
-    return static_cast<int16_t>(f.exponent);
-  };
   a_values_.resize(m * k), a_codes_.resize(m * k);
+  std::vector<int16_t> a_codes(m * k);
+  convert.convert(a, m * k, a_values_.data(), a_codes.data(), kZeroCode, kSpecialCode);
   for (size_t i = 0; i < m * k; ++i) {
-    const FusedFactor f = convert(a[i]);
-    const auto c = static_cast<uint16_t>(code(f));
-    a_values_[i] = f.value, a_codes_[i] = static_cast<int32_t>(uint32_t{c} | uint32_t{c} << 16);
+    const auto c = static_cast<uint16_t>(a_codes[i]);
+    a_codes_[i] = static_cast<int32_t>(uint32_t{c} | uint32_t{c} << 16);
   }
   // Columns past n: zero factors, read by a block that ends past n and never stored.
   b_values_.assign(k * ldb_, 0.0f), b_codes_.assign(k * ldb_, kZeroCode);
   for (size_t t = 0; t < k; ++t)
-    for (size_t c = 0; c < n; ++c) {
-      const FusedFactor f = convert(b[t * n + c]);
-      b_values_[t * ldb_ + c] = f.value, b_codes_[t * ldb_ + c] = code(f);
-    }
+    convert.convert(b + t * n, n, &b_values_[t * ldb_], &b_codes_[t * ldb_], kZeroCode, kSpecialCode);
 }
 
 bool FusedGrid::block(double* out, size_t ld, size_t row0, size_t rows, size_t col0, size_t cols,
