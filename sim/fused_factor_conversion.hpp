@@ -60,17 +60,19 @@ class FusedFactorConversion {
     const uint32_t odd = spec_.input_mode == fp::Mode::rne ? 1 : 0;
     const bool bit_pattern_mode = spec_.input_mode == fp::Mode::rz || spec_.input_mode == fp::Mode::rne ||
                                   spec_.input_mode == fp::Mode::rna;
-    bool others = !bit_pattern_mode;
+    const uint32_t low = smallest_normal_, span = largest_finite_ - smallest_normal_, shift = dropped_;
+    const int32_t emin = emin_, zero = zero_code;
+    uint32_t others = bit_pattern_mode ? 0 : 1;
     for (size_t i = 0; i < count; ++i) {
       const uint32_t u = std::bit_cast<uint32_t>(in[i]), magnitude = u & 0x7FFFFFFFu;
-      const bool on_pattern = magnitude - smallest_normal_ <= largest_finite_ - smallest_normal_;
-      const uint32_t rounded = (u + half - below_half + ((u >> dropped_) & odd)) & kept;
-      const int exponent = std::max(static_cast<int>(rounded >> kFloatFractionBits & 0xFF) - kFloatBias, emin_);
+      const uint32_t on_pattern = magnitude - low <= span;
+      const uint32_t rounded = (u + half - below_half + ((u >> shift) & odd)) & kept;
+      const int32_t exponent = static_cast<int32_t>(rounded >> kFloatFractionBits & 0xFF) - kFloatBias;
       values[i] = std::bit_cast<float>(on_pattern ? rounded : u);
-      codes[i] = static_cast<int16_t>(magnitude == 0 ? zero_code : exponent);
-      others |= !on_pattern && magnitude != 0;
+      codes[i] = static_cast<int16_t>(magnitude == 0 ? zero : exponent > emin ? exponent : emin);
+      others |= (on_pattern ^ 1u) & (magnitude != 0);
     }
-    if (!others) return;
+    if (others == 0) return;
     for (size_t i = 0; i < count; ++i) {
       const uint32_t magnitude = std::bit_cast<uint32_t>(in[i]) & 0x7FFFFFFFu;
       if (bit_pattern_mode && (magnitude == 0 || magnitude - smallest_normal_ <= largest_finite_ - smallest_normal_))

@@ -200,6 +200,10 @@ bool FusedGrid::accepts(const FusedAddSpec& spec) {
 #endif
 }
 
+bool FusedGrid::takes(const FusedAddSpec& spec) const {
+  return accepts(spec) && spec.input == spec_.input && spec.input_mode == spec_.input_mode;
+}
+
 #if defined(FPLAB_FUSED_GRID_AVX512) || defined(FPLAB_FUSED_GRID_AVX2)
 size_t FusedGrid::block_rows() { return Vectors::kRows; }
 size_t FusedGrid::block_cols() { return 2 * Vectors::kLanes; }
@@ -227,13 +231,9 @@ FusedGrid::FusedGrid(const float* a, const float* b, size_t m, size_t n, size_t 
 
 bool FusedGrid::block(double* out, size_t ld, size_t row0, size_t rows, size_t col0, size_t cols,
                       std::span<const uint32_t> terms, const FusedAddSpec& spec) const {
-  if (!accepts(spec) || spec.input != spec_.input || spec.input_mode != spec_.input_mode)
-    throw std::invalid_argument("FusedGrid::block: a spec outside the grid form or with another input");
   if (rows == 0 || cols == 0) return true;
   if (rows > block_rows() || cols > block_cols() || row0 + rows > m_ || col0 + cols > n_)
     throw std::invalid_argument("FusedGrid::block: not a block of the GEMM");
-  for (uint32_t t : terms)
-    if (t >= k_) throw std::invalid_argument("FusedGrid::block: a term past K");
 #if defined(FPLAB_FUSED_GRID_AVX512) || defined(FPLAB_FUSED_GRID_AVX2)
   float results[Vectors::kRows * 2 * Vectors::kLanes];
   const bool in_form = sum_fits_int32(spec, true) ? block_steps<false>(results, row0, rows, col0, terms, spec)

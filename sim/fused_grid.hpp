@@ -38,10 +38,14 @@ class FusedGrid {
   // Memory: 6 bytes per factor of A and B (B padded by two blocks of columns), for the GEMM's duration. spec must be accepted.
   FusedGrid(const float* a, const float* b, size_t m, size_t n, size_t k, const FusedAddSpec& spec);
 
+  // Whether block() takes spec: accepts(spec), with the constructor's input format and mode.
+  bool takes(const FusedAddSpec& spec) const;
+
   // For rows [row0, row0 + rows) and columns [col0, col0 + cols) (at most one block):
   // out[r * ld + c] = fused_dot(+0, {A[row0 + r][t]}, {B[t][col0 + c]}, spec) over t in terms, bit
-  // for bit; false, with nothing written, where a lane left the form. spec: accepted, with the
-  // constructor's input format and mode.
+  // for bit; false, with nothing written, where a lane left the form. Preconditions, which the
+  // caller checks once for all its blocks (each block is a few microseconds): takes(spec), every
+  // term below k.
   bool block(double* out, size_t ld, size_t row0, size_t rows, size_t col0, size_t cols,
              std::span<const uint32_t> terms, const FusedAddSpec& spec) const;
 

@@ -598,7 +598,7 @@ void FusedFactors::dot_tile(double* acc, size_t row0, size_t rows, size_t col0, 
       tile(chain.data(), r0, nr, c0, nc, terms.subspan(first, std::min(n, terms.size() - first)), spec);
     for (size_t r = 0; r < nr; ++r) std::copy_n(&chain[r * nc], nc, out + r * ld);
   };
-  if (!grid_ || !detail::FusedGrid::accepts(spec)) return steps(acc, cols, row0, rows, col0, cols);
+  if (!grid_ || !grid_->takes(spec)) return steps(acc, cols, row0, rows, col0, cols);
   const size_t block_rows = detail::FusedGrid::block_rows(), block_cols = detail::FusedGrid::block_cols();
   for (size_t r = 0; r < rows; r += block_rows)
     for (size_t c = 0; c < cols; c += block_cols) {
