@@ -354,7 +354,8 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
                [&](size_t i, size_t j) { return gemm_output_key(key, i, j, n).rounding_stream(); });
     return;
   }
-  if (detail::fused_first_stage(schedule, ar)) return detail::gemm_with_fused_first_stage(schedule, a, b, c, shape, ar, key);
+  if (detail::fused_first_stage(schedule, ar))
+    return detail::gemm_with_fused_first_stage(schedule, a, b, c, shape, ar, key);
   if (!tile_kernel && !rounded_products) {
     // Everything else: the first reduction's products as the reference has them, then the
     // TileWalker (fused(N,F) tensor-core steps vectorised across the tile). No schedule or

@@ -58,8 +58,8 @@ class FusedFactorConversion {
     const uint32_t half = spec_.input_mode == fp::Mode::rz ? 0 : unit / 2;
     const uint32_t below_half = spec_.input_mode == fp::Mode::rne ? 1 : 0;  // ties to even: half - 1, + 1 if odd
     const uint32_t odd = spec_.input_mode == fp::Mode::rne ? 1 : 0;
-    const bool bit_pattern_mode = spec_.input_mode == fp::Mode::rz || spec_.input_mode == fp::Mode::rne ||
-                                  spec_.input_mode == fp::Mode::rna;
+    const bool bit_pattern_mode =
+        spec_.input_mode == fp::Mode::rz || spec_.input_mode == fp::Mode::rne || spec_.input_mode == fp::Mode::rna;
     const uint32_t low = smallest_normal_, span = largest_finite_ - smallest_normal_, shift = dropped_;
     const int32_t emin = emin_, zero = zero_code;
     uint32_t others = bit_pattern_mode ? 0 : 1;

@@ -585,7 +585,8 @@ void FusedFactors::dot_tile(double* acc, size_t row0, size_t rows, size_t col0, 
                             std::span<const uint32_t> terms, const FusedAddSpec& spec) const {
   if (!converted_for(spec))
     throw std::invalid_argument("FusedFactors::dot_tile: a spec with another input format or mode");
-  if (row0 + rows > m_ || col0 + cols > n_) throw std::invalid_argument("FusedFactors::dot_tile: a tile outside the GEMM");
+  if (row0 + rows > m_ || col0 + cols > n_)
+    throw std::invalid_argument("FusedFactors::dot_tile: a tile outside the GEMM");
   for (uint32_t t : terms)
     if (t >= k_) throw std::invalid_argument("FusedFactors::dot_tile: a term past K");
   check_fused_add_spec(spec);
@@ -599,12 +600,13 @@ void FusedFactors::dot_tile(double* acc, size_t row0, size_t rows, size_t col0, 
     for (size_t r = 0; r < nr; ++r) std::copy_n(&chain[r * nc], nc, out + r * ld);
   };
   if (!grid_ || !grid_->takes(spec)) return steps(acc, cols, row0, rows, col0, cols);
-  const size_t block_rows = detail::FusedGrid::block_rows(), block_cols = detail::FusedGrid::block_cols();
+  const size_t block_rows = grid_->block_rows(), block_cols = grid_->block_cols();
   for (size_t r = 0; r < rows; r += block_rows)
     for (size_t c = 0; c < cols; c += block_cols) {
       const size_t nr = std::min(block_rows, rows - r), nc = std::min(block_cols, cols - c);
       double* out = acc + r * cols + c;
-      if (!grid_->block(out, cols, row0 + r, nr, col0 + c, nc, terms, spec)) steps(out, cols, row0 + r, nr, col0 + c, nc);
+      if (!grid_->block(out, cols, row0 + r, nr, col0 + c, nc, terms, spec))
+        steps(out, cols, row0 + r, nr, col0 + c, nc);
     }
 }
 

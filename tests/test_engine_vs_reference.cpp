@@ -490,7 +490,8 @@ TEST_CASE(
         if (data == cancelling)
           for (size_t t = 1; t < sh.k; t += 2)
             for (size_t j = 0; j < sh.n; ++j) b[t * sh.n + j] = -b[(t - 1) * sh.n + j], a[t] = a[t - 1];
-        if (data == tiny_and_huge) a[g() % a.size()] = 0x1p-100f, b[g() % b.size()] = 0x1p-140f, a[g() % a.size()] = 3e9f;
+        if (data == tiny_and_huge)
+          a[g() % a.size()] = 0x1p-100f, b[g() % b.size()] = 0x1p-140f, a[g() % a.size()] = 3e9f;
         if (data == special) a[g() % a.size()] = INFINITY, b[g() % b.size()] = NAN, b[g() % b.size()] = -INFINITY;
         check_gemm(s, a, b, sh, arithmetic_of(fp::fp32(), fp::Mode::rne), "data " + std::to_string(data));
       }

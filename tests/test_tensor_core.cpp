@@ -895,7 +895,8 @@ TEST_CASE(
   edited("fused(5,25,tf32): N with no unrolled form", "tc-h100-tf32", [](auto& s) { s.products = 5; });
   edited("fused(12,24,bf16)", "tc-a100-bf16", [](auto& s) { s.products = 12; });
   edited("fused(64,20,fp16)", "tc-h100-fp16", [](auto& s) { s.products = 64, s.fraction_bits = 20; });
-  edited("fused(2,28,fp16): sum wider than int32", "tc-h100-fp16", [](auto& s) { s.products = 2, s.fraction_bits = 28; });
+  edited("fused(2,28,fp16): sum wider than int32", "tc-h100-fp16",
+         [](auto& s) { s.products = 2, s.fraction_bits = 28; });
   edited("fused(1,28,fp16)", "tc-h100-fp16", [](auto& s) { s.products = 1, s.fraction_bits = 28; });
   edited("fused(8,0,bf16)", "tc-a100-bf16", [](auto& s) { s.fraction_bits = 0; });
   edited("fused(16,26,bf16): no int32 form", "tc-h100-bf16", [](auto& s) { s.fraction_bits = 26; });
@@ -912,7 +913,8 @@ TEST_CASE(
       const auto data = static_cast<GemmData>(gemm % 8);
       const bool long_k = gemm >= 48;
       const size_t m = 1 + rng() % 9, n = 1 + rng() % 90, k = long_k ? 300 + rng() % 500 : 1 + rng() % 70;
-      const std::vector<float> a = gemm_factors(rng, data, spec, m, k, false), b = gemm_factors(rng, data, spec, k, n, true);
+      const std::vector<float> a = gemm_factors(rng, data, spec, m, k, false),
+                               b = gemm_factors(rng, data, spec, k, n, true);
       const sim::FusedFactors factors(a.data(), b.data(), m, n, k, spec);
       for (int tile = 0; tile < (long_k ? 2 : 6); ++tile) {
         const size_t row0 = rng() % m, rows = 1 + rng() % (m - row0);
