@@ -12,6 +12,7 @@
 #include <climits>
 #include <cmath>
 #include <stdexcept>
+#include <type_traits>
 
 #include "sim/fused_factor_conversion.hpp"
 
@@ -46,7 +47,16 @@ constexpr int kFloatFractionBits = 23;
 // vectors), `Lanes` a set of lanes. A block is kRows rows of 2 kLanes columns. Values are read and
 // stored as floats.
 #if defined(FPLAB_FUSED_GRID_AVX512)
-struct FloatLanes {
+// Sets of lanes in mask registers.
+template <class Mask>
+struct MaskLanes {
+  using Lanes = Mask;
+  static Lanes no_lanes() { return 0; }
+  static Lanes either(Lanes a, Lanes b) { return a | b; }
+  static bool any(Lanes a) { return a != 0; }
+};
+
+struct FloatLanes : MaskLanes<__mmask16> {
   static constexpr size_t kLanes = 16, kRows = 4;
   static constexpr int kFractionBits = 23;
   using Values = __m512;
@@ -54,7 +64,6 @@ struct FloatLanes {
   using Sums = __m512i;
   using Ints = __m512i;
   using Codes = __m512i;
-  using Lanes = __mmask16;
   // Embedded rounding: nothing to set for the block.
   struct TowardZero {};
 
@@ -77,9 +86,6 @@ struct FloatLanes {
   static Lanes within(Ints e, int32_t low, int32_t high) {
     return _mm512_cmplt_epu32_mask(_mm512_sub_epi32(e, splat(low)), splat(high - low));
   }
-  static Lanes no_lanes() { return 0; }
-  static Lanes either(Lanes a, Lanes b) { return a | b; }
-  static bool any(Lanes a) { return a != 0; }
   static bool any_above(Ints e, int32_t bound) { return _mm512_cmpgt_epi32_mask(e, splat(bound)) != 0; }
 
   static Values zero() { return _mm512_setzero_ps(); }
@@ -112,14 +118,13 @@ struct FloatLanes {
     return _mm512_castsi512_ps(_mm512_maskz_sub_epi32(_mm512_test_epi32_mask(rounded, rounded), rounded, shift));
   }
 };
-struct DoubleLanes {
+struct DoubleLanes : MaskLanes<__mmask8> {
   static constexpr size_t kLanes = 8, kRows = 4;
   static constexpr int kFractionBits = 52;
   using Values = __m512d;
   using Exps = __m512i;
   using Sums = __m256i;
   using Codes = __m256i;
-  using Lanes = __mmask8;
   using TowardZero = FloatLanes::TowardZero;
 
   static Codes load_codes(const int16_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
@@ -137,9 +142,6 @@ struct DoubleLanes {
   static Lanes within(Exps e, int64_t low, int64_t high) {
     return _mm512_cmplt_epu64_mask(_mm512_sub_epi64(e, splat(low)), splat(high - low));
   }
-  static Lanes no_lanes() { return 0; }
-  static Lanes either(Lanes a, Lanes b) { return a | b; }
-  static bool any(Lanes a) { return a != 0; }
   static bool any_above(Exps e, int64_t bound) { return _mm512_cmpgt_epi64_mask(e, splat(bound)) != 0; }
 
   static Values zero() { return _mm512_setzero_pd(); }
@@ -166,7 +168,20 @@ struct DoubleLanes {
   }
 };
 #elif defined(FPLAB_FUSED_GRID_AVX2)
-struct FloatLanes {
+// Sets of lanes as all-ones lanes of a vector; unsigned comparisons as signed ones of biased values.
+struct VectorLanes {
+  using Lanes = __m256i;
+  static Lanes no_lanes() { return _mm256_setzero_si256(); }
+  static Lanes either(Lanes a, Lanes b) { return _mm256_or_si256(a, b); }
+  static bool any(Lanes a) { return !_mm256_testz_si256(a, a); }
+  template <class Int>
+  static Int biased(Int x) {  // x + 2^(bits - 1), wrapping: unsigned order becomes signed order
+    using Unsigned = std::make_unsigned_t<Int>;
+    return static_cast<Int>(static_cast<Unsigned>(x) ^ (Unsigned{1} << (8 * sizeof(Int) - 1)));
+  }
+};
+
+struct FloatLanes : VectorLanes {
   static constexpr size_t kLanes = 8, kRows = 2;
   static constexpr int kFractionBits = 23;
   using Values = __m256;
@@ -174,7 +189,6 @@ struct FloatLanes {
   using Sums = __m256i;
   using Ints = __m256i;
   using Codes = __m256i;
-  using Lanes = __m256i;
   // The int32 and double to fp32 conversions round by MXCSR: toward zero for the block.
   class TowardZero {
    public:
@@ -206,14 +220,9 @@ struct FloatLanes {
     const __m256i code = _mm256_sub_epi32(_mm256_srli_epi32(magnitude, kFloatFractionBits + 1), splat(127));
     return _mm256_blendv_epi8(code, splat(INT_MIN), _mm256_cmpeq_epi32(magnitude, _mm256_setzero_si256()));
   }
-  static Lanes within(Ints e, int32_t low, int32_t high) {  // unsigned e - low < high - low, as signed
-    const auto biased = [](uint32_t x) { return static_cast<int32_t>(x ^ 0x80000000u); };
-    const __m256i x = _mm256_sub_epi32(e, splat(biased(static_cast<uint32_t>(low))));
-    return _mm256_cmpgt_epi32(splat(biased(static_cast<uint32_t>(high - low))), x);
+  static Lanes within(Ints e, int32_t low, int32_t high) {  // unsigned e - low < high - low
+    return _mm256_cmpgt_epi32(splat(biased(high - low)), _mm256_sub_epi32(e, splat(biased(low))));
   }
-  static Lanes no_lanes() { return _mm256_setzero_si256(); }
-  static Lanes either(Lanes a, Lanes b) { return _mm256_or_si256(a, b); }
-  static bool any(Lanes a) { return !_mm256_testz_si256(a, a); }
   static bool any_above(Ints e, int32_t bound) { return any(_mm256_cmpgt_epi32(e, splat(bound))); }
 
   static Values zero() { return _mm256_setzero_ps(); }
@@ -241,14 +250,13 @@ struct FloatLanes {
     return _mm256_castsi256_ps(_mm256_andnot_si256(zero, _mm256_sub_epi32(rounded, shift)));
   }
 };
-struct DoubleLanes {
+struct DoubleLanes : VectorLanes {
   static constexpr size_t kLanes = 4, kRows = 2;
   static constexpr int kFractionBits = 52;
   using Values = __m256d;
   using Exps = __m256i;
   using Sums = __m128i;
   using Codes = __m128i;
-  using Lanes = __m256i;
   using TowardZero = FloatLanes::TowardZero;
 
   static Codes load_codes(const int16_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
@@ -265,14 +273,9 @@ struct DoubleLanes {
     const __m256i code = _mm256_sub_epi64(_mm256_srli_epi64(magnitude, kFractionBits + 1), splat(1023));
     return _mm256_blendv_epi8(code, splat(INT64_MIN), _mm256_cmpeq_epi64(magnitude, _mm256_setzero_si256()));
   }
-  static Lanes within(Exps e, int64_t low, int64_t high) {  // unsigned e - low < high - low, as signed
-    const auto biased = [](uint64_t x) { return static_cast<int64_t>(x ^ 0x8000000000000000u); };
-    const __m256i x = _mm256_sub_epi64(e, splat(biased(static_cast<uint64_t>(low))));
-    return _mm256_cmpgt_epi64(splat(biased(static_cast<uint64_t>(high - low))), x);
+  static Lanes within(Exps e, int64_t low, int64_t high) {  // unsigned e - low < high - low
+    return _mm256_cmpgt_epi64(splat(biased(high - low)), _mm256_sub_epi64(e, splat(biased(low))));
   }
-  static Lanes no_lanes() { return _mm256_setzero_si256(); }
-  static Lanes either(Lanes a, Lanes b) { return _mm256_or_si256(a, b); }
-  static bool any(Lanes a) { return !_mm256_testz_si256(a, a); }
   static bool any_above(Exps e, int64_t bound) { return any(_mm256_cmpgt_epi64(e, splat(bound))); }
 
   static Values zero() { return _mm256_setzero_pd(); }
