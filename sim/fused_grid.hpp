@@ -37,8 +37,8 @@ class FusedGrid {
   size_t block_cols() const;
 
   // A (m x k) and B (k x n), row-major fp32, converted to spec's input and coded once here.
-  // Memory: 6 bytes per factor of A and B (B padded by two blocks of columns), for the GEMM's
-  // duration. spec must be accepted.
+  // Memory: 8 bytes per factor of A, 6 per factor of B (padded by two blocks of columns), for the
+  // GEMM's duration. spec must be accepted.
   FusedGrid(const float* a, const float* b, size_t m, size_t n, size_t k, const FusedAddSpec& spec);
 
   // Whether block() takes spec: accepts(spec), with the constructor's input format and mode.
