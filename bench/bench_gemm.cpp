@@ -91,6 +91,19 @@ BENCHMARK_CAPTURE(BM_fplab_gemm, tc_h100_tf32_inputs_splitk16, "split(16):fused(
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_fplab_gemm, tc_h100_bf16_inputs, "all:fused(16,25,bf16)")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_fplab_gemm, tc_a100_fp16_inputs, "all:fused(8,24,fp16)")->Unit(benchmark::kMillisecond);
+// Every tensor-core preset (sim/tensor_core_models.cpp), as the hardware profiles run them, and e5m2.
+BENCHMARK_CAPTURE(BM_fplab_gemm, preset_tc_v100, "tc-v100")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_fplab_gemm, preset_tc_turing_unconverted, "tc-turing-unconverted")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_fplab_gemm, preset_tc_a100, "tc-a100")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_fplab_gemm, preset_tc_a100_bf16, "tc-a100-bf16")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_fplab_gemm, preset_tc_a100_tf32, "tc-a100-tf32")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_fplab_gemm, preset_tc_h100_tf32, "tc-h100-tf32")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_fplab_gemm, preset_tc_h100_tf32_rne, "tc-h100-tf32-rne")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_fplab_gemm, preset_tc_h100_tf32_rna, "tc-h100-tf32-rna")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_fplab_gemm, preset_tc_h100_bf16, "tc-h100-bf16")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_fplab_gemm, preset_tc_h100_fp16, "tc-h100-fp16")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_fplab_gemm, preset_tc_h100_fp8, "tc-h100-fp8")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_fplab_gemm, tc_h100_fp8_e5m2, "all:fused(32,13,e5m2)")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_fplab_gemm, pairwise_tree, "all:tree")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_fplab_gemm, rev, "all:rev")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_fplab_gemm, shfl_down, "all:shfl_down")->Unit(benchmark::kMillisecond);

@@ -14,6 +14,7 @@
 #include "sim/binned_sum.hpp"
 #include "sim/compensated_tile.hpp"
 #include "sim/exact_gemm.hpp"
+#include "sim/fused_first_stage.hpp"
 #include "sim/gemm_product_terms.hpp"
 #include "sim/mx_factors.hpp"
 #include "sim/product_program_tile.hpp"
@@ -353,6 +354,8 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
                [&](size_t i, size_t j) { return gemm_output_key(key, i, j, n).rounding_stream(); });
     return;
   }
+  if (detail::fused_first_stage(schedule, ar))
+    return detail::gemm_with_fused_first_stage(schedule, a, b, c, shape, ar, key);
   if (!tile_kernel && !rounded_products) {
     // Everything else: the first reduction's products as the reference has them, then the
     // TileWalker (fused(N,F) tensor-core steps vectorised across the tile). No schedule or

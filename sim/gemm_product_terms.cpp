@@ -117,9 +117,7 @@ class ProductTermOps {
       fused_.resize(w_);
       if (!factors_ || !factors_->converted_for(spec))
         factors_.emplace(gemm_a_, gemm_b_, shape_.m, shape_.n, shape_.k, spec);
-      fused_chain(spec, group.size(), w_, fused_.data(), [&](size_t first, size_t len, double* acc) {
-        factors_->tile(acc, i0_, mr_, j0_, nr_, std::span(terms_).subspan(first, len), spec);
-      });
+      factors_->dot_tile(fused_.data(), i0_, mr_, j0_, nr_, terms_, spec);
       for (size_t l = 0; l < w_; ++l) out[l] = static_cast<T>(fused_[l]);
     } else {  // kahan, neumaier, exact, binned: the shared whole-group code, lane by lane
       std::vector<Term> terms(group.size());

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -32,6 +33,9 @@
 #include "sim/schedule.hpp"
 
 namespace fplab::sim {
+namespace detail {
+class FusedGrid;
+}
 
 // What happens to the bits of an aligned term that fall below the grid 2^(E - F).
 enum class AlignedTruncation {
@@ -89,10 +93,12 @@ void fused_multiply_add_tile(double* acc, size_t rows, size_t cols, const float*
 // A GEMM's fp32 factors (A: m x k, B: k x n, row-major, kept by pointer) for fused steps on many
 // tiles of it. On hosts with AVX2 or AVX-512, every factor is converted to the input format and
 // given its exponent code once here (not for every tile and chunk of terms: B's k x n again for
-// every 4 rows), and tile() runs 16 (AVX2) or 32 (AVX-512) columns at a time in vector registers,
-// under the conditions of fused_multiply_add_tile's vector form; elsewhere, and for specs outside
-// them, tile() is fused_multiply_add_tile.
-// Memory: 12 bytes per factor of A and B (a double and an int32 code), for the GEMM's duration.
+// every 4 rows): for dot_tile()'s grid form where it takes the spec (FusedGrid), otherwise for
+// tile(), which then runs 16 (AVX2) or 32 (AVX-512) columns at a time in vector registers under
+// the conditions of fused_multiply_add_tile's vector form; elsewhere, and for specs outside them,
+// tile() is fused_multiply_add_tile.
+// Memory: 12 bytes per factor of A and B (a double and an int32 code), or 6-8 for the grid form,
+// for the GEMM's duration.
 class FusedFactors {
  public:
   FusedFactors(const float* a, const float* b, size_t m, size_t n, size_t k, const FusedAddSpec& spec);
@@ -101,6 +107,13 @@ class FusedFactors {
   // over t in terms, bit for bit. spec: the constructor's, or one with its input format and mode.
   void tile(double* acc, size_t row0, size_t rows, size_t col0, size_t cols, std::span<const uint32_t> terms,
             const FusedAddSpec& spec) const;
+  // A GEMM's fused chains: for r < rows, c < cols, acc[r * cols + c] = fused_dot(+0, {A[row0 + r][t]},
+  // {B[t][col0 + c]}, spec) over t in terms, bit for bit (in steps of N, the last one shorter).
+  // Where FusedGrid takes spec (fp32 results toward zero, inputs within fp32 or unconverted),
+  // each output's whole chain runs in its vector registers on the integer
+  // grid (sim/fused_grid.hpp); blocks it leaves, and other specs, take tile() step by step.
+  void dot_tile(double* acc, size_t row0, size_t rows, size_t col0, size_t cols, std::span<const uint32_t> terms,
+                const FusedAddSpec& spec) const;
   // Whether the factors were converted for spec's input (tile() accepts spec).
   bool converted_for(const FusedAddSpec& spec) const {
     return spec.input == spec_.input && spec.input_mode == spec_.input_mode;
@@ -115,6 +128,7 @@ class FusedFactors {
   [[maybe_unused]] size_t ldb_ = 0;  // n + 16 (AVX2) or n + 32: rows readable one vector block past any column
   std::vector<double> a_values_, b_values_;
   std::vector<int32_t> a_codes_, b_codes_;
+  std::shared_ptr<const detail::FusedGrid> grid_;  // the grid form's factors, where it takes spec
 };
 
 // The fused step of a model of the registry (sim/tensor_core_models.hpp, docs/tensor-cores.md),

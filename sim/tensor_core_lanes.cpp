@@ -34,7 +34,8 @@
 #endif
 
 #include "fp/round.hpp"
-#include "sim/fp32_narrowing.hpp"
+#include "sim/fused_factor_conversion.hpp"
+#include "sim/fused_grid.hpp"
 #include "sim/tensor_core.hpp"
 #include "fp/ieee_bits.hpp"
 
@@ -377,28 +378,22 @@ struct TileFactor {
 // A factor's TileFactor under one spec (what depends on the spec alone worked out once).
 class TileConversion {
  public:
-  explicit TileConversion(const FusedAddSpec& spec)
-      : spec_(spec),
-        as_is_(spec.input == fp::fp64() || spec.input == fp::fp32()),
-        tf32_rz_(spec.input == fp::tf32() && spec.input_mode == fp::Mode::rz),
-        bf16_rne_(spec.input == fp::bf16() && spec.input_mode == fp::Mode::rne),
-        emin_(spec.input.emin()) {}
+  explicit TileConversion(const FusedAddSpec& spec) : convert_(spec) {}
   TileFactor operator()(float v) const {
-    // The two conversions training's tensor-core profiles use, on the bit pattern; the others
-    // through the scalar step's own conversion.
-    const float x = as_is_      ? v
-                    : tf32_rz_  ? fp32_to_tf32_rz(v)
-                    : bf16_rne_ ? fp32_to_bf16_rne(v)
-                                : static_cast<float>(to_input(v, spec_));
-    if (x == 0) return {x, kZeroCode};
-    if (!std::isfinite(x)) return {x, kSpecialCode};
-    return {x, std::max(raw_exponent(x), emin_)};
+    const detail::FusedFactor f = convert_(v);
+    switch (f.kind) {
+      case detail::FusedFactor::Kind::zero:
+        return {f.value, kZeroCode};
+      case detail::FusedFactor::Kind::special:
+        return {f.value, kSpecialCode};
+      case detail::FusedFactor::Kind::finite:
+        break;
+    }
+    return {f.value, f.exponent};
   }
 
  private:
-  const FusedAddSpec& spec_;
-  bool as_is_, tf32_rz_, bf16_rne_;
-  int emin_;
+  detail::FusedFactorConversion convert_;
 };
 
 // One row of a prepared tile: `cols` accumulators at acc, the row's factors of A (a_values,
@@ -516,6 +511,10 @@ void fused_multiply_add_tile(double* acc, size_t rows, size_t cols, const float*
 FusedFactors::FusedFactors(const float* a, const float* b, size_t m, size_t n, size_t k, const FusedAddSpec& spec)
     : a_(a), b_(b), m_(m), n_(n), k_(k), spec_(spec) {
   check_fused_add_spec(spec);
+  if (detail::FusedGrid::accepts(spec)) {  // tile() then converts per tile: only blocks outside the grid form use it
+    grid_ = std::make_shared<const detail::FusedGrid>(a, b, m, n, k, spec);
+    return;
+  }
 #if defined(FPLAB_FUSED_LANES_AVX2) || defined(FPLAB_FUSED_LANES_AVX512)
   if (!tile_form(spec)) return;
   prepared_ = true;
@@ -580,6 +579,35 @@ void FusedFactors::tile(double* acc, size_t row0, size_t rows, size_t col0, size
   }
 #endif
   fused_multiply_add_tile(acc, rows, cols, a_ + row0 * k_, k_, b_ + col0, n_, terms, spec);
+}
+
+void FusedFactors::dot_tile(double* acc, size_t row0, size_t rows, size_t col0, size_t cols,
+                            std::span<const uint32_t> terms, const FusedAddSpec& spec) const {
+  if (!converted_for(spec))
+    throw std::invalid_argument("FusedFactors::dot_tile: a spec with another input format or mode");
+  if (row0 + rows > m_ || col0 + cols > n_)
+    throw std::invalid_argument("FusedFactors::dot_tile: a tile outside the GEMM");
+  for (uint32_t t : terms)
+    if (t >= k_) throw std::invalid_argument("FusedFactors::dot_tile: a term past K");
+  check_fused_add_spec(spec);
+  const size_t n = static_cast<size_t>(spec.products);
+  // The chain step by step through tile(), for rows x cols outputs at out (row stride ld).
+  auto steps = [&](double* out, size_t ld, size_t r0, size_t nr, size_t c0, size_t nc) {
+    thread_local std::vector<double> chain;
+    chain.assign(nr * nc, 0.0);
+    for (size_t first = 0; first < terms.size(); first += n)
+      tile(chain.data(), r0, nr, c0, nc, terms.subspan(first, std::min(n, terms.size() - first)), spec);
+    for (size_t r = 0; r < nr; ++r) std::copy_n(&chain[r * nc], nc, out + r * ld);
+  };
+  if (!grid_ || !grid_->takes(spec)) return steps(acc, cols, row0, rows, col0, cols);
+  const size_t block_rows = grid_->block_rows(), block_cols = grid_->block_cols();
+  for (size_t r = 0; r < rows; r += block_rows)
+    for (size_t c = 0; c < cols; c += block_cols) {
+      const size_t nr = std::min(block_rows, rows - r), nc = std::min(block_cols, cols - c);
+      double* out = acc + r * cols + c;
+      if (!grid_->block(out, cols, row0 + r, nr, col0 + c, nc, terms, spec))
+        steps(out, cols, row0 + r, nr, col0 + c, nc);
+    }
 }
 
 }  // namespace fplab::sim

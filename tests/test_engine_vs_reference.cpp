@@ -450,6 +450,55 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "engine gemm == reference: every tensor-core preset and input format through the fused first stage, long K, "
+    "zero rows, cancellation, out-of-range and special values") {
+  // sim/fused_first_stage.cpp and the grid form of sim/fused_grid.cpp: typical data stays in the
+  // grid form, the other kinds send blocks (or whole GEMMs) to the step-by-step path.
+  std::mt19937_64 g(31);
+  std::normal_distribution<float> d;
+  const char* schedules[] = {"tc-v100",
+                             "tc-turing-unconverted",
+                             "tc-a100",
+                             "tc-a100-bf16",
+                             "tc-a100-tf32",
+                             "tc-h100-tf32",
+                             "tc-h100-tf32-rne",
+                             "tc-h100-tf32-rna",
+                             "tc-h100-bf16",
+                             "tc-h100-fp16",
+                             "tc-h100-fp8",
+                             "all:fused(32,13,e5m2)",
+                             "all:fused(8,25)",
+                             "split(16):fused(8,25,tf32) | all:seq",
+                             "split(4):fused(16,25,fp16) | all:tree",
+                             "contig(64):fused(5,24,bf16) | all:seq",
+                             "strided(3):fused(8,25,tf32) | all:atomic"};
+  const Shape shapes[] = {{7, 70, 600}, {4, 64, 1}, {5, 33, 129}, {9, 130, 40}};
+  enum Data { normal, zero_rows, cancelling, tiny_and_huge, special };
+  for (const char* text : schedules) {
+    const Schedule s = parse_schedule(text);
+    for (const Shape& sh : shapes)
+      for (int data = normal; data <= special; ++data) {
+        std::vector<float> a(sh.m * sh.k), b(sh.k * sh.n);
+        for (auto& x : a) x = d(g);
+        for (auto& x : b) x = d(g);
+        if (data == zero_rows)
+          for (size_t t = 0; t < sh.k; ++t) {
+            a[t] = (t % 2) ? -0.0f : 0.0f;  // row 0: every product zero
+            if (t % 3 == 0) b[t * sh.n + sh.n - 1] = 0.0f;
+          }
+        if (data == cancelling)
+          for (size_t t = 1; t < sh.k; t += 2)
+            for (size_t j = 0; j < sh.n; ++j) b[t * sh.n + j] = -b[(t - 1) * sh.n + j], a[t] = a[t - 1];
+        if (data == tiny_and_huge)
+          a[g() % a.size()] = 0x1p-100f, b[g() % b.size()] = 0x1p-140f, a[g() % a.size()] = 3e9f;
+        if (data == special) a[g() % a.size()] = INFINITY, b[g() % b.size()] = NAN, b[g() % b.size()] = -INFINITY;
+        check_gemm(s, a, b, sh, arithmetic_of(fp::fp32(), fp::Mode::rne), "data " + std::to_string(data));
+      }
+  }
+}
+
+TEST_CASE(
     "fused(N,F,INPUT) == fused(N,F) on factors converted beforehand (tf32 truncated, tf32rne/tf32rna and the others to "
     "nearest)") {
   // An independent route: the test converts the data with fp::round_double, the engine inside

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <string>
@@ -823,6 +824,128 @@ TEST_CASE("FusedFactors: a GEMM's factors prepared once, any tile of it == the s
                   std::invalid_argument);
   CHECK_THROWS_AS(factors.tile(acc.data(), 1, 2, 0, 2, terms, sim::tensor_core_model("tc-h100-tf32")),
                   std::invalid_argument);
+}
+
+namespace {
+
+// A GEMM's factor for dot_tile's tests: what the grid form meets in training (normal values, zeros,
+// exact cancellation) and what it must leave to the step-by-step path (exponents beyond its range,
+// fp32 subnormals, infinities, NaN, values that overflow the input format).
+enum class GemmData { normal, spread, zeros, cancelling, tiny, specials, large, random_bits };
+
+std::vector<float> gemm_factors(std::mt19937_64& rng, GemmData data, const sim::FusedAddSpec& spec, size_t rows,
+                                size_t cols, bool is_b) {
+  std::normal_distribution<float> normal;
+  std::vector<float> x(rows * cols);
+  for (auto& v : x) v = normal(rng);
+  switch (data) {
+    case GemmData::normal:
+      break;
+    case GemmData::spread:
+      for (auto& v : x) v = std::ldexp(v, static_cast<int>(std::lround(normal(rng) * 8)));
+      break;
+    case GemmData::zeros:  // scattered signed zeros, a whole row (A) or column (B) of them
+      for (auto& v : x)
+        if (rng() % 5 < 2) v = rng() % 2 ? 0.0f : -0.0f;
+      for (size_t i = 0; i < (is_b ? rows : cols); ++i) x[is_b ? i * cols : i] = rng() % 2 ? 0.0f : -0.0f;
+      break;
+    case GemmData::cancelling:  // B's rows in pairs of opposite signs: pairs of products cancel exactly
+      if (is_b)
+        for (size_t t = 1; t < rows; t += 2)
+          for (size_t c = 0; c < cols; ++c) x[t * cols + c] = -x[(t - 1) * cols + c];
+      else
+        for (size_t r = 0; r < rows; ++r)
+          for (size_t t = 1; t < cols; t += 2) x[r * cols + t] = x[r * cols + t - 1];
+      break;
+    case GemmData::tiny:  // fp32 subnormals, values below the grid form's range, the input's subnormals
+      for (auto& v : x) {
+        const uint64_t pick = rng() % 8;
+        if (pick == 0) v = std::ldexp(v, -60 - static_cast<int>(rng() % 90));
+        if (pick == 1) v = static_cast<float>(std::ldexp(std::fabs(v) + 0.5, spec.input.emin() - 1 - int(rng() % 6)));
+      }
+      break;
+    case GemmData::specials:
+      x[rng() % x.size()] = INFINITY;
+      x[rng() % x.size()] = -INFINITY;
+      x[rng() % x.size()] = NAN;
+      x[rng() % x.size()] = std::numeric_limits<float>::max();
+      break;
+    case GemmData::large:  // products above 2^F (and above the input format's range)
+      for (auto& v : x)
+        if (rng() % 4 == 0) v = std::ldexp(v, 6 + static_cast<int>(rng() % 10));
+      break;
+    case GemmData::random_bits:
+      for (auto& v : x) v = static_cast<float>(random_case(rng, spec, 1).a[0]);
+      break;
+  }
+  return x;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "FusedFactors::dot_tile: whole chains == fused_dot per output: every model, grid and other specs, zeros, "
+    "cancellation, tiny, huge and special values, long K, any tile",
+    "[random]") {
+  std::vector<std::pair<std::string, sim::FusedAddSpec>> specs;
+  for (const std::string& name : sim::tensor_core_model_names()) specs.emplace_back(name, model(name.c_str()));
+  auto edited = [&](const char* name, const char* base, void (*edit)(sim::FusedAddSpec&)) {
+    specs.emplace_back(name, variant(base, edit));
+  };
+  edited("fused(5,25,tf32): N with no unrolled form", "tc-h100-tf32", [](auto& s) { s.products = 5; });
+  edited("fused(12,24,bf16)", "tc-a100-bf16", [](auto& s) { s.products = 12; });
+  edited("fused(64,20,fp16)", "tc-h100-fp16", [](auto& s) { s.products = 64, s.fraction_bits = 20; });
+  edited("fused(2,28,fp16): sum wider than int32", "tc-h100-fp16",
+         [](auto& s) { s.products = 2, s.fraction_bits = 28; });
+  edited("fused(1,28,fp16)", "tc-h100-fp16", [](auto& s) { s.products = 1, s.fraction_bits = 28; });
+  edited("fused(8,0,bf16)", "tc-a100-bf16", [](auto& s) { s.fraction_bits = 0; });
+  edited("fused(16,26,bf16): no int32 form", "tc-h100-bf16", [](auto& s) { s.fraction_bits = 26; });
+  edited("fused(32,13,e5m2)", "tc-h100-fp8", [](auto& s) { s.input = fp::e5m2(), s.output = fp::fp32(); });
+  edited("tc-h100-fp8 with fp32 result", "tc-h100-fp8", [](auto& s) { s.output = fp::fp32(); });
+  edited("fused(8,25,fp32)", "tc-h100-tf32", [](auto& s) { s.input = fp::fp32(), s.input_mode = Mode::rne; });
+  edited("tc-h100-bf16, fp32 result to nearest", "tc-h100-bf16", [](auto& s) { s.output_mode = Mode::rne; });
+  edited("tc-h100-tf32, floor truncation", "tc-h100-tf32",
+         [](auto& s) { s.truncation = sim::AlignedTruncation::toward_minus_infinity; });
+  for (const auto& [name, spec] : specs) {
+    MismatchLog log("dot_tile " + name);
+    std::mt19937_64 rng(std::hash<std::string>{}(name) + 23);
+    for (int gemm = 0; gemm < 64; ++gemm) {
+      const auto data = static_cast<GemmData>(gemm % 8);
+      const bool long_k = gemm >= 48;
+      const size_t m = 1 + rng() % 9, n = 1 + rng() % 90, k = long_k ? 300 + rng() % 500 : 1 + rng() % 70;
+      const std::vector<float> a = gemm_factors(rng, data, spec, m, k, false),
+                               b = gemm_factors(rng, data, spec, k, n, true);
+      const sim::FusedFactors factors(a.data(), b.data(), m, n, k, spec);
+      for (int tile = 0; tile < (long_k ? 2 : 6); ++tile) {
+        const size_t row0 = rng() % m, rows = 1 + rng() % (m - row0);
+        const size_t col0 = tile == 0 ? 0 : rng() % n, cols = tile == 0 ? n : 1 + rng() % (n - col0);
+        std::vector<uint32_t> terms(k);
+        std::iota(terms.begin(), terms.end(), 0u);  // the engine's order, or any list of terms
+        if (tile % 2) terms = random_terms(rng, k, 1 + rng() % k);
+        std::vector<double> acc(rows * cols, 1.0);
+        factors.dot_tile(acc.data(), row0, rows, col0, cols, terms, spec);
+        for (size_t r = 0; r < rows; ++r)
+          for (size_t c = 0; c < cols; ++c) {
+            std::vector<double> x, y;
+            for (uint32_t t : terms) x.push_back(a[(row0 + r) * k + t]), y.push_back(b[t * n + col0 + c]);
+            const double want = sim::fused_dot(0.0, x, y, spec), got = acc[r * cols + c];
+            if (same_double(got, want))
+              log.pass();
+            else
+              log.fail("data " + std::to_string(gemm % 8) + " m n k " + std::to_string(m) + " " + std::to_string(n) +
+                       " " + std::to_string(k) + " output (" + std::to_string(row0 + r) + ", " +
+                       std::to_string(col0 + c) + "): expected " + show(want) + ", got " + show(got));
+          }
+      }
+    }
+    log.require_none();
+  }
+  const std::vector<float> a(4, 1.0f), b(4, 2.0f);
+  const sim::FusedFactors factors(a.data(), b.data(), 2, 2, 2, model("tc-h100-bf16"));
+  std::vector<double> acc(4);
+  const std::vector<uint32_t> terms = {0, 2};
+  CHECK_THROWS_AS(factors.dot_tile(acc.data(), 0, 2, 0, 2, terms, model("tc-h100-bf16")), std::invalid_argument);
+  CHECK_THROWS_AS(factors.dot_tile(acc.data(), 0, 2, 0, 2, {}, model("tc-h100-tf32")), std::invalid_argument);
 }
 
 TEST_CASE(
