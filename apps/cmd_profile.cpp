@@ -60,9 +60,11 @@ int run_list(const ProfileArgs& args) {
     print_json({{"profiles", list}});
     return 0;
   }
-  std::printf("%-12s %-11s %s\n", "profile", "IMPL noise", "description");
+  int width = 12;  // the name column: as wide as the longest name
+  for (const auto& p : profiles) width = std::max(width, static_cast<int>(p.name.size()));
+  std::printf("%-*s %-11s %s\n", width, "profile", "IMPL noise", "description");
   for (const auto& p : profiles)
-    std::printf("%-12s %-11s %s\n", p.name.c_str(), profiles::noisy_ops(p.default_ops).empty() ? "none" : "yes",
+    std::printf("%-*s %-11s %s\n", width, p.name.c_str(), profiles::noisy_ops(p.default_ops).empty() ? "none" : "yes",
                 p.description.c_str());
   const auto built_in =
       std::count_if(profiles.begin(), profiles.end(), [](const auto& p) { return p.path.ends_with("(built in)"); });
