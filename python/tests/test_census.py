@@ -36,6 +36,28 @@ class UlpDistance(unittest.TestCase):
 
 
 @needs_torch
+class RowStatistics(unittest.TestCase):
+    def test_share_runs_max_and_median_over_every_later_run(self):
+        def walked(values, steps):  # each value moved `step` floats up
+            out = np.array(values, np.float32)
+            for i, k in enumerate(steps):
+                for _ in range(k):
+                    out[i] = np.nextafter(out[i], np.float32(np.inf), dtype=np.float32)
+            return torch.from_numpy(out)
+
+        first = torch.tensor([1.0, 2.0, 3.0, 4.0])
+        later = [walked([1.0, 2.0, 3.0, 4.0], [1, 0, 3, 0]), walked([1.0, 2.0, 3.0, 4.0], [0, 2, 0, 0]),
+                 first.clone()]
+        row = census._compare(census.CensusRow("t", ()), first, later)
+        self.assertEqual((row.elements, row.runs, row.runs_differing), (4, 3, 2))
+        self.assertEqual(row.differing, 0.5)  # two of four in the first later run
+        self.assertEqual(row.ulp_max, 3)
+        self.assertEqual(row.ulp_median, 2.0)  # of 1, 3, 2
+        row = census._compare(census.CensusRow("t", ()), first, later[:1])
+        self.assertEqual(row.ulp_median, 2.0)  # of 1 and 3: the mean of the middle two
+
+
+@needs_torch
 class GradientCensus(unittest.TestCase):
     def setUp(self):
         self.net = models.build("small_cnn")

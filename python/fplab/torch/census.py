@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
@@ -58,7 +58,6 @@ class CensusRow:
     runs: int = 0  #: later runs compared
     ulp_max: int = 0
     ulp_median: float = 0.0
-    ulps: List[int] = field(default_factory=list, repr=False)  # every differing element's distance
 
     def as_dict(self) -> Dict[str, Any]:
         return {"name": self.name, "shape": list(self.shape), "inputs": self.inputs, "elements": self.elements,
@@ -86,18 +85,19 @@ def ulp_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 def _compare(row: CensusRow, first: torch.Tensor, later: Sequence[torch.Tensor]) -> CensusRow:
     row.shape, row.elements, row.runs = tuple(first.shape), first.numel(), len(later)
+    differing = []  # the distances of every differing element, per later run, on the tensors' device
     for other in later:
         distance = ulp_distance(first, other).reshape(-1)
         differ = distance[distance != 0]
         if differ.numel():
             row.runs_differing += 1
             row.differing = max(row.differing, differ.numel() / max(1, row.elements))
-            row.ulps += differ.cpu().tolist()
-    if row.ulps:
-        ordered = sorted(row.ulps)
-        row.ulp_max = ordered[-1]
-        middle = len(ordered) // 2
-        row.ulp_median = float(ordered[middle]) if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+            differing.append(differ)
+    if differing:
+        ordered = torch.sort(torch.cat(differing)).values
+        middle = ordered.numel() // 2
+        row.ulp_max = int(ordered[-1])
+        row.ulp_median = float(ordered[middle]) if ordered.numel() % 2 else (int(ordered[middle - 1]) + int(ordered[middle])) / 2
     return row
 
 
