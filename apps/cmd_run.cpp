@@ -1,7 +1,10 @@
 // fplab run: an experiment (TOML) of variants x replicas x profiles, with metrics and a report.
 #include <algorithm>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <thread>
 
 #include "fp/format.hpp"
@@ -11,6 +14,9 @@
 #include "experiments/output_folder.hpp"
 #include "experiments/report.hpp"
 #include "experiments/runner.hpp"
+#ifdef FPLAB_WITH_MPI
+#include "experiments/mpi_exchange.hpp"
+#endif
 #include "profiles/hw_profile.hpp"
 #include "util/file_name.hpp"
 #include "util/version.hpp"
@@ -34,41 +40,75 @@ profiles::OpTable in_format(profiles::OpTable table, const std::string& format) 
   return table;
 }
 
+// The ranks of an mpirun launch, or null for a plain run.
+std::unique_ptr<experiments::ReplicaExchange> launcher_exchange() {
+  if (!experiments::under_mpi_launcher()) return nullptr;
+#ifdef FPLAB_WITH_MPI
+  return std::make_unique<experiments::MpiExchange>();
+#else
+  throw UsageError(
+      "this fplab was built without MPI, so it cannot run under mpirun (install libopenmpi-dev, "
+      "then build again: scripts/setup)");
+#endif
+}
+
 int run_run(const RunArgs& args) {
-  const auto experiment = experiments::load_experiment(args.file);
+  const auto exchange = launcher_exchange();
+  const int rank = exchange ? exchange->rank() : 0, ranks = exchange ? exchange->ranks() : 1;
+  // Everything up to the claimed output folder may fail on one rank alone (a folder of other
+  // results on rank 0's machine, a data set missing on another): the ranks agree before training,
+  // so that none waits for a rank that has stopped.
+  std::optional<experiments::Experiment> loaded;
+  std::optional<models::Dataset> loaded_data;
+  std::optional<experiments::OutputFolder> folder;
   experiments::RunOptions options;
-  options.out_dir = args.out.empty() ? "results/" + util::safe_file_stem(experiment.name) : args.out;
-  const size_t replicas = experiment.profiles.size() * experiment.variants.size() * experiment.replicas;
-  options.jobs = std::min<size_t>(args.jobs ? args.jobs : std::max(1u, std::thread::hardware_concurrency()), replicas);
-  options.resume = args.resume;
-  options.quiet = args.quiet || args.json;
-  std::tie(options.rank, options.ranks) = experiments::launcher_rank();
-  const std::string format = experiment.format == "fp32" ? "" : experiment.format;
+  std::exception_ptr setup_error;
+  std::string format;
+  try {
+    loaded = experiments::load_experiment(args.file);
+    const auto& experiment = *loaded;
+    options.out_dir = args.out.empty() ? "results/" + util::safe_file_stem(experiment.name) : args.out;
+    const size_t replicas = experiment.profiles.size() * experiment.variants.size() * experiment.replicas;
+    options.jobs =
+        std::min<size_t>(args.jobs ? args.jobs : std::max(1u, std::thread::hardware_concurrency()), replicas);
+    options.resume = args.resume;
+    options.quiet = args.quiet || args.json;
+    options.exchange = exchange.get();
+    format = experiment.format == "fp32" ? "" : experiment.format;
+    for (const auto& p : experiment.profiles) profiles::find_hw_profile(p, args.profiles_dir);  // fail early
+    loaded_data = models::load_image_dataset(args.data_dir);
+    if (const int c = experiment.recipe.selection.imbalance_class;
+        c >= static_cast<int>(loaded_data->class_names.size()))
+      throw UsageError(experiment.path + ": key 'data.imbalance_class': class " + std::to_string(c) +
+                       " does not exist (the data set has classes 0 to " +
+                       std::to_string(loaded_data->class_names.size() - 1) + ")");
+    folder.emplace(options.out_dir, experiment.name, experiments::ClaimOptions{args.resume, args.force, rank, ranks});
+  } catch (...) {
+    setup_error = std::current_exception();
+  }
+  if (exchange) {
+    const int failed = exchange->first_failed(setup_error != nullptr);
+    if (!setup_error && failed >= 0)
+      throw std::runtime_error("rank " + std::to_string(failed) + " stopped before training (its error is above)");
+  }
+  if (setup_error) std::rethrow_exception(setup_error);
+  const auto& experiment = *loaded;
+  const auto& data = *loaded_data;
   auto resolve = [&](const std::string& name) {
     const auto profile = profiles::find_hw_profile(name, args.profiles_dir);
     return std::pair{in_format(profile.default_ops, format), in_format(profile.deterministic_ops, format)};
   };
-  for (const auto& p : experiment.profiles) resolve(p);  // fail early on a bad profile
-  const auto data = models::load_image_dataset(args.data_dir);
-  if (const int c = experiment.recipe.selection.imbalance_class; c >= static_cast<int>(data.class_names.size()))
-    throw UsageError(experiment.path + ": key 'data.imbalance_class': class " + std::to_string(c) +
-                     " does not exist (the data set has classes 0 to " + std::to_string(data.class_names.size() - 1) +
-                     ")");
-  const experiments::OutputFolder folder(options.out_dir, experiment.name,
-                                         {args.resume, args.force, options.rank, options.ranks});
-  if (!options.quiet && folder.leftovers_removed())
-    std::fprintf(stderr, "removed %zu temporary file(s) an interrupted run left in %s\n", folder.leftovers_removed(),
+  if (!options.quiet && folder->leftovers_removed())
+    std::fprintf(stderr, "removed %zu temporary file(s) an interrupted run left in %s\n", folder->leftovers_removed(),
                  options.out_dir.c_str());
   if (!options.quiet)
     std::fprintf(stderr, "%s: %zu profile(s) x %zu variant(s) x %zu replicas on %zu thread(s)%s -> %s\n",
                  experiment.name.c_str(), experiment.profiles.size(), experiment.variants.size(), experiment.replicas,
                  options.jobs,
-                 options.ranks > 1
-                     ? (", rank " + std::to_string(options.rank) + " of " + std::to_string(options.ranks)).c_str()
-                     : "",
+                 ranks > 1 ? (", rank " + std::to_string(rank) + " of " + std::to_string(ranks)).c_str() : "",
                  options.out_dir.c_str());
   const auto records = experiments::run_experiment(experiment, data, resolve, options);
-  if (options.rank != 0) return 0;  // rank 0 writes the one report
+  if (rank != 0) return 0;  // rank 0 writes the one report
   const auto groups = experiments::summarize(experiment, records, data.test.labels, data.class_names.size());
   const experiments::Provenance provenance{args.command, util::version()};
   experiments::write_results(experiment, records, groups, data.class_names, options.out_dir, provenance);
@@ -91,7 +131,11 @@ void add_run_command(CLI::App& app, Runner& run, int argc, char** argv) {
   cmd->add_option("--jobs", a->jobs, "replicas trained at once (default: all cores)")->check(whole_number());
   cmd->add_flag("--resume", a->resume, "keep the replicas an earlier (killed) run of this experiment finished");
   cmd->add_flag("--force", a->force, "write into --out even if it holds other results (they are not deleted)");
-  cmd->add_option("--data-dir", a->data_dir, "folder of an IDX image data set: train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte (each .gz or not), classes.txt optional (docs/data.md)")->capture_default_str();
+  cmd->add_option(
+         "--data-dir", a->data_dir,
+         "folder of an IDX image data set: train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte, "
+         "t10k-labels-idx1-ubyte (each .gz or not), classes.txt optional (docs/data.md)")
+      ->capture_default_str();
   add_profiles_dir_option(cmd, a->profiles_dir);
   cmd->add_flag("--quiet", a->quiet, "no progress on stderr");
   cmd->add_flag("--json", a->json, "print summary.json");
@@ -100,7 +144,7 @@ void add_run_command(CLI::App& app, Runner& run, int argc, char** argv) {
       "  fplab run experiments/quick.toml\n"
       "  fplab run experiments/noise_sources_mlp.toml --jobs 2 --out results/fig2\n"
       "  fplab run experiments/hardware.toml --resume    # continue a killed run\n"
-      "  mpirun -n 4 fplab run experiments/noise_sources_mlp.toml    # replicas split over ranks");
+      "  mpirun -n 4 fplab run experiments/noise_sources_mlp.toml    # replicas split over ranks (MPI)");
   cmd->callback([&run, a] { run = [a] { return run_run(*a); }; });
 }
 

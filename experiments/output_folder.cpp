@@ -86,13 +86,10 @@ void OutputFolder::claim(const std::string& name, const ClaimOptions& o) {
       if (other != name)
         throw std::runtime_error(path + ": holds the results of experiment '" + other + "', not '" + name +
                                  "'; choose another --out, or pass --force to write over them");
-      if (!o.resume && o.ranks == 1 && holds_replicas(path))
+      if (!o.resume && holds_replicas(path))
         throw std::runtime_error(path +
                                  ": holds results of this experiment already; pass --resume to keep its finished "
                                  "replicas, or --force to train them all again");
-    } else if (o.ranks > 1) {
-      // Under mpirun the other ranks are already writing their replicas here: only a marker of
-      // another experiment is refused.
     } else if (holds_replicas(path)) {
       // Written before folders were marked: taken as this experiment's only when resuming.
       if (!o.resume)
@@ -108,7 +105,7 @@ void OutputFolder::claim(const std::string& name, const ClaimOptions& o) {
     }
   }
   if (marked_name != name) util::write_file_atomically(marker.string(), name + "\n");
-  if (o.resume && o.ranks == 1)
+  if (o.resume)
     for (const auto& folder : {fs::path(path), fs::path(path) / "replicas", fs::path(path) / "figures"})
       leftovers_removed_ += util::remove_interrupted_renders(folder.string());
 }

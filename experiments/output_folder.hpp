@@ -10,7 +10,7 @@ namespace fplab::experiments {
 struct ClaimOptions {
   bool resume = false;      // keep this experiment's finished replicas
   bool force = false;       // write into the folder whatever it holds
-  int rank = 0, ranks = 1;  // under mpirun every rank locks its own file; rank 0 checks the marker
+  int rank = 0, ranks = 1;  // under mpirun every rank locks its own file; rank 0 claims the folder
 };
 
 class OutputFolder {
@@ -18,9 +18,10 @@ class OutputFolder {
   // Creates `path` if needed and claims it for experiment `name`. Refuses (std::runtime_error, one
   // line saying what to do) when another process holds it, when it holds another experiment's
   // results or files that are no experiment's (unless force), or this experiment's results
-  // without resume (unless force); under mpirun (ranks > 1, the other ranks already writing) only
-  // another experiment's marker is refused. With resume in a single process, removes the
-  // temporary files an interrupted run left (half-written replicas or figures).
+  // without resume (unless force). With resume, removes the temporary files an interrupted run
+  // left (half-written replicas or figures). Under mpirun only rank 0 checks and marks its folder
+  // (the others train only once rank 0 has claimed it, fplab run's agreement); the other ranks
+  // lock theirs, which may be the same folder or one on another machine.
   OutputFolder(const std::string& path, const std::string& name, const ClaimOptions& options);
   ~OutputFolder();
   OutputFolder(const OutputFolder&) = delete;

@@ -6,6 +6,7 @@
 #include "models/checkpoint_io.hpp"
 #include "util/file_name.hpp"
 #include "util/sha256.hpp"
+#include "util/whole_file.hpp"
 
 namespace fplab::experiments {
 
@@ -27,6 +28,10 @@ std::vector<uint64_t> replica_fingerprint(const models::TrainConfig& c, std::str
 }
 
 void save_replica(const std::string& path, const ReplicaRecord& r, const std::vector<uint64_t>& fingerprint) {
+  util::write_file_atomically(path, replica_bytes(r, fingerprint));
+}
+
+std::vector<uint8_t> replica_bytes(const ReplicaRecord& r, const std::vector<uint64_t>& fingerprint) {
   models::CheckpointWriter w;
   w.add("fingerprint", std::span<const uint64_t>(fingerprint));
   std::vector<uint64_t> predictions(r.predictions.begin(), r.predictions.end());
@@ -37,12 +42,17 @@ void save_replica(const std::string& path, const ReplicaRecord& r, const std::ve
   w.add("scalars", std::span<const double>(scalars));
   const std::vector<uint64_t> seeds = {r.algo_seed, r.impl_seed};
   w.add("seeds", std::span<const uint64_t>(seeds));
-  w.write(path);
+  return w.bytes();
 }
 
 bool load_replica(const std::string& path, const std::vector<uint64_t>& fingerprint, ReplicaRecord& r) {
   if (!std::filesystem::exists(path)) return false;
-  const auto reader = models::CheckpointReader::read(path);
+  return replica_from_bytes(util::read_file(path), path, fingerprint, r);
+}
+
+bool replica_from_bytes(std::span<const uint8_t> bytes, const std::string& source,
+                        const std::vector<uint64_t>& fingerprint, ReplicaRecord& r) {
+  const auto reader = models::CheckpointReader::parse(bytes, source);
   const auto stored = reader.u64("fingerprint");
   if (std::vector<uint64_t>(stored.begin(), stored.end()) != fingerprint) return false;
   const auto p = reader.u64("predictions");

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,10 +25,15 @@ std::vector<uint64_t> replica_fingerprint(const models::TrainConfig& config, std
 
 // Writes `record`'s results (not its profile, variant or index: the path holds them) atomically.
 void save_replica(const std::string& path, const ReplicaRecord& record, const std::vector<uint64_t>& fingerprint);
+// The same file's bytes: what another rank of a distributed run receives (replica_exchange.hpp).
+std::vector<uint8_t> replica_bytes(const ReplicaRecord& record, const std::vector<uint64_t>& fingerprint);
 
 // Fills `record` from `path` (its SHA-256s recomputed) if the file is there and was written under
 // `fingerprint`; false otherwise.
 bool load_replica(const std::string& path, const std::vector<uint64_t>& fingerprint, ReplicaRecord& record);
+// The same from a file's bytes (`source` names them in errors; a damaged file throws).
+bool replica_from_bytes(std::span<const uint8_t> bytes, const std::string& source,
+                        const std::vector<uint64_t>& fingerprint, ReplicaRecord& record);
 
 // The SHA-256 of the weights followed by the buffers, as models::train computes weights_sha256.
 std::string weights_sha256(const std::vector<float>& weights, const std::vector<float>& buffers);

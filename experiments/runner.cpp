@@ -5,15 +5,18 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <span>
 #include <stdexcept>
 #include <system_error>
 #include <thread>
 
 #include "experiments/replica_file.hpp"
 #include "util/progress.hpp"
+#include "util/whole_file.hpp"
 
 namespace fplab::experiments {
 namespace {
@@ -28,6 +31,47 @@ std::string replica_path(const std::string& out, const Job& j) {
   return experiments::replica_path(out, j.profile, j.variant, j.replica);
 }
 
+void label(ReplicaRecord& r, const Job& j) {
+  r.profile = j.profile;
+  r.variant = j.variant;
+  r.replica = j.replica;
+}
+
+// A rank's replicas as one message: for each, its job index and its replica file's bytes.
+std::vector<uint8_t> pack_replicas(const std::vector<size_t>& jobs, const std::vector<std::vector<uint8_t>>& files) {
+  std::vector<uint8_t> out;
+  auto put = [&](uint64_t v) {
+    const auto* p = reinterpret_cast<const uint8_t*>(&v);
+    out.insert(out.end(), p, p + sizeof v);
+  };
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    put(jobs[i]);
+    put(files[i].size());
+    out.insert(out.end(), files[i].begin(), files[i].end());
+  }
+  return out;
+}
+
+std::vector<std::pair<size_t, std::span<const uint8_t>>> unpack_replicas(std::span<const uint8_t> message, int rank) {
+  std::vector<std::pair<size_t, std::span<const uint8_t>>> out;
+  auto get = [&](size_t& at) {
+    if (message.size() - at < sizeof(uint64_t))
+      throw std::runtime_error("rank " + std::to_string(rank) + " sent a truncated message");
+    uint64_t v;
+    std::memcpy(&v, message.data() + at, sizeof v);
+    at += sizeof v;
+    return v;
+  };
+  for (size_t at = 0; at < message.size();) {
+    const uint64_t job = get(at), size = get(at);
+    if (message.size() - at < size)
+      throw std::runtime_error("rank " + std::to_string(rank) + " sent a truncated message");
+    out.emplace_back(static_cast<size_t>(job), message.subspan(at, size));
+    at += size;
+  }
+  return out;
+}
+
 std::string clock_text(double seconds) {
   const auto s = static_cast<long>(seconds);
   char buffer[32];
@@ -35,34 +79,15 @@ std::string clock_text(double seconds) {
   return buffer;
 }
 
-}  // namespace
-
-std::pair<int, int> launcher_rank() {
-  for (auto [rank, size] : {std::pair{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}, {"PMI_RANK", "PMI_SIZE"}}) {
-    const char* r = std::getenv(rank);
-    const char* s = std::getenv(size);
-    if (r && s) return {std::atoi(r), std::max(1, std::atoi(s))};
-  }
-  return {0, 1};
-}
-
-std::vector<ReplicaRecord> run_experiment(const Experiment& x, const models::Dataset& data,
-                                          const ProfileResolver& resolve, const RunOptions& o) {
+// This rank's share: its replicas trained (or, resuming, read back) into records; mine[k] is 1
+// for a replica trained now, 2 for one an earlier run finished, 0 for another rank's.
+template <class ConfigOf>
+void train_share(const Experiment& x, const models::Dataset& data, const ProfileResolver& resolve, const RunOptions& o,
+                 const std::vector<Job>& jobs,
+                 std::map<std::string, std::pair<profiles::OpTable, profiles::OpTable>>& tables,
+                 const ConfigOf& config_of, std::vector<ReplicaRecord>& records, std::vector<char>& mine) {
   std::filesystem::create_directories(o.out_dir + "/replicas");
-  std::map<std::string, std::pair<profiles::OpTable, profiles::OpTable>> tables;
   for (const auto& p : x.profiles) tables.emplace(p, resolve(p));
-  std::vector<Job> jobs;
-  for (const auto& p : x.profiles)
-    for (Variant v : x.variants)
-      for (size_t i = 0; i < x.replicas; ++i) jobs.push_back({p, v, i});
-  auto config_of = [&](const Job& j) {
-    const auto& [default_ops, deterministic_ops] = tables.at(j.profile);
-    return x.replica_config(default_ops, deterministic_ops, j.variant, j.replica);
-  };
-
-  std::vector<ReplicaRecord> records(jobs.size());
-  std::vector<char> mine(jobs.size(), 0);
-  for (size_t k = 0; k < jobs.size(); ++k) mine[k] = static_cast<int>(k % static_cast<size_t>(o.ranks)) == o.rank;
   std::atomic<size_t> next{0}, done{0};
   std::mutex print;
   std::exception_ptr failure;
@@ -142,31 +167,87 @@ std::vector<ReplicaRecord> run_experiment(const Experiment& x, const models::Dat
                              "); try a smaller --jobs");
   if (failure) std::rethrow_exception(failure);
   progress.finish();
+}
 
-  if (o.ranks > 1) {
-    if (o.rank != 0) {
-      std::vector<ReplicaRecord> own;
-      for (size_t k = 0; k < jobs.size(); ++k)
-        if (mine[k]) own.push_back(records[k]);
-      return own;
+}  // namespace
+
+bool under_mpi_launcher() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
+    if (std::getenv(name)) return true;
+  return false;
+}
+
+std::vector<ReplicaRecord> run_experiment(const Experiment& x, const models::Dataset& data,
+                                          const ProfileResolver& resolve, const RunOptions& o) {
+  std::map<std::string, std::pair<profiles::OpTable, profiles::OpTable>> tables;
+  std::vector<Job> jobs;
+  for (const auto& p : x.profiles)
+    for (Variant v : x.variants)
+      for (size_t i = 0; i < x.replicas; ++i) jobs.push_back({p, v, i});
+  auto config_of = [&](const Job& j) {
+    const auto& [default_ops, deterministic_ops] = tables.at(j.profile);
+    return x.replica_config(default_ops, deterministic_ops, j.variant, j.replica);
+  };
+  std::vector<ReplicaRecord> records(jobs.size());
+  const int rank = o.exchange ? o.exchange->rank() : 0, ranks = o.exchange ? o.exchange->ranks() : 1;
+  auto rank_of = [&](size_t k) { return static_cast<int>(k % static_cast<size_t>(ranks)); };
+  std::vector<char> mine(jobs.size(), 0);
+  for (size_t k = 0; k < jobs.size(); ++k) mine[k] = rank_of(k) == rank;
+  // What fails on this rank is kept until every rank has said whether it failed (below).
+  std::exception_ptr failure;
+  try {
+    train_share(x, data, resolve, o, jobs, tables, config_of, records, mine);
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  if (ranks > 1) {
+    // Every rank learns whether another failed, so that none waits for bytes that never come.
+    const int failed = o.exchange->first_failed(failure != nullptr);
+    if (failure) std::rethrow_exception(failure);
+    if (failed >= 0)
+      throw std::runtime_error("rank " + std::to_string(failed) + " of the run failed (its error is above)");
+  }
+  if (failure) std::rethrow_exception(failure);
+
+  if (ranks > 1) {
+    std::vector<size_t> own;
+    for (size_t k = 0; k < jobs.size(); ++k)
+      if (mine[k]) own.push_back(k);
+    std::vector<std::vector<uint8_t>> replicas;
+    for (size_t k : own) replicas.push_back(replica_bytes(records[k], replica_fingerprint(config_of(jobs[k]))));
+    const auto received = o.exchange->gather(pack_replicas(own, replicas));
+    if (rank != 0) {
+      std::vector<ReplicaRecord> out;
+      for (size_t k : own) out.push_back(records[k]);
+      for (size_t i = 0; i < own.size(); ++i) label(out[i], jobs[own[i]]);
+      return out;
     }
-    // Rank 0 collects the other ranks' replicas from the shared output folder.
-    for (size_t k = 0; k < jobs.size(); ++k) {
-      if (mine[k]) continue;
-      const auto path = replica_path(o.out_dir, jobs[k]);
-      const auto wait_started = std::chrono::steady_clock::now();
-      while (!load_replica(path, replica_fingerprint(config_of(jobs[k])), records[k])) {
-        if (std::chrono::steady_clock::now() - wait_started > std::chrono::hours(48))
-          throw std::runtime_error(path + ": another rank never wrote this replica");
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    // Rank 0 takes the others' replicas as sent, checks that each was trained under this
+    // experiment's recipe, and keeps a copy in its folder (a resumed run then finds them).
+    std::vector<char> have(mine.begin(), mine.end());
+    for (int r = 1; r < ranks; ++r) {
+      for (const auto& [k, bytes] : unpack_replicas(received[static_cast<size_t>(r)], r)) {
+        if (k >= jobs.size() || rank_of(k) != r || have[k])
+          throw std::runtime_error("rank " + std::to_string(r) + " sent replica " + std::to_string(k) +
+                                   ", which is not its share of this experiment (is every rank running the same "
+                                   "experiment file?)");
+        const auto fingerprint = replica_fingerprint(config_of(jobs[k]));
+        const std::string source = "replica " + std::to_string(k) + " from rank " + std::to_string(r);
+        if (!replica_from_bytes(bytes, source, fingerprint, records[k]))
+          throw std::runtime_error(source +
+                                   " was trained under another recipe (is every rank running the same "
+                                   "experiment file and fplab version?)");
+        ReplicaRecord on_disk;
+        const auto path = replica_path(o.out_dir, jobs[k]);
+        if (!load_replica(path, fingerprint, on_disk)) util::write_file_atomically(path, bytes);
+        have[k] = 1;
       }
     }
+    for (size_t k = 0; k < jobs.size(); ++k)
+      if (!have[k])
+        throw std::runtime_error("rank " + std::to_string(rank_of(k)) + " sent no replica " + std::to_string(k));
   }
-  for (size_t k = 0; k < jobs.size(); ++k) {
-    records[k].profile = jobs[k].profile;
-    records[k].variant = jobs[k].variant;
-    records[k].replica = jobs[k].replica;
-  }
+  for (size_t k = 0; k < jobs.size(); ++k) label(records[k], jobs[k]);
   return records;
 }
 

@@ -1,8 +1,9 @@
 // Runs an experiment's replicas: profiles x variants x replicas, in parallel on local cores,
 // each replica's result written atomically under out/replicas/ so that a killed run (even by
-// SIGKILL) resumes without redoing a finished replica. Under mpirun the ranks share the replicas
-// (by the OMPI_COMM_WORLD_* / PMI_* environment) and rank 0 writes the report once every
-// replica's file is there: one result, identical to a single process's.
+// SIGKILL) resumes without redoing a finished replica. Under mpirun every rank trains every
+// ranks-th replica into its own output folder and sends them to rank 0 through a ReplicaExchange
+// (MPI); rank 0 keeps them with its own and writes the one report, identical to a single
+// process's. No rank reads another's folder: the machines need not share one.
 #pragma once
 
 #include <functional>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "experiments/experiment.hpp"
+#include "experiments/replica_exchange.hpp"
 #include "models/dataset.hpp"
 
 namespace fplab::experiments {
@@ -34,13 +36,15 @@ struct RunOptions {
   size_t jobs = 1;
   bool resume = false;
   bool quiet = false;
-  int rank = 0, ranks = 1;  // from the MPI launcher's environment by default
+  ReplicaExchange* exchange = nullptr;  // the ranks of a distributed run; null: one process
 };
-// rank and size of an mpirun launch (0, 1 otherwise).
-std::pair<int, int> launcher_rank();
+// Whether an MPI launcher (mpirun, srun) started this process: OMPI_COMM_WORLD_SIZE, PMI_SIZE or
+// PMIX_RANK is set.
+bool under_mpi_launcher();
 
 // All replicas' records in (profile, variant, replica) order. Ranks other than 0 return only
-// their own replicas; rank 0 waits for the others' files and returns all.
+// their own replicas; rank 0 receives the others' and returns all. If any rank fails, every rank
+// throws (the failed one its own error).
 std::vector<ReplicaRecord> run_experiment(const Experiment& experiment, const models::Dataset& data,
                                           const ProfileResolver& resolve, const RunOptions& options);
 

@@ -5,10 +5,13 @@
 
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <mutex>
+#include <thread>
 
 #include "experiments/report.hpp"
 #include "experiments/report_document.hpp"
@@ -20,6 +23,59 @@ using namespace fplab::experiments;
 namespace fs = std::filesystem;
 
 namespace {
+
+// The ranks of a distributed run as threads of this process, meeting as MPI ranks would: each
+// collective returns once every rank has called it.
+class ThreadRanks {
+ public:
+  explicit ThreadRanks(int ranks)
+      : ranks_(ranks), flags_(static_cast<size_t>(ranks)), bytes_(static_cast<size_t>(ranks)) {}
+  class Rank final : public ReplicaExchange {
+   public:
+    Rank(ThreadRanks& all, int rank) : all_(all), rank_(rank) {}
+    int rank() const override { return rank_; }
+    int ranks() const override { return all_.ranks_; }
+    int first_failed(bool failed) override {
+      all_.flags_[static_cast<size_t>(rank_)] = failed;
+      all_.wait_for_all();
+      int first = -1;
+      for (int r = all_.ranks_ - 1; r >= 0; --r)
+        if (all_.flags_[static_cast<size_t>(r)]) first = r;
+      all_.wait_for_all();  // nobody writes a flag again before all have read them
+      return first;
+    }
+    std::vector<std::vector<uint8_t>> gather(const std::vector<uint8_t>& mine) override {
+      all_.bytes_[static_cast<size_t>(rank_)] = mine;
+      all_.wait_for_all();
+      auto out = rank_ == 0 ? all_.bytes_ : std::vector<std::vector<uint8_t>>{};
+      all_.wait_for_all();
+      return out;
+    }
+
+   private:
+    ThreadRanks& all_;
+    int rank_;
+  };
+
+ private:
+  void wait_for_all() {
+    std::unique_lock lock(mutex_);
+    const size_t round = round_;
+    if (++arrived_ == ranks_) {
+      arrived_ = 0;
+      ++round_;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lock, [&] { return round_ != round; });
+    }
+  }
+  int ranks_, arrived_ = 0;
+  size_t round_ = 0;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::vector<char> flags_;
+  std::vector<std::vector<uint8_t>> bytes_;
+};
 
 // Temporary names carry the process id: every worktree's build runs this test, often at once,
 // and one run's remove_all of a shared folder made another's checkpoint writes fail.
@@ -176,19 +232,64 @@ TEST_CASE(
   fs::remove(out + "/replicas/synthetic.impl.1.ckpt");
   o.resume = true;
   const auto resumed = run_experiment(experiment, data(), synthetic, o);
-  CHECK(summary_json(experiment, summarize(experiment, resumed, data().test.labels, data().class_names.size()), kProvenance).dump() == json);
+  CHECK(summary_json(experiment, summarize(experiment, resumed, data().test.labels, data().class_names.size()),
+                     kProvenance)
+            .dump() == json);
   CHECK(fs::exists(out + "/replicas/synthetic.impl.1.ckpt"));
 
-  // Two ranks in one folder: rank 1 runs its share, rank 0 its share and collects.
+  // Two ranks, each in a folder of its own: rank 1 trains its share and sends it; rank 0 ends
+  // with every replica (in its folder too) and the single process's summary.
   const std::string split = out + "_ranks";
   fs::remove_all(split);
-  RunOptions r1 = o, r0 = o;
-  r1.out_dir = r0.out_dir = split;
-  r1.resume = r0.resume = false;
-  r1.rank = 1, r1.ranks = 2, r0.rank = 0, r0.ranks = 2;
-  run_experiment(experiment, data(), synthetic, r1);
-  const auto collected = run_experiment(experiment, data(), synthetic, r0);
-  CHECK(summary_json(experiment, summarize(experiment, collected, data().test.labels, data().class_names.size()), kProvenance).dump() == json);
+  fs::remove_all(split + "1");
+  {
+    ThreadRanks two(2);
+    ThreadRanks::Rank rank0(two, 0), rank1(two, 1);
+    RunOptions r0 = o, r1 = o;
+    r0.resume = r1.resume = false;
+    r0.out_dir = split;
+    r1.out_dir = split + "1";
+    r0.exchange = &rank0;
+    r1.exchange = &rank1;
+    std::vector<ReplicaRecord> own1;
+    std::thread second([&] { own1 = run_experiment(experiment, data(), synthetic, r1); });
+    const auto collected = run_experiment(experiment, data(), synthetic, r0);
+    second.join();
+    CHECK(own1.size() == 3);
+    CHECK(summary_json(experiment, summarize(experiment, collected, data().test.labels, data().class_names.size()),
+                       kProvenance)
+              .dump() == json);
+    CHECK(fs::exists(split + "/replicas/synthetic.impl.1.ckpt"));         // rank 1's, kept by rank 0
+    CHECK_FALSE(fs::exists(split + "1/replicas/synthetic.impl.0.ckpt"));  // rank 0's never reach rank 1
+  }
+  // A rank that fails stops the other too, with a line naming it (not a wait for ever).
+  {
+    ThreadRanks two(2);
+    ThreadRanks::Rank rank0(two, 0), rank1(two, 1);
+    RunOptions r0 = o, r1 = o;
+    r0.resume = r1.resume = false;
+    r0.out_dir = split + "_fail0";
+    r1.out_dir = "/proc/fplab-cannot-write-here";
+    r0.exchange = &rank0;
+    r1.exchange = &rank1;
+    std::string error1, error0;
+    std::thread second([&] {
+      try {
+        run_experiment(experiment, data(), synthetic, r1);
+      } catch (const std::exception& e) {
+        error1 = e.what();
+      }
+    });
+    try {
+      run_experiment(experiment, data(), synthetic, r0);
+    } catch (const std::exception& e) {
+      error0 = e.what();
+    }
+    second.join();
+    CHECK_FALSE(error1.empty());
+    CHECK(error0 == "rank 1 of the run failed (its error is above)");
+    fs::remove_all(split + "_fail0");
+  }
 
   write_results(experiment, records, groups, data().class_names, out, kProvenance);
   for (const char* f : {"summary.json", "replicas.csv", "per_class.csv", "pairs.csv", "report.md", "report.html"})
@@ -196,6 +297,7 @@ TEST_CASE(
   check_written_results(out, groups);
   fs::remove_all(out);
   fs::remove_all(split);
+  fs::remove_all(split + "1");
   fs::remove(path);
 }
 

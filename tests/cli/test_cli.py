@@ -839,6 +839,50 @@ replicas = 3
         self.assertIn("--out " + split, two.pop("command"))
         self.assertEqual(one, two)
 
+    MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
+
+    def mpmd(self, *ranks):
+        """One rank per (working folder, extra arguments): MPI's MPMD form, each rank in its own folder."""
+        command = list(self.MPIRUN)
+        for i, (folder, extra) in enumerate(ranks):
+            os.makedirs(folder, exist_ok=True)
+            command += ([":"] if i else []) + ["-n", "1", "--wdir", folder, FPLAB, "run",
+                                               os.path.abspath(self.config), "--out", "out", "--quiet"] + extra
+        return subprocess.run(command, capture_output=True, text=True, timeout=300)
+
+    def test_mpirun_ranks_need_no_shared_folder(self):
+        if shutil.which("mpirun") is None:
+            self.skipTest("SKIPPED: mpirun not installed (scripts/setup installs openmpi-bin)")
+        single = os.path.join(self.dir, "single")
+        self.assertEqual(run("run", self.config, "--out", single, "--quiet").returncode, 0)
+        a, b = os.path.join(self.dir, "machine_a"), os.path.join(self.dir, "machine_b")
+        r = self.mpmd((a, []), (b, []))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(single, "summary.json")) as f1, open(os.path.join(a, "out", "summary.json")) as f2:
+            one, two = json.load(f1), json.load(f2)
+        one.pop("command"), two.pop("command")
+        self.assertEqual(one, two)
+        # Rank 0's folder holds every replica (what rank 1 sent), rank 1's only its own share.
+        every = sorted(os.listdir(os.path.join(single, "replicas")))
+        self.assertEqual(sorted(os.listdir(os.path.join(a, "out", "replicas"))), every)
+        share = sorted(os.listdir(os.path.join(b, "out", "replicas")))
+        self.assertTrue(0 < len(share) < len(every), share)
+        self.assertFalse(os.path.exists(os.path.join(b, "out", "summary.json")))
+        for name in share:
+            with open(os.path.join(b, "out", "replicas", name), "rb") as x, \
+                    open(os.path.join(a, "out", "replicas", name), "rb") as y:
+                self.assertEqual(x.read(), y.read(), name)
+
+    def test_mpirun_a_rank_that_cannot_start_stops_every_rank(self):
+        if shutil.which("mpirun") is None:
+            self.skipTest("SKIPPED: mpirun not installed (scripts/setup installs openmpi-bin)")
+        a, b = os.path.join(self.dir, "rank_a"), os.path.join(self.dir, "rank_b")
+        r = self.mpmd((a, []), (b, ["--data-dir", os.path.join(self.dir, "no-such-data")]))
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("no-such-data", r.stderr)
+        self.assertIn("rank 1 stopped before training (its error is above)", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(a, "out", "replicas")))
+
 
     def test_diverge_control_identical_impl_and_flip_part_ways(self):
         control = json.loads(run("diverge", self.config, "--variant", "control", "--json").stdout)
