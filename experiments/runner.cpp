@@ -31,12 +31,6 @@ std::string replica_path(const std::string& out, const Job& j) {
   return experiments::replica_path(out, j.profile, j.variant, j.replica);
 }
 
-void label(ReplicaRecord& r, const Job& j) {
-  r.profile = j.profile;
-  r.variant = j.variant;
-  r.replica = j.replica;
-}
-
 // A rank's replicas as one message: for each, its job index and its replica file's bytes.
 std::vector<uint8_t> pack_replicas(const std::vector<size_t>& jobs, const std::vector<std::vector<uint8_t>>& files) {
   std::vector<uint8_t> out;
@@ -189,6 +183,11 @@ std::vector<ReplicaRecord> run_experiment(const Experiment& x, const models::Dat
     return x.replica_config(default_ops, deterministic_ops, j.variant, j.replica);
   };
   std::vector<ReplicaRecord> records(jobs.size());
+  for (size_t k = 0; k < jobs.size(); ++k) {
+    records[k].profile = jobs[k].profile;
+    records[k].variant = jobs[k].variant;
+    records[k].replica = jobs[k].replica;
+  }
   const int rank = o.exchange ? o.exchange->rank() : 0, ranks = o.exchange ? o.exchange->ranks() : 1;
   auto rank_of = [&](size_t k) { return static_cast<int>(k % static_cast<size_t>(ranks)); };
   std::vector<char> mine(jobs.size(), 0);
@@ -203,8 +202,7 @@ std::vector<ReplicaRecord> run_experiment(const Experiment& x, const models::Dat
   if (ranks > 1) {
     // Every rank learns whether another failed, so that none waits for bytes that never come.
     const int failed = o.exchange->first_failed(failure != nullptr);
-    if (failure) std::rethrow_exception(failure);
-    if (failed >= 0)
+    if (!failure && failed >= 0)
       throw std::runtime_error("rank " + std::to_string(failed) + " of the run failed (its error is above)");
   }
   if (failure) std::rethrow_exception(failure);
@@ -218,8 +216,7 @@ std::vector<ReplicaRecord> run_experiment(const Experiment& x, const models::Dat
     const auto received = o.exchange->gather(pack_replicas(own, replicas));
     if (rank != 0) {
       std::vector<ReplicaRecord> out;
-      for (size_t k : own) out.push_back(records[k]);
-      for (size_t i = 0; i < own.size(); ++i) label(out[i], jobs[own[i]]);
+      for (size_t k : own) out.push_back(std::move(records[k]));
       return out;
     }
     // Rank 0 takes the others' replicas as sent, checks that each was trained under this
@@ -237,9 +234,7 @@ std::vector<ReplicaRecord> run_experiment(const Experiment& x, const models::Dat
           throw std::runtime_error(source +
                                    " was trained under another recipe (is every rank running the same "
                                    "experiment file and fplab version?)");
-        ReplicaRecord on_disk;
-        const auto path = replica_path(o.out_dir, jobs[k]);
-        if (!load_replica(path, fingerprint, on_disk)) util::write_file_atomically(path, bytes);
+        util::write_file_atomically(replica_path(o.out_dir, jobs[k]), bytes);  // the same bytes, if shared
         have[k] = 1;
       }
     }
@@ -247,7 +242,6 @@ std::vector<ReplicaRecord> run_experiment(const Experiment& x, const models::Dat
       if (!have[k])
         throw std::runtime_error("rank " + std::to_string(rank_of(k)) + " sent no replica " + std::to_string(k));
   }
-  for (size_t k = 0; k < jobs.size(); ++k) label(records[k], jobs[k]);
   return records;
 }
 

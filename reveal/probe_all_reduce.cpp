@@ -9,10 +9,11 @@
 
 namespace fplab::reveal {
 
-RevealedAllReduce reveal_all_reduce(const AllReduceFunction& all_reduce, int ranks, size_t count) {
+RevealedAllReduce reveal_all_reduce(const AllReduceFunction& all_reduce, int ranks, size_t count, float large) {
   if (ranks < 2) throw std::invalid_argument("an all-reduce to reveal needs at least 2 ranks");
   const auto R = static_cast<size_t>(ranks);
-  const float M = absorbing_value(R);
+  // reveal_sum asks its pairs with its own M; the all-reduce is asked with `large`.
+  const float M = absorbing_value(R), asked = large != 0 ? large : M;
   RevealedAllReduce out;
   // answers[a * R + b][e]: element e's result with +M on rank a, -M on rank b, 1 elsewhere.
   std::vector<std::vector<float>> answers(R * R);
@@ -20,8 +21,8 @@ RevealedAllReduce reveal_all_reduce(const AllReduceFunction& all_reduce, int ran
     for (size_t b = 0; b < R; ++b) {
       if (a == b) continue;
       std::vector<std::vector<float>> inputs(R, std::vector<float>(count, 1.0f));
-      inputs[a].assign(count, M);
-      inputs[b].assign(count, -M);
+      inputs[a].assign(count, asked);
+      inputs[b].assign(count, -asked);
       answers[a * R + b] = all_reduce(inputs);
       ++out.calls;
       if (answers[a * R + b].size() != count)

@@ -24,8 +24,10 @@ struct RevealedAllReduce {
   size_t calls = 0;                      // all-reduces made
 };
 
-// Throws RevealError (probe_sum.hpp) when an element's answers are not those of one tree of
-// additions.
-RevealedAllReduce reveal_all_reduce(const AllReduceFunction& all_reduce, int ranks, size_t count);
+// `large` is the probes' M: 0 takes absorbing_value(ranks) (fp32 and bf16 hold it); a narrower
+// type needs one it holds whose partial sums still absorb up to ranks 1s (fp16, to 17 ranks:
+// 2^15). Throws RevealError (probe_sum.hpp) when an element's answers are not those of one tree
+// of additions.
+RevealedAllReduce reveal_all_reduce(const AllReduceFunction& all_reduce, int ranks, size_t count, float large = 0);
 
 }  // namespace fplab::reveal

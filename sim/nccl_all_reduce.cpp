@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <iterator>
 #include <stdexcept>
 
 #include "fp/arithmetic.hpp"
@@ -140,9 +141,10 @@ NcclRingLayout nccl_ring_layout(const NcclCall& call) {
 std::vector<int> ring_order(const NcclRingLayout& layout, size_t e) {
   if (e >= layout.count)
     throw std::out_of_range("element " + std::to_string(e) + " of " + std::to_string(layout.count));
-  const NcclRingChannel* ch = nullptr;
-  for (const auto& c : layout.channels)
-    if (e >= c.offset && e < c.offset + c.count) ch = &c;
+  // The channels tile [0, count) in order: the last that starts at or before e holds it.
+  const auto after = std::upper_bound(layout.channels.begin(), layout.channels.end(), e,
+                                      [](size_t x, const NcclRingChannel& c) { return x < c.offset; });
+  const NcclRingChannel* ch = &*std::prev(after);
   const auto R = static_cast<size_t>(layout.ranks);
   const size_t o = e - ch->offset, loop = R * ch->chunk;
   const size_t base = o / loop * loop;
@@ -163,6 +165,26 @@ AdditionTree chain_tree(std::span<const int> order) {
   for (size_t k = 1; k < order.size(); ++k) acc = t.add({acc, static_cast<size_t>(order[k])});
   t.root = acc;
   return t;
+}
+
+std::optional<std::vector<int>> chain_order(const AdditionTree& t) {
+  std::vector<int> reversed;
+  size_t node = t.root;
+  while (node >= t.terms) {
+    const auto& kids = t.nodes[node - t.terms];
+    if (kids.size() != 2) return std::nullopt;
+    const bool left_leaf = kids[0] < t.terms, right_leaf = kids[1] < t.terms;
+    if (left_leaf && right_leaf) {
+      reversed.push_back(static_cast<int>(std::max(kids[0], kids[1])));
+      reversed.push_back(static_cast<int>(std::min(kids[0], kids[1])));
+      break;
+    }
+    if (!left_leaf && !right_leaf) return std::nullopt;
+    reversed.push_back(static_cast<int>(left_leaf ? kids[0] : kids[1]));
+    node = left_leaf ? kids[1] : kids[0];
+  }
+  if (t.terms == 1) reversed.push_back(static_cast<int>(t.root));
+  return std::vector<int>(reversed.rbegin(), reversed.rend());
 }
 
 double fold_in_order(const std::vector<std::vector<double>>& in, size_t e, std::span<const int> order,

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -66,26 +67,13 @@ std::vector<int> tree_chain_order(std::span<const int> chain);
 // A chain: order[0] + order[1], then + order[2], ... (the tree of a fold).
 AdditionTree chain_tree(std::span<const int> order);
 
-// out[e] = the fold of in[order[0]][e], in[order[1]][e], ... in `format`, correctly rounded at
-// every addition (NCCL's sum of fp32 or bf16: each step one rounding to the buffer's type).
-// `order_of(e)` gives element e's order.
-template <class OrderOf>
-std::vector<double> fold_all_reduce(const std::vector<std::vector<double>>& in, const OrderOf& order_of,
-                                    const fp::Format& format);
+// The order of a chain (chain_tree's inverse; the first two, which commute, by index), or
+// nothing for a tree of another shape.
+std::optional<std::vector<int>> chain_order(const AdditionTree& tree);
 
+// The fold of in[order[0]][e], in[order[1]][e], ... in `format`, correctly rounded at every
+// addition (NCCL's sum of fp32, bf16 or fp16: each step one rounding to the buffer's type).
 double fold_in_order(const std::vector<std::vector<double>>& in, size_t e, std::span<const int> order,
                      const fp::Format& format);
-
-template <class OrderOf>
-std::vector<double> fold_all_reduce(const std::vector<std::vector<double>>& in, const OrderOf& order_of,
-                                    const fp::Format& format) {
-  const size_t n = in.empty() ? 0 : in[0].size();
-  std::vector<double> out(n);
-  for (size_t e = 0; e < n; ++e) {
-    const std::vector<int> order = order_of(e);
-    out[e] = fold_in_order(in, e, order, format);
-  }
-  return out;
-}
 
 }  // namespace fplab::sim

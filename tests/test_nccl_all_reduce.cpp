@@ -8,6 +8,7 @@
 
 #include "fp/format.hpp"
 #include "reveal/probe_all_reduce.hpp"
+#include "reveal/probe_sum.hpp"
 #include "sim/addition_tree.hpp"
 #include "sim/nccl_all_reduce.hpp"
 #include "sim/schedule.hpp"
@@ -108,6 +109,18 @@ TEST_CASE("nccl ring order is the schedule grammar's all:ring, with the chunk's 
   }
 }
 
+TEST_CASE("chain_order inverts chain_tree; a tree of another shape has none") {
+  for (const std::vector<int>& order : {std::vector<int>{0, 1}, {1, 0, 2}, {3, 0, 1, 2}, {4, 2, 0, 1, 3}}) {
+    const auto back = chain_order(chain_tree(order));
+    REQUIRE(back);
+    // The first two commute: chain_order puts the smaller first.
+    std::vector<int> want = order;
+    if (want[0] > want[1]) std::swap(want[0], want[1]);
+    CHECK(*back == want);
+  }
+  CHECK_FALSE(chain_order(schedule_addition_tree(parse_schedule("all:tree"), 4)));
+}
+
 TEST_CASE("nccl tree within a node: the leaf first, the root last") {
   const std::vector<int> chain = {0, 1, 2, 3};
   CHECK(tree_chain_order(chain) == std::vector<int>{3, 2, 1, 0});
@@ -155,4 +168,22 @@ TEST_CASE("reveal_all_reduce recovers every element's order from an emulated NCC
     CHECK(revealed.trees.size() == distinct.size());
     CHECK(distinct.size() == (ranks == 2 ? 1u : 2u * static_cast<size_t>(ranks)));
   }
+}
+
+TEST_CASE("reveal_all_reduce in fp16 with a probe value fp16 holds") {
+  const int ranks = 8;
+  const auto layout = nccl_ring_layout(call_of(5000, ranks, 2, 2));
+  const reveal::AllReduceFunction emulated = [&](const std::vector<std::vector<float>>& in) {
+    std::vector<std::vector<double>> x(in.size());
+    for (size_t r = 0; r < in.size(); ++r) x[r].assign(in[r].begin(), in[r].end());
+    std::vector<float> out(x[0].size());
+    for (size_t e = 0; e < out.size(); ++e)
+      out[e] = static_cast<float>(fold_in_order(x, e, ring_order(layout, e), fp::fp16()));
+    return out;
+  };
+  const auto revealed = reveal::reveal_all_reduce(emulated, ranks, 5000, 0x1p15f);
+  for (size_t e = 0; e < 5000; ++e)
+    REQUIRE(revealed.trees[revealed.tree_of[e]].text() == chain_tree(ring_order(layout, e)).text());
+  // fp16 overflows the default probe value: the sums are infinities and NaNs, not counts.
+  CHECK_THROWS_AS(reveal::reveal_all_reduce(emulated, ranks, 5000), reveal::RevealError);
 }

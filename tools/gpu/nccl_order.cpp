@@ -58,51 +58,16 @@ ElementType element_type(const std::string& name) {
   throw std::invalid_argument("--types: unknown type '" + name + "' (fp32, bf16 or fp16)");
 }
 
-// A float the type holds exactly, as the type's bytes.
+// A value the type holds exactly, as the type's bytes (little-endian, as the GPUs store them).
 void store(const ElementType& t, float x, uint8_t* at) {
-  uint32_t bits;
-  std::memcpy(&bits, &x, 4);
-  if (t.bytes == 4) {
-    std::memcpy(at, &bits, 4);
-  } else if (t.name == "bf16") {
-    const auto b = static_cast<uint16_t>(bits >> 16);
-    std::memcpy(at, &b, 2);
-  } else {  // fp16: exact values only, so the conversion has nothing to round
-    const uint32_t sign = bits >> 31, exponent = (bits >> 23) & 0xff, mantissa = bits & 0x7fffff;
-    uint16_t h = static_cast<uint16_t>(sign << 15);
-    if (exponent != 0) {
-      const int e = static_cast<int>(exponent) - 127 + 15;
-      if (e >= 31) throw std::runtime_error("fp16 overflow in a probe value");
-      if (e <= 0) {  // subnormal
-        h |= static_cast<uint16_t>((mantissa | 0x800000) >> (14 - e));
-      } else {
-        h |= static_cast<uint16_t>((e << 10) | (mantissa >> 13));
-      }
-    }
-    std::memcpy(at, &h, 2);
-  }
+  const uint64_t bits = t.format.encode(x);
+  std::memcpy(at, &bits, t.bytes);
 }
 
 float load(const ElementType& t, const uint8_t* at) {
-  uint32_t bits = 0;
-  if (t.bytes == 4) {
-    std::memcpy(&bits, at, 4);
-  } else {
-    uint16_t h;
-    std::memcpy(&h, at, 2);
-    if (t.name == "bf16") {
-      bits = static_cast<uint32_t>(h) << 16;
-    } else {
-      const uint32_t sign = h >> 15, exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
-      float v = exponent == 0    ? std::ldexp(static_cast<float>(mantissa), -24)
-                : exponent == 31 ? (mantissa ? NAN : INFINITY)
-                                 : std::ldexp(static_cast<float>(mantissa | 0x400), static_cast<int>(exponent) - 25);
-      return sign ? -v : v;
-    }
-  }
-  float x;
-  std::memcpy(&x, &bits, 4);
-  return x;
+  uint64_t bits = 0;
+  std::memcpy(&bits, at, t.bytes);
+  return static_cast<float>(t.format.decode(bits));
 }
 
 class Communicator {
@@ -178,26 +143,6 @@ class Communicator {
   size_t capacity_ = 0;
 };
 
-// The fold order of a chain tree (leaves added one at a time), or nothing for another shape.
-std::optional<std::vector<int>> chain_order(const sim::AdditionTree& t) {
-  std::vector<int> reversed;
-  size_t node = t.root;
-  while (node >= t.terms) {
-    const auto& kids = t.nodes[node - t.terms];
-    if (kids.size() != 2) return std::nullopt;
-    const bool left_leaf = kids[0] < t.terms, right_leaf = kids[1] < t.terms;
-    if (left_leaf && right_leaf) {
-      reversed.push_back(static_cast<int>(std::max(kids[0], kids[1])));
-      reversed.push_back(static_cast<int>(std::min(kids[0], kids[1])));
-      break;
-    }
-    if (!left_leaf && !right_leaf) return std::nullopt;
-    reversed.push_back(static_cast<int>(left_leaf ? kids[0] : kids[1]));
-    node = left_leaf ? kids[1] : kids[0];
-  }
-  return std::vector<int>(reversed.rbegin(), reversed.rend());
-}
-
 std::string order_text(const std::vector<int>& order) {
   std::string s;
   for (int r : order) s += (s.empty() ? "" : " ") + std::to_string(r);
@@ -254,6 +199,9 @@ int main(int argc, char** argv) {
   std::vector<ElementType> types;
   try {
     for (const auto& name : split_list(types_text)) types.push_back(element_type(name));
+    for (const auto& t : types)
+      if (t.name == "fp16" && ranks > 17)
+        throw std::invalid_argument("--types fp16: the probe reveals at most 17 ranks in fp16");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "nccl_order: error: %s\n", e.what());
     return 2;
@@ -296,13 +244,15 @@ int main(int argc, char** argv) {
         const auto model_order = [&](size_t e) {
           return algo == "ring" ? sim::ring_order(layout, e) : sim::tree_chain_order(chain);
         };
+        // fp16 cannot hold the usual probe value; 2^15 (ulp 32) still absorbs up to 17 ranks' 1s.
+        const float large = t.name == "fp16" ? 0x1p15f : 0.0f;
         const auto revealed = reveal::reveal_all_reduce(
-            [&](const std::vector<std::vector<float>>& in) { return comm.all_reduce(t, in); }, ranks, n);
+            [&](const std::vector<std::vector<float>>& in) { return comm.all_reduce(t, in); }, ranks, n, large);
         // Orders: the revealed tree of each element against the model's chain.
         std::vector<std::optional<std::vector<int>>> revealed_orders;
         std::vector<std::string> revealed_text;
         for (const auto& tree : revealed.trees) {
-          revealed_orders.push_back(chain_order(tree));
+          revealed_orders.push_back(sim::chain_order(tree));
           revealed_text.push_back(tree.text());
         }
         size_t orders_match = 0;
