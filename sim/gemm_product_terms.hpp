@@ -1,7 +1,8 @@
 // Internal to sim/: the GEMM path for schedules whose leading reduction stage no register tile
 // kernel takes (fused(N,F) tensor-core steps, atomic, ring, exact, shuffles or perms first, seq,
 // tree, rev, shfl_* or numpy_pairwise with exact products) and for arithmetics other than fp32
-// round-to-nearest. The leading stages
+// round-to-nearest (a first stage of `seq` chains in a narrow format rounded to nearest runs in
+// sim/narrow_chain_tile.cpp's fp32 vectors). The leading stages
 // run over the tile's product terms through the reference's own walk (schedule_walk.hpp), with
 // a partial being a product not yet rounded or a row of the tile's values, so that products enter
 // additions exactly as the reference has them; later stages are the engine's TileWalker.

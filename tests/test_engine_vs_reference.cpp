@@ -387,6 +387,61 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "engine gemm == reference: seq chains in narrow formats (fp32 vectors cut to the format) x 11 formats x rne/rna "
+    "x fused/rounded x flush/saturate x ties, wide ranges, zeros, long K") {
+  // sim/narrow_chain_tile.cpp: its cut is right unless fp32's result lands on one of the format's
+  // decision points; "ties" data (factors of few bits) put many results there, exactly or not,
+  // so that blocks are redone lane by lane; "wide" data overflow and fall below the format's
+  // normal range. Every column is checked.
+  std::mt19937_64 g(37);
+  std::normal_distribution<double> d;
+  const char* schedules[] = {"all:seq", "split(3):seq | all:tree", "contig(33):seq | all:seq",
+                             "strided(5):seq | all:atomic"};
+  const char* formats[] = {"bf16",   "fp16",   "tf32", "e4m3",  "e5m2",    "float8_e4m3",
+                           "e3m2fn", "e2m1fn", "e6m9", "e8m22", "e4m3fnuz" /* not taken: the generic path */};
+  enum Data { normal, ties, wide, zeros };
+  const Shape shapes[] = {{1, 1, 1}, {5, 70, 7}, {3, 130, 33}, {9, 65, 100}, {2, 3, 257}, {4, 20, 1000}};
+  for (const char* text : schedules) {
+    const Schedule s = parse_schedule(text);
+    for (const char* name : formats) {
+      for (const fp::Mode mode : {fp::Mode::rne, fp::Mode::rna}) {
+        for (const Products products : {Products::fused, Products::rounded}) {
+          for (int options = 0; options < 3; ++options) {  // plain, flush subnormals, saturate
+            Arithmetic ar = arithmetic_of(fp::parse_format(name), mode, products);
+            ar.flush_subnormals = options == 1;
+            ar.saturate = options == 2;
+            for (int data = normal; data <= zeros; ++data) {
+              const Shape sh = shapes[g() % std::size(shapes)];
+              // Factors of few significant bits: their products and sums are often exactly
+              // representable, on a midpoint of the format's grid or just beside one.
+              auto value = [&] {
+                if (data == ties)
+                  return std::ldexp(static_cast<float>(static_cast<int>(g() % 33) - 16), -static_cast<int>(g() % 6));
+                const double spread = data == wide ? std::exp2(std::round(d(g) * 12)) : 1.0;
+                return static_cast<float>(d(g) * spread);
+              };
+              std::vector<float> a(sh.m * sh.k), b(sh.k * sh.n);
+              for (auto& x : a) x = value();
+              for (auto& x : b) x = value();
+              if (data == zeros) {  // zero lines (+-0) and exact cancellation to zero
+                for (size_t t = 0; t < sh.k; ++t) a[t] = (t % 2) ? -0.0f : 0.0f, b[t * sh.n + sh.n - 1] = 0.0f;
+                for (size_t t = 1; t < sh.k; t += 2)
+                  for (size_t i = 1; i < sh.m; ++i) a[i * sh.k + t] = -a[i * sh.k + t - 1];
+                for (size_t t = 1; t < sh.k; t += 2)
+                  for (size_t j = 0; j < sh.n; ++j) b[t * sh.n + j] = b[(t - 1) * sh.n + j];
+              }
+              check_gemm(s, a, b, sh, ar,
+                         std::string(name) + " data " + std::to_string(data) + " options " + std::to_string(options),
+                         true);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE(
     "engine gemm == reference: fused(N,F) first stages x tf32/bf16/fp16/e4m3/fp32 data x fp32/e8m13/bf16/fp16 results "
     "x zeros, subnormals, cancellation, inf/NaN") {
   std::mt19937_64 g(29);
