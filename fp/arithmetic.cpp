@@ -4,8 +4,10 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <type_traits>
 
+#include "fp/fp32_cut.hpp"
 #include "fp/ieee_bits.hpp"
 #include "fp/round.hpp"
 #include "fp/superaccumulator.hpp"
@@ -86,22 +88,31 @@ namespace {
 // FMA product error are exact). Everything else (zeros, subnormals, overflow, specials, sr, fp64)
 // gets no fast result and goes through round_exact; test_arithmetic checks both against MPFR.
 bool has_fast_path(const Format& f, Mode mode) {
-  return mode != Mode::sr && f.man_bits <= 50 && f.family != Family::exponent && f.emin() >= -900 &&
-         f.emax() <= 1000 && (f.family != Family::fn || f.man_bits >= 1);
+  return mode != Mode::sr && f.man_bits <= 50 && f.family != Family::exponent && f.emin() >= -900 && f.emax() <= 1000 &&
+         (f.family != Family::fn || f.man_bits >= 1);
 }
 
 // What cutting a double to a narrow format needs, from the format's fields (Format's own
 // functions go through ldexp, too slow for every addition).
 struct NarrowFormat {
-  uint64_t unit, half;        // the format's last significand bit, and half of it, in a double's bits
-  uint64_t min_normal_bits;   // its least normal value
-  uint64_t max_finite_bits;   // its largest finite value
-  explicit NarrowFormat(const Format& f)
+  uint64_t unit, half;       // the format's last significand bit, and half of it, in a double's bits
+  uint64_t min_normal_bits;  // its least normal value
+  uint64_t max_finite_bits;  // its largest finite value
+  // 1.5 * 2^(52 + emin - man_bits): a double whose last bit is the format's subnormal spacing.
+  double subnormal_grid;
+  // Results below the normal range rounded on the subnormal grid: mode rne, not flushed, and a
+  // format whose zero has both signs (fnuz's has one).
+  bool subnormals;
+  NarrowFormat(const Format& f, Mode mode, bool flush)
       : unit(uint64_t{1} << (binary64::kFractionBits - f.man_bits)),
         half(unit >> 1),
         min_normal_bits(binary64::power_of_two_bits(f.emin())),
         max_finite_bits(binary64::power_of_two_bits(f.emax()) |
-                        (((uint64_t{1} << f.man_bits) - 1 - (f.family == Family::fn ? 1 : 0)) * unit)) {}
+                        (((uint64_t{1} << f.man_bits) - 1 - (f.family == Family::fn ? 1 : 0)) * unit)),
+        subnormal_grid(
+            std::bit_cast<double>(binary64::power_of_two_bits(binary64::kFractionBits + f.emin() - f.man_bits) |
+                                  (uint64_t{1} << (binary64::kFractionBits - 1)))),
+        subnormals(mode == Mode::rne && !flush && f.has_negative_zero()) {}
 };
 
 // Rounds `bits`, a double rounded to odd from the exact result (so its last bit keeps the sticky
@@ -120,7 +131,20 @@ uint64_t cut_to_format(uint64_t bits, const NarrowFormat& f, bool& fast) {
   if constexpr (kMode == Mode::ru) result += unit_if((rest != 0) & (sign == 0));
   if constexpr (kMode == Mode::rd) result += unit_if((rest != 0) & (sign != 0));
   if constexpr (kMode == Mode::ro) result |= unit_if(rest != 0);  // the last kept bit 1 if anything was cut
-  fast = (magnitude >= f.min_normal_bits) & (result <= f.max_finite_bits);
+  const bool normal = magnitude >= f.min_normal_bits;
+  fast = normal & (result <= f.max_finite_bits);
+  if constexpr (kMode == Mode::rne) {
+    // Below the normal range the grid is the subnormal spacing u: adding and removing a double
+    // whose last bit is u rounds to it, to nearest even, in the host's own arithmetic. That
+    // rounds the exact result correctly because bits, rounded to odd, is at least 2 bits finer
+    // than u there (the format has at most 50 stored bits), so it lies on the same side of every
+    // midpoint as the exact result. Zeros (exact cancellation included) keep the host's sign.
+    const uint64_t below =
+        std::bit_cast<uint64_t>((std::bit_cast<double>(magnitude) + f.subnormal_grid) - f.subnormal_grid);
+    const uint64_t use_below = uint64_t{0} - static_cast<uint64_t>(!normal);
+    result = (below & use_below) | (result & ~use_below);
+    fast |= !normal & f.subnormals;
+  }
   return result | sign;
 }
 
@@ -129,24 +153,32 @@ uint64_t cut_to_format(uint64_t bits, const NarrowFormat& f, bool& fast) {
 template <class Fn>
 void with_fast_mode(Mode mode, Fn&& fn) {
   switch (mode) {
-    case Mode::rne: return fn(std::integral_constant<Mode, Mode::rne>{});
-    case Mode::rna: return fn(std::integral_constant<Mode, Mode::rna>{});
-    case Mode::rz: return fn(std::integral_constant<Mode, Mode::rz>{});
-    case Mode::ru: return fn(std::integral_constant<Mode, Mode::ru>{});
-    case Mode::rd: return fn(std::integral_constant<Mode, Mode::rd>{});
-    case Mode::ro: return fn(std::integral_constant<Mode, Mode::ro>{});
-    case Mode::sr: return;
+    case Mode::rne:
+      return fn(std::integral_constant<Mode, Mode::rne>{});
+    case Mode::rna:
+      return fn(std::integral_constant<Mode, Mode::rna>{});
+    case Mode::rz:
+      return fn(std::integral_constant<Mode, Mode::rz>{});
+    case Mode::ru:
+      return fn(std::integral_constant<Mode, Mode::ru>{});
+    case Mode::rd:
+      return fn(std::integral_constant<Mode, Mode::rd>{});
+    case Mode::ro:
+      return fn(std::integral_constant<Mode, Mode::ro>{});
+    case Mode::sr:
+      return;
   }
 }
 
 // The fast result for odd, a double rounded to odd from the exact result; NaN where there is none
 // (a fast result never is NaN). Not std::optional: its flag byte stored and read back as a word
 // stalled store forwarding on every call (perf: half of a bf16 training step).
-double round_odd_double(double odd, const Format& format, Mode mode) {
+double round_odd_double(double odd, const Format& format, const RoundingOptions& options) {
   double out = std::numeric_limits<double>::quiet_NaN();
-  with_fast_mode(mode, [&](auto m) {
+  with_fast_mode(options.mode, [&](auto m) {
     bool fast = false;
-    const uint64_t bits = cut_to_format<m()>(std::bit_cast<uint64_t>(odd), NarrowFormat(format), fast);
+    const uint64_t bits = cut_to_format<m()>(std::bit_cast<uint64_t>(odd),
+                                             NarrowFormat(format, options.mode, options.flush_subnormals), fast);
     if (fast) out = std::bit_cast<double>(bits);
   });
   return out;
@@ -165,6 +197,28 @@ void add_each_fast(double* acc, const double* x, size_t n, const NarrowFormat& f
   }
 }
 
+// add_each's fp32 path for formats fp32 arithmetic can stand in for (Fp32Cut): where acc[i] and
+// x[i] are floats, Fp32Cut::sum of them. Lanes that are not floats, or whose cut is
+// undecided, are marked in `slow` and left unchanged. Three loops of one element width each
+// (GCC vectorises none of them when they are one loop). n <= kAddEachBlock.
+constexpr size_t kAddEachBlock = 256;
+void add_each_fp32(double* acc, const double* x, size_t n, const Fp32Cut& cut, uint8_t* slow) {
+  float a[kAddEachBlock], b[kAddEachBlock], sum[kAddEachBlock];
+  uint32_t not_float[kAddEachBlock], undecided[kAddEachBlock];
+  for (size_t i = 0; i < n; ++i) {
+    a[i] = static_cast<float>(acc[i]), b[i] = static_cast<float>(x[i]);
+    not_float[i] = (static_cast<double>(a[i]) != acc[i]) | (static_cast<double>(b[i]) != x[i]);
+  }
+  const Fp32Cut c = cut;
+  for (size_t i = 0; i < n; ++i) sum[i] = c.sum(a[i], b[i], undecided[i]);
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t keep_old = uint64_t{0} - static_cast<uint64_t>((undecided[i] | not_float[i]) != 0);
+    slow[i] = static_cast<uint8_t>(keep_old & 1);
+    acc[i] = std::bit_cast<double>((std::bit_cast<uint64_t>(acc[i]) & keep_old) |
+                                   (std::bit_cast<uint64_t>(static_cast<double>(sum[i])) & ~keep_old));
+  }
+}
+
 }  // namespace
 
 void add_each(double* acc, const double* x, size_t n, const Format& format, const RoundingOptions& options,
@@ -178,12 +232,16 @@ void add_each(double* acc, const double* x, size_t n, const Format& format, cons
     for (size_t i = 0; i < n; ++i) one_by_one(i);
     return;
   }
-  const NarrowFormat narrow(format);
-  constexpr size_t kBlock = 256;
+  const NarrowFormat narrow(format, options.mode, options.flush_subnormals);
+  const std::optional<Fp32Cut> cut = Fp32Cut::of(format, options);
+  constexpr size_t kBlock = kAddEachBlock;
   uint8_t slow[kBlock];
   for (size_t first = 0; first < n; first += kBlock) {
     const size_t len = std::min(kBlock, n - first);
-    with_fast_mode(options.mode, [&](auto m) { add_each_fast<m()>(acc + first, x + first, len, narrow, slow); });
+    if (cut)
+      add_each_fp32(acc + first, x + first, len, *cut, slow);
+    else
+      with_fast_mode(options.mode, [&](auto m) { add_each_fast<m()>(acc + first, x + first, len, narrow, slow); });
     for (size_t i = 0; i < len; ++i)
       if (slow[i]) one_by_one(first + i);
   }
@@ -191,7 +249,7 @@ void add_each(double* acc, const double* x, size_t n, const Format& format, cons
 
 double add(double a, double b, const Format& format, const RoundingOptions& options) {
   if (has_fast_path(format, options.mode)) {
-    const double r = round_odd_double(sum_rounded_to_odd(a, b), format, options.mode);
+    const double r = round_odd_double(sum_rounded_to_odd(a, b), format, options);
     if (!std::isnan(r)) return r;
   }
   return round_exact(exact_sum(a, b, options.mode), format, options).value;
@@ -203,7 +261,7 @@ double mul(double a, double b, const Format& format, const RoundingOptions& opti
     const double p = a * b;
     if (std::isfinite(p) && std::fabs(p) >= 0x1p-960) {
       const double error = std::fma(a, b, -p);
-      const double r = round_odd_double(sum_rounded_to_odd(p, error), format, options.mode);
+      const double r = round_odd_double(sum_rounded_to_odd(p, error), format, options);
       if (!std::isnan(r)) return r;
     }
   }

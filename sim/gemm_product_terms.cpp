@@ -230,20 +230,6 @@ void run_tiles(const Schedule& schedule, const float* a, const float* b, float* 
     ++leading_end;
   leading_end = leading_end < stages.size() && stages[leading_end].body > 0 ? stages.size()
                                                                             : std::min(leading_end + 1, stages.size());
-  // A first stage of `seq` chains in a narrow format rounded to nearest: fp32 vector chains cut
-  // to the format (sim/narrow_chain_tile.hpp), the later stages the walker's.
-  std::optional<NarrowChainSpec> narrow;
-  std::vector<GroupSpan> narrow_groups;
-  if constexpr (!Add::native) {
-    const auto finite = [](const float* x, size_t count) {
-      return std::all_of(x, x + count, [](float v) { return std::isfinite(v); });
-    };
-    if (!stages.empty() && stages[0].reduces() && stages[0].reducer.kind == Reducer::Kind::seq && finite(a, m * k) &&
-        finite(b, k * n))
-      narrow = narrow_chain_spec(ar);
-    if (narrow) narrow_groups = groups_of(stages[0].grouping, k);
-  }
-  std::vector<float> narrow_rows;
   // One rounding stream per output (only the generic arithmetic draws from them).
   std::vector<fp::CounterRng> streams(kGemmTileRows * kGemmTileCols, fp::CounterRng(0));
   ProductTermOps<T, Add> ops(ar);
@@ -254,24 +240,6 @@ void run_tiles(const Schedule& schedule, const float* a, const float* b, float* 
     for (size_t i0 = 0; i0 < m; i0 += kGemmTileRows) {
       const size_t mr = std::min(kGemmTileRows, m - i0), nr = std::min(kGemmTileCols, n - j0), w = mr * nr;
       const NoiseKey tile_key = gemm_output_key(key, i0, j0, n);
-      if (narrow) {
-        const size_t groups = narrow_groups.size();
-        const bool outputs = groups == 1 && stages.size() == 1;  // all:seq: the chains are C
-        narrow_rows.resize(outputs ? 0 : groups * w);
-        for (size_t g = 0; g < groups; ++g)
-          narrow_chain_tile(ar, *narrow, a + i0 * k, k, b + j0, n, narrow_groups[g], mr, nr,
-                            outputs ? c + i0 * n + j0 : &narrow_rows[g * w], outputs ? n : nr);
-        if (outputs) continue;
-        rows.assign(narrow_rows.begin(), narrow_rows.end());
-        result.resize(w);
-        const Add add = make_add<Add>(w, ar, streams.data());
-        walker.reshape(w, add);
-        walker.set_tile(tile_key);
-        walker.run(schedule, 1, rows.data(), w, groups, result.data());
-        for (size_t r = 0; r < mr; ++r)
-          for (size_t cc = 0; cc < nr; ++cc) c[(i0 + r) * n + j0 + cc] = static_cast<float>(result[r * nr + cc]);
-        continue;
-      }
       if constexpr (!Add::native)
         for (size_t r = 0; r < mr; ++r)
           for (size_t cc = 0; cc < nr; ++cc)
@@ -301,6 +269,8 @@ void gemm_through_product_terms(const Schedule& schedule, const float* a, const 
                                 const Arithmetic& arithmetic, const NoiseKey& key) {
   if (arithmetic.native_float())
     run_tiles<float, NativeAdd<float>>(schedule, a, b, c, shape, arithmetic, key);
+  else if (gemm_with_narrow_chains(schedule, a, b, c, shape, arithmetic, key))
+    return;
   else if (arithmetic.native_double())
     run_tiles<double, NativeAdd<double>>(schedule, a, b, c, shape, arithmetic, key);
   else

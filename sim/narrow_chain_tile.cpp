@@ -3,32 +3,18 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <vector>
 
 #include "fp/arithmetic.hpp"
 #include "sim/engine.hpp"
 #include "sim/float_lanes.hpp"
+#include "sim/tile_walker.hpp"
 
 namespace fplab::sim::detail {
 
-std::optional<NarrowChainSpec> narrow_chain_spec(const Arithmetic& ar) {
-  const fp::Format& f = ar.format;
-  const bool family = f.family == fp::Family::ieee || f.family == fp::Family::fn || f.family == fp::Family::finite;
-  // A midpoint needs one bit more than the format's precision: at most fp32's 24.
-  if (!family || f.man_bits > 22 || f.emin() < -126 || f.emax() > 127) return std::nullopt;
-  if (ar.mode != fp::Mode::rne && ar.mode != fp::Mode::rna) return std::nullopt;
+std::optional<fp::Fp32Cut> narrow_chain_cut(const Arithmetic& ar) {
   if (ar.products == Products::exact) return std::nullopt;
-  NarrowChainSpec spec;
-  const uint32_t unit = uint32_t{1} << (23 - f.man_bits);
-  spec.unit_half = unit >> 1;
-  spec.keep = ~(unit - 1);
-  spec.scale = std::ldexp(1.0f, -126 - f.emin());
-  spec.unscale = std::ldexp(1.0f, 126 + f.emin());
-  spec.threshold = std::bit_cast<uint32_t>(static_cast<float>(f.max_finite()) * spec.scale) + spec.unit_half;
-  spec.flush = ar.flush_subnormals;
-  // An IEEE format with fp32's exponent range overflows where fp32 does, to the infinity the cut
-  // keeps (its bits carry into the exponent); anything else is checked.
-  spec.check_range = !(f.family == fp::Family::ieee && f.emax() == 127 && !ar.saturate) || spec.flush;
-  return spec;
+  return fp::Fp32Cut::of(ar.format, ar.rounding(nullptr));
 }
 
 namespace {
@@ -42,79 +28,108 @@ constexpr size_t kVectors = L::kWidth == 16 ? 4 : 2;
 
 constexpr uint32_t kMagnitude = 0x7fffffffu, kLeastNormal = 0x00800000u;
 
-// A result cut to the format, and the lanes whose cut cannot be trusted (`Flags`).
+// A result cut to the format, and what tells afterwards which lanes' cuts cannot be trusted: a
+// Track per vector of columns, kept across a block's steps in vector registers (mask registers
+// ORed every step made a serial chain of mask operations), read out as Flags at the block's end.
+// Track: the least cut-off part seen (0 at a midpoint), the largest magnitude (past the
+// threshold: overflow), the least magnitude less one (below the least normal: flushed; zero
+// wraps around, so it never counts).
 #if defined(__AVX512F__)
 using Flags = __mmask16;
+struct Track {
+  __m512i low_min, magnitude_max, magnitude_min;
+};
 struct Cut {
-  __m512i half, keep, low, threshold, magnitude, least_normal;
-  explicit Cut(const NarrowChainSpec& s)
+  __m512i half, keep, magnitude, one;
+  uint32_t threshold;
+  explicit Cut(const fp::Fp32Cut& s)
       : half(_mm512_set1_epi32(static_cast<int>(s.unit_half))),
         keep(_mm512_set1_epi32(static_cast<int>(s.keep))),
-        low(_mm512_set1_epi32(static_cast<int>(~s.keep))),
-        threshold(_mm512_set1_epi32(static_cast<int>(s.threshold))),
         magnitude(_mm512_set1_epi32(static_cast<int>(kMagnitude))),
-        least_normal(_mm512_set1_epi32(static_cast<int>(kLeastNormal))) {}
-  static Flags none() { return 0; }
+        one(_mm512_set1_epi32(1)),
+        threshold(s.threshold) {}
+  static Track start() { return {_mm512_set1_epi32(-1), _mm512_setzero_si512(), _mm512_set1_epi32(-1)}; }
+  Flags flags(const Track& t) const {
+    return _kor_mask16(
+        _kor_mask16(_mm512_cmpeq_epi32_mask(t.low_min, _mm512_setzero_si512()),
+                    _mm512_cmpge_epu32_mask(t.magnitude_max, _mm512_set1_epi32(static_cast<int>(threshold)))),
+        _mm512_cmplt_epu32_mask(t.magnitude_min, _mm512_set1_epi32(static_cast<int>(kLeastNormal - 1))));
+  }
   static bool lane(Flags f, size_t l) { return (f >> l) & 1u; }
   static bool any(Flags f) { return f != 0; }
   // Round half away from zero on the bits (a tie, the one case where rne differs, is flagged).
   template <bool kRange, bool kFlush>
-  V operator()(V s, Flags& flags) const {
+  V operator()(V s, Track& track) const {
     const __m512i bits = _mm512_castps_si512(s), t = _mm512_add_epi32(bits, half);
-    Flags f = _mm512_testn_epi32_mask(t, low);  // s a midpoint: its cut-off bits were exactly half
+    track.low_min = _mm512_min_epu32(track.low_min, _mm512_andnot_si512(keep, t));
     if constexpr (kRange) {
       const __m512i mag = _mm512_and_si512(bits, magnitude);
-      f = _kor_mask16(f, _mm512_cmpge_epu32_mask(mag, threshold));
-      if constexpr (kFlush)
-        f = _kor_mask16(f, _mm512_mask_cmplt_epu32_mask(_mm512_test_epi32_mask(mag, mag), mag, least_normal));
+      track.magnitude_max = _mm512_max_epu32(track.magnitude_max, mag);
+      if constexpr (kFlush) track.magnitude_min = _mm512_min_epu32(track.magnitude_min, _mm512_sub_epi32(mag, one));
     }
-    flags = _kor_mask16(flags, f);
     return _mm512_castsi512_ps(_mm512_and_si512(t, keep));
   }
 };
 #elif defined(__AVX2__) && defined(__FMA__)
 using Flags = __m256i;
+struct Track {
+  __m256i low_min, magnitude_max, magnitude_min;
+};
 struct Cut {
-  __m256i half, keep, low, threshold_less_one, magnitude, least_normal, zero;
-  explicit Cut(const NarrowChainSpec& s)
+  __m256i half, keep, magnitude, one;
+  uint32_t threshold;
+  explicit Cut(const fp::Fp32Cut& s)
       : half(_mm256_set1_epi32(static_cast<int>(s.unit_half))),
         keep(_mm256_set1_epi32(static_cast<int>(s.keep))),
-        low(_mm256_set1_epi32(static_cast<int>(~s.keep))),
-        threshold_less_one(_mm256_set1_epi32(static_cast<int>(s.threshold - 1))),
         magnitude(_mm256_set1_epi32(static_cast<int>(kMagnitude))),
-        least_normal(_mm256_set1_epi32(static_cast<int>(kLeastNormal))),
-        zero(_mm256_setzero_si256()) {}
-  static Flags none() { return _mm256_setzero_si256(); }
+        one(_mm256_set1_epi32(1)),
+        threshold(s.threshold) {}
+  static Track start() { return {_mm256_set1_epi32(-1), _mm256_setzero_si256(), _mm256_set1_epi32(-1)}; }
+  // Unsigned x >= y as max(x, y) == x.
+  static __m256i at_least(__m256i x, __m256i y) { return _mm256_cmpeq_epi32(_mm256_max_epu32(x, y), x); }
+  Flags flags(const Track& t) const {
+    const __m256i midpoint = _mm256_cmpeq_epi32(t.low_min, _mm256_setzero_si256());
+    const __m256i overflow = at_least(t.magnitude_max, _mm256_set1_epi32(static_cast<int>(threshold)));
+    const __m256i flushed = _mm256_xor_si256(
+        at_least(t.magnitude_min, _mm256_set1_epi32(static_cast<int>(kLeastNormal - 1))), _mm256_set1_epi32(-1));
+    return _mm256_or_si256(_mm256_or_si256(midpoint, overflow), flushed);
+  }
   static bool lane(Flags f, size_t l) { return (_mm256_movemask_ps(_mm256_castsi256_ps(f)) >> l) & 1; }
   static bool any(Flags f) { return !_mm256_testz_si256(f, f); }
   template <bool kRange, bool kFlush>
-  V operator()(V s, Flags& flags) const {
+  V operator()(V s, Track& track) const {
     const __m256i bits = _mm256_castps_si256(s), t = _mm256_add_epi32(bits, half);
-    __m256i f = _mm256_cmpeq_epi32(_mm256_and_si256(t, low), zero);
+    track.low_min = _mm256_min_epu32(track.low_min, _mm256_andnot_si256(keep, t));
     if constexpr (kRange) {
-      // Magnitudes are below 2^31: signed comparisons order them.
       const __m256i mag = _mm256_and_si256(bits, magnitude);
-      f = _mm256_or_si256(f, _mm256_cmpgt_epi32(mag, threshold_less_one));
-      if constexpr (kFlush)
-        f = _mm256_or_si256(f, _mm256_and_si256(_mm256_cmpgt_epi32(mag, zero), _mm256_cmpgt_epi32(least_normal, mag)));
+      track.magnitude_max = _mm256_max_epu32(track.magnitude_max, mag);
+      if constexpr (kFlush) track.magnitude_min = _mm256_min_epu32(track.magnitude_min, _mm256_sub_epi32(mag, one));
     }
-    flags = _mm256_or_si256(flags, f);
     return _mm256_castsi256_ps(_mm256_and_si256(t, keep));
   }
 };
 #else
 using Flags = bool;
+struct Track {
+  uint32_t low_min, magnitude_max, magnitude_min;
+};
 struct Cut {
   uint32_t half, keep, threshold;
-  explicit Cut(const NarrowChainSpec& s) : half(s.unit_half), keep(s.keep), threshold(s.threshold) {}
-  static Flags none() { return false; }
+  explicit Cut(const fp::Fp32Cut& s) : half(s.unit_half), keep(s.keep), threshold(s.threshold) {}
+  static Track start() { return {~0u, 0, ~0u}; }
+  Flags flags(const Track& t) const {
+    return t.low_min == 0 || t.magnitude_max >= threshold || t.magnitude_min < kLeastNormal - 1;
+  }
   static bool lane(Flags f, size_t) { return f; }
   static bool any(Flags f) { return f; }
   template <bool kRange, bool kFlush>
-  V operator()(V s, Flags& flags) const {
+  V operator()(V s, Track& track) const {
     const uint32_t bits = std::bit_cast<uint32_t>(s), t = bits + half, mag = bits & kMagnitude;
-    flags |= (t & ~keep) == 0;
-    if constexpr (kRange) flags |= mag >= threshold || (kFlush && mag != 0 && mag < kLeastNormal);
+    track.low_min = std::min(track.low_min, t & ~keep);
+    if constexpr (kRange) {
+      track.magnitude_max = std::max(track.magnitude_max, mag);
+      if constexpr (kFlush) track.magnitude_min = std::min(track.magnitude_min, mag - 1);
+    }
     return std::bit_cast<float>(t & keep);
   }
 };
@@ -122,14 +137,14 @@ struct Cut {
 
 // The format's rounding of s, an fp32 result of the exact one, moved to the scaled grid and back.
 template <bool kScaled, bool kRange, bool kFlush>
-inline V round_to_format(V s, const Cut& cut, V scale, V unscale, Flags& flags) {
-  if constexpr (kScaled) return L::mul(cut.template operator()<kRange, kFlush>(L::mul(s, scale), flags), unscale);
-  return cut.template operator()<kRange, kFlush>(s, flags);
+inline V round_to_format(V s, const Cut& cut, V scale, V unscale, Track& track) {
+  if constexpr (kScaled) return L::mul(cut.template operator()<kRange, kFlush>(L::mul(s, scale), track), unscale);
+  return cut.template operator()<kRange, kFlush>(s, track);
 }
 
 // Steps per block: a block whose cuts some lane could not decide is redone for those lanes, an
 // operation at a time, from the values saved at its start.
-constexpr size_t kBlockSteps = 32;
+constexpr size_t kBlockSteps = 8;
 
 // Steps [from, to) of one output's chain as the reference has it (from == 0: starting with the
 // first product rounded), from `acc`; `a` the output's row of A, `b` its column of B.
@@ -158,7 +173,7 @@ void chain_pass(const Arithmetic& ar, const Cut& cut, V scale, V unscale, const 
   constexpr size_t kWidth = L::kWidth;
   V acc[kRows][kVectors];
   V bk[kVectors];
-  Flags flags[kVectors];
+  Track track[kVectors];
   alignas(64) float saved[kRows][kVectors][kWidth], now[kRows][kVectors][kWidth];
   const auto load_b = [&](size_t t) {
 #pragma GCC unroll 4
@@ -167,7 +182,7 @@ void chain_pass(const Arithmetic& ar, const Cut& cut, V scale, V unscale, const 
   for (size_t block = 0; block < g.count; block += kBlockSteps) {
     const size_t end = std::min(g.count, block + kBlockSteps);
 #pragma GCC unroll 4
-    for (size_t v = 0; v < kVectors; ++v) flags[v] = Cut::none();
+    for (size_t v = 0; v < kVectors; ++v) track[v] = Cut::start();
     size_t i = block;
     if (block == 0) {  // the first product, rounded
       load_b(g.first);
@@ -176,7 +191,7 @@ void chain_pass(const Arithmetic& ar, const Cut& cut, V scale, V unscale, const 
         const V x = L::broadcast(rows[r][g.first]);
 #pragma GCC unroll 4
         for (size_t v = 0; v < kVectors; ++v)
-          acc[r][v] = round_to_format<kScaled, kRange, kFlush>(L::mul(x, bk[v]), cut, scale, unscale, flags[v]);
+          acc[r][v] = round_to_format<kScaled, kRange, kFlush>(L::mul(x, bk[v]), cut, scale, unscale, track[v]);
       }
       ++i;
     } else {
@@ -197,15 +212,16 @@ void chain_pass(const Arithmetic& ar, const Cut& cut, V scale, V unscale, const 
           if constexpr (kFused) {
             s = L::fma(x, bk[v], acc[r][v]);
           } else {
-            const V p = round_to_format<kScaled, kRange, kFlush>(L::mul(x, bk[v]), cut, scale, unscale, flags[v]);
+            const V p = round_to_format<kScaled, kRange, kFlush>(L::mul(x, bk[v]), cut, scale, unscale, track[v]);
             s = L::add(acc[r][v], p);
           }
-          acc[r][v] = round_to_format<kScaled, kRange, kFlush>(s, cut, scale, unscale, flags[v]);
+          acc[r][v] = round_to_format<kScaled, kRange, kFlush>(s, cut, scale, unscale, track[v]);
         }
       }
     }
+    Flags flags[kVectors];
     bool any = false;
-    for (size_t v = 0; v < kVectors; ++v) any |= Cut::any(flags[v]);
+    for (size_t v = 0; v < kVectors; ++v) any |= Cut::any(flags[v] = cut.flags(track[v]));
     if (!any) continue;
       // Rare: redo the block for the lanes it flagged (every row), then carry on from there.
 #pragma GCC unroll 4
@@ -231,8 +247,8 @@ void chain_pass(const Arithmetic& ar, const Cut& cut, V scale, V unscale, const 
 }
 
 template <bool kFused, bool kScaled, bool kRange, bool kFlush>
-void chain_tile(const Arithmetic& ar, const NarrowChainSpec& spec, const float* a, size_t lda, const float* b,
-                size_t ldb, const GroupSpan& g, size_t mr, size_t nr, float* out, size_t ldo) {
+void chain_tile(const Arithmetic& ar, const fp::Fp32Cut& spec, const float* a, size_t lda, const float* b, size_t ldb,
+                const GroupSpan& g, size_t mr, size_t nr, float* out, size_t ldo) {
   const Cut cut(spec);
   const V scale = L::broadcast(spec.scale), unscale = L::broadcast(spec.unscale);
   const float* rows[kRows];
@@ -244,7 +260,7 @@ void chain_tile(const Arithmetic& ar, const NarrowChainSpec& spec, const float* 
 }
 
 template <bool kFused, bool kScaled, bool kRange>
-void chain_tile_flush(bool flush, const Arithmetic& ar, const NarrowChainSpec& spec, const float* a, size_t lda,
+void chain_tile_flush(bool flush, const Arithmetic& ar, const fp::Fp32Cut& spec, const float* a, size_t lda,
                       const float* b, size_t ldb, const GroupSpan& g, size_t mr, size_t nr, float* out, size_t ldo) {
   if (flush)
     chain_tile<kFused, kScaled, kRange, kRange>(ar, spec, a, lda, b, ldb, g, mr, nr, out, ldo);
@@ -253,19 +269,19 @@ void chain_tile_flush(bool flush, const Arithmetic& ar, const NarrowChainSpec& s
 }
 
 template <bool kFused>
-void chain_tile_forms(const Arithmetic& ar, const NarrowChainSpec& spec, const float* a, size_t lda, const float* b,
+void chain_tile_forms(const Arithmetic& ar, const fp::Fp32Cut& spec, const float* a, size_t lda, const float* b,
                       size_t ldb, const GroupSpan& g, size_t mr, size_t nr, float* out, size_t ldo) {
   if (spec.scaled())  // a format narrower than fp32's range has its range checked
-    chain_tile_flush<kFused, true, true>(spec.flush, ar, spec, a, lda, b, ldb, g, mr, nr, out, ldo);
+    chain_tile_flush<kFused, true, true>(spec.flush != 0, ar, spec, a, lda, b, ldb, g, mr, nr, out, ldo);
   else if (spec.check_range)
-    chain_tile_flush<kFused, false, true>(spec.flush, ar, spec, a, lda, b, ldb, g, mr, nr, out, ldo);
+    chain_tile_flush<kFused, false, true>(spec.flush != 0, ar, spec, a, lda, b, ldb, g, mr, nr, out, ldo);
   else
     chain_tile<kFused, false, false, false>(ar, spec, a, lda, b, ldb, g, mr, nr, out, ldo);
 }
 
 }  // namespace
 
-void narrow_chain_tile(const Arithmetic& ar, const NarrowChainSpec& spec, const float* a, size_t lda, const float* b,
+void narrow_chain_tile(const Arithmetic& ar, const fp::Fp32Cut& spec, const float* a, size_t lda, const float* b,
                        size_t ldb, const GroupSpan& group, size_t mr, size_t nr, float* out, size_t ldo) {
   if (group.count == 0) {  // the empty sum
     for (size_t r = 0; r < mr; ++r) std::fill_n(out + r * ldo, nr, 0.0f);
@@ -275,6 +291,47 @@ void narrow_chain_tile(const Arithmetic& ar, const NarrowChainSpec& spec, const 
     chain_tile_forms<true>(ar, spec, a, lda, b, ldb, group, mr, nr, out, ldo);
   else
     chain_tile_forms<false>(ar, spec, a, lda, b, ldb, group, mr, nr, out, ldo);
+}
+
+bool gemm_with_narrow_chains(const Schedule& schedule, const float* a, const float* b, float* c, GemmShape shape,
+                             const Arithmetic& ar, const NoiseKey& key) {
+  const auto& stages = schedule.stages;
+  if (stages.empty() || !stages[0].reduces() || stages[0].reducer.kind != Reducer::Kind::seq ||
+      schedule.has_stage_formats())
+    return false;
+  const std::optional<fp::Fp32Cut> cut = narrow_chain_cut(ar);
+  if (!cut) return false;
+  const auto [m, n, k] = shape;
+  const auto finite = [](const float* x, size_t count) {
+    bool all = true;  // no early exit: the loop vectorises
+    for (size_t i = 0; i < count; ++i) all &= std::isfinite(x[i]);
+    return all;
+  };
+  if (!finite(a, m * k) || !finite(b, k * n)) return false;
+  const std::vector<GroupSpan> groups = groups_of(stages[0].grouping, k);
+  const bool chains_are_outputs = groups.size() == 1 && stages.size() == 1;  // all:seq
+  // Later stages on rows of floats; a rne/rna arithmetic draws no rounding randomness.
+  std::vector<fp::CounterRng> streams(kGemmTileRows * kGemmTileCols, fp::CounterRng(0));
+  TileWalker<float, Fp32CutAdd> walker(1, Fp32CutAdd{1, &ar, *cut}, ar, streams.data(), key);
+  std::vector<float> rows, result;
+  for (size_t j0 = 0; j0 < n; j0 += kGemmTileCols) {
+    for (size_t i0 = 0; i0 < m; i0 += kGemmTileRows) {
+      const size_t mr = std::min(kGemmTileRows, m - i0), nr = std::min(kGemmTileCols, n - j0), w = mr * nr;
+      if (chains_are_outputs) {
+        narrow_chain_tile(ar, *cut, a + i0 * k, k, b + j0, n, groups[0], mr, nr, c + i0 * n + j0, n);
+        continue;
+      }
+      rows.resize(groups.size() * w);
+      for (size_t g = 0; g < groups.size(); ++g)
+        narrow_chain_tile(ar, *cut, a + i0 * k, k, b + j0, n, groups[g], mr, nr, &rows[g * w], nr);
+      result.resize(w);
+      walker.reshape(w, Fp32CutAdd{w, &ar, *cut});
+      walker.set_tile(gemm_output_key(key, i0, j0, n));
+      walker.run(schedule, 1, rows.data(), w, groups.size(), result.data());
+      for (size_t r = 0; r < mr; ++r) std::copy_n(&result[r * nr], nr, c + (i0 + r) * n + j0);
+    }
+  }
+  return true;
 }
 
 }  // namespace fplab::sim::detail

@@ -13,6 +13,7 @@
 
 #include "fp/arithmetic.hpp"
 #include "fp/exact_sum.hpp"
+#include "fp/fp32_cut.hpp"
 #include "fp/round.hpp"
 #include "sim/arithmetic.hpp"
 #include "sim/binned_sum.hpp"
@@ -58,6 +59,39 @@ struct GenericAdd {
     if (hold)
       for (size_t i = 0; i < width; ++i)
         acc[i] = fp::round_double(acc[i], *hold, arithmetic->rounding(&streams[i])).value;
+  }
+};
+
+// A narrow format that fp32 arithmetic stands in for (fp/fp32_cut.hpp), on rows of floats: each
+// sum Fp32Cut::sum of the two, the lanes it leaves undecided through fp::add. For schedules
+// without stage formats (a ">HOLD" is refused).
+struct Fp32CutAdd {
+  static constexpr bool native = false;
+  size_t width;
+  const Arithmetic* arithmetic;
+  fp::Fp32Cut cut;
+  const fp::Format* hold = nullptr;
+  void operator()(float* __restrict acc, const float* __restrict x) const {
+    if (hold) throw std::logic_error("Fp32CutAdd: a held stage needs the generic arithmetic");
+    constexpr size_t kBlock = 256;
+    uint32_t undecided[kBlock];
+    float old[kBlock];
+    for (size_t first = 0; first < width; first += kBlock) {
+      const size_t n = std::min(kBlock, width - first);
+      float* a = acc + first;
+      const float* b = x + first;
+      const fp::Fp32Cut c = cut;
+      uint32_t any = 0;
+      for (size_t i = 0; i < n; ++i) {
+        old[i] = a[i];
+        a[i] = c.sum(a[i], b[i], undecided[i]);
+        any |= undecided[i];
+      }
+      if (!any) continue;
+      for (size_t i = 0; i < n; ++i)
+        if (undecided[i])
+          a[i] = static_cast<float>(fp::add(old[i], b[i], arithmetic->format, arithmetic->rounding(nullptr)));
+    }
   }
 };
 

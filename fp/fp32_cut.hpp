@@ -1,0 +1,79 @@
+// Rounding to a narrow format, to nearest, by cutting the bits of an fp32 result: how a sum or an
+// FMA in a format of at most 23 significant bits inside fp32's range (bf16, fp16, tf32, fp8, any
+// such eXmY) runs at the speed of fp32 arithmetic.
+//
+// Why it is exact: every decision point of rounding to the format to nearest (the midpoints
+// between its neighbours, the overflow threshold) is an fp32 number. Rounding the exact result x
+// to fp32 first, then cutting to the format, therefore gives the format's rounding of x unless
+// the fp32 result lands exactly on a decision point (x may then lie on either side of it); such a
+// result is reported undecided (its cut-off bits were exactly half a unit), as are results past
+// the format's largest finite value (and, with flushing, below its least normal one). A format
+// whose normal range starts above fp32's is scaled first, so that its subnormal grid becomes
+// fp32's: the scaling is one more rounding onto a grid that holds every decision point.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <optional>
+
+#include "fp/format.hpp"
+#include "fp/rounding.hpp"
+
+namespace fplab::fp {
+
+struct Fp32Cut {
+  uint32_t unit_half = 0;        // half the format's last significand bit, in fp32's bits
+  uint32_t keep = 0;             // mask of the bits the format keeps
+  uint32_t threshold = 0;        // |x| (scaled) from which rounding overflows (a midpoint), in fp32's bits
+  bool check_range = false;      // overflow to other than fp32's infinity, or flushing: check every result
+  uint32_t flush = 0;            // 1: results below the normal range are flushed, undecided there
+  uint32_t ties_to_even = 1;     // 1: rne, 0: rna
+  float scale = 1, unscale = 1;  // powers of two that move the format's least normal to 2^-126
+  bool scaled() const { return scale != 1; }
+
+  // The cut for a format and rounding, where one exists: formats of the ieee, fn or finite family
+  // with at most 22 stored mantissa bits and a normal range inside fp32's; modes rne and rna.
+  static std::optional<Fp32Cut> of(const Format& format, const RoundingOptions& options);
+
+  // The format's rounding of x, given s, fp32's rounding (to nearest even) of x: exact unless
+  // `undecided` is set to 1 (then the result is meaningless). Integer flags and no branches, so
+  // that loops over it vectorise; a non-finite s is undecided.
+  float operator()(float s, uint32_t& undecided) const {
+    const uint32_t bits = std::bit_cast<uint32_t>(s * scale), t = bits + unit_half;
+    undecided = static_cast<uint32_t>((t & ~keep) == 0) | out_of_range(bits);
+    return std::bit_cast<float>(t & keep) * unscale;
+  }
+
+  // The format's rounding of a + b (floats): as operator() on their fp32 sum, but a sum on a
+  // midpoint is decided too, by the sum's error (TwoSum, exact): above or below the midpoint, or
+  // on it (a tie). Undecided only where the sum is not finite or out of range, or on a midpoint
+  // that scaling moved it to.
+  float sum(float a, float b, uint32_t& undecided) const {
+    const float s = a + b, z = s - a, error = (a - (s - z)) + (b - z);
+    const float scaled = s * scale;
+    const uint32_t bits = std::bit_cast<uint32_t>(scaled), t = bits + unit_half;
+    const uint32_t midpoint = static_cast<uint32_t>((t & ~keep) == 0);
+    const uint32_t exact_scaling =
+        static_cast<uint32_t>(std::bit_cast<uint32_t>(scaled * unscale) == std::bit_cast<uint32_t>(s));
+    const uint32_t away = t & keep, down = bits & keep;
+    // At a midpoint: toward zero where the exact sum lies below it in magnitude (an error of the
+    // other sign), or on it (a tie) where nearest-even keeps the smaller neighbour.
+    const uint32_t error_bits = std::bit_cast<uint32_t>(error);
+    const uint32_t inexact = static_cast<uint32_t>((error_bits & 0x7fffffffu) != 0);
+    const uint32_t below = inexact & ((error_bits ^ bits) >> 31);
+    const uint32_t tie_down = (inexact ^ 1u) & ties_to_even & static_cast<uint32_t>((down & (unit_half << 1)) == 0);
+    const uint32_t toward_zero = uint32_t{0} - (midpoint & (below | tie_down));
+    undecided = (midpoint & (exact_scaling ^ 1u)) | out_of_range(bits);
+    return std::bit_cast<float>((down & toward_zero) | (away & ~toward_zero)) * unscale;
+  }
+
+ private:
+  // 1 where the (scaled) bits are past the threshold, not finite, or flushed.
+  uint32_t out_of_range(uint32_t bits) const {
+    const uint32_t magnitude = bits & 0x7fffffffu;
+    return static_cast<uint32_t>(magnitude >= threshold) | static_cast<uint32_t>(magnitude >= 0x7f800000u) |
+           (flush & static_cast<uint32_t>(magnitude != 0) & static_cast<uint32_t>(magnitude < 0x00800000u));
+  }
+};
+
+}  // namespace fplab::fp
