@@ -40,7 +40,8 @@
 namespace fplab::sim {
 namespace {
 
-constexpr size_t kRows = 4, kCols = 16;
+// A row of outputs is computed in blocks of 32 columns (16 where fewer are left).
+constexpr size_t kMaxCols = 32, kMinCols = 16;
 
 // Exponent facts of a vector of floats, combined by max and min alone so that the loops over a
 // row of A and across the columns of B vectorise: the largest magnitude's bits (which give
@@ -103,108 +104,135 @@ fp::ExactValue exact_zero(const float* a, const float* b, size_t ldb, size_t k, 
   return fp::ExactValue::zero(!down);
 }
 
-// Accumulates the rows [r0, r0 + R) x columns [0, 16) of a tile over all k into s[0..Levels):
-// s[0] (and s[1] with three levels) hold the anchors on entry; the last level starts at zero.
-template <int Levels, size_t R>
-void tile_kernel(const double* const* a_rows, const float* b, size_t ldb, size_t k, double (&s)[3][kRows][kCols],
-                 size_t r0) {
+// Accumulates one row of A against the W columns of a block of B (doubles, row stride ldb) into
+// s[0..Levels): s[0] (and s[1] with three levels) hold the anchors on entry; the last level starts
+// at zero. Only the row's nonzero elements are visited: value[p] = A[i][index[p]] (zeros add
+// nothing, and ReLU and max-pool make most of a gradient's elements zero).
+template <int Levels, size_t W>
+void row_kernel(const double* value, const uint32_t* index, size_t nonzeros, const double* b, size_t ldb,
+                double (&s)[3][kMaxCols]) {
   static_assert(Levels == 2 || Levels == 3);
 #if defined(__AVX512F__)
-  __m512d S[Levels][R][2];
+  constexpr size_t V = W / 8;
+  __m512d S[Levels][V];
   for (int l = 0; l < Levels; ++l)
-    for (size_t r = 0; r < R; ++r)
-      for (int v = 0; v < 2; ++v)
-        S[l][r][v] = l + 1 < Levels ? _mm512_loadu_pd(&s[l][r0 + r][8 * v]) : _mm512_setzero_pd();
-  for (size_t t = 0; t < k; ++t) {
-    const __m512d bv[2] = {_mm512_maskz_cvtps_pd(0xff, _mm256_loadu_ps(b + t * ldb)),
-                           _mm512_maskz_cvtps_pd(0xff, _mm256_loadu_ps(b + t * ldb + 8))};
-    for (size_t r = 0; r < R; ++r) {
-      const __m512d av = _mm512_set1_pd(a_rows[r0 + r][t]);
-      for (int v = 0; v < 2; ++v) {
-        const __m512d t1 = _mm512_fmadd_pd(av, bv[v], S[0][r][v]);
-        const __m512d r1 = _mm512_fmsub_pd(av, bv[v], _mm512_sub_pd(t1, S[0][r][v]));
-        S[0][r][v] = t1;
-        if constexpr (Levels == 2) {
-          S[1][r][v] = _mm512_add_pd(S[1][r][v], r1);
-        } else {
-          const __m512d t2 = _mm512_add_pd(S[1][r][v], r1);
-          S[2][r][v] = _mm512_add_pd(S[2][r][v], _mm512_sub_pd(r1, _mm512_sub_pd(t2, S[1][r][v])));
-          S[1][r][v] = t2;
-        }
+    for (size_t v = 0; v < V; ++v) S[l][v] = l + 1 < Levels ? _mm512_loadu_pd(&s[l][8 * v]) : _mm512_setzero_pd();
+  for (size_t p = 0; p < nonzeros; ++p) {
+    const __m512d av = _mm512_set1_pd(value[p]);
+    const double* row = b + index[p] * ldb;
+    for (size_t v = 0; v < V; ++v) {
+      const __m512d bv = _mm512_loadu_pd(row + 8 * v);
+      const __m512d t1 = _mm512_fmadd_pd(av, bv, S[0][v]);
+      const __m512d r1 = _mm512_fmsub_pd(av, bv, _mm512_sub_pd(t1, S[0][v]));
+      S[0][v] = t1;
+      if constexpr (Levels == 2) {
+        S[1][v] = _mm512_add_pd(S[1][v], r1);
+      } else {
+        const __m512d t2 = _mm512_add_pd(S[1][v], r1);
+        S[2][v] = _mm512_add_pd(S[2][v], _mm512_sub_pd(r1, _mm512_sub_pd(t2, S[1][v])));
+        S[1][v] = t2;
       }
     }
   }
   for (int l = 0; l < Levels; ++l)
-    for (size_t r = 0; r < R; ++r)
-      for (int v = 0; v < 2; ++v) _mm512_storeu_pd(&s[l][r0 + r][8 * v], S[l][r][v]);
+    for (size_t v = 0; v < V; ++v) _mm512_storeu_pd(&s[l][8 * v], S[l][v]);
 #elif defined(__AVX2__) && defined(__FMA__)
-  // Passes of 4 columns: all 16 columns' sums would need more than the 16 ymm registers.
-  for (size_t c0 = 0; c0 < kCols; c0 += 4) {
-    __m256d S[Levels][R];
+  // Passes of 16 columns (8 with three levels): more would not fit in the 16 ymm registers.
+  constexpr size_t kPass = Levels == 2 ? 16 : 8, V = kPass / 4;
+  for (size_t c0 = 0; c0 < W; c0 += kPass) {
+    __m256d S[Levels][V];
     for (int l = 0; l < Levels; ++l)
-      for (size_t r = 0; r < R; ++r)
-        S[l][r] = l + 1 < Levels ? _mm256_loadu_pd(&s[l][r0 + r][c0]) : _mm256_setzero_pd();
-    for (size_t t = 0; t < k; ++t) {
-      const __m256d bv = _mm256_cvtps_pd(_mm_loadu_ps(b + t * ldb + c0));
-      for (size_t r = 0; r < R; ++r) {
-        const __m256d av = _mm256_broadcast_sd(a_rows[r0 + r] + t);
-        const __m256d t1 = _mm256_fmadd_pd(av, bv, S[0][r]);
-        const __m256d r1 = _mm256_fmsub_pd(av, bv, _mm256_sub_pd(t1, S[0][r]));
-        S[0][r] = t1;
+      for (size_t v = 0; v < V; ++v)
+        S[l][v] = l + 1 < Levels ? _mm256_loadu_pd(&s[l][c0 + 4 * v]) : _mm256_setzero_pd();
+    for (size_t p = 0; p < nonzeros; ++p) {
+      const __m256d av = _mm256_broadcast_sd(value + p);
+      const double* row = b + index[p] * ldb + c0;
+      for (size_t v = 0; v < V; ++v) {
+        const __m256d bv = _mm256_loadu_pd(row + 4 * v);
+        const __m256d t1 = _mm256_fmadd_pd(av, bv, S[0][v]);
+        const __m256d r1 = _mm256_fmsub_pd(av, bv, _mm256_sub_pd(t1, S[0][v]));
+        S[0][v] = t1;
         if constexpr (Levels == 2) {
-          S[1][r] = _mm256_add_pd(S[1][r], r1);
+          S[1][v] = _mm256_add_pd(S[1][v], r1);
         } else {
-          const __m256d t2 = _mm256_add_pd(S[1][r], r1);
-          S[2][r] = _mm256_add_pd(S[2][r], _mm256_sub_pd(r1, _mm256_sub_pd(t2, S[1][r])));
-          S[1][r] = t2;
+          const __m256d t2 = _mm256_add_pd(S[1][v], r1);
+          S[2][v] = _mm256_add_pd(S[2][v], _mm256_sub_pd(r1, _mm256_sub_pd(t2, S[1][v])));
+          S[1][v] = t2;
         }
       }
     }
     for (int l = 0; l < Levels; ++l)
-      for (size_t r = 0; r < R; ++r) _mm256_storeu_pd(&s[l][r0 + r][c0], S[l][r]);
+      for (size_t v = 0; v < V; ++v) _mm256_storeu_pd(&s[l][c0 + 4 * v], S[l][v]);
   }
 #else
-  for (size_t r = 0; r < R; ++r)
-    for (size_t c = 0; c < kCols; ++c) s[Levels - 1][r0 + r][c] = 0;
-  for (size_t t = 0; t < k; ++t)
-    for (size_t r = 0; r < R; ++r)
-      for (size_t c = 0; c < kCols; ++c) {
-        const double av = a_rows[r0 + r][t], bv = b[t * ldb + c];
-        double* sums[3] = {&s[0][r0 + r][c], &s[1][r0 + r][c], &s[2][r0 + r][c]};
-        const double t1 = std::fma(av, bv, *sums[0]);
-        const double r1 = std::fma(av, bv, -(t1 - *sums[0]));
-        *sums[0] = t1;
-        if constexpr (Levels == 2) {
-          *sums[1] += r1;
-        } else {
-          const double t2 = *sums[1] + r1;
-          *sums[2] += r1 - (t2 - *sums[1]);
-          *sums[1] = t2;
-        }
+  for (size_t c = 0; c < W; ++c) s[Levels - 1][c] = 0;
+  for (size_t p = 0; p < nonzeros; ++p) {
+    const double* row = b + index[p] * ldb;
+    for (size_t c = 0; c < W; ++c) {
+      const double t1 = std::fma(value[p], row[c], s[0][c]);
+      const double r1 = std::fma(value[p], row[c], -(t1 - s[0][c]));
+      s[0][c] = t1;
+      if constexpr (Levels == 2) {
+        s[1][c] += r1;
+      } else {
+        const double t2 = s[1][c] + r1;
+        s[2][c] += r1 - (t2 - s[1][c]);
+        s[1][c] = t2;
       }
+    }
+  }
 #endif
 }
 
-// One tile's exact sums: output (r, c) is hi + mid + lo exactly (mid is 0 for two levels).
-struct TileSums {
-  double hi[kRows][kCols], mid[kRows][kCols], lo[kRows][kCols];
+// Where the compaction below may write past the last nonzero element.
+constexpr size_t kCompactSlack = 16;
+
+// Writes the nonzero elements of x[0..k) as doubles to value[] and their indices to index[] (both
+// k + kCompactSlack long), returns how many.
+size_t compact_nonzeros(const float* x, size_t k, double* value, uint32_t* index) {
+  size_t nonzeros = 0, t = 0;
+#if defined(__AVX512F__) && defined(__AVX512VL__)
+  // Compressed in registers and stored whole (a compressing store to memory is microcoded on some
+  // CPUs): 8 elements a step.
+  __m256i at = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (; t + 8 <= k; t += 8) {
+    const __m256 v = _mm256_loadu_ps(x + t);
+    const __mmask8 live = _mm256_cmp_ps_mask(v, _mm256_setzero_ps(), _CMP_NEQ_UQ);
+    _mm512_storeu_pd(value + nonzeros, _mm512_maskz_compress_pd(live, _mm512_maskz_cvtps_pd(0xff, v)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(index + nonzeros), _mm256_maskz_compress_epi32(live, at));
+    nonzeros += static_cast<size_t>(std::popcount(static_cast<unsigned>(live)));
+    at = _mm256_add_epi32(at, _mm256_set1_epi32(8));
+  }
+#endif
+  for (; t < k; ++t) {  // without a branch per element
+    value[nonzeros] = x[t];
+    index[nonzeros] = static_cast<uint32_t>(t);
+    nonzeros += x[t] != 0;
+  }
+  return nonzeros;
+}
+
+// One block's exact sums: output c is hi + mid + lo exactly (mid is 0 for two levels).
+struct BlockSums {
+  double hi[kMaxCols], mid[kMaxCols], lo[kMaxCols];
 };
 
 // Buffers reused from call to call (a training run makes thousands of calls, and fresh buffers
 // of this size come from mmap: a page fault per 4 KiB).
 struct Scratch {
-  std::vector<double> a_rows;  // kRows rows of A as doubles
-  std::vector<float> b_tail;   // the last, partial block of columns of B, padded to kCols
-  std::vector<float> bt;       // B transposed, for the exact dot products
+  std::vector<double> b;        // B as doubles, its rows padded to a multiple of kMinCols
+  std::vector<double> value;    // the nonzero elements of a row of A as doubles
+  std::vector<uint32_t> index;  // and their indices
+  std::vector<float> bt;        // B transposed, for the exact dot products
 };
 
 // The walk of exact_gemm_values: slow(i, j, value) takes an output's exact value (from the exact
-// dot product or exact_zero); fast(i0, j0, rows, cols, levels, sums, form) the outputs of a tile
-// whose form[r][c] is Form::two_level or three_level, each the exact hi + mid + lo, and returns
-// the outputs whose exact sum is zero in `zeros` (bit r * kCols + c), for the walk to sign them.
+// dot product or exact_zero); fast(i, j0, width, levels, sums, fast, zeros) the outputs (i, j0 + c)
+// of a block whose bit c of `fast` is set, each the exact hi + mid + lo, and returns those whose
+// exact sum is zero in `zeros` (bit c), for the walk to sign them.
 template <class Slow, class Fast>
 void exact_gemm_walk(const float* a, const float* b, size_t m, size_t n, size_t k, fp::Mode mode, Slow&& sink,
-                     Fast&& fast_tile) {
+                     Fast&& fast_block) {
   thread_local Scratch scratch;
   bool transposed = false;
   auto slow = [&](size_t i, size_t j) {
@@ -243,22 +271,17 @@ void exact_gemm_walk(const float* a, const float* b, size_t m, size_t n, size_t 
   }
 
   // The conditions of the header, in spans: two levels need span(a) + span(b) + 2L < 103, three
-  // span(a) + span(b) + 3L < 154 (each with a bit to spare). A row or column of zeros gets a span
-  // past both (and Form::zero).
+  // span(a) + span(b) + 3L < 154 (each with a bit to spare). A column of zeros gets a span past
+  // both (and Form::zero).
   const int log_k = ceil_log2(k + 1);
   const int two_level_limit = 103 - 2 * log_k, three_level_limit = 154 - 3 * log_k;
   constexpr int kZeroSpan = 1 << 20;
-  const size_t padded_m = (m + kRows - 1) / kRows * kRows, padded_n = (n + kCols - 1) / kCols * kCols;
-  std::vector<int> row_span(padded_m, 0), col_span(padded_n, 0);
+  const size_t padded_n = (n + kMinCols - 1) / kMinCols * kMinCols;
+  std::vector<int> col_span(padded_n, 0);
   // Anchors as products of two powers of two (exact, and inside the normal range: tops lie in
   // [-148, 128]): C1 = 2^top(a) * 1.5 * 2^(top(b) + L + 2), C2 = 2^top(a) * 1.5 * 2^(top(b) + 2L - 49).
-  // Padding rows and columns (and those of zeros) take top 0.
-  std::vector<double> row_scale(padded_m, 1.0), col_anchor1(padded_n, 1.5), col_anchor2(padded_n, 1.5);
-  for (size_t i = 0; i < m; ++i) {
-    const bool live = rows[i].any_nonzero();
-    row_span[i] = live ? rows[i].span() : kZeroSpan;
-    row_scale[i] = fp::binary64::power_of_two(live ? rows[i].top() : 0);
-  }
+  // Padding columns (and those of zeros) take top 0.
+  std::vector<double> col_anchor1(padded_n, 1.5), col_anchor2(padded_n, 1.5);
   for (size_t j = 0; j < n; ++j) {
     const bool live = cols[j].any_nonzero();
     col_span[j] = live ? cols[j].span() : kZeroSpan;
@@ -266,87 +289,86 @@ void exact_gemm_walk(const float* a, const float* b, size_t m, size_t n, size_t 
     col_anchor1[j] = 1.5 * fp::binary64::power_of_two(top + log_k + 2);
     col_anchor2[j] = 1.5 * fp::binary64::power_of_two(top + 2 * log_k - 49);
   }
-  auto form_of = [&](size_t i, size_t j) {
-    if (row_span[i] == kZeroSpan || col_span[j] == kZeroSpan) return Form::zero;
-    const int span = row_span[i] + col_span[j];
-    return span < two_level_limit ? Form::two_level : span < three_level_limit ? Form::three_level : Form::slow;
-  };
-
-  scratch.a_rows.assign(kRows * k, 0.0);
-  const size_t full_cols = n / kCols * kCols;
-  if (full_cols < n) {
-    scratch.b_tail.assign(k * kCols, 0.0f);
-    for (size_t t = 0; t < k; ++t)
-      std::copy(b + t * n + full_cols, b + t * n + n, scratch.b_tail.begin() + static_cast<ptrdiff_t>(t * kCols));
+  // The blocks of columns: 32 wide while 32 are left (padding included), then 16; each with the
+  // span of its widest column.
+  auto width_at = [&](size_t j0) { return j0 + kMaxCols <= padded_n ? kMaxCols : kMinCols; };
+  std::vector<size_t> block_start;
+  std::vector<int> block_span;
+  for (size_t j0 = 0; j0 < n; j0 += width_at(j0)) {
+    block_start.push_back(j0);
+    const size_t end = std::min(n, j0 + width_at(j0));
+    block_span.push_back(*std::max_element(col_span.begin() + static_cast<ptrdiff_t>(j0),
+                                           col_span.begin() + static_cast<ptrdiff_t>(end)));
   }
 
-  double s[3][kRows][kCols];
-  TileSums sums;
-  Form form[kRows][kCols];
-  for (size_t i0 = 0; i0 < m; i0 += kRows) {
-    const size_t tile_rows = std::min(kRows, m - i0);
-    const double* a_rows[kRows];
-    for (size_t r = 0; r < kRows; ++r) {
-      a_rows[r] = &scratch.a_rows[r * k];
-      if (r < tile_rows)
-        std::copy(a + (i0 + r) * k, a + (i0 + r + 1) * k, scratch.a_rows.begin() + static_cast<ptrdiff_t>(r * k));
-      else
-        std::fill_n(scratch.a_rows.begin() + static_cast<ptrdiff_t>(r * k), k, 0.0);
+  scratch.b.assign(k * padded_n, 0.0);
+  for (size_t t = 0; t < k; ++t)
+    std::copy(b + t * n, b + t * n + n, scratch.b.begin() + static_cast<ptrdiff_t>(t * padded_n));
+  scratch.value.resize(k + kCompactSlack);
+  scratch.index.resize(k + kCompactSlack);
+
+  double s[3][kMaxCols];
+  BlockSums sums;
+  Form form[kMaxCols];
+  for (size_t i = 0; i < m; ++i) {
+    if (!rows[i].any_nonzero()) {  // every product is zero
+      for (size_t j = 0; j < n; ++j) zero(i, j);
+      continue;
     }
-    const int rows_span = *std::max_element(&row_span[i0], &row_span[i0] + tile_rows);
-    for (size_t j0 = 0; j0 < n; j0 += kCols) {
-      const size_t tile_cols = std::min(kCols, n - j0);
-      const bool tail = j0 >= full_cols;
-      const float* b_block = tail ? scratch.b_tail.data() : b + j0;
-      const size_t ldb = tail ? kCols : n;
-      // The usual tile: every output in the two-level form, decided from the widest row and column.
+    const size_t nonzeros = compact_nonzeros(a + i * k, k, scratch.value.data(), scratch.index.data());
+    const int row_span = rows[i].span();
+    const double row_scale = fp::binary64::power_of_two(rows[i].top());
+    for (size_t block = 0; block < block_start.size(); ++block) {
+      const size_t j0 = block_start[block], width = width_at(j0), cols_here = std::min(width, n - j0);
+      // The usual block: every output in the two-level form, decided from its widest column.
+      const bool uniform = row_span + block_span[block] < two_level_limit;
       int levels = 2;
-      uint64_t fast = 0;  // bit r * kCols + c: output (r, c) takes one of the fast forms
-      const bool uniform = rows_span + *std::max_element(&col_span[j0], &col_span[j0] + tile_cols) < two_level_limit;
+      uint32_t fast = 0;  // bit c: output (i, j0 + c) takes one of the fast forms
       if (uniform) {
-        for (size_t r = 0; r < tile_rows; ++r) fast |= ((uint64_t{1} << tile_cols) - 1) << (r * kCols);
+        fast = static_cast<uint32_t>((uint64_t{1} << cols_here) - 1);
       } else {
         levels = 0;
-        for (size_t r = 0; r < tile_rows; ++r)
-          for (size_t c = 0; c < tile_cols; ++c) {
-            form[r][c] = form_of(i0 + r, j0 + c);
-            if (form[r][c] == Form::two_level) levels = std::max(levels, 2);
-            if (form[r][c] == Form::three_level) levels = 3;
-            if (form[r][c] == Form::two_level || form[r][c] == Form::three_level)
-              fast |= uint64_t{1} << (r * kCols + c);
-          }
+        for (size_t c = 0; c < cols_here; ++c) {
+          const int span = col_span[j0 + c] == kZeroSpan ? kZeroSpan : row_span + col_span[j0 + c];
+          form[c] = span == kZeroSpan          ? Form::zero
+                    : span < two_level_limit   ? Form::two_level
+                    : span < three_level_limit ? Form::three_level
+                                               : Form::slow;
+          if (form[c] == Form::two_level) levels = std::max(levels, 2);
+          if (form[c] == Form::three_level) levels = 3;
+          if (form[c] == Form::two_level || form[c] == Form::three_level) fast |= uint32_t{1} << c;
+        }
       }
       if (levels > 0) {
-        for (size_t r = 0; r < kRows; ++r)
-          for (size_t c = 0; c < kCols; ++c) {
-            s[0][r][c] = row_scale[i0 + r] * col_anchor1[j0 + c];
-            s[1][r][c] = row_scale[i0 + r] * col_anchor2[j0 + c];
-          }
-        if (levels == 2) {
-          tile_kernel<2, kRows>(a_rows, b_block, ldb, k, s, 0);
-        } else {  // two rows at a time: the three levels of four rows would not fit in registers
-          tile_kernel<3, 2>(a_rows, b_block, ldb, k, s, 0);
-          tile_kernel<3, 2>(a_rows, b_block, ldb, k, s, 2);
+        for (size_t c = 0; c < width; ++c) {
+          s[0][c] = row_scale * col_anchor1[j0 + c];
+          s[1][c] = row_scale * col_anchor2[j0 + c];
         }
-        for (size_t r = 0; r < kRows; ++r)
-          for (size_t c = 0; c < kCols; ++c) {
-            sums.hi[r][c] = s[0][r][c] - row_scale[i0 + r] * col_anchor1[j0 + c];
-            sums.mid[r][c] = levels == 2 ? 0 : s[1][r][c] - row_scale[i0 + r] * col_anchor2[j0 + c];
-            sums.lo[r][c] = s[levels - 1][r][c];
-          }
-        uint64_t zeros = 0;
-        fast_tile(i0, j0, tile_rows, levels, sums, fast, zeros);
-        for (; zeros != 0; zeros &= zeros - 1) {
-          const auto bit = static_cast<size_t>(std::countr_zero(zeros));
-          zero(i0 + bit / kCols, j0 + bit % kCols);
+        const double* b_block = &scratch.b[j0];
+        const double* value = scratch.value.data();
+        const uint32_t* index = scratch.index.data();
+        if (levels == 2 && width == kMaxCols)
+          row_kernel<2, kMaxCols>(value, index, nonzeros, b_block, padded_n, s);
+        else if (levels == 2)
+          row_kernel<2, kMinCols>(value, index, nonzeros, b_block, padded_n, s);
+        else if (width == kMaxCols)
+          row_kernel<3, kMaxCols>(value, index, nonzeros, b_block, padded_n, s);
+        else
+          row_kernel<3, kMinCols>(value, index, nonzeros, b_block, padded_n, s);
+        for (size_t c = 0; c < width; ++c) {
+          sums.hi[c] = s[0][c] - row_scale * col_anchor1[j0 + c];
+          sums.mid[c] = levels == 2 ? 0 : s[1][c] - row_scale * col_anchor2[j0 + c];
+          sums.lo[c] = s[levels - 1][c];
         }
+        uint32_t zeros = 0;
+        fast_block(i, j0, width, levels, sums, fast, zeros);
+        for (; zeros != 0; zeros &= zeros - 1) zero(i, j0 + static_cast<size_t>(std::countr_zero(zeros)));
       }
       if (uniform) continue;
-      for (size_t r = 0; r < tile_rows; ++r)
-        for (size_t c = 0; c < tile_cols; ++c) {
-          if (form[r][c] == Form::zero) zero(i0 + r, j0 + c);
-          if (form[r][c] == Form::slow) slow(i0 + r, j0 + c);
-        }
+      for (size_t c = 0; c < cols_here; ++c) {
+        if (form[c] == Form::zero) zero(i, j0 + c);
+        if (form[c] == Form::slow) slow(i, j0 + c);
+      }
     }
   }
 }
@@ -373,18 +395,16 @@ float sum3_rounded_to_fp32(double hi, double mid, double lo, const fp::RoundingO
 void exact_gemm_values(const float* a, const float* b, size_t m, size_t n, size_t k, fp::Mode mode,
                        const std::function<void(size_t, size_t, const fp::ExactValue&)>& sink) {
   exact_gemm_walk(a, b, m, n, k, mode, sink,
-                  [&](size_t i0, size_t j0, size_t, int levels, const TileSums& sums, uint64_t fast, uint64_t& zeros) {
+                  [&](size_t i, size_t j0, size_t, int levels, const BlockSums& sums, uint32_t fast, uint32_t& zeros) {
                     for (; fast != 0; fast &= fast - 1) {
-                      const auto bit = static_cast<size_t>(std::countr_zero(fast));
-                      const size_t r = bit / kCols, c = bit % kCols;
-                      const fp::ExactValue exact = levels == 2
-                                                       ? fp::exact_sum(sums.hi[r][c], sums.lo[r][c], mode)
-                                                       : exact_sum3(sums.hi[r][c], sums.mid[r][c], sums.lo[r][c], mode);
+                      const auto c = static_cast<size_t>(std::countr_zero(fast));
+                      const fp::ExactValue exact = levels == 2 ? fp::exact_sum(sums.hi[c], sums.lo[c], mode)
+                                                               : exact_sum3(sums.hi[c], sums.mid[c], sums.lo[c], mode);
                       // The sign of an exact zero depends on the products' signs: the walk signs it.
                       if (exact.kind == fp::ExactValue::Kind::zero)
-                        zeros |= uint64_t{1} << bit;
+                        zeros |= uint32_t{1} << c;
                       else
-                        sink(i0 + r, j0 + c, exact);
+                        sink(i, j0 + c, exact);
                     }
                   });
 }
@@ -406,33 +426,29 @@ void exact_gemm(const float* a, const float* b, float* c, size_t m, size_t n, si
     // zero) goes back to the walk for its sign.
     exact_gemm_walk(
         a, b, m, n, k, options.mode, round,
-        [&](size_t i0, size_t j0, size_t rows, int levels, const TileSums& sums, uint64_t fast, uint64_t& zeros) {
-          for (size_t r = 0; r < rows; ++r) {
-            const auto row_fast = static_cast<uint32_t>(fast >> (r * kCols) & 0xffff);
-            float out[kCols];
-            uint32_t row_zeros = 0;
-            if (levels == 2) {  // all 16 at once (vectorised), the few not fast left unread
-              for (size_t cc = 0; cc < kCols; ++cc) {
-                out[cc] = fp::sum_rounded_to_fp32(sums.hi[r][cc], sums.lo[r][cc]);
-                row_zeros |= static_cast<uint32_t>(sums.hi[r][cc] + sums.lo[r][cc] == 0) << cc;
-              }
-            } else {
-              for (uint32_t todo = row_fast; todo != 0; todo &= todo - 1) {
-                const auto cc = static_cast<size_t>(std::countr_zero(todo));
-                out[cc] = sum3_rounded_to_fp32(sums.hi[r][cc], sums.mid[r][cc], sums.lo[r][cc], options, row_zeros, cc);
-              }
+        [&](size_t i, size_t j0, size_t width, int levels, const BlockSums& sums, uint32_t fast, uint32_t& zeros) {
+          float out[kMaxCols];
+          uint32_t sum_zeros = 0;
+          if (levels == 2) {  // all at once (vectorised), those not fast left unread
+            for (size_t cc = 0; cc < kMaxCols; ++cc) {
+              out[cc] = fp::sum_rounded_to_fp32(sums.hi[cc], sums.lo[cc]);
+              sum_zeros |= static_cast<uint32_t>(sums.hi[cc] + sums.lo[cc] == 0) << cc;
             }
-            row_zeros &= row_fast;
-            zeros |= uint64_t{row_zeros} << (r * kCols);
-            float* row = c + (i0 + r) * n + j0;
-            if (row_fast == 0xffff && row_zeros == 0) {
-              std::copy_n(out, kCols, row);
-              continue;
-            }
-            for (uint32_t todo = row_fast & ~row_zeros; todo != 0; todo &= todo - 1) {
+          } else {
+            for (uint32_t todo = fast; todo != 0; todo &= todo - 1) {
               const auto cc = static_cast<size_t>(std::countr_zero(todo));
-              row[cc] = out[cc];
+              out[cc] = sum3_rounded_to_fp32(sums.hi[cc], sums.mid[cc], sums.lo[cc], options, sum_zeros, cc);
             }
+          }
+          zeros = sum_zeros & fast;
+          float* row = c + i * n + j0;
+          if (fast == static_cast<uint32_t>((uint64_t{1} << width) - 1) && zeros == 0) {
+            std::copy_n(out, width, row);
+            return;
+          }
+          for (uint32_t todo = fast & ~zeros; todo != 0; todo &= todo - 1) {
+            const auto cc = static_cast<size_t>(std::countr_zero(todo));
+            row[cc] = out[cc];
           }
         });
     return;
