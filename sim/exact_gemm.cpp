@@ -92,14 +92,13 @@ enum class Form : uint8_t { zero, two_level, three_level, slow };
 // IEEE 754 and mpfr_sum do): +0 (-0 rounding down) where some product is nonzero, otherwise -0 if
 // every product is -0, else +0 (-0 rounding down where some product is -0). Finite inputs, k >= 1.
 fp::ExactValue exact_zero(const float* a, const float* b, size_t ldb, size_t k, fp::Mode mode) {
-  // Rounding down, one nonzero or negative-zero product decides -0; otherwise one nonzero or
-  // positive-zero product decides +0: the loop stops at the first such product.
+  // Nonzero products that cancel come in both signs, so one rule covers both cases: rounding
+  // down, the first product of negative sign (zero or not) decides -0, otherwise the first of
+  // positive sign decides +0; where none does, every product has the other sign.
   const bool down = mode == fp::Mode::rd;
   for (size_t t = 0; t < k; ++t) {
-    const uint32_t x = std::bit_cast<uint32_t>(a[t]), y = std::bit_cast<uint32_t>(b[t * ldb]);
-    const bool nonzero = (x & fp::binary32::kMagnitudeMask) != 0 && (y & fp::binary32::kMagnitudeMask) != 0;
-    const bool negative = ((x ^ y) >> 31) != 0;
-    if (nonzero || negative == down) return fp::ExactValue::zero(down);
+    const bool negative = ((std::bit_cast<uint32_t>(a[t]) ^ std::bit_cast<uint32_t>(b[t * ldb])) >> 31) != 0;
+    if (negative == down) return fp::ExactValue::zero(down);
   }
   return fp::ExactValue::zero(!down);
 }
