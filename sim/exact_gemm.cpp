@@ -225,10 +225,19 @@ struct Scratch {
   std::vector<float> bt;        // B transposed, for the exact dot products
 };
 
-// The walk of exact_gemm_values: slow(i, j, value) takes an output's exact value (from the exact
-// dot product or exact_zero); fast(i, j0, width, levels, sums, fast, zeros) the outputs (i, j0 + c)
-// of a block whose bit c of `fast` is set, each the exact hi + mid + lo, and returns those whose
-// exact sum is zero in `zeros` (bit c), for the walk to sign them.
+// out (cols x rows) = x (rows x cols) transposed, in blocks that stay in cache.
+void transpose(const float* x, size_t rows, size_t cols, float* out) {
+  constexpr size_t kBlock = 32;
+  for (size_t i0 = 0; i0 < rows; i0 += kBlock)
+    for (size_t j0 = 0; j0 < cols; j0 += kBlock)
+      for (size_t i = i0; i < std::min(rows, i0 + kBlock); ++i)
+        for (size_t j = j0; j < std::min(cols, j0 + kBlock); ++j) out[j * rows + i] = x[i * cols + j];
+}
+
+// The walk of exact_gemm_values: sink(i, j, value) takes an output's exact value (from the exact
+// dot product or exact_zero); fast_block(i, j0, width, levels, sums, fast, zeros) the outputs
+// (i, j0 + c) of a block of row i whose bit c of `fast` is set, each the exact hi + mid + lo, and
+// returns those whose exact sum is zero in `zeros` (bit c), for the walk to sign them.
 template <class Slow, class Fast>
 void exact_gemm_walk(const float* a, const float* b, size_t m, size_t n, size_t k, fp::Mode mode, Slow&& sink,
                      Fast&& fast_block) {
@@ -237,8 +246,7 @@ void exact_gemm_walk(const float* a, const float* b, size_t m, size_t n, size_t 
   auto slow = [&](size_t i, size_t j) {
     if (!transposed) {  // B transposed for the exact dot product, once a call needs it
       scratch.bt.resize(n * k);
-      for (size_t t = 0; t < k; ++t)
-        for (size_t j2 = 0; j2 < n; ++j2) scratch.bt[j2 * k + t] = b[t * n + j2];
+      transpose(b, k, n, scratch.bt.data());
       transposed = true;
     }
     sink(i, j, fp::exact_dot(a + i * k, &scratch.bt[j * k], k, mode));
