@@ -211,7 +211,7 @@ size_t compact_nonzeros(const float* x, size_t k, double* value, uint32_t* index
   return nonzeros;
 }
 
-// One block's exact sums: output c is hi + mid + lo exactly (mid is 0 for two levels).
+// One block's exact sums: output c is hi + mid + lo exactly (hi + lo for two levels: mid unset).
 struct BlockSums {
   double hi[kMaxCols], mid[kMaxCols], lo[kMaxCols];
 };
@@ -364,9 +364,10 @@ void exact_gemm_walk(const float* a, const float* b, size_t m, size_t n, size_t 
           row_kernel<3, kMinCols>(value, index, nonzeros, b_block, padded_n, s);
         for (size_t c = 0; c < width; ++c) {
           sums.hi[c] = s[0][c] - row_scale * col_anchor1[j0 + c];
-          sums.mid[c] = levels == 2 ? 0 : s[1][c] - row_scale * col_anchor2[j0 + c];
           sums.lo[c] = s[levels - 1][c];
         }
+        if (levels == 3)
+          for (size_t c = 0; c < width; ++c) sums.mid[c] = s[1][c] - row_scale * col_anchor2[j0 + c];
         uint32_t zeros = 0;
         fast_block(i, j0, width, levels, sums, fast, zeros);
         for (; zeros != 0; zeros &= zeros - 1) zero(i, j0 + static_cast<size_t>(std::countr_zero(zeros)));
@@ -389,12 +390,36 @@ fp::ExactValue exact_sum3(double hi, double mid, double lo, fp::Mode mode) {
   return acc.value(mode);
 }
 
-// hi + mid + lo rounded once to fp32; sets bit `bit` of `zeros` where it is an exact zero.
+// hi + mid + lo rounded once to fp32 (nearest even, as the fp32 path's options say); sets bit
+// `bit` of `zeros` where it is an exact zero.
+//
+// Without an exact value where it can: with (h, e) = TwoSum(hi, mid) (exact) and w = e + lo
+// rounded to odd, the sum is h + z with z = e + lo. Where |w| <= |h| / 4, |z| < |h| / 2: the
+// sum's binade is at most one below h's, so every fp32 rounding boundary near it (a midpoint, a
+// multiple of 2^(eh - 26), or of 2^-150 where subnormal) differs from h by a multiple of ulp(h) =
+// 2^(eh - 52), a multiple of 2 ulp(w) (w is two binades below h); rounding to odd leaves z and w
+// strictly between the same two even multiples of ulp(w) (or w = z), so no boundary lies between
+// h + z and h + w: both round alike, and h + w through sum_rounded_to_fp32 rounds correctly.
 float sum3_rounded_to_fp32(double hi, double mid, double lo, const fp::RoundingOptions& options, uint32_t& zeros,
                            size_t bit) {
+  const double h = hi + mid, v = h - hi, e = (hi - (h - v)) + (mid - v);
+  const double w = fp::sum_rounded_to_odd(e, lo);
+  if (h != 0 && std::fabs(w) * 4 <= std::fabs(h)) return fp::sum_rounded_to_fp32(h, w);
   const fp::ExactValue exact = exact_sum3(hi, mid, lo, options.mode);
   zeros |= static_cast<uint32_t>(exact.kind == fp::ExactValue::Kind::zero) << bit;
   return static_cast<float>(fp::round_exact(exact, fp::fp32(), options).value);
+}
+
+// The first W outputs of a two-level block rounded to fp32 (nearest even); returns the exact
+// zeros (bit c), whose sign the walk decides.
+template <size_t W>
+uint32_t round_two_level(const BlockSums& sums, float* out) {
+  uint32_t zeros = 0;
+  for (size_t c = 0; c < W; ++c) {
+    out[c] = fp::sum_rounded_to_fp32(sums.hi[c], sums.lo[c]);
+    zeros |= static_cast<uint32_t>(sums.hi[c] + sums.lo[c] == 0) << c;
+  }
+  return zeros;
 }
 
 }  // namespace
@@ -437,10 +462,7 @@ void exact_gemm(const float* a, const float* b, float* c, size_t m, size_t n, si
           float out[kMaxCols];
           uint32_t sum_zeros = 0;
           if (levels == 2) {  // all at once (vectorised), those not fast left unread
-            for (size_t cc = 0; cc < kMaxCols; ++cc) {
-              out[cc] = fp::sum_rounded_to_fp32(sums.hi[cc], sums.lo[cc]);
-              sum_zeros |= static_cast<uint32_t>(sums.hi[cc] + sums.lo[cc] == 0) << cc;
-            }
+            sum_zeros = width == kMaxCols ? round_two_level<kMaxCols>(sums, out) : round_two_level<kMinCols>(sums, out);
           } else {
             for (uint32_t todo = fast; todo != 0; todo &= todo - 1) {
               const auto cc = static_cast<size_t>(std::countr_zero(todo));
@@ -450,7 +472,10 @@ void exact_gemm(const float* a, const float* b, float* c, size_t m, size_t n, si
           zeros = sum_zeros & fast;
           float* row = c + i * n + j0;
           if (fast == static_cast<uint32_t>((uint64_t{1} << width) - 1) && zeros == 0) {
-            std::copy_n(out, width, row);
+            if (width == kMaxCols)
+              std::copy_n(out, kMaxCols, row);
+            else
+              std::copy_n(out, kMinCols, row);
             return;
           }
           for (uint32_t todo = fast & ~zeros; todo != 0; todo &= todo - 1) {

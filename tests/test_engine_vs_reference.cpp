@@ -423,6 +423,25 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("exact gemm == exact reference per output: fp32 midpoints decided by a product 2^-60 below, three levels") {
+  // (1 + x)(1 + y) with x, y on the grid 2^-12 is often an fp32 midpoint; a product near +-2^-60
+  // (or none) decides the tie. Its fine grid puts the outputs in the three-level form for k = 1000
+  // (the other terms zero), whose remainders the last levels hold.
+  std::mt19937_64 g(37);
+  const size_t m = 9, n = 35, k = 1000;
+  std::vector<float> a(m * k, 0.0f), b(k * n, 0.0f);
+  for (size_t i = 0; i < m; ++i) {
+    a[i * k] = 1.0f + std::ldexp(static_cast<float>(g() % 4096), -12);
+    a[i * k + 1] = std::array{0x1.000002p-60f, -0x1.000002p-60f, 0.0f}[i % 3];
+  }
+  for (size_t j = 0; j < n; ++j) {
+    b[j] = 1.0f + std::ldexp(static_cast<float>(g() % 4096), -12);
+    b[n + j] = 0x1.000002p0f;
+    b[(k - 1) * n + j] = 0x1p-23f;  // keeps the column's span from depending on b[j]
+  }
+  check_exact_gemm(a, b, m, n, k, fp::fp32(), fp::Mode::rne, "midpoints");
+}
+
 TEST_CASE(
     "exact gemm == exact reference per output at the edges of its forms' ranges: remainders of one sign, every span "
     "from 48 to 178") {
