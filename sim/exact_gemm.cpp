@@ -16,7 +16,8 @@
 // anchored too, at C2 = 1.5 * 2^s2 with s2 = s - 51 + L (so that it stays inside its binade), each
 // r is split by the same extraction (t2 = S2 + r, q2 = t2 - S2, r2 = r - q2, all exact: Fast2Sum),
 // and S3 += r2 is exact while k * 2^(s2-53) < 2^53 * u. The exact value is then
-// (S1 - C1) + (S2 - C2) + S3. Which form a tile runs is decided from its rows' and columns' ranges.
+// (S1 - C1) + (S2 - C2) + S3. Which form a block of a row's outputs runs is decided from the
+// ranges of the row and of the block's columns.
 //
 // Outputs whose every product is zero, or whose sum cancels to exactly zero, are zeros signed
 // by IEEE's rule for the products' signs (exact_zero below). Outputs out of both forms' range and
@@ -28,7 +29,6 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "fp/arithmetic.hpp"
