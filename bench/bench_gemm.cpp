@@ -70,8 +70,41 @@ void BM_reference_gemm(benchmark::State& state, const char* schedule_text) {
   report(state);
 }
 
+// The exact GEMM on the shapes of a small_cnn training step (batch 64) with a made-up share of
+// zeros in A and B, as ReLU and max-pool leave them: the forward pass (activations x weights), the
+// input gradient (a mostly-zero gradient x weights) and the weight gradient (activations^T x a
+// mostly-zero gradient).
+void BM_exact_gemm_shape(benchmark::State& state) {
+  const auto m = static_cast<size_t>(state.range(0)), n = static_cast<size_t>(state.range(1)),
+             k = static_cast<size_t>(state.range(2));
+  const double a_zeros = static_cast<double>(state.range(3)) / 100, b_zeros = static_cast<double>(state.range(4)) / 100;
+  std::mt19937_64 g(5);
+  std::normal_distribution<float> d;
+  std::uniform_real_distribution<double> u;
+  std::vector<float> a(m * k), b(k * n), c(m * n);
+  for (auto& x : a) x = u(g) < a_zeros ? 0.0f : d(g);
+  for (auto& x : b) x = u(g) < b_zeros ? 0.0f : d(g);
+  const auto schedule = fplab::sim::parse_schedule("exact");
+  fplab::sim::Arithmetic arithmetic;
+  arithmetic.products = fplab::sim::Products::exact;
+  for (auto _ : state) {
+    fplab::sim::gemm(schedule, a.data(), b.data(), c.data(), {m, n, k}, arithmetic, {1});
+    benchmark::ClobberMemory();
+  }
+  state.counters["ns/product"] = benchmark::Counter(
+      static_cast<double>(m * n * k), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
 }  // namespace
 
+BENCHMARK(BM_exact_gemm_shape)
+    ->ArgNames({"m", "n", "k", "a0%", "b0%"})
+    ->Args({50176, 16, 9, 10, 0})     // conv1 forward
+    ->Args({12544, 32, 144, 50, 0})   // conv2 forward
+    ->Args({12544, 144, 32, 80, 0})   // conv2 input gradient
+    ->Args({144, 32, 12544, 50, 85})  // conv2 weight gradient
+    ->Args({9, 16, 50176, 5, 85})     // conv1 weight gradient
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_openblas_sgemm)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_fplab_gemm, seq_fma_chain, "all:seq")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_fplab_gemm, warp_tree, "strided(32):seq | all:shfl_down")->Unit(benchmark::kMillisecond);

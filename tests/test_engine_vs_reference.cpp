@@ -284,6 +284,192 @@ TEST_CASE("exact gemm values == superaccumulator values bit for bit, where big p
   }
 }
 
+namespace {
+
+// The exact GEMM with `format` and `mode` against one exact reference dot product per output, bit
+// for bit (signs of zeros included), and exact_gemm_values against a SuperAccumulator per output.
+void check_exact_gemm(const std::vector<float>& a, const std::vector<float>& b, size_t m, size_t n, size_t k,
+                      const fp::Format& format, fp::Mode mode, const std::string& what) {
+  Arithmetic arithmetic;
+  arithmetic.format = format;
+  arithmetic.mode = mode;
+  arithmetic.products = Products::exact;
+  const NoiseKey key{3, 9, 1};
+  const Schedule exact = parse_schedule("exact");
+  std::vector<float> c(m * n);
+  gemm(exact, a.data(), b.data(), c.data(), {m, n, k}, arithmetic, key);
+  for (size_t i = 0; i < m; ++i)
+    for (size_t j = 0; j < n; ++j) {
+      std::vector<double> row(k), col(k);
+      for (size_t t = 0; t < k; ++t) row[t] = a[i * k + t], col[t] = b[t * n + j];
+      const double expected = dot_reference(exact, row, col, arithmetic, gemm_output_key(key, i, j, n));
+      INFO(what << " " << arithmetic.to_string() << " shape " << m << "x" << n << "x" << k << " output (" << i << ","
+                << j << ")");
+      REQUIRE(same_bits(c[i * n + j], expected));
+    }
+  size_t checked = 0;
+  exact_gemm_values(a.data(), b.data(), m, n, k, mode, [&](size_t i, size_t j, const fp::ExactValue& v) {
+    fp::SuperAccumulator acc;
+    for (size_t t = 0; t < k; ++t) acc.add_product(a[i * k + t], b[t * n + j]);
+    const fp::ExactValue expected = acc.value(mode);
+    INFO(what << " values, mode " << static_cast<int>(mode) << " output (" << i << "," << j << ")");
+    REQUIRE(v.kind == expected.kind);
+    REQUIRE(v.negative == expected.negative);
+    REQUIRE(v.exponent == expected.exponent);
+    REQUIRE(v.significand == expected.significand);
+    REQUIRE(v.sticky == expected.sticky);
+    ++checked;
+  });
+  CHECK(checked == m * n);
+}
+
+// Binades from the finest grid a nonzero element of x lies on to the top of its largest (what
+// decides whether the exact GEMM's two- or three-level forms hold an output); 0 for all zeros.
+int span_of(const float* x, size_t n, size_t step) {
+  int top = -1000, grid = 1000;
+  for (size_t t = 0; t < n; ++t) {
+    const float v = x[t * step];
+    if (v == 0) continue;
+    int exponent;
+    std::frexp(v, &exponent);  // |v| < 2^exponent
+    top = std::max(top, exponent);
+    // The finest grid: v * 2^-g is an integer and v * 2^-(g+1) is not.
+    int g = exponent - 24;
+    while (std::ldexp(v, -(g + 1)) == std::trunc(std::ldexp(v, -(g + 1)))) ++g;
+    grid = std::min(grid, g);
+  }
+  return top == -1000 ? 0 : top - grid;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "exact gemm == exact reference per output: zeros signed per IEEE in every mode (rows and columns of +-0, "
+    "cancellation to 0), sparse rows, every block width") {
+  std::mt19937_64 g(23);
+  std::normal_distribution<float> d;
+  auto signed_zero = [&] { return g() % 2 ? -0.0f : 0.0f; };
+  for (size_t n : {1, 9, 16, 35, 48, 80})
+    for (size_t k : {1, 2, 7, 40}) {
+      const size_t m = 7;
+      std::vector<float> a(m * k), b(k * n);
+      // Rows: 0 all -0, 1 all +0, 2 +-0 at random, 3 cancels (a[t] = a[t + 1], b[t + 1] = -b[t]),
+      // the rest mostly zeros (as ReLU and max-pool gradients are).
+      for (size_t i = 0; i < m; ++i)
+        for (size_t t = 0; t < k; ++t) {
+          float& x = a[i * k + t];
+          x = i == 0 ? -0.0f : i == 1 ? 0.0f : i == 2 ? signed_zero() : g() % 3 == 0 ? d(g) : signed_zero();
+        }
+      for (size_t t = 0; t + 1 < k; t += 2) a[3 * k + t] = d(g), a[3 * k + t + 1] = a[3 * k + t];
+      // Columns: 0 all negative, 1 all zeros of random signs, the rest normal with some zeros.
+      for (size_t t = 0; t < k; ++t)
+        for (size_t j = 0; j < n; ++j) {
+          float& x = b[t * n + j];
+          x = j == 0 ? -std::fabs(d(g)) - 0.5f : j == 1 ? signed_zero() : g() % 5 == 0 ? signed_zero() : d(g);
+        }
+      for (size_t t = 0; t + 1 < k; t += 2)
+        for (size_t j = 0; j < n; ++j) b[(t + 1) * n + j] = -b[t * n + j];
+      for (auto [format, mode] : {std::pair{fp::fp32(), fp::Mode::rne},
+                                  {fp::fp32(), fp::Mode::rd},
+                                  {fp::fp32(), fp::Mode::ru},
+                                  {fp::bf16(), fp::Mode::rz}})
+        check_exact_gemm(a, b, m, n, k, format, mode, "zeros");
+    }
+}
+
+TEST_CASE(
+    "exact gemm == exact reference per output: dynamic ranges for the two-level form, the three-level form and the "
+    "exact dot, subnormals, long K, near-cancellation") {
+  std::mt19937_64 g(29);
+  std::normal_distribution<float> d;
+  std::uniform_int_distribution<int> coin(0, 1);
+  // A full 24-bit significand of magnitude about 2^-shift (random low bits keep the grids fine).
+  auto full = [&](int shift) {
+    return std::ldexp(d(g) * (1 + std::ldexp(static_cast<float>(g() % (1 << 23)), -23)), -shift);
+  };
+  for (size_t k : {3, 300, 3000}) {
+    const size_t m = 6, n = 35;
+    const int log_k = static_cast<int>(std::bit_width(k));
+    std::vector<float> a(m * k), b(k * n);
+    // Row i spans about 20 * i binades (row 5 reaches fp32's subnormals); column j about 3 * j.
+    for (size_t i = 0; i < m; ++i)
+      for (size_t t = 0; t < k; ++t)
+        a[i * k + t] = g() % 4 == 0 ? 0.0f : full(static_cast<int>(g() % (20 * i + 1)) + (i == 5 ? 40 : 0));
+    for (size_t t = 0; t < k; ++t)
+      for (size_t j = 0; j < n; ++j) b[t * n + j] = full(static_cast<int>(g() % (3 * j + 1)));
+    // Near-cancellation in row 4: its second half repeats the first with one column's signs
+    // flipped, so that output's big products cancel and its smallest decide the sum.
+    for (size_t t = 0; t < k / 2; ++t) {
+      a[4 * k + k / 2 + t] = a[4 * k + t];
+      b[(k / 2 + t) * n + 20] = coin(g) ? -b[t * n + 20] : b[(k / 2 + t) * n + 20];
+    }
+    // The data must reach every form: spans below 103 - 2L (two levels), below 154 - 3L (three) and above.
+    int forms[3] = {0, 0, 0};
+    for (size_t i = 0; i < m; ++i)
+      for (size_t j = 0; j < n; ++j) {
+        const int span = span_of(&a[i * k], k, 1) + span_of(&b[j], k, n);
+        ++forms[span < 103 - 2 * log_k ? 0 : span < 154 - 3 * log_k ? 1 : 2];
+      }
+    if (k > 3) {
+      CHECK(forms[0] > 0);
+      CHECK(forms[1] > 0);
+      CHECK(forms[2] > 0);
+    }
+    for (auto [format, mode] : {std::pair{fp::fp32(), fp::Mode::rne},
+                                {fp::fp32(), fp::Mode::rd},
+                                {fp::fp16(), fp::Mode::ro},
+                                {fp::bf16(), fp::Mode::rne}})
+      check_exact_gemm(a, b, m, n, k, format, mode, "ranges");
+  }
+}
+
+TEST_CASE("exact gemm == exact reference per output: fp32 midpoints decided by a product 2^-60 below, three levels") {
+  // (1 + x)(1 + y) with x, y on the grid 2^-12 is often an fp32 midpoint; a product near +-2^-60
+  // (or none) decides the tie. Its fine grid puts the outputs in the three-level form for k = 1000
+  // (the other terms zero), whose remainders the last levels hold.
+  std::mt19937_64 g(37);
+  const size_t m = 9, n = 35, k = 1000;
+  std::vector<float> a(m * k, 0.0f), b(k * n, 0.0f);
+  for (size_t i = 0; i < m; ++i) {
+    a[i * k] = 1.0f + std::ldexp(static_cast<float>(g() % 4096), -12);
+    a[i * k + 1] = std::array{0x1.000002p-60f, -0x1.000002p-60f, 0.0f}[i % 3];
+  }
+  for (size_t j = 0; j < n; ++j) {
+    b[j] = 1.0f + std::ldexp(static_cast<float>(g() % 4096), -12);
+    b[n + j] = 0x1.000002p0f;
+    b[(k - 1) * n + j] = 0x1p-23f;  // keeps the column's span from depending on b[j]
+  }
+  check_exact_gemm(a, b, m, n, k, fp::fp32(), fp::Mode::rne, "midpoints");
+}
+
+TEST_CASE(
+    "exact gemm == exact reference per output at the edges of its forms' ranges: remainders of one sign, every span "
+    "from 48 to 178") {
+  // The forms' conditions bound a level's sum by k times its largest remainder. Constant products
+  // reach that bound: row e is a value near 1 and its negation (its top) and k - 2 copies of one
+  // value near 2^-e (whose fine grid every level must hold), every column one value near 1, so
+  // each level's remainders are all alike; k = 2^L - 1 makes k as large as L allows. The big
+  // products cancel, so that a bit lost at the bottom shows in the exact value's 64 bits. Row e
+  // spans e + 24 binades, a column 24: rows from 0 to 130 cross both forms' limits for every k.
+  std::mt19937_64 g(31);
+  auto full = [&](int shift) {  // a 24-bit significand with its last bit set, near 2^-shift
+    return std::ldexp(static_cast<float>((g() % (1 << 23)) | (1 << 23) | 1), -23 - shift);
+  };
+  for (size_t k : {127, 1023, 4095}) {
+    const size_t m = 131, n = 35;
+    std::vector<float> a(m * k), b(k * n);
+    for (size_t i = 0; i < m; ++i) {
+      const float top = full(0), small = full(static_cast<int>(i));
+      for (size_t t = 0; t < k; ++t) a[i * k + t] = t == 0 ? top : t == 1 ? -top : small;
+    }
+    for (size_t j = 0; j < n; ++j) {
+      const float column = g() % 2 ? full(0) : -full(0);
+      for (size_t t = 0; t < k; ++t) b[t * n + j] = column;
+    }
+    check_exact_gemm(a, b, m, n, k, fp::fp32(), fp::Mode::rne, "edges");
+  }
+}
+
 // ---- GEMMs whose first reduction is not an FMA chain: the product-term path
 // (sim/gemm_product_terms.cpp) and the tensor-core lane form (fused_multiply_add_lanes).
 
