@@ -30,6 +30,7 @@ struct FloatLanes {
   static V load(const float* p) { return _mm512_loadu_ps(p); }
   static void store(float* p, V x) { _mm512_storeu_ps(p, x); }
   static V broadcast(float x) { return _mm512_set1_ps(x); }
+  static float first(V x) { return _mm512_cvtss_f32(x); }
   static V add(V x, V y) { return _mm512_add_ps(x, y); }
   static V sub(V x, V y) { return _mm512_sub_ps(x, y); }
   static V mul(V x, V y) { return _mm512_mul_ps(x, y); }
@@ -55,6 +56,7 @@ struct FloatLanes {
   static V load(const float* p) { return _mm256_loadu_ps(p); }
   static void store(float* p, V x) { _mm256_storeu_ps(p, x); }
   static V broadcast(float x) { return _mm256_set1_ps(x); }
+  static float first(V x) { return _mm256_cvtss_f32(x); }
   static V add(V x, V y) { return _mm256_add_ps(x, y); }
   static V sub(V x, V y) { return _mm256_sub_ps(x, y); }
   static V mul(V x, V y) { return _mm256_mul_ps(x, y); }
@@ -78,6 +80,7 @@ struct FloatLanes {
   static V load(const float* p) { return *p; }
   static void store(float* p, V x) { *p = x; }
   static V broadcast(float x) { return x; }
+  static float first(V x) { return x; }
   static V add(V x, V y) { return x + y; }
   static V sub(V x, V y) { return x - y; }
   static V mul(V x, V y) { return x * y; }

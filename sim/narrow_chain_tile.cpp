@@ -135,10 +135,17 @@ struct Cut {
 };
 #endif
 
-// The format's rounding of s, an fp32 result of the exact one, moved to the scaled grid and back.
-template <bool kScaled, bool kRange, bool kFlush>
+// Where a format narrower than fp32's range is moved to the scaled grid (fp::Fp32Cut::scale):
+// none (fp32's own range), each result there and back (two multiplications a step), or B's
+// factors once for the GEMM, where that is exact: the chains then run scaled, and only the
+// outputs are scaled back.
+enum class Scaling { none, results, factors };
+
+// The format's rounding of s, an fp32 result of the exact one (scaled where kScaling says).
+template <Scaling kScaling, bool kRange, bool kFlush>
 inline V round_to_format(V s, const Cut& cut, V scale, V unscale, Track& track) {
-  if constexpr (kScaled) return L::mul(cut.template operator()<kRange, kFlush>(L::mul(s, scale), track), unscale);
+  if constexpr (kScaling == Scaling::results)
+    return L::mul(cut.template operator()<kRange, kFlush>(L::mul(s, scale), track), unscale);
   return cut.template operator()<kRange, kFlush>(s, track);
 }
 
@@ -165,12 +172,16 @@ double chain_steps(const Arithmetic& ar, const float* a, const float* b, size_t 
 }
 
 // The chains of a pass over kVectors vectors of columns of the tile's 4 rows (rows past mr repeat
-// row 0 and are not stored).
-template <bool kFused, bool kScaled, bool kRange, bool kFlush, class Columns>
+// row 0 and are not stored). b: the factors the vectors read (scaled with Scaling::factors);
+// b_redo: B as given, for the redone steps.
+template <bool kFused, Scaling kScaling, bool kRange, bool kFlush, class Columns>
 void chain_pass(const Arithmetic& ar, const Cut& cut, V scale, V unscale, const float* const rows[kRows],
-                const float* b, size_t ldb, const GroupSpan& g, const Columns& columns, size_t mr, float* out,
-                size_t ldo) {
+                const float* b, const float* b_redo, size_t ldb, const GroupSpan& g, const Columns& columns, size_t mr,
+                float* out, size_t ldo) {
+  // Held values in the chains' own scale; the redone steps work on the values as given.
+  constexpr bool kHeldScaled = kScaling == Scaling::factors;
   constexpr size_t kWidth = L::kWidth;
+  const float cut_scale = L::first(scale), cut_unscale = L::first(unscale);
   V acc[kRows][kVectors];
   V bk[kVectors];
   Track track[kVectors];
@@ -191,7 +202,7 @@ void chain_pass(const Arithmetic& ar, const Cut& cut, V scale, V unscale, const 
         const V x = L::broadcast(rows[r][g.first]);
 #pragma GCC unroll 4
         for (size_t v = 0; v < kVectors; ++v)
-          acc[r][v] = round_to_format<kScaled, kRange, kFlush>(L::mul(x, bk[v]), cut, scale, unscale, track[v]);
+          acc[r][v] = round_to_format<kScaling, kRange, kFlush>(L::mul(x, bk[v]), cut, scale, unscale, track[v]);
       }
       ++i;
     } else {
@@ -212,10 +223,10 @@ void chain_pass(const Arithmetic& ar, const Cut& cut, V scale, V unscale, const 
           if constexpr (kFused) {
             s = L::fma(x, bk[v], acc[r][v]);
           } else {
-            const V p = round_to_format<kScaled, kRange, kFlush>(L::mul(x, bk[v]), cut, scale, unscale, track[v]);
+            const V p = round_to_format<kScaling, kRange, kFlush>(L::mul(x, bk[v]), cut, scale, unscale, track[v]);
             s = L::add(acc[r][v], p);
           }
-          acc[r][v] = round_to_format<kScaled, kRange, kFlush>(s, cut, scale, unscale, track[v]);
+          acc[r][v] = round_to_format<kScaling, kRange, kFlush>(s, cut, scale, unscale, track[v]);
         }
       }
     }
@@ -231,9 +242,12 @@ void chain_pass(const Arithmetic& ar, const Cut& cut, V scale, V unscale, const 
     for (size_t v = 0; v < kVectors; ++v)
       for (size_t l = 0; l < kWidth; ++l)
         if (Cut::lane(flags[v], l))
-          for (size_t r = 0; r < mr; ++r)
-            now[r][v][l] = static_cast<float>(
-                chain_steps(ar, rows[r], b + v * kWidth + l, ldb, g, block, end, block == 0 ? 0.0 : saved[r][v][l]));
+          for (size_t r = 0; r < mr; ++r) {
+            const double from = block == 0 ? 0.0 : kHeldScaled ? saved[r][v][l] * cut_unscale : saved[r][v][l];
+            const auto value =
+                static_cast<float>(chain_steps(ar, rows[r], b_redo + v * kWidth + l, ldb, g, block, end, from));
+            now[r][v][l] = kHeldScaled ? value * cut_scale : value;  // exact: a value of the format
+          }
 #pragma GCC unroll 4
     for (size_t r = 0; r < kRows; ++r)
 #pragma GCC unroll 4
@@ -243,54 +257,62 @@ void chain_pass(const Arithmetic& ar, const Cut& cut, V scale, V unscale, const 
   for (size_t r = 0; r < kRows; ++r)
     if (r < mr)
 #pragma GCC unroll 4
-      for (size_t v = 0; v < kVectors; ++v) columns.store(out + r * ldo, v, acc[r][v]);
+      for (size_t v = 0; v < kVectors; ++v)
+        columns.store(out + r * ldo, v, kHeldScaled ? L::mul(acc[r][v], unscale) : acc[r][v]);
 }
 
-template <bool kFused, bool kScaled, bool kRange, bool kFlush>
-void chain_tile(const Arithmetic& ar, const fp::Fp32Cut& spec, const float* a, size_t lda, const float* b, size_t ldb,
-                const GroupSpan& g, size_t mr, size_t nr, float* out, size_t ldo) {
+template <bool kFused, Scaling kScaling, bool kRange, bool kFlush>
+void chain_tile(const Arithmetic& ar, const fp::Fp32Cut& spec, const float* a, size_t lda, const float* b,
+                const float* b_scaled, size_t ldb, const GroupSpan& g, size_t mr, size_t nr, float* out, size_t ldo) {
   const Cut cut(spec);
   const V scale = L::broadcast(spec.scale), unscale = L::broadcast(spec.unscale);
   const float* rows[kRows];
   for (size_t r = 0; r < kRows; ++r) rows[r] = a + (r < mr ? r : 0) * lda;
+  const float* b_vectors = kScaling == Scaling::factors ? b_scaled : b;
   for_each_column_pass<kVectors>(nr, [&](size_t c0, const auto& columns) {
-    chain_pass<kFused, kScaled, kRange, kFlush>(ar, cut, scale, unscale, rows, b + c0, ldb, g, columns, mr, out + c0,
-                                                ldo);
+    chain_pass<kFused, kScaling, kRange, kFlush>(ar, cut, scale, unscale, rows, b_vectors + c0, b + c0, ldb, g, columns,
+                                                 mr, out + c0, ldo);
   });
 }
 
-template <bool kFused, bool kScaled, bool kRange>
-void chain_tile_flush(bool flush, const Arithmetic& ar, const fp::Fp32Cut& spec, const float* a, size_t lda,
-                      const float* b, size_t ldb, const GroupSpan& g, size_t mr, size_t nr, float* out, size_t ldo) {
-  if (flush)
-    chain_tile<kFused, kScaled, kRange, kRange>(ar, spec, a, lda, b, ldb, g, mr, nr, out, ldo);
+template <bool kFused, Scaling kScaling, bool kRange>
+void chain_tile_flush(const Arithmetic& ar, const fp::Fp32Cut& spec, const float* a, size_t lda, const float* b,
+                      const float* b_scaled, size_t ldb, const GroupSpan& g, size_t mr, size_t nr, float* out,
+                      size_t ldo) {
+  if (spec.flush)
+    chain_tile<kFused, kScaling, kRange, kRange>(ar, spec, a, lda, b, b_scaled, ldb, g, mr, nr, out, ldo);
   else
-    chain_tile<kFused, kScaled, kRange, false>(ar, spec, a, lda, b, ldb, g, mr, nr, out, ldo);
+    chain_tile<kFused, kScaling, kRange, false>(ar, spec, a, lda, b, b_scaled, ldb, g, mr, nr, out, ldo);
 }
 
 template <bool kFused>
 void chain_tile_forms(const Arithmetic& ar, const fp::Fp32Cut& spec, const float* a, size_t lda, const float* b,
-                      size_t ldb, const GroupSpan& g, size_t mr, size_t nr, float* out, size_t ldo) {
-  if (spec.scaled())  // a format narrower than fp32's range has its range checked
-    chain_tile_flush<kFused, true, true>(spec.flush != 0, ar, spec, a, lda, b, ldb, g, mr, nr, out, ldo);
+                      const float* b_scaled, size_t ldb, const GroupSpan& g, size_t mr, size_t nr, float* out,
+                      size_t ldo) {
+  // A format narrower than fp32's range has its range checked.
+  if (spec.scaled() && b_scaled)
+    chain_tile_flush<kFused, Scaling::factors, true>(ar, spec, a, lda, b, b_scaled, ldb, g, mr, nr, out, ldo);
+  else if (spec.scaled())
+    chain_tile_flush<kFused, Scaling::results, true>(ar, spec, a, lda, b, b_scaled, ldb, g, mr, nr, out, ldo);
   else if (spec.check_range)
-    chain_tile_flush<kFused, false, true>(spec.flush != 0, ar, spec, a, lda, b, ldb, g, mr, nr, out, ldo);
+    chain_tile_flush<kFused, Scaling::none, true>(ar, spec, a, lda, b, b_scaled, ldb, g, mr, nr, out, ldo);
   else
-    chain_tile<kFused, false, false, false>(ar, spec, a, lda, b, ldb, g, mr, nr, out, ldo);
+    chain_tile<kFused, Scaling::none, false, false>(ar, spec, a, lda, b, b_scaled, ldb, g, mr, nr, out, ldo);
 }
 
 }  // namespace
 
 void narrow_chain_tile(const Arithmetic& ar, const fp::Fp32Cut& spec, const float* a, size_t lda, const float* b,
-                       size_t ldb, const GroupSpan& group, size_t mr, size_t nr, float* out, size_t ldo) {
+                       size_t ldb, const GroupSpan& group, size_t mr, size_t nr, float* out, size_t ldo,
+                       const float* b_scaled) {
   if (group.count == 0) {  // the empty sum
     for (size_t r = 0; r < mr; ++r) std::fill_n(out + r * ldo, nr, 0.0f);
     return;
   }
   if (ar.products == Products::fused)
-    chain_tile_forms<true>(ar, spec, a, lda, b, ldb, group, mr, nr, out, ldo);
+    chain_tile_forms<true>(ar, spec, a, lda, b, b_scaled, ldb, group, mr, nr, out, ldo);
   else
-    chain_tile_forms<false>(ar, spec, a, lda, b, ldb, group, mr, nr, out, ldo);
+    chain_tile_forms<false>(ar, spec, a, lda, b, b_scaled, ldb, group, mr, nr, out, ldo);
 }
 
 bool gemm_with_narrow_chains(const Schedule& schedule, const float* a, const float* b, float* c, GemmShape shape,
@@ -308,6 +330,19 @@ bool gemm_with_narrow_chains(const Schedule& schedule, const float* a, const flo
     return all;
   };
   if (!finite(a, m * k) || !finite(b, k * n)) return false;
+  // B's factors scaled once, where every one of them scales exactly (values of the format do:
+  // their grid is at least as coarse as fp32's subnormal one once scaled).
+  std::vector<float> b_scaled;
+  if (cut->scaled()) {
+    bool exact = true;  // no early exit: the loop vectorises
+    for (size_t x = 0; x < k * n; ++x)
+      exact &= std::bit_cast<uint32_t>(b[x] * cut->scale * cut->unscale) == std::bit_cast<uint32_t>(b[x]);
+    if (exact) {
+      b_scaled.resize(k * n);
+      for (size_t x = 0; x < k * n; ++x) b_scaled[x] = b[x] * cut->scale;
+    }
+  }
+  const float* bs = b_scaled.empty() ? nullptr : b_scaled.data();
   const std::vector<GroupSpan> groups = groups_of(stages[0].grouping, k);
   const bool chains_are_outputs = groups.size() == 1 && stages.size() == 1;  // all:seq
   // Later stages on rows of floats; a rne/rna arithmetic draws no rounding randomness.
@@ -318,12 +353,14 @@ bool gemm_with_narrow_chains(const Schedule& schedule, const float* a, const flo
     for (size_t i0 = 0; i0 < m; i0 += kGemmTileRows) {
       const size_t mr = std::min(kGemmTileRows, m - i0), nr = std::min(kGemmTileCols, n - j0), w = mr * nr;
       if (chains_are_outputs) {
-        narrow_chain_tile(ar, *cut, a + i0 * k, k, b + j0, n, groups[0], mr, nr, c + i0 * n + j0, n);
+        narrow_chain_tile(ar, *cut, a + i0 * k, k, b + j0, n, groups[0], mr, nr, c + i0 * n + j0, n,
+                          bs ? bs + j0 : nullptr);
         continue;
       }
       rows.resize(groups.size() * w);
       for (size_t g = 0; g < groups.size(); ++g)
-        narrow_chain_tile(ar, *cut, a + i0 * k, k, b + j0, n, groups[g], mr, nr, &rows[g * w], nr);
+        narrow_chain_tile(ar, *cut, a + i0 * k, k, b + j0, n, groups[g], mr, nr, &rows[g * w], nr,
+                          bs ? bs + j0 : nullptr);
       result.resize(w);
       walker.reshape(w, Fp32CutAdd{w, &ar, *cut});
       walker.set_tile(gemm_output_key(key, i0, j0, n));

@@ -246,6 +246,29 @@ TEST_CASE(
   }
 }
 
+namespace {
+
+// exact_gemm_values against a SuperAccumulator per output: every field of the exact value.
+void check_exact_values(const std::vector<float>& a, const std::vector<float>& b, size_t m, size_t n, size_t k,
+                        fp::Mode mode, const std::string& what) {
+  size_t checked = 0;
+  exact_gemm_values(a.data(), b.data(), m, n, k, mode, [&](size_t i, size_t j, const fp::ExactValue& v) {
+    fp::SuperAccumulator acc;
+    for (size_t t = 0; t < k; ++t) acc.add_product(a[i * k + t], b[t * n + j]);
+    const fp::ExactValue expected = acc.value(mode);
+    INFO(what << " values, mode " << static_cast<int>(mode) << " output (" << i << "," << j << ")");
+    REQUIRE(v.kind == expected.kind);
+    REQUIRE(v.negative == expected.negative);
+    REQUIRE(v.exponent == expected.exponent);
+    REQUIRE(v.significand == expected.significand);
+    REQUIRE(v.sticky == expected.sticky);
+    ++checked;
+  });
+  CHECK(checked == m * n);
+}
+
+}  // namespace
+
 TEST_CASE("exact gemm values == superaccumulator values bit for bit, where big products cancel and tiny ones remain") {
   // Each row pairs full-precision O(1) products that cancel exactly (b[t + h] = -b[t]) and
   // starts with a few tiny products: the exact sum is tiny, so any bit of a tiny product lost
@@ -267,20 +290,7 @@ TEST_CASE("exact gemm values == superaccumulator values bit for bit, where big p
         b[(tiny + h + t) * n + j] = -b[(tiny + t) * n + j];
       }
     }
-    size_t checked = 0;
-    exact_gemm_values(a.data(), b.data(), m, n, k, fp::Mode::rne, [&](size_t i, size_t j, const fp::ExactValue& v) {
-      fp::SuperAccumulator acc;
-      for (size_t t = 0; t < k; ++t) acc.add_product(a[i * k + t], b[t * n + j]);
-      const fp::ExactValue expected = acc.value(fp::Mode::rne);
-      INFO("tiny products near 2^" << tiny_exponent << ", output (" << i << "," << j << ")");
-      REQUIRE(v.kind == expected.kind);
-      REQUIRE(v.negative == expected.negative);
-      REQUIRE(v.exponent == expected.exponent);
-      REQUIRE(v.significand == expected.significand);
-      REQUIRE(v.sticky == expected.sticky);
-      ++checked;
-    });
-    CHECK(checked == m * n);
+    check_exact_values(a, b, m, n, k, fp::Mode::rne, "tiny products near 2^" + std::to_string(tiny_exponent));
   }
 }
 
@@ -307,20 +317,7 @@ void check_exact_gemm(const std::vector<float>& a, const std::vector<float>& b, 
                 << j << ")");
       REQUIRE(same_bits(c[i * n + j], expected));
     }
-  size_t checked = 0;
-  exact_gemm_values(a.data(), b.data(), m, n, k, mode, [&](size_t i, size_t j, const fp::ExactValue& v) {
-    fp::SuperAccumulator acc;
-    for (size_t t = 0; t < k; ++t) acc.add_product(a[i * k + t], b[t * n + j]);
-    const fp::ExactValue expected = acc.value(mode);
-    INFO(what << " values, mode " << static_cast<int>(mode) << " output (" << i << "," << j << ")");
-    REQUIRE(v.kind == expected.kind);
-    REQUIRE(v.negative == expected.negative);
-    REQUIRE(v.exponent == expected.exponent);
-    REQUIRE(v.significand == expected.significand);
-    REQUIRE(v.sticky == expected.sticky);
-    ++checked;
-  });
-  CHECK(checked == m * n);
+  check_exact_values(a, b, m, n, k, mode, what);
 }
 
 // Binades from the finest grid a nonzero element of x lies on to the top of its largest (what
