@@ -11,6 +11,7 @@
 
 #include "apps/cli_support.hpp"
 #include "apps/commands.hpp"
+#include "apps/device_option.hpp"
 #include "experiments/output_folder.hpp"
 #include "experiments/report.hpp"
 #include "experiments/runner.hpp"
@@ -25,7 +26,7 @@ namespace fplab::app {
 namespace {
 
 struct RunArgs {
-  std::string file, out, data_dir = models::kFashionMnistDir;
+  std::string file, out, data_dir = models::kFashionMnistDir, device = "cpu";
   std::vector<std::string> profiles_dir;
   size_t jobs = 0;
   bool resume = false, force = false, json = false, quiet = false;
@@ -64,6 +65,7 @@ int run_run(const RunArgs& args) {
   experiments::RunOptions options;
   std::exception_ptr setup_error;
   std::string format;
+  bool on_gpu = false;
   try {
     loaded = experiments::load_experiment(args.file);
     const auto& experiment = *loaded;
@@ -75,7 +77,18 @@ int run_run(const RunArgs& args) {
     options.quiet = args.quiet || args.json;
     options.exchange = exchange.get();
     format = experiment.format == "fp32" ? "" : experiment.format;
-    for (const auto& p : experiment.profiles) profiles::find_hw_profile(p, args.profiles_dir);  // fail early
+    // --device: every op table the experiment's variants use must run on the GPU (cuda), or the
+    // run falls back to the CPU (auto). One replica at a time on a rank's GPU.
+    std::vector<profiles::OpTable> tables;
+    for (const auto& p : experiment.profiles) {
+      const auto profile = profiles::find_hw_profile(p, args.profiles_dir);  // fail early
+      for (const auto v : experiment.variants)
+        tables.push_back(experiment
+                             .replica_config(in_format(profile.default_ops, format),
+                                             in_format(profile.deterministic_ops, format), v, 0)
+                             .ops);
+    }
+    on_gpu = device_is_gpu(args.device, tables, !options.quiet);
     loaded_data = models::load_image_dataset(args.data_dir);
     if (const int c = experiment.recipe.selection.imbalance_class;
         c >= static_cast<int>(loaded_data->class_names.size()))
@@ -98,13 +111,23 @@ int run_run(const RunArgs& args) {
     const auto profile = profiles::find_hw_profile(name, args.profiles_dir);
     return std::pair{in_format(profile.default_ops, format), in_format(profile.deterministic_ops, format)};
   };
+  if (on_gpu) {
+    const int gpu = gpu_of_rank(rank);
+    options.backend = [gpu](const profiles::OpTable& ops) {
+      use_gpu(gpu);  // the training thread's device
+      return gpu_backend(ops);
+    };
+    options.jobs = 1;
+    options.replica_source = "device=cuda";
+  }
   if (!options.quiet && folder->leftovers_removed())
     std::fprintf(stderr, "removed %zu temporary file(s) an interrupted run left in %s\n", folder->leftovers_removed(),
                  options.out_dir.c_str());
   if (!options.quiet)
-    std::fprintf(stderr, "%s: %zu profile(s) x %zu variant(s) x %zu replicas on %zu thread(s)%s -> %s\n",
-                 experiment.name.c_str(), experiment.profiles.size(), experiment.variants.size(), experiment.replicas,
-                 options.jobs,
+    std::fprintf(stderr, "%s: %zu profile(s) x %zu variant(s) x %zu replicas on %s%s -> %s\n", experiment.name.c_str(),
+                 experiment.profiles.size(), experiment.variants.size(), experiment.replicas,
+                 options.backend ? ("GPU " + std::to_string(gpu_of_rank(rank))).c_str()
+                                 : (std::to_string(options.jobs) + " thread(s)").c_str(),
                  ranks > 1 ? (", rank " + std::to_string(rank) + " of " + std::to_string(ranks)).c_str() : "",
                  options.out_dir.c_str());
   const auto records = experiments::run_experiment(experiment, data, resolve, options);
@@ -128,7 +151,12 @@ void add_run_command(CLI::App& app, Runner& run, int argc, char** argv) {
   CLI::App* cmd = app.add_subcommand("run", "Run an experiment: noise variants x replicas x hardware profiles");
   cmd->add_option("file", a->file, "experiment TOML (see experiments/ and docs/experiments.md)")->required();
   cmd->add_option("--out", a->out, "output folder (default results/NAME)");
-  cmd->add_option("--jobs", a->jobs, "replicas trained at once (default: all cores)")->check(whole_number());
+  cmd->add_option("--jobs", a->jobs, "replicas trained at once (default: all cores; 1 with --device cuda)")
+      ->check(whole_number());
+  cmd->add_option("--device", a->device,
+                  "cpu, cuda (every reduction in fplab's CUDA kernels; under mpirun a rank per GPU of its machine) "
+                  "or auto (cuda where it can run the experiment's schedules, else cpu)")
+      ->capture_default_str();
   cmd->add_flag("--resume", a->resume, "keep the replicas an earlier (killed) run of this experiment finished");
   cmd->add_flag("--force", a->force, "write into --out even if it holds other results (they are not deleted)");
   cmd->add_option(
@@ -144,7 +172,9 @@ void add_run_command(CLI::App& app, Runner& run, int argc, char** argv) {
       "  fplab run experiments/quick.toml\n"
       "  fplab run experiments/noise_sources_mlp.toml --jobs 2 --out results/fig2\n"
       "  fplab run experiments/hardware.toml --resume    # continue a killed run\n"
-      "  mpirun -n 4 fplab run experiments/noise_sources_mlp.toml    # replicas split over ranks (MPI)");
+      "  mpirun -n 4 fplab run experiments/noise_sources_mlp.toml    # replicas split over ranks (MPI)\n"
+      "  fplab run experiments/quick.toml --device auto    # on the GPU where there is one\n"
+      "  mpirun -n 2 fplab run experiments/quick.toml --device cuda    # two GPUs, a rank each");
   cmd->callback([&run, a] { run = [a] { return run_run(*a); }; });
 }
 

@@ -8,15 +8,12 @@
 
 #include "apps/cli_support.hpp"
 #include "apps/commands.hpp"
+#include "apps/device_option.hpp"
 #include "models/checkpoint_io.hpp"
 #include "profiles/hw_profile.hpp"
 #include "models/recipe_limits.hpp"
 #include "models/trainer.hpp"
 #include "util/progress.hpp"
-#if FPLAB_WITH_CUDA
-#include "models/gpu_backend.hpp"
-#include "sim/cuda/gpu_device.hpp"
-#endif
 
 namespace fplab::app {
 namespace {
@@ -134,34 +131,10 @@ models::TrainConfig make_config(const TrainArgs& a) {
   return c;
 }
 
-// The backend for --device (nullptr: the CPU engine). cuda without a usable GPU, or with a
-// schedule the kernels do not realise, is a one-line error; auto falls back to the CPU, saying so.
+// The backend for --device (nullptr: the CPU engine).
 std::unique_ptr<models::ComputeBackend> make_backend(const std::string& device, const profiles::OpTable& ops,
                                                      bool chatty) {
-  if (device == "cpu") return nullptr;
-  if (device != "cuda" && device != "auto")
-    throw UsageError("--device must be cpu, cuda or auto, not '" + device + "'");
-#if FPLAB_WITH_CUDA
-  std::string why;
-  if (!sim::gpu::device_available(&why)) {
-    if (device == "cuda") throw UsageError("--device cuda: " + why + " (use --device cpu, or auto to fall back)");
-    if (chatty) std::fprintf(stderr, "--device auto: %s; training on the CPU\n", why.c_str());
-    return nullptr;
-  }
-  const auto problems = models::gpu_unsupported_ops(ops);
-  if (!problems.empty()) {
-    if (device == "cuda") throw UsageError("--device cuda: " + problems.front());
-    if (chatty) std::fprintf(stderr, "--device auto: %s; training on the CPU\n", problems.front().c_str());
-    return nullptr;
-  }
-  return models::make_gpu_backend(ops);
-#else
-  (void)ops;
-  if (device == "cuda")
-    throw UsageError("--device cuda: this fplab was built without CUDA (no nvcc at configure time)");
-  if (chatty) std::fprintf(stderr, "--device auto: built without CUDA; training on the CPU\n");
-  return nullptr;
-#endif
+  return device_is_gpu(device, {ops}, chatty) ? gpu_backend(ops) : nullptr;
 }
 
 int run_train(const TrainArgs& args) {
@@ -274,7 +247,11 @@ void add_train_command(CLI::App& app, Runner& run) {
   cmd->add_option("--imbalance", a->imbalance, "CLASS:PERCENT keep only PERCENT% of one class's training examples");
   cmd->add_option("--augment-pad", a->augment_pad, "random crop with this padding (0: none)")->capture_default_str();
   cmd->add_flag("--flip", a->flip, "random horizontal flips");
-  cmd->add_option("--data-dir", a->data_dir, "folder of an IDX image data set: train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte (each .gz or not), classes.txt optional (docs/data.md)")->capture_default_str();
+  cmd->add_option(
+         "--data-dir", a->data_dir,
+         "folder of an IDX image data set: train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte, "
+         "t10k-labels-idx1-ubyte (each .gz or not), classes.txt optional (docs/data.md)")
+      ->capture_default_str();
   CLI::Option* schedules =
       cmd->add_option("--schedules", a->schedules, "preset (seq, pairwise, gpu, atomic, exact) or a TOML file")
           ->capture_default_str();

@@ -89,8 +89,8 @@ void train_share(const Experiment& x, const models::Dataset& data, const Profile
   for (size_t k = 0; k < jobs.size(); ++k) {
     if (!mine[k]) continue;
     ++to_do;
-    if (o.resume &&
-        load_replica(replica_path(o.out_dir, jobs[k]), replica_fingerprint(config_of(jobs[k])), records[k])) {
+    if (o.resume && load_replica(replica_path(o.out_dir, jobs[k]),
+                                 replica_fingerprint(config_of(jobs[k]), o.replica_source), records[k])) {
       mine[k] = 2;  // finished in an earlier run
       ++reused;
     }
@@ -106,7 +106,9 @@ void train_share(const Experiment& x, const models::Dataset& data, const Profile
       if (mine[k] != 1) continue;
       try {
         const Job& j = jobs[k];
-        const models::TrainConfig c = config_of(j);
+        models::TrainConfig c = config_of(j);
+        std::unique_ptr<models::ComputeBackend> backend;
+        if (o.backend) c.backend = (backend = o.backend(c.ops)).get();
         const auto t0 = std::chrono::steady_clock::now();
         const auto result = models::train(c, data);
         ReplicaRecord& r = records[k];
@@ -120,7 +122,7 @@ void train_share(const Experiment& x, const models::Dataset& data, const Profile
         r.predictions = result.predictions;
         r.weights = result.weights;
         r.buffers = result.buffers;
-        save_replica(replica_path(o.out_dir, j), r, replica_fingerprint(c));
+        save_replica(replica_path(o.out_dir, j), r, replica_fingerprint(c, o.replica_source));
         const size_t finished = ++done + reused;
         if (!o.quiet) {
           const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -212,7 +214,8 @@ std::vector<ReplicaRecord> run_experiment(const Experiment& x, const models::Dat
     for (size_t k = 0; k < jobs.size(); ++k)
       if (mine[k]) own.push_back(k);
     std::vector<std::vector<uint8_t>> replicas;
-    for (size_t k : own) replicas.push_back(replica_bytes(records[k], replica_fingerprint(config_of(jobs[k]))));
+    for (size_t k : own)
+      replicas.push_back(replica_bytes(records[k], replica_fingerprint(config_of(jobs[k]), o.replica_source)));
     const auto received = o.exchange->gather(pack_replicas(own, replicas));
     if (rank != 0) {
       std::vector<ReplicaRecord> out;
@@ -228,7 +231,7 @@ std::vector<ReplicaRecord> run_experiment(const Experiment& x, const models::Dat
           throw std::runtime_error("rank " + std::to_string(r) + " sent replica " + std::to_string(k) +
                                    ", which is not its share of this experiment (is every rank running the same "
                                    "experiment file?)");
-        const auto fingerprint = replica_fingerprint(config_of(jobs[k]));
+        const auto fingerprint = replica_fingerprint(config_of(jobs[k]), o.replica_source);
         const std::string source = "replica " + std::to_string(k) + " from rank " + std::to_string(r);
         if (!replica_from_bytes(bytes, source, fingerprint, records[k]))
           throw std::runtime_error(source +

@@ -7,12 +7,14 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "experiments/experiment.hpp"
 #include "experiments/replica_exchange.hpp"
+#include "models/compute_backend.hpp"
 #include "models/dataset.hpp"
 
 namespace fplab::experiments {
@@ -37,6 +39,13 @@ struct RunOptions {
   bool resume = false;
   bool quiet = false;
   ReplicaExchange* exchange = nullptr;  // the ranks of a distributed run; null: one process
+  // Where a replica's reductions run: a backend for its op table, made in the thread that trains
+  // it (a GPU's: models/gpu_backend.hpp); null: the CPU engine.
+  std::function<std::unique_ptr<models::ComputeBackend>(const profiles::OpTable&)> backend;
+  // Told apart in the replicas' fingerprints (replica_fingerprint's source), so that a resumed run
+  // keeps only replicas trained where it trains: "" for the CPU engine, "device=cuda" on a GPU,
+  // whose atomics add in the hardware's order rather than the impl seed's.
+  std::string replica_source;
 };
 // Whether an MPI launcher (mpirun, srun) started this process: OMPI_COMM_WORLD_SIZE, PMI_SIZE or
 // PMIX_RANK is set.

@@ -42,6 +42,12 @@ bool device_available(std::string* why) {
   return true;
 }
 
+int device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) return 0;
+  return count;
+}
+
 void use_device(int index) { FPLAB_CUDA(cudaSetDevice(index)); }
 
 void synchronize_device() { FPLAB_CUDA(cudaDeviceSynchronize()); }

@@ -28,6 +28,9 @@ struct DeviceInfo {
 };
 DeviceInfo device_info();
 
+// How many CUDA devices there are (0 where none, or no driver).
+int device_count();
+
 // Makes device `index` the one this thread's later kernels run on (cudaSetDevice): fplab's
 // runtime keeps its own current device, apart from a host program's (PyTorch's) runtime.
 void use_device(int index);

@@ -824,6 +824,32 @@ replicas = 3
         self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
         self.assertIn("v999", r.stderr)
 
+    def test_device_cuda_without_a_gpu_is_one_line_and_claims_no_folder(self):
+        if shutil.which("nvidia-smi") and subprocess.run(["nvidia-smi"], capture_output=True).returncode == 0:
+            self.skipTest("SKIPPED: this machine has a GPU (scripts/gpu-check's run step covers --device cuda)")
+        out = os.path.join(self.dir, "gpu")
+        for device, says in (("cuda", "--device cuda: "), ("gpu", "--device must be cpu, cuda or auto")):
+            r = run("run", self.config, "--out", out, "--device", device)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+            self.assertIn(says, r.stderr)
+            self.assertFalse(os.path.exists(out), "a refused run must not claim its output folder")
+
+    def test_device_auto_without_a_gpu_trains_on_the_cpu_with_the_same_result(self):
+        if shutil.which("nvidia-smi") and subprocess.run(["nvidia-smi"], capture_output=True).returncode == 0:
+            self.skipTest("SKIPPED: this machine has a GPU (scripts/gpu-check's run step covers --device cuda)")
+        cpu, auto = os.path.join(self.dir, "cpu"), os.path.join(self.dir, "auto")
+        r_cpu = run("run", self.config, "--out", cpu, "--quiet")
+        r_auto = run("run", self.config, "--out", auto, "--device", "auto")
+        self.assertEqual(r_cpu.returncode, 0, r_cpu.stderr)
+        self.assertEqual(r_auto.returncode, 0, r_auto.stderr)
+        self.assertIn("--device auto: ", r_auto.stderr)
+        self.assertIn("training on the CPU", r_auto.stderr)
+        with open(os.path.join(cpu, "replicas.csv")) as f:
+            want = [line.split(",")[:9] for line in f]  # every column but the seconds
+        with open(os.path.join(auto, "replicas.csv")) as f:
+            self.assertEqual([line.split(",")[:9] for line in f], want)
+
     def test_mpirun_two_ranks_gives_the_single_process_result(self):
         if shutil.which("mpirun") is None:
             self.skipTest("SKIPPED: mpirun not installed (scripts/setup installs openmpi-bin)")
