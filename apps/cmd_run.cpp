@@ -105,6 +105,15 @@ int run_run(const RunArgs& args) {
       throw std::runtime_error("rank " + std::to_string(failed) + " stopped before training (its error is above)");
   }
   if (setup_error) std::rethrow_exception(setup_error);
+  if (exchange) {
+    // --device auto decides per machine: every rank must train on the same kind of device (a
+    // replica's fingerprint names it, and rank 0 checks every replica against its own).
+    const bool some_cpu = exchange->first_failed(!on_gpu) >= 0, some_gpu = exchange->first_failed(on_gpu) >= 0;
+    if (some_cpu && some_gpu)
+      throw UsageError("--device " + args.device +
+                       ": some ranks found a usable GPU and others did not; run every rank on the same kind of "
+                       "device (--device cpu, or cuda)");
+  }
   const auto& experiment = *loaded;
   const auto& data = *loaded_data;
   auto resolve = [&](const std::string& name) {
@@ -173,7 +182,7 @@ void add_run_command(CLI::App& app, Runner& run, int argc, char** argv) {
       "  fplab run experiments/noise_sources_mlp.toml --jobs 2 --out results/fig2\n"
       "  fplab run experiments/hardware.toml --resume    # continue a killed run\n"
       "  mpirun -n 4 fplab run experiments/noise_sources_mlp.toml    # replicas split over ranks (MPI)\n"
-      "  fplab run experiments/quick.toml --device auto    # on the GPU where there is one\n"
+      "  fplab run experiments/quick.toml --device auto --out results/quick-gpu    # on a GPU where there is one\n"
       "  mpirun -n 2 fplab run experiments/quick.toml --device cuda    # two GPUs, a rank each");
   cmd->callback([&run, a] { run = [a] { return run_run(*a); }; });
 }

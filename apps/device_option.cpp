@@ -15,14 +15,14 @@ bool device_is_gpu(const std::string& device, const std::vector<profiles::OpTabl
   if (device == "cpu") return false;
   if (device != "cuda" && device != "auto")
     throw UsageError("--device must be cpu, cuda or auto, not '" + device + "'");
-  auto fall_back = [&](const std::string& why) {
-    if (device == "cuda") throw UsageError("--device cuda: " + why);
+  auto fall_back = [&](const std::string& why, const std::string& hint = "") {
+    if (device == "cuda") throw UsageError("--device cuda: " + why + hint);
     if (chatty) std::fprintf(stderr, "--device auto: %s; training on the CPU\n", why.c_str());
     return false;
   };
 #if FPLAB_WITH_CUDA
   std::string why;
-  if (!sim::gpu::device_available(&why)) return fall_back(why + " (use --device cpu, or auto to fall back)");
+  if (!sim::gpu::device_available(&why)) return fall_back(why, " (use --device cpu, or auto to fall back)");
   for (const auto& table : tables) {
     const auto problems = models::gpu_unsupported_ops(table);
     if (!problems.empty()) return fall_back(problems.front());

@@ -84,8 +84,9 @@ namespace {
 // The fast path of add and mul for narrow formats (bf16, fp16, fp8, tf32, any eXmY of at most 51
 // bits): the exact result rounded to odd in binary64, then to the format by cutting bits. It
 // covers only what needs no more than that: deterministic modes, results in the format's normal
-// range after rounding, formats whose range sits well inside binary64's (so that TwoSum and the
-// FMA product error are exact). Everything else (zeros, subnormals, overflow, specials, sr, fp64)
+// range after rounding (and, in rne without flushing, zeros and subnormals: cut_to_format),
+// formats whose range sits well inside binary64's (so that TwoSum and the FMA product error are
+// exact). Everything else (overflow, specials, sr, fp64, the other modes' zeros and subnormals)
 // gets no fast result and goes through round_exact; test_arithmetic checks both against MPFR.
 bool has_fast_path(const Format& f, Mode mode) {
   return mode != Mode::sr && f.man_bits <= 50 && f.family != Family::exponent && f.emin() >= -900 && f.emax() <= 1000 &&
@@ -117,8 +118,8 @@ struct NarrowFormat {
 
 // Rounds `bits`, a double rounded to odd from the exact result (so its last bit keeps the sticky
 // bit), to the format in mode kMode, without branches (add_each's loop vectorises). `fast` is
-// false where round_exact's rules are needed: zero, subnormal in the format, overflow, not finite
-// (NaN and inf bits exceed max_finite_bits).
+// false where round_exact's rules are needed: overflow, not finite (NaN and inf bits exceed
+// max_finite_bits), and zero or subnormal in the format except in rne without flushing.
 template <Mode kMode>
 uint64_t cut_to_format(uint64_t bits, const NarrowFormat& f, bool& fast) {
   const uint64_t sign = bits & ~binary64::kMagnitudeMask, magnitude = bits & binary64::kMagnitudeMask;

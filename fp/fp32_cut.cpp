@@ -2,14 +2,34 @@
 
 #include <bit>
 
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
+
 #include "fp/ieee_bits.hpp"
 
 namespace fplab::fp {
+namespace {
+
+// Whether the host's fp32 arithmetic flushes subnormals (x86's MXCSR FTZ or DAZ set, e.g. by
+// torch.set_flush_denormal(True) in the process): the cut then cannot stand in for the format.
+bool host_flushes_subnormals() {
+#if defined(__SSE__)
+  constexpr unsigned kFlushToZero = 0x8000, kDenormalsAreZero = 0x0040;
+  return (_mm_getcsr() & (kFlushToZero | kDenormalsAreZero)) != 0;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
 
 std::optional<Fp32Cut> Fp32Cut::of(const Format& f, const RoundingOptions& options) {
   const bool family = f.family == Family::ieee || f.family == Family::fn || f.family == Family::finite;
   // A midpoint needs one bit more than the format's precision: at most fp32's 24.
-  if (!family || f.man_bits > 22 || f.emin() < -126 || f.emin() > 1 || f.emax() > 127) return std::nullopt;
+  // emin > 0 (a bias of 0) would need a scale below fp32's normal range.
+  if (!family || f.man_bits > 22 || f.emin() < -126 || f.emin() > 0 || f.emax() > 127) return std::nullopt;
+  if (host_flushes_subnormals()) return std::nullopt;
   if (options.mode != Mode::rne && options.mode != Mode::rna) return std::nullopt;
   // From the format's fields with bit operations: add_each builds a cut for every row it adds.
   Fp32Cut cut;

@@ -8,8 +8,10 @@
 // the fp32 result lands exactly on a decision point (x may then lie on either side of it); such a
 // result is reported undecided (its cut-off bits were exactly half a unit), as are results past
 // the format's largest finite value (and, with flushing, below its least normal one). A format
-// whose normal range starts above fp32's is scaled first, so that its subnormal grid becomes
-// fp32's: the scaling is one more rounding onto a grid that holds every decision point.
+// whose normal range starts above fp32's is scaled first, so that its least normal value becomes
+// fp32's and its subnormals are cut at the same bits as its normal values: the scaling is one more
+// rounding onto a grid that holds every decision point. The host must keep subnormals (no FTZ or
+// DAZ: of() returns nullopt where they are set).
 #pragma once
 
 #include <bit>
@@ -32,7 +34,8 @@ struct Fp32Cut {
   bool scaled() const { return scale != 1; }
 
   // The cut for a format and rounding, where one exists: formats of the ieee, fn or finite family
-  // with at most 22 stored mantissa bits and a normal range inside fp32's; modes rne and rna.
+  // with at most 22 stored mantissa bits and a normal range inside fp32's, least normal at most 1
+  // (not fnuz, whose one zero has no sign, nor a bias of 0); modes rne and rna.
   static std::optional<Fp32Cut> of(const Format& format, const RoundingOptions& options);
 
   // The format's rounding of x, given s, fp32's rounding (to nearest even) of x: exact unless

@@ -176,8 +176,8 @@ TEST_CASE(
     "paths' limits: fp32 stands in for e8m22, not e8m23 or e9m20) x every mode x flush x saturate, 4000 lanes of "
     "mixed operands (cancellation, overflow, subnormal results, specials), sr drawing from per-lane streams",
     "[arithmetic]") {
-  const char* names[] = {"fp64", "fp32", "tf32", "bf16", "fp16", "e4m3", "e5m2", "e4m3fnuz", "e2m1fn", "e8m0",
-                         "e9m50", "e9m51", "e8m22", "e6m20", "e9m20"};
+  const char* names[] = {"fp64",   "fp32", "tf32",  "bf16",  "fp16",  "e4m3",  "e5m2", "e4m3fnuz",
+                         "e2m1fn", "e8m0", "e9m50", "e9m51", "e8m22", "e6m20", "e9m20"};
   for (const char* name : names) {
     const Format format = fp::parse_format(name);
     const ref::Grid grid(format);
@@ -187,8 +187,8 @@ TEST_CASE(
     for (size_t i = 0; i < n; ++i) {
       acc[i] = operand(rng, grid);
       x[i] = operand(rng, grid);
-      if (i % 5 == 0) x[i] = -acc[i];                          // exact cancellation
-      if (i % 5 == 1) x[i] = -std::nextafter(acc[i], 0.0);     // near cancellation
+      if (i % 5 == 0) x[i] = -acc[i];                                       // exact cancellation
+      if (i % 5 == 1) x[i] = -std::nextafter(acc[i], 0.0);                  // near cancellation
       if (i % 5 == 2) acc[i] = std::ldexp(std::nearbyint(acc[i] * 8), -3);  // format-like values
     }
     MismatchLog log(std::string("add_each ") + name);
@@ -207,6 +207,58 @@ TEST_CASE(
       }
     });
     log.require_none();
+  }
+}
+
+TEST_CASE(
+    "arithmetic add_each of floats whose fp32 sum lands on a midpoint of the format: decided by the sum's error "
+    "(above, below, a tie), rne and rna, both signs, bf16 and fp16, and where fp16's scaling moved it there",
+    "[arithmetic]") {
+  // fp::Fp32Cut::sum: the fp32 sum of two floats rounded to fp32 lands on a midpoint of the
+  // format; the exact sum lies above it, below it, or on it.
+  struct Case {
+    const char* format;
+    float a, b;
+    double rne, rna;
+  };
+  const float bf16_mid = 1.0f + 0x1p-8f, fp16_mid = 1.0f + 0x1p-11f, fp16_sub_mid = 0x1.8p-24f;
+  const Case cases[] = {
+      {"bf16", bf16_mid, -0x1p-40f, 1.0, 1.0},                       // below: toward zero
+      {"bf16", bf16_mid, 0x1p-40f, 1.0 + 0x1p-7, 1.0 + 0x1p-7},      // above: away
+      {"bf16", bf16_mid, 0.0f, 1.0, 1.0 + 0x1p-7},                   // a tie: even / away
+      {"bf16", -bf16_mid, 0x1p-40f, -1.0, -1.0},                     // the same, negative
+      {"bf16", -bf16_mid, -0x1p-40f, -1.0 - 0x1p-7, -1.0 - 0x1p-7},  //
+      {"bf16", 1.0f + 0x3p-8f, 0.0f, 1.0 + 0x1p-6, 1.0 + 0x1p-6},    // a tie whose even is up
+      {"fp16", fp16_mid, -0x1p-40f, 1.0, 1.0},                       // scaled, exactly
+      {"fp16", fp16_mid, 0x1p-40f, 1.0 + 0x1p-10, 1.0 + 0x1p-10},    //
+      {"fp16", fp16_mid, 0.0f, 1.0, 1.0 + 0x1p-10},                  //
+      {"fp16", fp16_sub_mid, 0x1p-40f, 0x1p-23, 0x1p-23},            // scaling moved it onto the midpoint
+      {"fp16", fp16_sub_mid, -0x1p-40f, 0x1p-24, 0x1p-24},           //
+      {"fp16", fp16_sub_mid, 0.0f, 0x1p-23, 0x1p-23},                // a subnormal tie: even is up
+  };
+  for (const Case& c : cases)
+    for (const fp::Mode mode : {fp::Mode::rne, fp::Mode::rna}) {
+      const fp::Format format = fp::parse_format(c.format);
+      double acc = c.a;
+      const double x = c.b;
+      fp::add_each(&acc, &x, 1, format, {mode}, nullptr);
+      INFO(c.format << " " << (mode == fp::Mode::rne ? "rne" : "rna") << " " << c.a << " + " << c.b);
+      CHECK(same_bits(acc, mode == fp::Mode::rne ? c.rne : c.rna));
+      CHECK(same_bits(acc, fp::add(c.a, c.b, format, {mode})));
+    }
+}
+
+TEST_CASE("arithmetic formats with a bias of 0 (least normal 2): add_each == add, the fp32 cut declines them",
+          "[arithmetic]") {
+  for (const char* name : {"e4m3b0", "e2m1b0", "e4m3b0fn", "e3m2b1"}) {
+    const fp::Format format = fp::parse_format(name);
+    const double want = fp::add(2.0, 2.0, format, {fp::Mode::rne});
+    double acc = 2.0;
+    const double x = 2.0;
+    fp::add_each(&acc, &x, 1, format, {fp::Mode::rne}, nullptr);
+    INFO(name);
+    CHECK(want == 4.0);
+    CHECK(same_bits(acc, want));
   }
 }
 
