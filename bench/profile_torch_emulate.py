@@ -28,7 +28,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_torch_emulate import INPUTS, resnet18, training_step  # noqa: E402
 
 EXAMPLE = "PYTHONPATH=build/python python3 bench/profile_torch_emulate.py --profiles h100 --batch 8 --steps 1"
-METHODS = ("matmul", "sum_rows", "sum_planes", "im2col", "col2im", "transposed", "exp", "log", "sqrt")
+METHODS = ("matmul", "sum_rows", "sum_planes", "im2col", "col2im", "transposed", "exp", "log", "sqrt", "conv2d_forward",
+           "conv2d_backward", "batch_norm_forward", "batch_norm_backward")
 
 
 def instrument(engine_class: type, times: Dict[Tuple[str, str, str], float], counts: collections.Counter,
@@ -43,7 +44,10 @@ def instrument(engine_class: type, times: Dict[Tuple[str, str, str], float], cou
             result = _method(self, *args, **kwargs)
             synchronize()
             kind = args[1] if _name in ("matmul", "sum_rows", "sum_planes") else ""
-            shape = f"{tuple(args[2].shape)} x {tuple(args[3].shape)}" if _name == "matmul" else ""
+            if _name == "matmul" or _name.startswith("conv2d"):  # (a, b) and (x, weight)
+                shape = f"{tuple(args[2].shape)} x {tuple(args[3].shape)}"
+            else:
+                shape = str(tuple(args[2].shape)) if _name.startswith("batch_norm") else ""
             times[(_name, kind, shape)] += time.perf_counter() - start
             counts[(_name, kind, shape)] += 1
             return result

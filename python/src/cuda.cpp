@@ -15,12 +15,14 @@
 #include "python/src/bindings.hpp"
 #include "sim/arithmetic.hpp"
 #include "sim/conv_geometry.hpp"
+#include "sim/cuda/gpu_batch_norm.hpp"
 #include "sim/cuda/gpu_conv.hpp"
 #include "sim/cuda/gpu_device.hpp"
 #include "sim/cuda/gpu_gemm.hpp"
 #include "sim/cuda/gpu_plan.hpp"
 #include "sim/cuda/gpu_reduce.hpp"
 #include "sim/cuda/gpu_seeded.hpp"
+#include "sim/cuda/gpu_transpose.hpp"
 #include "sim/engine.hpp"
 #include "sim/schedule.hpp"
 
@@ -33,6 +35,14 @@ struct DeviceKernels {
   gpu::GpuGemm gemm;
   gpu::GpuSegmentedReduction sums;
   gpu::GpuSeededReduction seeded;  // schedules with atomic steps, in the impl seed's orders
+  // A convolution's intermediates: its weight as the GEMM's B (taps x C_out), the GEMM's output
+  // rows (positions x C_out, forward; the output gradient's rows, backward), the weight gradient
+  // as the GEMM makes it (taps x C_out).
+  gpu::DeviceBuffer conv_weight, conv_rows, conv_dw;
+  size_t workspace_bytes() const {
+    return gemm.workspace_bytes() + sums.workspace_bytes() + seeded.workspace_bytes() + conv_weight.bytes() +
+           conv_rows.bytes() + conv_dw.bytes();
+  }
 };
 
 std::mutex kernels_lock;
@@ -71,7 +81,8 @@ std::optional<gpu::ReductionPlan> fast_plan(const sim::Schedule& schedule) {
 // the GPU is the hardware's and not the impl seed's.
 std::string why_not(bool gemm, const sim::Schedule& schedule, const sim::Arithmetic& arithmetic) {
   if (!arithmetic.native_float())
-    return "arithmetic " + arithmetic.to_string() + " is not the kernels' (fp32, round to nearest even, subnormals kept)";
+    return "arithmetic " + arithmetic.to_string() +
+           " is not the kernels' (fp32, round to nearest even, subnormals kept)";
   if (gemm && arithmetic.products != sim::Products::fused)
     return "products '" + std::string(sim::products_name(arithmetic.products)) + "': the GEMM kernel fuses them";
   try {
@@ -101,22 +112,32 @@ void cuda_matmul(uintptr_t a, uintptr_t b, uintptr_t c, size_t m, size_t n, size
   kernels_on(device).gemm.run_on_device(plan, device_floats(a), device_floats(b), device_floats_out(c), {m, n, k});
 }
 
-// A batch of sums on the fast kernel or the seeded-order one (fast_plan); `columns`: term t of
-// output o at x[t * count + o], else at x[o * n + t].
+// The fast kernel's plan where it realises the schedule deterministically, else the seeded-order one's.
+struct SumPlans {
+  std::optional<gpu::ReductionPlan> fast;
+  gpu::SeededPlan seeded;
+  explicit SumPlans(const sim::Schedule& schedule)
+      : fast(fast_plan(schedule)), seeded(fast ? gpu::SeededPlan{} : gpu::plan_seeded(schedule)) {}
+};
+
+// A batch of sums on the fast kernel or the seeded-order one; `columns`: term t of output o at
+// x[t * count + o], else at x[o * n + t]. The caller holds kernels_lock.
+void sum_batch_on(DeviceKernels& k, const SumPlans& plans, const float* x, size_t n, size_t count, bool columns,
+                  float* out, const sim::NoiseKey& key) {
+  if (plans.fast && columns)
+    k.sums.run_columns(*plans.fast, x, n, count, out);
+  else if (plans.fast)
+    k.sums.run(*plans.fast, x, n, count, out);
+  else
+    k.seeded.run(plans.seeded, x, {n, count, columns ? count : 1, columns ? 1 : n}, key, sim::kBatchTileOutputs, out);
+}
+
 void sum_batch(uintptr_t x, size_t n, size_t count, bool columns, uintptr_t out, const sim::Schedule& schedule,
                int device, const sim::NoiseKey& key) {
-  const std::optional<gpu::ReductionPlan> fast = fast_plan(schedule);
-  const gpu::SeededPlan seeded = fast ? gpu::SeededPlan{} : gpu::plan_seeded(schedule);
+  const SumPlans plans(schedule);
   py::gil_scoped_release unlocked;
   const std::lock_guard<std::mutex> held(kernels_lock);
-  DeviceKernels& k = kernels_on(device);
-  if (fast && columns)
-    k.sums.run_columns(*fast, device_floats(x), n, count, device_floats_out(out));
-  else if (fast)
-    k.sums.run(*fast, device_floats(x), n, count, device_floats_out(out));
-  else
-    k.seeded.run(seeded, device_floats(x), {n, count, columns ? count : 1, columns ? 1 : n}, key, sim::kBatchTileOutputs,
-                 device_floats_out(out));
+  sum_batch_on(kernels_on(device), plans, device_floats(x), n, count, columns, device_floats_out(out), key);
 }
 
 void cuda_sum_segments(uintptr_t x, size_t n, size_t count, uintptr_t out, const sim::Schedule& schedule, int device,
@@ -124,14 +145,80 @@ void cuda_sum_segments(uintptr_t x, size_t n, size_t count, uintptr_t out, const
   sum_batch(x, n, count, false, out, schedule, device, {impl_seed, op_id, call});
 }
 
-void cuda_sum_columns(uintptr_t x, size_t rows, size_t cols, uintptr_t out, const sim::Schedule& schedule,
-                      int device, uint64_t impl_seed, uint64_t op_id, uint64_t call) {
+void cuda_sum_columns(uintptr_t x, size_t rows, size_t cols, uintptr_t out, const sim::Schedule& schedule, int device,
+                      uint64_t impl_seed, uint64_t op_id, uint64_t call) {
   sum_batch(x, rows, cols, true, out, schedule, device, {impl_seed, op_id, call});
+}
+
+gpu::PlanesShape planes_of(py::tuple shape) {
+  if (shape.size() != 3) throw std::invalid_argument("cuda batch norm: shape must be (batch, channels, positions)");
+  return {shape[0].cast<size_t>(), shape[1].cast<size_t>(), shape[2].cast<size_t>()};
+}
+
+float* optional_floats(uintptr_t address) { return address ? device_floats_out(address) : nullptr; }
+
+// BatchNorm's forward (python/fplab/torch/_ops_norm.py): in training the two sums of kind
+// bn_stats (parts 0 and 1: keys op_ids[0], op_ids[1]) over `segments` (scratch, the size of x),
+// then the statistics and the output. stats: 4 x channels device floats, rows Σx, Σ(x − mean)²,
+// mean, inv_std.
+void cuda_batch_norm_forward(uintptr_t x, uintptr_t xhat, uintptr_t y, uintptr_t stats, uintptr_t segments,
+                             py::tuple shape, uintptr_t weight, uintptr_t bias, uintptr_t running_mean,
+                             uintptr_t running_var, bool training, double momentum, double eps,
+                             const sim::Schedule& schedule, int device, uint64_t impl_seed, py::tuple op_ids,
+                             uint64_t call) {
+  const gpu::PlanesShape planes = planes_of(shape);
+  const sim::NoiseKey mean_key{impl_seed, op_ids[0].cast<uint64_t>(), call};
+  const sim::NoiseKey var_key{impl_seed, op_ids[1].cast<uint64_t>(), call};
+  const std::optional<SumPlans> plans = training ? std::optional<SumPlans>(SumPlans(schedule)) : std::nullopt;
+  py::gil_scoped_release unlocked;
+  const std::lock_guard<std::mutex> held(kernels_lock);
+  DeviceKernels& k = kernels_on(device);
+  const size_t c = planes.channels, n = planes.per_channel();
+  float* const rows = device_floats_out(stats);
+  float *const sums = rows, *const squares = rows + c, *const mean = rows + 2 * c, *const inv_std = rows + 3 * c;
+  if (training) {
+    gpu::batch_norm_segments(gpu::SegmentTerms::values, device_floats(x), nullptr, planes, device_floats_out(segments));
+    sum_batch_on(k, *plans, device_floats(segments), n, c, false, sums, mean_key);
+    gpu::batch_norm_segments(gpu::SegmentTerms::centred_squares, device_floats(x), sums, planes,
+                             device_floats_out(segments));
+    sum_batch_on(k, *plans, device_floats(segments), n, c, false, squares, var_key);
+  }
+  gpu::batch_norm_statistics(
+      {training, momentum, eps, sums, squares, optional_floats(running_mean), optional_floats(running_var)}, planes,
+      mean, inv_std);
+  gpu::batch_norm_output(device_floats(x), mean, inv_std, optional_floats(weight), optional_floats(bias), planes,
+                         device_floats_out(xhat), device_floats_out(y));
+}
+
+// BatchNorm's backward: the sums of kind bias_grad (part 0 Σ gy into grads' row 0, part 1
+// Σ gy·x̂ into row 1; grads: 2 x channels device floats), then dx where it is asked for (non-zero).
+void cuda_batch_norm_backward(uintptr_t gy, uintptr_t xhat, uintptr_t inv_std, uintptr_t weight, uintptr_t grads,
+                              uintptr_t segments, uintptr_t dx, py::tuple shape, bool training,
+                              const sim::Schedule& schedule, int device, uint64_t impl_seed, py::tuple op_ids,
+                              uint64_t call) {
+  const gpu::PlanesShape planes = planes_of(shape);
+  const sim::NoiseKey beta_key{impl_seed, op_ids[0].cast<uint64_t>(), call};
+  const sim::NoiseKey gamma_key{impl_seed, op_ids[1].cast<uint64_t>(), call};
+  const SumPlans plans(schedule);
+  py::gil_scoped_release unlocked;
+  const std::lock_guard<std::mutex> held(kernels_lock);
+  DeviceKernels& k = kernels_on(device);
+  const size_t c = planes.channels, n = planes.per_channel();
+  float *const dbeta = device_floats_out(grads), *const dgamma = dbeta + c;
+  gpu::batch_norm_segments(gpu::SegmentTerms::values, device_floats(gy), nullptr, planes, device_floats_out(segments));
+  sum_batch_on(k, plans, device_floats(segments), n, c, false, dbeta, beta_key);
+  gpu::batch_norm_segments(gpu::SegmentTerms::products, device_floats(gy), device_floats(xhat), planes,
+                           device_floats_out(segments));
+  sum_batch_on(k, plans, device_floats(segments), n, c, false, dgamma, gamma_key);
+  if (dx)
+    gpu::batch_norm_input_gradient(training, device_floats(gy), device_floats(xhat), device_floats(inv_std),
+                                   optional_floats(weight), dbeta, dgamma, planes, device_floats_out(dx));
 }
 
 sim::ConvGeometry geometry_of(py::tuple shape, size_t kernel, size_t stride, size_t padding) {
   const auto dim = [&](size_t i) { return shape[i].cast<size_t>(); };
-  if (shape.size() != 4) throw std::invalid_argument("cuda convolution: shape must be (batch, channels, height, width)");
+  if (shape.size() != 4)
+    throw std::invalid_argument("cuda convolution: shape must be (batch, channels, height, width)");
   return {dim(0), dim(1), dim(2), dim(3), kernel, stride, padding};
 }
 
@@ -153,11 +240,67 @@ void cuda_col2im(uintptr_t dcols, uintptr_t dx, py::tuple shape, size_t kernel, 
   gpu::GpuConv::col2im_on_device(geometry, device_floats(dcols), device_floats_out(dx));
 }
 
+// A 2-D convolution with one group, a square kernel and stride, equal padding and no dilation
+// (fplab.torch's _ops_conv.py, forward): im2col into `cols` (scratch of rows x taps floats), the
+// weight transposed to taps x C_out, the GEMM in the fwd schedule, its rows (b, y, x) x C_out
+// transposed to y (batch, C_out, out_h, out_w) with the bias added (0: none).
+void cuda_conv2d_forward(uintptr_t x, uintptr_t weight, uintptr_t bias, uintptr_t y, uintptr_t cols, py::tuple shape,
+                         size_t out_channels, size_t kernel, size_t stride, size_t padding,
+                         const sim::Schedule& schedule, int device) {
+  const sim::ConvGeometry g = geometry_of(shape, kernel, stride, padding);
+  const gpu::GemmPlan plan = gpu::plan_gemm(schedule);
+  py::gil_scoped_release unlocked;
+  const std::lock_guard<std::mutex> held(kernels_lock);
+  DeviceKernels& k = kernels_on(device);
+  const size_t positions = g.out_h() * g.out_w(), rows = g.rows(), taps = g.taps();
+  float* const w_t = k.conv_weight.reserve<float>(taps * out_channels);
+  float* const out = k.conv_rows.reserve<float>(rows * out_channels);
+  gpu::GpuConv::im2col_on_device(g, device_floats(x), device_floats_out(cols), false);
+  gpu::transpose_batches_on_device(device_floats(weight), 1, out_channels, taps, nullptr, w_t);
+  k.gemm.run_on_device(plan, device_floats(cols), w_t, out, {rows, out_channels, taps});
+  gpu::transpose_batches_on_device(out, g.batch, positions, out_channels, optional_floats(bias), device_floats_out(y));
+}
+
+// Its backward: the output gradient gy (batch, C_out, out_h, out_w) as rows (b, y, x) x C_out; the
+// weight gradient (gw, C_out x taps: 0 when not wanted) from the transposed columns (in `cols`)
+// in the wgrad schedule, the bias gradient (gb: 0 when not wanted) as the rows' column sums in the
+// bias_grad schedule keyed (impl_seed, bias_op_id, call), the input gradient (dx: 0 when not
+// wanted) from the columns' gradient (in `cols`) in the dgrad schedule and col2im.
+void cuda_conv2d_backward(uintptr_t x, uintptr_t weight, uintptr_t gy, uintptr_t cols, uintptr_t gw, uintptr_t gb,
+                          uintptr_t dx, py::tuple shape, size_t out_channels, size_t kernel, size_t stride,
+                          size_t padding, const sim::Schedule& wgrad, const sim::Schedule& dgrad,
+                          const sim::Schedule& bias_grad, int device, uint64_t impl_seed, uint64_t bias_op_id,
+                          uint64_t call) {
+  const sim::ConvGeometry g = geometry_of(shape, kernel, stride, padding);
+  const std::optional<gpu::GemmPlan> wgrad_plan = gw ? std::optional(gpu::plan_gemm(wgrad)) : std::nullopt;
+  const std::optional<gpu::GemmPlan> dgrad_plan = dx ? std::optional(gpu::plan_gemm(dgrad)) : std::nullopt;
+  const std::optional<SumPlans> bias_plans = gb ? std::optional<SumPlans>(SumPlans(bias_grad)) : std::nullopt;
+  py::gil_scoped_release unlocked;
+  const std::lock_guard<std::mutex> held(kernels_lock);
+  DeviceKernels& k = kernels_on(device);
+  const size_t positions = g.out_h() * g.out_w(), rows = g.rows(), taps = g.taps();
+  float* const gy_rows = k.conv_rows.reserve<float>(rows * out_channels);
+  gpu::transpose_batches_on_device(device_floats(gy), g.batch, out_channels, positions, nullptr, gy_rows);
+  if (wgrad_plan) {
+    float* const dw = k.conv_dw.reserve<float>(taps * out_channels);
+    gpu::GpuConv::im2col_on_device(g, device_floats(x), device_floats_out(cols), true);
+    k.gemm.run_on_device(*wgrad_plan, device_floats(cols), gy_rows, dw, {taps, out_channels, rows});
+    gpu::transpose_batches_on_device(dw, 1, taps, out_channels, nullptr, device_floats_out(gw));
+  }
+  if (bias_plans)
+    sum_batch_on(k, *bias_plans, gy_rows, rows, out_channels, true, device_floats_out(gb),
+                 {impl_seed, bias_op_id, call});
+  if (dgrad_plan) {
+    k.gemm.run_on_device(*dgrad_plan, gy_rows, device_floats(weight), device_floats_out(cols),
+                         {rows, taps, out_channels});
+    gpu::GpuConv::col2im_on_device(g, device_floats(cols), device_floats_out(dx));
+  }
+}
+
 size_t cuda_workspace_bytes() {
   const std::lock_guard<std::mutex> held(kernels_lock);
   size_t bytes = 0;
-  for (const auto& [device, kernels] : devices())
-    bytes += kernels->gemm.workspace_bytes() + kernels->sums.workspace_bytes() + kernels->seeded.workspace_bytes();
+  for (const auto& [device, kernels] : devices()) bytes += kernels->workspace_bytes();
   return bytes;
 }
 
@@ -177,8 +320,8 @@ void bind_cuda(py::module_& m) {
   m.def("cuda_why_not", &why_not, py::arg("gemm"), py::arg("schedule"), py::arg("arithmetic"),
         "Why fplab's CUDA kernels cannot run a GEMM (gemm=True) or a reduction in this schedule and arithmetic "
         "with the CPU engine's bits: one line, or '' when they can.");
-  m.def("cuda_matmul", &cuda_matmul, py::arg("a"), py::arg("b"), py::arg("c"), py::arg("m"), py::arg("n"),
-        py::arg("k"), py::arg("schedule"), py::arg("device") = 0,
+  m.def("cuda_matmul", &cuda_matmul, py::arg("a"), py::arg("b"), py::arg("c"), py::arg("m"), py::arg("n"), py::arg("k"),
+        py::arg("schedule"), py::arg("device") = 0,
         "C = A B on the device: a, b, c the addresses of dense row-major float32 matrices (m x k, k x n, m x n) in "
         "device memory; c must not overlap a or b. Enqueued on the default stream.");
   m.def("cuda_sum_segments", &cuda_sum_segments, py::arg("x"), py::arg("n"), py::arg("count"), py::arg("out"),
@@ -190,6 +333,21 @@ void bind_cuda(py::module_& m) {
         py::arg("schedule"), py::arg("device") = 0, py::arg("impl_seed") = 0, py::arg("op_id") = 0, py::arg("call") = 0,
         "out[j] = the reduction of column j of x (rows x cols, row-major float32 device memory) over its rows in "
         "row order, in the schedule's order (atomic steps keyed as cuda_sum_segments).");
+  m.def("cuda_batch_norm_forward", &cuda_batch_norm_forward, py::arg("x"), py::arg("xhat"), py::arg("y"),
+        py::arg("stats"), py::arg("segments"), py::arg("shape"), py::arg("weight"), py::arg("bias"),
+        py::arg("running_mean"), py::arg("running_var"), py::arg("training"), py::arg("momentum"), py::arg("eps"),
+        py::arg("schedule"), py::arg("device"), py::arg("impl_seed"), py::arg("op_ids"), py::arg("call"),
+        "BatchNorm's forward on the device (fplab.torch's formulas, the CPU's bits): x (batch, channels, positions), "
+        "xhat and y the same size, stats 4 x channels (sums, sums of squares, mean, inv_std), segments scratch of "
+        "x's size; weight, bias and the running statistics 0 where absent. Training: the two sums in the schedule's "
+        "order, keyed (impl_seed, op_ids[0 or 1], call); the running statistics move. Enqueued on the default "
+        "stream.");
+  m.def("cuda_batch_norm_backward", &cuda_batch_norm_backward, py::arg("gy"), py::arg("xhat"), py::arg("inv_std"),
+        py::arg("weight"), py::arg("grads"), py::arg("segments"), py::arg("dx"), py::arg("shape"), py::arg("training"),
+        py::arg("schedule"), py::arg("device"), py::arg("impl_seed"), py::arg("op_ids"), py::arg("call"),
+        "BatchNorm's backward on the device: grads (2 x channels) receives the bias and weight gradients (the "
+        "schedule's sums, keyed op_ids[0] and op_ids[1]), dx (0: not wanted) the input's gradient. Enqueued on the "
+        "default stream.");
   m.def("cuda_im2col", &cuda_im2col, py::arg("x"), py::arg("cols"), py::arg("shape"), py::arg("kernel"),
         py::arg("stride"), py::arg("padding"), py::arg("transposed") = false, py::arg("device") = 0,
         "The im2col columns of x (shape: batch, channels, height, width; square kernel, zero padding) on the device: "
@@ -198,6 +356,19 @@ void bind_cuda(py::module_& m) {
         py::arg("stride"), py::arg("padding"), py::arg("device") = 0,
         "dx (shape) from the columns' gradient on the device: each element the float32 sum, from +0, of its terms in "
         "the order of the columns' rows (models/conv2d.cpp's col2im).");
+  m.def("cuda_conv2d_forward", &cuda_conv2d_forward, py::arg("x"), py::arg("weight"), py::arg("bias"), py::arg("y"),
+        py::arg("cols"), py::arg("shape"), py::arg("out_channels"), py::arg("kernel"), py::arg("stride"),
+        py::arg("padding"), py::arg("schedule"), py::arg("device"),
+        "A convolution's forward on the device (one group, square kernel and stride, no dilation): im2col into cols "
+        "(scratch, rows x taps), the GEMM in the schedule's order, y (batch, C_out, out_h, out_w) with the bias "
+        "(0: none) added. Enqueued on the default stream.");
+  m.def("cuda_conv2d_backward", &cuda_conv2d_backward, py::arg("x"), py::arg("weight"), py::arg("gy"), py::arg("cols"),
+        py::arg("gw"), py::arg("gb"), py::arg("dx"), py::arg("shape"), py::arg("out_channels"), py::arg("kernel"),
+        py::arg("stride"), py::arg("padding"), py::arg("wgrad"), py::arg("dgrad"), py::arg("bias_grad"),
+        py::arg("device"), py::arg("impl_seed"), py::arg("bias_op_id"), py::arg("call"),
+        "Its backward: the weight gradient gw (C_out x taps), the bias gradient gb (the bias_grad sums, keyed "
+        "(impl_seed, bias_op_id, call)) and the input gradient dx, each 0 when not wanted; cols is scratch of rows "
+        "x taps. Enqueued on the default stream.");
   m.def("cuda_workspace_bytes", &cuda_workspace_bytes,
         "Bytes of device memory fplab's kernels hold for their workspaces, on every device (outside PyTorch's "
         "allocator: add it to torch.cuda.max_memory_allocated() for the peak).");

@@ -190,6 +190,104 @@ class CudaLayers(unittest.TestCase):
         self.assertFalse(torch.equal(grads[0], grads[1]))
 
 
+@unittest.skipIf(WHY is not None, WHY or "")
+class CudaBatchNorm(unittest.TestCase):
+    """BatchNorm on CUDA tensors (fplab's fused kernels where the profile's sums run on the device,
+    PyTorch's operations around host sums elsewhere) == on CPU tensors: outputs, every gradient and
+    the running statistics, in training and evaluation, with and without affine parameters and
+    running statistics, 2-D and 4-D inputs, inputs that are not contiguous, momentum and eps other
+    than the defaults, and data whose mean is far from zero (the variance's centring matters)."""
+
+    CASES = [  # (module, input shape, transposed input)
+        (lambda: nn.BatchNorm2d(5), (7, 5, 6, 3), False),
+        (lambda: nn.BatchNorm2d(5, affine=False), (4, 5, 9, 9), False),
+        (lambda: nn.BatchNorm2d(5, track_running_stats=False, momentum=0.3, eps=1e-3), (3, 5, 4, 4), True),
+        (lambda: nn.BatchNorm1d(33), (50, 33), False),
+        (lambda: nn.BatchNorm1d(6), (9, 6, 11), True),
+        (lambda: nn.BatchNorm2d(70), (2, 70, 1, 1), False),
+    ]
+
+    def run_bn(self, make, shape, transposed, profile, device, training):
+        torch.manual_seed(21)
+        bn = make()
+        if bn.affine:
+            with torch.no_grad():
+                bn.weight.uniform_(0.5, 2.0)
+                bn.bias.uniform_(-1.0, 1.0)
+        if bn.running_mean is not None:
+            bn.running_mean.uniform_(-1.0, 1.0)
+            bn.running_var.uniform_(0.5, 2.0)
+        bn = bn.to(device).train(training)
+        gen = torch.Generator().manual_seed(4)
+        x = (torch.randn(*shape, generator=gen) * 3 + 40).to(device)
+        if transposed:  # the same values, laid out with the last two dimensions swapped
+            x = x.transpose(-1, -2).contiguous().transpose(-1, -2)
+        x.requires_grad_(True)
+        g = torch.randn(*shape, generator=gen).to(device)
+        with fplab.torch.emulate(profile, impl_seed=5):
+            y = bn(x)
+            y.backward(g)
+        where = {e.where for e in fplab.torch.coverage().emulated}
+        tensors = [y, x.grad] + [t for t in (bn.weight, bn.bias) if t is not None]
+        tensors += [t.grad for t in (bn.weight, bn.bias) if t is not None]
+        tensors += [t for t in (bn.running_mean, bn.running_var) if t is not None]
+        return [bits(t) for t in tensors], where
+
+    def test_fused_against_cpu(self):
+        for profile in ("h100:deterministic", "h100", "det-atomics", "cpu-seq", "v100"):
+            for (make, shape, transposed), training in itertools.product(self.CASES, (True, False)):
+                with self.subTest(profile=profile, shape=shape, transposed=transposed, training=training):
+                    want, _ = self.run_bn(make, shape, transposed, profile, "cpu", training)
+                    got, where = self.run_bn(make, shape, transposed, profile, "cuda", training)
+                    self.assertEqual(len(got), len(want))
+                    for i, (a, b) in enumerate(zip(got, want)):
+                        self.assertTrue(torch.equal(a, b), f"tensor {i} differs")
+                    if profile != "cpu-seq":  # their bn_stats and bias_grad sums run on the kernels
+                        self.assertEqual(where, {"cuda"})
+
+
+@unittest.skipIf(WHY is not None, WHY or "")
+class CudaConvolution(unittest.TestCase):
+    """A convolution on CUDA tensors (one call of fplab's kernels for forward and for backward where
+    they take it) == on CPU tensors: output and the gradients wanted, over kernels 1-3, strides 1-2,
+    paddings 0-2, with and without bias, input or weight without gradient, several profiles."""
+
+    def run_conv(self, k, s, p, bias, grads, profile, device):
+        torch.manual_seed(8)
+        conv = nn.Conv2d(4, 6, k, stride=s, padding=p, bias=bias)
+        gen = torch.Generator().manual_seed(9)
+        x = torch.randn(3, 4, 7, 8, generator=gen)
+        x[0, 0, 0, 0] = -0.0
+        conv = conv.to(device)
+        x = x.to(device).requires_grad_("x" in grads)
+        conv.weight.requires_grad_("w" in grads)
+        with fplab.torch.emulate(profile, impl_seed=2):
+            y = conv(x)
+            g = torch.randn(y.shape, generator=gen).to(device)
+            y.backward(g)
+        where = {e.where for e in fplab.torch.coverage().emulated}
+        out = [y] + [t.grad for t in (x, conv.weight, conv.bias) if t is not None and t.requires_grad]
+        return [bits(t) for t in out], where
+
+    def test_fused_against_cpu(self):
+        cases = 0
+        for profile in ("h100:deterministic", "h100", "v100"):
+            for k, s, p, bias, grads in itertools.product((1, 2, 3), (1, 2), (0, 1, 2), (True, False),
+                                                           ("xw", "w", "x")):
+                if bias and grads != "xw" and k != 3:
+                    continue  # the rarer combinations on one kernel size
+                with self.subTest(profile=profile, k=k, s=s, p=p, bias=bias, grads=grads):
+                    want, _ = self.run_conv(k, s, p, bias, grads, profile, "cpu")
+                    got, where = self.run_conv(k, s, p, bias, grads, profile, "cuda")
+                    self.assertEqual(len(got), len(want))
+                    for i, (a, b) in enumerate(zip(got, want)):
+                        self.assertTrue(torch.equal(a, b), f"tensor {i} differs")
+                    if profile != "v100":  # v100's weight gradient: a round trip through the host
+                        self.assertEqual(where, {"cuda"})
+                    cases += 1
+        self.assertGreater(cases, 100)
+
+
 def _sha(run):
     return hashlib.sha256(run.weights.tobytes() + run.buffers.tobytes()).hexdigest()
 

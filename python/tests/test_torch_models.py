@@ -116,6 +116,32 @@ class NativeOperations(unittest.TestCase):
         self.assertIn("fplab.torch: torch.cumsum ran natively: not emulated by fplab.torch (it may reduce in its own "
                       "order)", messages)
 
+    def test_the_aten_watch_sees_the_first_step_or_every_step(self):
+        """The aten watch lists a reduction that runs natively underneath (here autograd's sum for a
+        broadcast addition) while it is on: the first training step whole by default, then it steps
+        off the dispatch stack; watch="always" keeps it on."""
+        from torch.utils import _python_dispatch
+        for watch, late_one_listed in (("first-step", False), ("always", True)):
+            with self.subTest(watch=watch):
+                torch.manual_seed(1)
+                layer, shift = nn.Linear(4, 3), torch.zeros(1, 3, requires_grad=True)
+                x = torch.randn(5, 4)
+                with warnings.catch_warnings(), fplab.torch.emulate("h100", watch=watch):
+                    warnings.simplefilter("ignore")
+                    for step in range(3):
+                        out = layer(x)
+                        if step in (0, 2):  # the step's only native reduction: a broadcast's gradient
+                            out = out + (shift if step == 2 else shift.view(3) * 0)
+                        out.square().mean().backward()
+                        if step >= 1:
+                            off = _python_dispatch._get_current_dispatch_mode() is None
+                            self.assertEqual(off, watch == "first-step")
+                (entry,) = [e for e in fplab.torch.coverage().native if e.op == "aten.sum.dim_IntList"]
+                self.assertTrue(entry.reason.startswith("a reduction run natively inside the backward pass"))
+                self.assertEqual(entry.count, 1 + late_one_listed)  # step 0's, and step 2's when watched
+        with self.assertRaisesRegex(fplab.Error, "watch must be one of first-step, always"):
+            fplab.torch.emulate("h100", watch="sometimes")
+
     def test_float64_runs_natively(self):
         layer = nn.Linear(3, 2).double()
         with fplab.torch.emulate("h100"):

@@ -134,8 +134,8 @@ __device__ void fisher_yates(int32_t* order, int64_t count, uint64_t key, uint64
 // host behind every kernel before it). NoiseKey::stream(stage, group) = (key, (stage << 40) ^ group).
 // With `in_shared`, the permutation is made in dynamic shared memory (every count fits) and copied
 // out; else in place in global memory.
-__global__ void permutations(Groups gs, uint64_t key_prefix, int64_t tiles, int32_t* first_order,
-                             int32_t* second_order, bool first_atomic, bool second_atomic, bool in_shared) {
+__global__ void permutations(Groups gs, uint64_t key_prefix, int64_t tiles, int32_t* first_order, int32_t* second_order,
+                             bool first_atomic, bool second_atomic, bool in_shared) {
   extern __shared__ int32_t shared_order[];
   __shared__ int32_t draws[kDraws];
   const int64_t e = blockIdx.x;
@@ -201,7 +201,7 @@ __global__ void first_stage(const float* __restrict__ x, BatchLayout layout, Gro
   // The chain of additions is the order's and cannot be split; its loads can: a run of kAhead
   // terms is loaded before it is added, so their latencies overlap (the permuted gathers would
   // otherwise stall every addition).
-  constexpr int kAhead = 16;
+  constexpr int kAhead = 32;
   float acc = term(0);
   int64_t k = 1;
   for (; k + kAhead <= grp.count; k += kAhead) {
@@ -222,12 +222,27 @@ __global__ void second_stage(const float* __restrict__ partials, int64_t groups,
   if (o >= outputs) return;
   const int32_t* order = atomic ? second_order + (o / tile_outputs) * groups : nullptr;
   const auto partial = [&](int64_t k) { return partials[(atomic ? order[k] : k) * outputs + o]; };
+  constexpr int kAhead = 16;  // as first_stage: loads ahead of the chain
   float acc = partial(0);
-  for (int64_t k = 1; k < groups; ++k) acc = __fadd_rn(acc, partial(k));
+  int64_t k = 1;
+  for (; k + kAhead <= groups; k += kAhead) {
+    float ahead[kAhead];
+#pragma unroll
+    for (int i = 0; i < kAhead; ++i) ahead[i] = partial(k + i);
+#pragma unroll
+    for (int i = 0; i < kAhead; ++i) acc = __fadd_rn(acc, ahead[i]);
+  }
+  for (; k < groups; ++k) acc = __fadd_rn(acc, partial(k));
   results[o] = acc;
 }
 
-unsigned blocks_for(int64_t threads) { return static_cast<unsigned>((threads + kThreads - 1) / kThreads); }
+unsigned blocks_for(int64_t threads, int per_block = kThreads) {
+  return static_cast<unsigned>((threads + per_block - 1) / per_block);
+}
+
+// The folds have few threads (a BatchNorm's bias gradient: 64 channels x 132 groups), each a long
+// chain of gathered loads: blocks of 64 spread them over every SM instead of a quarter of them.
+constexpr int kFoldThreads = 64;
 
 }  // namespace
 
@@ -248,13 +263,9 @@ void GpuSeededReduction::run(const SeededPlan& plan, const float* x, const Batch
   const int64_t tiles = (outputs + static_cast<int64_t>(tile_outputs) - 1) / static_cast<int64_t>(tile_outputs);
   const Groups gs = groups_of(plan.first, n);
   const uint64_t key_prefix = fp::mix_key({key.impl_seed, key.op_id, key.call});  // the tile is mixed in on the device
-  auto* first_order = plan.first_atomic
-                          ? first_order_.reserve<int32_t>(static_cast<size_t>(tiles * n))
-                          : nullptr;
+  auto* first_order = plan.first_atomic ? first_order_.reserve<int32_t>(static_cast<size_t>(tiles * n)) : nullptr;
   const bool second_atomic = plan.two_stages && plan.second_atomic;
-  auto* second_order =
-      second_atomic ? second_order_.reserve<int32_t>(static_cast<size_t>(tiles * gs.count))
-                    : nullptr;
+  auto* second_order = second_atomic ? second_order_.reserve<int32_t>(static_cast<size_t>(tiles * gs.count)) : nullptr;
   const int64_t permuting = (plan.first_atomic ? tiles * gs.count : 0) + (second_atomic ? tiles : 0);
   if (permuting > 0) {
     const int64_t largest = largest_permutation(gs, plan.first_atomic, second_atomic);
@@ -262,21 +273,22 @@ void GpuSeededReduction::run(const SeededPlan& plan, const float* x, const Batch
     const size_t shared = in_shared ? static_cast<size_t>(largest) * sizeof(int32_t) : 0;
     if (permuting > INT32_MAX) throw NotRealisable("a seeded-order sum with more than 2^31 - 1 permutations");
     permutations<<<static_cast<unsigned>(permuting), 32, shared>>>(gs, key_prefix, tiles, first_order, second_order,
-                                                                  plan.first_atomic, second_atomic, in_shared);
+                                                                   plan.first_atomic, second_atomic, in_shared);
     FPLAB_CUDA_LAUNCHED("seeded permutations");
   }
   const auto per_tile = static_cast<int64_t>(tile_outputs);
   if (!plan.two_stages) {  // one `all:` stage: its one group's fold is the result
-    first_stage<<<blocks_for(outputs), kThreads>>>(x, layout, gs, per_tile, first_order, plan.first_atomic, results);
+    first_stage<<<blocks_for(outputs, kFoldThreads), kFoldThreads>>>(x, layout, gs, per_tile, first_order,
+                                                                     plan.first_atomic, results);
     FPLAB_CUDA_LAUNCHED("seeded first stage");
     return;
   }
   auto* partials = partials_.reserve<float>(static_cast<size_t>(gs.count * outputs));
-  first_stage<<<blocks_for(gs.count * outputs), kThreads>>>(x, layout, gs, per_tile, first_order, plan.first_atomic,
-                                                             partials);
+  first_stage<<<blocks_for(gs.count * outputs, kFoldThreads), kFoldThreads>>>(x, layout, gs, per_tile, first_order,
+                                                                              plan.first_atomic, partials);
   FPLAB_CUDA_LAUNCHED("seeded first stage");
-  second_stage<<<blocks_for(outputs), kThreads>>>(partials, gs.count, outputs, per_tile, second_order, second_atomic,
-                                                  results);
+  second_stage<<<blocks_for(outputs, kFoldThreads), kFoldThreads>>>(partials, gs.count, outputs, per_tile, second_order,
+                                                                    second_atomic, results);
   FPLAB_CUDA_LAUNCHED("seeded second stage");
 }
 

@@ -98,6 +98,27 @@ class Engine:
                                    site.op_id(op_kind, part), site.call)
         return torch.from_numpy(sums.astype(np.float32))
 
+    def conv2d_forward(self, op: str, site: Site, x, weight, bias, stride: Pair, padding: Pair, dilation: Pair,
+                       groups: int) -> None:
+        """None: on the CPU a convolution's steps run one by one (_ops_conv.py); the CUDA engine fuses them."""
+        return None
+
+    def conv2d_backward(self, op: str, site: Site, x, weight, gy, stride: Pair, padding: Pair, dilation: Pair,
+                        groups: int, need_x: bool, need_w: bool, need_bias: bool) -> None:
+        """None, as conv2d_forward."""
+        return None
+
+    def batch_norm_forward(self, op: str, site: Site, x, weight, bias, running_mean, running_var, training: bool,
+                           momentum: float, eps: float) -> None:
+        """None: on the CPU BatchNorm's steps run as PyTorch's operations around sum_planes
+        (_ops_norm.py), whose cost there is their arithmetic, not the calls (the CUDA engine fuses them)."""
+        return None
+
+    def batch_norm_backward(self, op: str, site: Site, gy, xhat, inv_std, weight, training: bool,
+                            need_x: bool) -> None:
+        """None, as batch_norm_forward."""
+        return None
+
     # --- the copies and elementwise functions around the reductions (no order to emulate) -------
 
     def im2col(self, x: torch.Tensor, kernel: Pair, stride: Pair, padding: Pair, dilation: Pair, first: int,

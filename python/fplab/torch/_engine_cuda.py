@@ -12,7 +12,12 @@ rest goes to the CPU engine on a copy (a round trip through the host, listed in 
 - schedules outside the kernels' family and other arithmetic (tensor-core fused accumulation,
   bf16 or fp16 accumulators, stochastic rounding).
 
-The copies around the reductions run on the device: im2col and col2im by fplab's kernels
+A convolution (one group, square geometry) and a BatchNorm whose sums the kernels run go to the
+device whole, forward and backward each in one call (sim/cuda/gpu_batch_norm, gpu_transpose and the
+GEMM and convolution kernels): an emulated step used to make some fifty PyTorch calls from Python
+for each of them, and on a GPU those calls, not the kernels, set the step's pace.
+
+Otherwise the copies around the reductions run on the device: im2col and col2im by fplab's kernels
 (sim/cuda/gpu_conv, the CPU loop's order) for square kernels, equal strides and paddings and no
 dilation or channel slice, else by PyTorch's own operations (F.unfold; col2im as strided
 additions in the CPU loop's order), since a copy has no order and a float32 addition of two
@@ -45,6 +50,11 @@ def _stream_handle(index: int) -> int:
 #: The raw handle of PyTorch's current stream on a device (0: the default stream); PyTorch's own
 #: accessor where it has one (no Stream object made), else through torch.cuda.current_stream.
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", _stream_handle)
+
+
+def _address(tensor: Optional[torch.Tensor]) -> int:
+    """A dense float32 device tensor's address for fplab's kernels; 0 for None (absent)."""
+    return 0 if tensor is None else tensor.data_ptr()
 
 
 def _square(kernel: Pair, stride: Pair, padding: Pair, dilation: Pair) -> bool:
@@ -147,6 +157,116 @@ class CudaEngine:
                       sums.data_ptr(), choice.schedule, self.index, self.impl_seed, site.op_id(op_kind, part),
                       site.call)
         return sums
+
+    # --- convolutions, fused -------------------------------------------------------------------------
+
+    def _runnable(self, kinds, site: Site) -> Optional[list]:
+        """The choices of ``kinds`` where fplab's kernels run every one of them, else None."""
+        choices = [self.table.choice(kind, site.layer) for kind in kinds]
+        return None if any(self.why_not(kind, c) for kind, c in zip(kinds, choices)) else choices
+
+    def conv2d_forward(self, op: str, site: Site, x: torch.Tensor, weight: torch.Tensor, bias, stride: Pair,
+                       padding: Pair, dilation: Pair, groups: int) -> Optional[torch.Tensor]:
+        """A convolution's output (B, C_out, Ho, Wo) in one call of fplab's kernels (im2col, the
+        weight's transpose, the GEMM, the output's transpose with the bias: _ops_conv's composed
+        steps, the same bits), or None where they do not take it (groups, a geometry other than
+        square, a GEMM schedule they do not run): the caller composes it then."""
+        kernel = tuple(weight.shape[2:])
+        if groups != 1 or not _square(kernel, stride, padding, dilation):
+            return None
+        choices = self._runnable(("fwd",), site)
+        if choices is None:
+            return None
+        self.coverage.emulated(op, "fwd", choices[0], "cuda")
+        x, weight = self._dense(x), self._dense(weight)
+        batch, _, h, w = x.shape
+        cout = weight.shape[0]
+        ho, wo = output_size(h, kernel[0], stride[0], padding[0], 1), output_size(w, kernel[1], stride[1], padding[1], 1)
+        y = torch.empty((batch, cout, ho, wo), dtype=torch.float32, device=self.device)
+        cols = self.scratch(batch * ho * wo, weight[0].numel())
+        self._kernels(_core.cuda_conv2d_forward, x.data_ptr(), weight.data_ptr(),
+                      0 if bias is None else self._dense(bias).data_ptr(), y.data_ptr(), cols.data_ptr(),
+                      tuple(x.shape), cout, kernel[0], stride[0], padding[0], choices[0].schedule, self.index)
+        return y
+
+    def conv2d_backward(self, op: str, site: Site, x: torch.Tensor, weight: torch.Tensor, gy: torch.Tensor,
+                        stride: Pair, padding: Pair, dilation: Pair, groups: int, need_x: bool, need_w: bool,
+                        need_bias: bool) -> Optional[tuple]:
+        """(dx, dw, dbias) of a convolution, each None when not wanted, in one call of fplab's
+        kernels; None where they do not take it (as conv2d_forward)."""
+        kernel = tuple(weight.shape[2:])
+        if groups != 1 or not _square(kernel, stride, padding, dilation):
+            return None
+        wanted = [kind for kind, want in (("wgrad", need_w), ("bias_grad", need_bias), ("dgrad", need_x)) if want]
+        choices = self._runnable(wanted, site)
+        if choices is None:
+            return None
+        chosen = dict(zip(wanted, choices))
+        for kind, choice in chosen.items():
+            self.coverage.emulated(op, kind, choice, "cuda")
+        fallback = self.table.choice("fwd", site.layer).schedule  # for the kinds not wanted: not used
+        x, weight, gy = self._dense(x), self._dense(weight), self._dense(gy)
+        cout = weight.shape[0]
+        dx = torch.empty_like(x) if need_x else None
+        dw = torch.empty_like(weight) if need_w else None
+        db = torch.empty(cout, dtype=torch.float32, device=self.device) if need_bias else None
+        cols = self.scratch(gy.numel() // cout, weight[0].numel())
+        self._kernels(_core.cuda_conv2d_backward, x.data_ptr(), weight.data_ptr(), gy.data_ptr(), cols.data_ptr(),
+                      _address(dw), _address(db), _address(dx), tuple(x.shape), cout, kernel[0], stride[0],
+                      padding[0], *(chosen[k].schedule if k in chosen else fallback
+                                    for k in ("wgrad", "dgrad", "bias_grad")),
+                      self.index, self.impl_seed, site.op_id("bias_grad", 0), site.call)
+        return dx, dw, db
+
+    # --- BatchNorm, fused -------------------------------------------------------------------------
+
+    def _fused_choice(self, op: str, op_kind: str, site: Site):
+        """The op kind's choice where fplab's kernels run its sums, recorded twice (a BatchNorm's two
+        sums) in coverage; None where they cannot (the caller then composes the steps itself)."""
+        choice = self.table.choice(op_kind, site.layer)
+        if self.why_not(op_kind, choice):
+            return None
+        self.coverage.emulated(op, op_kind, choice, "cuda")
+        self.coverage.emulated(op, op_kind, choice, "cuda")
+        return choice
+
+    def batch_norm_forward(self, op: str, site: Site, x: torch.Tensor, weight, bias, running_mean, running_var,
+                           training: bool, momentum: float, eps: float):
+        """BatchNorm's forward in a few of fplab's kernels (sim/cuda/gpu_batch_norm, the bits of
+        _ops_norm's composed steps): (y, xhat, inv_std), or None where the kernels cannot run the
+        statistics' sums. The running statistics move in place (training)."""
+        choice = self._fused_choice(op, "bn_stats", site) if training else self.table.choice("bn_stats", site.layer)
+        if choice is None or not all(t is None or t.is_contiguous() for t in (running_mean, running_var)):
+            return None
+        x, weight, bias = (None if t is None else self._dense(t) for t in (x, weight, bias))
+        batch, channels = x.shape[0], x.shape[1]
+        positions = x.numel() // (batch * channels)
+        xhat, y = torch.empty_like(x), torch.empty_like(x)
+        stats = torch.empty((4, channels), dtype=torch.float32, device=self.device)
+        segments = self.scratch(1, x.numel()).data_ptr() if training else 0
+        self._kernels(_core.cuda_batch_norm_forward, x.data_ptr(), xhat.data_ptr(), y.data_ptr(), stats.data_ptr(),
+                      segments, (batch, channels, positions), _address(weight), _address(bias),
+                      _address(running_mean), _address(running_var), training, momentum, eps, choice.schedule,
+                      self.index, self.impl_seed, (site.op_id("bn_stats", 0), site.op_id("bn_stats", 1)), site.call)
+        return y, xhat, stats[3]
+
+    def batch_norm_backward(self, op: str, site: Site, gy: torch.Tensor, xhat: torch.Tensor, inv_std: torch.Tensor,
+                            weight, training: bool, need_x: bool):
+        """BatchNorm's backward in fplab's kernels: (dx or None, dgamma, dbeta), or None where the
+        kernels cannot run the bias gradient's sums."""
+        choice = self._fused_choice(op, "bias_grad", site)
+        if choice is None:
+            return None
+        gy, weight = self._dense(gy), None if weight is None else self._dense(weight)
+        batch, channels = gy.shape[0], gy.shape[1]
+        grads = torch.empty((2, channels), dtype=torch.float32, device=self.device)
+        dx = torch.empty_like(gy) if need_x else None
+        segments = self.scratch(1, gy.numel())
+        self._kernels(_core.cuda_batch_norm_backward, gy.data_ptr(), xhat.data_ptr(), inv_std.data_ptr(),
+                      _address(weight), grads.data_ptr(), segments.data_ptr(), _address(dx),
+                      (batch, channels, gy.numel() // (batch * channels)), training, choice.schedule, self.index,
+                      self.impl_seed, (site.op_id("bias_grad", 0), site.op_id("bias_grad", 1)), site.call)
+        return dx, grads[1], grads[0]
 
     # --- the copies and elementwise functions around them ------------------------------------------
 

@@ -10,7 +10,10 @@ Two PyTorch modes work together while an emulation is active:
 - a ``TorchDispatchMode`` watches the aten operations underneath. A reduction there (aten.mm,
   aten.sum, aten.convolution_backward, ...) that runs outside an emulated operation — inside a
   native operation such as torch.einsum, or in autograd's backward of one — is listed in coverage
-  and warned about, so that nothing that reduces runs natively unseen. It changes nothing.
+  and warned about, so that nothing that reduces runs natively unseen. It changes nothing. It
+  watches the first training step whole (forward, backward and whatever runs before the next
+  forward: the optimiser) and then steps off, since every aten operation it sees costs a call into
+  Python (a fifth of a GPU step's host time); ``watch="always"`` keeps it on for every step.
 
 The model itself is not touched: modules, parameters and optimisers run unchanged.
 """
@@ -57,11 +60,14 @@ class Emulation:
     its noise keys, go on where they were. ``coverage()`` reports everything it ran so far.
     """
 
-    def __init__(self, table: Table, impl_seed: int, call: int, math: str = "torch") -> None:
+    def __init__(self, table: Table, impl_seed: int, call: int, math: str = "torch", watch: str = "first-step") -> None:
         self.table = table
         self.impl_seed = impl_seed
         self.math = math  # "torch" or "libm": whose exp and log (_math.py)
+        self.watch = watch  # "first-step" or "always": how long the aten watch stays on
         self.steps = StepCounter(call)
+        self._watched_step = False  # a whole training step ran under the aten watch
+        self._watching = False  # the aten watch is on the dispatch stack now
         self._coverage = CoverageRecorder()
         self.engine = Engines(table, impl_seed, self._coverage)  # one engine per device
         self._internal = 0  # > 0 while fplab.torch itself runs torch operations
@@ -94,7 +100,11 @@ class Emulation:
 
     def next_site(self) -> Site:
         """The Site of a forward operation about to be emulated."""
-        return self.steps.next_site(evaluation=not torch.is_grad_enabled())
+        call = self.steps.call
+        site = self.steps.next_site(evaluation=not torch.is_grad_enabled())
+        if self.steps.call != call:  # a new training step: the one before it was watched whole
+            self._watched_step = True
+        return site
 
     @contextlib.contextmanager
     def internal(self) -> Iterator[None]:
@@ -138,6 +148,8 @@ class Emulation:
         if handler is not None:
             with self.internal():
                 result = handler(self, name, args, kwargs)
+            if self._watching and self._watched_step and self.watch == "first-step":
+                self._stop_watching()
             if not isinstance(result, Native):
                 return result
             self._coverage.native(name, result.reason, result.warn)
@@ -164,6 +176,14 @@ class Emulation:
             where = "the backward pass (autograd's gradient of a native operation)"
         self._coverage.native(str(func), f"a reduction run natively inside {where}", warn=True)
 
+    def _stop_watching(self) -> None:
+        """Takes the aten watch off the dispatch stack where it is the innermost mode there (else it
+        stays on: another mode entered inside the emulation sits on top of it)."""
+        dispatch_mode = self._modes[0]
+        if _python_dispatch._get_current_dispatch_mode() is dispatch_mode:
+            dispatch_mode.__exit__(None, None, None)
+            self._watching = False
+
     # --- entering and leaving ------------------------------------------------------------------
 
     def __enter__(self) -> "Emulation":
@@ -171,13 +191,17 @@ class Emulation:
         if _active is not None:
             raise Error("fplab.torch.emulate: an emulation is already active (they do not nest)")
         function_mode, dispatch_mode = _FunctionMode(self), _AtenWatch(self)
-        dispatch_mode.__enter__()
+        watching = self.watch == "always" or not self._watched_step
+        if watching:
+            dispatch_mode.__enter__()
         try:
             function_mode.__enter__()
         except BaseException:
-            dispatch_mode.__exit__(None, None, None)
+            if watching:
+                dispatch_mode.__exit__(None, None, None)
             raise
         self._modes = (dispatch_mode, function_mode)
+        self._watching = watching
         _active = _latest = self
         return self
 
@@ -187,7 +211,9 @@ class Emulation:
         self._modes = None
         _active = None
         function_mode.__exit__(*exc)
-        dispatch_mode.__exit__(*exc)
+        if self._watching:
+            self._watching = False
+            dispatch_mode.__exit__(*exc)
 
 
 @contextlib.contextmanager
@@ -227,8 +253,11 @@ class _AtenWatch(TorchDispatchMode):
         return func(*args, **kwargs)
 
 
+WATCHES = ("first-step", "always")
+
+
 def emulate(profile: str, impl_seed: int = 0, *, call: int = 0, profiles_dir: Sequence[str] = (),
-            math: str = "torch") -> Emulation:
+            math: str = "torch", watch: str = "first-step") -> Emulation:
     """Run the PyTorch code inside ``with`` under a hardware profile's reduction orders.
 
     ``profile``: "NAME" (fplab.profiles()), "NAME:deterministic" (the table of the framework's
@@ -238,6 +267,9 @@ def emulate(profile: str, impl_seed: int = 0, *, call: int = 0, profiles_dir: Se
     ``profiles_dir``: folders searched for profiles before the shipped ones. ``math``: the exp and
     log of softmax and the losses, "torch" (PyTorch's own) or "libm" (the C library's, as the C++
     layers and so ``fplab train`` compute them: needed to reproduce a ``fplab train`` run bit for bit).
+    ``watch``: how long the aten watch lists reductions that run natively underneath (coverage()):
+    "first-step" (the first training step whole, then it steps off: each aten operation it sees
+    costs a call into Python) or "always" (every step; for a model whose steps differ).
 
     >>> with fplab.torch.emulate("h100", impl_seed=3):
     ...     loss = torch.nn.functional.cross_entropy(model(x), y)
@@ -248,7 +280,9 @@ def emulate(profile: str, impl_seed: int = 0, *, call: int = 0, profiles_dir: Se
         raise Error(f"fplab.torch.emulate: impl_seed must be a whole number from 0 to 2^64 - 1 (got {impl_seed!r})")
     if math not in MATH:
         raise Error(f"fplab.torch.emulate: math must be one of {', '.join(MATH)} (got {math!r})")
-    return Emulation(load_table(profile, profiles_dir), impl_seed, call, math)
+    if watch not in WATCHES:
+        raise Error(f"fplab.torch.emulate: watch must be one of {', '.join(WATCHES)} (got {watch!r})")
+    return Emulation(load_table(profile, profiles_dir), impl_seed, call, math, watch)
 
 
 def coverage() -> Coverage:

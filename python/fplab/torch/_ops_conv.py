@@ -14,7 +14,9 @@ output tiles meet the same sums: the columns ``cols`` (B·Ho·Wo rows, C·kh·kw
 
 The copies between layouts (im2col, the transposed columns of the weight gradient, NCHW and the
 GEMMs' rows) and col2im are the engine's: for CPU tensors in C++ (python/src/conv_columns.cpp)
-without the GIL, for CUDA tensors PyTorch's own operations on the device (_engine_cuda.py).
+without the GIL; for CUDA tensors fplab's kernels run the whole forward, and the whole backward, in
+one call where they take the geometry and the schedules (CudaEngine.conv2d_forward/backward),
+else these steps one by one on the device (_engine_cuda.py).
 
 Stride, zero padding (numbers, pairs, "valid", symmetric "same"), dilation and groups (group g is
 reduction part g) are taken; the columns are made again in the backward rather than stored.
@@ -42,6 +44,9 @@ class _Conv2d(torch.autograd.Function):
     def forward(ctx, em, op, site, x, weight, bias, stride, padding, dilation, groups):
         ctx.em, ctx.op, ctx.site, ctx.geometry = em, op, site, (stride, padding, dilation, groups)
         ctx.save_for_backward(x, weight)
+        fused = em.engine.on(x).conv2d_forward(op, site, x, weight, bias, stride, padding, dilation, groups)
+        if fused is not None:
+            return fused
         batch, _, h, w = x.shape
         cout, cg, kh, kw = weight.shape
         co = cout // groups
@@ -64,6 +69,11 @@ class _Conv2d(torch.autograd.Function):
         stride, padding, dilation, groups = ctx.geometry
         x, weight = ctx.saved_tensors
         need_x, need_w, need_bias = ctx.needs_input_grad[3:6]
+        with em.backward():
+            fused = em.engine.on(gy).conv2d_backward(op, site, x, weight, gy, stride, padding, dilation, groups,
+                                                     need_x, need_w, need_bias)
+        if fused is not None:
+            return (None, None, None, *fused, None, None, None, None)
         batch, (cout, cg, kh, kw) = x.shape[0], weight.shape
         co = cout // groups
         rows = em.engine.transposed(gy.reshape(batch, cout, -1), (-1, cout))  # (B·Ho·Wo) x C_out

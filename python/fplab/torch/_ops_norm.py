@@ -33,35 +33,20 @@ class _BatchNorm(torch.autograd.Function):
 
     The C++ layer works on rows (b, position) x channels; here the elementwise steps run on x's own
     (B, C, ...) layout with the per-channel values broadcast (the same float32 operation on every
-    element), and only the sums see the rows' order (Engine.sum_planes)."""
+    element), and only the sums see the rows' order (Engine.sum_planes). On a GPU whose kernels run
+    the sums, fplab's fused kernels take every step (CudaEngine.batch_norm_forward/backward: the
+    same operations, each rounded, in a handful of kernels instead of some fifty PyTorch calls);
+    elsewhere _forward_steps and _backward_steps run them as PyTorch operations."""
 
     @staticmethod
     def forward(ctx, em, op, site, x, weight, bias, running_mean, running_var, training, momentum, eps):
-        shape = _per_channel(x)
-        n = x.numel() // x.shape[1]
-        if training:
-            mean = divided(em.engine.sum_planes(op, "bn_stats", x, site, part=0), n)
-            centred = x - mean.view(shape)
-            var = divided(em.engine.sum_planes(op, "bn_stats", centred * centred, site, part=1), n)
-            del centred
-            if running_mean is not None:
-                running_mean.copy_(((1 - momentum) * running_mean.double() + momentum * mean.double()).float())
-            if running_var is not None:
-                unbiased = divided(var * n, n - 1) if n > 1 else var
-                running_var.copy_(((1 - momentum) * running_var.double() + momentum * unbiased.double()).float())
-        else:
-            mean, var = running_mean, running_var
-        # The correctly rounded square root and quotient, as the C++ layer's: PyTorch 2.11's CPU
-        # sqrt is not correctly rounded (seen on x86-64), and 1 / tensor is reciprocal() * 1.
-        root = em.engine.sqrt(var + eps)
-        inv_std = torch.div(torch.ones_like(root), root)
-        xhat = (x - mean.view(shape)) * inv_std.view(shape)
-        y = xhat if weight is None else weight.view(shape) * xhat
-        if bias is not None:
-            y = y + bias.view(shape)
+        fused = em.engine.on(x).batch_norm_forward(op, site, x, weight, bias, running_mean, running_var, training,
+                                                  momentum, eps)
+        y, xhat, inv_std = fused if fused is not None else _forward_steps(em, op, site, x, weight, bias, running_mean,
+                                                                          running_var, training, momentum, eps)
         ctx.em, ctx.op, ctx.site, ctx.training = em, op, site, training
         ctx.save_for_backward(xhat, inv_std, weight)
-        return y.clone() if y is xhat else y  # the output is not the saved xhat (an in-place ReLU on it)
+        return y
 
     @staticmethod
     @once_differentiable  # computed by the C++ engine, outside autograd
@@ -69,20 +54,55 @@ class _BatchNorm(torch.autograd.Function):
         em, op, site = ctx.em, ctx.op, ctx.site
         xhat, inv_std, weight = ctx.saved_tensors
         need_x, need_weight, need_bias = ctx.needs_input_grad[3:6]
-        shape = _per_channel(gy)
-        n = gy.numel() // gy.shape[1]
-        gamma = weight if weight is not None else torch.ones_like(inv_std)
         with em.backward():
-            dbeta = em.engine.sum_planes(op, "bias_grad", gy, site, part=0)
-            dgamma = em.engine.sum_planes(op, "bias_grad", gy * xhat, site, part=1)
-            dx = None
-            if need_x:
-                if ctx.training:
-                    dx = divided(gamma * inv_std, n).view(shape) * (n * gy - dbeta.view(shape) - xhat * dgamma.view(shape))
-                else:
-                    dx = gy * (gamma * inv_std).view(shape)
+            fused = em.engine.on(gy).batch_norm_backward(op, site, gy, xhat, inv_std, weight, ctx.training, need_x)
+            dx, dgamma, dbeta = fused if fused is not None else _backward_steps(em, op, site, gy, xhat, inv_std, weight,
+                                                                                ctx.training, need_x)
         return (None, None, None, dx, dgamma if need_weight else None, dbeta if need_bias else None,
                 None, None, None, None, None)
+
+
+def _forward_steps(em, op, site, x, weight, bias, running_mean, running_var, training, momentum, eps) -> tuple:
+    """(y, xhat, inv_std) as PyTorch operations on x's device, the sums through the engine."""
+    shape = _per_channel(x)
+    n = x.numel() // x.shape[1]
+    if training:
+        mean = divided(em.engine.sum_planes(op, "bn_stats", x, site, part=0), n)
+        centred = x - mean.view(shape)
+        var = divided(em.engine.sum_planes(op, "bn_stats", centred * centred, site, part=1), n)
+        del centred
+        if running_mean is not None:
+            running_mean.copy_(((1 - momentum) * running_mean.double() + momentum * mean.double()).float())
+        if running_var is not None:
+            unbiased = divided(var * n, n - 1) if n > 1 else var
+            running_var.copy_(((1 - momentum) * running_var.double() + momentum * unbiased.double()).float())
+    else:
+        mean, var = running_mean, running_var
+    # The correctly rounded square root and quotient, as the C++ layer's: PyTorch 2.11's CPU
+    # sqrt is not correctly rounded (seen on x86-64), and 1 / tensor is reciprocal() * 1.
+    root = em.engine.sqrt(var + eps)
+    inv_std = torch.div(torch.ones_like(root), root)
+    xhat = (x - mean.view(shape)) * inv_std.view(shape)
+    y = xhat if weight is None else weight.view(shape) * xhat
+    if bias is not None:
+        y = y + bias.view(shape)
+    return (y.clone() if y is xhat else y), xhat, inv_std  # y is not the saved xhat (an in-place ReLU on it)
+
+
+def _backward_steps(em, op, site, gy, xhat, inv_std, weight, training, need_x) -> tuple:
+    """(dx or None, dgamma, dbeta) as PyTorch operations on gy's device, the sums through the engine."""
+    shape = _per_channel(gy)
+    n = gy.numel() // gy.shape[1]
+    gamma = weight if weight is not None else torch.ones_like(inv_std)
+    dbeta = em.engine.sum_planes(op, "bias_grad", gy, site, part=0)
+    dgamma = em.engine.sum_planes(op, "bias_grad", gy * xhat, site, part=1)
+    dx = None
+    if need_x:
+        if training:
+            dx = divided(gamma * inv_std, n).view(shape) * (n * gy - dbeta.view(shape) - xhat * dgamma.view(shape))
+        else:
+            dx = gy * (gamma * inv_std).view(shape)
+    return dx, dgamma, dbeta
 
 
 def _batch_norm_params(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1,
