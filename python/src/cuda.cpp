@@ -132,6 +132,16 @@ void sum_batch_on(DeviceKernels& k, const SumPlans& plans, const float* x, size_
     k.seeded.run(plans.seeded, x, {n, count, columns ? count : 1, columns ? 1 : n}, key, sim::kBatchTileOutputs, out);
 }
 
+// Sums of segments the caller laid out (segment o at x[o * ld ...], gpu::segment_stride), read
+// where they lie. The caller holds kernels_lock.
+void sum_segments_in_place(DeviceKernels& k, const SumPlans& plans, const float* x, size_t n, size_t ld, size_t count,
+                           float* out, const sim::NoiseKey& key) {
+  if (plans.fast)
+    k.sums.run_in_place(*plans.fast, x, n, ld, count, out);
+  else
+    k.seeded.run(plans.seeded, x, {n, count, 1, ld}, key, sim::kBatchTileOutputs, out);
+}
+
 void sum_batch(uintptr_t x, size_t n, size_t count, bool columns, uintptr_t out, const sim::Schedule& schedule,
                int device, const sim::NoiseKey& key) {
   const SumPlans plans(schedule);
@@ -177,11 +187,13 @@ void cuda_batch_norm_forward(uintptr_t x, uintptr_t xhat, uintptr_t y, uintptr_t
   float* const rows = device_floats_out(stats);
   float *const sums = rows, *const squares = rows + c, *const mean = rows + 2 * c, *const inv_std = rows + 3 * c;
   if (training) {
-    gpu::batch_norm_segments(gpu::SegmentTerms::values, device_floats(x), nullptr, planes, device_floats_out(segments));
-    sum_batch_on(k, *plans, device_floats(segments), n, c, false, sums, mean_key);
+    const size_t ld = gpu::segment_stride(planes);
+    gpu::batch_norm_segments(gpu::SegmentTerms::values, device_floats(x), nullptr, planes, device_floats_out(segments),
+                             ld);
+    sum_segments_in_place(k, *plans, device_floats(segments), n, ld, c, sums, mean_key);
     gpu::batch_norm_segments(gpu::SegmentTerms::centred_squares, device_floats(x), sums, planes,
-                             device_floats_out(segments));
-    sum_batch_on(k, *plans, device_floats(segments), n, c, false, squares, var_key);
+                             device_floats_out(segments), ld);
+    sum_segments_in_place(k, *plans, device_floats(segments), n, ld, c, squares, var_key);
   }
   gpu::batch_norm_statistics(
       {training, momentum, eps, sums, squares, optional_floats(running_mean), optional_floats(running_var)}, planes,
@@ -205,11 +217,13 @@ void cuda_batch_norm_backward(uintptr_t gy, uintptr_t xhat, uintptr_t inv_std, u
   DeviceKernels& k = kernels_on(device);
   const size_t c = planes.channels, n = planes.per_channel();
   float *const dbeta = device_floats_out(grads), *const dgamma = dbeta + c;
-  gpu::batch_norm_segments(gpu::SegmentTerms::values, device_floats(gy), nullptr, planes, device_floats_out(segments));
-  sum_batch_on(k, plans, device_floats(segments), n, c, false, dbeta, beta_key);
+  const size_t ld = gpu::segment_stride(planes);
+  gpu::batch_norm_segments(gpu::SegmentTerms::values, device_floats(gy), nullptr, planes, device_floats_out(segments),
+                           ld);
+  sum_segments_in_place(k, plans, device_floats(segments), n, ld, c, dbeta, beta_key);
   gpu::batch_norm_segments(gpu::SegmentTerms::products, device_floats(gy), device_floats(xhat), planes,
-                           device_floats_out(segments));
-  sum_batch_on(k, plans, device_floats(segments), n, c, false, dgamma, gamma_key);
+                           device_floats_out(segments), ld);
+  sum_segments_in_place(k, plans, device_floats(segments), n, ld, c, dgamma, gamma_key);
   if (dx)
     gpu::batch_norm_input_gradient(training, device_floats(gy), device_floats(xhat), device_floats(inv_std),
                                    optional_floats(weight), dbeta, dgamma, planes, device_floats_out(dx));
@@ -339,7 +353,8 @@ void bind_cuda(py::module_& m) {
         py::arg("schedule"), py::arg("device"), py::arg("impl_seed"), py::arg("op_ids"), py::arg("call"),
         "BatchNorm's forward on the device (fplab.torch's formulas, the CPU's bits): x (batch, channels, positions), "
         "xhat and y the same size, stats 4 x channels (sums, sums of squares, mean, inv_std), segments scratch of "
-        "x's size; weight, bias and the running statistics 0 where absent. Training: the two sums in the schedule's "
+        "channels x (batch * positions rounded up to a multiple of 4) floats, 16-byte aligned; weight, bias and the "
+        "running statistics 0 where absent. Training: the two sums in the schedule's "
         "order, keyed (impl_seed, op_ids[0 or 1], call); the running statistics move. Enqueued on the default "
         "stream.");
   m.def("cuda_batch_norm_backward", &cuda_batch_norm_backward, py::arg("gy"), py::arg("xhat"), py::arg("inv_std"),

@@ -6,6 +6,7 @@
 // sequence on a GPU), in 64 bits otherwise.
 #include <algorithm>
 #include <cstdint>
+#include <stdexcept>
 
 #include "sim/cuda/cuda_check.cuh"
 #include "sim/cuda/fast_divide.hpp"
@@ -49,7 +50,7 @@ __device__ Index channel_of(const Planes<Index, Divide>& s, Index e) {
 
 template <class Index, class Divide>
 __global__ void segments_kernel(SegmentTerms terms, const float* __restrict__ x, const float* __restrict__ other,
-                                Planes<Index, Divide> s, float n, float* __restrict__ segments) {
+                                Planes<Index, Divide> s, float n, Index ld, float* __restrict__ segments) {
   for (Index i = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; i < s.count;
        i += static_cast<Index>(gridDim.x) * blockDim.x) {
     // i = c·n + b·P + p in the segments; the term lies at (b·C + c)·P + p in x.
@@ -63,7 +64,7 @@ __global__ void segments_kernel(SegmentTerms terms, const float* __restrict__ x,
     } else if (terms == SegmentTerms::products) {
       term = __fmul_rn(term, other[e]);
     }
-    segments[i] = term;
+    segments[c * ld + t] = term;
   }
 }
 
@@ -126,10 +127,11 @@ __global__ void input_gradient_kernel(bool training, const float* __restrict__ g
   }
 }
 
-// Calls launch(planes) with the shape's divisors in the narrowest index width that holds it.
+// Calls launch(planes) with the shape's divisors in the narrowest index width that holds every
+// index up to `extent` (at least the shape's size).
 template <class Launch>
-void with_planes(const PlanesShape& shape, Launch&& launch) {
-  if (shape.size() < (uint64_t{1} << 31)) {  // FastDivide: divisors up to 2^31
+void with_planes(size_t extent, const PlanesShape& shape, Launch&& launch) {
+  if (std::max(extent, shape.size()) < (uint64_t{1} << 31)) {  // FastDivide: divisors up to 2^31
     const auto fast = [](size_t v) { return FastDivide(static_cast<uint32_t>(v)); };
     launch(Planes<uint32_t, FastDivide>{fast(shape.positions), fast(shape.channels), fast(shape.per_channel()),
                                         static_cast<uint32_t>(shape.size())});
@@ -145,11 +147,13 @@ float count_of(size_t n) { return static_cast<float>(n); }
 }  // namespace
 
 void batch_norm_segments(SegmentTerms terms, const float* x, const float* other, const PlanesShape& shape,
-                         float* segments) {
+                         float* segments, size_t ld) {
   if (shape.size() == 0) return;
-  with_planes(shape, [&](auto planes) {
+  if (ld < shape.per_channel()) throw std::invalid_argument("batch_norm_segments: a stride below the segments' length");
+  with_planes(shape.channels * ld, shape, [&](auto planes) {
+    using Index = decltype(planes.count);
     segments_kernel<<<blocks_for(shape.size()), kThreads>>>(terms, x, other, planes, count_of(shape.per_channel()),
-                                                            segments);
+                                                            static_cast<Index>(ld), segments);
   });
   FPLAB_CUDA_LAUNCHED("batch_norm_segments");
 }
@@ -166,7 +170,7 @@ void batch_norm_statistics(const BatchNormStatistics& statistics, const PlanesSh
 void batch_norm_output(const float* x, const float* mean, const float* inv_std, const float* weight, const float* bias,
                        const PlanesShape& shape, float* xhat, float* y) {
   if (shape.size() == 0) return;
-  with_planes(shape, [&](auto planes) {
+  with_planes(shape.size(), shape, [&](auto planes) {
     output_kernel<<<blocks_for(shape.size()), kThreads>>>(x, mean, inv_std, weight, bias, planes, xhat, y);
   });
   FPLAB_CUDA_LAUNCHED("batch_norm_output");
@@ -176,7 +180,7 @@ void batch_norm_input_gradient(bool training, const float* gy, const float* xhat
                                const float* weight, const float* dbeta, const float* dgamma, const PlanesShape& shape,
                                float* dx) {
   if (shape.size() == 0) return;
-  with_planes(shape, [&](auto planes) {
+  with_planes(shape.size(), shape, [&](auto planes) {
     input_gradient_kernel<<<blocks_for(shape.size()), kThreads>>>(training, gy, xhat, inv_std, weight, dbeta, dgamma,
                                                                   planes, count_of(shape.per_channel()), dx);
   });

@@ -26,9 +26,14 @@ enum class SegmentTerms {
   products,         // x[b, c, p] · y[b, c, p] (the scale gradient's terms: g · x̂)
 };
 
-// segments (channels x n, device) from x (and `other`: sums for centred_squares, y for products).
+// segments (channels x n, device; channel c's terms from segments[c·ld], ld ≥ n) from x (and
+// `other`: sums for centred_squares, y for products).
 void batch_norm_segments(SegmentTerms terms, const float* x, const float* other, const PlanesShape& shape,
-                         float* segments);
+                         float* segments, size_t ld);
+
+// The stride batch_norm_segments' callers use: n rounded up to a multiple of 4, which the segmented
+// reduction reads in place (GpuSegmentedReduction::run_in_place).
+inline size_t segment_stride(const PlanesShape& shape) { return (shape.per_channel() + 3) / 4 * 4; }
 
 // The per-channel constants of the output and what training moves, one thread a channel:
 // training: mean = sums[c] / n, var = squares[c] / n (n as a float32, each quotient rounded), and

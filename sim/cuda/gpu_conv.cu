@@ -142,6 +142,53 @@ __global__ void col2im_gather(const float* __restrict__ dcols, float* __restrict
   }
 }
 
+// The same gather with 32-bit indices and the divisions by the geometry's sizes as FastDivides (as
+// im2col's: with 64-bit divisions, five an element and two more a window, they bound the kernel).
+struct Col2imDivisors {
+  FastDivide width, height, channels, stride;
+};
+
+__global__ void col2im_gather_narrow(const float* __restrict__ dcols, float* __restrict__ dx, Dims d,
+                                     Col2imDivisors div, uint32_t count) {
+  const auto kernel = static_cast<uint32_t>(d.kernel), padding = static_cast<uint32_t>(d.padding);
+  const auto stride = static_cast<uint32_t>(d.stride), taps = static_cast<uint32_t>(d.taps);
+  const auto out_h = static_cast<uint32_t>(d.out_h), out_w = static_cast<uint32_t>(d.out_w);
+  for (uint32_t e = blockIdx.x * blockDim.x + threadIdx.x; e < count; e += gridDim.x * blockDim.x) {
+    const uint32_t r0 = div.width.quotient(e), xx = e - r0 * div.width.divisor();
+    const uint32_t r1 = div.height.quotient(r0), y = r0 - r1 * div.height.divisor();
+    const uint32_t b = div.channels.quotient(r1), c = r1 - b * div.channels.divisor();
+    // covering(): the output positions whose window holds the (padded) coordinate
+    const uint32_t py = y + padding, px = xx + padding;
+    const uint32_t oy_lo = py >= kernel ? div.stride.quotient(py - kernel) + 1 : 0;
+    const uint32_t ox_lo = px >= kernel ? div.stride.quotient(px - kernel) + 1 : 0;
+    const uint32_t oy_hi = min(out_h - 1, div.stride.quotient(py)), ox_hi = min(out_w - 1, div.stride.quotient(px));
+    float sum = 0.0f;  // +0: dx's fill on the CPU
+    for (uint32_t oy = oy_lo; oy <= oy_hi; ++oy) {
+      const uint32_t i = py - oy * stride;
+      const uint32_t row_base = (b * out_h + oy) * out_w, tap_base = (c * kernel + i) * kernel;
+      for (uint32_t ox = ox_lo; ox <= ox_hi; ++ox) {
+        const uint32_t j = px - ox * stride;
+        sum = __fadd_rn(sum, dcols[(row_base + ox) * taps + tap_base + j]);
+      }
+    }
+    dx[e] = sum;
+  }
+}
+
+// col2im on the default stream: 32-bit indices where the columns and the input both have fewer
+// than 2^30 elements (the grid-stride loop's index stays below 2^31).
+void launch_col2im(const float* dcols, float* dx, const Dims& d, int64_t count) {
+  constexpr int64_t kNarrow = int64_t{1} << 30;
+  if (count < kNarrow && d.batch * d.out_h * d.out_w * d.taps < kNarrow) {
+    const auto u = [](int64_t v) { return FastDivide(static_cast<uint32_t>(v)); };
+    const Col2imDivisors div{u(d.width), u(d.height), u(d.channels), u(d.stride)};
+    col2im_gather_narrow<<<blocks_for(count), kThreads>>>(dcols, dx, d, div, static_cast<uint32_t>(count));
+  } else {
+    col2im_gather<<<blocks_for(count), kThreads>>>(dcols, dx, d, count);
+  }
+  FPLAB_CUDA_LAUNCHED("col2im_gather");
+}
+
 void copy(float* to, const float* from, size_t count) {  // host or device, either way (unified addressing)
   if (count) FPLAB_CUDA(cudaMemcpy(to, from, count * sizeof(float), cudaMemcpyDefault));
 }
@@ -161,7 +208,9 @@ const float* GpuConv::im2col(const ConvGeometry& geometry, const float* x, float
   return device_cols;
 }
 
-float* GpuConv::dcols_buffer(const ConvGeometry& geometry) { return dcols_.reserve<float>(geometry.rows() * geometry.taps()); }
+float* GpuConv::dcols_buffer(const ConvGeometry& geometry) {
+  return dcols_.reserve<float>(geometry.rows() * geometry.taps());
+}
 
 void GpuConv::col2im(const ConvGeometry& geometry, const float* dcols, float* dx) {
   const Dims d = dims_of(geometry);
@@ -170,9 +219,7 @@ void GpuConv::col2im(const ConvGeometry& geometry, const float* dcols, float* dx
   if (dcols != device_dcols) copy(device_dcols, dcols, geometry.rows() * geometry.taps());
   float* const device_dx = dx_.reserve<float>(count);
   if (count) {
-    col2im_gather<<<blocks_for(static_cast<int64_t>(count)), kThreads>>>(device_dcols, device_dx, d,
-                                                                         static_cast<int64_t>(count));
-    FPLAB_CUDA_LAUNCHED("col2im_gather");
+    launch_col2im(device_dcols, device_dx, d, static_cast<int64_t>(count));
   }
   copy(dx, device_dx, count);
 }
@@ -188,8 +235,7 @@ void GpuConv::col2im_on_device(const ConvGeometry& geometry, const float* dcols,
   const Dims d = dims_of(geometry);
   const auto count = static_cast<int64_t>(geometry.input_size());
   if (count == 0) return;
-  col2im_gather<<<blocks_for(count), kThreads>>>(dcols, dx, d, count);
-  FPLAB_CUDA_LAUNCHED("col2im_gather");
+  launch_col2im(dcols, dx, d, count);
 }
 
 }  // namespace fplab::sim::gpu

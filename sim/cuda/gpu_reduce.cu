@@ -7,6 +7,7 @@
 // no terms holds -0 and changes no bit of what the terms that exist add up to. That is why the
 // kernel may run the full warp shuffle where the schedule's last group has fewer than 32 members.
 #include <algorithm>
+#include <stdexcept>
 #include <cstring>
 #include <unordered_map>
 
@@ -323,8 +324,8 @@ void launch_reduction(const ReductionPlan& plan, const float* x, int64_t n, int6
   }
   launch_pass(plan.first, blocks, segments, a);
   if (plan.combine == GridCombine::second_pass) {
-    const PassArgs b{partials, blocks,  blocks, 0,      1,       plan.second.warps, plan.second.block,
-                     Mode::result, nullptr, ticket, result, nullptr, nullptr};
+    const PassArgs b{partials, blocks, blocks, 0,       1,      plan.second.warps, plan.second.block, Mode::result,
+                     nullptr,  ticket, result, nullptr, nullptr};
     launch_pass(plan.second, 1, segments, b);
   }
 }
@@ -492,7 +493,7 @@ size_t GpuSegmentedReduction::workspace_bytes() const {
 }
 
 void GpuSegmentedReduction::reduce_segments(const ReductionPlan& plan, const float* device_segments, size_t n,
-                                            size_t ld, size_t count, float* results) {
+                                            size_t ld, size_t count, float* results, bool device_results) {
   if (count == 0) return;
   const auto terms = static_cast<int64_t>(n);
   const int64_t blocks = plan.first.blocks(terms);
@@ -501,13 +502,23 @@ void GpuSegmentedReduction::reduce_segments(const ReductionPlan& plan, const flo
     grow(ticket_, ticket_capacity_, count);
     FPLAB_CUDA(cudaMemset(ticket_, 0, count * sizeof(unsigned)));  // each seq combine leaves its ticket at 0
   }
-  grow(results_, results_capacity_, count);
+  if (!device_results) grow(results_, results_capacity_, count);
+  float* const out = device_results ? results : results_;
   for (size_t first = 0; first < count; first += kMaxSegmentsALaunch) {
     const auto segments = static_cast<unsigned>(std::min<size_t>(count - first, kMaxSegmentsALaunch));
     launch_reduction(plan, device_segments + first * ld, terms, static_cast<int64_t>(ld), segments, partials_,
-                     ticket_ + first, results_ + first, nullptr, nullptr);
+                     ticket_ + first, out + first, nullptr, nullptr);
   }
-  FPLAB_CUDA(cudaMemcpy(results, results_, count * sizeof(float), cudaMemcpyDefault));
+  if (!device_results) FPLAB_CUDA(cudaMemcpy(results, results_, count * sizeof(float), cudaMemcpyDefault));
+}
+
+void GpuSegmentedReduction::run_in_place(const ReductionPlan& plan, const float* segments, size_t n, size_t ld,
+                                         size_t count, float* results) {
+  if (ld % 4 != 0 || ld < n || reinterpret_cast<uintptr_t>(segments) % 16 != 0)
+    throw std::invalid_argument(
+        "segmented reduction in place: the segments' stride must be a multiple of 4 floats "
+        "at least n, their start 16-byte aligned");
+  reduce_segments(plan, segments, n, ld, count, results, true);
 }
 
 void GpuSegmentedReduction::run(const ReductionPlan& plan, const float* values, size_t n, size_t count,

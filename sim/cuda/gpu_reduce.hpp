@@ -79,12 +79,19 @@ class GpuSegmentedReduction {
   // results): the terms x[0 * cols + j], x[1 * cols + j], ... in row order (models' sum over the
   // batch axis).
   void run_columns(const ReductionPlan& plan, const float* x, size_t rows, size_t cols, float* results);
+  // The same as run on segments already laid out for the kernel, in device memory: segment s at
+  // segments[s * ld ...], ld a multiple of 4 and segments 16-byte aligned (its float4 loads);
+  // results in device memory too. No copy in or out: for callers that make the segments anyway
+  // (BatchNorm's, sim/cuda/gpu_batch_norm). Throws std::invalid_argument on a misaligned layout.
+  void run_in_place(const ReductionPlan& plan, const float* segments, size_t n, size_t ld, size_t count,
+                    float* results);
   // Bytes of device memory this object holds (its copies of the terms, partials, results, tickets).
   size_t workspace_bytes() const;
 
  private:
+  // device_results: results is device memory, written by the kernels directly.
   void reduce_segments(const ReductionPlan& plan, const float* device_segments, size_t n, size_t ld, size_t count,
-                       float* results);
+                       float* results, bool device_results = false);
 
   float *input_ = nullptr, *segments_ = nullptr, *partials_ = nullptr, *results_ = nullptr;
   unsigned* ticket_ = nullptr;

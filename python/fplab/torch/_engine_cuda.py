@@ -57,6 +57,13 @@ def _address(tensor: Optional[torch.Tensor]) -> int:
     return 0 if tensor is None else tensor.data_ptr()
 
 
+def _segment_stride(n: int) -> int:
+    """The floats from one channel's segment to the next in BatchNorm's scratch (n terms each):
+    n rounded up to a multiple of 4, so that fplab's sums read them where they lie
+    (sim/cuda/gpu_batch_norm.hpp, segment_stride)."""
+    return (n + 3) // 4 * 4
+
+
 def _square(kernel: Pair, stride: Pair, padding: Pair, dilation: Pair) -> bool:
     """True where fplab's convolution kernels take the geometry (sim::ConvGeometry)."""
     return kernel[0] == kernel[1] and stride[0] == stride[1] and padding[0] == padding[1] and dilation == (1, 1)
@@ -243,7 +250,7 @@ class CudaEngine:
         positions = x.numel() // (batch * channels)
         xhat, y = torch.empty_like(x), torch.empty_like(x)
         stats = torch.empty((4, channels), dtype=torch.float32, device=self.device)
-        segments = self.scratch(1, x.numel()).data_ptr() if training else 0
+        segments = self.scratch(channels, _segment_stride(x.numel() // channels)).data_ptr() if training else 0
         self._kernels(_core.cuda_batch_norm_forward, x.data_ptr(), xhat.data_ptr(), y.data_ptr(), stats.data_ptr(),
                       segments, (batch, channels, positions), _address(weight), _address(bias),
                       _address(running_mean), _address(running_var), training, momentum, eps, choice.schedule,
@@ -261,7 +268,7 @@ class CudaEngine:
         batch, channels = gy.shape[0], gy.shape[1]
         grads = torch.empty((2, channels), dtype=torch.float32, device=self.device)
         dx = torch.empty_like(gy) if need_x else None
-        segments = self.scratch(1, gy.numel())
+        segments = self.scratch(channels, _segment_stride(gy.numel() // channels))
         self._kernels(_core.cuda_batch_norm_backward, gy.data_ptr(), xhat.data_ptr(), inv_std.data_ptr(),
                       _address(weight), grads.data_ptr(), segments.data_ptr(), _address(dx),
                       (batch, channels, gy.numel() // (batch * channels)), training, choice.schedule, self.index,

@@ -21,7 +21,7 @@ The model itself is not touched: modules, parameters and optimisers run unchange
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -106,30 +106,19 @@ class Emulation:
             self._watched_step = True
         return site
 
-    @contextlib.contextmanager
-    def internal(self) -> Iterator[None]:
+    def internal(self) -> "_Internal":
         """While fplab.torch runs torch operations of its own: neither mode looks at them.
 
         Where this emulation's modes are the innermost ones (the usual case), they are also taken
         off PyTorch's mode stacks meanwhile: an emulated operation runs a few dozen torch and aten
         operations of its own, and each one passing through a Python mode costs tens of
         microseconds, more than the GPU takes for most of them (docs/results/torch_emulate.md)."""
-        self._internal += 1
-        try:
-            if self._internal == 1 and self._modes is not None:
-                with _modes_off(self._modes):
-                    yield
-            else:
-                yield
-        finally:
-            self._internal -= 1
+        return _Internal(self)
 
-    @contextlib.contextmanager
-    def backward(self) -> Iterator[None]:
+    def backward(self) -> "_Internal":
         """Around an emulated operation's backward: internal, and the next forward opens a new step."""
         self.steps.backward_seen()
-        with self.internal():
-            yield
+        return _Internal(self)
 
     # --- the modes' work -----------------------------------------------------------------------
 
@@ -216,17 +205,42 @@ class Emulation:
             dispatch_mode.__exit__(*exc)
 
 
-@contextlib.contextmanager
-def _modes_off(modes: tuple) -> Iterator[None]:
-    """Takes the emulation's two modes off the current thread's mode stacks, as far as they are
-    the innermost there (autograd's threads may hold neither), and puts them back afterwards."""
-    dispatch_mode, function_mode = modes
-    with contextlib.ExitStack() as stack:
-        if _python_dispatch._get_current_dispatch_mode() is dispatch_mode:
-            stack.enter_context(_python_dispatch._pop_mode_temporarily())
-        if torch.overrides._get_current_function_mode() is function_mode:
-            stack.enter_context(torch.overrides._pop_mode_temporarily())
-        yield
+class _Internal:
+    """Emulation.internal()'s context: the emulation's two modes off the current thread's mode
+    stacks, as far as they are the innermost there (autograd's threads may hold neither), and back
+    afterwards. A class rather than a generator-based context manager: it is entered for every
+    emulated operation, some hundred times a training step, and a generator's costs several
+    microseconds more each time."""
+
+    __slots__ = ("emulation", "popped")
+
+    def __init__(self, emulation: "Emulation") -> None:
+        self.emulation = emulation
+        self.popped = (False, False)  # (dispatch mode, function mode) taken off
+
+    def __enter__(self) -> None:
+        em = self.emulation
+        em._internal += 1
+        if em._internal == 1 and em._modes is not None:
+            dispatch_mode, function_mode = em._modes
+            off_dispatch = _python_dispatch._get_current_dispatch_mode() is dispatch_mode
+            if off_dispatch:
+                _python_dispatch._pop_mode()
+            off_function = torch.overrides._get_current_function_mode() is function_mode
+            if off_function:
+                torch.overrides._pop_mode()
+            self.popped = (off_dispatch, off_function)
+
+    def __exit__(self, *exc: Any) -> None:
+        em = self.emulation
+        off_dispatch, off_function = self.popped
+        if off_dispatch or off_function:
+            dispatch_mode, function_mode = em._modes
+            if off_function:
+                torch.overrides._push_mode(function_mode)
+            if off_dispatch:
+                _python_dispatch._push_mode(dispatch_mode)
+        em._internal -= 1
 
 
 class _FunctionMode(TorchFunctionMode):

@@ -264,7 +264,8 @@ def _loss_inputs(p: dict) -> Optional[Native]:
         return Native("targets that are not class indices (int64) on the input's device")
     if x.dim() != 2 or target.shape != (x.shape[0],) or x.numel() == 0:
         return Native("shapes other than (N, C) with N targets are not emulated")
-    if int(target.min()) < 0 or int(target.max()) >= x.shape[1]:
+    lowest, highest = torch.stack(torch.aminmax(target)).tolist()  # one wait for a CUDA device, not two
+    if lowest < 0 or highest >= x.shape[1]:
         return Native("targets outside 0..C-1 (ignore_index) are not emulated")
     return None
 
