@@ -218,6 +218,76 @@ class CallersOptimizer(unittest.TestCase):
                 self.assertFalse(os.path.exists(os.path.join(folder, "never")))
 
 
+def step_decay(optimizer):
+    """A caller's scheduler (top level: it can go to worker processes): lr x 0.1 after every epoch."""
+    return torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.1)
+
+
+class _Counting:
+    """A scheduler-like object that counts its steps (the test's probe of when they come)."""
+
+    steps = 0
+
+    def __init__(self, optimizer):
+        self.optimizer = optimizer
+
+    def step(self, *args):
+        _Counting.steps += 1
+
+    def state_dict(self):
+        return {"kind": "counting"}
+
+
+@needs_torch
+class CallersScheduler(unittest.TestCase):
+    """scheduler_fn: a learning-rate scheduler of the caller's optimizer, stepped once an epoch."""
+
+    def test_step_lr_changes_training_is_recorded_and_goes_to_workers(self):
+        train, test = synthetic(256, 1), synthetic(200, 2)
+        recipe = dict(RECIPE, epochs=3)
+        with tempfile.TemporaryDirectory(prefix="fplab-torch-experiment-scheduler-") as folder:
+            arguments = dict(recipe=recipe, profiles=["h100"], variants=["control", "impl"], replicas=2,
+                             name="user mlp", progress=False, optimizer_fn=adamw)
+            plain = fplab.torch.experiment(mlp, train, test, out=os.path.join(folder, "plain"), **arguments)
+            out = os.path.join(folder, "decayed")
+            decayed = fplab.torch.experiment(mlp, train, test, out=out, scheduler_fn=step_decay, **arguments)
+            self.assertTrue(all(a.weights_sha256 != b.weights_sha256
+                                for a, b in zip(plain.records, decayed.records)))
+            with open(os.path.join(out, "summary.json")) as f:
+                self.assertIn("StepLR", f.read())
+            pooled = fplab.torch.experiment(mlp, train, test, out=os.path.join(folder, "pooled"), workers=2,
+                                            scheduler_fn=step_decay, **arguments)
+            self.assertEqual([r.weights_sha256 for r in pooled.records], [r.weights_sha256 for r in decayed.records])
+            # Another gamma: resume trains the replicas again.
+            other = fplab.torch.experiment(
+                mlp, train, test, out=out, resume=True,
+                scheduler_fn=lambda opt: torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5), **arguments)
+            self.assertTrue(all(a.weights_sha256 != b.weights_sha256 for a, b in zip(other.records, decayed.records)))
+
+    def test_it_steps_once_an_epoch(self):
+        train, test = synthetic(256, 1), synthetic(32, 2)
+        _Counting.steps = 0
+        with tempfile.TemporaryDirectory(prefix="fplab-torch-experiment-scheduler-") as folder:
+            fplab.torch.experiment(mlp, train, test, dict(RECIPE, epochs=3), ["h100"], ["control"], replicas=2,
+                                   out=os.path.join(folder, "counted"), progress=False, optimizer_fn=adamw,
+                                   scheduler_fn=_Counting)
+        self.assertEqual(_Counting.steps, 2 * 3)  # two replicas, three epochs (4 batches each)
+
+    def test_bad_schedulers_are_refused_before_anything_is_written(self):
+        train, test = synthetic(64, 1), synthetic(32, 2)
+        with tempfile.TemporaryDirectory(prefix="fplab-torch-experiment-scheduler-") as folder:
+            never = os.path.join(folder, "never")
+            for scheduler_fn, optimizer_fn, words in ((step_decay, None, "needs optimizer_fn"),
+                                                      (lambda opt: 3, adamw, "scheduler_fn must return"),
+                                                      ("step", adamw, "scheduler_fn must be a function")):
+                with self.subTest(words=words), self.assertRaises(fplab.Error) as caught:
+                    fplab.torch.experiment(mlp, train, test, RECIPE, ["h100"], ["control"], replicas=2, out=never,
+                                           optimizer_fn=optimizer_fn, scheduler_fn=scheduler_fn, progress=False)
+                self.assertIn(words, str(caught.exception))
+                self.assertNotIn("\n", str(caught.exception))
+                self.assertFalse(os.path.exists(never))
+
+
 @needs_torch
 class Native(unittest.TestCase):
     """The profile "native": PyTorch's own kernels, with the same initial weights, batches and optimiser."""

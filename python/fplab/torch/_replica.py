@@ -55,10 +55,11 @@ def record(fields: ReplicaFields) -> Any:
 def train_replica(model_fn: Callable[[int], nn.Module], job: dict, recipe: Any,
                   train: Tuple[torch.Tensor, torch.Tensor], test_x: torch.Tensor, test_y: torch.Tensor,
                   loss_fn: Callable, profiles_dir: Sequence[str], math: str,
-                  optimizer_fn: Optional[Callable] = None) -> ReplicaFields:
+                  optimizer_fn: Optional[Callable] = None, scheduler_fn: Optional[Callable] = None) -> ReplicaFields:
     """Job ``job`` (one of fplab._core.Experiment.jobs()) trained and evaluated; train and test_x
     on the training device, test_y (the labels, for the accuracy) on the CPU. ``optimizer_fn``: the
-    caller's torch.optim optimizer of the trained parameters instead of fplab's."""
+    caller's torch.optim optimizer of the trained parameters instead of fplab's; ``scheduler_fn``:
+    the caller's learning-rate scheduler of that optimizer, stepped at the end of every epoch."""
     started = time.monotonic()
     x, y = train
     device = x.device
@@ -78,7 +79,7 @@ def train_replica(model_fn: Callable[[int], nn.Module], job: dict, recipe: Any,
         trained = [p for p in model.parameters() if p.requires_grad]
         # Weight decay on weights, not on biases or normalisation parameters (fplab's layers: one dimension).
         if optimizer_fn is not None:
-            optimizer: Any = _CallersOptimizer(optimizer_fn(trained))
+            optimizer: Any = _CallersOptimizer(optimizer_fn(trained), scheduler_fn)
         else:
             optimizer = Optimizer([(p, p.dim() > 1) for p in trained], recipe.optimizer, recipe.lr, recipe.momentum,
                                   recipe.weight_decay, decay_every=recipe.lr_decay_every,
@@ -102,6 +103,8 @@ def train_replica(model_fn: Callable[[int], nn.Module], job: dict, recipe: Any,
                 optimizer.step(epoch)
                 loss_sum += float(loss.detach())
             train_loss = loss_sum / batches  # the last epoch's mean, in double (fplab train's)
+            if isinstance(optimizer, _CallersOptimizer):
+                optimizer.end_epoch(train_loss)
         if native:
             predictions = _predict(model, test_x, lambda b: NativeMode(job["deterministic"]))
         else:
@@ -116,16 +119,40 @@ def train_replica(model_fn: Callable[[int], nn.Module], job: dict, recipe: Any,
 
 
 class _CallersOptimizer:
-    """A torch.optim optimizer behind fplab's Optimizer.step(epoch): the epoch is fplab's decay
-    schedule's business, which a caller's optimizer does not follow."""
+    """A torch.optim optimizer behind fplab's Optimizer.step(epoch) (the epoch is fplab's decay
+    schedule's business, which a caller's optimizer does not follow), with the caller's scheduler
+    if any, stepped at the end of every epoch (ReduceLROnPlateau with the epoch's mean training
+    loss)."""
 
-    def __init__(self, optimizer: Any) -> None:
-        if not isinstance(optimizer, torch.optim.Optimizer):
-            raise Error(f"{_WHO}: optimizer_fn must return a torch.optim.Optimizer, not {type(optimizer).__name__}")
-        self.optimizer = optimizer
+    def __init__(self, optimizer: Any, scheduler_fn: Optional[Callable] = None) -> None:
+        self.optimizer = checked_optimizer(optimizer)
+        self.scheduler = None if scheduler_fn is None else checked_scheduler(scheduler_fn(optimizer))
 
     def step(self, epoch: int) -> None:
         self.optimizer.step()
+
+    def end_epoch(self, mean_loss: float) -> None:
+        if self.scheduler is None:
+            return
+        if isinstance(self.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
+            self.scheduler.step(mean_loss)
+        else:
+            self.scheduler.step()
+
+
+def checked_optimizer(optimizer: Any) -> Any:
+    """What optimizer_fn returned, if it is a torch.optim optimizer; else a one-line fplab.Error."""
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise Error(f"{_WHO}: optimizer_fn must return a torch.optim.Optimizer, not {type(optimizer).__name__}")
+    return optimizer
+
+
+def checked_scheduler(scheduler: Any) -> Any:
+    """What scheduler_fn returned, if it is a scheduler (a step() and a state_dict()); else a one-line fplab.Error."""
+    if not (callable(getattr(scheduler, "step", None)) and callable(getattr(scheduler, "state_dict", None))):
+        raise Error(f"{_WHO}: scheduler_fn must return a torch.optim.lr_scheduler scheduler of the optimizer it is "
+                    f"given, not {type(scheduler).__name__}")
+    return scheduler
 
 
 def _predict(model: nn.Module, x: torch.Tensor, mode_of_batch: Callable[[int], Any]) -> np.ndarray:

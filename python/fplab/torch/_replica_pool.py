@@ -53,7 +53,8 @@ def check_sendable(**functions: Optional[Callable]) -> None:
 def train_in_workers(workers: int, model_fn: Callable, jobs: Dict[int, dict], recipe: Any,
                      train: Tuple[torch.Tensor, torch.Tensor], test_x: torch.Tensor, test_y: torch.Tensor,
                      loss_fn: Callable, profiles_dir: Sequence[str], math: str,
-                     device: torch.device, optimizer_fn: Optional[Callable] = None) -> Iterator[Tuple[int, ReplicaFields]]:
+                     device: torch.device, optimizer_fn: Optional[Callable] = None,
+                     scheduler_fn: Optional[Callable] = None) -> Iterator[Tuple[int, ReplicaFields]]:
     """(index, fields) of every job in ``jobs`` (index -> job) as each finishes, ``workers`` at a time.
     The data is given on the CPU; each worker uses torch's threads divided among the workers."""
     threads = max(1, torch.get_num_threads() // workers)
@@ -61,7 +62,8 @@ def train_in_workers(workers: int, model_fn: Callable, jobs: Dict[int, dict], re
     pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context, initializer=_start,
                                initargs=(train, test_x, test_y, str(device), threads, switches()))
     try:
-        running = {pool.submit(_train, model_fn, job, recipe, loss_fn, list(profiles_dir), math, optimizer_fn): k
+        running = {pool.submit(_train, model_fn, job, recipe, loss_fn, list(profiles_dir), math, optimizer_fn,
+                               scheduler_fn): k
                    for k, job in jobs.items()}
         while running:
             done, _ = wait(running, return_when=FIRST_COMPLETED)
@@ -88,7 +90,8 @@ def _start(train: Tuple[torch.Tensor, torch.Tensor], test_x: torch.Tensor, test_
 
 
 def _train(model_fn: Callable, job: dict, recipe: Any, loss_fn: Callable, profiles_dir: List[str],
-           math: str, optimizer_fn: Optional[Callable]) -> ReplicaFields:
+           math: str, optimizer_fn: Optional[Callable], scheduler_fn: Optional[Callable]) -> ReplicaFields:
     assert _given is not None, "a worker trains only after _start"
     train, test_x, test_y = _given
-    return train_replica(model_fn, job, recipe, train, test_x, test_y, loss_fn, profiles_dir, math, optimizer_fn)
+    return train_replica(model_fn, job, recipe, train, test_x, test_y, loss_fn, profiles_dir, math, optimizer_fn,
+                         scheduler_fn)

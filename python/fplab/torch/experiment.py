@@ -45,7 +45,7 @@ from .. import _core
 from .._core import Error
 from . import _native_run
 from ._native import CUDA_KERNELS
-from ._replica import record, train_replica
+from ._replica import checked_optimizer, checked_scheduler, record, train_replica
 from ._replica_pool import check_sendable, train_in_workers
 
 VARIANTS = ("algo+impl", "algo", "impl", "control")  # the research's four; "order" and "flip" may be named too
@@ -92,7 +92,8 @@ def experiment(model_fn: Callable[[int], nn.Module], train_data: Data, test_data
                algo_seed: int = 1, impl_seed: int = 1, resume: bool = False, force: bool = False,
                device: Any = None, progress: bool = True, profiles_dir: Sequence[str] = (),
                math: str = "torch", workers: int = 1,
-               optimizer_fn: Optional[Callable[[List[nn.Parameter]], torch.optim.Optimizer]] = None) -> Results:
+               optimizer_fn: Optional[Callable[[List[nn.Parameter]], torch.optim.Optimizer]] = None,
+               scheduler_fn: Optional[Callable[[torch.optim.Optimizer], Any]] = None) -> Results:
     """Trains ``replicas`` replicas of every (profile, variant) and writes fplab run's result files into ``out``.
 
     ``model_fn(seed)`` builds the model with its initial weights (it runs after
@@ -125,6 +126,10 @@ def experiment(model_fn: Callable[[int], nn.Module], train_data: Data, test_data
     elementwise arithmetic, as in a real run); the recipe's optimizer, lr, momentum, weight_decay and
     lr_decay keys are then not used, and the description records the optimizer. A changed
     optimizer (its class and hyperparameters) makes resume train the replicas again.
+    ``scheduler_fn(optimizer)`` returns a learning-rate scheduler of the optimizer optimizer_fn made
+    (torch.optim.lr_scheduler), stepped at the end of every epoch (ReduceLROnPlateau with the
+    epoch's mean training loss): e.g. ``lambda opt: torch.optim.lr_scheduler.StepLR(opt, 10, 0.1)``.
+    It needs optimizer_fn; it is recorded and resumed as the optimizer is.
     """
     profiles = [profiles] if isinstance(profiles, str) else list(profiles)
     device = _device(device, emulated=any(p != NATIVE for p in profiles))
@@ -144,8 +149,13 @@ def experiment(model_fn: Callable[[int], nn.Module], train_data: Data, test_data
         raise Error(f"{_WHO}: workers must be a whole number from 1, not {workers!r}")
     if optimizer_fn is not None and not callable(optimizer_fn):
         raise Error(f"{_WHO}: optimizer_fn must be a function of the parameters that returns a torch.optim optimizer")
+    if scheduler_fn is not None and not callable(scheduler_fn):
+        raise Error(f"{_WHO}: scheduler_fn must be a function of the optimizer that returns a scheduler")
+    if scheduler_fn is not None and optimizer_fn is None:
+        raise Error(f"{_WHO}: scheduler_fn needs optimizer_fn (fplab's own optimizer decays by the recipe's "
+                    f"lr_decay_every and lr_decay_factor)")
     if workers > 1:
-        check_sendable(model_fn=model_fn, loss_fn=loss_fn, optimizer_fn=optimizer_fn)
+        check_sendable(model_fn=model_fn, loss_fn=loss_fn, optimizer_fn=optimizer_fn, scheduler_fn=scheduler_fn)
     native = NATIVE in profiles
     if native:
         backend = _native_run.backend(device)
@@ -156,7 +166,7 @@ def experiment(model_fn: Callable[[int], nn.Module], train_data: Data, test_data
             raise Error(f"{_WHO}: {seed_name} must be a whole number from 0 to 2^63 - 1, not {seed!r}")
 
     first = _build(model_fn, algo_seed)
-    chosen_optimizer = _optimizer_text(optimizer_fn, first)
+    chosen_optimizer = _optimizer_text(optimizer_fn, scheduler_fn, first)
     if chosen_optimizer:
         description = (description + "\n\n" if description else "") + f"Optimizer: {chosen_optimizer}."
     name = name or getattr(model_fn, "__name__", "") or "experiment"
@@ -192,7 +202,7 @@ def experiment(model_fn: Callable[[int], nn.Module], train_data: Data, test_data
         started, done = time.monotonic(), 0
         missing = {k: job for k, job in enumerate(jobs) if records[k] is None}
         for k, result in _trained(missing, workers, model_fn, recipe, train, test, loss_fn, profiles_dir, math,
-                                  device, optimizer_fn):
+                                  device, optimizer_fn, scheduler_fn):
             records[k] = record(result)
             spec.save_replica(out, k, records[k], source)
             done += 1
@@ -212,16 +222,23 @@ def experiment(model_fn: Callable[[int], nn.Module], train_data: Data, test_data
 # --- checking what the caller gave ------------------------------------------------------------
 
 
-def _optimizer_text(optimizer_fn: Optional[Callable], model: nn.Module) -> str:
-    """The caller's optimizer in one line (its class and every hyperparameter of its groups), made
-    once on a model's parameters; "" for fplab's own."""
+#: a scheduler's state that is its progress, not its settings
+_SCHEDULER_PROGRESS = ("last_epoch", "_step_count", "_get_lr_called_within_step", "_last_lr", "verbose", "_is_initial")
+
+
+def _optimizer_text(optimizer_fn: Optional[Callable], scheduler_fn: Optional[Callable], model: nn.Module) -> str:
+    """The caller's optimizer in one line (its class and every hyperparameter of its groups), and
+    its scheduler (class and settings), made once on a model's parameters; "" for fplab's own."""
     if optimizer_fn is None:
         return ""
-    made = optimizer_fn([p for p in model.parameters() if p.requires_grad])
-    if not isinstance(made, torch.optim.Optimizer):
-        raise Error(f"{_WHO}: optimizer_fn must return a torch.optim.Optimizer, not {type(made).__name__}")
+    made = checked_optimizer(optimizer_fn([p for p in model.parameters() if p.requires_grad]))
     groups = [{k: v for k, v in g.items() if k != "params"} for g in made.param_groups]
-    return f"{type(made).__module__}.{type(made).__qualname__} {groups!r}"
+    text = f"{type(made).__module__}.{type(made).__qualname__} {groups!r}"
+    if scheduler_fn is None:
+        return text
+    scheduler = checked_scheduler(scheduler_fn(made))
+    settings = {k: v for k, v in scheduler.state_dict().items() if k not in _SCHEDULER_PROGRESS}
+    return f"{text}; scheduler {type(scheduler).__module__}.{type(scheduler).__qualname__} {settings!r}"
 
 
 def _device(device: Any, emulated: bool) -> torch.device:
@@ -349,18 +366,19 @@ def _command() -> str:
 
 def _trained(jobs: dict, workers: int, model_fn: Callable[[int], nn.Module], recipe: Recipe,
              train: Tuple[torch.Tensor, torch.Tensor], test: Tuple[torch.Tensor, torch.Tensor], loss_fn: Callable,
-             profiles_dir: Sequence[str], math: str, device: torch.device, optimizer_fn: Optional[Callable]):
+             profiles_dir: Sequence[str], math: str, device: torch.device, optimizer_fn: Optional[Callable],
+             scheduler_fn: Optional[Callable]):
     """(index, ReplicaFields) of every job as it finishes: here one after another, or in worker processes."""
     if not jobs:
         return
     if workers > 1 and len(jobs) > 1:
         yield from train_in_workers(workers, model_fn, jobs, recipe, train, test[0], test[1], loss_fn, profiles_dir,
-                                    math, device, optimizer_fn)
+                                    math, device, optimizer_fn, scheduler_fn)
         return
     on_device = (train[0].to(device), train[1].to(device)), test[0].to(device)  # moved once
     for k, job in jobs.items():
         yield k, train_replica(model_fn, job, recipe, on_device[0], on_device[1], test[1], loss_fn, profiles_dir, math,
-                               optimizer_fn)
+                               optimizer_fn, scheduler_fn)
 
 
 # --- progress --------------------------------------------------------------------------------
