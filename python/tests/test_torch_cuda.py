@@ -20,6 +20,7 @@ import hashlib
 import itertools
 import os
 import unittest
+from unittest import mock
 
 import numpy as np
 
@@ -190,6 +191,13 @@ class CudaLayers(unittest.TestCase):
         self.assertFalse(torch.equal(grads[0], grads[1]))
 
 
+def _strided_running_stats(bn):
+    """bn marked to get running statistics that are every other element of a longer buffer (not
+    contiguous) once on its device (run_bn: moving a module makes its buffers contiguous)."""
+    bn.strided_stats = True
+    return bn
+
+
 @unittest.skipIf(WHY is not None, WHY or "")
 class CudaBatchNorm(unittest.TestCase):
     """BatchNorm on CUDA tensors (fplab's fused kernels where the profile's sums run on the device,
@@ -205,6 +213,9 @@ class CudaBatchNorm(unittest.TestCase):
         (lambda: nn.BatchNorm1d(33), (50, 33), False),
         (lambda: nn.BatchNorm1d(6), (9, 6, 11), True),
         (lambda: nn.BatchNorm2d(70), (2, 70, 1, 1), False),
+        # running statistics that are not contiguous: the forward's steps composed, the backward
+        # fused, on x̂ of the input's (transposed) layout
+        (lambda: _strided_running_stats(nn.BatchNorm2d(5)), (3, 5, 4, 6), True),
     ]
 
     def run_bn(self, make, shape, transposed, profile, device, training):
@@ -218,6 +229,13 @@ class CudaBatchNorm(unittest.TestCase):
             bn.running_mean.uniform_(-1.0, 1.0)
             bn.running_var.uniform_(0.5, 2.0)
         bn = bn.to(device).train(training)
+        if getattr(bn, "strided_stats", False):
+            for name in ("running_mean", "running_var"):
+                values = getattr(bn, name)
+                wide = torch.zeros(2 * values.numel(), device=values.device)
+                wide[::2] = values
+                setattr(bn, name, wide[::2])
+                self.assertFalse(getattr(bn, name).is_contiguous())
         gen = torch.Generator().manual_seed(4)
         x = (torch.randn(*shape, generator=gen) * 3 + 40).to(device)
         if transposed:  # the same values, laid out with the last two dimensions swapped
@@ -234,6 +252,14 @@ class CudaBatchNorm(unittest.TestCase):
         return [bits(t) for t in tensors], where
 
     def test_fused_against_cpu(self):
+        with mock.patch.object(fplab._core, "cuda_batch_norm_forward", wraps=fplab._core.cuda_batch_norm_forward) as fwd, \
+                mock.patch.object(fplab._core, "cuda_batch_norm_backward",
+                                  wraps=fplab._core.cuda_batch_norm_backward) as bwd:
+            self.check_every_case()
+        self.assertGreater(fwd.call_count, 20)  # the fused calls did run (the composed steps give the same bits)
+        self.assertGreater(bwd.call_count, 20)
+
+    def check_every_case(self):
         for profile in ("h100:deterministic", "h100", "det-atomics", "cpu-seq", "v100"):
             for (make, shape, transposed), training in itertools.product(self.CASES, (True, False)):
                 with self.subTest(profile=profile, shape=shape, transposed=transposed, training=training):
@@ -270,6 +296,13 @@ class CudaConvolution(unittest.TestCase):
         return [bits(t) for t in out], where
 
     def test_fused_against_cpu(self):
+        with mock.patch.object(fplab._core, "cuda_conv2d_forward", wraps=fplab._core.cuda_conv2d_forward) as fwd, \
+                mock.patch.object(fplab._core, "cuda_conv2d_backward", wraps=fplab._core.cuda_conv2d_backward) as bwd:
+            self.check_every_case()
+        self.assertGreater(fwd.call_count, 100)  # the fused calls did run
+        self.assertGreater(bwd.call_count, 60)  # (v100's weight gradient goes the composed way)
+
+    def check_every_case(self):
         cases = 0
         for profile in ("h100:deterministic", "h100", "v100"):
             for k, s, p, bias, grads in itertools.product((1, 2, 3), (1, 2), (0, 1, 2), (True, False),

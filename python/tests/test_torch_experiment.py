@@ -18,6 +18,7 @@ import os
 import subprocess
 import tempfile
 import unittest
+from unittest import mock
 
 import numpy as np
 
@@ -272,6 +273,25 @@ class CallersScheduler(unittest.TestCase):
                                    out=os.path.join(folder, "counted"), progress=False, optimizer_fn=adamw,
                                    scheduler_fn=_Counting)
         self.assertEqual(_Counting.steps, 2 * 3)  # two replicas, three epochs (4 batches each)
+
+    def test_reduce_on_plateau_gets_the_epochs_mean_loss(self):
+        train, test = synthetic(256, 1), synthetic(32, 2)
+        seen = []
+        original = torch.optim.lr_scheduler.ReduceLROnPlateau.step
+
+        def step(scheduler, metrics, *args, **kwargs):
+            seen.append(metrics)
+            return original(scheduler, metrics, *args, **kwargs)
+
+        with tempfile.TemporaryDirectory(prefix="fplab-torch-experiment-scheduler-") as folder, \
+                mock.patch.object(torch.optim.lr_scheduler.ReduceLROnPlateau, "step", step):
+            results = fplab.torch.experiment(mlp, train, test, dict(RECIPE, epochs=2), ["h100"], ["control"],
+                                             replicas=2, out=os.path.join(folder, "plateau"), progress=False,
+                                             optimizer_fn=adamw,
+                                             scheduler_fn=lambda opt: torch.optim.lr_scheduler.ReduceLROnPlateau(opt))
+        self.assertEqual(len(seen), 4)  # two replicas, two epochs
+        self.assertTrue(all(isinstance(v, float) and v > 0 for v in seen))
+        self.assertEqual(seen[1], results.records[0].train_loss)  # the last epoch's mean is the recorded loss
 
     def test_bad_schedulers_are_refused_before_anything_is_written(self):
         train, test = synthetic(64, 1), synthetic(32, 2)

@@ -242,8 +242,10 @@ class CudaEngine:
         """BatchNorm's forward in a few of fplab's kernels (sim/cuda/gpu_batch_norm, the bits of
         _ops_norm's composed steps): (y, xhat, inv_std), or None where the kernels cannot run the
         statistics' sums. The running statistics move in place (training)."""
+        if not all(t is None or t.is_contiguous() for t in (running_mean, running_var)):
+            return None  # they move in place: the composed steps' copy_ takes any layout
         choice = self._fused_choice(op, "bn_stats", site) if training else self.table.choice("bn_stats", site.layer)
-        if choice is None or not all(t is None or t.is_contiguous() for t in (running_mean, running_var)):
+        if choice is None:
             return None
         x, weight, bias = (None if t is None else self._dense(t) for t in (x, weight, bias))
         batch, channels = x.shape[0], x.shape[1]
@@ -264,7 +266,9 @@ class CudaEngine:
         choice = self._fused_choice(op, "bias_grad", site)
         if choice is None:
             return None
-        gy, weight = self._dense(gy), None if weight is None else self._dense(weight)
+        # xhat and inv_std are the composed forward's where that ran (another layout: x's)
+        gy, xhat, inv_std = self._dense(gy), self._dense(xhat), self._dense(inv_std)
+        weight = None if weight is None else self._dense(weight)
         batch, channels = gy.shape[0], gy.shape[1]
         grads = torch.empty((2, channels), dtype=torch.float32, device=self.device)
         dx = torch.empty_like(gy) if need_x else None

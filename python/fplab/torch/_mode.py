@@ -21,6 +21,7 @@ The model itself is not touched: modules, parameters and optimisers run unchange
 from __future__ import annotations
 
 import contextlib
+import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -68,6 +69,7 @@ class Emulation:
         self.steps = StepCounter(call)
         self._watched_step = False  # a whole training step ran under the aten watch
         self._watching = False  # the aten watch is on the dispatch stack now
+        self._thread = 0  # the thread that entered the emulation
         self._coverage = CoverageRecorder()
         self.engine = Engines(table, impl_seed, self._coverage)  # one engine per device
         self._internal = 0  # > 0 while fplab.torch itself runs torch operations
@@ -169,6 +171,8 @@ class Emulation:
         """Takes the aten watch off the dispatch stack where it is the innermost mode there (else it
         stays on: another mode entered inside the emulation sits on top of it)."""
         dispatch_mode = self._modes[0]
+        if threading.get_ident() != self._thread:
+            return  # autograd's threads hold copies of the stacks: the watch ends on the entering one
         if _python_dispatch._get_current_dispatch_mode() is dispatch_mode:
             dispatch_mode.__exit__(None, None, None)
             self._watching = False
@@ -191,6 +195,7 @@ class Emulation:
             raise
         self._modes = (dispatch_mode, function_mode)
         self._watching = watching
+        self._thread = threading.get_ident()
         _active = _latest = self
         return self
 
@@ -212,35 +217,37 @@ class _Internal:
     emulated operation, some hundred times a training step, and a generator's costs several
     microseconds more each time."""
 
-    __slots__ = ("emulation", "popped")
+    __slots__ = ("emulation", "dispatch_mode", "function_mode")
 
     def __init__(self, emulation: "Emulation") -> None:
         self.emulation = emulation
-        self.popped = (False, False)  # (dispatch mode, function mode) taken off
+        self.dispatch_mode: Any = None  # the modes taken off, put back on leaving
+        self.function_mode: Any = None
 
     def __enter__(self) -> None:
         em = self.emulation
         em._internal += 1
-        if em._internal == 1 and em._modes is not None:
-            dispatch_mode, function_mode = em._modes
-            off_dispatch = _python_dispatch._get_current_dispatch_mode() is dispatch_mode
-            if off_dispatch:
-                _python_dispatch._pop_mode()
-            off_function = torch.overrides._get_current_function_mode() is function_mode
-            if off_function:
-                torch.overrides._pop_mode()
-            self.popped = (off_dispatch, off_function)
+        try:
+            if em._internal == 1 and em._modes is not None:
+                dispatch_mode, function_mode = em._modes
+                if _python_dispatch._get_current_dispatch_mode() is dispatch_mode:
+                    _python_dispatch._pop_mode()
+                    self.dispatch_mode = dispatch_mode
+                if torch.overrides._get_current_function_mode() is function_mode:
+                    torch.overrides._pop_mode()
+                    self.function_mode = function_mode
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
 
     def __exit__(self, *exc: Any) -> None:
-        em = self.emulation
-        off_dispatch, off_function = self.popped
-        if off_dispatch or off_function:
-            dispatch_mode, function_mode = em._modes
-            if off_function:
-                torch.overrides._push_mode(function_mode)
-            if off_dispatch:
-                _python_dispatch._push_mode(dispatch_mode)
-        em._internal -= 1
+        try:
+            if self.function_mode is not None:
+                torch.overrides._push_mode(self.function_mode)
+            if self.dispatch_mode is not None:
+                _python_dispatch._push_mode(self.dispatch_mode)
+        finally:
+            self.emulation._internal -= 1
 
 
 class _FunctionMode(TorchFunctionMode):

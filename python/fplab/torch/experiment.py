@@ -129,7 +129,9 @@ def experiment(model_fn: Callable[[int], nn.Module], train_data: Data, test_data
     ``scheduler_fn(optimizer)`` returns a learning-rate scheduler of the optimizer optimizer_fn made
     (torch.optim.lr_scheduler), stepped at the end of every epoch (ReduceLROnPlateau with the
     epoch's mean training loss): e.g. ``lambda opt: torch.optim.lr_scheduler.StepLR(opt, 10, 0.1)``.
-    It needs optimizer_fn; it is recorded and resumed as the optimizer is.
+    It needs optimizer_fn; it is recorded and resumed as the optimizer is, by its class and
+    settings: a function inside it (LambdaLR's lambda) is not compared, so after changing one, train
+    again without resume.
     """
     profiles = [profiles] if isinstance(profiles, str) else list(profiles)
     device = _device(device, emulated=any(p != NATIVE for p in profiles))
