@@ -168,8 +168,8 @@ gpu::PlanesShape planes_of(py::tuple shape) {
 float* optional_floats(uintptr_t address) { return address ? device_floats_out(address) : nullptr; }
 
 // BatchNorm's forward (python/fplab/torch/_ops_norm.py): in training the two sums of kind
-// bn_stats (parts 0 and 1: keys op_ids[0], op_ids[1]) over `segments` (scratch, the size of x),
-// then the statistics and the output. stats: 4 x channels device floats, rows Σx, Σ(x − mean)²,
+// bn_stats (parts 0 and 1: keys op_ids[0], op_ids[1]) over `segments` (scratch of channels x
+// gpu::segment_stride floats), then the statistics and the output. stats: 4 x channels device floats, rows Σx, Σ(x − mean)²,
 // mean, inv_std.
 void cuda_batch_norm_forward(uintptr_t x, uintptr_t xhat, uintptr_t y, uintptr_t stats, uintptr_t segments,
                              py::tuple shape, uintptr_t weight, uintptr_t bias, uintptr_t running_mean,

@@ -2,6 +2,7 @@
 coverage() says what ran through fplab and what natively; an operation fplab.torch does not know
 runs natively, is listed and warned about; bad profiles are one-line fplab.Errors."""
 
+import itertools
 import os
 import unittest
 import warnings
@@ -148,6 +149,38 @@ class NativeOperations(unittest.TestCase):
             layer(torch.randn(4, 3, dtype=torch.float64))
         (entry,) = [e for e in fplab.torch.coverage().entries if e.op == "torch.nn.functional.linear"]
         self.assertEqual((entry.emulated, entry.reason), (False, "dtype float64: only float32 is emulated"))
+
+
+@needs_torch
+class HandlerBinding(unittest.TestCase):
+    """A handler's direct binding of plain parameter lists gives inspect.Signature.bind's arguments,
+    defaults applied, and refuses (None) exactly the calls bind refuses."""
+
+    def test_direct_binding_equals_inspect(self):
+        import inspect
+        from fplab.torch._handler import handles
+
+        def params(input, weight, bias=None, stride=1, padding=0): ...
+
+        def keyword_only(input, *, scale=2): ...  # not plain: bound by inspect itself
+
+        for stub in (params, keyword_only):
+            handler = handles(stub)(lambda em, op, p: p)
+            names = list(inspect.signature(stub).parameters) + ["other"]
+            calls = 0
+            for n_args in range(0, 7):
+                args = tuple(range(n_args))
+                for keys in itertools.chain.from_iterable(itertools.combinations(names, r) for r in range(3)):
+                    kwargs = {k: f"k{k}" for k in keys}
+                    try:
+                        bound = inspect.signature(stub).bind(*args, **kwargs)
+                        bound.apply_defaults()
+                        want = dict(bound.arguments)
+                    except TypeError:
+                        want = None
+                    self.assertEqual(handler._bound(args, kwargs), want, (stub.__name__, args, kwargs))
+                    calls += 1
+            self.assertGreaterEqual(calls, 49)  # 7 argument counts x every keyword set of up to two
 
 
 @needs_torch

@@ -167,10 +167,17 @@ class CudaEngine:
 
     # --- convolutions, fused -------------------------------------------------------------------------
 
-    def _runnable(self, kinds, site: Site) -> Optional[list]:
-        """The choices of ``kinds`` where fplab's kernels run every one of them, else None."""
-        choices = [self.table.choice(kind, site.layer) for kind in kinds]
-        return None if any(self.why_not(kind, c) for kind, c in zip(kinds, choices)) else choices
+    def _on_kernels(self, op: str, kinds, site: Site, sums: int = 1) -> Optional[dict]:
+        """The choices of ``kinds`` (by kind) where fplab's kernels run every one of them, each
+        recorded ``sums`` times in coverage (the reductions of that kind the call makes); else
+        None, and nothing recorded (the caller then composes the steps itself)."""
+        choices = {kind: self.table.choice(kind, site.layer) for kind in kinds}
+        if any(self.why_not(kind, choice) for kind, choice in choices.items()):
+            return None
+        for kind, choice in choices.items():
+            for _ in range(sums):
+                self.coverage.emulated(op, kind, choice, "cuda")
+        return choices
 
     def conv2d_forward(self, op: str, site: Site, x: torch.Tensor, weight: torch.Tensor, bias, stride: Pair,
                        padding: Pair, dilation: Pair, groups: int) -> Optional[torch.Tensor]:
@@ -181,10 +188,9 @@ class CudaEngine:
         kernel = tuple(weight.shape[2:])
         if groups != 1 or not _square(kernel, stride, padding, dilation):
             return None
-        choices = self._runnable(("fwd",), site)
-        if choices is None:
+        chosen = self._on_kernels(op, ("fwd",), site)
+        if chosen is None:
             return None
-        self.coverage.emulated(op, "fwd", choices[0], "cuda")
         x, weight = self._dense(x), self._dense(weight)
         batch, _, h, w = x.shape
         cout = weight.shape[0]
@@ -193,7 +199,7 @@ class CudaEngine:
         cols = self.scratch(batch * ho * wo, weight[0].numel())
         self._kernels(_core.cuda_conv2d_forward, x.data_ptr(), weight.data_ptr(),
                       0 if bias is None else self._dense(bias).data_ptr(), y.data_ptr(), cols.data_ptr(),
-                      tuple(x.shape), cout, kernel[0], stride[0], padding[0], choices[0].schedule, self.index)
+                      tuple(x.shape), cout, kernel[0], stride[0], padding[0], chosen["fwd"].schedule, self.index)
         return y
 
     def conv2d_backward(self, op: str, site: Site, x: torch.Tensor, weight: torch.Tensor, gy: torch.Tensor,
@@ -205,12 +211,9 @@ class CudaEngine:
         if groups != 1 or not _square(kernel, stride, padding, dilation):
             return None
         wanted = [kind for kind, want in (("wgrad", need_w), ("bias_grad", need_bias), ("dgrad", need_x)) if want]
-        choices = self._runnable(wanted, site)
-        if choices is None:
+        chosen = self._on_kernels(op, wanted, site)
+        if chosen is None:
             return None
-        chosen = dict(zip(wanted, choices))
-        for kind, choice in chosen.items():
-            self.coverage.emulated(op, kind, choice, "cuda")
         fallback = self.table.choice("fwd", site.layer).schedule  # for the kinds not wanted: not used
         x, weight, gy = self._dense(x), self._dense(weight), self._dense(gy)
         cout = weight.shape[0]
@@ -227,16 +230,6 @@ class CudaEngine:
 
     # --- BatchNorm, fused -------------------------------------------------------------------------
 
-    def _fused_choice(self, op: str, op_kind: str, site: Site):
-        """The op kind's choice where fplab's kernels run its sums, recorded twice (a BatchNorm's two
-        sums) in coverage; None where they cannot (the caller then composes the steps itself)."""
-        choice = self.table.choice(op_kind, site.layer)
-        if self.why_not(op_kind, choice):
-            return None
-        self.coverage.emulated(op, op_kind, choice, "cuda")
-        self.coverage.emulated(op, op_kind, choice, "cuda")
-        return choice
-
     def batch_norm_forward(self, op: str, site: Site, x: torch.Tensor, weight, bias, running_mean, running_var,
                            training: bool, momentum: float, eps: float):
         """BatchNorm's forward in a few of fplab's kernels (sim/cuda/gpu_batch_norm, the bits of
@@ -244,9 +237,12 @@ class CudaEngine:
         statistics' sums. The running statistics move in place (training)."""
         if not all(t is None or t.is_contiguous() for t in (running_mean, running_var)):
             return None  # they move in place: the composed steps' copy_ takes any layout
-        choice = self._fused_choice(op, "bn_stats", site) if training else self.table.choice("bn_stats", site.layer)
-        if choice is None:
+        # in evaluation no sums: the schedule goes along unused
+        chosen = self._on_kernels(op, ("bn_stats",), site, sums=2) if training else {
+            "bn_stats": self.table.choice("bn_stats", site.layer)}
+        if chosen is None:
             return None
+        choice = chosen["bn_stats"]
         x, weight, bias = (None if t is None else self._dense(t) for t in (x, weight, bias))
         batch, channels = x.shape[0], x.shape[1]
         positions = x.numel() // (batch * channels)
@@ -263,9 +259,10 @@ class CudaEngine:
                             weight, training: bool, need_x: bool):
         """BatchNorm's backward in fplab's kernels: (dx or None, dgamma, dbeta), or None where the
         kernels cannot run the bias gradient's sums."""
-        choice = self._fused_choice(op, "bias_grad", site)
-        if choice is None:
+        chosen = self._on_kernels(op, ("bias_grad",), site, sums=2)
+        if chosen is None:
             return None
+        choice = chosen["bias_grad"]
         # xhat and inv_std are the composed forward's where that ran (another layout: x's)
         gy, xhat, inv_std = self._dense(gy), self._dense(xhat), self._dense(inv_std)
         weight = None if weight is None else self._dense(weight)
