@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <variant>
 
 #include "python/src/bindings.hpp"
 #include "sim/arithmetic.hpp"
@@ -22,6 +23,7 @@
 #include "sim/cuda/gpu_plan.hpp"
 #include "sim/cuda/gpu_reduce.hpp"
 #include "sim/cuda/gpu_seeded.hpp"
+#include "sim/cuda/gpu_tensor_core_gemm.hpp"
 #include "sim/cuda/gpu_transpose.hpp"
 #include "sim/engine.hpp"
 #include "sim/schedule.hpp"
@@ -33,6 +35,7 @@ namespace gpu = sim::gpu;
 
 struct DeviceKernels {
   gpu::GpuGemm gemm;
+  gpu::GpuTensorCoreGemm tensor_core_gemm;  // fused(tc-h100-*) schedules, on the chip's tensor cores
   gpu::GpuSegmentedReduction sums;
   gpu::GpuSeededReduction seeded;  // schedules with atomic steps, in the impl seed's orders
   // A convolution's intermediates: its weight as the GEMM's B (taps x C_out), the GEMM's output
@@ -40,7 +43,7 @@ struct DeviceKernels {
   // as the GEMM makes it (taps x C_out).
   gpu::DeviceBuffer conv_weight, conv_rows, conv_dw;
   size_t workspace_bytes() const {
-    return gemm.workspace_bytes() + sums.workspace_bytes() + seeded.workspace_bytes() + conv_weight.bytes() +
+    return gemm.workspace_bytes() + tensor_core_gemm.workspace_bytes() + sums.workspace_bytes() + seeded.workspace_bytes() + conv_weight.bytes() +
            conv_rows.bytes() + conv_dw.bytes();
   }
 };
@@ -75,6 +78,26 @@ std::optional<gpu::ReductionPlan> fast_plan(const sim::Schedule& schedule) {
   return std::nullopt;
 }
 
+// A GEMM schedule's kernel: FMA chains on CUDA cores, or tensor-core instructions.
+using GemmRoute = std::variant<gpu::GemmPlan, gpu::TensorCoreGemmPlan>;
+
+// Throws NotRealisable: the tensor-core kernel's line for schedules of fused steps, else the
+// CUDA-core kernel's.
+GemmRoute plan_any_gemm(const sim::Schedule& schedule) {
+  const bool fused = !schedule.stages.empty() && schedule.stages[0].reducer.kind == sim::Reducer::Kind::fused;
+  if (fused) return gpu::plan_tensor_core_gemm(schedule);
+  return gpu::plan_gemm(schedule);
+}
+
+// Enqueues C = A B on the device's memory. The caller holds kernels_lock.
+void run_gemm(DeviceKernels& k, const GemmRoute& route, const float* a, const float* b, float* c,
+              sim::GemmShape shape) {
+  if (const auto* fma = std::get_if<gpu::GemmPlan>(&route))
+    k.gemm.run_on_device(*fma, a, b, c, shape);
+  else
+    k.tensor_core_gemm.run_on_device(std::get<gpu::TensorCoreGemmPlan>(route), a, b, c, shape);
+}
+
 // Why the kernels cannot run this reduction as `schedule` in `arithmetic` ("" when they can):
 // a schedule outside the kernels' family, arithmetic other than theirs (fp32, round to nearest
 // even, subnormals kept, fused products in a GEMM), or a GEMM's atomic combine, whose order on
@@ -86,8 +109,12 @@ std::string why_not(bool gemm, const sim::Schedule& schedule, const sim::Arithme
   if (gemm && arithmetic.products != sim::Products::fused)
     return "products '" + std::string(sim::products_name(arithmetic.products)) + "': the GEMM kernel fuses them";
   try {
-    if (gemm && !gpu::plan_gemm(schedule).deterministic())
-      return "an atomic combine: the GPU adds in the hardware's order, not the impl seed's";
+    if (gemm) {
+      const GemmRoute route = plan_any_gemm(schedule);
+      if (const auto* fma = std::get_if<gpu::GemmPlan>(&route); fma && !fma->deterministic())
+        return "an atomic combine: the GPU adds in the hardware's order, not the impl seed's";
+      if (std::holds_alternative<gpu::TensorCoreGemmPlan>(route)) return gpu::tensor_core_gemm_why_not();
+    }
     if (!gemm && !fast_plan(schedule)) gpu::plan_seeded(schedule);
   } catch (const gpu::NotRealisable& e) {
     return e.what();
@@ -106,10 +133,10 @@ std::string cuda_device(int device) {
 
 void cuda_matmul(uintptr_t a, uintptr_t b, uintptr_t c, size_t m, size_t n, size_t k, const sim::Schedule& schedule,
                  int device) {
-  const gpu::GemmPlan plan = gpu::plan_gemm(schedule);
+  const GemmRoute route = plan_any_gemm(schedule);
   py::gil_scoped_release unlocked;
   const std::lock_guard<std::mutex> held(kernels_lock);
-  kernels_on(device).gemm.run_on_device(plan, device_floats(a), device_floats(b), device_floats_out(c), {m, n, k});
+  run_gemm(kernels_on(device), route, device_floats(a), device_floats(b), device_floats_out(c), {m, n, k});
 }
 
 // The fast kernel's plan where it realises the schedule deterministically, else the seeded-order one's.
@@ -262,7 +289,7 @@ void cuda_conv2d_forward(uintptr_t x, uintptr_t weight, uintptr_t bias, uintptr_
                          size_t out_channels, size_t kernel, size_t stride, size_t padding,
                          const sim::Schedule& schedule, int device) {
   const sim::ConvGeometry g = geometry_of(shape, kernel, stride, padding);
-  const gpu::GemmPlan plan = gpu::plan_gemm(schedule);
+  const GemmRoute route = plan_any_gemm(schedule);
   py::gil_scoped_release unlocked;
   const std::lock_guard<std::mutex> held(kernels_lock);
   DeviceKernels& k = kernels_on(device);
@@ -271,7 +298,7 @@ void cuda_conv2d_forward(uintptr_t x, uintptr_t weight, uintptr_t bias, uintptr_
   float* const out = k.conv_rows.reserve<float>(rows * out_channels);
   gpu::GpuConv::im2col_on_device(g, device_floats(x), device_floats_out(cols), false);
   gpu::transpose_batches_on_device(device_floats(weight), 1, out_channels, taps, nullptr, w_t);
-  k.gemm.run_on_device(plan, device_floats(cols), w_t, out, {rows, out_channels, taps});
+  run_gemm(k, route, device_floats(cols), w_t, out, {rows, out_channels, taps});
   gpu::transpose_batches_on_device(out, g.batch, positions, out_channels, optional_floats(bias), device_floats_out(y));
 }
 
@@ -286,8 +313,8 @@ void cuda_conv2d_backward(uintptr_t x, uintptr_t weight, uintptr_t gy, uintptr_t
                           const sim::Schedule& bias_grad, int device, uint64_t impl_seed, uint64_t bias_op_id,
                           uint64_t call) {
   const sim::ConvGeometry g = geometry_of(shape, kernel, stride, padding);
-  const std::optional<gpu::GemmPlan> wgrad_plan = gw ? std::optional(gpu::plan_gemm(wgrad)) : std::nullopt;
-  const std::optional<gpu::GemmPlan> dgrad_plan = dx ? std::optional(gpu::plan_gemm(dgrad)) : std::nullopt;
+  const std::optional<GemmRoute> wgrad_plan = gw ? std::optional(plan_any_gemm(wgrad)) : std::nullopt;
+  const std::optional<GemmRoute> dgrad_plan = dx ? std::optional(plan_any_gemm(dgrad)) : std::nullopt;
   const std::optional<SumPlans> bias_plans = gb ? std::optional<SumPlans>(SumPlans(bias_grad)) : std::nullopt;
   py::gil_scoped_release unlocked;
   const std::lock_guard<std::mutex> held(kernels_lock);
@@ -298,15 +325,14 @@ void cuda_conv2d_backward(uintptr_t x, uintptr_t weight, uintptr_t gy, uintptr_t
   if (wgrad_plan) {
     float* const dw = k.conv_dw.reserve<float>(taps * out_channels);
     gpu::GpuConv::im2col_on_device(g, device_floats(x), device_floats_out(cols), true);
-    k.gemm.run_on_device(*wgrad_plan, device_floats(cols), gy_rows, dw, {taps, out_channels, rows});
+    run_gemm(k, *wgrad_plan, device_floats(cols), gy_rows, dw, {taps, out_channels, rows});
     gpu::transpose_batches_on_device(dw, 1, taps, out_channels, nullptr, device_floats_out(gw));
   }
   if (bias_plans)
     sum_batch_on(k, *bias_plans, gy_rows, rows, out_channels, true, device_floats_out(gb),
                  {impl_seed, bias_op_id, call});
   if (dgrad_plan) {
-    k.gemm.run_on_device(*dgrad_plan, gy_rows, device_floats(weight), device_floats_out(cols),
-                         {rows, taps, out_channels});
+    run_gemm(k, *dgrad_plan, gy_rows, device_floats(weight), device_floats_out(cols), {rows, taps, out_channels});
     gpu::GpuConv::col2im_on_device(g, device_floats(cols), device_floats_out(dx));
   }
 }

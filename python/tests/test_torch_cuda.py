@@ -8,7 +8,8 @@ test_torch_crosscheck.py): the same profile and impl seed must give the same bit
 - every emulated layer, forward and backward, under profiles whose reductions run on the kernels
   (h100:deterministic; h100 and det-atomics, their atomic sums on the seeded-order kernel), partly
   on the host (cpu-seq's rounded products, v100's atomic split-K weight gradients) and wholly on
-  the host (h100-tf32: tensor-core GEMMs), and on a stream other than the default one;
+  the host (a100-tf32: an A100's tensor-core GEMMs); h100-tf32's and h100-bf16's GEMMs on the
+  GPU's own tensor cores; and on a stream other than the default one;
 - fplab's own models trained a few steps on each device (weights, BatchNorm buffers, predictions);
 - coverage says where each reduction ran;
 - fplab.torch.experiment's replicas on CUDA are the CPU's.
@@ -152,7 +153,7 @@ class CudaLayers(unittest.TestCase):
         return fplab.torch.coverage()
 
     def test_kernels(self):
-        for profile in ("cpu-seq", "h100:deterministic", "v100", "h100", "det-atomics"):
+        for profile in ("cpu-seq", "h100:deterministic", "v100", "h100", "det-atomics", "h100-tf32", "h100-bf16"):
             with self.subTest(profile=profile):
                 coverage = self.check(profile)
                 table = load_table(profile)
@@ -170,9 +171,20 @@ class CudaLayers(unittest.TestCase):
         self.assertIn(("fwd", "cuda"), where)
         wgrad = [w for kind, w in where if kind == "wgrad"]
         self.assertTrue(wgrad and all(w.startswith("cpu (from cuda: an atomic combine") for w in wgrad), wgrad)
-        coverage = self.check("h100-tf32")
+        coverage = self.check("a100-tf32")  # an A100's tensor cores: no kernel of the H100's models runs them
         gemms = {e.where for e in coverage.emulated if e.op_kind in ("fwd", "dgrad", "wgrad")}
-        self.assertTrue(all(w.startswith("cpu (from cuda: schedule") for w in gemms), gemms)
+        self.assertTrue(gemms and all(w.startswith("cpu (from cuda: schedule") for w in gemms), gemms)
+
+    def test_tensor_cores(self):
+        """h100-tf32's and h100-bf16's GEMMs on the GPU's tensor cores where it is a Hopper GPU."""
+        hopper = torch.cuda.get_device_capability()[0] == 9
+        for profile in ("h100-tf32", "h100-bf16"):
+            coverage = self.check(profile)
+            gemms = {e.where for e in coverage.emulated if e.op_kind in ("fwd", "dgrad", "wgrad")}
+            if hopper:
+                self.assertEqual(gemms, {"cuda"}, profile)
+            else:
+                self.assertTrue(all("Hopper" in w for w in gemms), gemms)
 
     def test_other_stream(self):
         self.check("h100:deterministic", stream=torch.cuda.Stream())

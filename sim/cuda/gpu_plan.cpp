@@ -261,6 +261,72 @@ GemmPlan plan_gemm(const Schedule& s) {
   return plan;
 }
 
+const char* to_string(TensorCoreGemmPlan::Factors factors) {
+  switch (factors) {
+    case TensorCoreGemmPlan::Factors::tf32:
+      return "tf32";
+    case TensorCoreGemmPlan::Factors::tf32rne:
+      return "tf32rne";
+    case TensorCoreGemmPlan::Factors::tf32rna:
+      return "tf32rna";
+    case TensorCoreGemmPlan::Factors::bf16:
+      return "bf16";
+    case TensorCoreGemmPlan::Factors::fp16:
+      return "fp16";
+  }
+  return "?";
+}
+
+TensorCoreGemmPlan plan_tensor_core_gemm(const Schedule& s) {
+  constexpr const char* kernel = "tensor-core GEMM";
+  const auto& st = s.stages;
+  if (!s.plain()) reject(s, kernel, "perm, body(M)[...] and @FORMAT stages have no GPU kernel");
+  const bool one = st.size() == 1 && !st[0].shuffle && st[0].grouping.kind == GK::all;
+  const bool parts = st.size() == 2 && !st[0].shuffle && !st[1].shuffle &&
+                     (st[0].grouping.kind == GK::split || st[0].grouping.kind == GK::contig) &&
+                     is(st[1], GK::all, RK::seq);
+  if (!one && !parts)
+    reject(s, kernel, "expected all:fused(N,F,IN) or split(S)|contig(G):fused(N,F,IN) | all:seq");
+  const Reducer& r = st[0].reducer;
+  if (r.kind != RK::fused) reject(s, kernel, "its first stage must be fused(N,F,IN), not " + to_string(r));
+  TensorCoreGemmPlan plan;
+  using In = Reducer::Input;
+  using F = TensorCoreGemmPlan::Factors;
+  switch (r.fused_input) {
+    case In::tf32:
+      plan.factors = F::tf32;
+      break;
+    case In::tf32rne:
+      plan.factors = F::tf32rne;
+      break;
+    case In::tf32rna:
+      plan.factors = F::tf32rna;
+      break;
+    case In::bf16:
+      plan.factors = F::bf16;
+      break;
+    case In::fp16:
+      plan.factors = F::fp16;
+      break;
+    default:
+      reject(s, kernel,
+             std::string("factors converted to tf32, tf32rne, tf32rna, bf16 or fp16 (an H100 mma.sync's inputs), not '") +
+                 to_string(r.fused_input) + "'");
+  }
+  if (r.fused_products != plan.products() || r.fused_fraction_bits != 25)
+    reject(s, kernel,
+           "an H100 mma.sync with " + std::string(to_string(plan.factors)) + " factors adds " +
+               std::to_string(plan.products()) + " products with 25 fraction bits: fused(" +
+               std::to_string(plan.products()) + ",25," + to_string(plan.factors) + ")");
+  if (parts) {
+    plan.parts.parts = st[0].grouping.kind == GK::split ? GemmPlan::Parts::split : GemmPlan::Parts::contig;
+    plan.parts.size = st[0].grouping.size;
+    if (plan.parts.parts == GemmPlan::Parts::split && plan.parts.size > 65535)
+      reject(s, kernel, "at most 65535 split-K parts");
+  }
+  return plan;
+}
+
 SeededPlan plan_seeded(const Schedule& schedule) {
   auto refuse = [&](const std::string& why) {
     return NotRealisable("schedule '" + to_string(schedule) +

@@ -90,6 +90,23 @@ struct GemmPlan {
 // Throws NotRealisable: "schedule 'X' is not realisable by the GPU GEMM kernel: <why>".
 GemmPlan plan_gemm(const Schedule& schedule);
 
+// The tensor-core GEMM kernel (gpu_tensor_core_gemm.hpp) realises `all:fused(N,25,IN)` and
+// `{split(S)|contig(G)}:fused(N,25,IN) | all:seq` with IN tf32, tf32rne or tf32rna (N = 8), bf16 or
+// fp16 (N = 16): the fused steps of tc-h100-tf32, -tf32-rne, -tf32-rna, -bf16 and -fp16, which are
+// what one mma.sync instruction of a Hopper GPU does (docs/results/tensor-cores-h100.md), chained
+// along K as the instructions chain; split-K parts added in order in fp32.
+struct TensorCoreGemmPlan {
+  enum class Factors : uint8_t { tf32, tf32rne, tf32rna, bf16, fp16 };
+  Factors factors = Factors::tf32;
+  GemmPlan parts;  // Parts::one, or split/contig parts combined by Combine::seq
+
+  int products() const { return factors == Factors::bf16 || factors == Factors::fp16 ? 16 : 8; }
+};
+const char* to_string(TensorCoreGemmPlan::Factors factors);  // "tf32", "tf32rne", ..., "fp16"
+
+// Throws NotRealisable: "schedule 'X' is not realisable by the GPU tensor-core GEMM kernel: <why>".
+TensorCoreGemmPlan plan_tensor_core_gemm(const Schedule& schedule);
+
 // The seeded-order kernel (gpu_seeded.hpp) realises `GROUPS:R1 [| all:R2]`, R1 and R2 each `seq`
 // or `atomic`, GROUPS any grouping (all, contig(G), strided(P), split(S)): the emulation's own
 // orders, an atomic step drawing the impl seed's permutation (sim/schedule_walk.hpp) on the device.

@@ -9,8 +9,14 @@ rest goes to the CPU engine on a copy (a round trip through the host, listed in 
 - a GEMM's atomic combine (v100's weight gradients): the GEMM kernel adds in the order the
   hardware delivers, while an emulation draws the order from the impl seed (sums with atomic steps
   run on the seeded-order kernel, sim/cuda/gpu_seeded, which draws the impl seed's orders);
-- schedules outside the kernels' family and other arithmetic (tensor-core fused accumulation,
-  bf16 or fp16 accumulators, stochastic rounding).
+- schedules outside the kernels' family and other arithmetic (bf16 or fp16 accumulators,
+  stochastic rounding, tensor-core models other than the H100's).
+
+Tensor-core GEMMs of the H100's models (``fused(tc-h100-tf32)``, ``-tf32-rne``, ``-tf32-rna``,
+``-bf16``, ``-fp16``: h100-tf32, h100-bf16, h100-torch-tf32) run on the GPU's own tensor cores
+where it is a Hopper GPU (sim/cuda/gpu_tensor_core_gemm), each instruction's result checked
+against the two rules where the chip and the model part and redone in software there, once the
+device has reproduced the model bit for bit on a check before first use (docs/gpu.md).
 
 A convolution (one group, square geometry) and a BatchNorm whose sums the kernels run go to the
 device whole, forward and backward each in one call (sim/cuda/gpu_batch_norm, gpu_transpose and the

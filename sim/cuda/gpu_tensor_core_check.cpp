@@ -1,0 +1,94 @@
+// The tensor-core GEMM's check before first use on a device (gpu_tensor_core_gemm.hpp,
+// tensor_core_gemm_why_not): every model the kernel takes, as one chain and as split-K, on a shape
+// with ragged edges, over ordinary data and data where the chip and the model part (sums past
+// 2^128, products below fp32's subnormals, zeros and zero rows, infinities and NaNs), against
+// sim::gemm on the CPU, bit for bit. A GPU whose tensor cores add otherwise than the H100's
+// measured model (another Hopper part, a driver that changes what mma.sync compiles to), or a
+// kernel error, then sends the GEMMs back to the CPU engine with the reason, instead of giving
+// other bits. About 0.2 s once per device and process.
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "sim/cuda/gpu_tensor_core_gemm.hpp"
+
+namespace fplab::sim::gpu {
+namespace {
+
+// Values 2^e * N(0, 1) with e uniform in [lo, hi]; `zeros` of them +0 or -0; `specials` NaN or inf.
+std::vector<float> probe_values(size_t count, uint64_t seed, int lo, int hi, double zeros, double specials) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal;
+  std::uniform_int_distribution<int> exponent(lo, hi);
+  std::uniform_real_distribution<double> share;
+  std::vector<float> v(count);
+  for (float& x : v) {
+    const double u = share(rng);
+    if (u < zeros)
+      x = share(rng) < 0.5 ? 0.0f : -0.0f;
+    else if (u < zeros + specials)
+      x = share(rng) < 0.5 ? std::numeric_limits<float>::quiet_NaN() : (share(rng) < 0.5 ? INFINITY : -INFINITY);
+    else
+      x = std::ldexp(normal(rng), exponent(rng));
+  }
+  return v;
+}
+
+// "" or the first probe whose outputs differ from sim::gemm's.
+std::string run_probes() {
+  const GemmShape shape{40, 24, 150};
+  struct Data {
+    const char* what;
+    int lo, hi;
+    double zeros, specials;
+  };
+  const Data sets[] = {{"ordinary data", -3, 3, 0, 0},
+                       {"sums past 2^128", 58, 64, 0, 0},
+                       {"tiny products", -80, -74, 0.1, 0},
+                       {"zeros, wide range", -70, 60, 0.3, 0},
+                       {"infinities and NaNs", -3, 3, 0.05, 0.02}};
+  for (const char* model : {"tc-h100-tf32", "tc-h100-tf32-rne", "tc-h100-tf32-rna", "tc-h100-bf16", "tc-h100-fp16"})
+    for (const std::string& text :
+         {std::string("all:fused(") + model + ")", std::string("split(3):fused(") + model + ") | all:seq"}) {
+      const Schedule schedule = parse_schedule(text);
+      uint64_t seed = 1;
+      for (const Data& d : sets) {
+        std::vector<float> a = probe_values(shape.m * shape.k, seed++, d.lo, d.hi, d.zeros, d.specials);
+        const std::vector<float> b = probe_values(shape.k * shape.n, seed++, d.lo, d.hi, d.zeros, d.specials);
+        if (d.zeros > 0)
+          for (size_t t = 0; t < shape.k; ++t) a[t] = t % 2 ? 0.0f : -0.0f;  // a zero row
+        std::vector<float> cpu(shape.m * shape.n);
+        sim::gemm(schedule, a.data(), b.data(), cpu.data(), shape, Arithmetic{});
+        const std::vector<float> gpu = tensor_core_gemm(schedule, a.data(), b.data(), shape);
+        size_t differ = 0;
+        for (size_t i = 0; i < cpu.size(); ++i)
+          differ += std::bit_cast<uint32_t>(cpu[i]) != std::bit_cast<uint32_t>(gpu[i]);
+        if (differ)
+          return "this GPU's tensor-core GEMM differs from the model on its check (" + text + ", " + d.what + ": " +
+                 std::to_string(differ) + " of " + std::to_string(cpu.size()) + " outputs)";
+      }
+    }
+  return {};
+}
+
+}  // namespace
+
+std::string tensor_core_gemm_why_not() {
+  std::string why = tensor_core_gemm_device_why_not();
+  if (!why.empty()) return why;
+  static std::mutex lock;
+  static std::map<int, std::string> checked;  // by device
+  const std::lock_guard<std::mutex> held(lock);
+  const int device = current_device();
+  const auto found = checked.find(device);
+  if (found != checked.end()) return found->second;
+  return checked[device] = run_probes();
+}
+
+}  // namespace fplab::sim::gpu

@@ -1,0 +1,52 @@
+// fp32 GEMM on a Hopper GPU's own tensor cores, in the order and arithmetic of a tensor-core
+// schedule (gpu_plan.hpp, plan_tensor_core_gemm): every output is a chain of mma.sync
+// instructions along K, each adding 8 (tf32) or 16 (bf16, fp16) products and the previous
+// result in one fused step, exactly sim::fused_dot with the tc-h100-* models (sim::gemm's bits);
+// split-K parts each such a chain from +0, added in order in fp32.
+//
+// The chip and the model differ in two measured rules (docs/results/tensor-cores-h100.md): an
+// instruction whose truncated sum reaches 2^128 gives inf where the model saturates, and a zero
+// result is always +0 where the model can give -0; NaNs have the chip's bits. All three show in
+// the instruction's result (zero, infinite or NaN), so wherever a warp's 16 x 8 results of one
+// instruction hold any of them, the warp computes that instruction again in software, the model's
+// fused step on CUDA cores, from the same accumulators: every output is then the model's.
+// Row-major A (m x k), B (k x n), C (m x n), device memory. No CUDA types in this header.
+#pragma once
+
+#include <vector>
+
+#include "sim/cuda/device_buffer.hpp"
+#include "sim/cuda/gpu_plan.hpp"
+#include "sim/engine.hpp"
+
+namespace fplab::sim::gpu {
+
+// Why the current device's tensor cores cannot run the kernel ("" where they can): only a Hopper
+// GPU (compute capability 9.x) is the chip the tc-h100-* models were measured on, and only one
+// whose results on a fixed probe set equal sim::gemm's (gpu_tensor_core_check.cpp) is trusted.
+std::string tensor_core_gemm_why_not();
+// The first part alone (no probe run): whether there is a Hopper GPU.
+std::string tensor_core_gemm_device_why_not();
+// The CUDA runtime's current device (fplab's own runtime: gpu_device.hpp, use_device).
+int current_device();
+
+class GpuTensorCoreGemm {
+ public:
+  GpuTensorCoreGemm() = default;
+  GpuTensorCoreGemm(const GpuTensorCoreGemm&) = delete;
+  GpuTensorCoreGemm& operator=(const GpuTensorCoreGemm&) = delete;
+
+  // C = A B on the caller's device memory (a, b, c device pointers to dense row-major matrices; c
+  // must not overlap a or b). Enqueued on the default stream; returns without waiting.
+  void run_on_device(const TensorCoreGemmPlan& plan, const float* a, const float* b, float* c, GemmShape shape);
+
+  size_t workspace_bytes() const { return parts_.bytes(); }  // split-K parts
+
+ private:
+  DeviceBuffer parts_;
+};
+
+// Plans (throws NotRealisable), uploads A and B, runs and waits: C on the host (tests, tools).
+std::vector<float> tensor_core_gemm(const Schedule& schedule, const float* a, const float* b, GemmShape shape);
+
+}  // namespace fplab::sim::gpu

@@ -1,0 +1,169 @@
+// The tensor-core GEMM (sim/cuda/gpu_tensor_core_gemm.hpp) against sim::gemm, bit for bit: which
+// schedules it takes (checked everywhere), and on a Hopper GPU every output of every tc-h100
+// model, schedule and shape on ordinary data and on data chosen to make the chip and the model
+// part (sums past 2^128, negative sums below fp32's smallest subnormal, zero rows, infinities and
+// NaNs), where the kernel must redo the instruction in software. Elsewhere the GPU cases say
+// "SKIPPED: ..." and pass.
+#include <catch2/catch.hpp>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "sim/cuda/gpu_plan.hpp"
+#include "sim/cuda/gpu_tensor_core_gemm.hpp"
+#include "sim/engine.hpp"
+#include "tests/gpu_device_or_skip.hpp"
+
+using namespace fplab;
+using namespace fplab::sim;
+using namespace fplab::sim::gpu;
+
+namespace {
+
+constexpr const char* kModels[] = {"tc-h100-tf32", "tc-h100-tf32-rne", "tc-h100-tf32-rna", "tc-h100-bf16",
+                                   "tc-h100-fp16"};
+
+bool hopper() {
+  if (!test::have_device()) return false;
+  const std::string why = tensor_core_gemm_device_why_not();  // not the probe: a failing probe must fail here
+  if (!why.empty()) WARN("SKIPPED: " << why);
+  return why.empty();
+}
+
+// Values whose products and sums leave the ordinary range: `scale` picks 2^e from [lo, hi] for
+// every value, `zeros` makes that share of the values +0 or -0 and whole rows of A zero.
+std::vector<float> data(size_t count, uint64_t seed, int lo, int hi, double zeros, bool specials) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal;
+  std::uniform_int_distribution<int> exponent(lo, hi);
+  std::uniform_real_distribution<double> share;
+  std::vector<float> v(count);
+  for (float& x : v) {
+    if (share(rng) < zeros) {
+      x = share(rng) < 0.5 ? 0.0f : -0.0f;
+      continue;
+    }
+    x = std::ldexp(normal(rng), exponent(rng));
+    if (specials && share(rng) < 0.002)
+      x = share(rng) < 0.5 ? std::numeric_limits<float>::quiet_NaN() : std::copysign(INFINITY, x);
+  }
+  return v;
+}
+
+size_t same_bits(const std::vector<float>& x, const std::vector<float>& y) {
+  size_t same = 0;
+  for (size_t i = 0; i < x.size(); ++i) same += std::bit_cast<uint32_t>(x[i]) == std::bit_cast<uint32_t>(y[i]);
+  return same;
+}
+
+void check_against_cpu(const std::string& text, const std::vector<float>& a, const std::vector<float>& b,
+                       GemmShape shape, const std::string& what) {
+  const Schedule s = parse_schedule(text);
+  std::vector<float> cpu(shape.m * shape.n);
+  sim::gemm(s, a.data(), b.data(), cpu.data(), shape, Arithmetic{});
+  const std::vector<float> gpu = tensor_core_gemm(s, a.data(), b.data(), shape);
+  size_t first = 0;
+  while (first < gpu.size() && std::bit_cast<uint32_t>(gpu[first]) == std::bit_cast<uint32_t>(cpu[first])) ++first;
+  INFO(text << ", " << shape.m << "x" << shape.n << "x" << shape.k << ", " << what);
+  if (first < gpu.size()) INFO("first difference at " << first << ": gpu " << gpu[first] << " cpu " << cpu[first]);
+  CHECK(same_bits(gpu, cpu) == gpu.size());
+}
+
+}  // namespace
+
+TEST_CASE("tensor-core gemm plan: the tc-h100 models' chains and ordered split-K") {
+  for (const char* model : kModels) {
+    const TensorCoreGemmPlan one = plan_tensor_core_gemm(parse_schedule(std::string("all:fused(") + model + ")"));
+    CHECK(one.parts.parts == GemmPlan::Parts::one);
+    const TensorCoreGemmPlan split =
+        plan_tensor_core_gemm(parse_schedule(std::string("split(16):fused(") + model + ") | all:seq"));
+    CHECK(split.parts.parts == GemmPlan::Parts::split);
+    CHECK(split.parts.size == 16);
+    CHECK(split.parts.part_count(1000) == 16);
+  }
+  CHECK(plan_tensor_core_gemm(parse_schedule("all:fused(tc-h100-bf16)")).factors == TensorCoreGemmPlan::Factors::bf16);
+  CHECK(plan_tensor_core_gemm(parse_schedule("contig(40):fused(8,25,tf32rna) | all:seq")).factors ==
+        TensorCoreGemmPlan::Factors::tf32rna);
+  CHECK(plan_tensor_core_gemm(parse_schedule("all:fused(tc-h100-fp16)")).products() == 16);
+}
+
+TEST_CASE("tensor-core gemm plan: other models and orders are refused in one line") {
+  for (const char* text : {"all:fused(tc-a100)", "all:fused(tc-a100-tf32)", "all:fused(tc-h100-fp8)",
+                           "all:fused(tc-turing-unconverted)", "all:fused(8,24,tf32)", "all:fused(16,25,tf32)",
+                           "split(16):fused(tc-h100-tf32) | all:tree", "split(4):fused(tc-h100-tf32) | all:atomic",
+                           "all:seq", "strided(4):fused(tc-h100-tf32) | all:seq"}) {
+    INFO(text);
+    try {
+      plan_tensor_core_gemm(parse_schedule(text));
+      FAIL("accepted");
+    } catch (const NotRealisable& e) {
+      const std::string what = e.what();
+      CHECK(what.find("tensor-core GEMM kernel") != std::string::npos);
+      CHECK(what.find('\n') == std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("tensor-core gemm == sim::gemm bit for bit: every tc-h100 model, chains and split-K, awkward shapes") {
+  if (!hopper()) return;
+  const GemmShape shapes[] = {{1, 1, 1}, {17, 9, 13}, {64, 64, 32}, {70, 130, 257}, {129, 65, 1000}, {3, 200, 4099}};
+  for (const char* model : kModels)
+    for (const std::string order : {"all:fused(M)", "split(3):fused(M) | all:seq", "split(16):fused(M) | all:seq",
+                                    "contig(40):fused(M) | all:seq"}) {
+      const std::string text = order.substr(0, order.find('M')) + model + order.substr(order.find('M') + 1);
+      for (const GemmShape& shape : shapes) {
+        const auto a = data(shape.m * shape.k, shape.k, -3, 3, 0.0, false);
+        const auto b = data(shape.k * shape.n, shape.k + 1, -3, 3, 0.0, false);
+        check_against_cpu(text, a, b, shape, "normal data");
+      }
+    }
+}
+
+TEST_CASE("tensor-core gemm == sim::gemm where the chip and the model part: overflow, underflow, zeros, specials") {
+  if (!hopper()) return;
+  const GemmShape shape{96, 72, 300};
+  struct Case {
+    const char* what;
+    int a_lo, a_hi, b_lo, b_hi;
+    double zeros;
+    bool specials;
+  };
+  const Case cases[] = {
+      {"sums past 2^128", 60, 64, 60, 66, 0.0, false},
+      {"negative sums below 2^-149", -80, -74, -80, -74, 0.0, false},
+      {"zeros of both signs", -3, 3, -3, 3, 0.6, false},
+      {"wide range", -70, 60, -70, 60, 0.1, false},
+      {"infinities and NaNs", -3, 3, -3, 3, 0.05, true},
+  };
+  for (const Case& c : cases)
+    for (const char* model : kModels)
+      for (const std::string head : {"all:fused(", "split(5):fused("}) {
+        const std::string text = head + model + (head[0] == 's' ? ") | all:seq" : ")");
+        auto a = data(shape.m * shape.k, 7, c.a_lo, c.a_hi, c.zeros, c.specials);
+        const auto b = data(shape.k * shape.n, 8, c.b_lo, c.b_hi, c.zeros, c.specials);
+        if (c.zeros > 0)
+          for (size_t i = 0; i < shape.m; i += 5)
+            for (size_t t = 0; t < shape.k; ++t) a[i * shape.k + t] = (t % 3 ? 0.0f : -0.0f);  // zero rows
+        check_against_cpu(text, a, b, shape, c.what);
+      }
+}
+
+TEST_CASE("tensor-core gemm: K = 0 gives +0, an empty output is fine") {
+  if (!hopper()) return;
+  const Schedule s = parse_schedule("all:fused(tc-h100-tf32)");
+  const std::vector<float> none;
+  const std::vector<float> c = tensor_core_gemm(s, none.data(), none.data(), {3, 4, 0});
+  for (float x : c) CHECK(std::bit_cast<uint32_t>(x) == 0u);
+  CHECK(tensor_core_gemm(s, none.data(), none.data(), {0, 4, 5}).empty());
+}
+
+TEST_CASE("tensor-core gemm: the check before first use passes, and is kept per device") {
+  if (!hopper()) return;
+  CHECK(tensor_core_gemm_why_not() == "");
+  CHECK(tensor_core_gemm_why_not() == "");  // the second answer from the cache
+}
