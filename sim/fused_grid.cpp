@@ -369,6 +369,37 @@ struct BlockChains {
 };
 #endif
 
+// A thread's spare buffers of converted factors, handed from one GEMM to the next: a training step
+// makes hundreds of GEMMs of a few shapes, and fresh megabytes for each cost page faults and
+// zero-filling (a tenth of an h100-tf32 small_cnn epoch in perf). A buffer keeps the largest size
+// it had: its users read only the part they wrote.
+constexpr size_t kSpareBuffers = 4;                  // per element type: a GEMM holds at most two at once
+constexpr size_t kLargestSpareBytes = size_t{32} << 20;  // larger ones are freed: memory held between GEMMs stays small
+
+template <class T>
+std::vector<std::vector<T>>& spares() {
+  thread_local std::vector<std::vector<T>> kept;
+  return kept;
+}
+
+template <class T>
+std::vector<T> take_buffer(size_t size) {
+  std::vector<T> buffer;
+  if (auto& kept = spares<T>(); !kept.empty()) {
+    buffer = std::move(kept.back());
+    kept.pop_back();
+  }
+  if (buffer.size() < size) buffer.resize(size);
+  return buffer;
+}
+
+template <class T>
+void give_back(std::vector<T>& buffer) {
+  if (auto& kept = spares<T>();
+      kept.size() < kSpareBuffers && !buffer.empty() && buffer.size() * sizeof(T) <= kLargestSpareBytes)
+    kept.push_back(std::move(buffer));
+}
+
 }  // namespace
 
 bool FusedGrid::accepts(const FusedAddSpec& spec) {
@@ -386,7 +417,13 @@ bool FusedGrid::accepts(const FusedAddSpec& spec) {
 }
 
 bool FusedGrid::takes(const FusedAddSpec& spec) const {
-  return accepts(spec) && spec.input == spec_.input && spec.input_mode == spec_.input_mode;
+  // The constructor accepted spec_; the same spec again (every call of a GEMM's tiles) needs no
+  // second look, which builds formats (1% of an h100-tf32 small_cnn epoch, asked once a tile).
+  const bool same = spec.products == spec_.products && spec.fraction_bits == spec_.fraction_bits &&
+                    spec.output == spec_.output && spec.output_mode == spec_.output_mode &&
+                    spec.truncation == spec_.truncation &&
+                    spec.accumulator_in_alignment == spec_.accumulator_in_alignment;
+  return spec.input == spec_.input && spec.input_mode == spec_.input_mode && (same || accepts(spec));
 }
 
 size_t FusedGrid::block_rows() const {
@@ -410,17 +447,29 @@ FusedGrid::FusedGrid(const float* a, const float* b, size_t m, size_t n, size_t 
   if (!accepts(spec)) throw std::invalid_argument("FusedGrid: a spec outside the grid form");
   ldb_ = (n + block_cols() - 1) / block_cols() * block_cols() + block_cols();
   const FusedFactorConversion convert(spec);
-  a_values_.resize(m * k), a_codes_.resize(m * k);
-  std::vector<int16_t> a_codes(m * k);
-  convert.convert(a, m * k, a_values_.data(), a_codes.data(), kZeroCode, kSpecialCode);
-  for (size_t i = 0; i < m * k; ++i) {
-    const auto c = static_cast<uint16_t>(a_codes[i]);
-    a_codes_[i] = static_cast<int32_t>(uint32_t{c} | uint32_t{c} << 16);
+  a_values_ = take_buffer<float>(m * k), a_codes_ = take_buffer<int32_t>(m * k);
+  // A piece at a time, so that its 16-bit codes are still in L1 when they are doubled.
+  constexpr size_t kPiece = 4096;
+  int16_t codes[kPiece];
+  for (size_t first = 0; first < m * k; first += kPiece) {
+    const size_t count = std::min(kPiece, m * k - first);
+    convert.convert(a + first, count, &a_values_[first], codes, kZeroCode, kSpecialCode);
+    for (size_t i = 0; i < count; ++i) {
+      const auto c = static_cast<uint16_t>(codes[i]);
+      a_codes_[first + i] = static_cast<int32_t>(uint32_t{c} | uint32_t{c} << 16);
+    }
   }
   // Columns past n: zero factors, read by a block that ends past n and never stored.
-  b_values_.assign(k * ldb_, 0.0f), b_codes_.assign(k * ldb_, kZeroCode);
-  for (size_t t = 0; t < k; ++t)
+  b_values_ = take_buffer<float>(k * ldb_), b_codes_ = take_buffer<int16_t>(k * ldb_);
+  for (size_t t = 0; t < k; ++t) {
     convert.convert(b + t * n, n, &b_values_[t * ldb_], &b_codes_[t * ldb_], kZeroCode, kSpecialCode);
+    std::fill(&b_values_[t * ldb_ + n], &b_values_[t * ldb_] + ldb_, 0.0f);
+    std::fill(&b_codes_[t * ldb_ + n], &b_codes_[t * ldb_] + ldb_, kZeroCode);
+  }
+}
+
+FusedGrid::~FusedGrid() {
+  give_back(a_values_), give_back(b_values_), give_back(a_codes_), give_back(b_codes_);
 }
 
 bool FusedGrid::block(double* out, size_t ld, size_t row0, size_t rows, size_t col0, size_t cols,

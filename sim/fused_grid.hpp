@@ -40,6 +40,9 @@ class FusedGrid {
   // Memory: 8 bytes per factor of A, 6 per factor of B (padded by two blocks of columns), for the
   // GEMM's duration. spec must be accepted.
   FusedGrid(const float* a, const float* b, size_t m, size_t n, size_t k, const FusedAddSpec& spec);
+  ~FusedGrid();  // the buffers go to the thread's spares for the next GEMM
+  FusedGrid(const FusedGrid&) = delete;
+  FusedGrid& operator=(const FusedGrid&) = delete;
 
   // Whether block() takes spec: accepts(spec), with the constructor's input format and mode.
   bool takes(const FusedAddSpec& spec) const;
