@@ -1,12 +1,14 @@
 #include "models/gpu_backend.hpp"
 
 #include <stdexcept>
+#include <variant>
 
 #include "sim/cuda/gpu_conv.hpp"
 #include "sim/cuda/gpu_device.hpp"
 #include "sim/cuda/gpu_gemm.hpp"
 #include "sim/cuda/gpu_plan.hpp"
 #include "sim/cuda/gpu_reduce.hpp"
+#include "sim/cuda/gpu_tensor_core_gemm.hpp"
 
 namespace fplab::models {
 namespace {
@@ -35,8 +37,7 @@ class GpuBackend final : public ComputeBackend {
   void matmul(const profiles::OpChoice& choice, const sim::NoiseKey&, const float* a, const float* b, float* c, size_t m,
               size_t n, size_t k) override {
     check(profiles::OpKind::fwd, choice);
-    gemm_.load(a, b, {m, n, k});
-    gemm_.run(gpu::plan_gemm(choice.schedule), c);
+    gemm(gpu::plan_any_gemm(choice.schedule), a, b, c, {m, n, k});
   }
 
   void sum_rows(const profiles::OpChoice& choice, const sim::NoiseKey&, const float* x, size_t rows, size_t cols,
@@ -50,9 +51,9 @@ class GpuBackend final : public ComputeBackend {
   bool conv_forward(const profiles::OpChoice& choice, const sim::NoiseKey&, const sim::ConvGeometry& geometry,
                     size_t out_channels, const float* x, const float* w, float* out_rows, float* cols) override {
     check(profiles::OpKind::fwd, choice);
-    const gpu::GemmPlan plan = gpu::plan_gemm(choice.schedule);
+    const gpu::GemmRoute route = gpu::plan_any_gemm(choice.schedule);
     const float* device_cols = conv_.im2col(geometry, x, cols);
-    gemm_.run_unified(plan, device_cols, w, out_rows, {geometry.rows(), out_channels, geometry.taps()});
+    gemm(route, device_cols, w, out_rows, {geometry.rows(), out_channels, geometry.taps()});
     return true;
   }
 
@@ -61,8 +62,7 @@ class GpuBackend final : public ComputeBackend {
                        size_t out_channels, const float* g_rows, const float* w_t, float* dx) override {
     check(profiles::OpKind::dgrad, choice);
     float* const dcols = conv_.dcols_buffer(geometry);
-    gemm_.run_unified(gpu::plan_gemm(choice.schedule), g_rows, w_t, dcols,
-                      {geometry.rows(), geometry.taps(), out_channels});
+    gemm(gpu::plan_any_gemm(choice.schedule), g_rows, w_t, dcols, {geometry.rows(), geometry.taps(), out_channels});
     conv_.col2im(geometry, dcols, dx);
     return true;
   }
@@ -73,8 +73,17 @@ class GpuBackend final : public ComputeBackend {
     if (!problem.empty()) throw std::runtime_error("the GPU kernels cannot run " + problem);
   }
 
+  // C = A B with operands on the host or the device, on the kernel the schedule takes.
+  void gemm(const gpu::GemmRoute& route, const float* a, const float* b, float* c, sim::GemmShape shape) {
+    if (const auto* fma = std::get_if<gpu::GemmPlan>(&route))
+      gemm_.run_unified(*fma, a, b, c, shape);
+    else
+      tensor_core_gemm_.run_unified(std::get<gpu::TensorCoreGemmPlan>(route), a, b, c, shape);
+  }
+
   std::string description_;
   gpu::GpuGemm gemm_;
+  gpu::GpuTensorCoreGemm tensor_core_gemm_;  // the H100's tensor-core models (fused(tc-h100-*))
   gpu::GpuConv conv_;
   gpu::GpuSegmentedReduction sums_;
 };
@@ -88,9 +97,10 @@ std::vector<std::string> gpu_unsupported_ops(const profiles::OpTable& table) {
     std::string problem = arithmetic_problem(op, choice.arithmetic);
     if (problem.empty()) {
       try {
-        if (is_gemm(op))
-          (void)gpu::plan_gemm(choice.schedule);
-        else
+        if (is_gemm(op)) {
+          if (std::holds_alternative<gpu::TensorCoreGemmPlan>(gpu::plan_any_gemm(choice.schedule)))
+            problem = gpu::tensor_core_gemm_why_not();  // a Hopper GPU that reproduces the model
+        } else
           (void)gpu::plan_reduction(choice.schedule);
       } catch (const gpu::NotRealisable& e) {
         problem = e.what();

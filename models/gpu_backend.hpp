@@ -4,8 +4,9 @@
 // an `all:atomic` step adds in the order the hardware delivers (real implementation noise, not
 // the impl seed's). Built only where nvcc is (CMake target models_gpu); runs only where a GPU is.
 //
-// What it runs: the schedules gpu::plan_gemm (fwd, dgrad, wgrad) and gpu::plan_reduction (bias_grad,
-// bn_stats, softmax, loss) accept, in fp32 with round to nearest even, subnormals kept, no
+// What it runs: the schedules gpu::plan_any_gemm (fwd, dgrad, wgrad: FMA chains, and the H100's
+// tensor-core models on a Hopper GPU that passes gpu::tensor_core_gemm_why_not's check) and
+// gpu::plan_reduction (bias_grad, bn_stats, softmax, loss) accept, in fp32 with round to nearest even, subnormals kept, no
 // saturation, and fused products for the GEMMs; convolutions' im2col and col2im (sim/cuda/gpu_conv)
 // around their forward and input-gradient GEMMs. What stays on the CPU: see compute_backend.hpp.
 #pragma once
@@ -21,7 +22,7 @@ namespace fplab::models {
 
 // Why the GPU backend cannot run `table`: one line per op kind it cannot run ("bias_grad: schedule
 // 'all:tree' is not realisable by the GPU reduction kernel: ..."); empty when it can run all seven.
-// Plain C++: needs no GPU.
+// Needs no GPU (tensor-core GEMMs are then refused with the device's reason).
 std::vector<std::string> gpu_unsupported_ops(const profiles::OpTable& table);
 
 // The backend on CUDA device 0. Throws std::runtime_error with one line when no usable device is

@@ -78,16 +78,8 @@ std::optional<gpu::ReductionPlan> fast_plan(const sim::Schedule& schedule) {
   return std::nullopt;
 }
 
-// A GEMM schedule's kernel: FMA chains on CUDA cores, or tensor-core instructions.
-using GemmRoute = std::variant<gpu::GemmPlan, gpu::TensorCoreGemmPlan>;
-
-// Throws NotRealisable: the tensor-core kernel's line for schedules of fused steps, else the
-// CUDA-core kernel's.
-GemmRoute plan_any_gemm(const sim::Schedule& schedule) {
-  const bool fused = !schedule.stages.empty() && schedule.stages[0].reducer.kind == sim::Reducer::Kind::fused;
-  if (fused) return gpu::plan_tensor_core_gemm(schedule);
-  return gpu::plan_gemm(schedule);
-}
+using gpu::GemmRoute;
+using gpu::plan_any_gemm;
 
 // Enqueues C = A B on the device's memory. The caller holds kernels_lock.
 void run_gemm(DeviceKernels& k, const GemmRoute& route, const float* a, const float* b, float* c,

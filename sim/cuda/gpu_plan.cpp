@@ -327,6 +327,11 @@ TensorCoreGemmPlan plan_tensor_core_gemm(const Schedule& s) {
   return plan;
 }
 
+GemmRoute plan_any_gemm(const Schedule& schedule) {
+  if (!schedule.stages.empty() && schedule.stages[0].reducer.kind == RK::fused) return plan_tensor_core_gemm(schedule);
+  return plan_gemm(schedule);
+}
+
 SeededPlan plan_seeded(const Schedule& schedule) {
   auto refuse = [&](const std::string& why) {
     return NotRealisable("schedule '" + to_string(schedule) +

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <variant>
 
 #include "sim/schedule.hpp"
 
@@ -106,6 +107,12 @@ const char* to_string(TensorCoreGemmPlan::Factors factors);  // "tf32", "tf32rne
 
 // Throws NotRealisable: "schedule 'X' is not realisable by the GPU tensor-core GEMM kernel: <why>".
 TensorCoreGemmPlan plan_tensor_core_gemm(const Schedule& schedule);
+
+// A GEMM schedule's kernel: FMA chains on CUDA cores (GpuGemm) or tensor-core instructions
+// (GpuTensorCoreGemm). Throws NotRealisable: the tensor-core kernel's line for schedules whose
+// first stage is fused(...), else the CUDA-core kernel's.
+using GemmRoute = std::variant<GemmPlan, TensorCoreGemmPlan>;
+GemmRoute plan_any_gemm(const Schedule& schedule);
 
 // The seeded-order kernel (gpu_seeded.hpp) realises `GROUPS:R1 [| all:R2]`, R1 and R2 each `seq`
 // or `atomic`, GROUPS any grouping (all, contig(G), strided(P), split(S)): the emulation's own

@@ -256,18 +256,22 @@ void GpuTensorCoreGemm::run_on_device(const TensorCoreGemmPlan& plan, const floa
   }
 }
 
+void GpuTensorCoreGemm::run_unified(const TensorCoreGemmPlan& plan, const float* a, const float* b, float* c,
+                                     GemmShape shape) {
+  float* const pa = a_.reserve<float>(shape.m * shape.k);
+  float* const pb = b_.reserve<float>(shape.k * shape.n);
+  float* const pc = c_.reserve<float>(shape.m * shape.n);
+  FPLAB_CUDA(cudaMemcpy(pa, a, shape.m * shape.k * sizeof(float), cudaMemcpyDefault));
+  FPLAB_CUDA(cudaMemcpy(pb, b, shape.k * shape.n * sizeof(float), cudaMemcpyDefault));
+  run_on_device(plan, pa, pb, pc, shape);
+  FPLAB_CUDA(cudaMemcpy(c, pc, shape.m * shape.n * sizeof(float), cudaMemcpyDefault));
+}
+
 std::vector<float> tensor_core_gemm(const Schedule& schedule, const float* a, const float* b, GemmShape shape) {
   const TensorCoreGemmPlan plan = plan_tensor_core_gemm(schedule);
-  DeviceBuffer da, db, dc;
-  float* const pa = da.reserve<float>(shape.m * shape.k);
-  float* const pb = db.reserve<float>(shape.k * shape.n);
-  float* const pc = dc.reserve<float>(shape.m * shape.n);
-  FPLAB_CUDA(cudaMemcpy(pa, a, shape.m * shape.k * sizeof(float), cudaMemcpyHostToDevice));
-  FPLAB_CUDA(cudaMemcpy(pb, b, shape.k * shape.n * sizeof(float), cudaMemcpyHostToDevice));
-  GpuTensorCoreGemm gemm;
-  gemm.run_on_device(plan, pa, pb, pc, shape);
   std::vector<float> c(shape.m * shape.n);
-  FPLAB_CUDA(cudaMemcpy(c.data(), pc, c.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  GpuTensorCoreGemm gemm;
+  gemm.run_unified(plan, a, b, c.data(), shape);
   return c;
 }
 

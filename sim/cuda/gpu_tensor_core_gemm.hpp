@@ -40,10 +40,15 @@ class GpuTensorCoreGemm {
   // must not overlap a or b). Enqueued on the default stream; returns without waiting.
   void run_on_device(const TensorCoreGemmPlan& plan, const float* a, const float* b, float* c, GemmShape shape);
 
-  size_t workspace_bytes() const { return parts_.bytes(); }  // split-K parts
+  // The same for operands anywhere (fplab train's GPU backend): a, b and c each a host or a device
+  // pointer (unified addressing tells which); copied through the object's buffers, and waited for.
+  void run_unified(const TensorCoreGemmPlan& plan, const float* a, const float* b, float* c, GemmShape shape);
+
+  size_t workspace_bytes() const { return parts_.bytes() + a_.bytes() + b_.bytes() + c_.bytes(); }
 
  private:
-  DeviceBuffer parts_;
+  DeviceBuffer parts_;   // split-K parts
+  DeviceBuffer a_, b_, c_;  // run_unified's operands
 };
 
 // Plans (throws NotRealisable), uploads A and B, runs and waits: C on the host (tests, tools).
