@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <iostream>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -53,8 +54,8 @@ std::unique_ptr<experiments::ReplicaExchange> launcher_exchange() {
 #endif
 }
 
-int run_run(const RunArgs& args) {
-  const auto exchange = launcher_exchange();
+// The run on this rank (exchange: the ranks of an mpirun launch, or null).
+int run_ranks(const RunArgs& args, experiments::ReplicaExchange* exchange) {
   const int rank = exchange ? exchange->rank() : 0, ranks = exchange ? exchange->ranks() : 1;
   // Everything up to the claimed output folder may fail on one rank alone (a folder of other
   // results on rank 0's machine, a data set missing on another): the ranks agree before training,
@@ -75,7 +76,7 @@ int run_run(const RunArgs& args) {
         std::min<size_t>(args.jobs ? args.jobs : std::max(1u, std::thread::hardware_concurrency()), replicas);
     options.resume = args.resume;
     options.quiet = args.quiet || args.json;
-    options.exchange = exchange.get();
+    options.exchange = exchange;
     format = experiment.format == "fp32" ? "" : experiment.format;
     // --device: every op table the experiment's variants use must run on the GPU (cuda), or the
     // run falls back to the CPU (auto). One replica at a time on a rank's GPU.
@@ -150,6 +151,20 @@ int run_run(const RunArgs& args) {
     std::printf("%s\nresults in %s/ (report.md, report.html, summary.json, *.csv, figures/)\n",
                 experiments::summary_table(groups).c_str(), options.out_dir.c_str());
   return 0;
+}
+
+int run_run(const RunArgs& args) {
+  const auto exchange = launcher_exchange();
+  if (!exchange) return run_ranks(args, nullptr);
+  try {
+    return run_ranks(args, exchange.get());
+  } catch (const std::exception& e) {
+    // Said here, before MPI_Finalize (the exchange's end), where every rank waits for the others:
+    // mpirun ends all ranks as soon as one has exited non-zero, which could cut off a line a rank
+    // printed only after it ("rank 1 stopped before training", the reason on another rank).
+    std::cerr << "fplab: error: " << one_line(e.what()) << '\n' << std::flush;
+    return 2;
+  }
 }
 
 }  // namespace
