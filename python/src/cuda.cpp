@@ -94,7 +94,7 @@ void run_gemm(DeviceKernels& k, const GemmRoute& route, const float* a, const fl
 // a schedule outside the kernels' family, arithmetic other than theirs (fp32, round to nearest
 // even, subnormals kept, fused products in a GEMM), or a GEMM's atomic combine, whose order on
 // the GPU is the hardware's and not the impl seed's.
-std::string why_not(bool gemm, const sim::Schedule& schedule, const sim::Arithmetic& arithmetic) {
+std::string why_not(bool gemm, const sim::Schedule& schedule, const sim::Arithmetic& arithmetic, int device) {
   if (!arithmetic.native_float())
     return "arithmetic " + arithmetic.to_string() +
            " is not the kernels' (fp32, round to nearest even, subnormals kept)";
@@ -105,7 +105,14 @@ std::string why_not(bool gemm, const sim::Schedule& schedule, const sim::Arithme
       const GemmRoute route = plan_any_gemm(schedule);
       if (const auto* fma = std::get_if<gpu::GemmPlan>(&route); fma && !fma->deterministic())
         return "an atomic combine: the GPU adds in the hardware's order, not the impl seed's";
-      if (std::holds_alternative<gpu::TensorCoreGemmPlan>(route)) return gpu::tensor_core_gemm_why_not();
+      if (std::holds_alternative<gpu::TensorCoreGemmPlan>(route)) {
+        std::string why;
+        if (!gpu::device_available(&why)) return why;
+        py::gil_scoped_release unlocked;
+        const std::lock_guard<std::mutex> held(kernels_lock);
+        gpu::use_device(device);  // the check is of this device's tensor cores
+        return gpu::tensor_core_gemm_why_not();
+      }
     }
     if (!gemm && !fast_plan(schedule)) gpu::plan_seeded(schedule);
   } catch (const gpu::NotRealisable& e) {
@@ -349,9 +356,9 @@ void bind_cuda(py::module_& m) {
   m.def("cuda_device", &cuda_device, py::arg("device") = 0,
         "The CUDA device fplab's kernels run on, described in one line (name, sm, SMs, memory, CUDA versions); "
         "raises fplab.Error when there is none.");
-  m.def("cuda_why_not", &why_not, py::arg("gemm"), py::arg("schedule"), py::arg("arithmetic"),
+  m.def("cuda_why_not", &why_not, py::arg("gemm"), py::arg("schedule"), py::arg("arithmetic"), py::arg("device") = 0,
         "Why fplab's CUDA kernels cannot run a GEMM (gemm=True) or a reduction in this schedule and arithmetic "
-        "with the CPU engine's bits: one line, or '' when they can.");
+        "with the CPU engine's bits on the device: one line, or '' when they can.");
   m.def("cuda_matmul", &cuda_matmul, py::arg("a"), py::arg("b"), py::arg("c"), py::arg("m"), py::arg("n"), py::arg("k"),
         py::arg("schedule"), py::arg("device") = 0,
         "C = A B on the device: a, b, c the addresses of dense row-major float32 matrices (m x k, k x n, m x n) in "

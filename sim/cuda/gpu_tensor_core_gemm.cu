@@ -100,10 +100,14 @@ __device__ __noinline__ Fragment redo(Fragment before, const uint32_t (*sa)[kLd]
   return d;
 }
 
-__device__ bool unlike_the_model(const float (&d)[4]) {
+// Whether any of a lane's four results that will be stored (row < m, column < n) may differ from
+// the model's. Outputs past the edge hold the chip's values unchecked: they are never stored, and
+// counting their zeros would send every instruction of an edge tile to the software step.
+__device__ bool unlike_the_model(const float (&d)[4], bool top_row, bool bottom_row, bool left_col, bool right_col) {
+  const bool inside[4] = {top_row && left_col, top_row && right_col, bottom_row && left_col, bottom_row && right_col};
   bool odd = false;
 #pragma unroll
-  for (int r = 0; r < 4; ++r) odd |= d[r] == 0 || !isfinite(d[r]);
+  for (int r = 0; r < 4; ++r) odd |= inside[r] && (d[r] == 0 || !isfinite(d[r]));
   return odd;
 }
 
@@ -159,7 +163,9 @@ __global__ void __launch_bounds__(kThreads)
         for (int ni = 0; ni < 4; ++ni) {
           const Fragment before{{acc[mi][ni][0], acc[mi][ni][1], acc[mi][ni][2], acc[mi][ni][3]}};
           detail::mma_sync<In::input>(acc[mi][ni], fa[mi], fb[ni]);
-          if (__any_sync(0xffffffffu, unlike_the_model(acc[mi][ni]))) {
+          const int row = row0 + wr + mi * 16 + g, col = col0 + wc + ni * 8 + 2 * t;
+          if (__any_sync(0xffffffffu,
+                         unlike_the_model(acc[mi][ni], row < m, row + 8 < m, col < n, col + 1 < n))) {
             const Fragment d = redo<F>(before, sa, sb, wr + mi * 16, wc + ni * 8, kk, min(In::k, live - kk), g, t);
 #pragma unroll
             for (int r = 0; r < 4; ++r) acc[mi][ni][r] = d.v[r];
@@ -225,7 +231,8 @@ void GpuTensorCoreGemm::run_on_device(const TensorCoreGemmPlan& plan, const floa
   const auto k = static_cast<int64_t>(shape.k);
   const int64_t chunk = plan.parts.chunk(k), count = plan.parts.part_count(k);
   const size_t row_tiles = (shape.m + kBlockRows - 1) / kBlockRows, col_tiles = (shape.n + kBlockCols - 1) / kBlockCols;
-  if (shape.m > INT_MAX || shape.n > INT_MAX || row_tiles > INT_MAX || col_tiles > 65535 || count > 65535)
+  // m and n below INT_MAX by a block: the kernel's row and column indices are ints.
+  if (shape.m > INT_MAX - kBlockRows || shape.n > INT_MAX - kBlockCols || col_tiles > 65535 || count > 65535)
     throw std::invalid_argument("tensor-core GEMM: " + std::to_string(shape.m) + " x " + std::to_string(shape.n) +
                                 " outputs in " + std::to_string(count) +
                                 " parts exceed the kernel's grid (at most 65535 parts and 4194240 columns)");
@@ -263,6 +270,8 @@ void GpuTensorCoreGemm::run_unified(const TensorCoreGemmPlan& plan, const float*
   float* const pc = c_.reserve<float>(shape.m * shape.n);
   FPLAB_CUDA(cudaMemcpy(pa, a, shape.m * shape.k * sizeof(float), cudaMemcpyDefault));
   FPLAB_CUDA(cudaMemcpy(pb, b, shape.k * shape.n * sizeof(float), cudaMemcpyDefault));
+  // NaN bytes first: an output the kernel failed to write cannot pass for a result.
+  FPLAB_CUDA(cudaMemsetAsync(pc, 0xff, shape.m * shape.n * sizeof(float)));
   run_on_device(plan, pa, pb, pc, shape);
   FPLAB_CUDA(cudaMemcpy(c, pc, shape.m * shape.n * sizeof(float), cudaMemcpyDefault));
 }

@@ -13,6 +13,8 @@
 // Row-major A (m x k), B (k x n), C (m x n), device memory. No CUDA types in this header.
 #pragma once
 
+#include <cstdint>
+#include <string>
 #include <vector>
 
 #include "sim/cuda/device_buffer.hpp"
@@ -50,6 +52,11 @@ class GpuTensorCoreGemm {
   DeviceBuffer parts_;   // split-K parts
   DeviceBuffer a_, b_, c_;  // run_unified's operands
 };
+
+// Factors for the check and the tests: 2^e * N(0, 1) with e uniform in [lo, hi], a share `zeros`
+// of them +0 or -0 and a share `specials` NaN or +-inf, from the seed.
+std::vector<float> tensor_core_probe_values(size_t count, uint64_t seed, int lo, int hi, double zeros,
+                                            double specials);
 
 // Plans (throws NotRealisable), uploads A and B, runs and waits: C on the host (tests, tools).
 std::vector<float> tensor_core_gemm(const Schedule& schedule, const float* a, const float* b, GemmShape shape);

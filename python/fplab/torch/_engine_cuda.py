@@ -94,7 +94,8 @@ class CudaEngine:
         """Why ``choice`` (of kind ``op_kind``) cannot run on fplab's kernels; "" where it can."""
         key = (op_kind, str(choice))
         if key not in self._why_not:
-            self._why_not[key] = _core.cuda_why_not(op_kind in _GEMM_KINDS, choice.schedule, choice.arithmetic)
+            self._why_not[key] = _core.cuda_why_not(op_kind in _GEMM_KINDS, choice.schedule, choice.arithmetic,
+                                                    self.index)
         return self._why_not[key]
 
     # --- around every kernel call ---------------------------------------------------------------
