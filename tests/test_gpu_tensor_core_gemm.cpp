@@ -77,9 +77,9 @@ TEST_CASE("tensor-core gemm plan: the tc-h100 models' chains and ordered split-K
     CHECK(split.parts.size == 16);
     CHECK(split.parts.part_count(1000) == 16);
   }
-  CHECK(plan_tensor_core_gemm(parse_schedule("all:fused(tc-h100-bf16)")).factors == TensorCoreGemmPlan::Factors::bf16);
+  CHECK(plan_tensor_core_gemm(parse_schedule("all:fused(tc-h100-bf16)")).factors == Reducer::Input::bf16);
   CHECK(plan_tensor_core_gemm(parse_schedule("contig(40):fused(8,25,tf32rna) | all:seq")).factors ==
-        TensorCoreGemmPlan::Factors::tf32rna);
+        Reducer::Input::tf32rna);
   CHECK(plan_tensor_core_gemm(parse_schedule("all:fused(tc-h100-fp16)")).products() == 16);
 }
 

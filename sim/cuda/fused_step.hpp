@@ -71,6 +71,12 @@ FPLAB_HOST_DEVICE inline float toward_zero(double v) {
   return std::fabs(static_cast<double>(f)) > std::fabs(v) ? std::nextafter(f, 0.0f) : f;
 }
 
+// A nonzero finite term's reference exponent: its own, clamped at its format's emin.
+FPLAB_HOST_DEVICE inline int reference_exponent(float x, int emin) {
+  const int e = parts_of(x).exponent;
+  return e > emin ? e : emin;
+}
+
 }  // namespace fplab::sim::gpu::fused_step_detail
 
 namespace fplab::sim::gpu {
@@ -101,16 +107,13 @@ FPLAB_HOST_DEVICE float fused_step(float acc, const float (&x)[N], const float (
       (negative ? neg_zero : pos_zero) = true;
       continue;
     }
-    const int e = (parts_of(x[i]).exponent > emin ? parts_of(x[i]).exponent : emin) +
-                  (parts_of(y[i]).exponent > emin ? parts_of(y[i]).exponent : emin);
+    const int e = reference_exponent(x[i], emin) + reference_exponent(y[i], emin);
     largest = e > largest ? e : largest;
   }
-  if (nan || (pos_inf && neg_inf)) {
-    return float_of(0x7fc00000u);  // fp::round_exact's NaN in fp32
-  }
+  if (nan || (pos_inf && neg_inf)) return float_of(0x7fc00000u);  // fp::round_exact's NaN in fp32
   if (pos_inf || neg_inf) return neg_inf ? -INFINITY : INFINITY;
   if (acc != 0) {
-    const int e = parts_of(acc).exponent > -126 ? parts_of(acc).exponent : -126;
+    const int e = reference_exponent(acc, -126);  // the output's (fp32's) emin
     largest = e > largest ? e : largest;
   }
   if (largest == INT_MIN) return neg_zero && !pos_zero ? -0.0f : 0.0f;  // only zeros: IEEE's sign rule

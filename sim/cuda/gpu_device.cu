@@ -50,6 +50,12 @@ int device_count() {
 
 void use_device(int index) { FPLAB_CUDA(cudaSetDevice(index)); }
 
+int current_device() {
+  int device = 0;
+  FPLAB_CUDA(cudaGetDevice(&device));
+  return device;
+}
+
 void synchronize_device() { FPLAB_CUDA(cudaDeviceSynchronize()); }
 
 DeviceInfo device_info() {

@@ -34,6 +34,8 @@ int device_count();
 // Makes device `index` the one this thread's later kernels run on (cudaSetDevice): fplab's
 // runtime keeps its own current device, apart from a host program's (PyTorch's) runtime.
 void use_device(int index);
+// The device this thread's kernels run on now (use_device's last, else 0).
+int current_device();
 
 // Waits until every kernel and copy fplab enqueued on the current device has finished.
 void synchronize_device();

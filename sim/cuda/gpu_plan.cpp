@@ -261,22 +261,6 @@ GemmPlan plan_gemm(const Schedule& s) {
   return plan;
 }
 
-const char* to_string(TensorCoreGemmPlan::Factors factors) {
-  switch (factors) {
-    case TensorCoreGemmPlan::Factors::tf32:
-      return "tf32";
-    case TensorCoreGemmPlan::Factors::tf32rne:
-      return "tf32rne";
-    case TensorCoreGemmPlan::Factors::tf32rna:
-      return "tf32rna";
-    case TensorCoreGemmPlan::Factors::bf16:
-      return "bf16";
-    case TensorCoreGemmPlan::Factors::fp16:
-      return "fp16";
-  }
-  return "?";
-}
-
 TensorCoreGemmPlan plan_tensor_core_gemm(const Schedule& s) {
   constexpr const char* kernel = "tensor-core GEMM";
   const auto& st = s.stages;
@@ -289,30 +273,14 @@ TensorCoreGemmPlan plan_tensor_core_gemm(const Schedule& s) {
     reject(s, kernel, "expected all:fused(N,F,IN) or split(S)|contig(G):fused(N,F,IN) | all:seq");
   const Reducer& r = st[0].reducer;
   if (r.kind != RK::fused) reject(s, kernel, "its first stage must be fused(N,F,IN), not " + to_string(r));
-  TensorCoreGemmPlan plan;
   using In = Reducer::Input;
-  using F = TensorCoreGemmPlan::Factors;
-  switch (r.fused_input) {
-    case In::tf32:
-      plan.factors = F::tf32;
-      break;
-    case In::tf32rne:
-      plan.factors = F::tf32rne;
-      break;
-    case In::tf32rna:
-      plan.factors = F::tf32rna;
-      break;
-    case In::bf16:
-      plan.factors = F::bf16;
-      break;
-    case In::fp16:
-      plan.factors = F::fp16;
-      break;
-    default:
-      reject(s, kernel,
-             std::string("factors converted to tf32, tf32rne, tf32rna, bf16 or fp16 (an H100 mma.sync's inputs), not '") +
-                 to_string(r.fused_input) + "'");
-  }
+  const In in = r.fused_input;
+  if (in != In::tf32 && in != In::tf32rne && in != In::tf32rna && in != In::bf16 && in != In::fp16)
+    reject(s, kernel,
+           std::string("factors converted to tf32, tf32rne, tf32rna, bf16 or fp16 (an H100 mma.sync's inputs), not '") +
+               to_string(in) + "'");
+  TensorCoreGemmPlan plan;
+  plan.factors = in;
   if (r.fused_products != plan.products() || r.fused_fraction_bits != 25)
     reject(s, kernel,
            "an H100 mma.sync with " + std::string(to_string(plan.factors)) + " factors adds " +

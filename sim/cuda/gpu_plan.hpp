@@ -97,13 +97,11 @@ GemmPlan plan_gemm(const Schedule& schedule);
 // what one mma.sync instruction of a Hopper GPU does (docs/results/tensor-cores-h100.md), chained
 // along K as the instructions chain; split-K parts added in order in fp32.
 struct TensorCoreGemmPlan {
-  enum class Factors : uint8_t { tf32, tf32rne, tf32rna, bf16, fp16 };
-  Factors factors = Factors::tf32;
+  Reducer::Input factors = Reducer::Input::tf32;  // tf32, tf32rne, tf32rna, bf16 or fp16
   GemmPlan parts;  // Parts::one, or split/contig parts combined by Combine::seq
 
-  int products() const { return factors == Factors::bf16 || factors == Factors::fp16 ? 16 : 8; }
+  int products() const { return factors == Reducer::Input::bf16 || factors == Reducer::Input::fp16 ? 16 : 8; }
 };
-const char* to_string(TensorCoreGemmPlan::Factors factors);  // "tf32", "tf32rne", ..., "fp16"
 
 // Throws NotRealisable: "schedule 'X' is not realisable by the GPU tensor-core GEMM kernel: <why>".
 TensorCoreGemmPlan plan_tensor_core_gemm(const Schedule& schedule);

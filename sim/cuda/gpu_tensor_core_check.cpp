@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/cuda/gpu_device.hpp"
 #include "sim/cuda/gpu_tensor_core_gemm.hpp"
 
 namespace fplab::sim::gpu {

@@ -29,7 +29,7 @@
 namespace fplab::sim::gpu {
 namespace {
 
-using Factors = TensorCoreGemmPlan::Factors;
+using Factors = Reducer::Input;  // of the five the plan takes
 
 constexpr int kBlockRows = 64, kBlockCols = 64, kStageK = 32, kThreads = 128;
 constexpr int kLd = kStageK + 1;  // a shared row padded by one word: the stores of B's columns hit 32 banks
@@ -214,12 +214,6 @@ std::string tensor_core_gemm_device_why_not() {
   return {};
 }
 
-int current_device() {
-  int device = 0;
-  FPLAB_CUDA(cudaGetDevice(&device));
-  return device;
-}
-
 void GpuTensorCoreGemm::run_on_device(const TensorCoreGemmPlan& plan, const float* a, const float* b, float* c,
                                       GemmShape shape) {
   const size_t outputs = shape.m * shape.n;
@@ -239,9 +233,6 @@ void GpuTensorCoreGemm::run_on_device(const TensorCoreGemmPlan& plan, const floa
   float* target = count > 1 ? parts_.reserve<float>(static_cast<size_t>(count) * outputs) : c;
   const dim3 grid(static_cast<unsigned>(row_tiles), static_cast<unsigned>(col_tiles), static_cast<unsigned>(count));
   switch (plan.factors) {
-    case Factors::tf32:
-      launch<Factors::tf32>(grid, a, b, target, shape, chunk);
-      break;
     case Factors::tf32rne:
       launch<Factors::tf32rne>(grid, a, b, target, shape, chunk);
       break;
@@ -254,6 +245,8 @@ void GpuTensorCoreGemm::run_on_device(const TensorCoreGemmPlan& plan, const floa
     case Factors::fp16:
       launch<Factors::fp16>(grid, a, b, target, shape, chunk);
       break;
+    default:  // tf32: plan_tensor_core_gemm takes no other
+      launch<Factors::tf32>(grid, a, b, target, shape, chunk);
   }
   FPLAB_CUDA_LAUNCHED("tensor-core GEMM kernel");
   if (count > 1) {

@@ -29,8 +29,6 @@ namespace fplab::sim::gpu {
 std::string tensor_core_gemm_why_not();
 // The first part alone (no probe run): whether there is a Hopper GPU.
 std::string tensor_core_gemm_device_why_not();
-// The CUDA runtime's current device (fplab's own runtime: gpu_device.hpp, use_device).
-int current_device();
 
 class GpuTensorCoreGemm {
  public:
