@@ -11,7 +11,12 @@
 namespace fplab::sim::gpu::detail {
 
 inline void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) throw CudaError(std::string(what) + ": " + cudaGetErrorString(status));
+  if (status == cudaSuccess) return;
+  // The runtime also keeps a failed call's status as its "last error": left there, it would be
+  // reported again by the next launch's check (FPLAB_CUDA_LAUNCHED), blaming a kernel that ran
+  // fine. Reading it clears it (sticky errors stay, as they should).
+  (void)cudaGetLastError();
+  throw CudaError(std::string(what) + ": " + cudaGetErrorString(status));
 }
 
 }  // namespace fplab::sim::gpu::detail

@@ -2,14 +2,19 @@
 // of one split-K part; each warp 32 x 32 of them as 2 x 4 tiles of 16 x 8, one accumulator
 // fragment per tile held in registers for the whole part, so that every tile's instructions are
 // issued in K order, each taking the last one's result as its C: the chain sim::fused_dot
-// describes. The factors pass through shared memory 32 K at a time as the instruction's codes
-// (converted once per block and stage).
+// describes. The factors pass through shared memory 32 K at a time (asynchronous copies, the next
+// stage's in flight while a stage is read) and are converted to the instruction's codes as the
+// fragments are read.
 //
-// After each instruction the warp looks at its 16 x 8 results; where any is zero, infinite or
-// NaN it computes the instruction again with fused_step (fused_step.hpp), the model of
-// sim/tensor_core.cpp (fused_multiply_add with fp32 output toward zero, truncation toward zero,
-// the accumulator in the alignment) on CUDA cores, from the accumulators it kept. Elsewhere the
-// chip's result is the model's (docs/results/tensor-cores-h100.md: 720,896,000 outputs).
+// The chip departs from the model in two ways only (docs/results/tensor-cores-h100.md): an exact
+// zero result is +0 where the model may give -0, and an overflow gives +-inf where the model
+// saturates at +-FLT_MAX. Both leave a trace that lasts: a chip accumulator that was +-inf stays
+// infinite or NaN, and a zero's sign changes nothing in the next instruction unless its result is
+// zero again (a zero accumulator adds nothing to an exact sum, whatever its sign). So the warp
+// looks at its results once a stage, after the stage's last instruction: where any is zero,
+// infinite or NaN it computes the stage's instructions of that tile again with fused_step
+// (fused_step.hpp, the model of sim/tensor_core.cpp) on CUDA cores, from the accumulators it kept
+// at the stage's start. Elsewhere the chip's result is the model's (720,896,000 outputs measured).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -32,7 +37,10 @@ namespace {
 using Factors = Reducer::Input;  // of the five the plan takes
 
 constexpr int kBlockRows = 64, kBlockCols = 64, kStageK = 32, kThreads = 128;
-constexpr int kLd = kStageK + 1;  // a shared row padded by one word: the stores of B's columns hit 32 banks
+// Shared rows padded so that the fragment loads hit 32 banks: A as [row][K], lane (g, t) reading
+// row g, word t (4 g + t with 4 words of padding); B as [K][column], lane (g, t) reading row t,
+// word g (8 t + g with 8).
+constexpr int kLdA = kStageK + 4, kLdB = kBlockCols + 8;
 
 template <Factors F>
 struct Inputs {
@@ -74,54 +82,111 @@ __device__ float value_of(uint32_t code) {
   }
 }
 
+// A factor's value in the model: its code's value.
+template <Factors F>
+__device__ float model_value(float x) {
+  return value_of<F>(code_of<F>(x));
+}
+
+// A register of the instruction's operand from one factor (tf32) or two (bf16, fp16: `first` in
+// the low half), converted as code_of does.
+template <Factors F>
+__device__ uint32_t operand(float first, float second) {
+  if constexpr (F == Factors::bf16) {
+    const __nv_bfloat162 pair = __floats2bfloat162_rn(first, second);
+    return *reinterpret_cast<const uint32_t*>(&pair);
+  } else if constexpr (F == Factors::fp16) {
+    const __half2 pair = __floats2half2_rn(first, second);
+    return *reinterpret_cast<const uint32_t*>(&pair);
+  } else {
+    (void)second;
+    return code_of<F>(first);
+  }
+}
+
+// One 4-byte asynchronous copy into shared memory; a zero where `inside` is false (no bytes read).
+__device__ __forceinline__ void copy_async(float* to, const float* from, bool inside) {
+  const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(to));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(address), "l"(from), "r"(inside ? 4 : 0));
+}
+
 // An output fragment of one lane (the C fragment's layout), passed by value so that the
 // accumulators stay in registers around the out-of-line call.
 struct Fragment {
   float v[4];
 };
 
-// The instruction over products [kk, kk + count) of tile (r0, c0) again, in software, from
+// The stage's instructions of tile (r0, c0) over its `live` products again, in software, from
 // `before`. Out of line: it runs rarely, and inlined eight times it would crowd the main loop.
 template <Factors F>
-__device__ __noinline__ Fragment redo(Fragment before, const uint32_t (*sa)[kLd], const uint32_t (*sb)[kLd], int r0,
-                                      int c0, int kk, int count, int g, int t) {
+__device__ __noinline__ Fragment redo_stage(Fragment before, const float (*sa)[kLdA], const float (*sb)[kLdB], int r0,
+                                            int c0, int live, int g, int t) {
   constexpr int N = Inputs<F>::k;
   Fragment d;
   for (int r = 0; r < 4; ++r) {
     const int row = r0 + g + 8 * (r >> 1), col = c0 + 2 * t + (r & 1);
-    float x[N], y[N];
+    float acc = before.v[r];
+    for (int kk = 0; kk < live; kk += N) {
+      const int count = min(N, live - kk);
+      float x[N], y[N];
 #pragma unroll
-    for (int j = 0; j < N; ++j) {
-      x[j] = j < count ? value_of<F>(sa[row][kk + j]) : 0.0f;
-      y[j] = j < count ? value_of<F>(sb[col][kk + j]) : 0.0f;
+      for (int j = 0; j < N; ++j) {
+        x[j] = j < count ? model_value<F>(sa[row][kk + j]) : 0.0f;
+        y[j] = j < count ? model_value<F>(sb[kk + j][col]) : 0.0f;
+      }
+      acc = fused_step<N>(acc, x, y, count, Inputs<F>::emin);
     }
-    d.v[r] = fused_step<N>(before.v[r], x, y, count, Inputs<F>::emin);
+    d.v[r] = acc;
   }
   return d;
 }
 
-// Whether any of a lane's four results that will be stored (row < m, column < n) may differ from
-// the model's. Outputs past the edge hold the chip's values unchecked: they are never stored, and
-// counting their zeros would send every instruction of an edge tile to the software step.
-__device__ bool unlike_the_model(const float (&d)[4], bool top_row, bool bottom_row, bool left_col, bool right_col) {
+// ±0, ±inf and NaN map to kOdd and above, every other float below: (bits << 1) drops the sign, so
+// that both zeros become 0 (and then, less one, the largest word) and the exponent field 0xff the
+// top byte. One shift-and-subtract and one unsigned max a value, for the once-a-stage look.
+constexpr uint32_t kOdd = 0xfeffffffu;
+__device__ __forceinline__ uint32_t oddness(float x) { return (__float_as_uint(x) << 1) - 1u; }
+
+// The largest oddness among a tile's four results of a lane that will be stored (row < m, column
+// < n). Outputs past the edge hold the chip's values unchecked: they are never stored, and
+// counting their zeros would send every stage of an edge tile to the software path.
+__device__ uint32_t tile_oddness(const float (&d)[4], bool top_row, bool bottom_row, bool left_col, bool right_col) {
   const bool inside[4] = {top_row && left_col, top_row && right_col, bottom_row && left_col, bottom_row && right_col};
-  bool odd = false;
+  uint32_t worst = 0;
 #pragma unroll
-  for (int r = 0; r < 4; ++r) odd |= inside[r] && (d[r] == 0 || !isfinite(d[r]));
-  return odd;
+  for (int r = 0; r < 4; ++r) worst = max(worst, inside[r] ? oddness(d[r]) : 0u);
+  return worst;
 }
 
+// Three blocks an SM: 168 registers a thread, none spilled in the tf32 kernels (the compiler takes
+// all 255 otherwise, and two blocks an SM leave the copies' latency bare).
 template <Factors F>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 3)
     tensor_core_gemm_kernel(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ c, int m,
                             int n, int64_t k, int64_t chunk, size_t part_stride) {
   using In = Inputs<F>;
-  __shared__ uint32_t sa[kBlockRows][kLd];  // A's codes, [row][K]
-  __shared__ uint32_t sb[kBlockCols][kLd];  // B's codes, [column][K]
+  // Two stages of the factors as they are in memory (converted when the fragments are read): one
+  // is read while the next one's copies are in flight.
+  __shared__ float sa[2][kBlockRows][kLdA];  // A, [row][K]
+  __shared__ float sb[2][kStageK][kLdB];     // B, [K][column]
   const int row0 = blockIdx.x * kBlockRows, col0 = blockIdx.y * kBlockCols;
   const int64_t k0 = static_cast<int64_t>(blockIdx.z) * chunk, k1 = min(k, k0 + chunk);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int wr = (warp / 2) * 32, wc = (warp % 2) * 32;  // the warp's outputs within the block
+  const bool interior = row0 + kBlockRows <= m && col0 + kBlockCols <= n;  // every output stored
+  const auto load_stage = [&](int buffer, int64_t ks) {
+#pragma unroll
+    for (int i = 0; i < kBlockRows * kStageK / kThreads; ++i) {
+      const int e = threadIdx.x + i * kThreads;
+      const int r = e / kStageK, ka = e % kStageK;  // A: consecutive threads along a row's K
+      const bool in_a = row0 + r < m && ks + ka < k1;
+      copy_async(&sa[buffer][r][ka], in_a ? a + static_cast<size_t>(row0 + r) * k + ks + ka : a, in_a);
+      const int kb = e / kBlockCols, col = e % kBlockCols;  // B: along a row of B (the columns)
+      const bool in_b = col0 + col < n && ks + kb < k1;
+      copy_async(&sb[buffer][kb][col], in_b ? b + static_cast<size_t>(ks + kb) * n + col0 + col : b, in_b);
+    }
+    asm volatile("cp.async.commit_group;\n" ::);
+  };
   float acc[2][4][4];
 #pragma unroll
   for (int mi = 0; mi < 2; ++mi)
@@ -130,48 +195,82 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.0f;  // every chain starts from +0
 
-  for (int64_t ks = k0; ks < k1; ks += kStageK) {
-    __syncthreads();  // the last stage's reads are done
-    for (int e = threadIdx.x; e < kBlockRows * kStageK; e += kThreads) {
-      const int r = e / kStageK, kk = e % kStageK;
-      const bool inside = row0 + r < m && ks + kk < k1;
-      sa[r][kk] = code_of<F>(inside ? a[static_cast<size_t>(row0 + r) * k + ks + kk] : 0.0f);
+  if (k0 < k1) load_stage(0, k0);
+  int buffer = 0;
+  for (int64_t ks = k0; ks < k1; ks += kStageK, buffer ^= 1) {
+    if (ks + kStageK < k1) {
+      load_stage(buffer ^ 1, ks + kStageK);
+      asm volatile("cp.async.wait_group 1;\n" ::);  // this stage's copies done, the next one's in flight
+    } else {
+      asm volatile("cp.async.wait_group 0;\n" ::);
     }
-    for (int e = threadIdx.x; e < kBlockCols * kStageK; e += kThreads) {
-      const int kk = e / kBlockCols, col = e % kBlockCols;
-      const bool inside = col0 + col < n && ks + kk < k1;
-      sb[col][kk] = code_of<F>(inside ? b[static_cast<size_t>(ks + kk) * n + col0 + col] : 0.0f);
-    }
-    __syncthreads();
+    __syncthreads();  // every thread's copies of this stage are in
+    const float (*const sta)[kLdA] = sa[buffer];
+    const float (*const stb)[kLdB] = sb[buffer];
     const int live = static_cast<int>(min(static_cast<int64_t>(kStageK), k1 - ks));  // this stage's products inside the part
+    Fragment before[2][4];  // the stage's starting accumulators, for the rare software path
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < 4; ++ni)
+        before[mi][ni] = Fragment{{acc[mi][ni][0], acc[mi][ni][1], acc[mi][ni][2], acc[mi][ni][3]}};
     for (int kk = 0; kk < live; kk += In::k) {
+      // The fragments of mma.sync (PTX ISA, "Matrix fragments"): A's register r holds row
+      // g + 8 (r & 1), products t (and t + 1 for two a register) + k/2 (r >> 1); B's register r
+      // column g, products t (t + 1) + k/2 r.
+      constexpr int step = In::per_reg, half = In::k / 2;
       uint32_t fa[2][4], fb[4][2];
 #pragma unroll
       for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
-        for (int r = 0; r < 4; ++r)
-          fa[mi][r] = detail::pack<In::input>(
-              &sa[wr + mi * 16 + g + 8 * (r & 1)][kk + t * In::per_reg + (r >> 1) * (In::k / 2)], 1);
+        for (int r = 0; r < 4; ++r) {
+          const float* p = &sta[wr + mi * 16 + g + 8 * (r & 1)][kk + t * step + (r >> 1) * half];
+          fa[mi][r] = operand<F>(p[0], step > 1 ? p[1] : 0.0f);
+        }
 #pragma unroll
       for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
-        for (int r = 0; r < 2; ++r)
-          fb[ni][r] = detail::pack<In::input>(&sb[wc + ni * 8 + g][kk + t * In::per_reg + r * (In::k / 2)], 1);
+        for (int r = 0; r < 2; ++r) {
+          const int kb = kk + t * step + r * half, col = wc + ni * 8 + g;
+          fb[ni][r] = operand<F>(stb[kb][col], step > 1 ? stb[kb + 1][col] : 0.0f);
+        }
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < 4; ++ni) detail::mma_sync<In::input>(acc[mi][ni], fa[mi], fb[ni]);
+    }
+    uint32_t worst = 0;
+    if (interior) {
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+          for (int r = 0; r < 4; ++r) worst = max(worst, oddness(acc[mi][ni][r]));
+    } else {
 #pragma unroll
       for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
         for (int ni = 0; ni < 4; ++ni) {
-          const Fragment before{{acc[mi][ni][0], acc[mi][ni][1], acc[mi][ni][2], acc[mi][ni][3]}};
-          detail::mma_sync<In::input>(acc[mi][ni], fa[mi], fb[ni]);
+          const int row = row0 + wr + mi * 16 + g, col = col0 + wc + ni * 8 + 2 * t;
+          worst = max(worst, tile_oddness(acc[mi][ni], row < m, row + 8 < m, col < n, col + 1 < n));
+        }
+    }
+    if (__any_sync(0xffffffffu, worst >= kOdd)) {  // rare: find the tiles, and redo their stage
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < 4; ++ni) {
           const int row = row0 + wr + mi * 16 + g, col = col0 + wc + ni * 8 + 2 * t;
           if (__any_sync(0xffffffffu,
-                         unlike_the_model(acc[mi][ni], row < m, row + 8 < m, col < n, col + 1 < n))) {
-            const Fragment d = redo<F>(before, sa, sb, wr + mi * 16, wc + ni * 8, kk, min(In::k, live - kk), g, t);
+                         tile_oddness(acc[mi][ni], row < m, row + 8 < m, col < n, col + 1 < n) >= kOdd)) {
+            const Fragment d = redo_stage<F>(before[mi][ni], sta, stb, wr + mi * 16, wc + ni * 8, live, g, t);
 #pragma unroll
             for (int r = 0; r < 4; ++r) acc[mi][ni][r] = d.v[r];
           }
         }
     }
+    __syncthreads();  // this stage's buffer is read: the next iteration's copies may refill it
   }
   float* out = c + blockIdx.z * part_stride;
 #pragma unroll
@@ -258,11 +357,14 @@ void GpuTensorCoreGemm::run_on_device(const TensorCoreGemmPlan& plan, const floa
 
 void GpuTensorCoreGemm::run_unified(const TensorCoreGemmPlan& plan, const float* a, const float* b, float* c,
                                      GemmShape shape) {
+  if (shape.m * shape.n == 0) return;
   float* const pa = a_.reserve<float>(shape.m * shape.k);
   float* const pb = b_.reserve<float>(shape.k * shape.n);
   float* const pc = c_.reserve<float>(shape.m * shape.n);
-  FPLAB_CUDA(cudaMemcpy(pa, a, shape.m * shape.k * sizeof(float), cudaMemcpyDefault));
-  FPLAB_CUDA(cudaMemcpy(pb, b, shape.k * shape.n * sizeof(float), cudaMemcpyDefault));
+  // K = 0: the factors are empty and may come as null pointers, which cudaMemcpy refuses even for
+  // no bytes.
+  if (shape.k) FPLAB_CUDA(cudaMemcpy(pa, a, shape.m * shape.k * sizeof(float), cudaMemcpyDefault));
+  if (shape.k) FPLAB_CUDA(cudaMemcpy(pb, b, shape.k * shape.n * sizeof(float), cudaMemcpyDefault));
   // NaN bytes first: an output the kernel failed to write cannot pass for a result.
   FPLAB_CUDA(cudaMemsetAsync(pc, 0xff, shape.m * shape.n * sizeof(float)));
   run_on_device(plan, pa, pb, pc, shape);
