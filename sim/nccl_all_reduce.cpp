@@ -195,4 +195,42 @@ double fold_in_order(const std::vector<std::vector<double>>& in, size_t e, std::
   return acc;
 }
 
+std::string nccl_algorithm_name(NcclAlgorithm algorithm) { return algorithm == NcclAlgorithm::ring ? "Ring" : "Tree"; }
+
+NcclAlgorithm parse_nccl_algorithm(const std::string& name) {
+  std::string lower = name;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "ring") return NcclAlgorithm::ring;
+  if (lower == "tree") return NcclAlgorithm::tree;
+  throw std::invalid_argument("unknown NCCL algorithm '" + name + "' (Ring or Tree)");
+}
+
+std::vector<double> emulate_nccl_all_reduce(const std::vector<std::vector<double>>& in, NcclAlgorithm algorithm,
+                                            NcclCall call, const fp::Format& format) {
+  if (in.empty()) throw std::invalid_argument("an all-reduce needs at least one rank's buffer");
+  for (const auto& buffer : in)
+    if (buffer.size() != in[0].size())
+      throw std::invalid_argument("the ranks' buffers differ in length (" + std::to_string(in[0].size()) + " and " +
+                                  std::to_string(buffer.size()) + " elements)");
+  if (format == fp::fp32())
+    call.element_bytes = 4;
+  else if (format == fp::bf16() || format == fp::fp16())
+    call.element_bytes = 2;
+  else
+    throw std::invalid_argument("NCCL all-reduces fp32, bf16 or fp16 buffers here, not " + format.name);
+  call.count = in[0].size();
+  call.ranks = static_cast<int>(in.size());
+  std::vector<double> out(call.count);
+  if (algorithm == NcclAlgorithm::tree) {
+    std::vector<int> chain(in.size());
+    for (size_t r = 0; r < chain.size(); ++r) chain[r] = static_cast<int>(r);
+    const std::vector<int> order = tree_chain_order(chain);
+    for (size_t e = 0; e < call.count; ++e) out[e] = fold_in_order(in, e, order, format);
+    return out;
+  }
+  const NcclRingLayout layout = nccl_ring_layout(call);
+  for (size_t e = 0; e < call.count; ++e) out[e] = fold_in_order(in, e, ring_order(layout, e), format);
+  return out;
+}
+
 }  // namespace fplab::sim

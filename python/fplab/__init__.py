@@ -39,6 +39,7 @@ __all__ = [
     "exact_sum",
     "matmul",
     "mx_quantize",
+    "nccl_all_reduce",
     "profile",
     "profiles",
     "reduce",
@@ -227,6 +228,29 @@ def exact_sum(x: ArrayLike, format: str = "fp64", *, round_terms: bool = False) 
     (3.001953125, 3.0)
     """
     return _core.exact_sum(x, format, round_terms=round_terms)
+
+
+def nccl_all_reduce(
+    buffers: ArrayLike, algorithm: str = "Ring", protocol: str = "Simple", channels: int = 1, format: str = "fp32"
+) -> _np.ndarray:
+    """The sums NCCL's ``ncclAllReduce`` (sum) returns for ``buffers``, one row per rank: each
+    element added in the order NCCL takes it (docs/results/nccl.md), rounded to ``format`` (the
+    buffers' type: fp32, bf16 or fp16, whose values the rows must already hold) at every addition.
+
+    ``algorithm``, ``protocol`` and ``channels`` are what ``NCCL_ALGO`` (Ring, Tree), ``NCCL_PROTO``
+    (Simple, LL, LL128) and ``NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS`` pin; within one node, with
+    the rings NCCL takes there (0, 1, ..., R - 1). Equal to NCCL 2.28 bit for bit on 2 and 4 GPUs
+    (every element of buffers up to 3e6; and a data-parallel training's gradient sums). Where a
+    ring's chunks start decides each element's order, so two elements of one buffer can be summed
+    in different orders:
+
+    >>> x = numpy.ones((3, 12)); x[1] = 2.0**24; x[2] = -(2.0**24)
+    >>> fplab.nccl_all_reduce(x)    # elements 8-11 start at rank 0: (1 + 2^24) - 2^24
+    array([1., 1., 1., 1., 1., 1., 1., 1., 0., 0., 0., 0.])
+    >>> fplab.nccl_all_reduce(x, "Tree")    # within a node a chain: (x2 + x1) + x0
+    array([1., 1., 1., 1., 1., 1., 1., 1., 1., 1., 1., 1.])
+    """
+    return _core.nccl_all_reduce(buffers, algorithm, protocol, channels, format)
 
 
 def reveal_sum(fn: Callable[[Any], Any], n: int, *, verify: int = 0, seed: int = 1, runs: int = 0) -> dict:

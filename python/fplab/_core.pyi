@@ -181,6 +181,12 @@ def noise_op_id(layer: int, op_kind: str, part: int = 0) -> int:
     """The noise key's op id of reduction `part` of kind `op_kind` at position `layer`, as the C++
     training forms it (models::Context::key: mix_key({layer, op kind, part}))."""
 
+def nccl_all_reduce(
+    buffers: ArrayLike, algorithm: str = "Ring", protocol: str = "Simple", channels: int = 1, format: str = "fp32"
+) -> np.ndarray:
+    """NCCL's all-reduce (sum) of the rows of buffers (one per rank), each element added in NCCL's
+    order for that algorithm, protocol and channel count, rounded in format at every addition."""
+
 def exact_sum(x: ArrayLike, format: str = "fp64", *, round_terms: bool = False) -> float:
     """The exact sum of every element of x (each first rounded to nearest in the format when
     round_terms), rounded once to nearest even in the format."""

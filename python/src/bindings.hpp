@@ -53,6 +53,8 @@ void bind_train(py::module_& m);
 void bind_experiment(py::module_& m);
 void bind_figures(py::module_& m);
 void bind_reveal(py::module_& m);
+// NCCL's all-reduce order (data-parallel training's gradient sums).
+void bind_nccl(py::module_& m);
 // fplab's CUDA kernels on device memory (fplab.torch's CUDA tensors), where CUDA is built.
 void bind_cuda(py::module_& m);
 

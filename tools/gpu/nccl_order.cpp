@@ -184,7 +184,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
   app.add_option("--types", types_text, "element types, comma-separated: fp32, bf16, fp16")->capture_default_str();
-  app.add_option("--counts", counts, "buffer sizes in elements")->check(CLI::Range(size_t{1}, size_t{1} << 28));
+  app.add_option("--counts", counts, "buffer sizes in elements, a comma list")->delimiter(',')->check(CLI::Range(size_t{1}, size_t{1} << 28));
   app.add_option("--random-runs", random_runs, "random buffers per size")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();

@@ -1,0 +1,47 @@
+// fplab.nccl_all_reduce: the sums NCCL's all-reduce makes of several ranks' buffers, in its order
+// (sim/nccl_all_reduce: ring chunks and channels, the one-node tree's chain), for a script that
+// checks a data-parallel training step against it or replays one without GPUs.
+#include <vector>
+
+#include "fp/format.hpp"
+#include "python/src/bindings.hpp"
+#include "sim/nccl_all_reduce.hpp"
+
+namespace fplab::python {
+namespace {
+
+DoubleArray nccl_all_reduce(py::handle buffers, const std::string& algorithm, const std::string& protocol,
+                            int channels, std::string_view format_text) {
+  const fp::Format format = fp::parse_format(format_text);
+  const DoubleArray values = double_array(buffers, "nccl_all_reduce", "buffers", false);
+  if (values.ndim() != 2)
+    throw std::invalid_argument("nccl_all_reduce: buffers must be 2-D, one row per rank (got " +
+                                std::to_string(values.ndim()) + " dimensions)");
+  const auto ranks = static_cast<size_t>(values.shape(0)), count = static_cast<size_t>(values.shape(1));
+  sim::NcclCall call;
+  call.comm_channels = channels;
+  call.protocol = sim::parse_nccl_protocol(protocol);
+  const sim::NcclAlgorithm algo = sim::parse_nccl_algorithm(algorithm);
+  DoubleArray out(static_cast<py::ssize_t>(count));
+  double* result = out.mutable_data();
+  const double* data = values.data();
+  {
+    py::gil_scoped_release unlocked;
+    std::vector<std::vector<double>> in(ranks);
+    for (size_t r = 0; r < ranks; ++r) in[r].assign(data + r * count, data + (r + 1) * count);
+    const std::vector<double> sums = sim::emulate_nccl_all_reduce(in, algo, call, format);
+    std::copy(sums.begin(), sums.end(), result);
+  }
+  return out;
+}
+
+}  // namespace
+
+void bind_nccl(py::module_& m) {
+  m.def("nccl_all_reduce", &nccl_all_reduce, py::arg("buffers"), py::arg("algorithm") = "Ring",
+        py::arg("protocol") = "Simple", py::arg("channels") = 1, py::arg("format") = "fp32",
+        "NCCL's all-reduce (sum) of the rows of `buffers` (one per rank), each element added in NCCL's "
+        "order for that algorithm, protocol and channel count, rounded in `format` at every addition.");
+}
+
+}  // namespace fplab::python
