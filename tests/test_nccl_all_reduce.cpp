@@ -4,7 +4,9 @@
 // orders of an emulated NCCL (what tools/gpu/nccl_order does on real GPUs).
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <set>
+#include <vector>
 
 #include "fp/format.hpp"
 #include "reveal/probe_all_reduce.hpp"
@@ -132,6 +134,44 @@ TEST_CASE("nccl fold: one rounding to the buffer's type per addition, in the ord
   CHECK(fold_in_order(in, 0, std::vector<int>{0, 1, 2}, fp::bf16()) == 1.0);
   CHECK(fold_in_order(in, 0, std::vector<int>{1, 2, 0}, fp::bf16()) == 1.0 + 0x1p-7);
   CHECK(fold_in_order(in, 0, std::vector<int>{0, 1, 2}, fp::fp32()) == 1.0 + 0x1p-7);
+}
+
+TEST_CASE("emulate_nccl_all_reduce: every element folded in its ring order or the tree's chain") {
+  // Values of wide magnitudes, so that orders differ in their bits.
+  std::vector<std::vector<double>> in(4, std::vector<double>(5000));
+  uint64_t state = 7;
+  for (auto& buffer : in)
+    for (double& v : buffer) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      v = static_cast<float>(std::ldexp(static_cast<double>(state >> 11) / 0x1p53 - 0.5, static_cast<int>(state % 40) - 20));
+    }
+  NcclCall call = call_of(0, 0, 2, 0);  // count, ranks and element size come from the buffers
+  const auto ring = emulate_nccl_all_reduce(in, NcclAlgorithm::ring, call, fp::fp32());
+  const auto layout = nccl_ring_layout(call_of(5000, 4, 2, 4));
+  std::set<std::vector<int>> orders;
+  for (size_t e = 0; e < 5000; ++e) {
+    const auto order = ring_order(layout, e);
+    orders.insert(order);
+    REQUIRE(ring[e] == fold_in_order(in, e, order, fp::fp32()));
+  }
+  CHECK(orders.size() == 4);
+  const auto tree = emulate_nccl_all_reduce(in, NcclAlgorithm::tree, call, fp::bf16());
+  for (size_t e = 0; e < 5000; ++e) REQUIRE(tree[e] == fold_in_order(in, e, std::vector<int>{3, 2, 1, 0}, fp::bf16()));
+  size_t apart = 0;  // the orders matter: the ring's and the tree's fp32 sums are not all equal
+  const auto tree32 = emulate_nccl_all_reduce(in, NcclAlgorithm::tree, call, fp::fp32());
+  for (size_t e = 0; e < 5000; ++e) apart += ring[e] != tree32[e];
+  CHECK(apart > 100);
+
+  CHECK(parse_nccl_algorithm("TREE") == NcclAlgorithm::tree);
+  CHECK(nccl_algorithm_name(NcclAlgorithm::ring) == "Ring");
+  CHECK_THROWS_WITH(parse_nccl_algorithm("Rung"), "unknown NCCL algorithm 'Rung' (Ring or Tree)");
+  CHECK_THROWS_WITH(emulate_nccl_all_reduce(in, NcclAlgorithm::ring, call, fp::fp64()),
+                    "NCCL all-reduces fp32, bf16 or fp16 buffers here, not fp64");
+  CHECK_THROWS_WITH(emulate_nccl_all_reduce({}, NcclAlgorithm::ring, call, fp::fp32()),
+                    "an all-reduce needs at least one rank's buffer");
+  in[2].pop_back();
+  CHECK_THROWS_WITH(emulate_nccl_all_reduce(in, NcclAlgorithm::tree, call, fp::fp32()),
+                    "the ranks' buffers differ in length (5000 and 4999 elements)");
 }
 
 TEST_CASE("reveal_all_reduce recovers every element's order from an emulated NCCL") {
