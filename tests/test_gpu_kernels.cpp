@@ -449,6 +449,40 @@ TEST_CASE("gpu seeded sums == sim::reduce_batch bit for bit: atomic steps in the
       }
 }
 
+TEST_CASE("gpu gemm, atomic combine in the impl seed's order == sim::gemm with that key") {
+  if (!have_device()) return;
+  const char* schedules[] = {"split(80):seq | all:atomic",  // v100's weight gradients
+                             "split(56):seq | all:atomic", "split(3):seq | all:atomic", "contig(33):seq | all:atomic"};
+  // Ragged 4 x 64 output tiles both ways, parts longer and shorter than a wide tile's K, one part.
+  const GemmShape shapes[] = {{1, 1, 1}, {4, 64, 200}, {5, 65, 333}, {576, 64, 2048}, {130, 9, 4096}, {7, 300, 2}};
+  const NoiseKey keys[] = {{3, 17, 5}, {4, 17, 5}, {3, 18, 5}};
+  for (const char* text : schedules)
+    for (const GemmShape& shape : shapes) {
+      const Schedule s = parse_schedule(text);
+      const auto a = floats("lognormal:" + std::to_string(shape.m * shape.k), shape.m * 3 + shape.k);
+      const auto b = floats("normal:" + std::to_string(shape.k * shape.n), shape.n * 5 + shape.k);
+      std::vector<std::vector<float>> by_key;
+      for (const NoiseKey& key : keys) {
+        std::vector<float> cpu(shape.m * shape.n), gpu(cpu.size());
+        sim::gemm(s, a.data(), b.data(), cpu.data(), shape, Arithmetic{}, key);
+        gemm_seeded(s, a.data(), b.data(), gpu.data(), shape, key);
+        size_t same = 0;
+        for (size_t i = 0; i < cpu.size(); ++i) same += std::bit_cast<uint32_t>(cpu[i]) == std::bit_cast<uint32_t>(gpu[i]);
+        INFO(text << ", " << shape.m << " x " << shape.n << " x " << shape.k << ", impl seed " << key.impl_seed
+                  << ", op " << key.op_id);
+        CHECK(same == cpu.size());
+        by_key.push_back(gpu);
+      }
+      // Seven parts or more over 64 outputs or more: the keys' orders give other bits.
+      if (shape.k >= 200 && shape.m * shape.n >= 64 && std::string(text) != "split(3):seq | all:atomic") {
+        INFO(text << ", " << shape.m << " x " << shape.n << " x " << shape.k);
+        CHECK(by_key[0] != by_key[1]);
+        CHECK(by_key[0] != by_key[2]);
+      }
+    }
+  CHECK(seeded_gemm_why_not() == "");
+}
+
 TEST_CASE("gpu gemm: the serial form's timeline — each tile's parts release in part order; flags left ready") {
   if (!have_device()) return;
   const GemmShape shape{520, 1030, 2000};  // 153 tiles x 16 parts: more blocks than the chip holds

@@ -81,10 +81,13 @@ std::optional<gpu::ReductionPlan> fast_plan(const sim::Schedule& schedule) {
 using gpu::GemmRoute;
 using gpu::plan_any_gemm;
 
-// Enqueues C = A B on the device's memory. The caller holds kernels_lock.
+// Enqueues C = A B on the device's memory; an atomic combine in the order `key` draws, as the
+// CPU engine's sim::gemm (the seeded fold). The caller holds kernels_lock.
 void run_gemm(DeviceKernels& k, const GemmRoute& route, const float* a, const float* b, float* c,
-              sim::GemmShape shape) {
-  if (const auto* fma = std::get_if<gpu::GemmPlan>(&route))
+              sim::GemmShape shape, const sim::NoiseKey& key) {
+  if (const auto* fma = std::get_if<gpu::GemmPlan>(&route); fma && !fma->deterministic())
+    k.gemm.run_seeded_on_device(*fma, k.seeded, key, a, b, c, shape);
+  else if (fma)
     k.gemm.run_on_device(*fma, a, b, c, shape);
   else
     k.tensor_core_gemm.run_on_device(std::get<gpu::TensorCoreGemmPlan>(route), a, b, c, shape);
@@ -92,8 +95,8 @@ void run_gemm(DeviceKernels& k, const GemmRoute& route, const float* a, const fl
 
 // Why the kernels cannot run this reduction as `schedule` in `arithmetic` ("" when they can):
 // a schedule outside the kernels' family, arithmetic other than theirs (fp32, round to nearest
-// even, subnormals kept, fused products in a GEMM), or a GEMM's atomic combine, whose order on
-// the GPU is the hardware's and not the impl seed's.
+// even, subnormals kept, fused products in a GEMM), or a kernel that failed its check before first
+// use on this device (tensor-core GEMMs; GEMMs whose atomic combine folds in the impl seed's order).
 std::string why_not(bool gemm, const sim::Schedule& schedule, const sim::Arithmetic& arithmetic, int device) {
   if (!arithmetic.native_float())
     return "arithmetic " + arithmetic.to_string() +
@@ -103,15 +106,14 @@ std::string why_not(bool gemm, const sim::Schedule& schedule, const sim::Arithme
   try {
     if (gemm) {
       const GemmRoute route = plan_any_gemm(schedule);
-      if (const auto* fma = std::get_if<gpu::GemmPlan>(&route); fma && !fma->deterministic())
-        return "an atomic combine: the GPU adds in the hardware's order, not the impl seed's";
-      if (std::holds_alternative<gpu::TensorCoreGemmPlan>(route)) {
+      const auto* fma = std::get_if<gpu::GemmPlan>(&route);
+      if (!fma || !fma->deterministic()) {  // a kernel checked on this device before its first use
         std::string why;
         if (!gpu::device_available(&why)) return why;
         py::gil_scoped_release unlocked;
         const std::lock_guard<std::mutex> held(kernels_lock);
-        gpu::use_device(device);  // the check is of this device's tensor cores
-        return gpu::tensor_core_gemm_why_not();
+        gpu::use_device(device);
+        return fma ? gpu::seeded_gemm_why_not() : gpu::tensor_core_gemm_why_not();
       }
     }
     if (!gemm && !fast_plan(schedule)) gpu::plan_seeded(schedule);
@@ -131,11 +133,12 @@ std::string cuda_device(int device) {
 }
 
 void cuda_matmul(uintptr_t a, uintptr_t b, uintptr_t c, size_t m, size_t n, size_t k, const sim::Schedule& schedule,
-                 int device) {
+                 int device, uint64_t impl_seed, uint64_t op_id, uint64_t call) {
   const GemmRoute route = plan_any_gemm(schedule);
   py::gil_scoped_release unlocked;
   const std::lock_guard<std::mutex> held(kernels_lock);
-  run_gemm(kernels_on(device), route, device_floats(a), device_floats(b), device_floats_out(c), {m, n, k});
+  run_gemm(kernels_on(device), route, device_floats(a), device_floats(b), device_floats_out(c), {m, n, k},
+           {impl_seed, op_id, call});
 }
 
 // The fast kernel's plan where it realises the schedule deterministically, else the seeded-order one's.
@@ -286,7 +289,7 @@ void cuda_col2im(uintptr_t dcols, uintptr_t dx, py::tuple shape, size_t kernel, 
 // transposed to y (batch, C_out, out_h, out_w) with the bias added (0: none).
 void cuda_conv2d_forward(uintptr_t x, uintptr_t weight, uintptr_t bias, uintptr_t y, uintptr_t cols, py::tuple shape,
                          size_t out_channels, size_t kernel, size_t stride, size_t padding,
-                         const sim::Schedule& schedule, int device) {
+                         const sim::Schedule& schedule, int device, uint64_t impl_seed, uint64_t op_id, uint64_t call) {
   const sim::ConvGeometry g = geometry_of(shape, kernel, stride, padding);
   const GemmRoute route = plan_any_gemm(schedule);
   py::gil_scoped_release unlocked;
@@ -297,7 +300,7 @@ void cuda_conv2d_forward(uintptr_t x, uintptr_t weight, uintptr_t bias, uintptr_
   float* const out = k.conv_rows.reserve<float>(rows * out_channels);
   gpu::GpuConv::im2col_on_device(g, device_floats(x), device_floats_out(cols), false);
   gpu::transpose_batches_on_device(device_floats(weight), 1, out_channels, taps, nullptr, w_t);
-  run_gemm(k, route, device_floats(cols), w_t, out, {rows, out_channels, taps});
+  run_gemm(k, route, device_floats(cols), w_t, out, {rows, out_channels, taps}, {impl_seed, op_id, call});
   gpu::transpose_batches_on_device(out, g.batch, positions, out_channels, optional_floats(bias), device_floats_out(y));
 }
 
@@ -309,8 +312,8 @@ void cuda_conv2d_forward(uintptr_t x, uintptr_t weight, uintptr_t bias, uintptr_
 void cuda_conv2d_backward(uintptr_t x, uintptr_t weight, uintptr_t gy, uintptr_t cols, uintptr_t gw, uintptr_t gb,
                           uintptr_t dx, py::tuple shape, size_t out_channels, size_t kernel, size_t stride,
                           size_t padding, const sim::Schedule& wgrad, const sim::Schedule& dgrad,
-                          const sim::Schedule& bias_grad, int device, uint64_t impl_seed, uint64_t bias_op_id,
-                          uint64_t call) {
+                          const sim::Schedule& bias_grad, int device, uint64_t impl_seed, uint64_t wgrad_op_id,
+                          uint64_t bias_op_id, uint64_t dgrad_op_id, uint64_t call) {
   const sim::ConvGeometry g = geometry_of(shape, kernel, stride, padding);
   const std::optional<GemmRoute> wgrad_plan = gw ? std::optional(plan_any_gemm(wgrad)) : std::nullopt;
   const std::optional<GemmRoute> dgrad_plan = dx ? std::optional(plan_any_gemm(dgrad)) : std::nullopt;
@@ -324,14 +327,16 @@ void cuda_conv2d_backward(uintptr_t x, uintptr_t weight, uintptr_t gy, uintptr_t
   if (wgrad_plan) {
     float* const dw = k.conv_dw.reserve<float>(taps * out_channels);
     gpu::GpuConv::im2col_on_device(g, device_floats(x), device_floats_out(cols), true);
-    run_gemm(k, *wgrad_plan, device_floats(cols), gy_rows, dw, {taps, out_channels, rows});
+    run_gemm(k, *wgrad_plan, device_floats(cols), gy_rows, dw, {taps, out_channels, rows},
+             {impl_seed, wgrad_op_id, call});
     gpu::transpose_batches_on_device(dw, 1, taps, out_channels, nullptr, device_floats_out(gw));
   }
   if (bias_plans)
     sum_batch_on(k, *bias_plans, gy_rows, rows, out_channels, true, device_floats_out(gb),
                  {impl_seed, bias_op_id, call});
   if (dgrad_plan) {
-    run_gemm(k, *dgrad_plan, gy_rows, device_floats(weight), device_floats_out(cols), {rows, taps, out_channels});
+    run_gemm(k, *dgrad_plan, gy_rows, device_floats(weight), device_floats_out(cols), {rows, taps, out_channels},
+             {impl_seed, dgrad_op_id, call});
     gpu::GpuConv::col2im_on_device(g, device_floats(cols), device_floats_out(dx));
   }
 }
@@ -360,9 +365,11 @@ void bind_cuda(py::module_& m) {
         "Why fplab's CUDA kernels cannot run a GEMM (gemm=True) or a reduction in this schedule and arithmetic "
         "with the CPU engine's bits on the device: one line, or '' when they can.");
   m.def("cuda_matmul", &cuda_matmul, py::arg("a"), py::arg("b"), py::arg("c"), py::arg("m"), py::arg("n"), py::arg("k"),
-        py::arg("schedule"), py::arg("device") = 0,
+        py::arg("schedule"), py::arg("device") = 0, py::arg("impl_seed") = 0, py::arg("op_id") = 0,
+        py::arg("call") = 0,
         "C = A B on the device: a, b, c the addresses of dense row-major float32 matrices (m x k, k x n, m x n) in "
-        "device memory; c must not overlap a or b. Enqueued on the default stream.");
+        "device memory; c must not overlap a or b. An atomic combine of split-K parts in the order the noise key "
+        "(impl_seed, op_id, call; tiles of 4 x 64 outputs) draws, as matmul. Enqueued on the default stream.");
   m.def("cuda_sum_segments", &cuda_sum_segments, py::arg("x"), py::arg("n"), py::arg("count"), py::arg("out"),
         py::arg("schedule"), py::arg("device") = 0, py::arg("impl_seed") = 0, py::arg("op_id") = 0, py::arg("call") = 0,
         "out[s] = the reduction of x[s*n : s*n + n] for s < count in the schedule's order (float32 device memory); "
@@ -398,17 +405,19 @@ void bind_cuda(py::module_& m) {
         "the order of the columns' rows (models/conv2d.cpp's col2im).");
   m.def("cuda_conv2d_forward", &cuda_conv2d_forward, py::arg("x"), py::arg("weight"), py::arg("bias"), py::arg("y"),
         py::arg("cols"), py::arg("shape"), py::arg("out_channels"), py::arg("kernel"), py::arg("stride"),
-        py::arg("padding"), py::arg("schedule"), py::arg("device"),
+        py::arg("padding"), py::arg("schedule"), py::arg("device"), py::arg("impl_seed") = 0, py::arg("op_id") = 0,
+        py::arg("call") = 0,
         "A convolution's forward on the device (one group, square kernel and stride, no dilation): im2col into cols "
-        "(scratch, rows x taps), the GEMM in the schedule's order, y (batch, C_out, out_h, out_w) with the bias "
-        "(0: none) added. Enqueued on the default stream.");
+        "(scratch, rows x taps), the GEMM in the schedule's order (keyed (impl_seed, op_id, call)), y (batch, C_out, "
+        "out_h, out_w) with the bias (0: none) added. Enqueued on the default stream.");
   m.def("cuda_conv2d_backward", &cuda_conv2d_backward, py::arg("x"), py::arg("weight"), py::arg("gy"), py::arg("cols"),
         py::arg("gw"), py::arg("gb"), py::arg("dx"), py::arg("shape"), py::arg("out_channels"), py::arg("kernel"),
         py::arg("stride"), py::arg("padding"), py::arg("wgrad"), py::arg("dgrad"), py::arg("bias_grad"),
-        py::arg("device"), py::arg("impl_seed"), py::arg("bias_op_id"), py::arg("call"),
-        "Its backward: the weight gradient gw (C_out x taps), the bias gradient gb (the bias_grad sums, keyed "
-        "(impl_seed, bias_op_id, call)) and the input gradient dx, each 0 when not wanted; cols is scratch of rows "
-        "x taps. Enqueued on the default stream.");
+        py::arg("device"), py::arg("impl_seed"), py::arg("wgrad_op_id"), py::arg("bias_op_id"),
+        py::arg("dgrad_op_id"), py::arg("call"),
+        "Its backward: the weight gradient gw (C_out x taps), the bias gradient gb (the bias_grad sums) and the input "
+        "gradient dx, each 0 when not wanted, keyed (impl_seed, wgrad/bias/dgrad op id, call); cols is scratch of "
+        "rows x taps. Enqueued on the default stream.");
   m.def("cuda_workspace_bytes", &cuda_workspace_bytes,
         "Bytes of device memory fplab's kernels hold for their workspaces, on every device (outside PyTorch's "
         "allocator: add it to torch.cuda.max_memory_allocated() for the peak).");

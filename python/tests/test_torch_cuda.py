@@ -153,7 +153,8 @@ class CudaLayers(unittest.TestCase):
         return fplab.torch.coverage()
 
     def test_kernels(self):
-        for profile in ("cpu-seq", "h100:deterministic", "v100", "h100", "det-atomics", "h100-tf32", "h100-bf16"):
+        for profile in ("cpu-seq", "h100:deterministic", "v100", "p100", "t4", "h100", "det-atomics", "h100-tf32",
+                        "h100-bf16"):
             with self.subTest(profile=profile):
                 coverage = self.check(profile)
                 table = load_table(profile)
@@ -165,12 +166,34 @@ class CudaLayers(unittest.TestCase):
                 if profile in ("h100:deterministic", "h100", "det-atomics"):  # h100: its atomic sums seeded
                     self.assertEqual({e.where for e in coverage.emulated}, {"cuda"})
 
+    def test_atomic_split_k_on_the_device(self):
+        """GEMMs whose split-K parts meet in an atomic combine (v100's and t4's weight gradients,
+        p100's input gradients too) run on the device, their parts folded in the impl seed's order
+        (check() compares the bits with the CPU's)."""
+        for profile, kinds in (("v100", {"wgrad"}), ("p100", {"wgrad", "dgrad"})):
+            coverage = self.check(profile)
+            where = {e.where for e in coverage.emulated if e.op_kind in kinds}
+            self.assertEqual(where, {"cuda"}, profile)
+
+    def test_impl_seed_orders_the_split_k_parts(self):
+        """Under v100 another impl seed gives other weight gradients on CUDA, and each seed's are
+        the CPU's."""
+        torch.manual_seed(4)
+        net = nn.Linear(40, 7)
+        x = torch.randn(3000, 40)
+        grads = {}
+        for device in ("cpu", "cuda"):
+            for seed in (1, 2):
+                copy = nn.Linear(40, 7).to(device)
+                copy.load_state_dict(net.state_dict())
+                with fplab.torch.emulate("v100", impl_seed=seed):
+                    copy(x.to(device)).square().sum().backward()
+                grads[device, seed] = bits(copy.weight.grad.cpu())
+        self.assertFalse(torch.equal(grads["cuda", 1], grads["cuda", 2]))
+        for seed in (1, 2):
+            self.assertTrue(torch.equal(grads["cuda", seed], grads["cpu", seed]), seed)
+
     def test_host_round_trips(self):
-        coverage = self.check("v100")  # its weight gradients: split-K with an atomic combine
-        where = {(e.op_kind, e.where) for e in coverage.emulated}
-        self.assertIn(("fwd", "cuda"), where)
-        wgrad = [w for kind, w in where if kind == "wgrad"]
-        self.assertTrue(wgrad and all(w.startswith("cpu (from cuda: an atomic combine") for w in wgrad), wgrad)
         coverage = self.check("a100-tf32")  # an A100's tensor cores: no kernel of the H100's models runs them
         gemms = {e.where for e in coverage.emulated if e.op_kind in ("fwd", "dgrad", "wgrad")}
         self.assertTrue(gemms and all(w.startswith("cpu (from cuda: schedule") for w in gemms), gemms)

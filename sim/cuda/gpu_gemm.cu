@@ -297,7 +297,7 @@ GpuGemm::~GpuGemm() {
   if (tickets_) cudaFree(tickets_);
 }
 
-void GpuGemm::launch(const GemmPlan& plan, const float* a, const float* b, float* c) {
+void GpuGemm::launch(const GemmPlan& plan, const float* a, const float* b, float* c, const SeededCombine* seeded) {
   const auto [m, n, k] = shape_;
   const int64_t mn = static_cast<int64_t>(m * n);
   if (mn == 0) return;
@@ -326,14 +326,30 @@ void GpuGemm::launch(const GemmPlan& plan, const float* a, const float* b, float
       FPLAB_CUDA_LAUNCHED("gemm_fma_chains<parts>");
     }
   };
-  if (plan.combine == GemmPlan::Combine::atomic) {
+  if (plan.combine == GemmPlan::Combine::atomic && !seeded) {
     fill<<<blocks_for(mn, 256), 256>>>(c, mn, -0.0f);  // -0: the identity of the additions
     FPLAB_CUDA_LAUNCHED("fill");
     write_chains(true, c);
     return;
   }
-  if (count == 1) {
+  if (count == 1) {  // one part: its chain is the sum, whatever the combine
     write_chains(false, c);
+    return;
+  }
+  const auto reserve_parts = [&] {
+    const size_t need = static_cast<size_t>(count * mn);
+    if (need > parts_capacity_) {
+      if (parts_) FPLAB_CUDA(cudaFree(parts_));
+      parts_ = nullptr;
+      parts_capacity_ = 0;
+      FPLAB_CUDA(cudaMalloc(&parts_, need * sizeof(float)));
+      parts_capacity_ = need;
+    }
+  };
+  if (plan.combine == GemmPlan::Combine::atomic) {  // seeded: the parts, then the emulation's order
+    reserve_parts();
+    write_chains(false, parts_);
+    seeded->fold->fold_gemm_parts(parts_, count, shape_, seeded->key, c);
     return;
   }
   const size_t tiles = static_cast<size_t>(grid.x) * grid.y;
@@ -351,12 +367,7 @@ void GpuGemm::launch(const GemmPlan& plan, const float* a, const float* b, float
     return;
   }
   const bool two_passes = form == OrderedForm::two_passes;
-  const size_t need = static_cast<size_t>(count * mn);
-  if (need > parts_capacity_) {
-    if (parts_) FPLAB_CUDA(cudaFree(parts_));
-    FPLAB_CUDA(cudaMalloc(&parts_, need * sizeof(float)));
-    parts_capacity_ = need;
-  }
+  reserve_parts();
   if (plan.combine == GemmPlan::Combine::tree || two_passes) {
     write_chains(false, parts_);
     if (two_passes) {
@@ -484,6 +495,21 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
   gpu.run(plan, c);
 }
 
+void GpuGemm::run_seeded(const GemmPlan& plan, GpuSeededReduction& fold, const NoiseKey& key, float* c) {
+  const SeededCombine seeded{&fold, key};
+  launch(plan, a_, b_, c_, &seeded);
+  const size_t mn = shape_.m * shape_.n;
+  if (mn) FPLAB_CUDA(cudaMemcpy(c, c_, mn * sizeof(float), cudaMemcpyDeviceToHost));
+}
+
+void gemm_seeded(const Schedule& schedule, const float* a, const float* b, float* c, GemmShape shape,
+                 const NoiseKey& key) {
+  const GemmPlan plan = plan_gemm(schedule);
+  GpuGemm gpu(a, b, shape);
+  GpuSeededReduction fold;
+  gpu.run_seeded(plan, fold, key, c);
+}
+
 void GpuGemm::run_unified(const GemmPlan& plan, const float* a, const float* b, float* c, GemmShape shape) {
   auto copy = [](float* to, const float* from, size_t count) {
     if (count) FPLAB_CUDA(cudaMemcpy(to, from, count * sizeof(float), cudaMemcpyDefault));
@@ -507,6 +533,13 @@ size_t GpuGemm::workspace_bytes() const {
 void GpuGemm::run_on_device(const GemmPlan& plan, const float* a, const float* b, float* c, GemmShape shape) {
   shape_ = shape;
   launch(plan, a, b, c);
+}
+
+void GpuGemm::run_seeded_on_device(const GemmPlan& plan, GpuSeededReduction& fold, const NoiseKey& key,
+                                   const float* a, const float* b, float* c, GemmShape shape) {
+  shape_ = shape;
+  const SeededCombine seeded{&fold, key};
+  launch(plan, a, b, c, &seeded);
 }
 
 }  // namespace fplab::sim::gpu

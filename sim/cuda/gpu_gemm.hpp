@@ -1,7 +1,8 @@
 // fp32 GEMM on CUDA cores whose reduction over K follows a schedule (gpu_plan.hpp): every output
 // is an FMA chain acc = fmaf(a[i,t], b[t,j], acc) over its part of K, in K order, starting from
 // the rounded first product (exactly sim::gemm with fp32/rne/fused); split-K parts are combined
-// in order, by a balanced tree, or by atomicAdd. Row-major A (m x k), B (k x n), C (m x n).
+// in order, by a balanced tree, by atomicAdd, or in the order an impl seed draws
+// (run_seeded_on_device). Row-major A (m x k), B (k x n), C (m x n).
 // No CUDA types in this header.
 #pragma once
 
@@ -10,7 +11,9 @@
 
 #include "sim/cuda/gpu_gemm_tiled.hpp"
 #include "sim/cuda/gpu_plan.hpp"
+#include "sim/cuda/gpu_seeded.hpp"
 #include "sim/engine.hpp"
+#include "sim/noise.hpp"
 
 namespace fplab::sim::gpu {
 
@@ -33,6 +36,8 @@ class GpuGemm {
   // Copies new A and B (of any shape) to the device, growing the buffers only when they must.
   void load(const float* a, const float* b, GemmShape shape);
   void run(const GemmPlan& plan, float* c);  // c: m x n on the host
+  // run with an atomic combine in the order `key` draws (run_seeded_on_device), on the loaded A, B.
+  void run_seeded(const GemmPlan& plan, GpuSeededReduction& fold, const NoiseKey& key, float* c);
   // Blocks of the GEMM kernel the device holds at once (picks the ordered split-K combine).
   static int64_t resident_blocks();
   // The output tile a plan's chains run in on the loaded shape (a, b: where its operands are): the
@@ -53,11 +58,22 @@ class GpuGemm {
   // the default stream; returns without waiting. A, B and C are not kept: load() before run()
   // again.
   void run_on_device(const GemmPlan& plan, const float* a, const float* b, float* c, GemmShape shape);
+  // run_on_device with an atomic combine (`split(S):seq | all:atomic`, ...) in the emulation's
+  // order instead of the hardware's: the parts written to the workspace, then folded by `fold` in
+  // the permutation each output tile draws from `key` (GpuSeededReduction::fold_gemm_parts), so
+  // that C is sim::gemm's with that key, bit for bit. Other plans run as run_on_device runs them.
+  void run_seeded_on_device(const GemmPlan& plan, GpuSeededReduction& fold, const NoiseKey& key, const float* a,
+                            const float* b, float* c, GemmShape shape);
 
  private:
   friend struct GpuGemmProbe;  // timing, forced forms, the serial timeline (gpu_gemm_probe.hpp)
   void launch(const GemmPlan& plan);  // on the loaded A and B, into the device's C
-  void launch(const GemmPlan& plan, const float* a, const float* b, float* c);
+  // seeded: where an atomic combine's parts go to be folded in the emulation's order (else atomicAdd)
+  struct SeededCombine {
+    GpuSeededReduction* fold;
+    NoiseKey key;
+  };
+  void launch(const GemmPlan& plan, const float* a, const float* b, float* c, const SeededCombine* seeded = nullptr);
 
   GemmShape shape_{};
   OrderedForm forced_ = OrderedForm::by_shape;
@@ -69,5 +85,14 @@ class GpuGemm {
 
 // Plans (throws NotRealisable), uploads and runs.
 void gemm(const Schedule& schedule, const float* a, const float* b, float* c, GemmShape shape);
+// The same with an atomic combine in the order the key draws: sim::gemm(..., key)'s bits.
+void gemm_seeded(const Schedule& schedule, const float* a, const float* b, float* c, GemmShape shape,
+                 const NoiseKey& key);
+
+// Why the seeded split-K GEMM (run_seeded_on_device) is not to be used on the current device, or
+// "": before its first use there, split-K GEMMs with an atomic combine on ragged shapes and
+// several seeds against sim::gemm on the CPU, bit for bit (cached per device and process; a
+// difference or a kernel error is the reason, and fplab.torch then runs those GEMMs on the CPU).
+std::string seeded_gemm_why_not();
 
 }  // namespace fplab::sim::gpu

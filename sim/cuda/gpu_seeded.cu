@@ -11,6 +11,7 @@
 #include "sim/cuda/gpu_seeded.hpp"
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "fp/counter_rng.hpp"
@@ -236,6 +237,32 @@ __global__ void second_stage(const float* __restrict__ partials, int64_t groups,
   results[o] = acc;
 }
 
+// Thread (output (i, j) of a GEMM): its split-K parts folded in its tile's permutation
+// (gemm_output_key's tile: (i / rows) * tiles_per_row + j / cols).
+__global__ void gemm_parts_fold(const float* __restrict__ parts, int64_t count, int64_t m, int64_t n,
+                                int64_t tiles_per_row, const int32_t* __restrict__ order_of_tile,
+                                float* __restrict__ c) {
+  const int64_t o = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (o >= m * n) return;
+  const int64_t i = o / n, j = o % n;
+  const int64_t tile = (i / static_cast<int64_t>(kGemmTileRows)) * tiles_per_row + j / static_cast<int64_t>(kGemmTileCols);
+  const int32_t* order = order_of_tile + tile * count;
+  const int64_t outputs = m * n;
+  const auto part = [&](int64_t k) { return parts[order[k] * outputs + o]; };
+  constexpr int kAhead = 16;  // as second_stage: loads ahead of the chain
+  float acc = part(0);
+  int64_t k = 1;
+  for (; k + kAhead <= count; k += kAhead) {
+    float ahead[kAhead];
+#pragma unroll
+    for (int t = 0; t < kAhead; ++t) ahead[t] = part(k + t);
+#pragma unroll
+    for (int t = 0; t < kAhead; ++t) acc = __fadd_rn(acc, ahead[t]);
+  }
+  for (; k < count; ++k) acc = __fadd_rn(acc, part(k));
+  c[o] = acc;
+}
+
 unsigned blocks_for(int64_t threads, int per_block = kThreads) {
   return static_cast<unsigned>((threads + per_block - 1) / per_block);
 }
@@ -290,6 +317,27 @@ void GpuSeededReduction::run(const SeededPlan& plan, const float* x, const Batch
   second_stage<<<blocks_for(outputs, kFoldThreads), kFoldThreads>>>(partials, gs.count, outputs, per_tile, second_order,
                                                                     second_atomic, results);
   FPLAB_CUDA_LAUNCHED("seeded second stage");
+}
+
+void GpuSeededReduction::fold_gemm_parts(const float* parts, int64_t count, GemmShape shape, const NoiseKey& key,
+                                         float* c) {
+  const auto m = static_cast<int64_t>(shape.m), n = static_cast<int64_t>(shape.n);
+  if (m * n == 0) return;
+  if (count < 1 || count > INT32_MAX) throw NotRealisable("a seeded combine of " + std::to_string(count) + " GEMM parts");
+  const int64_t tiles_per_row = (n + static_cast<int64_t>(kGemmTileCols) - 1) / static_cast<int64_t>(kGemmTileCols);
+  const int64_t tiles = (m + static_cast<int64_t>(kGemmTileRows) - 1) / static_cast<int64_t>(kGemmTileRows) * tiles_per_row;
+  if (tiles > INT32_MAX) throw NotRealisable("a seeded GEMM combine with more than 2^31 - 1 output tiles");
+  // The parts are the groups of the schedule's first stage: only their count enters the draws.
+  Groups gs{static_cast<int>(Grouping::Kind::split), count, count, count, 1};
+  auto* order = second_order_.reserve<int32_t>(static_cast<size_t>(tiles * count));
+  const uint64_t key_prefix = fp::mix_key({key.impl_seed, key.op_id, key.call});
+  const bool in_shared = count <= kSharedOrder;
+  const size_t shared = in_shared ? static_cast<size_t>(count) * sizeof(int32_t) : 0;
+  permutations<<<static_cast<unsigned>(tiles), 32, shared>>>(gs, key_prefix, tiles, nullptr, order, false, true,
+                                                             in_shared);
+  FPLAB_CUDA_LAUNCHED("seeded GEMM permutations");
+  gemm_parts_fold<<<blocks_for(m * n, kFoldThreads), kFoldThreads>>>(parts, count, m, n, tiles_per_row, order, c);
+  FPLAB_CUDA_LAUNCHED("seeded GEMM fold");
 }
 
 std::vector<float> reduce_batch_seeded(const Schedule& schedule, std::span<const float> x, const BatchLayout& layout,

@@ -38,6 +38,14 @@ class GpuSeededReduction {
   void run(const SeededPlan& plan, const float* x, const BatchLayout& layout, const NoiseKey& key,
            size_t tile_outputs, float* results);
 
+  // The `all:atomic` combine of a split-K GEMM's parts in the emulation's order: part p of output
+  // (i, j) at parts[p * m * n + i * n + j], folded into c[i * n + j] (device pointers) in the
+  // permutation of the `count` parts that the output's tile draws, keyed as sim::gemm keys it
+  // (gemm_output_key: tiles of kGemmTileRows x kGemmTileCols outputs share the order), from the
+  // first part in that order, each addition fp32 rounded to nearest even. Enqueued on the default
+  // stream, not waited for.
+  void fold_gemm_parts(const float* parts, int64_t count, GemmShape shape, const NoiseKey& key, float* c);
+
   size_t workspace_bytes() const;  // device memory held (permutations, partials)
 
  private:

@@ -6,9 +6,6 @@ subnormals kept, fused products in a GEMM), they give the CPU engine's bits (doc
 rest goes to the CPU engine on a copy (a round trip through the host, listed in coverage as
 "cpu (from cuda: WHY)"), so that a profile's bits are the same whatever device the tensors are on:
 
-- a GEMM's atomic combine (v100's weight gradients): the GEMM kernel adds in the order the
-  hardware delivers, while an emulation draws the order from the impl seed (sums with atomic steps
-  run on the seeded-order kernel, sim/cuda/gpu_seeded, which draws the impl seed's orders);
 - schedules outside the kernels' family and other arithmetic (bf16 or fp16 accumulators,
   stochastic rounding, tensor-core models other than the H100's).
 
@@ -16,7 +13,10 @@ Tensor-core GEMMs of the H100's models (``fused(tc-h100-tf32)``, ``-tf32-rne``, 
 ``-bf16``, ``-fp16``: h100-tf32, h100-bf16, h100-torch-tf32) run on the GPU's own tensor cores
 where it is a Hopper GPU (sim/cuda/gpu_tensor_core_gemm), each instruction's result checked
 against the two rules where the chip and the model part and redone in software there, once the
-device has reproduced the model bit for bit on a check before first use (docs/gpu.md).
+device has reproduced the model bit for bit on a check before first use (docs/gpu.md). GEMMs whose
+split-K parts meet in an atomic combine (the weight gradients of v100, t4, p100, rtx5000; p100's
+input gradients) write their parts on the GPU and fold them in the order the impl seed draws for
+each tile of outputs (sim/cuda/gpu_seeded), as the CPU engine does, after the same kind of check.
 
 A convolution (one group, square geometry) and a BatchNorm whose sums the kernels run go to the
 device whole, forward and backward each in one call (sim/cuda/gpu_batch_norm, gpu_transpose and the
@@ -140,7 +140,7 @@ class CudaEngine:
         if m * n == 0:
             return c
         self._kernels(_core.cuda_matmul, a.data_ptr(), b.data_ptr(), c.data_ptr(), m, n, k, choice.schedule,
-                      self.index)
+                      self.index, self.impl_seed, site.op_id(op_kind, part), site.call)
         return c
 
     def sum_rows(self, op: str, op_kind: str, terms: torch.Tensor, site: Site, part: int = 0) -> torch.Tensor:
@@ -206,7 +206,8 @@ class CudaEngine:
         cols = self.scratch(batch * ho * wo, weight[0].numel())
         self._kernels(_core.cuda_conv2d_forward, x.data_ptr(), weight.data_ptr(),
                       0 if bias is None else self._dense(bias).data_ptr(), y.data_ptr(), cols.data_ptr(),
-                      tuple(x.shape), cout, kernel[0], stride[0], padding[0], chosen["fwd"].schedule, self.index)
+                      tuple(x.shape), cout, kernel[0], stride[0], padding[0], chosen["fwd"].schedule, self.index,
+                      self.impl_seed, site.op_id("fwd", 0), site.call)
         return y
 
     def conv2d_backward(self, op: str, site: Site, x: torch.Tensor, weight: torch.Tensor, gy: torch.Tensor,
@@ -232,7 +233,8 @@ class CudaEngine:
                       _address(dw), _address(db), _address(dx), tuple(x.shape), cout, kernel[0], stride[0],
                       padding[0], *(chosen[k].schedule if k in chosen else fallback
                                     for k in ("wgrad", "dgrad", "bias_grad")),
-                      self.index, self.impl_seed, site.op_id("bias_grad", 0), site.call)
+                      self.index, self.impl_seed, site.op_id("wgrad", 0), site.op_id("bias_grad", 0),
+                      site.op_id("dgrad", 0), site.call)
         return dx, dw, db
 
     # --- BatchNorm, fused -------------------------------------------------------------------------
