@@ -1,4 +1,4 @@
-"""Data-parallel training through NCCL, bit for bit against fplab's emulated all-reduce (issue 22).
+"""Data-parallel training through NCCL, bit for bit against fplab's emulated all-reduce.
 
     python3 experiments/nccl_training.py --ranks 4 --algorithm Ring --protocol Simple --channels 4 \\
         --format fp32 --steps 20 --json nccl_training.jsonl

@@ -58,6 +58,14 @@ int current_device() {
 
 void synchronize_device() { FPLAB_CUDA(cudaDeviceSynchronize()); }
 
+std::string CheckPerDevice::operator()() {
+  const std::lock_guard<std::mutex> held(lock_);
+  const int device = current_device();
+  const auto found = answers_.find(device);
+  if (found != answers_.end()) return found->second;
+  return answers_[device] = probe_();
+}
+
 DeviceInfo device_info() {
   cudaDeviceProp prop{};
   FPLAB_CUDA(cudaGetDeviceProperties(&prop, 0));

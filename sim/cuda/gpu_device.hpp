@@ -2,6 +2,8 @@
 // arithmetic is the IEEE arithmetic the emulation assumes. No CUDA types leak out of this header.
 #pragma once
 
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 
@@ -36,6 +38,20 @@ int device_count();
 void use_device(int index);
 // The device this thread's kernels run on now (use_device's last, else 0).
 int current_device();
+
+// A kernel's check before its first use on a device (tensor_core_gemm_why_not,
+// seeded_gemm_why_not): `probe` ("" or why the kernel is not to be used) runs once per device and
+// process, on the current device; later calls there give its answer again. Thread-safe.
+class CheckPerDevice {
+ public:
+  explicit CheckPerDevice(std::string (*probe)()) : probe_(probe) {}
+  std::string operator()();
+
+ private:
+  std::string (*probe_)();
+  std::mutex lock_;
+  std::map<int, std::string> answers_;  // by device
+};
 
 // Waits until every kernel and copy fplab enqueued on the current device has finished.
 void synchronize_device();

@@ -184,6 +184,25 @@ int64_t largest_permutation(const Groups& gs, bool first_atomic, bool second_ato
 
 constexpr int64_t kSharedOrder = 8192;  // members: 32 KiB of shared memory a block at most
 
+// term(0) + term(1) + ... + term(count - 1), left to right, each addition fp32 rounded to nearest
+// even (sim/schedule_walk.hpp's fold). The chain of additions is the order's and cannot be split;
+// its loads can: a run of kAhead terms is loaded before it is added, so that their latencies overlap
+// (the permuted gathers would otherwise stall every addition).
+template <int kAhead, class Term>
+__device__ float fold_terms(const Term& term, int64_t count) {
+  float acc = term(0);
+  int64_t k = 1;
+  for (; k + kAhead <= count; k += kAhead) {
+    float ahead[kAhead];
+#pragma unroll
+    for (int i = 0; i < kAhead; ++i) ahead[i] = term(k + i);
+#pragma unroll
+    for (int i = 0; i < kAhead; ++i) acc = __fadd_rn(acc, ahead[i]);
+  }
+  for (; k < count; ++k) acc = __fadd_rn(acc, term(k));
+  return acc;
+}
+
 // Thread (group, output): the group's terms folded in their order; into partials[g * outputs + o],
 // or the result when the first stage is the only one.
 __global__ void first_stage(const float* __restrict__ x, BatchLayout layout, Groups gs, int64_t tile_outputs,
@@ -199,20 +218,7 @@ __global__ void first_stage(const float* __restrict__ x, BatchLayout layout, Gro
     const int64_t member = atomic ? order[k] : k;
     return base[(grp.first + member * grp.stride) * static_cast<int64_t>(layout.term_stride)];
   };
-  // The chain of additions is the order's and cannot be split; its loads can: a run of kAhead
-  // terms is loaded before it is added, so their latencies overlap (the permuted gathers would
-  // otherwise stall every addition).
-  constexpr int kAhead = 32;
-  float acc = term(0);
-  int64_t k = 1;
-  for (; k + kAhead <= grp.count; k += kAhead) {
-    float ahead[kAhead];
-#pragma unroll
-    for (int i = 0; i < kAhead; ++i) ahead[i] = term(k + i);
-#pragma unroll
-    for (int i = 0; i < kAhead; ++i) acc = __fadd_rn(acc, ahead[i]);
-  }
-  for (; k < grp.count; ++k) acc = __fadd_rn(acc, term(k));
+  const float acc = fold_terms<32>(term, grp.count);
   out[e] = acc;
 }
 
@@ -223,17 +229,7 @@ __global__ void second_stage(const float* __restrict__ partials, int64_t groups,
   if (o >= outputs) return;
   const int32_t* order = atomic ? second_order + (o / tile_outputs) * groups : nullptr;
   const auto partial = [&](int64_t k) { return partials[(atomic ? order[k] : k) * outputs + o]; };
-  constexpr int kAhead = 16;  // as first_stage: loads ahead of the chain
-  float acc = partial(0);
-  int64_t k = 1;
-  for (; k + kAhead <= groups; k += kAhead) {
-    float ahead[kAhead];
-#pragma unroll
-    for (int i = 0; i < kAhead; ++i) ahead[i] = partial(k + i);
-#pragma unroll
-    for (int i = 0; i < kAhead; ++i) acc = __fadd_rn(acc, ahead[i]);
-  }
-  for (; k < groups; ++k) acc = __fadd_rn(acc, partial(k));
+  const float acc = fold_terms<16>(partial, groups);
   results[o] = acc;
 }
 
@@ -249,17 +245,7 @@ __global__ void gemm_parts_fold(const float* __restrict__ parts, int64_t count, 
   const int32_t* order = order_of_tile + tile * count;
   const int64_t outputs = m * n;
   const auto part = [&](int64_t k) { return parts[order[k] * outputs + o]; };
-  constexpr int kAhead = 16;  // as second_stage: loads ahead of the chain
-  float acc = part(0);
-  int64_t k = 1;
-  for (; k + kAhead <= count; k += kAhead) {
-    float ahead[kAhead];
-#pragma unroll
-    for (int t = 0; t < kAhead; ++t) ahead[t] = part(k + t);
-#pragma unroll
-    for (int t = 0; t < kAhead; ++t) acc = __fadd_rn(acc, ahead[t]);
-  }
-  for (; k < count; ++k) acc = __fadd_rn(acc, part(k));
+  const float acc = fold_terms<16>(part, count);
   c[o] = acc;
 }
 

@@ -9,8 +9,6 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
-#include <map>
-#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
@@ -71,13 +69,8 @@ std::string run_probes() {
 std::string seeded_gemm_why_not() {
   std::string why;
   if (!device_available(&why)) return why;
-  static std::mutex lock;
-  static std::map<int, std::string> checked;  // by device
-  const std::lock_guard<std::mutex> held(lock);
-  const int device = current_device();
-  const auto found = checked.find(device);
-  if (found != checked.end()) return found->second;
-  return checked[device] = run_probes();
+  static CheckPerDevice check(run_probes);
+  return check();
 }
 
 }  // namespace fplab::sim::gpu

@@ -11,8 +11,6 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <map>
-#include <mutex>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -95,13 +93,8 @@ std::vector<float> tensor_core_probe_values(size_t count, uint64_t seed, int lo,
 std::string tensor_core_gemm_why_not() {
   std::string why = tensor_core_gemm_device_why_not();
   if (!why.empty()) return why;
-  static std::mutex lock;
-  static std::map<int, std::string> checked;  // by device
-  const std::lock_guard<std::mutex> held(lock);
-  const int device = current_device();
-  const auto found = checked.find(device);
-  if (found != checked.end()) return found->second;
-  return checked[device] = run_probes();
+  static CheckPerDevice check(run_probes);
+  return check();
 }
 
 }  // namespace fplab::sim::gpu
