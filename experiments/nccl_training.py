@@ -188,8 +188,10 @@ def main() -> int:
                         help="gloo: CPU processes, no GPUs (checks the script with 2 ranks)")
     parser.add_argument("--json", help="append the result as one JSON line")
     args = parser.parse_args()
-    if args.ranks < 1 or args.steps < 1 or args.shard < 1 or args.channels < 1:
-        parser.error("--ranks, --steps, --shard and --channels must be at least 1")
+    if args.ranks < 1 or args.steps < 1 or args.shard < 1:
+        parser.error("--ranks, --steps and --shard must be at least 1")
+    if not 1 <= args.channels <= 64:
+        parser.error("--channels must be from 1 to 64 (NCCL's most)")
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if args.backend == "nccl" and gpus < args.ranks:
         print(f"SKIPPED: {args.ranks} ranks need {args.ranks} GPUs; this machine has {gpus}")

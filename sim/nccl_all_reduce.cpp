@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <iterator>
 #include <stdexcept>
 
 #include "fp/arithmetic.hpp"
+#include "fp/number_text.hpp"
+#include "fp/round.hpp"
 
 namespace fplab::sim {
 namespace {
@@ -220,6 +223,19 @@ std::vector<double> emulate_nccl_all_reduce(const std::vector<std::vector<double
     throw std::invalid_argument("NCCL all-reduces fp32, bf16 or fp16 buffers here, not " + format.name);
   call.count = in[0].size();
   call.ranks = static_cast<int>(in.size());
+  // A value the buffer's type cannot hold would be rounded once more than NCCL rounds it.
+  const fp::RoundingOptions rne(fp::Mode::rne);
+  for (size_t r = 0; r < in.size(); ++r)
+    for (size_t e = 0; e < call.count; ++e) {
+      const double v = in[r][e];
+      if (!std::isnan(v) && fp::round_double(v, format, rne).value != v)
+        throw std::invalid_argument("buffer " + std::to_string(r) + ", element " + std::to_string(e) + ": " +
+                                    fp::format_double(v) + " is not a " + format.name +
+                                    " value (convert the buffers to the type NCCL sums first)");
+    }
+  // The tree takes no layout, but a call NCCL would refuse is refused for it too.
+  (void)nccl_ring_layout(NcclCall{.count = 0, .element_bytes = call.element_bytes, .ranks = call.ranks,
+                                  .comm_channels = call.comm_channels, .protocol = call.protocol});
   std::vector<double> out(call.count);
   if (algorithm == NcclAlgorithm::tree) {
     std::vector<int> chain(in.size());

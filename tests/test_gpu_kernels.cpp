@@ -483,6 +483,22 @@ TEST_CASE("gpu gemm, atomic combine in the impl seed's order == sim::gemm with t
   CHECK(seeded_gemm_why_not() == "");
 }
 
+TEST_CASE("gpu gemm, seeded combine in slabs of rows (parts past 256 MiB) == sim::gemm") {
+  if (!have_device()) return;
+  // 80 parts x 1024 columns: slabs of 816 rows, so three for 2000 rows, the last one ragged.
+  const Schedule s = parse_schedule("split(80):seq | all:atomic");
+  const GemmShape shape{2000, 1024, 160};
+  const auto a = floats("lognormal:" + std::to_string(shape.m * shape.k), 11);
+  const auto b = floats("normal:" + std::to_string(shape.k * shape.n), 12);
+  const NoiseKey key{9, 8, 7};
+  std::vector<float> cpu(shape.m * shape.n), gpu(cpu.size());
+  sim::gemm(s, a.data(), b.data(), cpu.data(), shape, Arithmetic{}, key);
+  gemm_seeded(s, a.data(), b.data(), gpu.data(), shape, key);
+  size_t same = 0;
+  for (size_t i = 0; i < cpu.size(); ++i) same += std::bit_cast<uint32_t>(cpu[i]) == std::bit_cast<uint32_t>(gpu[i]);
+  CHECK(same == cpu.size());
+}
+
 TEST_CASE("gpu gemm: the serial form's timeline — each tile's parts release in part order; flags left ready") {
   if (!have_device()) return;
   const GemmShape shape{520, 1030, 2000};  // 153 tiles x 16 parts: more blocks than the chip holds

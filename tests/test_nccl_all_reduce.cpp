@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "fp/format.hpp"
+#include "fp/round.hpp"
 #include "reveal/probe_all_reduce.hpp"
 #include "reveal/probe_sum.hpp"
 #include "sim/addition_tree.hpp"
@@ -155,8 +156,17 @@ TEST_CASE("emulate_nccl_all_reduce: every element folded in its ring order or th
     REQUIRE(ring[e] == fold_in_order(in, e, order, fp::fp32()));
   }
   CHECK(orders.size() == 4);
-  const auto tree = emulate_nccl_all_reduce(in, NcclAlgorithm::tree, call, fp::bf16());
-  for (size_t e = 0; e < 5000; ++e) REQUIRE(tree[e] == fold_in_order(in, e, std::vector<int>{3, 2, 1, 0}, fp::bf16()));
+  std::vector<std::vector<double>> in16 = in;  // bf16 buffers hold bf16 values
+  for (auto& buffer : in16)
+    for (double& v : buffer) v = fp::round_double(v, fp::bf16(), fp::RoundingOptions(fp::Mode::rne)).value;
+  const auto tree = emulate_nccl_all_reduce(in16, NcclAlgorithm::tree, call, fp::bf16());
+  for (size_t e = 0; e < 5000; ++e)
+    REQUIRE(tree[e] == fold_in_order(in16, e, std::vector<int>{3, 2, 1, 0}, fp::bf16()));
+  CHECK_THROWS_WITH(emulate_nccl_all_reduce({{1.0, 0.1}, {1.0, 1.0}}, NcclAlgorithm::tree, call, fp::fp32()),
+                    "buffer 0, element 1: 0.1 is not a fp32 value (convert the buffers to the type NCCL sums first)");
+  NcclCall no_channels = call;
+  no_channels.comm_channels = 0;
+  CHECK_THROWS(emulate_nccl_all_reduce(in, NcclAlgorithm::tree, no_channels, fp::fp32()));
   size_t apart = 0;  // the orders matter: the ring's and the tree's fp32 sums are not all equal
   const auto tree32 = emulate_nccl_all_reduce(in, NcclAlgorithm::tree, call, fp::fp32());
   for (size_t e = 0; e < 5000; ++e) apart += ring[e] != tree32[e];

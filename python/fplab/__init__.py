@@ -235,7 +235,8 @@ def nccl_all_reduce(
 ) -> _np.ndarray:
     """The sums NCCL's ``ncclAllReduce`` (sum) returns for ``buffers``, one row per rank: each
     element added in the order NCCL takes it (docs/results/nccl.md), rounded to ``format`` (the
-    buffers' type: fp32, bf16 or fp16, whose values the rows must already hold) at every addition.
+    buffers' type: fp32, bf16 or fp16, whose values the rows must already hold: another value is an
+    error, not rounded) at every addition.
 
     ``algorithm``, ``protocol`` and ``channels`` are what ``NCCL_ALGO`` (Ring, Tree), ``NCCL_PROTO``
     (Simple, LL, LL128) and ``NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS`` pin; within one node, with

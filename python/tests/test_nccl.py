@@ -76,6 +76,9 @@ class NcclAllReduce(unittest.TestCase):
             (lambda: fplab.nccl_all_reduce(x, format="fp64"), "fp32, bf16 or fp16 buffers here, not fp64"),
             (lambda: fplab.nccl_all_reduce(x[0]), "buffers must be 2-D, one row per rank"),
             (lambda: fplab.nccl_all_reduce(x, channels=0), "channel"),
+            (lambda: fplab.nccl_all_reduce(x, "Tree", channels=0), "channel"),
+            (lambda: fplab.nccl_all_reduce(np.array([[1.0, 0.1], [1.0, 1.0]])),
+             "buffer 0, element 1: 0.1 is not a fp32 value (convert the buffers to the type NCCL sums first)"),
         ):
             with self.assertRaises(fplab.Error) as caught:
                 call()

@@ -349,7 +349,7 @@ void GpuGemm::launch(const GemmPlan& plan, const float* a, const float* b, float
   if (plan.combine == GemmPlan::Combine::atomic) {  // seeded: the parts, then the emulation's order
     reserve_parts();
     write_chains(false, parts_);
-    seeded->fold->fold_gemm_parts(parts_, count, shape_, seeded->key, c);
+    seeded->fold->fold_gemm_parts(parts_, count, shape_, seeded->key, c, seeded->first_row);
     return;
   }
   const size_t tiles = static_cast<size_t>(grid.x) * grid.y;
@@ -495,9 +495,30 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
   gpu.run(plan, c);
 }
 
+// The seeded combine's parts take count x rows x n floats (p100's input gradients of a ResNet-18
+// at batch 128: 32 x 401408 x 576, 30 GB): a GEMM whose parts would pass this runs in slabs of
+// whole output tiles' rows, each its own GEMM and fold; the tiles' keys stay the whole GEMM's.
+constexpr size_t kSeededPartsBudget = size_t{64} << 20;  // floats: 256 MiB
+
+void GpuGemm::launch_seeded(const GemmPlan& plan, GpuSeededReduction& fold, const NoiseKey& key, const float* a,
+                            const float* b, float* c) {
+  const GemmShape whole = shape_;
+  const int64_t count = whole.k ? plan.part_count(static_cast<int64_t>(whole.k)) : 1;
+  size_t slab = whole.m;
+  if (count > 1 && whole.n > 0) {
+    const size_t rows = kSeededPartsBudget / (static_cast<size_t>(count) * whole.n);
+    slab = std::max<size_t>(kGemmTileRows, rows / kGemmTileRows * kGemmTileRows);
+  }
+  for (size_t row = 0; row < whole.m; row += slab) {
+    shape_ = {std::min(slab, whole.m - row), whole.n, whole.k};
+    const SeededCombine seeded{&fold, key, row};
+    launch(plan, a + row * whole.k, b, c + row * whole.n, &seeded);
+  }
+  shape_ = whole;
+}
+
 void GpuGemm::run_seeded(const GemmPlan& plan, GpuSeededReduction& fold, const NoiseKey& key, float* c) {
-  const SeededCombine seeded{&fold, key};
-  launch(plan, a_, b_, c_, &seeded);
+  launch_seeded(plan, fold, key, a_, b_, c_);
   const size_t mn = shape_.m * shape_.n;
   if (mn) FPLAB_CUDA(cudaMemcpy(c, c_, mn * sizeof(float), cudaMemcpyDeviceToHost));
 }
@@ -538,8 +559,7 @@ void GpuGemm::run_on_device(const GemmPlan& plan, const float* a, const float* b
 void GpuGemm::run_seeded_on_device(const GemmPlan& plan, GpuSeededReduction& fold, const NoiseKey& key,
                                    const float* a, const float* b, float* c, GemmShape shape) {
   shape_ = shape;
-  const SeededCombine seeded{&fold, key};
-  launch(plan, a, b, c, &seeded);
+  launch_seeded(plan, fold, key, a, b, c);
 }
 
 }  // namespace fplab::sim::gpu

@@ -68,12 +68,17 @@ class GpuGemm {
  private:
   friend struct GpuGemmProbe;  // timing, forced forms, the serial timeline (gpu_gemm_probe.hpp)
   void launch(const GemmPlan& plan);  // on the loaded A and B, into the device's C
-  // seeded: where an atomic combine's parts go to be folded in the emulation's order (else atomicAdd)
+  // seeded: where an atomic combine's parts go to be folded in the emulation's order (else
+  // atomicAdd); first_row: the slab's first row in the whole GEMM (launch_seeded)
   struct SeededCombine {
     GpuSeededReduction* fold;
     NoiseKey key;
+    size_t first_row;
   };
   void launch(const GemmPlan& plan, const float* a, const float* b, float* c, const SeededCombine* seeded = nullptr);
+  // launch with the seeded combine, in slabs of rows where the parts would pass their budget.
+  void launch_seeded(const GemmPlan& plan, GpuSeededReduction& fold, const NoiseKey& key, const float* a,
+                     const float* b, float* c);
 
   GemmShape shape_{};
   OrderedForm forced_ = OrderedForm::by_shape;

@@ -11,6 +11,7 @@
 #include "sim/cuda/gpu_seeded.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -135,8 +136,9 @@ __device__ void fisher_yates(int32_t* order, int64_t count, uint64_t key, uint64
 // host behind every kernel before it). NoiseKey::stream(stage, group) = (key, (stage << 40) ^ group).
 // With `in_shared`, the permutation is made in dynamic shared memory (every count fits) and copied
 // out; else in place in global memory.
+// tile_offset: the key's tile of the first `all:` permutation (a GEMM's slab of rows; else 0).
 __global__ void permutations(Groups gs, uint64_t key_prefix, int64_t tiles, int32_t* first_order, int32_t* second_order,
-                             bool first_atomic, bool second_atomic, bool in_shared) {
+                             bool first_atomic, bool second_atomic, bool in_shared, int64_t tile_offset) {
   extern __shared__ int32_t shared_order[];
   __shared__ int32_t draws[kDraws];
   const int64_t e = blockIdx.x;
@@ -151,8 +153,9 @@ __global__ void permutations(Groups gs, uint64_t key_prefix, int64_t tiles, int3
     out = first_order + static_cast<int64_t>(tile) * gs.n + grp.offset, count = grp.count;
     stream = static_cast<uint64_t>(g);
   } else {
-    tile = static_cast<uint64_t>(e - first_blocks);
-    out = second_order + static_cast<int64_t>(tile) * gs.count, count = gs.count, stream = uint64_t{1} << 40;
+    const int64_t local = e - first_blocks;
+    tile = static_cast<uint64_t>(local + tile_offset);
+    out = second_order + local * gs.count, count = gs.count, stream = uint64_t{1} << 40;
   }
   int32_t* const order = in_shared ? shared_order : out;
   fisher_yates(order, count, fp::mix_word(key_prefix, tile), stream, draws);
@@ -286,7 +289,7 @@ void GpuSeededReduction::run(const SeededPlan& plan, const float* x, const Batch
     const size_t shared = in_shared ? static_cast<size_t>(largest) * sizeof(int32_t) : 0;
     if (permuting > INT32_MAX) throw NotRealisable("a seeded-order sum with more than 2^31 - 1 permutations");
     permutations<<<static_cast<unsigned>(permuting), 32, shared>>>(gs, key_prefix, tiles, first_order, second_order,
-                                                                   plan.first_atomic, second_atomic, in_shared);
+                                                                   plan.first_atomic, second_atomic, in_shared, 0);
     FPLAB_CUDA_LAUNCHED("seeded permutations");
   }
   const auto per_tile = static_cast<int64_t>(tile_outputs);
@@ -306,10 +309,12 @@ void GpuSeededReduction::run(const SeededPlan& plan, const float* x, const Batch
 }
 
 void GpuSeededReduction::fold_gemm_parts(const float* parts, int64_t count, GemmShape shape, const NoiseKey& key,
-                                         float* c) {
+                                         float* c, size_t first_row) {
   const auto m = static_cast<int64_t>(shape.m), n = static_cast<int64_t>(shape.n);
   if (m * n == 0) return;
   if (count < 1 || count > INT32_MAX) throw NotRealisable("a seeded combine of " + std::to_string(count) + " GEMM parts");
+  if (first_row % kGemmTileRows != 0)
+    throw std::invalid_argument("fold_gemm_parts: a slab must start on a tile's first row");
   const int64_t tiles_per_row = (n + static_cast<int64_t>(kGemmTileCols) - 1) / static_cast<int64_t>(kGemmTileCols);
   const int64_t tiles = (m + static_cast<int64_t>(kGemmTileRows) - 1) / static_cast<int64_t>(kGemmTileRows) * tiles_per_row;
   if (tiles > INT32_MAX) throw NotRealisable("a seeded GEMM combine with more than 2^31 - 1 output tiles");
@@ -319,8 +324,9 @@ void GpuSeededReduction::fold_gemm_parts(const float* parts, int64_t count, Gemm
   const uint64_t key_prefix = fp::mix_key({key.impl_seed, key.op_id, key.call});
   const bool in_shared = count <= kSharedOrder;
   const size_t shared = in_shared ? static_cast<size_t>(count) * sizeof(int32_t) : 0;
+  const auto tile_offset = static_cast<int64_t>(first_row / kGemmTileRows) * tiles_per_row;
   permutations<<<static_cast<unsigned>(tiles), 32, shared>>>(gs, key_prefix, tiles, nullptr, order, false, true,
-                                                             in_shared);
+                                                             in_shared, tile_offset);
   FPLAB_CUDA_LAUNCHED("seeded GEMM permutations");
   gemm_parts_fold<<<blocks_for(m * n, kFoldThreads), kFoldThreads>>>(parts, count, m, n, tiles_per_row, order, c);
   FPLAB_CUDA_LAUNCHED("seeded GEMM fold");

@@ -42,9 +42,11 @@ class GpuSeededReduction {
   // (i, j) at parts[p * m * n + i * n + j], folded into c[i * n + j] (device pointers) in the
   // permutation of the `count` parts that the output's tile draws, keyed as sim::gemm keys it
   // (gemm_output_key: tiles of kGemmTileRows x kGemmTileCols outputs share the order), from the
-  // first part in that order, each addition fp32 rounded to nearest even. Enqueued on the default
-  // stream, not waited for.
-  void fold_gemm_parts(const float* parts, int64_t count, GemmShape shape, const NoiseKey& key, float* c);
+  // first part in that order, each addition fp32 rounded to nearest even. `shape` may be a slab of
+  // a larger GEMM's rows starting at row `first_row` (a multiple of kGemmTileRows; its n the whole
+  // GEMM's): the tiles are then the whole GEMM's. Enqueued on the default stream, not waited for.
+  void fold_gemm_parts(const float* parts, int64_t count, GemmShape shape, const NoiseKey& key, float* c,
+                       size_t first_row = 0);
 
   size_t workspace_bytes() const;  // device memory held (permutations, partials)
 

@@ -1,8 +1,9 @@
 // The seeded split-K GEMM's check before first use on a device (gpu_gemm.hpp,
 // seeded_gemm_why_not): split-K and contiguous parts with an atomic combine, on shapes with ragged
 // edges in every direction (output tiles of 4 x 64 cut by the matrix's end, a last part shorter
-// than the others, one part only), several impl seeds, op ids and calls, against sim::gemm on the
-// CPU, bit for bit. The fold draws its orders on the device from the same counter-based stream as
+// than the others, one part only, 9000 parts whose permutations are made in global memory),
+// several impl seeds, op ids and calls, against sim::gemm on the CPU, bit for bit. (The slabs a
+// GEMM whose parts pass 256 MiB runs in are left to test_gpu_kernels: too large for a probe.) The fold draws its orders on the device from the same counter-based stream as
 // the CPU; should a device, a compiler or a driver make it draw otherwise, those GEMMs go back to
 // the CPU engine with the reason instead of giving other bits. A few milliseconds once per device
 // and process.
@@ -41,7 +42,8 @@ std::string run_probes() {
       {"split(48):seq | all:atomic", {70, 64, 1000}, {5, 9, 0}},   // rtx5000's combine
       {"contig(64):seq | all:atomic", {5, 200, 700}, {3, 1, 7}},   // parts of 64 terms
       {"split(80):seq | all:atomic", {3, 5, 50}, {4, 4, 4}},       // fewer terms than parts
-      {"split(3):seq | all:atomic", {6, 70, 2}, {1, 1, 1}},        // one part only
+      {"split(3):seq | all:atomic", {6, 70, 1}, {1, 1, 1}},        // one part only
+      {"contig(1):seq | all:atomic", {4, 64, 9000}, {6, 2, 1}},    // permutations past shared memory
   };
   for (const Probe& p : probes) {
     const Schedule schedule = parse_schedule(p.schedule);

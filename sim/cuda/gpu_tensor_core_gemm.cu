@@ -174,6 +174,7 @@ __global__ void __launch_bounds__(kThreads, 3)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int wr = (warp / 2) * 32, wc = (warp % 2) * 32;  // the warp's outputs within the block
   const bool interior = row0 + kBlockRows <= m && col0 + kBlockCols <= n;  // every output stored
+  static_assert(kBlockCols == kBlockRows, "A's and B's stages take the same count of copies a thread");
   const auto load_stage = [&](int buffer, int64_t ks) {
 #pragma unroll
     for (int i = 0; i < kBlockRows * kStageK / kThreads; ++i) {
@@ -328,7 +329,8 @@ void GpuTensorCoreGemm::run_on_device(const TensorCoreGemmPlan& plan, const floa
   if (shape.m > INT_MAX - kBlockRows || shape.n > INT_MAX - kBlockCols || col_tiles > 65535 || count > 65535)
     throw std::invalid_argument("tensor-core GEMM: " + std::to_string(shape.m) + " x " + std::to_string(shape.n) +
                                 " outputs in " + std::to_string(count) +
-                                " parts exceed the kernel's grid (at most 65535 parts and 4194240 columns)");
+                                " parts exceed the kernel's grid (at most 65535 parts, 4194240 columns and "
+                                "2147483583 rows)");
   float* target = count > 1 ? parts_.reserve<float>(static_cast<size_t>(count) * outputs) : c;
   const dim3 grid(static_cast<unsigned>(row_tiles), static_cast<unsigned>(col_tiles), static_cast<unsigned>(count));
   switch (plan.factors) {

@@ -11,8 +11,8 @@ rest goes to the CPU engine on a copy (a round trip through the host, listed in 
 
 Tensor-core GEMMs of the H100's models (``fused(tc-h100-tf32)``, ``-tf32-rne``, ``-tf32-rna``,
 ``-bf16``, ``-fp16``: h100-tf32, h100-bf16, h100-torch-tf32) run on the GPU's own tensor cores
-where it is a Hopper GPU (sim/cuda/gpu_tensor_core_gemm), each instruction's result checked
-against the two rules where the chip and the model part and redone in software there, once the
+where it is a Hopper GPU (sim/cuda/gpu_tensor_core_gemm), each stage of 32 products checked
+for the two rules where the chip and the model part and redone in software there, once the
 device has reproduced the model bit for bit on a check before first use (docs/gpu.md). GEMMs whose
 split-K parts meet in an atomic combine (the weight gradients of v100, t4, p100, rtx5000; p100's
 input gradients) write their parts on the GPU and fold them in the order the impl seed draws for
