@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Data-parallel training through NCCL, bit for bit against fplab's emulated all-reduce.
 
     python3 experiments/nccl_training.py --ranks 4 --algorithm Ring --protocol Simple --channels 4 \\
@@ -15,10 +16,16 @@ another, their sum by fplab.nccl_all_reduce alone, the same updates. The replay'
 must be the NCCL run's, byte for byte (SHA-256): fplab's model of NCCL's order reproduces a
 data-parallel training run without NCCL and without several GPUs.
 
-Prints one line per check and writes a JSON line (--json); exits 1 when any bit differs.
+Prints one line (the sums compared are the parameters times the steps; the weights' SHA-256 of
+the run and of the replay) and writes a JSON line (--json); exits 0 when every sum and the
+weights are equal, 1 when a bit differs, 2 on bad arguments.
 
---backend gloo runs the same on CPU processes, without GPUs: gloo's order is not NCCL's, but two
-ranks' sum has only one (a + b = b + a), so with --ranks 2 it checks the script itself (a test).
+    python3 experiments/nccl_training.py --backend gloo --ranks 2 --steps 2
+
+runs the same on CPU processes, without GPUs: gloo's order is not NCCL's, but two ranks' sum has
+only one (a + b = b + a), so with two ranks it checks the script itself (a test does). Gloo takes
+fp32 and fp16 buffers here (Debian's PyTorch 1.13 cannot sum bf16 with it); --algorithm,
+--protocol and --channels then change only the emulation's side.
 """
 
 from __future__ import annotations
@@ -172,29 +179,45 @@ def free_port() -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="example:\n  " + __doc__.split("\n\n")[1].strip())
-    parser.add_argument("--ranks", type=int, default=2, help="GPUs, one process each (default 2)")
-    parser.add_argument("--algorithm", default="Ring", choices=["Ring", "Tree"])
-    parser.add_argument("--protocol", default="Simple", choices=["Simple", "LL", "LL128"])
-    parser.add_argument("--channels", type=int, default=1, help="NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS")
-    parser.add_argument("--format", default="fp32", choices=sorted(TORCH_TYPES), help="the gradient buffers' type")
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--shard", type=int, default=32, help="examples per rank and step")
-    parser.add_argument("--lr", type=float, default=0.05)
-    parser.add_argument("--seed", type=int, default=1)
+    paragraphs = __doc__.split("\n\n")
+    parser = argparse.ArgumentParser(
+        description="\n\n".join(paragraphs[i] for i in (0, 2, 3)),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples (on 4 GPUs, then without GPUs):\n"
+        "  python3 experiments/nccl_training.py --ranks 4 --algorithm Ring --protocol LL128 --channels 4 --format bf16\n"
+        "  python3 experiments/nccl_training.py --backend gloo --ranks 2 --steps 2\n\n"
+        "Without GPUs (--backend gloo): gloo's order is not NCCL's, but two ranks' sum has one order, so\n"
+        "two ranks check the script itself; fp32 and fp16 buffers (gloo cannot sum bf16 here).\n\n"
+        "exit status: 0 every sum and the weights equal, 1 a bit differs, 2 bad arguments")
+    parser.add_argument("--ranks", type=int, default=2,
+                        help="processes, one a GPU with nccl (default 2)")
+    parser.add_argument("--algorithm", default="Ring", choices=["Ring", "Tree"], help="NCCL_ALGO (default Ring)")
+    parser.add_argument("--protocol", default="Simple", choices=["Simple", "LL", "LL128"],
+                        help="NCCL_PROTO (default Simple)")
+    parser.add_argument("--channels", type=int, default=1,
+                        help="NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS, 1 to 64 (default 1)")
+    parser.add_argument("--format", default="fp32", choices=sorted(TORCH_TYPES),
+                        help="the gradient buffers' type (default fp32)")
+    parser.add_argument("--steps", type=int, default=20, help="training steps (default 20)")
+    parser.add_argument("--shard", type=int, default=32, help="examples per rank and step (default 32)")
+    parser.add_argument("--lr", type=float, default=0.05, help="SGD's learning rate (default 0.05)")
+    parser.add_argument("--seed", type=int, default=1, help="the weights' and batches' seed (default 1)")
     parser.add_argument("--backend", default="nccl", choices=["nccl", "gloo"],
-                        help="gloo: CPU processes, no GPUs (checks the script with 2 ranks)")
+                        help="gloo: CPU processes, no GPUs; two ranks only (a check of the script)")
     parser.add_argument("--json", help="append the result as one JSON line")
     args = parser.parse_args()
     if args.ranks < 1 or args.steps < 1 or args.shard < 1:
         parser.error("--ranks, --steps and --shard must be at least 1")
     if not 1 <= args.channels <= 64:
         parser.error("--channels must be from 1 to 64 (NCCL's most)")
+    if args.backend == "gloo" and args.ranks > 2:
+        parser.error("--backend gloo: gloo's order is not NCCL's, so only --ranks 1 or 2 check anything")
+    if args.backend == "gloo" and args.format == "bf16":
+        parser.error("--backend gloo: gloo cannot sum bf16 buffers here; use --format fp32 or fp16")
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if args.backend == "nccl" and gpus < args.ranks:
-        print(f"SKIPPED: {args.ranks} ranks need {args.ranks} GPUs; this machine has {gpus}")
+        print(f"SKIPPED: {args.ranks} ranks need {args.ranks} GPUs; this machine has {gpus} "
+              f"(without GPUs: --backend gloo --ranks 2)")
         return 0
     start = time.time()
     context = mp.get_context("spawn")
@@ -212,7 +235,8 @@ def main() -> int:
            "seconds": round(time.time() - start, 1)}
     print(f"{args.ranks} ranks {args.algorithm} {args.protocol} {args.channels} channel(s) {args.format}: "
           f"{row['sums_compared'] - row['sums_differing']}/{row['sums_compared']} gradient sums = fplab's, "
-          f"replay {'==' if row['replay_equal'] else '!='} {args.backend.upper()} run (weights {run['sha'][:12]} / {replayed[:12]}), "
+          f"replay {'==' if row['replay_equal'] else '!='} {args.backend.upper()} run "
+          f"(weights' SHA-256: run {run['sha'][:12]}, replay {replayed[:12]}), "
           f"{row['seconds']} s")
     if args.json:
         with open(args.json, "a") as out:

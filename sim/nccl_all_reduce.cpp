@@ -230,8 +230,8 @@ std::vector<double> emulate_nccl_all_reduce(const std::vector<std::vector<double
       const double v = in[r][e];
       if (!std::isnan(v) && fp::round_double(v, format, rne).value != v)
         throw std::invalid_argument("buffer " + std::to_string(r) + ", element " + std::to_string(e) + ": " +
-                                    fp::format_double(v) + " is not a " + format.name +
-                                    " value (convert the buffers to the type NCCL sums first)");
+                                    fp::format_double(v) + " is not a value of " + format.name +
+                                    ", the buffers' type (round them to it first)");
     }
   // The tree takes no layout, but a call NCCL would refuse is refused for it too.
   (void)nccl_ring_layout(NcclCall{.count = 0, .element_bytes = call.element_bytes, .ranks = call.ranks,

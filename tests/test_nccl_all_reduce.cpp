@@ -163,7 +163,7 @@ TEST_CASE("emulate_nccl_all_reduce: every element folded in its ring order or th
   for (size_t e = 0; e < 5000; ++e)
     REQUIRE(tree[e] == fold_in_order(in16, e, std::vector<int>{3, 2, 1, 0}, fp::bf16()));
   CHECK_THROWS_WITH(emulate_nccl_all_reduce({{1.0, 0.1}, {1.0, 1.0}}, NcclAlgorithm::tree, call, fp::fp32()),
-                    "buffer 0, element 1: 0.1 is not a fp32 value (convert the buffers to the type NCCL sums first)");
+                    "buffer 0, element 1: 0.1 is not a value of fp32, the buffers' type (round them to it first)");
   NcclCall no_channels = call;
   no_channels.comm_channels = 0;
   CHECK_THROWS(emulate_nccl_all_reduce(in, NcclAlgorithm::tree, no_channels, fp::fp32()));

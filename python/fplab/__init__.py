@@ -233,25 +233,40 @@ def exact_sum(x: ArrayLike, format: str = "fp64", *, round_terms: bool = False) 
 def nccl_all_reduce(
     buffers: ArrayLike, algorithm: str = "Ring", protocol: str = "Simple", channels: int = 1, format: str = "fp32"
 ) -> _np.ndarray:
-    """The sums NCCL's ``ncclAllReduce`` (sum) returns for ``buffers``, one row per rank: each
-    element added in the order NCCL takes it (docs/results/nccl.md), rounded to ``format`` (the
-    buffers' type: fp32, bf16 or fp16, whose values the rows must already hold: another value is an
-    error, not rounded) at every addition.
+    """The sums NCCL's ``ncclAllReduce`` (sum) returns for ``buffers``, one row per rank (an array,
+    nested lists, or a PyTorch tensor of any float type): each element added in the order NCCL takes
+    it (docs/results/nccl.md), rounded to ``format`` at every addition. ``format`` is the buffers'
+    type, fp32, bf16 or fp16, and the rows must already hold its values: another value is an error,
+    not rounded (``fplab.round(x, "bf16")`` makes them; NumPy has no bf16).
 
     ``algorithm``, ``protocol`` and ``channels`` are what ``NCCL_ALGO`` (Ring, Tree), ``NCCL_PROTO``
-    (Simple, LL, LL128) and ``NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS`` pin; within one node, with
-    the rings NCCL takes there (0, 1, ..., R - 1). Equal to NCCL 2.28 bit for bit on 2 and 4 GPUs
-    (every element of buffers up to 3e6; and a data-parallel training's gradient sums). Where a
-    ring's chunks start decides each element's order, so two elements of one buffer can be summed
-    in different orders:
+    (Simple, LL, LL128) and ``NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS`` pin, within one node and
+    with the rings NCCL took on every machine measured (0, 1, ..., R - 1). A small buffer takes fewer
+    channels than pinned (so 1 and 4 can give the same sums), and LL128's chunks often fall where
+    Simple's do; Tree's order within a node is one chain, whatever the protocol and channels.
+    Measured equal to NCCL 2.28 bit for bit on 2 and 4 GPUs (docs/results/nccl.md lists the
+    combinations: fp32 and bf16 buffers of 1000 to 3e6 elements, and a data-parallel training's
+    gradient sums); 8 or more ranks are the model's word, not measured. Where a ring's chunks start
+    decides each element's order, so two elements of one buffer can be summed in different orders:
 
+    >>> import numpy, fplab
     >>> x = numpy.ones((3, 12)); x[1] = 2.0**24; x[2] = -(2.0**24)
     >>> fplab.nccl_all_reduce(x)    # elements 8-11 start at rank 0: (1 + 2^24) - 2^24
     array([1., 1., 1., 1., 1., 1., 1., 1., 0., 0., 0., 0.])
     >>> fplab.nccl_all_reduce(x, "Tree")    # within a node a chain: (x2 + x1) + x0
     array([1., 1., 1., 1., 1., 1., 1., 1., 1., 1., 1., 1.])
     """
-    return _core.nccl_all_reduce(buffers, algorithm, protocol, channels, format)
+    for name, value in (("algorithm", algorithm), ("protocol", protocol), ("format", format)):
+        if not isinstance(value, str):
+            raise Error(f"nccl_all_reduce: {name} must be a name, not {value!r}")
+    if isinstance(channels, bool) or not isinstance(channels, int):
+        raise Error(f"nccl_all_reduce: channels must be a whole number from 1 to 64, not {channels!r}")
+    if hasattr(buffers, "detach") and hasattr(buffers, "float"):  # a PyTorch tensor: bf16 values kept
+        buffers = buffers.detach().float().cpu().numpy()
+    array = _np.asarray(buffers)
+    if array.dtype.kind not in "biuf":
+        raise Error(f"nccl_all_reduce: buffers must hold real numbers, not {array.dtype}")
+    return _core.nccl_all_reduce(array, algorithm, protocol, channels, format)
 
 
 def reveal_sum(fn: Callable[[Any], Any], n: int, *, verify: int = 0, seed: int = 1, runs: int = 0) -> dict:

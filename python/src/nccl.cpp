@@ -12,25 +12,27 @@ namespace {
 
 DoubleArray nccl_all_reduce(py::handle buffers, const std::string& algorithm, const std::string& protocol,
                             int channels, std::string_view format_text) {
-  const fp::Format format = fp::parse_format(format_text);
   const DoubleArray values = double_array(buffers, "nccl_all_reduce", "buffers", false);
   if (values.ndim() != 2)
     throw std::invalid_argument("nccl_all_reduce: buffers must be 2-D, one row per rank (got " +
-                                std::to_string(values.ndim()) + " dimensions)");
+                                std::to_string(values.ndim()) + (values.ndim() == 1 ? " dimension)" : " dimensions)"));
   const auto ranks = static_cast<size_t>(values.shape(0)), count = static_cast<size_t>(values.shape(1));
-  sim::NcclCall call;
-  call.comm_channels = channels;
-  call.protocol = sim::parse_nccl_protocol(protocol);
-  const sim::NcclAlgorithm algo = sim::parse_nccl_algorithm(algorithm);
   DoubleArray out(static_cast<py::ssize_t>(count));
   double* result = out.mutable_data();
   const double* data = values.data();
-  {
+  try {  // the emulation's one-line errors, named as this function's
+    const fp::Format format = fp::parse_format(format_text);
+    sim::NcclCall call;
+    call.comm_channels = channels;
+    call.protocol = sim::parse_nccl_protocol(protocol);
+    const sim::NcclAlgorithm algo = sim::parse_nccl_algorithm(algorithm);
     py::gil_scoped_release unlocked;
     std::vector<std::vector<double>> in(ranks);
     for (size_t r = 0; r < ranks; ++r) in[r].assign(data + r * count, data + (r + 1) * count);
     const std::vector<double> sums = sim::emulate_nccl_all_reduce(in, algo, call, format);
     std::copy(sums.begin(), sums.end(), result);
+  } catch (const std::exception& e) {
+    throw std::invalid_argument(std::string("nccl_all_reduce: ") + e.what());
   }
   return out;
 }

@@ -68,6 +68,15 @@ class NcclAllReduce(unittest.TestCase):
         x = np.array([[2.0**-8], [1.0], [2.0**-8]])
         self.assertEqual(fplab.nccl_all_reduce(x, "Tree", format="bf16")[0], 1.0)  # (2^-8 + 1) + 2^-8
 
+    def test_a_pytorch_tensor_of_any_float_type(self):
+        try:
+            import torch
+        except ImportError:
+            self.skipTest("PyTorch is not installed")
+        # bf16 (NumPy has none): the values are kept; 1 + 2^-8 is a tie that stays 1 in bf16.
+        t = torch.tensor([[1.0, 2.0**-8], [2.0**-8, 1.0]], requires_grad=True).bfloat16()
+        self.assertEqual(list(fplab.nccl_all_reduce(t, "Tree", format="bf16")), [1.0, 1.0])
+
     def test_bad_input_is_one_line(self):
         x = np.ones((2, 4))
         for call, message in (
@@ -78,7 +87,10 @@ class NcclAllReduce(unittest.TestCase):
             (lambda: fplab.nccl_all_reduce(x, channels=0), "channel"),
             (lambda: fplab.nccl_all_reduce(x, "Tree", channels=0), "channel"),
             (lambda: fplab.nccl_all_reduce(np.array([[1.0, 0.1], [1.0, 1.0]])),
-             "buffer 0, element 1: 0.1 is not a fp32 value (convert the buffers to the type NCCL sums first)"),
+             "nccl_all_reduce: buffer 0, element 1: 0.1 is not a value of fp32, the buffers' type"),
+            (lambda: fplab.nccl_all_reduce(x, channels=2.0), "channels must be a whole number from 1 to 64"),
+            (lambda: fplab.nccl_all_reduce(x, format=None), "format must be a name"),
+            (lambda: fplab.nccl_all_reduce(np.ones((2, 3), complex)), "buffers must hold real numbers"),
         ):
             with self.assertRaises(fplab.Error) as caught:
                 call()
