@@ -231,7 +231,13 @@ def exact_sum(x: ArrayLike, format: str = "fp64", *, round_terms: bool = False) 
 
 
 def nccl_all_reduce(
-    buffers: ArrayLike, algorithm: str = "Ring", protocol: str = "Simple", channels: int = 1, format: str = "fp32"
+    buffers: ArrayLike,
+    algorithm: str = "Ring",
+    protocol: str = "Simple",
+    channels: int = 1,
+    format: str = "fp32",
+    *,
+    rings: Optional[Sequence[Sequence[int]]] = None,
 ) -> _np.ndarray:
     """The sums NCCL's ``ncclAllReduce`` (sum) returns for ``buffers``, one row per rank (an array,
     nested lists, or a PyTorch tensor of any float type): each element added in the order NCCL takes
@@ -241,7 +247,9 @@ def nccl_all_reduce(
 
     ``algorithm``, ``protocol`` and ``channels`` are what ``NCCL_ALGO`` (Ring, Tree), ``NCCL_PROTO``
     (Simple, LL, LL128) and ``NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS`` pin, within one node and
-    with the rings NCCL took on every machine measured (0, 1, ..., R - 1). A small buffer takes fewer
+    with the rings NCCL took on every machine measured (0, 1, ..., R - 1); where NCCL takes others
+    (``NCCL_DEBUG=INFO`` prints them as "Channel 00/02 : 0 2 1 3"), ``rings`` gives them, channel c
+    taking ``rings[c % len(rings)]`` (Ring only). A small buffer takes fewer
     channels than pinned (so 1 and 4 can give the same sums), and LL128's chunks often fall where
     Simple's do; Tree's order within a node is one chain, whatever the protocol and channels.
     Measured equal to NCCL 2.28 bit for bit on 2 and 4 GPUs (docs/results/nccl.md lists the
@@ -266,7 +274,12 @@ def nccl_all_reduce(
     array = _np.asarray(buffers)
     if array.dtype.kind not in "biuf":
         raise Error(f"nccl_all_reduce: buffers must hold real numbers, not {array.dtype}")
-    return _core.nccl_all_reduce(array, algorithm, protocol, channels, format)
+    ring_lists = []
+    for ring in rings or ():
+        if isinstance(ring, (str, bytes)) or not all(isinstance(r, int) and not isinstance(r, bool) for r in ring):
+            raise Error(f"nccl_all_reduce: a ring is a list of rank numbers, not {ring!r}")
+        ring_lists.append(list(ring))
+    return _core.nccl_all_reduce(array, algorithm, protocol, channels, format, ring_lists)
 
 
 def reveal_sum(fn: Callable[[Any], Any], n: int, *, verify: int = 0, seed: int = 1, runs: int = 0) -> dict:

@@ -182,7 +182,8 @@ def noise_op_id(layer: int, op_kind: str, part: int = 0) -> int:
     training forms it (models::Context::key: mix_key({layer, op kind, part}))."""
 
 def nccl_all_reduce(
-    buffers: ArrayLike, algorithm: str = "Ring", protocol: str = "Simple", channels: int = 1, format: str = "fp32"
+    buffers: ArrayLike, algorithm: str = "Ring", protocol: str = "Simple", channels: int = 1, format: str = "fp32",
+    rings: Sequence[Sequence[int]] = ...,
 ) -> np.ndarray:
     """NCCL's all-reduce (sum) of the rows of buffers (one per rank), each element added in NCCL's
     order for that algorithm, protocol and channel count, rounded in format at every addition."""

@@ -4,6 +4,8 @@
 #include <vector>
 
 #include "fp/format.hpp"
+#include <pybind11/stl.h>
+
 #include "python/src/bindings.hpp"
 #include "sim/nccl_all_reduce.hpp"
 
@@ -11,7 +13,7 @@ namespace fplab::python {
 namespace {
 
 DoubleArray nccl_all_reduce(py::handle buffers, const std::string& algorithm, const std::string& protocol,
-                            int channels, std::string_view format_text) {
+                            int channels, std::string_view format_text, const std::vector<std::vector<int>>& rings) {
   const DoubleArray values = double_array(buffers, "nccl_all_reduce", "buffers", false);
   if (values.ndim() != 2)
     throw std::invalid_argument("nccl_all_reduce: buffers must be 2-D, one row per rank (got " +
@@ -25,7 +27,10 @@ DoubleArray nccl_all_reduce(py::handle buffers, const std::string& algorithm, co
     sim::NcclCall call;
     call.comm_channels = channels;
     call.protocol = sim::parse_nccl_protocol(protocol);
+    call.rings = rings;
     const sim::NcclAlgorithm algo = sim::parse_nccl_algorithm(algorithm);
+    if (algo == sim::NcclAlgorithm::tree && !rings.empty())
+      throw std::invalid_argument("rings are the Ring algorithm's; Tree's order within a node is the chain 0 .. R - 1");
     py::gil_scoped_release unlocked;
     std::vector<std::vector<double>> in(ranks);
     for (size_t r = 0; r < ranks; ++r) in[r].assign(data + r * count, data + (r + 1) * count);
@@ -42,8 +47,10 @@ DoubleArray nccl_all_reduce(py::handle buffers, const std::string& algorithm, co
 void bind_nccl(py::module_& m) {
   m.def("nccl_all_reduce", &nccl_all_reduce, py::arg("buffers"), py::arg("algorithm") = "Ring",
         py::arg("protocol") = "Simple", py::arg("channels") = 1, py::arg("format") = "fp32",
+        py::arg("rings") = std::vector<std::vector<int>>{},
         "NCCL's all-reduce (sum) of the rows of `buffers` (one per rank), each element added in NCCL's "
-        "order for that algorithm, protocol and channel count, rounded in `format` at every addition.");
+        "order for that algorithm, protocol and channel count (and rings: channel c takes rings[c % len], "
+        "each a permutation of the ranks; none: 0 .. R - 1), rounded in `format` at every addition.");
 }
 
 }  // namespace fplab::python

@@ -50,6 +50,25 @@ class NcclAllReduce(unittest.TestCase):
                     want = fold32(x[:, lo:hi], order)
                     np.testing.assert_array_equal(got[lo:hi].view(np.uint32), want.view(np.uint32))
 
+    def test_rings_other_than_the_identity(self):
+        # One channel, 3 ranks, ring (2, 0, 1): chunk c is finished by ring position c, its sum
+        # starts at position c + 1: chunk 0 takes ranks 0, 1, 2; chunk 1 ranks 1, 2, 0; chunk 2
+        # ranks 2, 0, 1.
+        x = buffers(5, 3, 12)
+        got = fplab.nccl_all_reduce(x, rings=[[2, 0, 1]]).astype(np.float32)
+        for c, order in enumerate(([0, 1, 2], [1, 2, 0], [2, 0, 1])):
+            want = fold32(x[:, 4 * c : 4 * c + 4], order)
+            np.testing.assert_array_equal(got[4 * c : 4 * c + 4].view(np.uint32), want.view(np.uint32))
+        for rings, message in (([[0, 0, 1]], "a ring must hold each rank 0 .. 2 once"),
+                               ([[0, 1]], "a ring of 2 ranks for an all-reduce over 3"),
+                               (["012"], "a ring is a list of rank numbers")):
+            with self.assertRaises(fplab.Error) as caught:
+                fplab.nccl_all_reduce(x, rings=rings)
+            self.assertIn(message, str(caught.exception))
+        with self.assertRaises(fplab.Error) as caught:
+            fplab.nccl_all_reduce(x, "Tree", rings=[[2, 0, 1]])
+        self.assertIn("rings are the Ring algorithm's", str(caught.exception))
+
     def test_two_channels_of_a_million_elements(self):
         # docs/results/nccl.md's worked case (4 ranks, 2 channels, 10^6 fp32, Simple): element
         # 300000 is summed in the order 3, 0, 1, 2 and element 600000 in 1, 2, 3, 0.
