@@ -13,6 +13,12 @@
 namespace fplab::sim {
 namespace {
 
+// NCCL's names are read in any case (NCCL_ALGO=ring is NCCL's Ring).
+std::string lowercase(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
 size_t divide_up(size_t a, size_t b) { return (a + b - 1) / b; }
 
 // NCCL_STEPS: a connection's buffer is cut into 8 steps.
@@ -47,8 +53,7 @@ std::string nccl_protocol_name(NcclProtocol p) {
 }
 
 NcclProtocol parse_nccl_protocol(const std::string& name) {
-  std::string lower = name;
-  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string lower = lowercase(name);
   if (lower == "simple") return NcclProtocol::simple;
   if (lower == "ll") return NcclProtocol::ll;
   if (lower == "ll128") return NcclProtocol::ll128;
@@ -198,11 +203,8 @@ double fold_in_order(const std::vector<std::vector<double>>& in, size_t e, std::
   return acc;
 }
 
-std::string nccl_algorithm_name(NcclAlgorithm algorithm) { return algorithm == NcclAlgorithm::ring ? "Ring" : "Tree"; }
-
 NcclAlgorithm parse_nccl_algorithm(const std::string& name) {
-  std::string lower = name;
-  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string lower = lowercase(name);
   if (lower == "ring") return NcclAlgorithm::ring;
   if (lower == "tree") return NcclAlgorithm::tree;
   throw std::invalid_argument("unknown NCCL algorithm '" + name + "' (Ring or Tree)");

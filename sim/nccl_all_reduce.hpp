@@ -58,8 +58,7 @@ NcclRingLayout nccl_ring_layout(const NcclCall& call);
 std::string nccl_protocol_name(NcclProtocol protocol);
 NcclProtocol parse_nccl_protocol(const std::string& name);
 
-// NCCL's name of an algorithm ("Ring", "Tree") and back (case-insensitive; throws).
-std::string nccl_algorithm_name(NcclAlgorithm algorithm);
+// An algorithm from NCCL's name of it ("Ring", "Tree"; case-insensitive; throws).
 NcclAlgorithm parse_nccl_algorithm(const std::string& name);
 
 // The ranks in the order element `e`'s sum takes them (the first two commute).

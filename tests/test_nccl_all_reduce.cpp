@@ -173,7 +173,7 @@ TEST_CASE("emulate_nccl_all_reduce: every element folded in its ring order or th
   CHECK(apart > 100);
 
   CHECK(parse_nccl_algorithm("TREE") == NcclAlgorithm::tree);
-  CHECK(nccl_algorithm_name(NcclAlgorithm::ring) == "Ring");
+  CHECK(parse_nccl_algorithm("ring") == NcclAlgorithm::ring);
   CHECK_THROWS_WITH(parse_nccl_algorithm("Rung"), "unknown NCCL algorithm 'Rung' (Ring or Tree)");
   CHECK_THROWS_WITH(emulate_nccl_all_reduce(in, NcclAlgorithm::ring, call, fp::fp64()),
                     "NCCL all-reduces fp32, bf16 or fp16 buffers here, not fp64");

@@ -1,11 +1,11 @@
 // fplab.nccl_all_reduce: the sums NCCL's all-reduce makes of several ranks' buffers, in its order
 // (sim/nccl_all_reduce: ring chunks and channels, the one-node tree's chain), for a script that
 // checks a data-parallel training step against it or replays one without GPUs.
+#include <pybind11/stl.h>
+
 #include <vector>
 
 #include "fp/format.hpp"
-#include <pybind11/stl.h>
-
 #include "python/src/bindings.hpp"
 #include "sim/nccl_all_reduce.hpp"
 
