@@ -328,10 +328,13 @@ TEST_CASE("gpu gemm: every ordered split-K form, forced, == sim::gemm on every s
 
 TEST_CASE("gpu gemm: every output tile, forced, == sim::gemm (ragged edges, short parts, signed zeros)") {
   if (!have_device()) return;
-  using detail::WideTile;
-  // n and k multiples of 4 (the wide tiles' float4 loads) with m, n off the tiles; K not a multiple
-  // of the wide kernel's 8, parts of K a multiple of 4 or not (then the 64 x 64 kernel runs).
-  const GemmShape shapes[] = {{300, 260, 1000}, {129, 132, 12}, {1, 64, 8}, {257, 68, 36}, {130, 100, 1004}};
+  using detail::ChainTile;
+  // n and k multiples of 4 (the tiled kernels' float4 loads) with m, n off the tiles; K not a
+  // multiple of the wide kernel's 8 or the thin one's 32, parts of K a multiple of 4 or not (then
+  // the 64 x 64 kernel runs).
+  // {20, 36, 2052}: a thin GEMM (few outputs, K past many of the thin tile's 32-step stages).
+  const GemmShape shapes[] = {{300, 260, 1000}, {129, 132, 12}, {1, 64, 8}, {257, 68, 36}, {130, 100, 1004},
+                              {20, 36, 2052}};
   for (const auto& shape : shapes)
     for (const char* text : {"seq", "split(10):seq | all:seq", "splitk-tree(5)", "split(4):seq | all:seq",
                              "split(4):seq | all:atomic"}) {
@@ -354,14 +357,14 @@ TEST_CASE("gpu gemm: every output tile, forced, == sim::gemm (ragged edges, shor
       sim::gemm(s, a.data(), b.data(), cpu.data(), shape, Arithmetic{});
       GpuGemm gpu(a.data(), b.data(), shape);
       GpuGemmProbe::force_ordered_form(gpu, GpuGemm::OrderedForm::two_passes);  // parts written out
-      for (WideTile tile : {WideTile::none, WideTile::t128x128, WideTile::t128x64}) {
+      for (ChainTile tile : {ChainTile::none, ChainTile::t128x128, ChainTile::t128x64, ChainTile::t16x32}) {
         GpuGemmProbe::force_tile(gpu, tile);
         std::fill(out.begin(), out.end(), std::nanf(""));
         gpu.run(plan_gemm(s), out.data());
         size_t same = 0;
         for (size_t i = 0; i < out.size(); ++i)
           same += std::bit_cast<uint32_t>(out[i]) == std::bit_cast<uint32_t>(cpu[i]);
-        INFO(text << ", " << shape.m << "x" << shape.n << "x" << shape.k << ", tile " << detail::wide_tile_name(tile));
+        INFO(text << ", " << shape.m << "x" << shape.n << "x" << shape.k << ", tile " << detail::chain_tile_name(tile));
         CHECK(same == out.size());
         CHECK(std::signbit(out[0]));
       }

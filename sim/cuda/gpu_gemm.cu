@@ -313,11 +313,11 @@ void GpuGemm::launch(const GemmPlan& plan, const float* a, const float* b, float
   const dim3 grid(blocks_for(static_cast<int64_t>(n), kTileN), blocks_for(static_cast<int64_t>(m), kTileM),
                   static_cast<unsigned>(count));
   const int mi = static_cast<int>(m), ni = static_cast<int>(n);
-  const detail::WideTile wide = tile_for(plan, a, b);
+  const detail::ChainTile tile = tile_for(plan, a, b);
   // Chains written out: to C (one part), atomicAdd-ed into C, or to the parts' workspace.
   const auto write_chains = [&](bool atomic, float* to) {
-    if (wide != detail::WideTile::none) {
-      detail::launch_wide_chains(wide, atomic, a, b, to, mi, ni, kk, chunk, static_cast<unsigned>(count));
+    if (tile != detail::ChainTile::none) {
+      detail::launch_tiled_chains(tile, atomic, a, b, to, mi, ni, kk, chunk, static_cast<unsigned>(count));
     } else if (atomic) {
       gemm_fma_chains<Out::atomic><<<grid, kThreads>>>(a, b, to, mi, ni, kk, chunk, nullptr, nullptr);
       FPLAB_CUDA_LAUNCHED("gemm_fma_chains<atomic>");
@@ -422,17 +422,17 @@ GpuGemm::OrderedForm GpuGemm::ordered_form(const GemmPlan& plan) const {
                         ((static_cast<int64_t>(shape_.m) + kTileM - 1) / kTileM);
   const bool fits = tiles * count <= resident_blocks();
   if (fits && tiles <= 4) return OrderedForm::last_folds;
-  if (chunk >= 128 || detail::wide_tile_shape(detail::WideTile::t128x64, static_cast<int64_t>(shape_.n), kk, chunk))
+  if (chunk >= 128 || detail::chain_tile_shape(detail::ChainTile::t128x64, static_cast<int64_t>(shape_.n), kk, chunk))
     return OrderedForm::two_passes;
   return fits ? OrderedForm::last_folds : OrderedForm::serial;
 }
 
-detail::WideTile GpuGemm::tile_for(const GemmPlan& plan, const float* a, const float* b) const {
+detail::ChainTile GpuGemm::tile_for(const GemmPlan& plan, const float* a, const float* b) const {
   const auto [m, n, k] = shape_;
   const auto kk = static_cast<int64_t>(k), nn = static_cast<int64_t>(n);
   const int64_t chunk = plan.chunk(kk), count = plan.part_count(kk);
-  if (forced_tile_) return detail::wide_tile_fits(*forced_tile_, a, b, nn, kk, chunk) ? *forced_tile_ : detail::WideTile::none;
-  return detail::wide_tile_for(a, b, static_cast<int64_t>(m), nn, kk, chunk, count);
+  if (forced_tile_) return detail::chain_tile_fits(*forced_tile_, a, b, nn, kk, chunk) ? *forced_tile_ : detail::ChainTile::none;
+  return detail::chain_tile_for(a, b, static_cast<int64_t>(m), nn, kk, chunk, count);
 }
 
 int64_t GpuGemm::resident_blocks() {
@@ -458,7 +458,11 @@ double GpuGemmProbe::time_ms(GpuGemm& gemm, const GemmPlan& plan, int reps) {
 
 void GpuGemmProbe::force_ordered_form(GpuGemm& gemm, GpuGemm::OrderedForm form) { gemm.forced_ = form; }
 
-void GpuGemmProbe::force_tile(GpuGemm& gemm, std::optional<detail::WideTile> tile) { gemm.forced_tile_ = tile; }
+void GpuGemmProbe::force_tile(GpuGemm& gemm, std::optional<detail::ChainTile> tile) { gemm.forced_tile_ = tile; }
+
+detail::ChainTile GpuGemmProbe::tile(const GpuGemm& gemm, const GemmPlan& plan) {
+  return gemm.tile_for(plan, gemm.a_, gemm.b_);
+}
 
 std::vector<GpuGemmProbe::SerialBlock> GpuGemmProbe::serial_timeline(GpuGemm& g, const GemmPlan& plan) {
   const auto [m, n, k] = g.shape_;

@@ -41,9 +41,9 @@ class GpuGemm {
   // Blocks of the GEMM kernel the device holds at once (picks the ordered split-K combine).
   static int64_t resident_blocks();
   // The output tile a plan's chains run in on the loaded shape (a, b: where its operands are): the
-  // one forced through GpuGemmProbe, else by shape (detail::wide_tile_for). Only for chains written
+  // one forced through GpuGemmProbe, else by shape (detail::chain_tile_for). Only for chains written
   // out (one part, parts to a workspace, an atomic combine); the other ordered forms are 64 x 64.
-  detail::WideTile tile_for(const GemmPlan& plan, const float* a, const float* b) const;
+  detail::ChainTile tile_for(const GemmPlan& plan, const float* a, const float* b) const;
   // Bytes of device memory this object holds (operands, result, split-K parts, tickets).
   size_t workspace_bytes() const;
   // The form an ordered split-K of the loaded shape takes under `plan`: the one forced through
@@ -82,7 +82,7 @@ class GpuGemm {
 
   GemmShape shape_{};
   OrderedForm forced_ = OrderedForm::by_shape;
-  std::optional<detail::WideTile> forced_tile_;
+  std::optional<detail::ChainTile> forced_tile_;
   float *a_ = nullptr, *b_ = nullptr, *c_ = nullptr, *parts_ = nullptr;
   unsigned* tickets_ = nullptr;  // the ordered split-K combine's flags / tickets, one per output tile
   size_t a_capacity_ = 0, b_capacity_ = 0, c_capacity_ = 0, parts_capacity_ = 0, tickets_capacity_ = 0;

@@ -17,8 +17,10 @@ struct GpuGemmProbe {
   // Force an ordered split-K form (by_shape: back to the rule); every form gives the same bits.
   static void force_ordered_form(GpuGemm& gemm, GpuGemm::OrderedForm form);
   // Force the output tile of chains written out (nullopt: back to the rule), where the operands
-  // allow it (detail::wide_tile_fits; else the 64 x 64 kernel runs); every tile gives the same bits.
-  static void force_tile(GpuGemm& gemm, std::optional<detail::WideTile> tile);
+  // allow it (detail::chain_tile_fits; else the 64 x 64 kernel runs); every tile gives the same bits.
+  static void force_tile(GpuGemm& gemm, std::optional<detail::ChainTile> tile);
+  // The tile the loaded operands' chains run in under `plan` (forced, else by shape).
+  static detail::ChainTile tile(const GpuGemm& gemm, const GemmPlan& plan);
   // Where the serial form's time goes (docs/results/gpu.md, section 8): one run of it on the loaded
   // shape under `plan` (an ordered split-K), with a record per block, by linear block index (the
   // launch order): its part and tile, its start and end (ns, %globaltimer; the end taken just

@@ -1,10 +1,12 @@
-// The wide-tile FMA-chain GEMM kernel (gpu_gemm_tiled.hpp). Each output's chain is the 64 x 64
+// The tiled FMA-chain GEMM kernels (gpu_gemm_tiled.hpp). Each output's chain is the 64 x 64
 // kernel's: fmaf over its part of K in K order, nothing added for a K index outside the part. What
-// differs is how the work is laid out, for speed: a thread holds 8 x 8 outputs (rows ty*4 + 0..3
-// and BM/2 + ty*4 + 0..3, columns likewise), so that each shared-memory load of a K step (four
-// float4) feeds 64 FMAs rather than 16; the A and B tiles of the next K step are loaded from
-// global memory into registers while the current one is computed, and stored into the other of
-// two shared buffers, one barrier a step.
+// differs is how the work is laid out, for speed.
+// Wide tiles: a thread holds 8 x 8 outputs (rows ty*4 + 0..3 and BM/2 + ty*4 + 0..3, columns
+// likewise), so that each shared-memory load of a K step (four float4) feeds 64 FMAs rather than
+// 16; the A and B tiles of the next K step are loaded from global memory into registers while the
+// current one is computed, and stored into the other of two shared buffers, one barrier a step.
+// Thin tiles: the same pipeline with 2 x 2 outputs a thread, for GEMMs whose outputs are too few to
+// fill the chip in wide tiles (below).
 #include "sim/cuda/gpu_gemm_tiled.hpp"
 
 #include <algorithm>
@@ -146,6 +148,110 @@ __global__ void __launch_bounds__((BM / 8) * (BN / 8))
   }
 }
 
+// A chain's K steps follow one another, so a GEMM with few outputs and a long K is as fast as the
+// number of chains running at once: a weight gradient of 576 x 64 outputs over K = 131072 in one
+// chain (numpy's and h100-torch's `all:seq`) made 5 blocks of 128 x 64, 64 chains a thread, on 5
+// of an H100's 132 SMs (10.9 ms). In 16 x 32 tiles it is 72 blocks of 128 threads with 4 chains
+// each. With one warp a scheduler nothing hides a load's latency, so the loads run far ahead:
+// K is staged 32 at a time by cp.async into kThinStages buffers, kThinStages - 1 of them in flight
+// while one is computed (with one stage ahead, in registers, the same kernel took 2.6 ms).
+constexpr int kThinStages = 6;
+
+// One 16-byte asynchronous copy into shared memory; zeros where `inside` is false (nothing read).
+__device__ __forceinline__ void copy16_async(float* to, const float* from, bool inside) {
+  const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(to));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(from), "r"(inside ? 16 : 0));
+}
+
+template <bool Atomic>
+__global__ void __launch_bounds__(128)
+    thin_fma_chains(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ out, int m, int n,
+                    int64_t k, int64_t chunk) {
+  constexpr int BM = 16, BN = 32, KT = 32, kThreads = 128, S = kThinStages;
+  constexpr int kLdA = KT + 4;  // A's rows 36 floats apart: the four rows a warp reads fall in other banks
+  static_assert(BM * KT / 4 == kThreads && KT * BN / 4 == 2 * kThreads, "one A copy and two B copies a thread");
+  __shared__ __align__(16) float as[S][BM][kLdA];
+  __shared__ __align__(16) float bs[S][KT][BN];
+
+  const int tx = threadIdx.x % (BN / 2), ty = threadIdx.x / (BN / 2);  // columns tx*2 + 0..1, rows ty*2 + 0..1
+  const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+  const int64_t k0 = static_cast<int64_t>(blockIdx.z) * chunk, k1 = k0 + chunk < k ? k0 + chunk : k;
+  const int64_t stages = k1 > k0 ? (k1 - k0 + KT - 1) / KT : 0;
+
+  // Stage i into buffer i % S: A's row threadIdx.x / 8, K offset (threadIdx.x % 8) * 4; B's K row
+  // idx / 8, columns (idx % 8) * 4 for idx = threadIdx.x and threadIdx.x + 128. n, k and the part
+  // length are multiples of 4 (chain_tile_fits), so a copy is all inside or all outside; outside:
+  // zeros, which the K loop never adds. Past the last stage: an empty group, so that the waits
+  // below count alike.
+  const auto issue = [&](int64_t i) {
+    if (i < stages) {
+      const int buf = static_cast<int>(i % S);
+      const int64_t kt = k0 + i * KT;
+      {
+        const int r = threadIdx.x / 8, kq = (threadIdx.x % 8) * 4;
+        const bool inside = row0 + r < m && kt + kq < k1;
+        copy16_async(&as[buf][r][kq], inside ? a + static_cast<int64_t>(row0 + r) * k + kt + kq : a, inside);
+      }
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        const int idx = threadIdx.x + kThreads * q, kr = idx / 8, c = (idx % 8) * 4;
+        const bool inside = kt + kr < k1 && col0 + c < n;
+        copy16_async(&bs[buf][kr][c], inside ? b + (kt + kr) * n + col0 + c : b, inside);
+      }
+    }
+    asm volatile("cp.async.commit_group;\n" ::);
+  };
+
+  float acc[2][2] = {{-0.0f, -0.0f}, {-0.0f, -0.0f}};
+  // Four K steps of buffer `buf` from kk: A's two rows as float4, B's two columns as float2 a step.
+  const auto steps4 = [&](int buf, int kk, int len) {
+    const float4 a0 = *reinterpret_cast<const float4*>(&as[buf][ty * 2][kk]);
+    const float4 a1 = *reinterpret_cast<const float4*>(&as[buf][ty * 2 + 1][kk]);
+    const float r0[4] = {a0.x, a0.y, a0.z, a0.w}, r1[4] = {a1.x, a1.y, a1.z, a1.w};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      if (e >= len) break;
+      const float2 bv = *reinterpret_cast<const float2*>(&bs[buf][kk + e][tx * 2]);
+      acc[0][0] = __fmaf_rn(r0[e], bv.x, acc[0][0]);
+      acc[0][1] = __fmaf_rn(r0[e], bv.y, acc[0][1]);
+      acc[1][0] = __fmaf_rn(r1[e], bv.x, acc[1][0]);
+      acc[1][1] = __fmaf_rn(r1[e], bv.y, acc[1][1]);
+    }
+  };
+
+  for (int i = 0; i < S - 1; ++i) issue(i);
+  for (int64_t i = 0; i < stages; ++i) {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(S - 2));  // stage i has landed
+    __syncthreads();  // ... for every thread; and buffer (i - 1) % S is free again
+    issue(i + S - 1);
+    const int buf = static_cast<int>(i % S);
+    const int64_t kt = k0 + i * KT;
+    if (kt + KT <= k1) {
+#pragma unroll
+      for (int kk = 0; kk < KT; kk += 4) steps4(buf, kk, 4);
+    } else {
+      const int len = static_cast<int>(k1 - kt);
+      for (int kk = 0; kk < len; kk += 4) steps4(buf, kk, len - kk);
+    }
+  }
+  asm volatile("cp.async.wait_group 0;\n" ::);
+
+  const int64_t mn = static_cast<int64_t>(m) * n;
+  float* const dst = Atomic ? out : out + blockIdx.z * mn;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int r = row0 + ty * 2 + i, c = col0 + tx * 2;
+    if (r >= m || c >= n) continue;
+    float* const p = dst + static_cast<int64_t>(r) * n + c;
+    if constexpr (Atomic) {
+      atomicAdd(p, acc[i][0]);
+      atomicAdd(p + 1, acc[i][1]);
+    } else {
+      *reinterpret_cast<float2*>(p) = make_float2(acc[i][0], acc[i][1]);
+    }
+  }
+}
+
 unsigned tiles_over(int64_t extent, int tile) { return static_cast<unsigned>((extent + tile - 1) / tile); }
 
 template <int BM, int BN>
@@ -160,57 +266,81 @@ void launch(bool atomic, const float* a, const float* b, float* out, int m, int 
   FPLAB_CUDA_LAUNCHED("wide_fma_chains");
 }
 
+void launch_thin(bool atomic, const float* a, const float* b, float* out, int m, int n, int64_t k, int64_t chunk,
+                 unsigned parts) {
+  const dim3 grid(tiles_over(n, 32), tiles_over(m, 16), parts);
+  if (atomic)
+    thin_fma_chains<true><<<grid, 128>>>(a, b, out, m, n, k, chunk);
+  else
+    thin_fma_chains<false><<<grid, 128>>>(a, b, out, m, n, k, chunk);
+  FPLAB_CUDA_LAUNCHED("thin_fma_chains");
+}
+
 bool aligned16(const float* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
 
-const char* wide_tile_name(WideTile tile) {
+const char* chain_tile_name(ChainTile tile) {
   switch (tile) {
-    case WideTile::none:
+    case ChainTile::none:
       return "64x64";
-    case WideTile::t128x128:
+    case ChainTile::t128x128:
       return "128x128";
-    case WideTile::t128x64:
+    case ChainTile::t128x64:
       return "128x64";
+    case ChainTile::t16x32:
+      return "16x32";
   }
   return "?";
 }
 
-bool wide_tile_shape(WideTile tile, int64_t n, int64_t k, int64_t chunk) {
-  if (tile == WideTile::none) return true;
+bool chain_tile_shape(ChainTile tile, int64_t n, int64_t k, int64_t chunk) {
+  if (tile == ChainTile::none) return true;
   if (n % 4 || k % 4 || chunk % 4) return false;
-  return tile == WideTile::t128x64 ? n >= 48 : n >= 96;
+  if (tile == ChainTile::t16x32) return true;
+  return tile == ChainTile::t128x64 ? n >= 48 : n >= 96;
 }
 
-bool wide_tile_fits(WideTile tile, const float* a, const float* b, int64_t n, int64_t k, int64_t chunk) {
-  return wide_tile_shape(tile, n, k, chunk) && (tile == WideTile::none || (aligned16(a) && aligned16(b)));
+bool chain_tile_fits(ChainTile tile, const float* a, const float* b, int64_t n, int64_t k, int64_t chunk) {
+  return chain_tile_shape(tile, n, k, chunk) && (tile == ChainTile::none || (aligned16(a) && aligned16(b)));
 }
 
 // Measured on an H100 (docs/results/torch_emulate.md: gpu_gemm_bench --tiles): 128 x 64 tiles beat
 // 64 x 64 on every shape they take, by 1.3-2x, even where their grid leaves SMs without a block;
 // 128 x 128 tiles beat 128 x 64 by 7-40% where their grid fills the device's resident slots for
 // four waves or more, or one wave almost exactly, and lose by 12-14% where a last, mostly empty
-// wave of large blocks is the tail (2.2 waves).
-WideTile wide_tile_for(const float* a, const float* b, int64_t m, int64_t n, int64_t k, int64_t chunk,
-                       int64_t parts) {
-  if (!wide_tile_fits(WideTile::t128x64, a, b, n, k, chunk)) return WideTile::none;
-  static const int64_t slots = [] {
-    int per_sm = 0, device = 0, sms = 0;
+// wave of large blocks is the tail (2.2 waves). 16 x 32 tiles beat 128 x 64 where the latter's
+// grid has blocks for at most 80 of the 132 SMs (by 1.2x at 72-80 blocks, 3.5x at 18, 7x at 5)
+// and lose by 1.4x at 128 blocks.
+ChainTile chain_tile_for(const float* a, const float* b, int64_t m, int64_t n, int64_t k, int64_t chunk,
+                         int64_t parts) {
+  if (!chain_tile_fits(ChainTile::t16x32, a, b, n, k, chunk)) return ChainTile::none;
+  struct Device {
+    int64_t sms, wide_slots;  // SMs; blocks of the 128 x 128 kernel resident at once
+  };
+  static const Device device = [] {
+    int per_sm = 0, id = 0, sms = 0;
     FPLAB_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, wide_fma_chains<128, 128, false>, 256, 0));
-    FPLAB_CUDA(cudaGetDevice(&device));
-    FPLAB_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    return std::max<int64_t>(int64_t{per_sm} * sms, 1);
+    FPLAB_CUDA(cudaGetDevice(&id));
+    FPLAB_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, id));
+    return Device{std::max(sms, 1), std::max<int64_t>(int64_t{per_sm} * sms, 1)};
   }();
-  const double waves = static_cast<double>(int64_t{tiles_over(m, 128)} * tiles_over(n, 128) * parts) / slots;
-  if (wide_tile_fits(WideTile::t128x128, a, b, n, k, chunk) && (waves >= 4 || (waves >= 0.9 && waves <= 1)))
-    return WideTile::t128x128;
-  return WideTile::t128x64;
+  // 128 x 64 blocks for at most 70% of the SMs: the others would idle while each thread steps 64 chains.
+  const int64_t narrow_blocks = int64_t{tiles_over(m, 128)} * tiles_over(n, 64) * parts;
+  if (10 * narrow_blocks <= 7 * device.sms) return ChainTile::t16x32;
+  if (!chain_tile_fits(ChainTile::t128x64, a, b, n, k, chunk)) return ChainTile::none;
+  const double waves = static_cast<double>(int64_t{tiles_over(m, 128)} * tiles_over(n, 128) * parts) / device.wide_slots;
+  if (chain_tile_fits(ChainTile::t128x128, a, b, n, k, chunk) && (waves >= 4 || (waves >= 0.9 && waves <= 1)))
+    return ChainTile::t128x128;
+  return ChainTile::t128x64;
 }
 
-void launch_wide_chains(WideTile tile, bool atomic, const float* a, const float* b, float* out, int m, int n,
+void launch_tiled_chains(ChainTile tile, bool atomic, const float* a, const float* b, float* out, int m, int n,
                         int64_t k, int64_t chunk, unsigned parts) {
-  if (tile == WideTile::t128x128)
+  if (tile == ChainTile::t128x128)
     launch<128, 128>(atomic, a, b, out, m, n, k, chunk, parts);
+  else if (tile == ChainTile::t16x32)
+    launch_thin(atomic, a, b, out, m, n, k, chunk, parts);
   else
     launch<128, 64>(atomic, a, b, out, m, n, k, chunk, parts);
 }

@@ -156,6 +156,53 @@ __device__ __forceinline__ float thread_fold(const PassArgs& a, const float* x) 
   }
 }
 
+// `all:seq` (chunk >= n: thread 0 alone holds every term), one warp a segment. Its chain of
+// additions cannot be shortened, but its terms can arrive faster than one thread loads them: the
+// warp stages windows of the segment through shared memory (coalesced loads, the next window's in
+// flight while lane 0 adds this one), and lane 0 adds each window in order. The window past the
+// last term is filled with -0, the identity (above). A thread loading its own terms waits a memory
+// round trip every few additions: a BatchNorm sum of 131072 terms took about 3.5 ms on an H100
+// where this takes 0.56 ms, twice its chain of dependent additions alone. Its own kernel: under
+// reduce_pass's bound of 1024 threads (64 registers) the same fold took 0.75 ms.
+// The block's result is lane 0's sum whatever the plan's warp and block orders (every other lane
+// and warp would add -0); it is the segment's result or its one block partial (mode result or
+// store: a one-block grid).
+constexpr int kSerialLoadsPerLane = 16;
+constexpr int kSerialWindow = 32 * kSerialLoadsPerLane;
+
+__global__ void __launch_bounds__(32) serial_pass(PassArgs a) {
+  __shared__ float stage[kSerialWindow];
+  const int lane = threadIdx.x;
+  const int64_t n = a.n;
+  const float* __restrict__ x = a.x + static_cast<int64_t>(blockIdx.y) * a.ld;
+  float next[kSerialLoadsPerLane];
+  const auto fetch = [&](int64_t base) {
+#pragma unroll
+    for (int u = 0; u < kSerialLoadsPerLane; ++u) {
+      const int64_t i = base + u * 32 + lane;
+      next[u] = i < n ? __ldg(x + i) : -0.0f;
+    }
+  };
+  float acc = -0.0f;
+  fetch(0);
+  for (int64_t base = 0; base < n; base += kSerialWindow) {
+#pragma unroll
+    for (int u = 0; u < kSerialLoadsPerLane; ++u) stage[u * 32 + lane] = next[u];
+    __syncwarp();
+    if (base + kSerialWindow < n) fetch(base + kSerialWindow);
+    if (lane == 0) {
+#pragma unroll 32
+      for (int i = 0; i < kSerialWindow; ++i) acc = __fadd_rn(acc, stage[i]);
+    }
+    __syncwarp();
+  }
+  if (lane != 0) return;
+  if (a.mode == Mode::result)
+    a.result[blockIdx.y] = acc;
+  else
+    a.partials[blockIdx.y] = acc;  // store: gridDim.x == 1 partial a segment
+}
+
 // The last block's fold of every block partial, in block order: the partials are staged through
 // shared memory by all its threads (coalesced, all loads in flight at once), and thread 0 adds
 // them from there. Reading them one by one from L2 instead costs an L2 round trip per handful
@@ -269,6 +316,11 @@ PassKernel pass_kernel(const BlockPass& p) {
 }
 
 void launch_pass(const BlockPass& p, int64_t blocks, unsigned segments, const PassArgs& a) {
+  if (p.contiguous && a.chunk >= a.n && blocks == 1 && (a.mode == Mode::result || a.mode == Mode::store)) {
+    serial_pass<<<dim3(1, segments), 32>>>(a);
+    FPLAB_CUDA_LAUNCHED("serial_pass");
+    return;
+  }
   pass_kernel(p)<<<dim3(static_cast<unsigned>(blocks), segments), p.threads_per_block()>>>(a);
   FPLAB_CUDA_LAUNCHED("reduce_pass");
 }

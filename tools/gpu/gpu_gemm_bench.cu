@@ -179,7 +179,7 @@ json serial_waits() {
 // x out)) in h100's orders, each output tile forced, against cuBLAS on the same shape; every
 // tile's bits must equal the 64 x 64 kernel's.
 json tile_times(const CuBlas& cublas, int reps, bool& ok) {
-  using detail::WideTile;
+  using detail::ChainTile;
   struct Case {
     const char* what;
     GemmShape shape;
@@ -192,20 +192,25 @@ json tile_times(const CuBlas& cublas, int reps, bool& ok) {
       {"fwd stage 4", {2048, 512, 4608}, "seq"},       {"dgrad stage 1", {131072, 576, 64}, "seq"},
       {"dgrad stage 2", {32768, 1152, 128}, "seq"},    {"dgrad stage 4", {2048, 4608, 512}, "seq"},
       {"wgrad stage 1", {576, 64, 131072}, wgrad},     {"wgrad stage 2", {1152, 128, 32768}, wgrad},
-      {"wgrad stage 3", {2304, 256, 8192}, wgrad},     {"wgrad stage 4", {4608, 512, 2048}, wgrad}};
-  const WideTile tiles[] = {WideTile::none, WideTile::t128x128, WideTile::t128x64};
+      {"wgrad stage 3", {2304, 256, 8192}, wgrad},     {"wgrad stage 4", {4608, 512, 2048}, wgrad},
+      // numpy's and h100-torch's weight gradients: one chain over the whole batch
+      {"wgrad1 stem", {28, 64, 131072}, "seq"},        {"wgrad1 stage 1", {576, 64, 131072}, "seq"},
+      {"wgrad1 stage 2", {1152, 128, 32768}, "seq"},   {"wgrad1 stage 3", {2304, 256, 8192}, "seq"},
+      {"wgrad1 stage 4", {4608, 512, 2048}, "seq"}};
+  const ChainTile tiles[] = {ChainTile::none, ChainTile::t128x128, ChainTile::t128x64, ChainTile::t16x32};
+  constexpr int kTiles = std::size(tiles);
   json out = json::array();
-  std::printf("\n%-14s %-20s %-24s %9s %9s %9s %9s %9s %8s %6s\n", "GEMM", "m x n x k", "schedule", "64x64", "128x128",
-              "128x64", "chosen", "cuBLAS", "chosen/cuBLAS", "bits");
+  std::printf("\n%-14s %-20s %-24s %9s %9s %9s %9s %9s %9s %8s %6s\n", "GEMM", "m x n x k", "schedule", "64x64",
+              "128x128", "128x64", "16x32", "chosen", "cuBLAS", "chosen/cuBLAS", "bits");
   for (size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
     const Inputs in(c.shape, static_cast<uint32_t>(300 + i));
     GpuGemm gemm(in.a.data(), in.b.data(), in.shape);
     const GemmPlan plan = plan_gemm(parse_schedule(c.schedule));
     std::vector<float> first(in.shape.m * in.shape.n), other(first.size());
-    double ms[3];
+    double ms[kTiles];
     bool same = true;
-    for (int t = 0; t < 3; ++t) {
+    for (int t = 0; t < kTiles; ++t) {
       GpuGemmProbe::force_tile(gemm, tiles[t]);
       ms[t] = GpuGemmProbe::time_ms(gemm, plan, reps);
       gemm.run(plan, t == 0 ? first.data() : other.data());
@@ -215,14 +220,15 @@ json tile_times(const CuBlas& cublas, int reps, bool& ok) {
     const double chosen = GpuGemmProbe::time_ms(gemm, plan, reps);
     const double blas = cublas.sgemm ? cublas_ms(cublas, in, reps, nullptr) : NAN;
     ok = ok && same;
-    std::printf("%-14s %-20s %-24s %9.4f %9.4f %9.4f %9.4f %9.4f %8.2f %6s\n", c.what, in.name().c_str(), c.schedule,
-                ms[0], ms[1], ms[2], chosen, blas, chosen / blas, same ? "same" : "DIFFER");
+    std::printf("%-14s %-20s %-24s %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f %8.2f %6s\n", c.what, in.name().c_str(),
+                c.schedule, ms[0], ms[1], ms[2], ms[3], chosen, blas, chosen / blas, same ? "same" : "DIFFER");
     out.push_back({{"gemm", c.what},
                    {"m", in.shape.m},
                    {"n", in.shape.n},
                    {"k", in.shape.k},
                    {"schedule", c.schedule},
-                   {"ms_by_tile", {{"64x64", ms[0]}, {"128x128", ms[1]}, {"128x64", ms[2]}}},
+                   {"ms_by_tile", {{"64x64", ms[0]}, {"128x128", ms[1]}, {"128x64", ms[2]}, {"16x32", ms[3]}}},
+                   {"chosen_tile", detail::chain_tile_name(GpuGemmProbe::tile(gemm, plan))},
                    {"chosen_ms", chosen},
                    {"cublas_ms", cublas.sgemm ? json(blas) : json(nullptr)},
                    {"same_bits", same}});
