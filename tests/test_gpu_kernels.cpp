@@ -220,6 +220,8 @@ TEST_CASE("gpu reduce == sim::reduce bit for bit: deterministic schedules x K in
       "strided(32):seq | all:shfl_up",
       "strided(128):seq | contig(4):seq | all:shfl_xor",
       "cub-sum(256,1)",
+      // K <= 4096: one thread's chain whose block partial a second pass reads (serial_pass, store)
+      "contig(4096):seq | contig(32):shfl_down | strided(32):seq | all:shfl_down",
   };
   for (const char* text : schedules)
     for (size_t k : {1, 31, 33, 4097, 100000})
@@ -329,12 +331,14 @@ TEST_CASE("gpu gemm: every ordered split-K form, forced, == sim::gemm on every s
 TEST_CASE("gpu gemm: every output tile, forced, == sim::gemm (ragged edges, short parts, signed zeros)") {
   if (!have_device()) return;
   using detail::ChainTile;
-  // n and k multiples of 4 (the tiled kernels' float4 loads) with m, n off the tiles; K not a
-  // multiple of the wide kernel's 8 or the thin one's 32, parts of K a multiple of 4 or not (then
-  // the 64 x 64 kernel runs).
-  // {20, 36, 2052}: a thin GEMM (few outputs, K past many of the thin tile's 32-step stages).
+  // n and k multiples of 4 (the tiled kernels' float4 loads) with m, n off the tiles; some K not
+  // a multiple of the wide kernel's 8 or the thin one's 32, parts of K a multiple of 4 or not
+  // (then the 64 x 64 kernel runs).
+  // {20, 36, 2052}: a thin GEMM (few outputs, K past many of the thin tile's 32-step stages);
+  // {20, 36, 2064}: split(4) parts of 516 terms, a multiple of 4 that ends inside a stage, so that
+  // split-K and the atomic combine run in the tiled kernels too.
   const GemmShape shapes[] = {{300, 260, 1000}, {129, 132, 12}, {1, 64, 8}, {257, 68, 36}, {130, 100, 1004},
-                              {20, 36, 2052}};
+                              {20, 36, 2052}, {20, 36, 2064}};
   for (const auto& shape : shapes)
     for (const char* text : {"seq", "split(10):seq | all:seq", "splitk-tree(5)", "split(4):seq | all:seq",
                              "split(4):seq | all:atomic"}) {

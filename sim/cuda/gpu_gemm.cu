@@ -3,7 +3,7 @@
 // with __fmaf_rn; the first term is the rounded product __fmul_rn, as a one-term group's
 // result is in the emulation. Nothing is ever added for a K index outside the part (an FMA with
 // a zero product would turn an accumulator of -0 into +0). Chains written out (one part, parts to a
-// workspace, an atomic combine) run in wider tiles where the shape allows (gpu_gemm_tiled.cu):
+// workspace, an atomic combine) run in other tiles where the shape allows (gpu_gemm_tiled.cu):
 // the same chains, faster; the ordered combines that fold parts in the kernel stay here.
 #include <algorithm>
 #include <vector>
@@ -431,7 +431,12 @@ detail::ChainTile GpuGemm::tile_for(const GemmPlan& plan, const float* a, const 
   const auto [m, n, k] = shape_;
   const auto kk = static_cast<int64_t>(k), nn = static_cast<int64_t>(n);
   const int64_t chunk = plan.chunk(kk), count = plan.part_count(kk);
-  if (forced_tile_) return detail::chain_tile_fits(*forced_tile_, a, b, nn, kk, chunk) ? *forced_tile_ : detail::ChainTile::none;
+  if (forced_tile_) {
+    // The thin tiles' grid has a row of blocks per 16 rows (gridDim.y: at most 65535).
+    const bool rows_fit = *forced_tile_ != detail::ChainTile::t16x32 || (static_cast<int64_t>(m) + 15) / 16 <= 65535;
+    return rows_fit && detail::chain_tile_fits(*forced_tile_, a, b, nn, kk, chunk) ? *forced_tile_
+                                                                                   : detail::ChainTile::none;
+  }
   return detail::chain_tile_for(a, b, static_cast<int64_t>(m), nn, kk, chunk, count);
 }
 

@@ -5,8 +5,8 @@
 // likewise), so that each shared-memory load of a K step (four float4) feeds 64 FMAs rather than
 // 16; the A and B tiles of the next K step are loaded from global memory into registers while the
 // current one is computed, and stored into the other of two shared buffers, one barrier a step.
-// Thin tiles: the same pipeline with 2 x 2 outputs a thread, for GEMMs whose outputs are too few to
-// fill the chip in wide tiles (below).
+// Thin tiles: 2 x 2 outputs a thread and a pipeline of their own (cp.async, six buffers, K 32 a
+// stage), for GEMMs whose outputs are too few to fill the chip in wide tiles (below).
 #include "sim/cuda/gpu_gemm_tiled.hpp"
 
 #include <algorithm>
@@ -199,7 +199,7 @@ __global__ void __launch_bounds__(128)
         copy16_async(&bs[buf][kr][c], inside ? b + (kt + kr) * n + col0 + c : b, inside);
       }
     }
-    asm volatile("cp.async.commit_group;\n" ::);
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
   };
 
   float acc[2][2] = {{-0.0f, -0.0f}, {-0.0f, -0.0f}};
@@ -221,7 +221,7 @@ __global__ void __launch_bounds__(128)
 
   for (int i = 0; i < S - 1; ++i) issue(i);
   for (int64_t i = 0; i < stages; ++i) {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(S - 2));  // stage i has landed
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(S - 2) : "memory");  // stage i has landed
     __syncthreads();  // ... for every thread; and buffer (i - 1) % S is free again
     issue(i + S - 1);
     const int buf = static_cast<int>(i % S);
@@ -234,7 +234,7 @@ __global__ void __launch_bounds__(128)
       for (int kk = 0; kk < len; kk += 4) steps4(buf, kk, len - kk);
     }
   }
-  asm volatile("cp.async.wait_group 0;\n" ::);
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 
   const int64_t mn = static_cast<int64_t>(m) * n;
   float* const dst = Atomic ? out : out + blockIdx.z * mn;
@@ -311,7 +311,7 @@ bool chain_tile_fits(ChainTile tile, const float* a, const float* b, int64_t n, 
 // four waves or more, or one wave almost exactly, and lose by 12-14% where a last, mostly empty
 // wave of large blocks is the tail (2.2 waves). 16 x 32 tiles beat 128 x 64 where the latter's
 // grid has blocks for at most 80 of the 132 SMs (by 1.2x at 72-80 blocks, 3.5x at 18, 7x at 5)
-// and lose by 1.4x at 128 blocks.
+// and lose by 1.4x at 128 blocks (nothing measured in between: the rule keeps to 80 of 132).
 ChainTile chain_tile_for(const float* a, const float* b, int64_t m, int64_t n, int64_t k, int64_t chunk,
                          int64_t parts) {
   if (!chain_tile_fits(ChainTile::t16x32, a, b, n, k, chunk)) return ChainTile::none;
@@ -325,9 +325,9 @@ ChainTile chain_tile_for(const float* a, const float* b, int64_t m, int64_t n, i
     FPLAB_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, id));
     return Device{std::max(sms, 1), std::max<int64_t>(int64_t{per_sm} * sms, 1)};
   }();
-  // 128 x 64 blocks for at most 70% of the SMs: the others would idle while each thread steps 64 chains.
+  // 128 x 64 blocks for at most 61% of the SMs: the others would idle while each thread steps 64 chains.
   const int64_t narrow_blocks = int64_t{tiles_over(m, 128)} * tiles_over(n, 64) * parts;
-  if (10 * narrow_blocks <= 7 * device.sms) return ChainTile::t16x32;
+  if (100 * narrow_blocks <= 61 * device.sms) return ChainTile::t16x32;
   if (!chain_tile_fits(ChainTile::t128x64, a, b, n, k, chunk)) return ChainTile::none;
   const double waves = static_cast<double>(int64_t{tiles_over(m, 128)} * tiles_over(n, 128) * parts) / device.wide_slots;
   if (chain_tile_fits(ChainTile::t128x128, a, b, n, k, chunk) && (waves >= 4 || (waves >= 0.9 && waves <= 1)))

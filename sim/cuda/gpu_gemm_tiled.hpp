@@ -1,9 +1,10 @@
 // The tiled GEMM kernels (gpu_gemm_tiled.cu), for gpu_gemm.cu: the same FMA chains as its 64 x 64
-// kernel in other output tiles, K staged through two shared-memory buffers, loads as float4:
-// - wide: 128 x 128 or 128 x 64 outputs a block, 8 x 8 a thread, K 8 at a time (GEMMs with many
-//   outputs: each shared-memory load feeds many FMAs);
-// - thin: 16 x 32 outputs a block, 2 x 2 a thread, K 32 at a time (few outputs over a long K: a
-//   weight gradient in one chain; as many chains running at once as the chip has lanes for).
+// kernel in other output tiles, loads as float4:
+// - wide: 128 x 128 or 128 x 64 outputs a block, 8 x 8 a thread, K staged 8 at a time through two
+//   shared-memory buffers (GEMMs with many outputs: each shared-memory load feeds many FMAs);
+// - thin: 16 x 32 outputs a block, 2 x 2 a thread, K staged 32 at a time by cp.async into six
+//   buffers (few outputs over a long K, a weight gradient in one chain: 16 times as many blocks
+//   as 128 x 64 tiles make, and loads far ahead of the chains).
 // They write chains out (one part: C; several: the parts' workspace, or atomicAdd into C); the
 // ordered combines that fold parts in the kernel itself (serial, last folds) stay with the 64 x 64
 // kernel. No CUDA types here.

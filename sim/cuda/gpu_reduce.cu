@@ -3,7 +3,8 @@
 // reassociation; the build adds -fmad=false -ftz=false as well).
 //
 // Assumption that makes a partly empty grid exact: -0 is the identity of round-to-nearest
-// addition (x + -0 == x for every x, +0 and -0 included), so a thread, lane, warp or block with
+// addition (x + -0 == x for every x an addition gives, +0 and -0 included; a NaN term already
+// became the canonical NaN in the addition that took it in), so a thread, lane, warp or block with
 // no terms holds -0 and changes no bit of what the terms that exist add up to. That is why the
 // kernel may run the full warp shuffle where the schedule's last group has fewer than 32 members.
 #include <algorithm>
