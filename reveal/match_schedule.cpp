@@ -23,6 +23,7 @@ std::vector<std::string> candidate_schedules(size_t n) {
   for (size_t block = 2; block < n; block *= 2)
     for (const char* inner : {"seq", "tree", "numpy_pairwise"})
       for (const char* f : folds) offer("contig(" + std::to_string(block) + "):" + inner + " | all:" + f);
+  for (int lanes : {8, 16}) offer("all:torch_cascade(" + std::to_string(lanes) + ")");  // PyTorch's CPU sum
   for (const auto& preset : sim::presets()) {
     try {
       if (!sim::parse_schedule(preset.example).nondeterministic()) offer(preset.example);

@@ -107,6 +107,12 @@ const std::vector<PresetDef>& definitions() {
          return "strided(" + n(4 * p[0] * p[1]) + "):seq | contig(4):seq | contig(32):shfl_down | contig(" +
                 n(p[0] / 32) + "):shfl_down | all:seq";
        }},
+      {{"torch-cpu-sum(V)", "torch-cpu-sum(8)",
+        "torch.sum of a contiguous float32 tensor on the CPU (ATen's cascade sum, one thread): V-lane vectors "
+        "(8: AVX2 or default build, 16: AVX-512) in four interleaved cascades of 16-row levels, the n mod V "
+        "rest, then the lanes (checked bit for bit against torch 1.13)"},
+       {8},
+       [](auto& p) { return "all:torch_cascade(" + n(p[0]) + ")"; }},
       {{"splitk(S)", "splitk(4)", "split-K: K cut into S parts, each an FMA chain, parts added in order"},
        {4},
        [](auto& p) { return "split(" + n(p[0]) + "):seq | all:seq"; }},

@@ -128,7 +128,8 @@ class Reader {
         st.hold = format('>');
         if (!holds_single_additions(st.reducer.kind))
           fail_at(at, "'>" + st.hold->name + "' holds the partials of single additions; " + to_string(st.reducer) +
-                          " is not one (seq, rev, tree, shfl_down, shfl_up, shfl_xor, atomic, ring, numpy_pairwise)");
+                          " is not one (seq, rev, tree, shfl_down, shfl_up, shfl_xor, atomic, ring, numpy_pairwise, "
+                          "torch_cascade(V))");
       }
     }
     return st;
@@ -173,6 +174,13 @@ class Reader {
     const std::string_view word = identifier();
     for (const auto& [kind, name] : kPlainReducers)
       if (word == name) return Reducer{kind};
+    if (word == "torch_cascade") {  // PyTorch's CPU sum on V-lane vectors (sim/torch_cascade.hpp)
+      Reducer r{RK::torch_cascade};
+      expect('(');
+      r.cascade_lanes = static_cast<int>(number(1, 64, "torch_cascade lanes V"));
+      expect(')');
+      return r;
+    }
     if (word == "fused") {
       Reducer r{RK::fused};
       expect('(');
@@ -200,7 +208,7 @@ class Reader {
     for (const auto& [kind, name] : kPlainReducers) known += std::string(name) + ", ";
     fail_at(start, word.empty() ? "expected a reducer after ':'"
                                 : "unknown reducer '" + std::string(word) + "' (known: " + known +
-                                      "fused(N,F), fused(N,F,INPUT), fused(MODEL))");
+                                      "torch_cascade(V), fused(N,F), fused(N,F,INPUT), fused(MODEL))");
   }
 
   // fused(MODEL): a tensor-core model of the registry by name, e.g. fused(tc-h100-tf32).
@@ -274,6 +282,7 @@ const char* to_string(Reducer::Input input) {
 }
 
 std::string to_string(const Reducer& r) {
+  if (r.kind == RK::torch_cascade) return "torch_cascade(" + std::to_string(r.cascade_lanes) + ")";
   if (r.kind == RK::fused) {
     std::string text = "fused(" + std::to_string(r.fused_products) + "," + std::to_string(r.fused_fraction_bits);
     if (r.fused_input != Reducer::Input::none) text.append(",").append(to_string(r.fused_input));

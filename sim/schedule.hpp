@@ -6,7 +6,8 @@
 //             | grouping ":" reducer ["@" FORMAT [">" HOLD]]
 //   grouping := "contig(" G ")" | "strided(" P ")" | "split(" S ")" | "all"
 //   reducer  := seq | rev | tree | shfl_down | shfl_up | shfl_xor | atomic | ring | kahan
-//             | neumaier | exact | binned | numpy_pairwise | fused(N,F) | fused(N,F,INPUT)
+//             | neumaier | exact | binned | numpy_pairwise | torch_cascade(V) | fused(N,F)
+//             | fused(N,F,INPUT)
 //   INPUT    := tf32 | bf16 | fp16 | e4m3 | e5m2 | tf32rne | tf32rna   (the tensor core's input format;
 //               | mxe4m3 | mxe5m2 | mxe3m2 | mxe2m3 | mxe2m1            default: none, products of the
 //                                                                      values as they are)
@@ -58,6 +59,7 @@ struct Reducer {
     exact,
     binned,
     numpy_pairwise,
+    torch_cascade,
     fused
   };
   // fused(N,F,INPUT): the factors converted to INPUT before the fused step (tf32 truncated, as
@@ -86,6 +88,7 @@ struct Reducer {
     mxe2m1
   };
   Kind kind = Kind::seq;
+  int cascade_lanes = 0;        // V of torch_cascade(V) (sim/torch_cascade.hpp)
   int fused_products = 0;       // N of fused(N,F)
   int fused_fraction_bits = 0;  // F of fused(N,F)
   Input fused_input = Input::none;

@@ -22,6 +22,7 @@
 
 #include "sim/noise.hpp"
 #include "sim/schedule.hpp"
+#include "sim/torch_cascade.hpp"
 
 namespace fplab::sim::detail {
 
@@ -130,6 +131,11 @@ typename Ops::Value reduce_group(Ops& ops, const Reducer& r, std::vector<typenam
     }
     case K::numpy_pairwise:
       return numpy_pairwise<Ops>(ops, v);
+    case K::torch_cascade: {
+      const AdditionSteps steps = torch_cascade_steps(v.size(), r.cascade_lanes);
+      for (const auto& [into, from] : steps.adds) v[into] = ops.add(v[into], v[from]);
+      return v[steps.result];
+    }
     case K::kahan:
     case K::neumaier:
     case K::exact:

@@ -18,6 +18,7 @@
 #include "sim/arithmetic.hpp"
 #include "sim/binned_sum.hpp"
 #include "sim/noise.hpp"
+#include "sim/torch_cascade.hpp"
 #include "sim/schedule_walk.hpp"
 #include "sim/tensor_core.hpp"
 #include "sim/whole_group.hpp"
@@ -371,6 +372,12 @@ class TileWalker {
       case K::numpy_pairwise:
         result = numpy_in_place(0, n);
         break;
+      case K::torch_cascade: {
+        const AdditionSteps steps = torch_cascade_steps(n, r.cascade_lanes);
+        for (const auto& [into, from] : steps.adds) add_(scratch_row(into), scratch_row(from));
+        result = static_cast<size_t>(steps.result);
+        break;
+      }
       default:
         break;
     }

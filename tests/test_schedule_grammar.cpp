@@ -32,7 +32,8 @@ std::vector<Stage> random_stages(std::mt19937_64& g, int depth) {
     } else {
       st.grouping.kind = static_cast<Grouping::Kind>(g() % 4);
       if (st.grouping.kind != Grouping::Kind::all) st.grouping.size = 1 + static_cast<int64_t>(g() % 5000);
-      st.reducer.kind = static_cast<Reducer::Kind>(g() % 14);
+      st.reducer.kind = static_cast<Reducer::Kind>(g() % 15);  // seq ... torch_cascade, fused
+      if (st.reducer.kind == Reducer::Kind::torch_cascade) st.reducer.cascade_lanes = 1 + static_cast<int>(g() % 64);
       if (st.reducer.kind == Reducer::Kind::fused) {
         st.reducer.fused_products = 1 + static_cast<int>(g() % 64);
         st.reducer.fused_fraction_bits = 1 + static_cast<int>(g() % 60);
