@@ -316,7 +316,9 @@ void GpuGemm::launch(const GemmPlan& plan, const float* a, const float* b, float
   const detail::ChainTile tile = tile_for(plan, a, b);
   // Chains written out: to C (one part), atomicAdd-ed into C, or to the parts' workspace.
   const auto write_chains = [&](bool atomic, float* to) {
-    if (tile != detail::ChainTile::none) {
+    // The tiled kernels store float4 (wide) or float2 (thin) rows: a C at an address that is not
+    // 16-byte aligned (a caller's view into a tensor) takes the 64 x 64 kernel's single stores.
+    if (tile != detail::ChainTile::none && reinterpret_cast<uintptr_t>(to) % 16 == 0) {
       detail::launch_tiled_chains(tile, atomic, a, b, to, mi, ni, kk, chunk, static_cast<unsigned>(count));
     } else if (atomic) {
       gemm_fma_chains<Out::atomic><<<grid, kThreads>>>(a, b, to, mi, ni, kk, chunk, nullptr, nullptr);
@@ -466,7 +468,12 @@ void GpuGemmProbe::force_ordered_form(GpuGemm& gemm, GpuGemm::OrderedForm form) 
 void GpuGemmProbe::force_tile(GpuGemm& gemm, std::optional<detail::ChainTile> tile) { gemm.forced_tile_ = tile; }
 
 detail::ChainTile GpuGemmProbe::tile(const GpuGemm& gemm, const GemmPlan& plan) {
-  return gemm.tile_for(plan, gemm.a_, gemm.b_);
+  // Only chains written out run in the tiled kernels; the ordered forms that fold parts in the
+  // kernel (last folds, serial) are the 64 x 64 kernel's.
+  const auto k = static_cast<int64_t>(gemm.shape_.k);
+  const bool written_out = plan.part_count(k) <= 1 || plan.combine != GemmPlan::Combine::seq ||
+                           gemm.ordered_form(plan) == GpuGemm::OrderedForm::two_passes;
+  return written_out ? gemm.tile_for(plan, gemm.a_, gemm.b_) : detail::ChainTile::none;
 }
 
 std::vector<GpuGemmProbe::SerialBlock> GpuGemmProbe::serial_timeline(GpuGemm& g, const GemmPlan& plan) {

@@ -10,6 +10,8 @@
 #include "sim/cuda/gpu_gemm_tiled.hpp"
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 
 #include "sim/cuda/cuda_check.cuh"
 
@@ -318,13 +320,23 @@ ChainTile chain_tile_for(const float* a, const float* b, int64_t m, int64_t n, i
   struct Device {
     int64_t sms, wide_slots;  // SMs; blocks of the 128 x 128 kernel resident at once
   };
-  static const Device device = [] {
-    int per_sm = 0, id = 0, sms = 0;
-    FPLAB_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, wide_fma_chains<128, 128, false>, 256, 0));
-    FPLAB_CUDA(cudaGetDevice(&id));
-    FPLAB_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, id));
-    return Device{std::max(sms, 1), std::max<int64_t>(int64_t{per_sm} * sms, 1)};
-  }();
+  // Per device: fplab.torch may drive several GPUs from one process.
+  static std::mutex held;
+  static std::map<int, Device> devices;
+  int id = 0;
+  FPLAB_CUDA(cudaGetDevice(&id));
+  Device device{};
+  {
+    const std::lock_guard<std::mutex> lock(held);
+    auto found = devices.find(id);
+    if (found == devices.end()) {
+      int per_sm = 0, sms = 0;
+      FPLAB_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, wide_fma_chains<128, 128, false>, 256, 0));
+      FPLAB_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, id));
+      found = devices.emplace(id, Device{std::max(sms, 1), std::max<int64_t>(int64_t{per_sm} * sms, 1)}).first;
+    }
+    device = found->second;
+  }
   // 128 x 64 blocks for at most 61% of the SMs: the others would idle while each thread steps 64 chains.
   const int64_t narrow_blocks = int64_t{tiles_over(m, 128)} * tiles_over(n, 64) * parts;
   if (100 * narrow_blocks <= 61 * device.sms) return ChainTile::t16x32;
