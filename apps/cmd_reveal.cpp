@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <iostream>
 #include <optional>
+#include <vector>
 
 #include "apps/cli_support.hpp"
 #include "apps/commands.hpp"
@@ -24,10 +25,19 @@ struct RevealArgs {
   std::string library, symbol, dot_file, json_file;
   size_t n = 16;
   bool dot_product = false;
+  std::string signature;                   // "", sum, dot, cblas_sdot, cblas_sgemm
+  std::vector<size_t> gemm_shape{64, 64};  // cblas_sgemm's rows and columns
   size_t verify = 0, runs = 0;
   uint64_t seed = 1;
   bool json = false;
 };
+
+// The dot product the symbol computes, by its signature.
+reveal::DotFunction dot_of(const RevealArgs& args, const reveal::SharedFunction& function) {
+  if (args.signature == "cblas_sdot") return function.as_cblas_sdot();
+  if (args.signature == "cblas_sgemm") return function.as_cblas_sgemm(args.gemm_shape[0], args.gemm_shape[1]);
+  return function.as_dot();
+}
 
 // --runs: an order that may vary from call to call; the skeleton, its parts and how they met.
 int run_reveal_varying(const RevealArgs& args, const reveal::SharedFunction& function, const reveal::SumFunction& sum) {
@@ -35,7 +45,7 @@ int run_reveal_varying(const RevealArgs& args, const reveal::SharedFunction& fun
   const reveal::ScheduleMatch match = reveal::match_varying_schedule(revealed);
   std::optional<reveal::VaryingVerification> verified;
   if (args.verify > 0 && revealed.varies)
-    verified = args.dot_product ? reveal::verify_varying_dot(function.as_dot(), revealed, args.verify, args.seed)
+    verified = args.dot_product ? reveal::verify_varying_dot(dot_of(args, function), revealed, args.verify, args.seed)
                                 : reveal::verify_varying_sum(function.as_sum(), revealed, args.verify, args.seed);
   if (!args.dot_file.empty()) util::write_file_atomically(args.dot_file, revealed.skeleton.dot());
   nlohmann::json cross = nlohmann::json::object(), met = nlohmann::json::object();
@@ -44,6 +54,7 @@ int run_reveal_varying(const RevealArgs& args, const reveal::SharedFunction& fun
   nlohmann::json doc = {{"library", args.library},
                         {"symbol", args.symbol},
                         {"form", args.dot_product ? "dot" : "sum"},
+                        {"signature", args.signature.empty() ? (args.dot_product ? "dot" : "sum") : args.signature},
                         {"n", args.n},
                         {"runs", revealed.runs},
                         {"calls", revealed.calls},
@@ -123,25 +134,32 @@ int run_reveal_varying(const RevealArgs& args, const reveal::SharedFunction& fun
   return 0;
 }
 
-int run_reveal(const RevealArgs& args) {
+int run_reveal(RevealArgs args) {
   if (args.n < 2 || args.n > 65536) throw UsageError("--n must be from 2 to 65536");
+  if (args.signature == "sum" && args.dot_product) throw UsageError("--dot and --signature sum say different things");
+  if (args.signature == "dot" || args.signature == "cblas_sdot" || args.signature == "cblas_sgemm")
+    args.dot_product = true;
+  if (args.gemm_shape.size() != 2 || args.gemm_shape[0] < 1 || args.gemm_shape[1] < 1 || args.gemm_shape[0] > 4096 ||
+      args.gemm_shape[1] > 4096)
+    throw UsageError("--gemm-shape takes two numbers from 1 to 4096: ROWS,COLS");
   if (args.verify > 1000000) throw UsageError("--verify must be at most 1000000 trials");
   if (args.runs == 1 || args.runs > 1000) throw UsageError("--runs must be from 2 to 1000");
   const reveal::SharedFunction function(args.library, args.symbol);
-  const reveal::SumFunction sum = args.dot_product ? reveal::dot_with_ones(function.as_dot()) : function.as_sum();
+  const reveal::SumFunction sum = args.dot_product ? reveal::dot_with_ones(dot_of(args, function)) : function.as_sum();
   if (args.runs) return run_reveal_varying(args, function, sum);
   const reveal::RevealedSum revealed = reveal::reveal_sum(sum, args.n);
   const reveal::ScheduleMatch match = reveal::match_schedule(revealed.tree);
   const sim::AdditionTree& tree = revealed.tree;
   std::optional<reveal::Verification> verified;
   if (args.verify > 0)
-    verified = args.dot_product ? reveal::verify_dot(function.as_dot(), revealed.tree, args.verify, args.seed)
+    verified = args.dot_product ? reveal::verify_dot(dot_of(args, function), revealed.tree, args.verify, args.seed)
                                 : reveal::verify_sum(function.as_sum(), revealed.tree, args.verify, args.seed);
   if (!args.dot_file.empty()) util::write_file_atomically(args.dot_file, revealed.tree.dot());
 
   nlohmann::json doc = {{"library", args.library},
                         {"symbol", args.symbol},
                         {"form", args.dot_product ? "dot" : "sum"},
+                        {"signature", args.signature.empty() ? (args.dot_product ? "dot" : "sum") : args.signature},
                         {"n", args.n},
                         {"calls", revealed.calls},
                         {"seconds", revealed.seconds},
@@ -206,6 +224,14 @@ void add_reveal_command(CLI::App& app, Runner& run) {
       ->required();
   cmd->add_option("-n,--n", args->n, "number of terms")->capture_default_str()->check(whole_number());
   cmd->add_flag("--dot", args->dot_product, "the function is a dot product (probed with b = 1)");
+  cmd->add_option("--signature", args->signature,
+                  "the function's C signature: sum (the default), dot (as --dot), cblas_sdot (float f(int n, const "
+                  "float* x, int incx, const float* y, int incy)) or cblas_sgemm (BLAS's GEMM: the order of output "
+                  "(0, 0) of a row-major ROWS x n by n x COLS product, --gemm-shape)")
+      ->check(CLI::IsMember({"sum", "dot", "cblas_sdot", "cblas_sgemm"}));
+  cmd->add_option("--gemm-shape", args->gemm_shape, "ROWS,COLS of the cblas_sgemm probe")
+      ->delimiter(',')
+      ->capture_default_str();
   cmd->add_option("--verify", args->verify,
                   "replay the revealed tree on this many random inputs and count bit-identical results (with --runs: "
                   "results that some order of the replayed parts gives)")
@@ -226,8 +252,10 @@ void add_reveal_command(CLI::App& app, Runner& run) {
       "  fplab reveal --so build/tests/libreveal_targets.so --symbol lanes8_sum --n 32 --verify 1000\n"
       "  fplab reveal --so build/tests/libreveal_targets.so --symbol fma_dot --dot --n 16 --verify 200\n"
       "  fplab reveal --so build/tests/libreveal_targets.so --symbol pairwise_sum --n 12 --tree-dot tree.dot\n"
-      "  fplab reveal --so build/tests/libreveal_targets.so --symbol blocks_any_order_sum --n 64 --runs 6 --verify 20");
-  cmd->callback([&run, args] { run = [args] { return run_reveal(*args); }; });
+      "  fplab reveal --so build/tests/libreveal_targets.so --symbol blocks_any_order_sum --n 64 --runs 6 --verify 20\n"
+      "  fplab reveal --so build/tests/libreveal_targets.so --symbol lanes8_cblas_sdot --signature cblas_sdot --n 40\n"
+      "  fplab reveal --so libopenblas.so.0 --symbol cblas_sdot --signature cblas_sdot --n 100 --verify 100");
+  cmd->callback([&run, args] { run = [args] { return run_reveal(*args); }; });  // a copy: run_reveal settles --dot
 }
 
 }  // namespace fplab::app

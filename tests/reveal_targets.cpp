@@ -64,6 +64,30 @@ float blocks_any_order_sum(const float* x, size_t n) {
   return s;
 }
 
+/* BLAS's signatures (cblas_sdot, cblas_sgemm), as fplab reveal --signature calls a real BLAS:
+   eight lanes of rounded products added in lane order, then ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7));
+   and a row-major GEMM whose every output is an FMA chain over K (order 101 = CblasRowMajor, no
+   transposes; other layouts are not modelled). */
+float lanes8_cblas_sdot(int n, const float* x, int incx, const float* y, int incy) {
+  float l[8] = {};
+  for (int i = 0; i < n; ++i) {
+    const float p = x[i * incx] * y[i * incy];
+    l[i % 8] += p;
+  }
+  return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+
+void fma_chain_cblas_sgemm(int order, int transa, int transb, int m, int n, int k, float alpha, const float* a,
+                           int lda, const float* b, int ldb, float beta, float* c, int ldc) {
+  if (order != 101 || transa != 111 || transb != 111) return;
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      float s = 0.0f;
+      for (int t = 0; t < k; ++t) s = std::fma(a[i * lda + t], b[t * ldb + j], s);
+      c[i * ldc + j] = beta == 0.0f ? alpha * s : alpha * s + beta * c[i * ldc + j];
+    }
+}
+
 float fma_dot(const float* a, const float* b, size_t n) {
   float s = 0.0f;
   for (size_t i = 0; i < n; ++i) s = std::fma(a[i], b[i], s);

@@ -117,6 +117,30 @@ TEST_CASE("compiled dot products: FMA, rounded products, or those in a double, t
   }
 }
 
+TEST_CASE("BLAS's signatures: cblas_sdot and one output of cblas_sgemm, revealed and replayed", "[reveal]") {
+  const auto sdot = target("lanes8_cblas_sdot").as_cblas_sdot();
+  for (size_t n : {9, 40}) {
+    INFO("lanes8_cblas_sdot, n = " << n);
+    const auto revealed = reveal::reveal_sum(reveal::dot_with_ones(sdot), n);
+    CHECK(revealed.tree.text() ==
+          sim::schedule_addition_tree(sim::parse_schedule("strided(8):seq | all:tree"), n).text());
+    const auto verified = reveal::verify_dot(sdot, revealed.tree, 300, 5);
+    CHECK(verified.scores[0].arithmetic == reveal::Arithmetic::fp32_rounded);
+    CHECK(verified.scores[0].identical == 300);
+  }
+  // Output (0, 0) of a 5 x n by n x 3 product: its chain over K, whatever the other entries hold.
+  const auto sgemm = target("fma_chain_cblas_sgemm").as_cblas_sgemm(5, 3);
+  for (size_t n : {2, 33}) {
+    INFO("fma_chain_cblas_sgemm, n = " << n);
+    const auto revealed = reveal::reveal_sum(reveal::dot_with_ones(sgemm), n);
+    CHECK(revealed.tree.text() == sim::schedule_addition_tree(sim::parse_schedule("all:seq"), n).text());
+    const auto verified = reveal::verify_dot(sgemm, revealed.tree, 300, 6);
+    CHECK(verified.scores[0].arithmetic == reveal::Arithmetic::fp32_fused);
+    CHECK(verified.scores[0].identical == 300);
+  }
+  CHECK_THROWS_AS(target("fma_chain_cblas_sgemm").as_cblas_sgemm(0, 3), reveal::RevealError);
+}
+
 TEST_CASE("a TF32 tensor-core dot: steps of eight, its factors' rounding told apart", "[reveal]") {
   const auto f = target("tf32_mma8_dot");
   const auto dot = f.as_dot();

@@ -1057,8 +1057,23 @@ class Reveal(unittest.TestCase):
         self.assertEqual(verify["replays"][0], {"arithmetic": "fp32 additions", "identical": 10})
         self.assertEqual((verify["orders_per_trial"], verify["every_order"]), (120, True))
 
+    def test_blas_signatures(self):
+        r = run("reveal", "--so", self.library(), "--symbol", "lanes8_cblas_sdot", "--signature", "cblas_sdot",
+                "--n", "24", "--verify", "20", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        report = json.loads(r.stdout)
+        self.assertEqual((report["signature"], report["form"]), ("cblas_sdot", "dot"))
+        self.assertIn("strided(8):seq | all:tree", report["schedules"])
+        r = run("reveal", "--so", self.library(), "--symbol", "fma_chain_cblas_sgemm", "--signature", "cblas_sgemm",
+                "--gemm-shape", "4,6", "--n", "12", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("all:seq", json.loads(r.stdout)["schedules"])
+
     def test_refusals_are_one_line(self):
         check = Errors.check_error.__get__(self)
+        self.assertIn("--gemm-shape", check("reveal", "--so", self.library(), "--symbol", "fma_chain_cblas_sgemm",
+                                            "--signature", "cblas_sgemm", "--gemm-shape", "0,6"))
+        self.assertIn("--signature", check("reveal", "--so", self.library(), "--symbol", "seq_sum", "--signature", "gemv"))
         self.assertIn("cannot load", check("reveal", "--so", os.path.join(self.dir, "none.so"), "--symbol", "f"))
         self.assertIn("no symbol nothing", check("reveal", "--so", self.library(), "--symbol", "nothing"))
         self.assertIn("not a count of 1s", check("reveal", "--so", self.library(), "--symbol", "twice_the_first"))
