@@ -25,7 +25,7 @@ struct RevealArgs {
   std::string library, symbol, dot_file, json_file;
   size_t n = 16;
   bool dot_product = false;
-  std::string signature;                   // "", sum, dot, cblas_sdot, cblas_sgemm
+  std::string signature;                   // sum, dot, cblas_sdot, cblas_sgemm ("": from --dot)
   std::vector<size_t> gemm_shape{64, 64};  // cblas_sgemm's rows and columns
   size_t verify = 0, runs = 0;
   uint64_t seed = 1;
@@ -54,7 +54,7 @@ int run_reveal_varying(const RevealArgs& args, const reveal::SharedFunction& fun
   nlohmann::json doc = {{"library", args.library},
                         {"symbol", args.symbol},
                         {"form", args.dot_product ? "dot" : "sum"},
-                        {"signature", args.signature.empty() ? (args.dot_product ? "dot" : "sum") : args.signature},
+                        {"signature", args.signature},
                         {"n", args.n},
                         {"runs", revealed.runs},
                         {"calls", revealed.calls},
@@ -137,8 +137,8 @@ int run_reveal_varying(const RevealArgs& args, const reveal::SharedFunction& fun
 int run_reveal(RevealArgs args) {
   if (args.n < 2 || args.n > 65536) throw UsageError("--n must be from 2 to 65536");
   if (args.signature == "sum" && args.dot_product) throw UsageError("--dot and --signature sum say different things");
-  if (args.signature == "dot" || args.signature == "cblas_sdot" || args.signature == "cblas_sgemm")
-    args.dot_product = true;
+  if (args.signature.empty()) args.signature = args.dot_product ? "dot" : "sum";
+  args.dot_product = args.signature != "sum";
   if (args.gemm_shape.size() != 2 || args.gemm_shape[0] < 1 || args.gemm_shape[1] < 1 || args.gemm_shape[0] > 4096 ||
       args.gemm_shape[1] > 4096)
     throw UsageError("--gemm-shape takes two numbers from 1 to 4096: ROWS,COLS");
@@ -159,7 +159,7 @@ int run_reveal(RevealArgs args) {
   nlohmann::json doc = {{"library", args.library},
                         {"symbol", args.symbol},
                         {"form", args.dot_product ? "dot" : "sum"},
-                        {"signature", args.signature.empty() ? (args.dot_product ? "dot" : "sum") : args.signature},
+                        {"signature", args.signature},
                         {"n", args.n},
                         {"calls", revealed.calls},
                         {"seconds", revealed.seconds},

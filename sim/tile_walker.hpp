@@ -373,7 +373,7 @@ class TileWalker {
         result = numpy_in_place(0, n);
         break;
       case K::torch_cascade: {
-        const AdditionSteps steps = torch_cascade_steps(n, r.cascade_lanes);
+        const AdditionSteps& steps = cascade_steps(n, r.cascade_lanes);
         for (const auto& [into, from] : steps.adds) add_(scratch_row(into), scratch_row(from));
         result = static_cast<size_t>(steps.result);
         break;
@@ -394,6 +394,19 @@ class TileWalker {
   NoiseKey key_;
   std::vector<T> scratch_, current_, next_;
   std::vector<double> factors_, fused_;
+  // torch_cascade's additions for the last group size: every tile of a sum has the same groups,
+  // so they are built once, not once a tile.
+  const AdditionSteps& cascade_steps(size_t n, int lanes) {
+    if (n != cascade_n_ || lanes != cascade_lanes_) {
+      cascade_ = torch_cascade_steps(n, lanes);
+      cascade_n_ = n;
+      cascade_lanes_ = lanes;
+    }
+    return cascade_;
+  }
+  AdditionSteps cascade_;
+  size_t cascade_n_ = 0;
+  int cascade_lanes_ = 0;
 };
 
 }  // namespace fplab::sim::detail

@@ -424,7 +424,8 @@ GpuGemm::OrderedForm GpuGemm::ordered_form(const GemmPlan& plan) const {
                         ((static_cast<int64_t>(shape_.m) + kTileM - 1) / kTileM);
   const bool fits = tiles * count <= resident_blocks();
   if (fits && tiles <= 4) return OrderedForm::last_folds;
-  if (chunk >= 128 || detail::chain_tile_shape(detail::ChainTile::t128x64, static_cast<int64_t>(shape_.n), kk, chunk))
+  if (chunk >= 128 || detail::chain_tile_shape(detail::ChainTile::t128x64, static_cast<int64_t>(shape_.m),
+                                                static_cast<int64_t>(shape_.n), kk, chunk))
     return OrderedForm::two_passes;
   return fits ? OrderedForm::last_folds : OrderedForm::serial;
 }
@@ -433,12 +434,9 @@ detail::ChainTile GpuGemm::tile_for(const GemmPlan& plan, const float* a, const 
   const auto [m, n, k] = shape_;
   const auto kk = static_cast<int64_t>(k), nn = static_cast<int64_t>(n);
   const int64_t chunk = plan.chunk(kk), count = plan.part_count(kk);
-  if (forced_tile_) {
-    // The thin tiles' grid has a row of blocks per 16 rows (gridDim.y: at most 65535).
-    const bool rows_fit = *forced_tile_ != detail::ChainTile::t16x32 || (static_cast<int64_t>(m) + 15) / 16 <= 65535;
-    return rows_fit && detail::chain_tile_fits(*forced_tile_, a, b, nn, kk, chunk) ? *forced_tile_
-                                                                                   : detail::ChainTile::none;
-  }
+  if (forced_tile_)
+    return detail::chain_tile_fits(*forced_tile_, a, b, static_cast<int64_t>(m), nn, kk, chunk) ? *forced_tile_
+                                                                                               : detail::ChainTile::none;
   return detail::chain_tile_for(a, b, static_cast<int64_t>(m), nn, kk, chunk, count);
 }
 

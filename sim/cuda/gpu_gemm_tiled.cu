@@ -296,15 +296,16 @@ const char* chain_tile_name(ChainTile tile) {
   return "?";
 }
 
-bool chain_tile_shape(ChainTile tile, int64_t n, int64_t k, int64_t chunk) {
+bool chain_tile_shape(ChainTile tile, int64_t m, int64_t n, int64_t k, int64_t chunk) {
   if (tile == ChainTile::none) return true;
   if (n % 4 || k % 4 || chunk % 4) return false;
+  if (tiles_over(m, tile == ChainTile::t16x32 ? 16 : 128) > 65535u) return false;
   if (tile == ChainTile::t16x32) return true;
   return tile == ChainTile::t128x64 ? n >= 48 : n >= 96;
 }
 
-bool chain_tile_fits(ChainTile tile, const float* a, const float* b, int64_t n, int64_t k, int64_t chunk) {
-  return chain_tile_shape(tile, n, k, chunk) && (tile == ChainTile::none || (aligned16(a) && aligned16(b)));
+bool chain_tile_fits(ChainTile tile, const float* a, const float* b, int64_t m, int64_t n, int64_t k, int64_t chunk) {
+  return chain_tile_shape(tile, m, n, k, chunk) && (tile == ChainTile::none || (aligned16(a) && aligned16(b)));
 }
 
 // Measured on an H100 (docs/results/torch_emulate.md: gpu_gemm_bench --tiles): 128 x 64 tiles beat
@@ -316,7 +317,7 @@ bool chain_tile_fits(ChainTile tile, const float* a, const float* b, int64_t n, 
 // and lose by 1.4x at 128 blocks (nothing measured in between: the rule keeps to 80 of 132).
 ChainTile chain_tile_for(const float* a, const float* b, int64_t m, int64_t n, int64_t k, int64_t chunk,
                          int64_t parts) {
-  if (!chain_tile_fits(ChainTile::t16x32, a, b, n, k, chunk)) return ChainTile::none;
+  if (!chain_tile_fits(ChainTile::t16x32, a, b, m, n, k, chunk)) return ChainTile::none;
   struct Device {
     int64_t sms, wide_slots;  // SMs; blocks of the 128 x 128 kernel resident at once
   };
@@ -340,9 +341,9 @@ ChainTile chain_tile_for(const float* a, const float* b, int64_t m, int64_t n, i
   // 128 x 64 blocks for at most 61% of the SMs: the others would idle while each thread steps 64 chains.
   const int64_t narrow_blocks = int64_t{tiles_over(m, 128)} * tiles_over(n, 64) * parts;
   if (100 * narrow_blocks <= 61 * device.sms) return ChainTile::t16x32;
-  if (!chain_tile_fits(ChainTile::t128x64, a, b, n, k, chunk)) return ChainTile::none;
+  if (!chain_tile_fits(ChainTile::t128x64, a, b, m, n, k, chunk)) return ChainTile::none;
   const double waves = static_cast<double>(int64_t{tiles_over(m, 128)} * tiles_over(n, 128) * parts) / device.wide_slots;
-  if (chain_tile_fits(ChainTile::t128x128, a, b, n, k, chunk) && (waves >= 4 || (waves >= 0.9 && waves <= 1)))
+  if (chain_tile_fits(ChainTile::t128x128, a, b, m, n, k, chunk) && (waves >= 4 || (waves >= 0.9 && waves <= 1)))
     return ChainTile::t128x128;
   return ChainTile::t128x64;
 }

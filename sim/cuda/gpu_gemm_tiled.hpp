@@ -20,11 +20,11 @@ enum class ChainTile { none, t128x128, t128x64, t16x32 };
 const char* chain_tile_name(ChainTile tile);
 
 // Whether a tiled kernel can take these operands with this tile: float4 loads need n, k and the
-// part length (chunk) multiples of 4 and a, b 16-byte aligned; and a wide tile must not leave
-// most of a 128-column tile empty.
-bool chain_tile_fits(ChainTile tile, const float* a, const float* b, int64_t n, int64_t k, int64_t chunk);
+// part length (chunk) multiples of 4 and a, b 16-byte aligned; a wide tile must not leave most of
+// a 128-column tile empty; and the grid's rows of tiles must fit gridDim.y (65535).
+bool chain_tile_fits(ChainTile tile, const float* a, const float* b, int64_t m, int64_t n, int64_t k, int64_t chunk);
 // The shape's half of chain_tile_fits (operands at 16-byte aligned addresses assumed).
-bool chain_tile_shape(ChainTile tile, int64_t n, int64_t k, int64_t chunk);
+bool chain_tile_shape(ChainTile tile, int64_t m, int64_t n, int64_t k, int64_t chunk);
 
 // The tile a GEMM of m x n outputs in `parts` split-K parts runs in, by shape (gpu_gemm_tiled.cu
 // says why); none: the 64 x 64 kernel (operands the tiled ones do not take).
