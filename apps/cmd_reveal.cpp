@@ -12,6 +12,7 @@
 #include "reveal/match_schedule.hpp"
 #include "reveal/probe_sum.hpp"
 #include "reveal/probe_varying_sum.hpp"
+#include "reveal/replay_schedule.hpp"
 #include "reveal/replay_sum.hpp"
 #include "reveal/replay_varying_sum.hpp"
 #include "reveal/shared_function.hpp"
@@ -151,9 +152,15 @@ int run_reveal(RevealArgs args) {
   const reveal::ScheduleMatch match = reveal::match_schedule(revealed.tree);
   const sim::AdditionTree& tree = revealed.tree;
   std::optional<reveal::Verification> verified;
-  if (args.verify > 0)
+  std::vector<reveal::ScheduleReplay> schedule_replays;
+  if (args.verify > 0) {
     verified = args.dot_product ? reveal::verify_dot(dot_of(args, function), revealed.tree, args.verify, args.seed)
                                 : reveal::verify_sum(function.as_sum(), revealed.tree, args.verify, args.seed);
+    schedule_replays = args.dot_product ? reveal::replay_schedules_dot(dot_of(args, function), match.schedules,
+                                                                       args.n, args.verify, args.seed)
+                                        : reveal::replay_schedules_sum(function.as_sum(), match.schedules, args.n,
+                                                                       args.verify, args.seed);
+  }
   if (!args.dot_file.empty()) util::write_file_atomically(args.dot_file, revealed.tree.dot());
 
   nlohmann::json doc = {{"library", args.library},
@@ -173,8 +180,13 @@ int run_reveal(RevealArgs args) {
     nlohmann::json scores = nlohmann::json::array();
     for (const auto& s : verified->scores)
       scores.push_back({{"arithmetic", reveal::arithmetic_name(s.arithmetic)}, {"identical", s.identical}});
-    doc["verify"] = {
-        {"trials", verified->trials}, {"seed", args.seed}, {"inputs", verified->inputs}, {"replays", scores}};
+    nlohmann::json by_schedule = nlohmann::json::array();
+    for (const auto& r : schedule_replays) by_schedule.push_back({{"schedule", r.schedule}, {"identical", r.identical}});
+    doc["verify"] = {{"trials", verified->trials},
+                     {"seed", args.seed},
+                     {"inputs", verified->inputs},
+                     {"replays", scores},
+                     {"schedule_replays", by_schedule}};
   }
   if (!args.json_file.empty()) util::write_file_atomically(args.json_file, doc.dump(2) + "\n");
   if (args.json) {
@@ -204,7 +216,13 @@ int run_reveal(RevealArgs args) {
     for (const auto& s : verified->scores)
       std::printf("  %zu/%zu bit-identical with %s\n", s.identical, verified->trials,
                   reveal::arithmetic_name(s.arithmetic).c_str());
-    if (verified->scores.empty() || verified->scores[0].identical < verified->trials)
+    bool schedule_replays_all = false;
+    for (const auto& r : schedule_replays) {
+      std::printf("  %zu/%zu bit-identical with the schedule %s (fp32, products fused, its stages' formats)\n",
+                  r.identical, verified->trials, r.schedule.c_str());
+      schedule_replays_all = schedule_replays_all || r.identical == verified->trials;
+    }
+    if (!schedule_replays_all && (verified->scores.empty() || verified->scores[0].identical < verified->trials))
       std::printf(
           "no arithmetic replays every trial: the function is not this tree of plain additions (a compensated "
           "sum, an order that depends on the values, or nondeterminism)\n");

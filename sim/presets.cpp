@@ -28,6 +28,15 @@ constexpr const char* kOpenblasSdot =
     "body(32)[body(64)[strided(64):seq | perm(0,8,1,9,2,10,3,11,4,12,5,13,6,14,7,15) | contig(2):seq] | "
     "strided(32):seq | strided(8):seq | strided(4):seq | all:tree] | all:seq@fp64";
 
+// The same sdot.c with sdot_microk_haswell-2.c, the kernel OpenBLAS runs on its Haswell and Zen
+// cores (revealed through cblas_sdot and np.dot on an AMD EPYC, docs/reveal.md): one loop of 32 at
+// a time into four 8-lane FMA accumulators (lane j: terms j, j + 32, ...); each register's 128-bit
+// halves added (lane e with e + 4), the four registers added as (r0 + r1) + (r2 + r3), two hadds.
+// So the 32 lanes reach the 4 lanes of the last register as a balanced tree over the lanes with
+// the same index mod 4, in lane order. The tail as in the AVX-512 preset above.
+constexpr const char* kOpenblasSdotHaswell =
+    "body(32)[strided(32):seq | strided(4):tree | all:tree] | all:seq@fp64";
+
 // The plain presets and, after them, one tc-* preset per tensor-core model of the registry.
 std::vector<PresetDef> with_tensor_core_models(std::vector<PresetDef> defs) {
   for (const auto& m : tensor_core_models()) {
@@ -83,6 +92,13 @@ const std::vector<PresetDef>& definitions() {
         "into a double, the kernel's result added last (checked bit for bit against np.dot)"},
        {},
        [](auto&) { return kOpenblasSdot; }},
+      {{"openblas-sdot-haswell", "openblas-sdot-haswell",
+        "np.dot of two float32 vectors through OpenBLAS 0.3.21's sdot, AVX2 kernel (on a CPU it names Haswell or "
+        "Zen): four 8-lane FMA registers, their halves and the registers folded as a tree, two hadds, the n mod 32 "
+        "rest as float products into a double, the kernel's result added last (checked bit for bit against np.dot "
+        "and cblas_sdot)"},
+       {},
+       [](auto&) { return kOpenblasSdotHaswell; }},
       {{"cuda-naive-sum(T,B)", "cuda-naive-sum(256,1024)",
         "textbook CUDA sum: grid-stride fold per thread, warp shfl_down, block combine by warp 0, atomicAdd across "
         "blocks"},

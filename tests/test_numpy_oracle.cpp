@@ -166,10 +166,11 @@ TEST_CASE("numpy presets == NumPy >= 2.3 numpy.sum bit for bit, float16/32/64, n
 }
 
 // np.dot of two float32 vectors reaches the BLAS's sdot: Debian's NumPy 1.24 links libblas.so.3,
-// which is OpenBLAS 0.3.21 here; on this machine's CPU it runs its Cooperlake (SkylakeX) kernel,
-// whose order the openblas-sdot preset is (docs/reveal.md). The script names the BLAS's core, then
-// prints np.dot of each pair of vectors of the file (sizes in argv) in hex, one line.
-TEST_CASE("openblas-sdot preset == np.dot of float32 vectors (Debian NumPy, OpenBLAS) bit for bit, n 1..40 to 32768") {
+// which is OpenBLAS 0.3.21; which sdot kernel it runs depends on the CPU's core: the AVX-512
+// (Cooperlake/SkylakeX) one is the openblas-sdot preset, the AVX2 (Haswell/Zen) one
+// openblas-sdot-haswell (docs/reveal.md). The script names the preset and the core, then prints
+// np.dot of each pair of vectors of the file (sizes in argv) in hex, one line.
+TEST_CASE("openblas-sdot presets == np.dot of float32 vectors (Debian NumPy, OpenBLAS) bit for bit, n 1..40 to 32768") {
   const std::string python = "/usr/bin/python3";
   std::vector<size_t> sizes;
   for (size_t n = 1; n <= 40; ++n) sizes.push_back(n);
@@ -214,8 +215,11 @@ try:
     core = blas.openblas_get_corename().decode()
 except (OSError, AttributeError):
     print("skip: libblas.so.3 is not OpenBLAS"); sys.exit()
-if core.lower() not in ("cooperlake", "skylakex", "sapphirerapids"):
-    print("skip: OpenBLAS core " + core + ", not the AVX-512 (SkylakeX) sdot kernel the preset models"); sys.exit()
+presets = {"cooperlake": "openblas-sdot", "skylakex": "openblas-sdot", "sapphirerapids": "openblas-sdot",
+           "haswell": "openblas-sdot-haswell", "zen": "openblas-sdot-haswell"}
+if core.lower() not in presets:
+    print("skip: OpenBLAS core " + core + ", whose sdot kernel no preset models: only AVX-512 SkylakeX and AVX2 Haswell/Zen")
+    sys.exit()
 x = np.fromfile(sys.argv[1], dtype=np.float32)
 trials, at, out = int(sys.argv[2]), 0, []
 for n in map(int, sys.argv[3:]):
@@ -223,7 +227,7 @@ for n in map(int, sys.argv[3:]):
         a, b = x[at:at + n], x[at + n:at + 2 * n]
         at += 2 * n
         out.append(float(np.dot(a, b)).hex())
-print(" ".join(out))
+print(presets[core.lower()] + " " + core + " " + " ".join(out))
 )",
                                          arguments);
   std::remove(path);
@@ -231,9 +235,11 @@ print(" ".join(out))
     WARN("SKIPPED: " << (text.empty() ? "/usr/bin/python3 with numpy not found" : text.substr(6)));
     return;
   }
-  const Schedule sdot = parse_schedule("openblas-sdot");
-  Arithmetic arithmetic;  // fp32, products fused: the FMA kernel; the preset's tail says the rest
   std::istringstream words(text);
+  std::string preset, core;
+  REQUIRE(words >> preset >> core);
+  const Schedule sdot = parse_schedule(preset);
+  Arithmetic arithmetic;  // fp32, products fused: the FMA kernel; the preset's tail says the rest
   size_t matched = 0, v = 0;
   for (size_t n : sizes)
     for (int t = 0; t < kTrials; ++t, ++v) {
@@ -241,7 +247,8 @@ print(" ".join(out))
       REQUIRE(words >> word);
       const double expected = std::strtod(word.c_str(), nullptr);
       const double got = dot_reference(sdot, as[v], bs[v], arithmetic);
-      INFO("n = " << n << " trial " << t << ": np.dot says " << hex(expected) << ", openblas-sdot says " << hex(got));
+      INFO("OpenBLAS core " << core << ", n = " << n << " trial " << t << ": np.dot says " << hex(expected) << ", "
+                                 << preset << " says " << hex(got));
       CHECK(expected == got);
       matched += expected == got;
     }
