@@ -125,8 +125,9 @@ const std::vector<PresetDef>& definitions() {
        }},
       {{"torch-cpu-sum(V)", "torch-cpu-sum(8)",
         "torch.sum of a contiguous float32 tensor on the CPU (ATen's cascade sum, one thread): V-lane vectors "
-        "(8: AVX2 or default build, 16: AVX-512) in four interleaved cascades of 16-row levels, the n mod V "
-        "rest, then the lanes (checked bit for bit against torch 1.13)"},
+        "(8: AVX2, the default build, and torch 2.11 on AVX-512 CPUs; 16: an AVX-512 kernel) in four interleaved "
+        "cascades of 16-row levels, the n mod V rest, then the lanes (checked bit for bit against torch 1.13 and "
+        "2.11)"},
        {8},
        [](auto& p) { return "all:torch_cascade(" + n(p[0]) + ")"; }},
       {{"splitk(S)", "splitk(4)", "split-K: K cut into S parts, each an FMA chain, parts added in order"},

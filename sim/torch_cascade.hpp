@@ -1,8 +1,9 @@
 // PyTorch's CPU sum of a contiguous float vector (ATen's cascade_sum in SumKernel.cpp, the same
 // from torch 1.8 through 2.x), as an order of additions: the reducer `torch_cascade(V)`.
 //
-// With V the lanes of the build's vector registers (8 for AVX2 and the default build, 16 for
-// AVX-512), n >= V terms are read as n / V vectors; those are summed four at a time into four
+// With V the lanes of the vector kernel torch dispatched to (8 for AVX2 and the default build,
+// and, measured, for torch 2.11 on an AVX-512 Xeon, whose sum kernel is not an AVX-512 one; 16
+// for an AVX-512 kernel), n >= V terms are read as n / V vectors; those are summed four at a time into four
 // vector accumulators, each a cascade of four levels (every 2^p rows, p = max(4, ceil(log2 rows) / 4),
 // the level's sum is added into the next and restarted, up the levels while the row count is a
 // multiple of the level's span); leftover vectors go into the first accumulator, the levels are

@@ -233,6 +233,11 @@ void cuda_batch_norm_forward(uintptr_t x, uintptr_t xhat, uintptr_t y, uintptr_t
 
 // BatchNorm's backward: the sums of kind bias_grad (part 0 Σ gy into grads' row 0, part 1
 // Σ gy·x̂ into row 1; grads: 2 x channels device floats), then dx where it is asked for (non-zero).
+// `segments`: scratch of 2·channels x gpu::segment_stride floats. The two sums do not depend on
+// each other: on the fast kernels (deterministic: no key tells them apart) both sets of segments
+// are laid out and summed by one launch of 2·channels segments, the two chains side by side
+// (numpy's `all:seq` sums are bound by their chains' length, not by how many run at once); the
+// seeded kernel takes them one after the other, each with its own key.
 void cuda_batch_norm_backward(uintptr_t gy, uintptr_t xhat, uintptr_t inv_std, uintptr_t weight, uintptr_t grads,
                               uintptr_t segments, uintptr_t dx, py::tuple shape, bool training,
                               const sim::Schedule& schedule, int device, uint64_t impl_seed, py::tuple op_ids,
@@ -247,12 +252,16 @@ void cuda_batch_norm_backward(uintptr_t gy, uintptr_t xhat, uintptr_t inv_std, u
   const size_t c = planes.channels, n = planes.per_channel();
   float *const dbeta = device_floats_out(grads), *const dgamma = dbeta + c;
   const size_t ld = gpu::segment_stride(planes);
-  gpu::batch_norm_segments(gpu::SegmentTerms::values, device_floats(gy), nullptr, planes, device_floats_out(segments),
-                           ld);
-  sum_segments_in_place(k, plans, device_floats(segments), n, ld, c, dbeta, beta_key);
-  gpu::batch_norm_segments(gpu::SegmentTerms::products, device_floats(gy), device_floats(xhat), planes,
-                           device_floats_out(segments), ld);
-  sum_segments_in_place(k, plans, device_floats(segments), n, ld, c, dgamma, gamma_key);
+  const bool together = plans.fast.has_value();
+  float* const values = device_floats_out(segments);
+  float* const products = together ? values + c * ld : values;
+  gpu::batch_norm_segments(gpu::SegmentTerms::values, device_floats(gy), nullptr, planes, values, ld);
+  if (!together) sum_segments_in_place(k, plans, values, n, ld, c, dbeta, beta_key);
+  gpu::batch_norm_segments(gpu::SegmentTerms::products, device_floats(gy), device_floats(xhat), planes, products, ld);
+  if (together)
+    sum_segments_in_place(k, plans, values, n, ld, 2 * c, dbeta, beta_key);  // dgamma is dbeta + c
+  else
+    sum_segments_in_place(k, plans, products, n, ld, c, dgamma, gamma_key);
   if (dx)
     gpu::batch_norm_input_gradient(training, device_floats(gy), device_floats(xhat), device_floats(inv_std),
                                    optional_floats(weight), dbeta, dgamma, planes, device_floats_out(dx));
@@ -393,8 +402,8 @@ void bind_cuda(py::module_& m) {
         py::arg("weight"), py::arg("grads"), py::arg("segments"), py::arg("dx"), py::arg("shape"), py::arg("training"),
         py::arg("schedule"), py::arg("device"), py::arg("impl_seed"), py::arg("op_ids"), py::arg("call"),
         "BatchNorm's backward on the device: grads (2 x channels) receives the bias and weight gradients (the "
-        "schedule's sums, keyed op_ids[0] and op_ids[1]), dx (0: not wanted) the input's gradient. Enqueued on the "
-        "default stream.");
+        "schedule's sums, keyed op_ids[0] and op_ids[1]), dx (0: not wanted) the input's gradient; segments is scratch "
+        "of 2 x channels rows of the segment stride. Enqueued on the default stream.");
   m.def("cuda_im2col", &cuda_im2col, py::arg("x"), py::arg("cols"), py::arg("shape"), py::arg("kernel"),
         py::arg("stride"), py::arg("padding"), py::arg("transposed") = false, py::arg("device") = 0,
         "The im2col columns of x (shape: batch, channels, height, width; square kernel, zero padding) on the device: "

@@ -1,8 +1,8 @@
 """The torch-cpu-sum(V) preset against torch.sum of a contiguous float32 tensor on the CPU.
 
 ATen's cascade sum (sim/torch_cascade.hpp) reads the terms as V-lane vectors, V being the lanes of
-the kernels torch dispatched to on this CPU: 16 for its AVX-512 kernels, 8 for AVX2 and the
-default build. One thread: a parallel reduction splits the range in other places. The lengths
+the kernel torch dispatched to on this CPU: 8 for AVX2 and the default build, and also on an
+AVX-512 CPU with torch 2.11 (measured); 16 were its AVX-512 kernel to run. One thread: a parallel reduction splits the range in other places. The lengths
 cover the scalar loop (n < V), the vector loop's rests (n mod V, vectors mod 4), and rows past the
 cascade's 16-row level (n > 64 V) up to its third level (4096 rows).
 """
@@ -20,11 +20,10 @@ except ImportError:  # the preset is still tested through fplab's own trees (tes
 
 
 def vector_lanes():
-    """16 where torch says it runs its AVX-512 kernels, 8 where it says otherwise; torch 1.13 does not
-    say (no torch.backends.cpu), so the lanes are the ones that give torch's bits on one probe
-    vector, and every other length must then agree with them."""
-    if hasattr(torch.backends, "cpu") and hasattr(torch.backends.cpu, "get_cpu_capability"):
-        return 16 if "AVX512" in torch.backends.cpu.get_cpu_capability().upper() else 8
+    """The lanes that give torch's bits on one probe vector; every other length must then agree with
+    them. Not torch.backends.cpu.get_cpu_capability(): torch 2.11 on an AVX-512 Xeon says "AVX512"
+    and still sums in 8-lane vectors (its sum kernel is not among those it dispatches to AVX-512;
+    measured 2026-11-28, docs/reveal.md)."""
     probe = samples(4099, 99)
     want = np.float32(torch.from_numpy(probe).sum().item()).tobytes()
     for lanes in (8, 16):

@@ -5,7 +5,7 @@
 // likewise), so that each shared-memory load of a K step (four float4) feeds 64 FMAs rather than
 // 16; the A and B tiles of the next K step are loaded from global memory into registers while the
 // current one is computed, and stored into the other of two shared buffers, one barrier a step.
-// Thin tiles: 2 x 2 outputs a thread and a pipeline of their own (cp.async, six buffers, K 32 a
+// Thin tiles: 2 x 2 outputs a thread and a pipeline of their own (cp.async, three buffers, K 64 a
 // stage), for GEMMs whose outputs are too few to fill the chip in wide tiles (below).
 #include "sim/cuda/gpu_gemm_tiled.hpp"
 
@@ -154,10 +154,13 @@ __global__ void __launch_bounds__((BM / 8) * (BN / 8))
 // number of chains running at once: a weight gradient of 576 x 64 outputs over K = 131072 in one
 // chain (numpy's and h100-torch's `all:seq`) made 5 blocks of 128 x 64, 64 chains a thread, on 5
 // of an H100's 132 SMs (10.9 ms). In 16 x 32 tiles it is 72 blocks of 128 threads with 4 chains
-// each. With one warp a scheduler nothing hides a load's latency, so the loads run far ahead:
-// K is staged 32 at a time by cp.async into kThinStages buffers, kThinStages - 1 of them in flight
-// while one is computed (with one stage ahead, in registers, the same kernel took 2.6 ms).
-constexpr int kThinStages = 6;
+// each, one warp a scheduler, so nothing hides a latency but the warp's own instructions: K is
+// staged 64 at a time by cp.async into kThinStages buffers, two of them in flight while one is
+// computed, and every per-stage address is a pointer moved by a constant (no 64-bit index
+// arithmetic between the FMAs). Where the time goes (H200, 576 x 64 x 131072, docs/results/
+// torch_emulate.md): the FMA chains alone 0.38 ms, with the copies and barriers 0.68 ms, with the
+// shared-memory reads 1.1 ms; 32 a stage in six buffers with indices computed each stage was 1.55 ms.
+constexpr int kThinStages = 3;
 
 // One 16-byte asynchronous copy into shared memory; zeros where `inside` is false (nothing read).
 __device__ __forceinline__ void copy16_async(float* to, const float* from, bool inside) {
@@ -169,9 +172,10 @@ template <bool Atomic>
 __global__ void __launch_bounds__(128)
     thin_fma_chains(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ out, int m, int n,
                     int64_t k, int64_t chunk) {
-  constexpr int BM = 16, BN = 32, KT = 32, kThreads = 128, S = kThinStages;
-  constexpr int kLdA = KT + 4;  // A's rows 36 floats apart: the four rows a warp reads fall in other banks
-  static_assert(BM * KT / 4 == kThreads && KT * BN / 4 == 2 * kThreads, "one A copy and two B copies a thread");
+  constexpr int BM = 16, BN = 32, KT = 64, kThreads = 128, S = kThinStages;
+  constexpr int kLdA = KT + 4;  // A's rows 68 floats apart: the rows a warp reads fall in other banks
+  constexpr int kACopies = BM * KT / 4 / kThreads, kBCopies = KT * BN / 4 / kThreads;
+  static_assert(kACopies * kThreads * 4 == BM * KT && kBCopies * kThreads * 4 == KT * BN, "whole copies a thread");
   __shared__ __align__(16) float as[S][BM][kLdA];
   __shared__ __align__(16) float bs[S][KT][BN];
 
@@ -180,61 +184,92 @@ __global__ void __launch_bounds__(128)
   const int64_t k0 = static_cast<int64_t>(blockIdx.z) * chunk, k1 = k0 + chunk < k ? k0 + chunk : k;
   const int64_t stages = k1 > k0 ? (k1 - k0 + KT - 1) / KT : 0;
 
-  // Stage i into buffer i % S: A's row threadIdx.x / 8, K offset (threadIdx.x % 8) * 4; B's K row
-  // idx / 8, columns (idx % 8) * 4 for idx = threadIdx.x and threadIdx.x + 128. n, k and the part
-  // length are multiples of 4 (chain_tile_fits), so a copy is all inside or all outside; outside:
-  // zeros, which the K loop never adds. Past the last stage: an empty group, so that the waits
-  // below count alike.
-  const auto issue = [&](int64_t i) {
-    if (i < stages) {
-      const int buf = static_cast<int>(i % S);
-      const int64_t kt = k0 + i * KT;
-      {
-        const int r = threadIdx.x / 8, kq = (threadIdx.x % 8) * 4;
-        const bool inside = row0 + r < m && kt + kq < k1;
-        copy16_async(&as[buf][r][kq], inside ? a + static_cast<int64_t>(row0 + r) * k + kt + kq : a, inside);
+  // This thread's copies: A's row q / 16 at K offset (q % 16) * 4 and B's K row q / 8 at columns
+  // (q % 8) * 4, for q = threadIdx.x + 128 j. n, k and the part length are multiples of 4
+  // (chain_tile_fits), so a copy is all inside or all outside; outside: zeros, which the K loop
+  // never adds. Rows and columns outside read from a row or column inside (never used).
+  const float* from_a[kACopies];
+  const float* from_b[kBCopies];
+  int to_a[kACopies], to_b[kBCopies], k_of_a[kACopies], k_of_b[kBCopies];
+  bool row_in[kACopies], col_in[kBCopies];
+#pragma unroll
+  for (int j = 0; j < kACopies; ++j) {
+    const int q = threadIdx.x + kThreads * j, r = q / (KT / 4), kq = (q % (KT / 4)) * 4;
+    row_in[j] = row0 + r < m;
+    from_a[j] = a + static_cast<int64_t>(row_in[j] ? row0 + r : row0) * k + k0 + kq;
+    to_a[j] = r * kLdA + kq;
+    k_of_a[j] = kq;
+  }
+#pragma unroll
+  for (int j = 0; j < kBCopies; ++j) {
+    const int q = threadIdx.x + kThreads * j, kr = q / (BN / 4), c = (q % (BN / 4)) * 4;
+    col_in[j] = col0 + c < n;
+    from_b[j] = b + (k0 + kr) * n + (col_in[j] ? col0 + c : col0);
+    to_b[j] = kr * BN + c;
+    k_of_b[j] = kr;
+  }
+  const int64_t b_step = int64_t{KT} * n;
+  int64_t next_k = k0;  // the next stage to copy: its first K index, and its buffer
+  int next_buf = 0;
+  // Past the last stage: an empty group, so that the waits below count alike.
+  const auto issue = [&]() {
+    if (next_k < k1) {
+#pragma unroll
+      for (int j = 0; j < kACopies; ++j) {
+        const bool inside = row_in[j] && next_k + k_of_a[j] < k1;
+        copy16_async(&as[next_buf][0][0] + to_a[j], inside ? from_a[j] : a, inside);
+        from_a[j] += KT;
       }
 #pragma unroll
-      for (int q = 0; q < 2; ++q) {
-        const int idx = threadIdx.x + kThreads * q, kr = idx / 8, c = (idx % 8) * 4;
-        const bool inside = kt + kr < k1 && col0 + c < n;
-        copy16_async(&bs[buf][kr][c], inside ? b + (kt + kr) * n + col0 + c : b, inside);
+      for (int j = 0; j < kBCopies; ++j) {
+        const bool inside = col_in[j] && next_k + k_of_b[j] < k1;
+        copy16_async(&bs[next_buf][0][0] + to_b[j], inside ? from_b[j] : b, inside);
+        from_b[j] += b_step;
       }
     }
     asm volatile("cp.async.commit_group;\n" ::: "memory");
+    next_k += KT;
+    next_buf = next_buf + 1 == S ? 0 : next_buf + 1;
   };
 
   float acc[2][2] = {{-0.0f, -0.0f}, {-0.0f, -0.0f}};
-  // Four K steps of buffer `buf` from kk: A's two rows as float4, B's two columns as float2 a step.
-  const auto steps4 = [&](int buf, int kk, int len) {
-    const float4 a0 = *reinterpret_cast<const float4*>(&as[buf][ty * 2][kk]);
-    const float4 a1 = *reinterpret_cast<const float4*>(&as[buf][ty * 2 + 1][kk]);
-    const float r0[4] = {a0.x, a0.y, a0.z, a0.w}, r1[4] = {a1.x, a1.y, a1.z, a1.w};
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      if (e >= len) break;
-      const float2 bv = *reinterpret_cast<const float2*>(&bs[buf][kk + e][tx * 2]);
-      acc[0][0] = __fmaf_rn(r0[e], bv.x, acc[0][0]);
-      acc[0][1] = __fmaf_rn(r0[e], bv.y, acc[0][1]);
-      acc[1][0] = __fmaf_rn(r1[e], bv.x, acc[1][0]);
-      acc[1][1] = __fmaf_rn(r1[e], bv.y, acc[1][1]);
-    }
-  };
-
-  for (int i = 0; i < S - 1; ++i) issue(i);
+  for (int i = 0; i < S - 1; ++i) issue();
+  int buf = 0;
   for (int64_t i = 0; i < stages; ++i) {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(S - 2) : "memory");  // stage i has landed
-    __syncthreads();  // ... for every thread; and buffer (i - 1) % S is free again
-    issue(i + S - 1);
-    const int buf = static_cast<int>(i % S);
+    __syncthreads();  // ... for every thread; and the buffer of stage i - 1 is free again
+    issue();
+    const float* const a_rows = &as[buf][ty * 2][0];
+    const float* const b_cols = &bs[buf][0][tx * 2];
     const int64_t kt = k0 + i * KT;
     if (kt + KT <= k1) {
+      // Four K steps at a time: A's two rows as float4, B's two columns as float2 a step.
 #pragma unroll
-      for (int kk = 0; kk < KT; kk += 4) steps4(buf, kk, 4);
+      for (int kk = 0; kk < KT; kk += 4) {
+        const float4 a0 = *reinterpret_cast<const float4*>(a_rows + kk);
+        const float4 a1 = *reinterpret_cast<const float4*>(a_rows + kLdA + kk);
+        const float r0[4] = {a0.x, a0.y, a0.z, a0.w}, r1[4] = {a1.x, a1.y, a1.z, a1.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float2 bv = *reinterpret_cast<const float2*>(b_cols + (kk + e) * BN);
+          acc[0][0] = __fmaf_rn(r0[e], bv.x, acc[0][0]);
+          acc[0][1] = __fmaf_rn(r0[e], bv.y, acc[0][1]);
+          acc[1][0] = __fmaf_rn(r1[e], bv.x, acc[1][0]);
+          acc[1][1] = __fmaf_rn(r1[e], bv.y, acc[1][1]);
+        }
+      }
     } else {
       const int len = static_cast<int>(k1 - kt);
-      for (int kk = 0; kk < len; kk += 4) steps4(buf, kk, len - kk);
+      for (int kk = 0; kk < len; ++kk) {
+        const float x0 = a_rows[kk], x1 = a_rows[kLdA + kk];
+        const float2 bv = *reinterpret_cast<const float2*>(b_cols + kk * BN);
+        acc[0][0] = __fmaf_rn(x0, bv.x, acc[0][0]);
+        acc[0][1] = __fmaf_rn(x0, bv.y, acc[0][1]);
+        acc[1][0] = __fmaf_rn(x1, bv.x, acc[1][0]);
+        acc[1][1] = __fmaf_rn(x1, bv.y, acc[1][1]);
+      }
     }
+    buf = buf + 1 == S ? 0 : buf + 1;
   }
   asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 

@@ -2,7 +2,7 @@
 // kernel in other output tiles, loads as float4:
 // - wide: 128 x 128 or 128 x 64 outputs a block, 8 x 8 a thread, K staged 8 at a time through two
 //   shared-memory buffers (GEMMs with many outputs: each shared-memory load feeds many FMAs);
-// - thin: 16 x 32 outputs a block, 2 x 2 a thread, K staged 32 at a time by cp.async into six
+// - thin: 16 x 32 outputs a block, 2 x 2 a thread, K staged 64 at a time by cp.async into three
 //   buffers (few outputs over a long K, a weight gradient in one chain: 16 times as many blocks
 //   as 128 x 64 tiles make, and loads far ahead of the chains).
 // They write chains out (one part: C; several: the parts' workspace, or atomicAdd into C); the

@@ -160,19 +160,23 @@ __device__ __forceinline__ float thread_fold(const PassArgs& a, const float* x) 
 // `all:seq` (chunk >= n: thread 0 alone holds every term), one warp a segment. Its chain of
 // additions cannot be shortened, but its terms can arrive faster than one thread loads them: the
 // warp stages windows of the segment through shared memory (coalesced loads, the next window's in
-// flight while lane 0 adds this one), and lane 0 adds each window in order. The window past the
-// last term is filled with -0, the identity (above). A thread loading its own terms waits a memory
-// round trip every few additions: a BatchNorm sum of 131072 terms took about 3.5 ms on an H100
-// where this takes 0.56 ms, twice its chain of dependent additions alone. Its own kernel: under
-// reduce_pass's bound of 1024 threads (64 registers) the same fold took 0.75 ms.
+// flight while lane 0 adds this one), and lane 0 adds each window in order, reading it as float4
+// groups of 32 terms, the next group's loads issued before this group's additions so that no
+// addition waits for shared memory. The window past the last term is filled with -0, the identity
+// (above). A thread loading its own terms waits a memory round trip every few additions: a
+// BatchNorm sum of 131072 terms took about 3.5 ms on an H100; staged, with lane 0 reading one term
+// at a time, 0.41 ms on an H200, and with the groups 0.32 ms, where the chain of dependent
+// additions alone is 0.29 ms (docs/results/torch_emulate.md). Its own kernel: under reduce_pass's
+// bound of 1024 threads (64 registers) the same fold took 0.75 ms on the H100.
 // The block's result is lane 0's sum whatever the plan's warp and block orders (every other lane
 // and warp would add -0); it is the segment's result or its one block partial (mode result or
 // store: a one-block grid).
 constexpr int kSerialLoadsPerLane = 16;
 constexpr int kSerialWindow = 32 * kSerialLoadsPerLane;
+constexpr int kSerialGroup = 32;  // terms lane 0 holds in registers, as 8 float4
 
 __global__ void __launch_bounds__(32) serial_pass(PassArgs a) {
-  __shared__ float stage[kSerialWindow];
+  __shared__ __align__(16) float stage[2][kSerialWindow];  // two: lane 0 may still read one while the next is stored
   const int lane = threadIdx.x;
   const int64_t n = a.n;
   const float* __restrict__ x = a.x + static_cast<int64_t>(blockIdx.y) * a.ld;
@@ -186,16 +190,35 @@ __global__ void __launch_bounds__(32) serial_pass(PassArgs a) {
   };
   float acc = -0.0f;
   fetch(0);
-  for (int64_t base = 0; base < n; base += kSerialWindow) {
+  int w = 0;
+  for (int64_t base = 0; base < n; base += kSerialWindow, w ^= 1) {
 #pragma unroll
-    for (int u = 0; u < kSerialLoadsPerLane; ++u) stage[u * 32 + lane] = next[u];
+    for (int u = 0; u < kSerialLoadsPerLane; ++u) stage[w][u * 32 + lane] = next[u];
     __syncwarp();
     if (base + kSerialWindow < n) fetch(base + kSerialWindow);
     if (lane == 0) {
-#pragma unroll 32
-      for (int i = 0; i < kSerialWindow; ++i) acc = __fadd_rn(acc, stage[i]);
+      constexpr int kQuads = kSerialGroup / 4, kGroups = kSerialWindow / kSerialGroup;
+      const float4* const window = reinterpret_cast<const float4*>(stage[w]);
+      float4 now[kQuads], ahead[kQuads];
+#pragma unroll
+      for (int q = 0; q < kQuads; ++q) now[q] = window[q];
+#pragma unroll
+      for (int g = 0; g < kGroups; ++g) {
+        if (g + 1 < kGroups) {
+#pragma unroll
+          for (int q = 0; q < kQuads; ++q) ahead[q] = window[(g + 1) * kQuads + q];
+        }
+#pragma unroll
+        for (int q = 0; q < kQuads; ++q) {
+          acc = __fadd_rn(acc, now[q].x);
+          acc = __fadd_rn(acc, now[q].y);
+          acc = __fadd_rn(acc, now[q].z);
+          acc = __fadd_rn(acc, now[q].w);
+        }
+#pragma unroll
+        for (int q = 0; q < kQuads; ++q) now[q] = ahead[q];
+      }
     }
-    __syncwarp();
   }
   if (lane != 0) return;
   if (a.mode == Mode::result)

@@ -278,7 +278,7 @@ class CudaEngine:
         batch, channels = gy.shape[0], gy.shape[1]
         grads = torch.empty((2, channels), dtype=torch.float32, device=self.device)
         dx = torch.empty_like(gy) if need_x else None
-        segments = self.scratch(channels, _segment_stride(gy.numel() // channels))
+        segments = self.scratch(2 * channels, _segment_stride(gy.numel() // channels))  # both sums' segments
         self._kernels(_core.cuda_batch_norm_backward, gy.data_ptr(), xhat.data_ptr(), inv_std.data_ptr(),
                       _address(weight), grads.data_ptr(), segments.data_ptr(), _address(dx),
                       (batch, channels, gy.numel() // (batch * channels)), training, choice.schedule, self.index,
