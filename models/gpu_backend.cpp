@@ -1,5 +1,7 @@
 #include "models/gpu_backend.hpp"
 
+#include <algorithm>
+#include <optional>
 #include <stdexcept>
 #include <variant>
 
@@ -8,6 +10,7 @@
 #include "sim/cuda/gpu_gemm.hpp"
 #include "sim/cuda/gpu_plan.hpp"
 #include "sim/cuda/gpu_reduce.hpp"
+#include "sim/cuda/gpu_seeded.hpp"
 #include "sim/cuda/gpu_tensor_core_gemm.hpp"
 
 namespace fplab::models {
@@ -26,6 +29,15 @@ std::string arithmetic_problem(profiles::OpKind op, const sim::Arithmetic& a) {
   return {};
 }
 
+bool seeded_kernel_takes(const sim::Schedule& schedule) {
+  try {
+    (void)gpu::plan_seeded(schedule);
+    return true;
+  } catch (const gpu::NotRealisable&) {
+    return false;
+  }
+}
+
 // Plans are made per call (a few comparisons): the choice may come from any table, and an
 // unrealisable one is reported with its one line rather than run some other way.
 class GpuBackend final : public ComputeBackend {
@@ -40,10 +52,23 @@ class GpuBackend final : public ComputeBackend {
     gemm(gpu::plan_any_gemm(choice.schedule), a, b, c, {m, n, k});
   }
 
-  void sum_rows(const profiles::OpChoice& choice, const sim::NoiseKey&, const float* x, size_t rows, size_t cols,
+  // A schedule the reduction kernel realises runs there (its atomic steps in the hardware's arrival
+  // order); one it cannot (an `atomic` inside a thread's groups, h100's `strided(P):atomic |
+  // all:atomic` bias gradients) runs on the seeded kernel, in the order the impl seed draws:
+  // the CPU engine's bits for the same key.
+  void sum_rows(const profiles::OpChoice& choice, const sim::NoiseKey& key, const float* x, size_t rows, size_t cols,
                 float* out) override {
     check(profiles::OpKind::loss, choice);
-    sums_.run_columns(gpu::plan_reduction(choice.schedule), x, rows, cols, out);
+    std::optional<gpu::ReductionPlan> plan;
+    try {
+      plan = gpu::plan_reduction(choice.schedule);
+    } catch (const gpu::NotRealisable&) {
+      const std::vector<float> sums =
+          gpu::reduce_batch_seeded(choice.schedule, {x, rows * cols}, {rows, cols, cols, 1}, key);
+      std::copy(sums.begin(), sums.end(), out);
+      return;
+    }
+    sums_.run_columns(*plan, x, rows, cols, out);
   }
 
   // im2col on the device feeds the GEMM there; only x goes up and the result (and the columns,
@@ -100,8 +125,13 @@ std::vector<std::string> gpu_unsupported_ops(const profiles::OpTable& table) {
         if (is_gemm(op)) {
           if (std::holds_alternative<gpu::TensorCoreGemmPlan>(gpu::plan_any_gemm(choice.schedule)))
             problem = gpu::tensor_core_gemm_why_not();  // a Hopper GPU that reproduces the model
-        } else
-          (void)gpu::plan_reduction(choice.schedule);
+        } else {
+          try {
+            (void)gpu::plan_reduction(choice.schedule);
+          } catch (const gpu::NotRealisable&) {
+            if (!seeded_kernel_takes(choice.schedule)) throw;  // the reduction kernel's line says why
+          }
+        }
       } catch (const gpu::NotRealisable& e) {
         problem = e.what();
       }

@@ -1,7 +1,7 @@
 // Training with the GPU compute backend (models/gpu_backend.hpp): which op tables our CUDA kernels
 // can run (checked everywhere), and, where a CUDA device is, whole training runs whose every
 // reduction ran on the GPU ending with the CPU replay's weights bit for bit under deterministic
-// schedules. Without a device the GPU cases say "SKIPPED: no CUDA device" and pass.
+// schedules and under atomic steps in the impl seed's order. Without a device the GPU cases say "SKIPPED: no CUDA device" and pass.
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -40,6 +40,8 @@ TrainConfig run_config(const std::string& model, const profiles::OpTable& ops, s
 
 TEST_CASE("gpu backend: the h100 profile's deterministic schedules and the seq preset run on our kernels") {
   CHECK(gpu_unsupported_ops(profiles::find_hw_profile("h100").deterministic_ops).empty());
+  // Its default table too: the bias gradients' `strided(132):atomic | all:atomic` on the seeded kernel.
+  CHECK(gpu_unsupported_ops(profiles::find_hw_profile("h100").default_ops).empty());
   CHECK(gpu_unsupported_ops(profiles::op_table_preset("seq")).empty());
   // Which shipped profiles' deterministic tables run, for the log (docs/gpu.md lists them).
   for (const auto& name : profiles::hw_profile_names()) {
@@ -77,6 +79,23 @@ TEST_CASE("gpu training: mlp, h100 deterministic schedules: the GPU run's weight
   CHECK(a.predictions_sha256 == b.predictions_sha256);
   CHECK(a.train_loss == b.train_loss);
   CHECK(b.test_accuracy > 0.7);  // it did learn: not a run where nothing moved
+}
+
+TEST_CASE("gpu training: mlp, h100's default table: atomic bias gradients in the impl seed's order, the CPU's bits") {
+  if (!have_device()) return;
+  const profiles::OpTable ops = profiles::find_hw_profile("h100").default_ops;
+  const auto backend = make_gpu_backend(ops);
+  TrainConfig cpu = run_config("mlp", ops, 2000);
+  cpu.impl_seed = 5;
+  TrainConfig gpu = cpu;
+  gpu.backend = backend.get();
+  TrainConfig other_seed = gpu;
+  other_seed.impl_seed = 6;
+  const auto a = train(cpu, data()), b = train(gpu, data()), c = train(other_seed, data());
+  CHECK(a.weights_sha256 == b.weights_sha256);
+  CHECK(a.predictions_sha256 == b.predictions_sha256);
+  CHECK(c.weights_sha256 != b.weights_sha256);  // the order is the seed's, not fixed
+  CHECK(b.test_accuracy > 0.6);
 }
 
 TEST_CASE("gpu training: small_cnn (conv as im2col GEMMs), seq schedules: the GPU run's weights equal the CPU's") {
