@@ -15,11 +15,24 @@ bool same_bits(double emulated, float real) {
   return std::bit_cast<uint32_t>(static_cast<float>(emulated)) == std::bit_cast<uint32_t>(real);
 }
 
-std::vector<ScheduleReplay> start(const std::vector<std::string>& texts, std::vector<sim::Schedule>& parsed) {
+// Each schedule's count of trials whose value (`evaluate(schedule, a, b)`, b empty for a sum)
+// has the function's bits (`real(a, b)`), on the inputs verify_sum / verify_dot draw.
+template <class Real, class Evaluate>
+std::vector<ScheduleReplay> replay(const std::vector<std::string>& texts, size_t n, size_t trials, uint64_t seed,
+                                   bool dot, Real real, Evaluate evaluate) {
+  std::vector<sim::Schedule> parsed;
   std::vector<ScheduleReplay> out;
   for (const auto& text : texts) {
     parsed.push_back(sim::parse_schedule(text));
     out.push_back({text, 0});
+  }
+  std::mt19937_64 rng(seed);
+  for (size_t t = 0; t < trials; ++t) {
+    const auto a = draw_trial_inputs(rng, n, t);
+    const auto b = dot ? draw_trial_inputs(rng, n, t + 1) : std::vector<float>{};
+    const float bits = real(a, b);
+    const auto wa = widened(a), wb = widened(b);
+    for (size_t k = 0; k < parsed.size(); ++k) out[k].identical += same_bits(evaluate(parsed[k], wa, wb), bits);
   }
   return out;
 }
@@ -28,34 +41,16 @@ std::vector<ScheduleReplay> start(const std::vector<std::string>& texts, std::ve
 
 std::vector<ScheduleReplay> replay_schedules_sum(const SumFunction& sum, const std::vector<std::string>& schedules,
                                                  size_t n, size_t trials, uint64_t seed) {
-  std::vector<sim::Schedule> parsed;
-  auto out = start(schedules, parsed);
-  const sim::Arithmetic fp32;
-  std::mt19937_64 rng(seed);  // the draws of verify_sum
-  for (size_t t = 0; t < trials; ++t) {
-    const auto x = draw_trial_inputs(rng, n, t);
-    const float real = sum(x);
-    const auto values = widened(x);
-    for (size_t k = 0; k < parsed.size(); ++k)
-      out[k].identical += same_bits(sim::reduce_reference(parsed[k], values, fp32), real);
-  }
-  return out;
+  return replay(
+      schedules, n, trials, seed, false, [&](const auto& a, const auto&) { return sum(a); },
+      [](const sim::Schedule& s, const auto& a, const auto&) { return sim::reduce_reference(s, a, sim::Arithmetic{}); });
 }
 
 std::vector<ScheduleReplay> replay_schedules_dot(const DotFunction& dot, const std::vector<std::string>& schedules,
                                                  size_t n, size_t trials, uint64_t seed) {
-  std::vector<sim::Schedule> parsed;
-  auto out = start(schedules, parsed);
-  const sim::Arithmetic fp32;
-  std::mt19937_64 rng(seed);  // the draws of verify_dot
-  for (size_t t = 0; t < trials; ++t) {
-    const auto a = draw_trial_inputs(rng, n, t), b = draw_trial_inputs(rng, n, t + 1);
-    const float real = dot(a, b);
-    const auto wa = widened(a), wb = widened(b);
-    for (size_t k = 0; k < parsed.size(); ++k)
-      out[k].identical += same_bits(sim::dot_reference(parsed[k], wa, wb, fp32), real);
-  }
-  return out;
+  return replay(
+      schedules, n, trials, seed, true, [&](const auto& a, const auto& b) { return dot(a, b); },
+      [](const sim::Schedule& s, const auto& a, const auto& b) { return sim::dot_reference(s, a, b, sim::Arithmetic{}); });
 }
 
 }  // namespace fplab::reveal

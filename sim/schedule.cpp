@@ -129,7 +129,7 @@ class Reader {
         if (!holds_single_additions(st.reducer.kind))
           fail_at(at, "'>" + st.hold->name + "' holds the partials of single additions; " + to_string(st.reducer) +
                           " is not one (seq, rev, tree, shfl_down, shfl_up, shfl_xor, atomic, ring, numpy_pairwise, "
-                          "torch_cascade(V))");
+                          "torch_cascade(V), cub_reduce(T,I,V,G))");
       }
     }
     return st;
@@ -181,6 +181,21 @@ class Reader {
       expect(')');
       return r;
     }
+    if (word == "cub_reduce") {  // CUB's DeviceReduce::Sum (sim/cub_reduce.hpp)
+      Reducer r{RK::cub_reduce};
+      expect('(');
+      r.cub.threads = static_cast<int>(number(32, 1024, "cub_reduce threads T"));
+      if (r.cub.threads % 32) fail_at(start, "cub_reduce threads T must be a multiple of 32 (whole warps)");
+      expect(',');
+      r.cub.items = static_cast<int>(number(1, 64, "cub_reduce items a thread I"));
+      expect(',');
+      r.cub.vector = static_cast<int>(number(1, 16, "cub_reduce vector width V"));
+      if (r.cub.items % r.cub.vector) fail_at(start, "cub_reduce items a thread I must be a multiple of its vector width V");
+      expect(',');
+      r.cub.grid = static_cast<int>(number(1, 1 << 20, "cub_reduce grid G"));
+      expect(')');
+      return r;
+    }
     if (word == "fused") {
       Reducer r{RK::fused};
       expect('(');
@@ -208,7 +223,7 @@ class Reader {
     for (const auto& [kind, name] : kPlainReducers) known += std::string(name) + ", ";
     fail_at(start, word.empty() ? "expected a reducer after ':'"
                                 : "unknown reducer '" + std::string(word) + "' (known: " + known +
-                                      "torch_cascade(V), fused(N,F), fused(N,F,INPUT), fused(MODEL))");
+                                      "torch_cascade(V), cub_reduce(T,I,V,G), fused(N,F), fused(N,F,INPUT), fused(MODEL))");
   }
 
   // fused(MODEL): a tensor-core model of the registry by name, e.g. fused(tc-h100-tf32).
@@ -283,6 +298,9 @@ const char* to_string(Reducer::Input input) {
 
 std::string to_string(const Reducer& r) {
   if (r.kind == RK::torch_cascade) return "torch_cascade(" + std::to_string(r.cascade_lanes) + ")";
+  if (r.kind == RK::cub_reduce)
+    return "cub_reduce(" + std::to_string(r.cub.threads) + "," + std::to_string(r.cub.items) + "," +
+           std::to_string(r.cub.vector) + "," + std::to_string(r.cub.grid) + ")";
   if (r.kind == RK::fused) {
     std::string text = "fused(" + std::to_string(r.fused_products) + "," + std::to_string(r.fused_fraction_bits);
     if (r.fused_input != Reducer::Input::none) text.append(",").append(to_string(r.fused_input));

@@ -6,7 +6,7 @@
 //             | grouping ":" reducer ["@" FORMAT [">" HOLD]]
 //   grouping := "contig(" G ")" | "strided(" P ")" | "split(" S ")" | "all"
 //   reducer  := seq | rev | tree | shfl_down | shfl_up | shfl_xor | atomic | ring | kahan
-//             | neumaier | exact | binned | numpy_pairwise | torch_cascade(V) | fused(N,F)
+//             | neumaier | exact | binned | numpy_pairwise | torch_cascade(V) | cub_reduce(T,I,V,G) | fused(N,F)
 //             | fused(N,F,INPUT)
 //   INPUT    := tf32 | bf16 | fp16 | e4m3 | e5m2 | tf32rne | tf32rna   (the tensor core's input format;
 //               | mxe4m3 | mxe5m2 | mxe3m2 | mxe2m3 | mxe2m1            default: none, products of the
@@ -60,6 +60,7 @@ struct Reducer {
     binned,
     numpy_pairwise,
     torch_cascade,
+    cub_reduce,
     fused
   };
   // fused(N,F,INPUT): the factors converted to INPUT before the fused step (tf32 truncated, as
@@ -87,8 +88,15 @@ struct Reducer {
     mxe2m3,
     mxe2m1
   };
+  // cub_reduce(T,I,V,G) (sim/cub_reduce.hpp): threads a block, items a thread, their vector
+  // width, and the most blocks of the first pass.
+  struct CubShape {
+    int threads = 0, items = 0, vector = 0, grid = 0;
+    bool operator==(const CubShape&) const = default;
+  };
   Kind kind = Kind::seq;
   int cascade_lanes = 0;        // V of torch_cascade(V) (sim/torch_cascade.hpp)
+  CubShape cub{};               // of cub_reduce
   int fused_products = 0;       // N of fused(N,F)
   int fused_fraction_bits = 0;  // F of fused(N,F)
   Input fused_input = Input::none;

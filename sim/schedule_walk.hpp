@@ -22,7 +22,7 @@
 
 #include "sim/noise.hpp"
 #include "sim/schedule.hpp"
-#include "sim/torch_cascade.hpp"
+#include "sim/addition_steps.hpp"
 
 namespace fplab::sim::detail {
 
@@ -131,8 +131,9 @@ typename Ops::Value reduce_group(Ops& ops, const Reducer& r, std::vector<typenam
     }
     case K::numpy_pairwise:
       return numpy_pairwise<Ops>(ops, v);
-    case K::torch_cascade: {
-      const AdditionSteps steps = torch_cascade_steps(v.size(), r.cascade_lanes);
+    case K::torch_cascade:
+    case K::cub_reduce: {
+      const AdditionSteps steps = reducer_addition_steps(r, v.size());
       for (const auto& [into, from] : steps.adds) v[into] = ops.add(v[into], v[from]);
       return v[steps.result];
     }

@@ -18,7 +18,7 @@
 #include "sim/arithmetic.hpp"
 #include "sim/binned_sum.hpp"
 #include "sim/noise.hpp"
-#include "sim/torch_cascade.hpp"
+#include "sim/addition_steps.hpp"
 #include "sim/schedule_walk.hpp"
 #include "sim/tensor_core.hpp"
 #include "sim/whole_group.hpp"
@@ -372,8 +372,9 @@ class TileWalker {
       case K::numpy_pairwise:
         result = numpy_in_place(0, n);
         break;
-      case K::torch_cascade: {
-        const AdditionSteps& steps = cascade_steps(n, r.cascade_lanes);
+      case K::torch_cascade:
+      case K::cub_reduce: {
+        const AdditionSteps& steps = addition_steps(r, n);
         for (const auto& [into, from] : steps.adds) add_(scratch_row(into), scratch_row(from));
         result = static_cast<size_t>(steps.result);
         break;
@@ -394,19 +395,19 @@ class TileWalker {
   NoiseKey key_;
   std::vector<T> scratch_, current_, next_;
   std::vector<double> factors_, fused_;
-  // torch_cascade's additions for the last group size: every tile of a sum has the same groups,
-  // so they are built once, not once a tile.
-  const AdditionSteps& cascade_steps(size_t n, int lanes) {
-    if (n != cascade_n_ || lanes != cascade_lanes_) {
-      cascade_ = torch_cascade_steps(n, lanes);
-      cascade_n_ = n;
-      cascade_lanes_ = lanes;
+  // torch_cascade's and cub_reduce's additions for the last group size: every tile of a sum has
+  // the same groups, so they are built once, not once a tile.
+  const AdditionSteps& addition_steps(const Reducer& r, size_t n) {
+    if (n != steps_n_ || !(r == steps_reducer_)) {
+      steps_ = reducer_addition_steps(r, n);
+      steps_n_ = n;
+      steps_reducer_ = r;
     }
-    return cascade_;
+    return steps_;
   }
-  AdditionSteps cascade_;
-  size_t cascade_n_ = 0;
-  int cascade_lanes_ = 0;
+  AdditionSteps steps_;
+  size_t steps_n_ = 0;
+  Reducer steps_reducer_;
 };
 
 }  // namespace fplab::sim::detail

@@ -29,13 +29,7 @@ class Cascade {
     return partial[0];
   }
 
-  void add(std::optional<int32_t>& into, const std::optional<int32_t>& from) {
-    if (!from) return;
-    if (!into)
-      into = from;
-    else
-      steps_.adds.emplace_back(*into, *from);
-  }
+  void add(std::optional<int32_t>& into, const std::optional<int32_t>& from) { add_slot(steps_, into, from); }
 
  private:
   Lanes element(int64_t e) const {

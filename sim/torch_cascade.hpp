@@ -18,19 +18,12 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
-#include <utility>
-#include <vector>
+
+#include "sim/addition_steps.hpp"
 
 namespace fplab::sim {
 
-// The additions of torch_cascade(lanes) over n terms (n >= 1, lanes >= 1): in order, each
-// (into, from) means slot `into` = slot `into` + slot `from`, slots starting as the terms 0..n-1;
-// `result` is the slot that holds the sum at the end.
-struct AdditionSteps {
-  std::vector<std::pair<int32_t, int32_t>> adds;
-  int32_t result = 0;
-};
+// The additions of torch_cascade(lanes) over n terms (n >= 1, lanes >= 1).
 AdditionSteps torch_cascade_steps(size_t n, int lanes);
 
 }  // namespace fplab::sim

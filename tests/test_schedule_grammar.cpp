@@ -32,8 +32,13 @@ std::vector<Stage> random_stages(std::mt19937_64& g, int depth) {
     } else {
       st.grouping.kind = static_cast<Grouping::Kind>(g() % 4);
       if (st.grouping.kind != Grouping::Kind::all) st.grouping.size = 1 + static_cast<int64_t>(g() % 5000);
-      st.reducer.kind = static_cast<Reducer::Kind>(g() % 15);  // seq ... torch_cascade, fused
+      st.reducer.kind = static_cast<Reducer::Kind>(g() % 16);  // seq ... torch_cascade, cub_reduce, fused
       if (st.reducer.kind == Reducer::Kind::torch_cascade) st.reducer.cascade_lanes = 1 + static_cast<int>(g() % 64);
+      if (st.reducer.kind == Reducer::Kind::cub_reduce) {
+        const int vector = 1 + static_cast<int>(g() % 4);
+        st.reducer.cub = {32 * (1 + static_cast<int>(g() % 32)), vector * (1 + static_cast<int>(g() % 4)), vector,
+                          1 + static_cast<int>(g() % 10000)};
+      }
       if (st.reducer.kind == Reducer::Kind::fused) {
         st.reducer.fused_products = 1 + static_cast<int>(g() % 64);
         st.reducer.fused_fraction_bits = 1 + static_cast<int>(g() % 60);
