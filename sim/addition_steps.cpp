@@ -8,10 +8,6 @@
 
 namespace fplab::sim {
 
-bool given_by_addition_steps(const Reducer& reducer) {
-  return reducer.kind == Reducer::Kind::torch_cascade || reducer.kind == Reducer::Kind::cub_reduce;
-}
-
 AdditionSteps reducer_addition_steps(const Reducer& reducer, size_t n) {
   if (reducer.kind == Reducer::Kind::torch_cascade) return torch_cascade_steps(n, reducer.cascade_lanes);
   if (reducer.kind == Reducer::Kind::cub_reduce) return cub_reduce_steps(n, reducer.cub);

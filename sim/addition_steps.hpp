@@ -31,8 +31,7 @@ inline void add_slot(AdditionSteps& steps, std::optional<int32_t>& into, const s
     steps.adds.emplace_back(*into, *from);
 }
 
-// Whether the reducer is one of these, and its additions over n >= 1 terms.
-bool given_by_addition_steps(const Reducer& reducer);
+// The additions over n >= 1 terms of torch_cascade or cub_reduce.
 AdditionSteps reducer_addition_steps(const Reducer& reducer, size_t n);
 
 }  // namespace fplab::sim

@@ -23,7 +23,7 @@ class CubBlocks {
     bool first_tile = true;
     int64_t at = begin, valid_threads = threads;
     for (; at + tile <= end; at += stride, first_tile = false)
-      for (int t = 0; t < threads; ++t) add(sums[static_cast<size_t>(t)], thread_tree(items, at, t));
+      for (int t = 0; t < threads; ++t) thread_reduce(sums[static_cast<size_t>(t)], items, at, t);
     if (at < end) {
       const int64_t valid = end - at;
       if (first_tile) valid_threads = std::min<int64_t>(valid, threads);
@@ -34,31 +34,33 @@ class CubBlocks {
     for (int64_t warp = 0; warp * kWarp < valid_threads; ++warp) {
       const int64_t lanes = std::min<int64_t>(kWarp, valid_threads - warp * kWarp);
       std::vector<std::optional<int32_t>> lane(sums.begin() + warp * kWarp, sums.begin() + warp * kWarp + lanes);
-      for (int64_t o = 1; o < lanes; o *= 2)
-        for (int64_t i = 0; i + o < lanes; i += 2 * o) add(lane[static_cast<size_t>(i)], lane[static_cast<size_t>(i + o)]);
-      add(block_sum, lane[0]);
+      add(block_sum, pairwise(lane));
     }
     return *block_sum;
   }
 
  private:
-  // Thread t's items of the full tile at `at`, vectors of V at (v·T + t)·V, as a balanced tree.
-  int32_t thread_tree(const std::vector<int32_t>& items, int64_t at, int t) {
-    std::vector<int32_t> registers;
-    registers.reserve(static_cast<size_t>(shape_.items));
+  // Thread t's items of the full tile at `at` (vectors of V at (v·T + t)·V), into its running sum
+  // as ThreadReduce does with a prefix: the running sum (if any) first, then the items in register
+  // order, reduced by pairing (below) — so a later tile's items are not summed apart and then added,
+  // but meet the running sum in the tree: [sum, r0 … r15] is tree(sum, r0 … r14) + r15.
+  void thread_reduce(std::optional<int32_t>& sum, const std::vector<int32_t>& items, int64_t at, int t) {
+    std::vector<std::optional<int32_t>> registers;
+    registers.reserve(static_cast<size_t>(shape_.items) + 1);
+    if (sum) registers.push_back(sum);
     const int vector = shape_.vector;
     for (int v = 0; v < shape_.items / vector; ++v)
       for (int j = 0; j < vector; ++j)
         registers.push_back(items[static_cast<size_t>(at + (int64_t{v} * shape_.threads + t) * vector + j)]);
-    return tree(registers, 0, registers.size());
+    sum = pairwise(registers);
   }
 
-  int32_t tree(const std::vector<int32_t>& r, size_t lo, size_t hi) {
-    if (hi - lo == 1) return r[lo];
-    const size_t mid = lo + (hi - lo) / 2;
-    const int32_t left = tree(r, lo, mid), right = tree(r, mid, hi);
-    steps_.adds.emplace_back(left, right);
-    return left;
+  // CUB's binary-tree reductions (a thread's items, a warp's lanes): element j takes element j + o
+  // for o = 1, 2, 4, … and j a multiple of 2o; the result is element 0.
+  std::optional<int32_t> pairwise(std::vector<std::optional<int32_t>>& v) {
+    for (size_t o = 1; o < v.size(); o *= 2)
+      for (size_t j = 0; j + o < v.size(); j += 2 * o) add(v[j], v[j + o]);
+    return v[0];
   }
 
   void add(std::optional<int32_t>& into, const std::optional<int32_t>& from) { add_slot(steps_, into, from); }

@@ -111,7 +111,7 @@ const std::vector<PresetDef>& definitions() {
         "CUB's DeviceReduce::Sum of a contiguous float array as CUDA 13.0's CUB runs it on sm_90 (256 threads, 16 "
         "items a thread read as 4 float4, each thread's items a tree, lanes a tree, warps in order; tiles shared "
         "out over at most G blocks, their sums reduced by one more block), revealed on an H200 and replayed bit "
-        "for bit to 65536 terms, its value checked to 25 million; G = 132 SMs x 8 blocks x 5 is a model"},
+        "for bit to 65536 terms, its value checked at 6, 25 and 30 million; G = 132 SMs x 8 blocks x 5 is a model"},
        {5280},
        [](auto& p) { return "all:cub_reduce(256,16,4," + n(p[0]) + ")"; }},
       {{"cub-sum(T,B)", "cub-sum(256,1024)",

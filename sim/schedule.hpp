@@ -120,7 +120,7 @@ struct Stage {
   std::optional<fp::Format> format;
   // ">HOLD" after "@FORMAT": the format the stage's partials are held in, each addition rounded to
   // FORMAT and then to it; only for reducers of single additions (sequential_from_zero() ones
-  // and tree, shfl_*, numpy_pairwise).
+  // and tree, shfl_*, numpy_pairwise, torch_cascade, cub_reduce).
   std::optional<fp::Format> hold;
   bool operator==(const Stage&) const = default;
   // A grouping:reducer stage (not shuffle, perm or body).

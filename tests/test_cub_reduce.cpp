@@ -1,5 +1,5 @@
 // cub_reduce(T,I,V,G), CUB's DeviceReduce::Sum (sim/cub_reduce.hpp), against what fplab reveal
-// found in CUDA 13.0's CUB on an H200: the revealed trees at 32, 100, 1000 and 16384 terms
+// found in CUDA 13.0's CUB on an H200: the revealed trees at 32, 100, 1000, 4097, 5000 and 16384 terms
 // (docs/results/reveal_cub_h200/, the JSON reports of `fplab reveal --so libcub_sum.so`) must be
 // the preset's trees exactly. The parts those sizes do not reach (blocks of several tiles, a grid
 // cap) are held to a plain walk of the same description written here a second time; and the
@@ -7,6 +7,7 @@
 // at 25 million terms on the H200 (docs/reveal.md), too long for a test here.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <fstream>
 #include <optional>
 #include <random>
@@ -53,10 +54,12 @@ struct PlainCub {
     int64_t valid_threads = 0;  // 0: no tile yet
   };
 
-  double tree(const std::vector<double>& r, size_t lo, size_t hi) const {
-    if (hi - lo == 1) return r[lo];
-    const size_t mid = lo + (hi - lo) / 2;
-    return static_cast<float>(tree(r, lo, mid) + tree(r, mid, hi));
+  // CUB's ThreadReduceBinaryTree and WarpReduceShfl: at stride 1, 2, 4, … each element whose index
+  // is a multiple of twice the stride takes the element one stride on, if there is one.
+  static double pairing(std::vector<double> r) {
+    for (size_t stride = 1; stride < r.size(); stride *= 2)
+      for (size_t j = 0; j + stride < r.size(); j += 2 * stride) r[j] = static_cast<float>(r[j] + r[j + stride]);
+    return r[0];
   }
   static void add(std::optional<double>& into, double x) { into = into ? static_cast<float>(*into + x) : x; }
 
@@ -67,10 +70,11 @@ struct PlainCub {
     if (at + tile <= n) {
       if (b.valid_threads == 0) b.valid_threads = threads;
       for (int t = 0; t < threads; ++t) {
-        std::vector<double> r;
+        std::vector<double> r;  // ThreadReduce with the running sum as its prefix
+        if (auto& s = b.sum[static_cast<size_t>(t)]) r.push_back(*s);
         for (int v = 0; v < items / vector; ++v)
           for (int j = 0; j < vector; ++j) r.push_back(x[static_cast<size_t>(at + (int64_t{v} * threads + t) * vector + j)]);
-        add(b.sum[static_cast<size_t>(t)], tree(r, 0, r.size()));
+        b.sum[static_cast<size_t>(t)] = pairing(r);
       }
       return;
     }
@@ -84,9 +88,7 @@ struct PlainCub {
     for (int64_t w = 0; w * 32 < b.valid_threads; ++w) {
       std::vector<double> lane;
       for (int64_t l = w * 32; l < std::min<int64_t>(b.valid_threads, w * 32 + 32); ++l) lane.push_back(*b.sum[static_cast<size_t>(l)]);
-      for (size_t o = 1; o < lane.size(); o *= 2)
-        for (size_t i = 0; i + o < lane.size(); i += 2 * o) lane[i] = static_cast<float>(lane[i] + lane[i + o]);
-      add(total, lane[0]);
+      add(total, pairing(lane));
     }
     return *total;
   }
@@ -116,7 +118,7 @@ struct PlainCub {
 
 TEST_CASE("cub-reduce: the trees fplab reveal found in CUDA 13's cub::DeviceReduce::Sum on an H200") {
   const Schedule cub = parse_schedule("cub-reduce");
-  for (size_t n : {32, 100, 1000, 16384}) {
+  for (size_t n : {32, 100, 1000, 4097, 5000, 16384}) {
     INFO("n = " << n);
     CHECK(schedule_addition_tree(cub, n).text() == revealed_tree(n));
   }
@@ -124,6 +126,14 @@ TEST_CASE("cub-reduce: the trees fplab reveal found in CUDA 13's cub::DeviceRedu
   CHECK(schedule_addition_tree(cub, 100).text() == schedule_addition_tree(parse_schedule("contig(32):tree | all:seq"), 100).text());
   CHECK(schedule_addition_tree(cub, 1000).text() ==
         schedule_addition_tree(parse_schedule("strided(256):seq | contig(32):shfl_up | all:seq"), 1000).text());
+}
+
+TEST_CASE("cub_reduce: a later tile's items meet the thread's running sum in the tree, not as a sum of their own") {
+  // One block of 32 threads taking two tiles of 2 items (V = 1): thread 0 holds terms 0 and 32,
+  // then 64 and 96. ThreadReduce with a prefix reduces [sum, 64, 96] by pairing: (sum + 64) + 96.
+  const std::string tree = schedule_addition_tree(parse_schedule("all:cub_reduce(32,2,1,1)"), 128).text();
+  CHECK(tree.find("(((0+32)+64)+96)") != std::string::npos);
+  CHECK(tree.find("((0+32)+(64+96))") == std::string::npos);
 }
 
 TEST_CASE("cub_reduce == its description walked plainly, reference and engine, shapes and sizes") {
@@ -139,6 +149,10 @@ TEST_CASE("cub_reduce == its description walked plainly, reference and engine, s
       {"all:cub_reduce(64,8,4,3)", {64, 8, 4, 3}},  // several tiles a block, a partial last tile
       {"all:cub_reduce(32,4,1,2)", {32, 4, 1, 2}},  // scalar loads
       {"all:cub_reduce(96,6,2,5)", {96, 6, 2, 5}},  // three warps, six items in pairs
+      // 32-term tiles: blocks of several full tiles (the running sum in front of a tile's items)
+      // and a second pass over more than one tile of block sums
+      {"all:cub_reduce(32,1,1,100)", {32, 1, 1, 100}},
+      {"all:cub_reduce(64,4,4,7)", {64, 4, 4, 7}},
   };
   for (const auto& c : cases) {
     const Schedule s = parse_schedule(c.text);

@@ -310,8 +310,9 @@ def cuda_batch_norm_forward(x: int, xhat: int, y: int, stats: int, segments: int
                             weight: int, bias: int, running_mean: int, running_var: int, training: bool,
                             momentum: float, eps: float, schedule: Schedule, device: int, impl_seed: int,
                             op_ids: Tuple[int, int], call: int) -> None: ...
-def cuda_batch_norm_backward(gy: int, xhat: int, inv_std: int, weight: int, grads: int, segments: int, dx: int,
-                             shape: Tuple[int, int, int], training: bool, schedule: Schedule, device: int,
+def cuda_batch_norm_backward(gy: int, xhat: int, inv_std: int, weight: int, grads: int, segments: int,
+                             segments_floats: int, dx: int, shape: Tuple[int, int, int], training: bool,
+                             schedule: Schedule, device: int,
                              impl_seed: int, op_ids: Tuple[int, int], call: int) -> None: ...
 def cuda_conv2d_forward(x: int, weight: int, bias: int, y: int, cols: int, shape: Tuple[int, int, int, int],
                         out_channels: int, kernel: int, stride: int, padding: int, schedule: Schedule,

@@ -233,26 +233,31 @@ void cuda_batch_norm_forward(uintptr_t x, uintptr_t xhat, uintptr_t y, uintptr_t
 
 // BatchNorm's backward: the sums of kind bias_grad (part 0 Σ gy into grads' row 0, part 1
 // Σ gy·x̂ into row 1; grads: 2 x channels device floats), then dx where it is asked for (non-zero).
-// `segments`: scratch of 2·channels x gpu::segment_stride floats. The two sums do not depend on
+// `segments`: scratch of 2·channels x gpu::segment_stride floats (`segments_floats` of them: a
+// smaller one is refused in one line, never written past). The two sums do not depend on
 // each other: on the fast kernels (deterministic: no key tells them apart) both sets of segments
 // are laid out and summed by one launch of 2·channels segments, the two chains side by side
 // (numpy's `all:seq` sums are bound by their chains' length, not by how many run at once); the
 // seeded kernel takes them one after the other, each with its own key.
 void cuda_batch_norm_backward(uintptr_t gy, uintptr_t xhat, uintptr_t inv_std, uintptr_t weight, uintptr_t grads,
-                              uintptr_t segments, uintptr_t dx, py::tuple shape, bool training,
+                              uintptr_t segments, size_t segments_floats, uintptr_t dx, py::tuple shape, bool training,
                               const sim::Schedule& schedule, int device, uint64_t impl_seed, py::tuple op_ids,
                               uint64_t call) {
   const gpu::PlanesShape planes = planes_of(shape);
   const sim::NoiseKey beta_key{impl_seed, op_ids[0].cast<uint64_t>(), call};
   const sim::NoiseKey gamma_key{impl_seed, op_ids[1].cast<uint64_t>(), call};
   const SumPlans plans(schedule);
+  const size_t c = planes.channels, n = planes.per_channel();
+  const size_t ld = gpu::segment_stride(planes);
+  const bool together = plans.fast.has_value();
+  if (segments_floats < (together ? 2 : 1) * c * ld)
+    throw std::invalid_argument("cuda_batch_norm_backward: segments holds " + std::to_string(segments_floats) +
+                                " floats; " + std::to_string((together ? 2 : 1) * c * ld) +
+                                " needed (2 x channels x the segment stride)");
   py::gil_scoped_release unlocked;
   const std::lock_guard<std::mutex> held(kernels_lock);
   DeviceKernels& k = kernels_on(device);
-  const size_t c = planes.channels, n = planes.per_channel();
   float *const dbeta = device_floats_out(grads), *const dgamma = dbeta + c;
-  const size_t ld = gpu::segment_stride(planes);
-  const bool together = plans.fast.has_value();
   float* const values = device_floats_out(segments);
   float* const products = together ? values + c * ld : values;
   gpu::batch_norm_segments(gpu::SegmentTerms::values, device_floats(gy), nullptr, planes, values, ld);
@@ -399,11 +404,12 @@ void bind_cuda(py::module_& m) {
         "order, keyed (impl_seed, op_ids[0 or 1], call); the running statistics move. Enqueued on the default "
         "stream.");
   m.def("cuda_batch_norm_backward", &cuda_batch_norm_backward, py::arg("gy"), py::arg("xhat"), py::arg("inv_std"),
-        py::arg("weight"), py::arg("grads"), py::arg("segments"), py::arg("dx"), py::arg("shape"), py::arg("training"),
+        py::arg("weight"), py::arg("grads"), py::arg("segments"), py::arg("segments_floats"), py::arg("dx"),
+        py::arg("shape"), py::arg("training"),
         py::arg("schedule"), py::arg("device"), py::arg("impl_seed"), py::arg("op_ids"), py::arg("call"),
         "BatchNorm's backward on the device: grads (2 x channels) receives the bias and weight gradients (the "
         "schedule's sums, keyed op_ids[0] and op_ids[1]), dx (0: not wanted) the input's gradient; segments is scratch "
-        "of 2 x channels rows of the segment stride. Enqueued on the default stream.");
+        "of segments_floats floats, at least 2 x channels rows of the segment stride. Enqueued on the default stream.");
   m.def("cuda_im2col", &cuda_im2col, py::arg("x"), py::arg("cols"), py::arg("shape"), py::arg("kernel"),
         py::arg("stride"), py::arg("padding"), py::arg("transposed") = false, py::arg("device") = 0,
         "The im2col columns of x (shape: batch, channels, height, width; square kernel, zero padding) on the device: "

@@ -403,3 +403,15 @@ class CudaExperiment(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+@unittest.skipUnless(torch is not None and CUDA_KERNELS, "this fplab was built without its CUDA kernels")
+class ScratchContracts(unittest.TestCase):
+    """The fused kernels' scratch is checked before any kernel runs (no device needed to see it)."""
+
+    def test_a_short_batch_norm_backward_scratch_is_refused_in_one_line(self):
+        from fplab import _core
+        # all:seq runs on the deterministic kernels: both sums' segments, 2 x 3 channels x 8 floats
+        with self.assertRaisesRegex(ValueError, r"^cuda_batch_norm_backward: segments holds 10 floats; 48 needed"):
+            _core.cuda_batch_norm_backward(0, 0, 0, 0, 0, 0, 10, 0, (2, 3, 4), True, fplab.Schedule("all:seq"), 0, 0,
+                                           (1, 2), 0)

@@ -280,7 +280,7 @@ class CudaEngine:
         dx = torch.empty_like(gy) if need_x else None
         segments = self.scratch(2 * channels, _segment_stride(gy.numel() // channels))  # both sums' segments
         self._kernels(_core.cuda_batch_norm_backward, gy.data_ptr(), xhat.data_ptr(), inv_std.data_ptr(),
-                      _address(weight), grads.data_ptr(), segments.data_ptr(), _address(dx),
+                      _address(weight), grads.data_ptr(), segments.data_ptr(), segments.numel(), _address(dx),
                       (batch, channels, gy.numel() // (batch * channels)), training, choice.schedule, self.index,
                       self.impl_seed, (site.op_id("bias_grad", 0), site.op_id("bias_grad", 1)), site.call)
         return dx, grads[1], grads[0]
