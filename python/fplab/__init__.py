@@ -291,8 +291,10 @@ def reveal_sum(fn: Callable[[Any], Any], n: int, *, verify: int = 0, seed: int =
     term's index, node j's n + j), 'root', 'additions', 'multi_term_nodes', 'depth', 'calls',
     'seconds', 'schedules':
     every fplab schedule whose tree it is, 'replays': with ``verify`` > 0, per candidate arithmetic
-    the trials (random inputs, ``seed``) on which replaying the tree gave fn's bits}. A function whose
-    answers are not one tree of float additions raises fplab.Error.
+    the trials (random inputs, ``seed``) on which replaying the tree gave fn's bits,
+    'schedule_replays': with ``verify`` > 0, per named schedule the trials on which fplab's
+    evaluator running it (fp32, products fused, its stages' own formats: a tail added in double)
+    gave fn's bits}. A function whose answers are not one tree of float additions raises fplab.Error.
 
     With ``runs`` >= 2, an order that may change from call to call (atomics): the pairs within a
     part are asked ``runs`` times, and the answer is a skeleton (docs/reveal.md, "Orders that vary"): {'varies',

@@ -9,6 +9,7 @@
 #include "reveal/match_schedule.hpp"
 #include "reveal/probe_sum.hpp"
 #include "reveal/probe_varying_sum.hpp"
+#include "reveal/replay_schedule.hpp"
 #include "reveal/replay_sum.hpp"
 #include "reveal/replay_varying_sum.hpp"
 
@@ -31,8 +32,9 @@ py::list node_lists(const sim::AdditionTree& tree) {
   return nodes;
 }
 
-py::dict report(const reveal::RevealedSum& revealed, const std::optional<reveal::Verification>& verified) {
-  const auto match = reveal::match_schedule(revealed.tree);
+py::dict report(const reveal::RevealedSum& revealed, const reveal::ScheduleMatch& match,
+                const std::optional<reveal::Verification>& verified,
+                const std::vector<reveal::ScheduleReplay>& schedule_replays) {
   py::list schedules;
   for (const auto& text : match.schedules) schedules.append(text);
   py::list replays;
@@ -40,6 +42,10 @@ py::dict report(const reveal::RevealedSum& revealed, const std::optional<reveal:
     for (const auto& s : verified->scores)
       replays.append(py::dict(py::arg("arithmetic") = reveal::arithmetic_name(s.arithmetic),
                               py::arg("identical") = s.identical, py::arg("trials") = verified->trials));
+  py::list by_schedule;
+  for (const auto& r : schedule_replays)
+    by_schedule.append(py::dict(py::arg("schedule") = r.schedule, py::arg("identical") = r.identical,
+                                py::arg("trials") = verified ? verified->trials : 0));
   // The tree as data: node j (id n + j) adds its children's ids (a term's id is its index).
   const py::list nodes = node_lists(revealed.tree);
   const auto& tree = revealed.tree;
@@ -47,7 +53,8 @@ py::dict report(const reveal::RevealedSum& revealed, const std::optional<reveal:
                   py::arg("nodes") = nodes, py::arg("root") = tree.root, py::arg("additions") = tree.additions(),
                   py::arg("multi_term_nodes") = tree.multi_term_nodes(), py::arg("depth") = tree.depth(),
                   py::arg("calls") = revealed.calls, py::arg("seconds") = revealed.seconds,
-                  py::arg("schedules") = schedules, py::arg("replays") = replays);
+                  py::arg("schedules") = schedules, py::arg("replays") = replays,
+                  py::arg("schedule_replays") = by_schedule);
 }
 
 // A sum whose order varies (runs >= 2), probed (and replayed: `verify_against`) with the GIL
@@ -92,18 +99,25 @@ py::dict reveal_varying(const reveal::SumFunction& probe, Verify verify_against,
 
 // Probes `probe` (fn as a sum) with the GIL released, on a thread of its own in reveal_sum (deep
 // trees need a deep stack); `call` takes the GIL again for every call of fn. `verify` replays the
-// tree against fn in its arithmetics.
-template <class Verify>
-py::dict reveal_and_verify(const reveal::SumFunction& probe, Verify verify_against, size_t n, size_t verify,
-                           uint64_t seed) {
+// tree against fn in its arithmetics, and each schedule that names it (`replay_named`) through
+// fplab's evaluator.
+template <class Verify, class ReplayNamed>
+py::dict reveal_and_verify(const reveal::SumFunction& probe, Verify verify_against, ReplayNamed replay_named, size_t n,
+                           size_t verify, uint64_t seed) {
   reveal::RevealedSum revealed;
+  reveal::ScheduleMatch match;
   std::optional<reveal::Verification> verified;
+  std::vector<reveal::ScheduleReplay> schedule_replays;
   {
     py::gil_scoped_release unlocked;
     revealed = reveal::reveal_sum(probe, n);
-    if (verify > 0) verified = verify_against(revealed.tree, verify, seed);
+    match = reveal::match_schedule(revealed.tree);
+    if (verify > 0) {
+      verified = verify_against(revealed.tree, verify, seed);
+      schedule_replays = replay_named(match.schedules, n, verify, seed);
+    }
   }
-  return report(revealed, verified);
+  return report(revealed, match, verified, schedule_replays);
 }
 
 py::dict reveal_sum_of(py::function fn, size_t n, size_t verify, uint64_t seed, size_t runs) {
@@ -122,6 +136,9 @@ py::dict reveal_sum_of(py::function fn, size_t n, size_t verify, uint64_t seed, 
       sum,
       [&](const sim::AdditionTree& tree, size_t trials, uint64_t s) {
         return reveal::verify_sum(sum, tree, trials, s);
+      },
+      [&](const std::vector<std::string>& schedules, size_t terms, size_t trials, uint64_t s) {
+        return reveal::replay_schedules_sum(sum, schedules, terms, trials, s);
       },
       n, verify, seed);
 }
@@ -143,6 +160,9 @@ py::dict reveal_dot_of(py::function fn, size_t n, size_t verify, uint64_t seed, 
       [&](const sim::AdditionTree& tree, size_t trials, uint64_t s) {
         return reveal::verify_dot(dot, tree, trials, s);
       },
+      [&](const std::vector<std::string>& schedules, size_t terms, size_t trials, uint64_t s) {
+        return reveal::replay_schedules_dot(dot, schedules, terms, trials, s);
+      },
       n, verify, seed);
 }
 
@@ -152,7 +172,9 @@ void bind_reveal(py::module_& m) {
   m.def("reveal_sum", &reveal_sum_of, py::arg("fn"), py::arg("n"), py::arg("verify") = 0, py::arg("seed") = 1,
         py::arg("runs") = 0,
         "The addition order of fn (a float32 array of n in, a float out), found by probing it: "
-        "{'tree', 'dot', 'nodes', 'calls', 'seconds', 'schedules', 'replays', ...}; with runs >= 2, "
+        "{'tree', 'dot', 'nodes', 'calls', 'seconds', 'schedules', 'replays', 'schedule_replays', ...} (verify: "
+        "the tree replayed in each candidate arithmetic, and each named schedule through fplab's evaluator); with "
+        "runs >= 2, "
         "the pairs of a part asked runs times, an order that varies: {'varies', 'parts', 'skeleton', ...}.");
   m.def("reveal_dot", &reveal_dot_of, py::arg("fn"), py::arg("n"), py::arg("verify") = 0, py::arg("seed") = 1,
         py::arg("runs") = 0,

@@ -93,6 +93,19 @@ class RevealDot(unittest.TestCase):
         with self.assertRaises(fplab.Error):
             fplab.reveal_dot(rounded_product_loop, 0)
 
+    def test_a_schedule_replays_what_no_single_arithmetic_does(self):
+        # float FMA lanes, then a tail of float products added in double: the preset names the
+        # tree, and only its replay, with its stages' formats, gives the function's bits every time
+        def sdot(a, b):
+            return fplab.dot(a, b, "openblas-sdot-haswell")
+
+        r = fplab.reveal_dot(sdot, 100, verify=40)
+        self.assertIn("openblas-sdot-haswell", r["schedules"])
+        named = next(p for p in r["schedule_replays"] if p["schedule"] == "openblas-sdot-haswell")
+        self.assertEqual(named, {"schedule": "openblas-sdot-haswell", "identical": 40, "trials": 40})
+        self.assertLess(max(p["identical"] for p in r["replays"]), 40)
+        self.assertEqual(fplab.reveal_dot(sdot, 100)["schedule_replays"], [])  # nothing replayed without verify
+
 
 
 class RevealVarying(unittest.TestCase):
