@@ -146,7 +146,8 @@ int run_reveal(RevealArgs args) {
   if (args.verify > 1000000) throw UsageError("--verify must be at most 1000000 trials");
   if (args.runs == 1 || args.runs > 1000) throw UsageError("--runs must be from 2 to 1000");
   const reveal::SharedFunction function(args.library, args.symbol);
-  const reveal::SumFunction sum = args.dot_product ? reveal::dot_with_ones(dot_of(args, function)) : function.as_sum();
+  const reveal::DotFunction dot = args.dot_product ? dot_of(args, function) : nullptr;  // the probes' b = 1
+  const reveal::SumFunction sum = args.dot_product ? reveal::dot_with_ones(dot) : function.as_sum();
   if (args.runs) return run_reveal_varying(args, function, sum);
   const reveal::RevealedSum revealed = reveal::reveal_sum(sum, args.n);
   const reveal::ScheduleMatch match = reveal::match_schedule(revealed.tree);
@@ -154,12 +155,11 @@ int run_reveal(RevealArgs args) {
   std::optional<reveal::Verification> verified;
   std::vector<reveal::ScheduleReplay> schedule_replays;
   if (args.verify > 0) {
-    verified = args.dot_product ? reveal::verify_dot(dot_of(args, function), revealed.tree, args.verify, args.seed)
-                                : reveal::verify_sum(function.as_sum(), revealed.tree, args.verify, args.seed);
-    schedule_replays = args.dot_product ? reveal::replay_schedules_dot(dot_of(args, function), match.schedules,
-                                                                       args.n, args.verify, args.seed)
-                                        : reveal::replay_schedules_sum(function.as_sum(), match.schedules, args.n,
-                                                                       args.verify, args.seed);
+    verified = args.dot_product ? reveal::verify_dot(dot, revealed.tree, args.verify, args.seed)
+                                : reveal::verify_sum(sum, revealed.tree, args.verify, args.seed);
+    schedule_replays = args.dot_product
+                           ? reveal::replay_schedules_dot(dot, match.schedules, args.n, args.verify, args.seed)
+                           : reveal::replay_schedules_sum(sum, match.schedules, args.n, args.verify, args.seed);
   }
   if (!args.dot_file.empty()) util::write_file_atomically(args.dot_file, revealed.tree.dot());
 

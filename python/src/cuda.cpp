@@ -250,10 +250,11 @@ void cuda_batch_norm_backward(uintptr_t gy, uintptr_t xhat, uintptr_t inv_std, u
   const size_t c = planes.channels, n = planes.per_channel();
   const size_t ld = gpu::segment_stride(planes);
   const bool together = plans.fast.has_value();
-  if (segments_floats < (together ? 2 : 1) * c * ld)
+  const size_t needed = (together ? 2 : 1) * c * ld;
+  if (segments_floats < needed)
     throw std::invalid_argument("cuda_batch_norm_backward: segments holds " + std::to_string(segments_floats) +
-                                " floats; " + std::to_string((together ? 2 : 1) * c * ld) +
-                                " needed (2 x channels x the segment stride)");
+                                " floats; " + std::to_string(needed) + " needed (" + (together ? "2 x " : "") +
+                                "channels x the segment stride)");
   py::gil_scoped_release unlocked;
   const std::lock_guard<std::mutex> held(kernels_lock);
   DeviceKernels& k = kernels_on(device);

@@ -11,6 +11,7 @@
 #include <cub/cub.cuh>
 
 #include <bit>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <span>
