@@ -36,7 +36,8 @@ from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
-OPS = ("sum", "sum0", "mm", "linear_fwd", "linear_dgrad", "linear_wgrad", "conv_fwd", "conv_dgrad", "conv_wgrad")
+OPS = ("sum", "sum0", "nll_loss", "mm", "linear_fwd", "linear_dgrad", "linear_wgrad", "linear_bias", "conv_fwd", "conv_dgrad",
+       "conv_wgrad", "conv_bias")
 SUM_SIZES = (64, 1000, 4096, 16384)
 MM_SHAPES = ((128, 128, 4096), (1024, 1024, 1024), (64, 64, 16384))  # (M, N, K): K is the sum's n
 
@@ -90,6 +91,7 @@ class Target:
 
 def _targets(device: str, ops: List[str]) -> Iterator[Target]:
     import torch
+    import torch.nn.functional as F
 
     dev = torch.device(device)
 
@@ -106,6 +108,14 @@ def _targets(device: str, ops: List[str]) -> Iterator[Target]:
                 m[:, 0] = tensor(x)
                 return m.sum(0)[0].item()
             yield Target(f"sum0-{rows}x{cols}", "sum0", (rows, cols), "", rows, column_sum, is_sum=True)
+    if "nll_loss" in ops:  # the mean loss: F.nll_loss of (batch, 10) log-probabilities, every label 0
+        for rows in (64, 128):
+            def loss_sum(x, rows=rows):
+                logp = torch.zeros(rows, 10, device=dev)
+                logp[:, 0] = tensor(x)
+                labels = torch.zeros(rows, dtype=torch.long, device=dev)
+                return -rows * F.nll_loss(logp, labels).item()  # the sum: a power of two times the mean
+            yield Target(f"nll_loss-{rows}x10", "nll_loss", (rows, 10), "", rows, loss_sum, is_sum=True)
     if "mm" in ops:
         for m_, n_, k in MM_SHAPES:
             A, B = torch.zeros(m_, k, device=dev), torch.zeros(k, n_, device=dev)
@@ -147,6 +157,11 @@ def _linear_targets(dev, tensor, models: str, shape: tuple, ops: List[str]) -> I
             g[:, 0], x[:, 0] = tensor(a), tensor(b)
             return g.t().mm(x)[0, 0].item()
         yield Target(f"linear_wgrad-{name}", "linear_wgrad", shape, models, batch, wgrad)
+    if "linear_bias" in ops:
+        def bias_grad(a):  # autograd's bias gradient of F.linear: the output gradient summed over the batch
+            g[:, 0] = tensor(a)
+            return g.sum(0)[0].item()
+        yield Target(f"linear_bias-{name}", "linear_bias", shape, models, batch, bias_grad, is_sum=True)
 
 
 def _conv_targets(dev, tensor, models: str, shape: tuple, ops: List[str]) -> Iterator[Target]:
@@ -209,6 +224,13 @@ def _conv_targets(dev, tensor, models: str, shape: tuple, ops: List[str]) -> Ite
         yield target("conv_wgrad", len(terms), g, [flat(g, b, 0, oy, ox) for b, oy, ox in terms],
                      x, [flat(x, b, 0, oy * stride - pad + c, ox * stride - pad + c) for b, oy, ox in terms],
                      lambda: backward([False, True, False])[1][0, 0, c, c])
+    if "conv_bias" in ops:
+        # grad_bias[0] = sum over (b, oy, ox) of g[b, 0, oy, ox], as convolution_backward computes it
+        def bias_grad(a):
+            g[:, 0] = tensor(a).reshape(batch, oh, oh)
+            return torch.ops.aten.convolution_backward(g, x, w, [cout], [stride] * 2, [pad] * 2, [1, 1], False,
+                                                       [0, 0], 1, [False, False, True])[2][0].item()
+        yield Target(f"conv_bias-{name}", "conv_bias", shape, models, batch * oh * oh, bias_grad, is_sum=True)
 
 
 def _set_mode(mode: str, tf32: str) -> None:

@@ -30,7 +30,8 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from census_torch import MODELS, _batch, _build, _split  # noqa: E402  (the census's models and batch)
 
-SETTINGS = "deterministic,off,h100-torch:deterministic;deterministic,on,h100-torch-tf32:deterministic;" \
+# h100-torch-tf32 models PyTorch's default switches: TF32 in cuDNN's convolutions, not in cuBLAS
+SETTINGS = "deterministic,off,h100-torch:deterministic;deterministic,conv,h100-torch-tf32:deterministic;" \
            "default,off,h100-torch"
 
 
@@ -38,9 +39,9 @@ def _settings(text: str) -> List[Tuple[str, str, str]]:
     settings = []
     for entry in text.split(";"):
         parts = entry.split(",")
-        if len(parts) != 3 or parts[0] not in ("default", "deterministic") or parts[1] not in ("off", "on"):
+        if len(parts) != 3 or parts[0] not in ("default", "deterministic") or parts[1] not in ("off", "on", "conv"):
             raise SystemExit(f"Error: --settings entry '{entry}' is not MODE,TF32,PROFILE "
-                             "(MODE default or deterministic, TF32 off or on)")
+                             "(MODE default or deterministic, TF32 off, on or conv)")
         settings.append((parts[0], parts[1], parts[2]))
     return settings
 
@@ -138,7 +139,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                    " (default: %(default)s)")
     r.add_argument("--settings", default=SETTINGS,
                    help="MODE,TF32,PROFILE entries separated by ';': PyTorch's mode (default or deterministic) and "
-                        "TF32 switch (off or on), and the profile whose emulation is compared with them "
+                        "TF32 switch (off, on, or conv: cuDNN's only), and the profile whose emulation is compared with them "
                         "(default: %(default)s)")
     r.add_argument("--out", required=True, help="folder for step_compare.jsonl (appended to)")
     t = commands.add_parser("table", help="Markdown tables of one or more runs")

@@ -82,15 +82,33 @@ def conv2d_input_grad(g, w, input_shape, stride, padding):
     return dxp[:, :, padding:padding + h, padding:padding + wd]
 
 
-def cross_entropy(logits, target):
-    """The mean softmax cross-entropy and its gradient as the C++ layer computes them, sums in order."""
+def cross_entropy(logits, target, exp=None, log=None):
+    """The mean softmax cross-entropy and its gradient as the C++ layer computes them, sums in order;
+    exp and log: functions of float32 arrays (default: PyTorch's)."""
+    exp = exp or (lambda a: torch.exp(torch.from_numpy(a)).numpy())
+    log = log or (lambda a: torch.log(torch.from_numpy(a)).numpy())
     x = torch.as_tensor(logits)
     row_max = x.max(dim=1, keepdim=True).values
-    exps = torch.exp(x - row_max).numpy()
+    exps = exp((x - row_max).numpy())
     sums = seq_columns(exps.T)
     picked = x.numpy()[np.arange(len(target)), target]
-    losses = (torch.log(torch.from_numpy(sums)).numpy() + row_max.numpy()[:, 0]) - picked
+    losses = (log(sums) + row_max.numpy()[:, 0]) - picked
     loss = seq_columns(losses[:, None])[0] / F32(len(target))
     d = exps / sums[:, None]
     d[np.arange(len(target)), target] -= F32(1)
     return loss, d / F32(len(target))
+
+
+def log_softmax_nll(logits, target):
+    """The mean cross-entropy and its gradient as PyTorch composes it: log_softmax (sums in order),
+    then nll_loss (the losses summed in order, divided by the batch); the gradient
+    d - exp(logp) * sum(d), with d = -(1 / batch) at each label."""
+    x = torch.as_tensor(logits)
+    shifted = (x - x.max(dim=1, keepdim=True).values).numpy()
+    sums = seq_columns(torch.exp(torch.from_numpy(shifted)).numpy().T)
+    logp = shifted - torch.log(torch.from_numpy(sums)).numpy()[:, None]
+    rows = np.arange(len(target))
+    loss = seq_columns(-logp[rows, target][:, None])[0] / F32(len(target))
+    d = np.zeros_like(logp)
+    d[rows, target] = -(F32(1) / F32(len(target)))
+    return loss, d - torch.exp(torch.from_numpy(logp)).numpy() * seq_columns(d.T)[:, None]

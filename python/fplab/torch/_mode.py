@@ -286,8 +286,9 @@ def emulate(profile: str, impl_seed: int = 0, *, call: int = 0, profiles_dir: Se
     run of the nondeterministic hardware (the same seed, the same bits; another seed, another
     run). ``call``: the training step the first forward pass is (0; set it to resume a run).
     ``profiles_dir``: folders searched for profiles before the shipped ones. ``math``: the exp and
-    log of softmax and the losses, "torch" (PyTorch's own) or "libm" (the C library's, as the C++
-    layers and so ``fplab train`` compute them: needed to reproduce a ``fplab train`` run bit for bit).
+    log of softmax and the losses and the losses' formulas, "torch" (PyTorch's own: cross_entropy as
+    log_softmax then nll_loss) or "libm" (the C library's exp and log and the C++ layers' formulas, as
+    ``fplab train`` computes them: needed to reproduce a ``fplab train`` run bit for bit).
     ``watch``: how long the aten watch lists reductions that run natively underneath (coverage()):
     "first-step" (the first training step whole, then it steps off: each aten operation it sees
     costs a call into Python) or "always" (every step; for a model whose steps differ).

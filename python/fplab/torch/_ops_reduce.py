@@ -13,11 +13,14 @@ Op kinds (profiles/op_table.hpp):
   (column and spatial statistics: BatchNorm's, global average pooling's, which
   F.adaptive_avg_pool2d to 1 x 1 is).
 
-The formulas are the C++ SoftmaxCrossEntropy's (models/softmax_cross_entropy.cpp): exps
-``exp(x - max)``, their sum in the table's order, probabilities ``exps / sum``, losses
-``(log(sum) + max) - x[label]``, gradient ``(p - onehot) / batch``. The exponential and logarithm
-themselves are PyTorch's (elementwise: no order to emulate), or the C library's with
-``emulate(..., math="libm")`` (_math.py).
+The formulas are PyTorch's (its CUDA and CPU kernels'): log_softmax ``(x - max) - log(sum)`` with
+the sum of ``exp(x - max)`` in the table's order, its gradient ``g - exp(y) * sum(g)``;
+cross_entropy as log_softmax, then nll_loss (losses ``-y[label]``, summed in ``loss``'s order,
+gradient ``-(g / batch)`` at the labels). With ``emulate(..., math="libm")`` they are instead the
+C++ SoftmaxCrossEntropy's (models/softmax_cross_entropy.cpp), as ``fplab train`` computes them:
+losses ``(log(sum) + max) - x[label]``, gradient ``(p - onehot) / batch`` with ``p = exps / sum``;
+and the exponential and logarithm themselves are the C library's (_math.py), where "torch" takes
+PyTorch's (elementwise: no order to emulate).
 """
 
 from __future__ import annotations
@@ -237,9 +240,12 @@ class _NllLoss(torch.autograd.Function):
     def backward(ctx, g):
         (target,) = ctx.saved_tensors
         with ctx.em.backward():
+            # As PyTorch's kernels: -(g / N) at each label for "mean", -g for "sum", -g[i] for "none"
+            if ctx.reduction == "mean":
+                g = divided(g, ctx.shape[0])
             d = torch.zeros(ctx.shape, dtype=g.dtype, device=g.device)
-            d[torch.arange(ctx.shape[0], device=g.device), target] = -1
-            return None, None, None, _scaled(d, g, ctx.reduction), None, None
+            d[torch.arange(ctx.shape[0], device=g.device), target] = -g
+            return None, None, None, d, None, None
 
 
 def _cross_entropy_params(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
@@ -280,7 +286,18 @@ def _loss(function: type) -> Handler:
     return run
 
 
-cross_entropy = handles(_cross_entropy_params)(_loss(_CrossEntropy))
+@handles(_cross_entropy_params)
+def cross_entropy(em, op: str, p: dict) -> Any:
+    """F.cross_entropy over class indices: with math="torch", PyTorch's own composition (log_softmax,
+    then nll_loss: losses -(x - max - log(sum)), gradient g - exp(log_softmax) * sum(g)); with
+    math="libm", the C++ layer's formulas (losses (log(sum) + max) - x, gradient (p - onehot) / N)."""
+    why = _loss_inputs(p)
+    if why:
+        return why
+    if em.math == "libm":
+        return _CrossEntropy.apply(em, op, em.next_site(), p["input"], p["target"], p["reduction"])
+    logp = _Softmax.apply(em, op, em.next_site(), p["input"], 1, True)
+    return _NllLoss.apply(em, op, em.next_site(), logp, p["target"], p["reduction"])
 nll_loss = handles(_nll_loss_params)(_loss(_NllLoss))
 
 

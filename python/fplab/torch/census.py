@@ -253,14 +253,14 @@ def _tensors(tree: Any) -> List[torch.Tensor]:
 def set_torch_mode(mode: str, tf32: str) -> None:
     """PyTorch's switches as the census and experiments/reveal_torch.py measure under them: ``mode``
     "default" or "deterministic" (torch.use_deterministic_algorithms with cudnn.deterministic),
-    ``tf32`` "off" or "on" (cuBLAS and cuDNN alike); cudnn.benchmark off, so that the kernels are
-    chosen by heuristics, as a default training run chooses them."""
-    if mode not in ("default", "deterministic") or tf32 not in ("off", "on"):
-        raise Error(f"fplab.torch.census: mode must be default or deterministic and tf32 off or on "
+    ``tf32`` "off" or "on" (cuBLAS and cuDNN alike), or "conv" (cuDNN's convolutions only: PyTorch's
+    own default); cudnn.benchmark off, so that the kernels are chosen by heuristics, as a default
+    training run chooses them."""
+    if mode not in ("default", "deterministic") or tf32 not in ("off", "on", "conv"):
+        raise Error(f"fplab.torch.census: mode must be default or deterministic and tf32 off, on or conv "
                     f"(got {mode!r}, {tf32!r})")
-    on = tf32 == "on"
-    torch.backends.cuda.matmul.allow_tf32 = on
-    torch.backends.cudnn.allow_tf32 = on
+    torch.backends.cuda.matmul.allow_tf32 = tf32 == "on"
+    torch.backends.cudnn.allow_tf32 = tf32 != "off"
     torch.backends.cudnn.benchmark = False
     deterministic = mode == "deterministic"
     torch.use_deterministic_algorithms(deterministic)
