@@ -85,7 +85,7 @@ class Profiles(unittest.TestCase):
         self.assertFalse(rule.matches("linear", 16, 32))
         with self.assertRaisesRegex(fplab.Error, "layer must be 'conv' or 'linear'"):
             rule.matches("pool", 1, 1)
-        self.assertEqual(len(rules["deterministic"]), 7)  # two convolutions, three linear layers, two bias sums
+        self.assertEqual(len(rules["deterministic"]), 11)  # two convolutions, three linear layers, six bias sums
         self.assertEqual(fplab.profile("h100").layer_rules, {"default": [], "deterministic": []})
 
     def test_arguments_feed_reduce_dot_and_matmul(self):
