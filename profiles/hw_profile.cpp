@@ -230,11 +230,17 @@ struct Reader {
         table.layer_rules = layer_rules(node, section, shared);
         continue;
       }
+      if (k == "conv_dgrad") {
+        const std::string form = string(node, full);
+        if (form != "col2im" && form != "direct") fail(node, full, "must be \"col2im\" or \"direct\"");
+        table.conv_dgrad = form == "direct" ? ConvDgrad::direct : ConvDgrad::col2im;
+        continue;
+      }
       const std::optional<OpKind> op = op_kind(k);
       if (!op)
         fail(node, full,
              "unknown key (known here: " + op_names() +
-                 ", layers, format, mode, products, flush_subnormals, saturate, sr_bits)");
+                 ", layers, conv_dgrad, format, mode, products, flush_subnormals, saturate, sr_bits)");
       table[*op] = op_choice(node, full, shared);
       seen[static_cast<size_t>(*op)] = true;
     }

@@ -74,10 +74,13 @@ std::string describe_rule(const LayerRule& rule) {
   return s;
 }
 
+std::string_view conv_dgrad_name(ConvDgrad form) { return form == ConvDgrad::direct ? "direct" : "col2im"; }
+
 std::string OpTable::describe() const {
   std::string s;
   for (OpKind k : all_op_kinds) s += (s.empty() ? "" : "; ") + describe_choice(k, (*this)[k]);
   for (const LayerRule& rule : layer_rules) s += "; layers " + describe_rule(rule);
+  if (conv_dgrad != ConvDgrad::col2im) s += "; conv_dgrad=" + std::string(conv_dgrad_name(conv_dgrad));
   return s;
 }
 

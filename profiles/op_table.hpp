@@ -29,9 +29,18 @@ inline constexpr std::array<OpKind, 7> all_op_kinds = {
     OpKind::fwd, OpKind::dgrad, OpKind::wgrad, OpKind::bias_grad, OpKind::bn_stats, OpKind::softmax, OpKind::loss};
 std::string_view op_kind_name(OpKind kind);
 
+// How a convolution's input gradient adds up. `col2im`: a GEMM over the output channels for each
+// (pixel, tap) column, then each input pixel's taps added after it in col2im's loop order (fplab's
+// first form, and TensorFlow's). `direct`: one reduction per input pixel over (output channel,
+// kernel row, kernel column), the dgrad schedule over all of those terms, as cuDNN's data-gradient
+// kernels add (docs/results/step_compare.md).
+enum class ConvDgrad : uint8_t { col2im, direct };
+std::string_view conv_dgrad_name(ConvDgrad form);
+
 struct OpTable {
   std::array<OpChoice, 7> ops;
   std::vector<LayerRule> layer_rules;  // the first rule matching a layer and setting an op wins
+  ConvDgrad conv_dgrad = ConvDgrad::col2im;
   const OpChoice& operator[](OpKind kind) const { return ops[static_cast<size_t>(kind)]; }
   OpChoice& operator[](OpKind kind) { return ops[static_cast<size_t>(kind)]; }
   // What `kind` uses in `layer` (nullptr: a reduction outside a linear or convolution layer).
@@ -41,7 +50,8 @@ struct OpTable {
   // Every entry's accumulation format, the layer rules' included (fplab train/run --format).
   void set_format(const fp::Format& format);
   bool nondeterministic() const;
-  std::string describe() const;  // "fwd=all:seq fp32/rne/fused; dgrad=...; layers conv height=14: wgrad=..."
+  // "fwd=all:seq fp32/rne/fused; dgrad=...; layers conv height=14: wgrad=..." (and "; conv_dgrad=direct")
+  std::string describe() const;
 };
 
 // "conv kernel=3 height=14: wgrad=contig(196):seq | all:atomic fp32/rne/fused": a rule as profile show
