@@ -95,6 +95,9 @@ class Profile:
     def deterministic(self) -> Dict[str, OpChoice]: ...
     @property
     def layer_rules(self) -> Dict[str, List[LayerRule]]: ...
+    @property
+    def conv_dgrad(self) -> Dict[str, str]:
+        """How each table adds a convolution's input gradient: {mode: 'col2im' or 'direct'}."""
 
 def round(
     x: ArrayLike,
@@ -292,6 +295,7 @@ def train(
     impl_seed: int = 1,
     on_step: Optional[Callable[[int, np.ndarray], None]] = None,
     layer_rules: Sequence[LayerRule] = ...,
+    conv_dgrad: str = "col2im",
 ) -> Dict[str, Any]:
     """fplab train's loop (models::train) with ops {op kind: OpChoice} and a profile's layer_rules;
     on_step(step, weights) after every optimiser step (and step 0, the initial weights)."""

@@ -100,6 +100,14 @@ void bind_profiles(py::module_& m) {
           },
           "Per-layer exceptions to the tables (docs/profiles.md, \"Layer rules\"): {mode: [LayerRule, ...]}, "
           "first match wins.")
+      .def_property_readonly(
+          "conv_dgrad",
+          [](const profiles::HardwareProfile& p) {
+            return py::dict(py::arg("default") = std::string(profiles::conv_dgrad_name(p.default_ops.conv_dgrad)),
+                            py::arg("deterministic") =
+                                std::string(profiles::conv_dgrad_name(p.deterministic_ops.conv_dgrad)));
+          },
+          "How each table adds a convolution's input gradient: {mode: 'col2im' or 'direct'} (docs/profiles.md).")
       .def("__repr__", [](const profiles::HardwareProfile& p) {
         return "Profile(" + std::string(py::repr(py::str(p.name))) + ")";
       });

@@ -17,9 +17,13 @@ namespace {
 
 // {op kind: OpChoice} (a Profile's default or deterministic, or fplab.torch's Table.choices) and
 // its layer rules as an OpTable; every kind must be there.
-profiles::OpTable op_table(const py::dict& ops, const std::vector<profiles::LayerRule>& layer_rules) {
+profiles::OpTable op_table(const py::dict& ops, const std::vector<profiles::LayerRule>& layer_rules,
+                           const std::string& conv_dgrad) {
   profiles::OpTable table;
   table.layer_rules = layer_rules;
+  if (conv_dgrad != "col2im" && conv_dgrad != "direct")
+    throw std::invalid_argument("train: conv_dgrad must be 'col2im' or 'direct' (got '" + conv_dgrad + "')");
+  table.conv_dgrad = conv_dgrad == "direct" ? profiles::ConvDgrad::direct : profiles::ConvDgrad::col2im;
   for (const profiles::OpKind kind : profiles::all_op_kinds) {
     const py::str name(std::string(profiles::op_kind_name(kind)));
     if (!ops.contains(name))
@@ -41,7 +45,7 @@ py::dict train(const std::shared_ptr<models::Dataset>& data, const py::dict& ops
                double lr, double momentum, double weight_decay, size_t decay_every, double decay_factor, size_t epochs,
                size_t batch, size_t subset, int imbalance_class, double imbalance_percent, int augment_pad, bool flip,
                uint64_t algo_seed, uint64_t impl_seed, const std::function<void(uint64_t, py::array_t<float>)>& on_step,
-               const std::vector<profiles::LayerRule>& layer_rules) {
+               const std::vector<profiles::LayerRule>& layer_rules, const std::string& conv_dgrad) {
   if (!data) throw std::invalid_argument("train: data must be a Dataset (fplab._core.load_fashion_mnist())");
   models::TrainConfig config;
   config.model = {model, hidden, kernel, dropout};
@@ -55,7 +59,7 @@ py::dict train(const std::shared_ptr<models::Dataset>& data, const py::dict& ops
   config.batch = batch;
   config.selection = {subset, imbalance_class, imbalance_percent};
   config.augmentation = {augment_pad, flip};
-  config.ops = op_table(ops, layer_rules);
+  config.ops = op_table(ops, layer_rules, conv_dgrad);
   config.algo_seed = algo_seed;
   config.impl_seed = impl_seed;
   models::StepFn step_fn;
@@ -89,8 +93,9 @@ void bind_train(py::module_& m) {
         py::arg("subset") = 0, py::arg("imbalance_class") = -1, py::arg("imbalance_percent") = 100.0,
         py::arg("augment_pad") = 0, py::arg("flip") = false, py::arg("algo_seed") = 1, py::arg("impl_seed") = 1,
         py::arg("on_step") = nullptr, py::arg("layer_rules") = std::vector<profiles::LayerRule>{},
+        py::arg("conv_dgrad") = "col2im",
         "Train as fplab train does (models::train) on a Dataset with ops {op kind: OpChoice} (a Profile's default or "
-        "deterministic) and its layer_rules (a Profile's layer_rules[mode]); on_step(step, weights) with the initial "
+        "deterministic), its layer_rules (a Profile's layer_rules[mode]) and conv_dgrad (its conv_dgrad[mode]); on_step(step, weights) with the initial "
         "weights (step 0) and after every optimiser step "
         "(weights: every "
         "parameter in model order, float32). Returns {'weights', 'buffers', 'predictions', 'train_loss', "

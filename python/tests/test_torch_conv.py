@@ -5,8 +5,11 @@ import unittest
 
 import numpy as np
 
-from torch_reference import (conv2d_forward, conv2d_input_grad, conv2d_weight_grad, needs_torch, seq_columns,
-                             torch)
+import os
+import tempfile
+
+from torch_reference import (conv2d_forward, conv2d_input_grad, conv2d_input_grad_direct, conv2d_weight_grad,
+                             needs_torch, seq_columns, torch)
 
 if torch is not None:
     import fplab.torch
@@ -18,12 +21,33 @@ def bits(t):
 
 @needs_torch
 class Conv2dUnderCpuSeq(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        # cpu-seq with its input gradients added as cuDNN adds them (conv_dgrad = "direct")
+        cls.folder = tempfile.TemporaryDirectory()
+        text = open(os.path.join(os.path.dirname(__file__), "..", "..", "profiles", "shipped", "cpu-seq.toml")).read()
+        text = text.replace('name = "cpu-seq"', 'name = "cpu-seq-direct"').replace(
+            'dgrad = "all:seq"\n', 'dgrad = "all:seq"\nconv_dgrad = "direct"\n')
+        cls.direct = os.path.join(cls.folder.name, "cpu-seq-direct.toml")
+        with open(cls.direct, "w") as f:
+            f.write(text)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.folder.cleanup()
+
     def run_case(self, batch, channels, out, size, kernel, stride, padding, groups=1):
+        for profile in ("cpu-seq", self.direct):
+            with self.subTest(profile=os.path.basename(profile)):
+                self.run_profile(profile, batch, channels, out, size, kernel, stride, padding, groups)
+
+    def run_profile(self, profile, batch, channels, out, size, kernel, stride, padding, groups):
+        input_grad = conv2d_input_grad if profile == "cpu-seq" else conv2d_input_grad_direct
         torch.manual_seed(batch * 100 + kernel * 10 + stride + padding)
         conv = torch.nn.Conv2d(channels, out, kernel, stride=stride, padding=padding, groups=groups)
         x = (torch.randn(batch, channels, size, size) * torch.exp(torch.randn(batch, channels, size, size)))
         x.requires_grad_()
-        with fplab.torch.emulate("cpu-seq"):
+        with fplab.torch.emulate(profile):
             y = conv(x)
             g = torch.randn(y.shape)
             y.backward(g)
@@ -39,7 +63,7 @@ class Conv2dUnderCpuSeq(unittest.TestCase):
                 rows = gs.transpose(0, 2, 3, 1).reshape(-1, cout)  # (b, oy, ox) in order
                 np.testing.assert_array_equal(bits(conv.bias.grad[outs]), bits(seq_columns(rows)))
                 np.testing.assert_array_equal(bits(x.grad[:, ins]),
-                                              bits(conv2d_input_grad(gs, ws, xs.shape, stride, padding)))
+                                              bits(input_grad(gs, ws, xs.shape, stride, padding)))
         kinds = {e.op_kind for e in fplab.torch.coverage().emulated if e.op == "torch.nn.functional.conv2d"}
         self.assertEqual(kinds, {"fwd", "wgrad", "bias_grad", "dgrad"})
 
@@ -54,6 +78,13 @@ class Conv2dUnderCpuSeq(unittest.TestCase):
 
     def test_groups(self):
         self.run_case(batch=2, channels=4, out=6, size=5, kernel=3, stride=1, padding=1, groups=2)
+
+    def test_the_two_input_gradient_forms_differ(self):
+        torch.manual_seed(9)
+        x, w, g = torch.randn(2, 8, 6, 6), torch.randn(16, 8, 3, 3), torch.randn(2, 16, 6, 6)
+        want = [conv2d_input_grad(g.numpy(), w.numpy(), x.shape, 1, 1),
+                conv2d_input_grad_direct(g.numpy(), w.numpy(), x.shape, 1, 1)]
+        self.assertFalse(np.array_equal(bits(want[0]), bits(want[1])))
 
 
 if __name__ == "__main__":

@@ -152,7 +152,7 @@ class CrossCheck(unittest.TestCase):
         table = fplab.torch._table.load_table(profile)
         cpp = {}
         core.train(self.data, table.choices, impl_seed=impl_seed, on_step=lambda step, w: cpp.__setitem__(step, w),
-                   layer_rules=table.layer_rules, **arguments)
+                   layer_rules=table.layer_rules, conv_dgrad=table.conv_dgrad, **arguments)
         found = []
 
         def compare(step, net):

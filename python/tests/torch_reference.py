@@ -82,6 +82,28 @@ def conv2d_input_grad(g, w, input_shape, stride, padding):
     return dxp[:, :, padding:padding + h, padding:padding + wd]
 
 
+def conv2d_input_grad_direct(g, w, input_shape, stride, padding):
+    """dx as conv_dgrad "direct" adds it: per input element one left fold, products rounded, over
+    (output channel, kernel row, kernel column) of the taps that meet an output."""
+    batch, channels, h, wd = input_shape
+    out, _, kh, kw = w.shape
+    _, _, ho, wo = g.shape
+    g, w = np.asarray(g, F32), np.asarray(w, F32)
+    dx = np.zeros(input_shape, F32)
+    for y in range(h):
+        for x in range(wd):
+            acc = np.zeros((batch, channels), F32)
+            for o in range(out):
+                for i in range(kh):
+                    for j in range(kw):
+                        oy, ox = y + padding - i, x + padding - j
+                        if oy < 0 or ox < 0 or oy % stride or ox % stride or oy // stride >= ho or ox // stride >= wo:
+                            continue
+                        acc = acc + g[:, o, oy // stride, ox // stride][:, None] * w[o, :, i, j][None, :]
+            dx[:, :, y, x] = acc
+    return dx
+
+
 def cross_entropy(logits, target, exp=None, log=None):
     """The mean softmax cross-entropy and its gradient as the C++ layer computes them, sums in order;
     exp and log: functions of float32 arrays (default: PyTorch's)."""

@@ -10,7 +10,10 @@ output tiles meet the same sums: the columns ``cols`` (B·Ho·Wo rows, C·kh·kw
 - bias gradient: g summed over its rows (``bias_grad``);
 - input gradient: dcols = g W^T (``dgrad``), then the engine's col2im: every input element
   receives its terms in the order of the C++ loop over (output row, output column), i.e. kernel
-  offsets from the last to the first.
+  offsets from the last to the first; or, where the table's conv_dgrad is "direct" (as cuDNN
+  adds), one ``dgrad`` reduction per input element over (output channel, kernel row, kernel
+  column): the output gradient's taps gathered into (B·H·W) x (C_out·kh·kw) rows, times the weight
+  as (C_out·kh·kw) x C (a tap off the output is a zero term), as the C++ Conv2d computes it.
 
 The copies between layouts (im2col, the transposed columns of the weight gradient, NCHW and the
 GEMMs' rows) and col2im are the engine's: for CPU tensors in C++ (python/src/conv_columns.cpp)
@@ -69,11 +72,17 @@ class _Conv2d(torch.autograd.Function):
         stride, padding, dilation, groups = ctx.geometry
         x, weight = ctx.saved_tensors
         need_x, need_w, need_bias = ctx.needs_input_grad[3:6]
+        direct = need_x and em.table.conv_dgrad == "direct"
+        if direct:
+            with em.backward():
+                gx_direct = _direct_input_grad(em, op, site, gy, weight, x.shape, stride, padding, dilation, groups)
+            need_x = False
         with em.backward():
             fused = em.engine.on(gy).conv2d_backward(op, site, x, weight, gy, stride, padding, dilation, groups,
                                                      need_x, need_w, need_bias)
         if fused is not None:
-            return (None, None, None, *fused, None, None, None, None)
+            gx, gw, gb = fused
+            return (None, None, None, gx_direct if direct else gx, gw, gb, None, None, None, None)
         batch, (cout, cg, kh, kw) = x.shape[0], weight.shape
         co = cout // groups
         rows = em.engine.transposed(gy.reshape(batch, cout, -1), (-1, cout))  # (B·Ho·Wo) x C_out
@@ -94,8 +103,41 @@ class _Conv2d(torch.autograd.Function):
                                              part=g, out=em.engine.scratch(positions, taps, x.device))
                     shape = (x.shape[0], cg, x.shape[2], x.shape[3])
                     gx.append(em.engine.col2im(dcols, shape, (kh, kw), stride, padding, dilation))
+        if direct:
+            gx = [gx_direct]
         return (None, None, None, (torch.cat(gx, dim=1) if groups > 1 else gx[0]) if gx else None,
                 torch.cat(gw) if gw else None, torch.cat(gb) if gb else None, None, None, None, None)
+
+
+def _tap_index(h: int, w: int, ho: int, wo: int, kernel: Pair, stride: Pair, padding: Pair, dilation: Pair,
+               device: torch.device) -> torch.Tensor:
+    """(H·W) x (kh·kw): for input pixel (y, x) and tap (i, j), 1 + the output position whose gradient
+    meets it there, (y + p - i·d) / s, or 0 where none does (off the output, or between strides)."""
+    ys = torch.arange(h).view(h, 1, 1, 1) + padding[0] - dilation[0] * torch.arange(kernel[0]).view(1, 1, -1, 1)
+    xs = torch.arange(w).view(1, w, 1, 1) + padding[1] - dilation[1] * torch.arange(kernel[1]).view(1, 1, 1, -1)
+    valid = (ys >= 0) & (xs >= 0) & (ys % stride[0] == 0) & (xs % stride[1] == 0) & \
+        (ys // stride[0] < ho) & (xs // stride[1] < wo)
+    flat = (ys // stride[0]) * wo + xs // stride[1] + 1
+    return torch.where(valid, flat, torch.zeros((), dtype=flat.dtype)).reshape(h * w, -1).to(device)
+
+
+def _direct_input_grad(em, op, site, gy, weight, x_shape, stride, padding, dilation, groups) -> torch.Tensor:
+    """The input gradient as conv_dgrad "direct" adds it: per group, the gathered taps (B·H·W) x
+    (C_out·kh·kw), in the order (output channel, kernel row, kernel column), times the weight."""
+    batch, _, h, w = x_shape
+    cout, cg, kh, kw = weight.shape
+    co, (ho, wo) = cout // groups, gy.shape[2:]
+    index = _tap_index(h, w, ho, wo, (kh, kw), stride, padding, dilation, gy.device)
+    # a zero before every output-gradient plane: the term of a tap that meets no output
+    planes = torch.cat([gy.new_zeros(batch, cout, 1), gy.reshape(batch, cout, ho * wo)], dim=2)
+    parts = []
+    for g in range(groups):
+        taps = planes[:, g * co:(g + 1) * co][:, :, index]  # (B, C_out, H·W, kh·kw)
+        taps = taps.permute(0, 2, 1, 3).reshape(batch * h * w, co * kh * kw)
+        w_taps = weight[g * co:(g + 1) * co].permute(0, 2, 3, 1).reshape(co * kh * kw, cg).contiguous()
+        rows = em.engine.matmul(op, "dgrad", taps, w_taps, site, part=g)  # (B·H·W) x C
+        parts.append(rows.reshape(batch, h, w, cg).permute(0, 3, 1, 2))
+    return (torch.cat(parts, dim=1) if groups > 1 else parts[0]).contiguous()
 
 
 def _conv2d_params(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1): ...

@@ -35,6 +35,8 @@ class Table:
     mode: str  #: "default" or "deterministic"
     choices: Dict[str, OpChoice]  #: {op kind: OpChoice}
     layer_rules: List[LayerRule] = field(default_factory=list)  #: per-layer exceptions, first match wins
+    #: how a convolution's input gradient adds up: "col2im" or "direct" (profiles::ConvDgrad)
+    conv_dgrad: str = "col2im"
     _chosen: Dict[Tuple[str, Optional[Layer]], OpChoice] = field(default_factory=dict, repr=False, compare=False)
 
     def choice(self, op_kind: str, layer: Optional["Layer"] = None) -> OpChoice:
@@ -90,4 +92,4 @@ def load_table(spec: str, profiles_dir: Sequence[str] = ()) -> Table:
     except Error as error:
         raise Error(f"fplab.torch.emulate: {error}") from None
     choices = profile.default if mode == "default" else profile.deterministic
-    return Table(profile.name, mode, dict(choices), list(profile.layer_rules[mode]))
+    return Table(profile.name, mode, dict(choices), list(profile.layer_rules[mode]), profile.conv_dgrad[mode])
