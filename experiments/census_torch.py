@@ -116,10 +116,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _records(paths: List[str]) -> Iterator[dict]:
+def _records(paths: List[str], file_name: str = "census.jsonl") -> Iterator[dict]:
+    """Every JSON line of each path: a .jsonl(.xz) file, or a run's folder holding ``file_name``."""
     for path in paths:
         if os.path.isdir(path):
-            path = os.path.join(path, "census.jsonl")
+            path = os.path.join(path, file_name)
         opener = lzma.open if path.endswith(".xz") else open
         try:
             with opener(path, "rt", encoding="utf-8") as lines:

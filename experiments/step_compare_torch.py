@@ -20,15 +20,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import lzma
 import os
 import sys
 import time
-from typing import Iterator, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from census_torch import MODELS, _batch, _build, _split  # noqa: E402  (the census's models and batch)
+from census_torch import MODELS, _batch, _build, _records, _split  # noqa: E402  (the census's models, batch, files)
 
 # h100-torch-tf32 models PyTorch's default switches: TF32 in cuDNN's convolutions, not in cuBLAS
 SETTINGS = "deterministic,off,h100-torch:deterministic;deterministic,conv,h100-torch-tf32:deterministic;" \
@@ -86,24 +85,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _records(paths: List[str]) -> Iterator[dict]:
-    for path in paths:
-        if os.path.isdir(path):
-            path = os.path.join(path, "step_compare.jsonl")
-        opener = lzma.open if path.endswith(".xz") else open
-        try:
-            with opener(path, "rt", encoding="utf-8") as lines:
-                for line in lines:
-                    if line.strip():
-                        yield json.loads(line)
-        except OSError as error:
-            raise SystemExit(f"Error: cannot read {path}: {error.strerror or error}")
-
-
 def table(args: argparse.Namespace) -> int:
     from fplab.torch.step_compare import StepRow, format_rows
 
-    records = list(_records(args.paths))
+    records = list(_records(args.paths, "step_compare.jsonl"))
     if not records:
         print("Error: no step comparisons in " + ", ".join(args.paths), file=sys.stderr)
         return 2
