@@ -24,6 +24,18 @@ std::vector<std::string> candidate_schedules(size_t n) {
     for (const char* inner : {"seq", "tree", "numpy_pairwise"})
       for (const char* f : folds) offer("contig(" + std::to_string(block) + "):" + inner + " | all:" + f);
   for (int lanes : {8, 16}) offer("all:torch_cascade(" + std::to_string(lanes) + ")");  // PyTorch's CPU sum
+  // PyTorch's CUDA reduction kernel in one block of T threads: each thread keeps 4 accumulators,
+  // of 4 consecutive terms (vector loads of a contiguous input) or of terms T apart (a strided
+  // one), chains them, and the threads meet by halves (or each warp first, then the warps):
+  // torch.sum, bias gradients and the loss on an H100/H200 (docs/results/reveal_torch.md).
+  for (size_t threads = 4; threads <= 512 && threads < n; threads *= 2) {
+    const std::string fold = "strided(" + std::to_string(4 * threads) + "):seq | ";
+    for (const std::string accumulators : {std::string("contig(4):seq | "),
+                                           "strided(" + std::to_string(threads) + "):seq | "}) {
+      offer(fold + accumulators + "all:shfl_down");
+      if (threads > 32) offer(fold + accumulators + "contig(32):shfl_down | all:shfl_down");
+    }
+  }
   for (const auto& preset : sim::presets()) {
     try {
       if (!sim::parse_schedule(preset.example).nondeterministic()) offer(preset.example);

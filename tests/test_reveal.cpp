@@ -60,6 +60,23 @@ TEST_CASE("a schedule probed as a black box reveals its own tree", "[reveal]") {
   }
 }
 
+TEST_CASE("PyTorch's CUDA reduction orders are among the candidates reveal names", "[reveal]") {
+  // The orders revealed on an H100/H200 (docs/results/reveal_torch.md), at the sizes measured
+  struct Case {
+    const char* schedule;
+    size_t n;
+  };
+  for (const Case c : {Case{"strided(512):seq | contig(4):seq | all:shfl_down", 1000},  // torch.sum
+                       Case{"strided(2048):seq | contig(4):seq | all:shfl_down", 4096},
+                       Case{"strided(16):seq | strided(4):seq | all:shfl_down", 64},  // a bias gradient
+                       Case{"strided(128):seq | strided(32):seq | all:shfl_down", 3136},
+                       Case{"strided(2048):seq | strided(512):seq | contig(32):shfl_down | all:shfl_down", 12544}}) {
+    INFO(c.schedule << ", n = " << c.n);
+    const auto match = reveal::match_schedule(sim::schedule_addition_tree(sim::parse_schedule(c.schedule), c.n));
+    CHECK(std::find(match.schedules.begin(), match.schedules.end(), c.schedule) != match.schedules.end());
+  }
+}
+
 TEST_CASE("a sequential sum takes about 2n calls either way, a balanced tree n log2 n / 2", "[reveal]") {
   const size_t n = 1024;
   for (const char* chain : {"all:seq", "all:rev"}) {  // the pivot is random: neither end is a worst case
