@@ -112,6 +112,25 @@ TEST_CASE("gpu plan: the training profiles' sums map onto one-block passes (warp
   CHECK(plan_reduction(parse_schedule("strided(8192):seq | contig(32):shfl_down | contig(8):seq | strided(32):seq | "
                                       "all:shfl_down"))
             .combine == GridCombine::second_pass);
+  // PyTorch's reductions over a strided dimension (h100-torch's bias gradients): accumulators a
+  // stride apart (interleaved), one warp of 4 or 32 threads, or 16 warps.
+  const ReductionPlan few = plan_reduction(parse_schedule("strided(16):seq | strided(4):seq | all:shfl_down"));
+  CHECK(few.combine == GridCombine::single_block);
+  CHECK(few.first.interleaved);
+  CHECK(few.first.vector == 4);
+  CHECK(few.first.grid_threads == 4);
+  CHECK(few.first.blocks(64) == 1);
+  const ReductionPlan warps16 = plan_reduction(
+      parse_schedule("strided(2048):seq | strided(512):seq | contig(32):shfl_down | all:shfl_down"));
+  CHECK(warps16.combine == GridCombine::single_block);
+  CHECK(warps16.first.interleaved);
+  CHECK(warps16.first.warps == 16);
+  CHECK(warps16.first.block == BlockOrder::shfl_down);
+  CHECK(plan_reduction(parse_schedule("strided(128):seq | strided(32):seq | all:shfl_down")).first.warps == 1);
+  CHECK(!plan_reduction(parse_schedule("strided(128):seq | contig(4):seq | all:seq")).first.interleaved);
+  // Under 32 threads shfl_up's tree would pair other lanes; three accumulators are not realised.
+  CHECK_THROWS_AS(plan_reduction(parse_schedule("strided(16):seq | strided(4):seq | all:shfl_up")), NotRealisable);
+  CHECK_THROWS_AS(plan_reduction(parse_schedule("strided(96):seq | strided(32):seq | all:shfl_down")), NotRealisable);
   // Still out: an all: stage over more than one warp's partials with no warp stage before it.
   CHECK_THROWS_AS(plan_reduction(parse_schedule("strided(64):seq | all:shfl_up")), NotRealisable);
   CHECK_THROWS_AS(plan_reduction(parse_schedule("all:shfl_down")), NotRealisable);
@@ -222,6 +241,13 @@ TEST_CASE("gpu reduce == sim::reduce bit for bit: deterministic schedules x K in
       "cub-sum(256,1)",
       // K <= 4096: one thread's chain whose block partial a second pass reads (serial_pass, store)
       "contig(4096):seq | contig(32):shfl_down | strided(32):seq | all:shfl_down",
+      // interleaved accumulators (PyTorch's sums over a strided dimension), and fewer than 32 threads
+      "strided(16):seq | strided(4):seq | all:shfl_down",
+      "strided(128):seq | strided(32):seq | all:shfl_down",
+      "strided(2048):seq | strided(512):seq | contig(32):shfl_down | all:shfl_down",
+      "strided(65536):seq | strided(8192):seq | contig(32):shfl_xor | contig(8):seq | all:seq",
+      "strided(4):seq | all:seq",
+      "strided(16):seq | contig(2):seq | all:shfl_xor",
   };
   for (const char* text : schedules)
     for (size_t k : {1, 31, 33, 4097, 100000})
@@ -385,7 +411,12 @@ TEST_CASE("gpu segmented sums == sim::reduce_batch bit for bit: training's sums 
                              "cub-sum(256,1056)",
                              "strided(256):seq | contig(32):shfl_down | all:seq",
                              "torch-sum(512,512)",
-                             "contig(8):seq | contig(32):shfl_down | all:seq"};
+                             "contig(8):seq | contig(32):shfl_down | all:seq",
+                             // h100-torch's bias gradients (PyTorch's column and image sums)
+                             "strided(16):seq | strided(4):seq | all:shfl_down",
+                             "strided(4):seq | all:seq",
+                             "strided(128):seq | strided(32):seq | all:shfl_down",
+                             "strided(2048):seq | strided(512):seq | contig(32):shfl_down | all:shfl_down"};
   const std::pair<size_t, size_t> shapes[] = {{1, 1}, {10, 64}, {64, 10}, {64, 128}, {33, 7}, {1000, 3}, {50176, 16}};
   GpuSegmentedReduction gpu;  // one object throughout: buffers grow and are reused
   for (const char* text : schedules)

@@ -1,5 +1,6 @@
 #include "sim/cuda/gpu_plan.hpp"
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 
@@ -102,10 +103,20 @@ BlockPass read_pass(const Schedule& s, size_t& i, bool second, bool& one_block) 
     p.vector = static_cast<int>(v);
     p.grid_threads /= v;
     ++i;
+  } else if (!p.contiguous && i < st.size() && is(st[i], GK::strided, RK::seq) && st[i].grouping.size < p.grid_threads) {
+    // ... or the residues t, t + P, .. t + (V-1)*P of strided(V*P), P = T*B threads (interleaved).
+    const int64_t threads = st[i].grouping.size, v = p.grid_threads / threads;
+    if (p.grid_threads % threads != 0 || (v != 2 && v != 4 && v != 8))
+      fail(stage_name(i) + ": interleaved accumulators strided(V*P):seq | strided(P):seq need V = 2, 4 or 8");
+    p.vector = static_cast<int>(v);
+    p.grid_threads = threads;
+    p.interleaved = true;
+    ++i;
   }
-  // One warp's worth of partials: an `all:` stage over them pairs lanes as contig(32): does.
-  if (!p.contiguous && p.grid_threads == 32 && i + 1 == st.size() && !st[i].shuffle && st[i].grouping.kind == GK::all &&
-      warp_order(st[i].reducer.kind)) {
+  // One warp's worth of partials: an `all:` stage over them pairs lanes as contig(32): does. Fewer
+  // threads leave lanes of -0, which leave shfl_down's, shfl_xor's and seq's trees as they are.
+  if (!p.contiguous && p.grid_threads <= 32 && i + 1 == st.size() && !st[i].shuffle && st[i].grouping.kind == GK::all &&
+      warp_order(st[i].reducer.kind) && (p.grid_threads == 32 || st[i].reducer.kind != RK::shfl_up)) {
     p.warp = *warp_order(st[i].reducer.kind);
     ++i;
     one_block = true;
@@ -155,7 +166,7 @@ BlockPass read_pass(const Schedule& s, size_t& i, bool second, bool& one_block) 
 
 int64_t BlockPass::blocks(int64_t n) const {
   const int64_t t = threads_per_block();
-  if (!contiguous) return grid_threads / t;
+  if (!contiguous) return std::max<int64_t>(1, grid_threads / t);  // a one-warp pass may have fewer threads
   if (chunk == 0) return 1;
   const int64_t threads = (n + chunk - 1) / chunk;
   return std::max<int64_t>(1, (threads + t - 1) / t);
@@ -165,7 +176,9 @@ std::string ReductionPlan::describe(int64_t n) const {
   auto pass = [](const BlockPass& p, int64_t terms) {
     std::string s = p.contiguous && p.chunk == 0 ? std::string("one thread folds all terms")
                     : p.contiguous               ? "contiguous runs of " + std::to_string(p.chunk)
-                                   : "grid-stride" + (p.vector > 1 ? " x" + std::to_string(p.vector) : std::string());
+                                   : "grid-stride" + (p.vector > 1 ? " x" + std::to_string(p.vector) +
+                                                                         (p.interleaved ? " interleaved" : "")
+                                                                   : std::string());
     return s + ", " + std::to_string(p.blocks(terms)) + " blocks x " + std::to_string(p.threads_per_block()) +
            " threads, warps " + name(p.warp) + ", block " + name(p.block);
   };

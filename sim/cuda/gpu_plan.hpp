@@ -3,9 +3,12 @@
 // with one line saying why. Plain C++ with no CUDA in it, so it is tested on every machine.
 //
 // The reduction kernel realises (docs/gpu.md):
-//   PASS [| GRID]          PASS := FOLD [| contig(V):seq] | contig(32):WARP [| BLOCK]
+//   PASS [| GRID]          PASS := FOLD [| ACCS] | contig(32):WARP [| BLOCK]
 //   FOLD  := strided(V*T*B):seq  (grid-stride loop, V accumulators a thread)
 //          | contig(G):seq       (each thread a run of G consecutive terms; B follows from n)
+//   ACCS  := contig(V):seq       (a thread's V accumulators hold V consecutive terms: vector loads)
+//          | strided(T*B):seq    (they hold terms T*B apart, as PyTorch's reduction over a strided
+//                                 dimension keeps them), V = 2, 4 or 8
 //   WARP  := shfl_down | shfl_up | shfl_xor              (32 lanes)
 //          | seq                 (lane 0 folds the 32 lanes in lane order, as TF's column reduce)
 //   BLOCK := contig(W):{seq|shfl_down|shfl_up|shfl_xor}  (W = T/32 warps; warp 0 combines)
@@ -14,9 +17,10 @@
 //          | strided(V2*T2):seq [| contig(V2):seq] | contig(32):WARP | all:BLOCK
 //                         (a second, one-block pass over the block partials, as CUB does)
 // A PASS whose block stage is `all:BLOCK` runs in one block and needs no GRID. Two short forms
-// name one-block passes too: `strided(32*V):seq [| contig(V):seq] | all:WARP` (one warp: an `all:`
-// stage over at most 32 partials orders them as `contig(32):` does) and `all:seq` alone (one
-// thread folds every term in order; the other lanes hold -0).
+// name one-block passes too: `strided(P*V):seq [| ACCS] | all:WARP` with P <= 32 threads (one
+// warp: an `all:` stage over at most 32 partials orders them as `contig(32):` does; below 32
+// threads, WARP shfl_down, shfl_xor or seq, whose trees the idle lanes' -0 do not change) and
+// `all:seq` alone (one thread folds every term in order; the other lanes hold -0).
 //
 // The GEMM kernel realises `all:seq` (one FMA chain over K per output) and
 // `{split(S)|contig(G)}:seq | all:{seq|tree|atomic}` (split-K: FMA chains over consecutive
@@ -47,8 +51,9 @@ enum class BlockOrder : uint8_t { seq, shfl_down, shfl_up, shfl_xor };
 struct BlockPass {
   bool contiguous = false;   // contig(G):seq first; otherwise strided(V*T*B):seq
   int64_t chunk = 0;         // G (contiguous only); 0: all terms (`all:seq`, one thread)
-  int64_t grid_threads = 0;  // T*B (strided only)
+  int64_t grid_threads = 0;  // P = T*B (strided only); in a one-warp pass P may be under 32
   int vector = 1;            // V accumulators a thread (strided only): 1, 2, 4 or 8
+  bool interleaved = false;  // the accumulators hold terms P apart (ACCS strided), not V consecutive
   WarpOrder warp = WarpOrder::shfl_down;
   int warps = 1;  // W warps a block, 1..32
   BlockOrder block = BlockOrder::seq;

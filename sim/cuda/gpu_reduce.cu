@@ -34,9 +34,12 @@ struct PassArgs {
   int64_t n;
   int64_t ld;     // floats from one segment's terms to the next's
   int64_t chunk;  // contiguous folds
-  // Strided folds: the plan's grid of B blocks, which sets the stride V·T·B. Fewer blocks may run
-  // (launch_reduction: those past the last term would only give -0 partials).
+  // Strided folds: the plan's grid of B blocks. Fewer blocks may run (launch_reduction: those past
+  // the last term would only give -0 partials).
   int64_t grid_blocks;
+  // Strided folds: P = T·B threads, which sets the stride V·P; threads past P (a one-warp pass of
+  // fewer) hold -0.
+  int64_t threads;
   int warps;
   BlockOrder block;
   Mode mode;
@@ -111,13 +114,38 @@ __device__ __forceinline__ Terms<V> load(const float* p) {
   return t;
 }
 
+// How a thread takes its terms (BlockPass: contiguous, vector or interleaved accumulators).
+enum class Fold : uint8_t { contiguous, vector, interleaved };
+
 // A thread's fold. Strided: accumulator j of thread t folds the terms V*t + j + k*V*P in order
-// (the residue classes of strided(V*P)), then the accumulators are added in order (contig(V):seq).
+// (the residue classes of strided(V*P)), then the accumulators are added in order (contig(V):seq);
+// interleaved, the terms t + j*P + k*V*P (strided(V*P):seq | strided(P):seq).
 // Contiguous: the terms t*G .. t*G + G - 1 in order.
-template <int V, bool Contiguous>
+template <int V, Fold F>
 __device__ __forceinline__ float thread_fold(const PassArgs& a, const float* x) {
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if constexpr (Contiguous) {
+  if constexpr (F == Fold::interleaved) {
+    if (t >= a.threads) return -0.0f;
+    float acc[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) acc[j] = -0.0f;
+    const int64_t p = a.threads, stride = static_cast<int64_t>(V) * p;
+    int64_t base = t;
+    for (; base + (V - 1) * p < a.n; base += stride) {  // scalar loads, coalesced across the threads
+      float r[V];
+#pragma unroll
+      for (int j = 0; j < V; ++j) r[j] = __ldg(x + base + j * p);
+#pragma unroll
+      for (int j = 0; j < V; ++j) acc[j] = __fadd_rn(acc[j], r[j]);
+    }
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+      if (base + j * p < a.n) acc[j] = __fadd_rn(acc[j], __ldg(x + base + j * p));
+    float v = acc[0];
+#pragma unroll
+    for (int j = 1; j < V; ++j) v = __fadd_rn(v, acc[j]);
+    return v;
+  } else if constexpr (F == Fold::contiguous) {
     float acc = -0.0f;
     const int64_t begin = t * a.chunk, end = begin + a.chunk < a.n ? begin + a.chunk : a.n;
     for (int64_t i = begin; i < end; ++i) acc = __fadd_rn(acc, __ldg(x + i));
@@ -128,7 +156,8 @@ __device__ __forceinline__ float thread_fold(const PassArgs& a, const float* x) 
     for (int j = 0; j < V; ++j) acc[j] = -0.0f;
     // U loads in flight before their additions (in order): enough bytes moving to fill HBM.
     constexpr int U = V == 1 ? 8 : V == 8 ? 2 : 4;
-    const int64_t stride = static_cast<int64_t>(V) * a.grid_blocks * blockDim.x;
+    if (t >= a.threads) return -0.0f;
+    const int64_t stride = static_cast<int64_t>(V) * a.threads;
     int64_t base = V * t;
     for (; base + (U - 1) * stride + V <= a.n; base += U * stride) {
       Terms<V> r[U];
@@ -249,14 +278,14 @@ __device__ float fold_partials_in_order(const float* partials, unsigned count, f
   return s;  // thread 0's
 }
 
-template <int V, WarpOrder O, bool Contiguous>
+template <int V, WarpOrder O, Fold F>
 __global__ void __launch_bounds__(1024) reduce_pass(PassArgs a) {
   __shared__ float warp_sums[32];
   __shared__ float stage[kStage];
   __shared__ bool last;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const unsigned segment = blockIdx.y;
-  const float mine = warp_reduce<O>(thread_fold<V, Contiguous>(a, a.x + segment * a.ld));
+  const float mine = warp_reduce<O>(thread_fold<V, F>(a, a.x + segment * a.ld));
   float* const partials = a.partials + static_cast<int64_t>(segment) * gridDim.x;
   unsigned* const ticket_counter = a.ticket + segment;
   float* const result = a.result + segment;
@@ -311,16 +340,26 @@ using PassKernel = void (*)(PassArgs);
 
 template <WarpOrder O>
 PassKernel kernel_by_fold(const BlockPass& p) {
-  if (p.contiguous) return reduce_pass<1, O, true>;
+  if (p.contiguous) return reduce_pass<1, O, Fold::contiguous>;
+  if (p.interleaved) {
+    switch (p.vector) {
+      case 2:
+        return reduce_pass<2, O, Fold::interleaved>;
+      case 4:
+        return reduce_pass<4, O, Fold::interleaved>;
+      case 8:
+        return reduce_pass<8, O, Fold::interleaved>;
+    }
+  }
   switch (p.vector) {
     case 1:
-      return reduce_pass<1, O, false>;
+      return reduce_pass<1, O, Fold::vector>;
     case 2:
-      return reduce_pass<2, O, false>;
+      return reduce_pass<2, O, Fold::vector>;
     case 4:
-      return reduce_pass<4, O, false>;
+      return reduce_pass<4, O, Fold::vector>;
     case 8:
-      return reduce_pass<8, O, false>;
+      return reduce_pass<8, O, Fold::vector>;
   }
   throw NotRealisable("reduction pass with " + std::to_string(p.vector) + " accumulators a thread");
 }
@@ -365,7 +404,9 @@ void launch_reduction(const ReductionPlan& plan, const float* x, int64_t n, int6
   // tree: a strided pass runs only the blocks up to the last that holds a term (a sum of 16 terms
   // under cub-sum(256,1056): 1 block, not 1056). A recorded run keeps the whole grid: its block
   // count is part of what it records.
-  const int64_t per_block = static_cast<int64_t>(plan.first.vector) * plan.first.threads_per_block();
+  // The terms one block's threads start from: V consecutive each, or one each when interleaved.
+  const int64_t per_block =
+      static_cast<int64_t>(plan.first.interleaved ? 1 : plan.first.vector) * plan.first.threads_per_block();
   const int64_t blocks = plan.first.contiguous || ticket_order != nullptr
                              ? grid
                              : std::min(grid, std::max<int64_t>(1, (n + per_block - 1) / per_block));
@@ -374,6 +415,7 @@ void launch_reduction(const ReductionPlan& plan, const float* x, int64_t n, int6
              ld,
              chunk_of(plan.first, n),
              grid,
+             plan.first.grid_threads,
              plan.first.warps,
              plan.first.block,
              Mode::result,
@@ -400,8 +442,8 @@ void launch_reduction(const ReductionPlan& plan, const float* x, int64_t n, int6
   }
   launch_pass(plan.first, blocks, segments, a);
   if (plan.combine == GridCombine::second_pass) {
-    const PassArgs b{partials, blocks, blocks, 0,       1,      plan.second.warps, plan.second.block, Mode::result,
-                     nullptr,  ticket, result, nullptr, nullptr};
+    const PassArgs b{partials, blocks, blocks, 0, 1, plan.second.grid_threads, plan.second.warps, plan.second.block,
+                     Mode::result, nullptr, ticket, result, nullptr, nullptr};
     launch_pass(plan.second, 1, segments, b);
   }
 }
@@ -453,7 +495,8 @@ void GpuReduction::launch(const ReductionPlan& plan) { launch(plan, false); }
 void GpuReduction::launch(const ReductionPlan& plan, bool record) {
   const auto n = static_cast<int64_t>(n_);
   const int64_t blocks = plan.first.blocks(n);
-  if (plan.first.vector > 1 && reinterpret_cast<uintptr_t>(x_) % (4 * std::min(plan.first.vector, 4)) != 0)
+  if (plan.first.vector > 1 && !plan.first.interleaved &&
+      reinterpret_cast<uintptr_t>(x_) % (4 * std::min(plan.first.vector, 4)) != 0)
     throw CudaError("GpuReduction: the values are not aligned for " + std::to_string(plan.first.vector) +
                     "-wide loads");
   reserve(blocks);
