@@ -147,7 +147,7 @@ Tensor<T> Conv2d<T>::input_grad_direct(const Tensor<T>& g, Context& ctx) const {
       for (size_t x = 0; x < w; ++x) {
         T* row = &taps.data[((b * h + y) * w + x) * terms];
         for (size_t i = 0; i < kernel_; ++i) {
-          const size_t oy_s = y + padding_ - i;  // wraps below 0: then >= ho * stride_, skipped
+          const size_t oy_s = y + padding_ - i;  // used only once y + padding_ >= i (tested first)
           if (y + padding_ < i || oy_s % stride_ || oy_s / stride_ >= ho) continue;
           for (size_t j = 0; j < kernel_; ++j) {
             const size_t ox_s = x + padding_ - j;

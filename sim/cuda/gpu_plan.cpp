@@ -114,9 +114,10 @@ BlockPass read_pass(const Schedule& s, size_t& i, bool second, bool& one_block) 
     ++i;
   }
   // One warp's worth of partials: an `all:` stage over them pairs lanes as contig(32): does. Fewer
-  // threads leave lanes of -0, which leave shfl_down's, shfl_xor's and seq's trees as they are.
+  // threads leave lanes of -0, which change none of the warp orders' sums (as in a block of fewer
+  // than 32 warps, combine_warps).
   if (!p.contiguous && p.grid_threads <= 32 && i + 1 == st.size() && !st[i].shuffle && st[i].grouping.kind == GK::all &&
-      warp_order(st[i].reducer.kind) && (p.grid_threads == 32 || st[i].reducer.kind != RK::shfl_up)) {
+      warp_order(st[i].reducer.kind)) {
     p.warp = *warp_order(st[i].reducer.kind);
     ++i;
     one_block = true;

@@ -18,8 +18,8 @@
 //                         (a second, one-block pass over the block partials, as CUB does)
 // A PASS whose block stage is `all:BLOCK` runs in one block and needs no GRID. Two short forms
 // name one-block passes too: `strided(P*V):seq [| ACCS] | all:WARP` with P <= 32 threads (one
-// warp: an `all:` stage over at most 32 partials orders them as `contig(32):` does; below 32
-// threads, WARP shfl_down, shfl_xor or seq, whose trees the idle lanes' -0 do not change) and
+// warp: an `all:` stage over at most 32 partials orders them as `contig(32):` does, the idle lanes
+// of fewer than 32 threads holding -0) and
 // `all:seq` alone (one thread folds every term in order; the other lanes hold -0).
 //
 // The GEMM kernel realises `all:seq` (one FMA chain over K per output) and

@@ -69,7 +69,7 @@ class _Record:
 
     inputs: List[torch.Tensor]
     outputs: List[torch.Tensor]
-    grad_outputs: List[torch.Tensor]
+    grad_outputs: List[Optional[torch.Tensor]]
     grad_inputs: List[Optional[torch.Tensor]]
     grad_params: List[List[torch.Tensor]]
     loss: torch.Tensor
@@ -150,7 +150,7 @@ def _chained(layers: List[_Layer], loss_fn: Loss, x: torch.Tensor, labels: torch
         x = out.detach()
     loss, grad = _loss(loss_fn, x, labels)
     grad_logits = grad
-    grad_outputs: List[torch.Tensor] = [grad] * len(layers)
+    grad_outputs: List[Optional[torch.Tensor]] = [None] * len(layers)  # None below the last gradient
     grad_inputs: List[Optional[torch.Tensor]] = [None] * len(layers)
     grad_params: List[List[torch.Tensor]] = [[] for _ in layers]
     for position in reversed(range(len(layers))):
@@ -165,20 +165,22 @@ def _chained(layers: List[_Layer], loss_fn: Loss, x: torch.Tensor, labels: torch
 
 
 def _isolated(layers: List[_Layer], loss_fn: Loss, reference: _Record, labels: torch.Tensor) -> _Record:
-    """Every layer on the reference's input and output gradient: each layer's own kernels alone."""
-    outputs, grad_inputs, grad_params, firsts = [], [], [], _firsts(layers)
-    for position, layer in enumerate(layers):
-        leaf, out = _forward(layer, reference.inputs[position], firsts[position])
-        outputs.append(out.detach())
-        if firsts[position] and not any(True for _ in layer.module.parameters()):
-            grad_inputs.append(None)
-            grad_params.append([])
-            continue
-        grad_input, grads = _backward(layer, leaf, out, reference.grad_outputs[position], firsts[position])
-        grad_inputs.append(grad_input)
-        grad_params.append(grads)
+    """Every layer on the reference's input and output gradient: each layer's own kernels alone. In
+    the order of a training step (every forward, the loss, every backward from the last layer), so
+    that each operation takes the noise key (step, position) it takes in the reference's step."""
+    firsts = _firsts(layers)
+    forwards = [_forward(layer, reference.inputs[position], firsts[position]) for position, layer in enumerate(layers)]
     loss, grad_logits = _loss(loss_fn, reference.outputs[-1], labels)
-    return _Record(reference.inputs, outputs, reference.grad_outputs, grad_inputs, grad_params, loss, grad_logits)
+    grad_inputs: List[Optional[torch.Tensor]] = [None] * len(layers)
+    grad_params: List[List[torch.Tensor]] = [[] for _ in layers]
+    for position in reversed(range(len(layers))):
+        if firsts[position] and not any(True for _ in layers[position].module.parameters()):
+            continue  # no gradient below the first layer with parameters
+        leaf, out = forwards[position]
+        grad_inputs[position], grad_params[position] = _backward(layers[position], leaf, out,
+                                                                  reference.grad_outputs[position], firsts[position])
+    return _Record(reference.inputs, [out.detach() for _, out in forwards], reference.grad_outputs, grad_inputs,
+                   grad_params, loss, grad_logits)
 
 
 @contextlib.contextmanager
