@@ -79,6 +79,26 @@ class Conv2dUnderCpuSeq(unittest.TestCase):
     def test_groups(self):
         self.run_case(batch=2, channels=4, out=6, size=5, kernel=3, stride=1, padding=1, groups=2)
 
+    def test_the_direct_input_gradient_in_slabs_of_images_is_the_same(self):
+        from fplab.torch import _ops_conv
+        torch.manual_seed(4)
+        conv = torch.nn.Conv2d(3, 5, 3, padding=1)
+        x = torch.randn(7, 3, 6, 6).requires_grad_()
+        g = torch.randn(7, 5, 6, 6)
+        grads = []
+        for slab in (_ops_conv.SLAB_FLOATS, 2 * 36 * 5 * 9):  # whole, then slabs of two images
+            x.grad = None
+            saved, _ops_conv.SLAB_FLOATS = _ops_conv.SLAB_FLOATS, slab
+            try:
+                with fplab.torch.emulate(self.direct):
+                    conv(x).backward(g)
+            finally:
+                _ops_conv.SLAB_FLOATS = saved
+            grads.append(bits(x.grad))
+        np.testing.assert_array_equal(grads[0], grads[1])
+        np.testing.assert_array_equal(grads[0], bits(conv2d_input_grad_direct(g.numpy(), conv.weight.detach().numpy(),
+                                                                              x.shape, 1, 1)))
+
     def test_the_two_input_gradient_forms_differ(self):
         torch.manual_seed(9)
         x, w, g = torch.randn(2, 8, 6, 6), torch.randn(16, 8, 3, 3), torch.randn(2, 16, 6, 6)

@@ -39,6 +39,9 @@ from ._native import Native, unsupported
 
 Pair = Tuple[int, int]
 
+#: the gathered taps of a direct input gradient, at most about this many floats at a time
+SLAB_FLOATS = 1 << 24
+
 
 class _Conv2d(torch.autograd.Function):
     """y = conv2d(x, weight, bias) for x (B, C, H, W), weight (C_out, C/groups, kh, kw)."""
@@ -130,13 +133,23 @@ def _direct_input_grad(em, op, site, gy, weight, x_shape, stride, padding, dilat
     index = _tap_index(h, w, ho, wo, (kh, kw), stride, padding, dilation, gy.device)
     # a zero before every output-gradient plane: the term of a tap that meets no output
     planes = torch.cat([gy.new_zeros(batch, cout, 1), gy.reshape(batch, cout, ho * wo)], dim=2)
+    # The taps of a large layer are kh·kw times its output gradient: gathered a slab of whole images
+    # at a time (about 2^24 floats), each slab's GEMM rows are its own images'. A dgrad that draws
+    # noise keys it by the GEMM's tiles, as the C++ layer's one GEMM does: it runs whole.
+    per_image = h * w * co * kh * kw
+    noisy = em.table.choice("dgrad", site.layer).nondeterministic
+    images = batch if noisy else max(1, min(batch, SLAB_FLOATS // per_image))
     parts = []
     for g in range(groups):
-        taps = planes[:, g * co:(g + 1) * co][:, :, index]  # (B, C_out, H·W, kh·kw)
-        taps = taps.permute(0, 2, 1, 3).reshape(batch * h * w, co * kh * kw)
         w_taps = weight[g * co:(g + 1) * co].permute(0, 2, 3, 1).reshape(co * kh * kw, cg).contiguous()
-        rows = em.engine.matmul(op, "dgrad", taps, w_taps, site, part=g)  # (B·H·W) x C
-        parts.append(rows.reshape(batch, h, w, cg).permute(0, 3, 1, 2))
+        slabs = []
+        for first in range(0, batch, images):
+            last = min(batch, first + images)
+            taps = planes[first:last, g * co:(g + 1) * co][:, :, index]  # (b, C_out, H·W, kh·kw)
+            taps = taps.permute(0, 2, 1, 3).reshape((last - first) * h * w, co * kh * kw)
+            rows = em.engine.matmul(op, "dgrad", taps, w_taps, site, part=g)  # (b·H·W) x C
+            slabs.append(rows.reshape(last - first, h, w, cg))
+        parts.append((torch.cat(slabs) if len(slabs) > 1 else slabs[0]).permute(0, 3, 1, 2))
     return (torch.cat(parts, dim=1) if groups > 1 else parts[0]).contiguous()
 
 
