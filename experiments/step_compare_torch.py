@@ -30,6 +30,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from census_torch import MODELS, _batch, _build, _records, _split  # noqa: E402  (the census's models, batch, files)
 
 # h100-torch-tf32 models PyTorch's default switches: TF32 in cuDNN's convolutions, not in cuBLAS
+#: the models compare_step can cut into layers (fplab.torch.models' networks)
+COMPARABLE = tuple(m for m in MODELS if m != "resnet18")
+
 SETTINGS = "deterministic,off,h100-torch:deterministic;deterministic,conv,h100-torch-tf32:deterministic;" \
            "default,off,h100-torch"
 
@@ -50,10 +53,23 @@ def run(args: argparse.Namespace) -> int:
     from fplab.torch.census import set_torch_mode
     from fplab.torch.step_compare import compare_step
 
+    from fplab import Error
+    from fplab.torch._table import load_table
+
     if args.device == "cuda" and not torch.cuda.is_available():
         print("Error: --device cuda but PyTorch sees no CUDA device", file=sys.stderr)
         return 2
     settings = _settings(args.settings)
+    unknown = [name for name in _split(args.models) if name not in COMPARABLE]
+    if unknown:
+        print(f"Error: unknown model '{unknown[0]}' (known: {', '.join(COMPARABLE)})", file=sys.stderr)
+        return 2
+    try:
+        for _, _, profile in settings:
+            load_table(profile)
+    except Error as error:
+        print(f"Error: {error}", file=sys.stderr)
+        return 2
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "step_compare.jsonl")
     machine = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
@@ -119,9 +135,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     r = commands.add_parser("run", help="measure (see the module's help)")
     r.add_argument("--device", default="cuda", help="cuda or cpu (default: %(default)s)")
-    r.add_argument("--models", default=",".join(m for m in MODELS if m != "resnet18"),
-                   help="comma-separated, of: " + ", ".join(m for m in MODELS if m != "resnet18") +
-                   " (default: %(default)s)")
+    r.add_argument("--models", default=",".join(COMPARABLE),
+                   help="comma-separated, of: " + ", ".join(COMPARABLE) + " (default: %(default)s)")
     r.add_argument("--settings", default=SETTINGS,
                    help="MODE,TF32,PROFILE entries separated by ';': PyTorch's mode (default or deterministic) and "
                         "TF32 switch (off, on, or conv: cuDNN's only), and the profile whose emulation is compared with them "
