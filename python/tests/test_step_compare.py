@@ -77,5 +77,44 @@ class StepCompare(unittest.TestCase):
             compare_step(torch.nn.Linear(784, 10), x, y, "h100")
 
 
+@unittest.skipIf(torch is None, "PyTorch is not installed")
+class StepCompareScript(unittest.TestCase):
+    """experiments/step_compare_torch.py run and table on the CPU, and its refusals."""
+
+    def test_run_then_table_and_refusals(self):
+        import contextlib
+        import importlib.util
+        import io
+        import json
+        import os
+        import tempfile
+
+        here = os.path.dirname(os.path.abspath(__file__))
+        path = os.path.join(here, "..", "..", "experiments", "step_compare_torch.py")
+        spec = importlib.util.spec_from_file_location("step_compare_torch", path)
+        script = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(script)
+        with tempfile.TemporaryDirectory() as out:
+            with contextlib.redirect_stdout(io.StringIO()):
+                self.assertEqual(script.main(["run", "--device", "cpu", "--models", "mlp", "--settings",
+                                              "deterministic,off,h100-torch:deterministic", "--out", out]), 0)
+            with open(os.path.join(out, "step_compare.jsonl"), encoding="utf-8") as f:
+                records = [json.loads(line) for line in f]
+            self.assertEqual([(r["model"], r["mode"], r["tf32"], r["profile"]) for r in records],
+                             [("mlp", "deterministic", "off", "h100-torch:deterministic")])
+            self.assertEqual({row["view"] for row in records[0]["rows"]}, {"isolated", "chained"})
+            text = io.StringIO()
+            with contextlib.redirect_stdout(text):
+                self.assertEqual(script.main(["table", out]), 0)
+            self.assertIn("| mlp | deterministic, TF32 off | h100-torch:deterministic |", text.getvalue())
+            for arguments, message in ((["--models", "resnet18"], "unknown model 'resnet18'"),
+                                       (["--settings", "deterministic,off,nosuch"], "unknown hardware profile")):
+                errors = io.StringIO()
+                with contextlib.redirect_stderr(errors):
+                    self.assertEqual(script.main(["run", "--device", "cpu", "--out", out] + arguments), 2)
+                self.assertIn(message, errors.getvalue())
+                self.assertEqual(errors.getvalue().count("\n"), 1)
+
+
 if __name__ == "__main__":
     unittest.main()
