@@ -166,6 +166,23 @@ def im2col(
     (B*Ho*Wo) x (C*kh*kw), rows (b, oy, ox), columns (c, i, j), zero padding; transposed:
     (C*kh*kw) x (B*Ho*Wo) (models/conv2d.cpp's layouts). Into ``out`` when given."""
 
+def dgrad_taps(
+    g: np.ndarray,
+    input_hw: Tuple[int, int],
+    kernel: Tuple[int, int],
+    stride: Tuple[int, int],
+    padding: Tuple[int, int],
+    dilation: Tuple[int, int],
+    c0: int = 0,
+    channels: int = -1,
+    *,
+    out: Optional[np.ndarray] = None,
+) -> np.ndarray:
+    """The terms of a direct convolution input gradient (conv_dgrad "direct") from the output
+    gradient g (B, C_out, Ho, Wo) of an input of input_hw = (H, W): (B*H*W) x (C*kh*kw) for channels
+    [c0, c0 + channels), row (b, y, x), column (c, i, j), g where that tap of that pixel meets an
+    output, else +0. Into ``out`` when given."""
+
 def col2im(
     dcols: np.ndarray,
     shape: Tuple[int, int, int, int],

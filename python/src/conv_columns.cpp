@@ -212,6 +212,55 @@ py::array_t<float> col2im(py::handle dcols_in, py::tuple shape, py::tuple kernel
   return out;
 }
 
+// The terms of conv_dgrad "direct" (models/conv2d.cpp's input_grad_direct): for every input pixel
+// (b, y, x) of an H x W input, row (b, y, x), the output gradient g (B, C_out, Ho, Wo) at every
+// (channel, kernel row, kernel column) of channels [c0, c0 + channels): g[b, c, oy, ox] where
+// y + ph - i·dh = oy·sh and x + pw - j·dw = ox·sw lie on the output, else +0. (B·H·W) x (C·kh·kw).
+py::array_t<float> dgrad_taps(py::handle g_in, py::tuple input_hw, py::tuple kernel, py::tuple stride,
+                              py::tuple padding, py::tuple dilation, size_t c0, long channels_in, py::handle out_in) {
+  const FloatArray gy = float32_array(g_in, "dgrad_taps", "g", 4);
+  const auto c_total = static_cast<size_t>(gy.shape(1));
+  const size_t channels = channels_in < 0 ? c_total - std::min(c0, c_total) : static_cast<size_t>(channels_in);
+  const auto h = input_hw[0].cast<size_t>(), w = input_hw[1].cast<size_t>();
+  // The geometry of the forward convolution (input H x W): its output must be g's planes.
+  Geometry f = geometry(static_cast<size_t>(gy.shape(0)), c_total, h, w, c0, channels, kernel, stride, padding,
+                        dilation, "dgrad_taps");
+  if (f.ho != static_cast<size_t>(gy.shape(2)) || f.wo != static_cast<size_t>(gy.shape(3)))
+    throw std::invalid_argument("dgrad_taps: g's planes are not the output of an input of that size");
+  const size_t rows = f.batch * h * w, taps = f.taps();
+  py::array_t<float> out = out_in.is_none()
+                               ? py::array_t<float>({static_cast<py::ssize_t>(rows), static_cast<py::ssize_t>(taps)})
+                               : output_array(out_in, "dgrad_taps", {rows, taps});
+  const float* src = gy.data();
+  float* dst = out.mutable_data();
+  py::gil_scoped_release unlocked;
+  const long lh = static_cast<long>(h), lw = static_cast<long>(w), lho = static_cast<long>(f.ho);
+  const long lwo = static_cast<long>(f.wo);
+  // Per input row y, the output row each (channel, kernel row) meets, or none.
+  std::vector<const float*> lines(f.channels * static_cast<size_t>(f.kh));
+  for (size_t b = 0; b < f.batch; ++b)
+    for (long y = 0; y < lh; ++y) {
+      for (size_t c = 0; c < f.channels; ++c)
+        for (long i = 0; i < f.kh; ++i) {
+          const long ys = y + f.ph - i * f.dh;
+          const bool on = ys >= 0 && ys % f.sh == 0 && ys / f.sh < lho;
+          lines[c * static_cast<size_t>(f.kh) + static_cast<size_t>(i)] =
+              on ? src + ((b * c_total + c0 + c) * f.ho + static_cast<size_t>(ys / f.sh)) * f.wo : nullptr;
+        }
+      for (long x = 0; x < lw; ++x) {
+        float* tap = dst + ((b * h + static_cast<size_t>(y)) * w + static_cast<size_t>(x)) * taps;
+        for (const float* line : lines) {
+          for (long j = 0; j < f.kw; ++j) {
+            const long xs = x + f.pw - j * f.dw;
+            tap[j] = line && xs >= 0 && xs % f.sw == 0 && xs / f.sw < lwo ? line[xs / f.sw] : 0.0f;
+          }
+          tap += f.kw;
+        }
+      }
+    }
+  return out;
+}
+
 // x (B, M, N) as (B, N, M): the (B·P) x C rows of a convolution's GEMM as (B, C, P), and back.
 py::array_t<float> transpose_batches(py::handle x_in) {
   const FloatArray x = float32_array(x_in, "transpose_batches", "x", 3);
@@ -238,6 +287,12 @@ void bind_conv_columns(py::module_& m) {
         py::arg("padding"), py::arg("dilation"),
         "The input gradient (B, C, H, W) of the columns' gradient dcols ((B*Ho*Wo) x (C*kh*kw)): every element "
         "the float32 sum, from +0, of its terms in the order of the rows (models/conv2d.cpp's col2im).");
+  m.def("dgrad_taps", &dgrad_taps, py::arg("g"), py::arg("input_hw"), py::arg("kernel"), py::arg("stride"),
+        py::arg("padding"), py::arg("dilation"), py::arg("c0") = 0, py::arg("channels") = -1, py::kw_only(),
+        py::arg("out") = py::none(),
+        "The terms of a direct convolution input gradient from the output gradient g (B, C_out, Ho, Wo) of an "
+        "input of input_hw = (H, W): (B*H*W) x (C*kh*kw) for channels [c0, c0 + channels), row (b, y, x), column "
+        "(c, i, j) holding g where that tap of that pixel meets an output, else +0. Written into out when given.");
   m.def("transpose_batches", &transpose_batches, py::arg("x"),
         "x (B, M, N) float32 as (B, N, M): every batch's matrix transposed (a copy).");
 }

@@ -109,6 +109,54 @@ class Col2im(unittest.TestCase):
                                               bits(reference_col2im(dcols, shape, kernel, stride, padding, dilation)))
 
 
+def reference_dgrad_taps(g, input_hw, kernel, stride, padding, dilation, c0=0, channels=None):
+    """conv_dgrad "direct"'s terms by their definition: row (b, y, x), column (c, i, j), the output
+    gradient where y + ph - i*dh = oy*sh and x + pw - j*dw = ox*sw lie on the output, else 0."""
+    batch, total, ho, wo = g.shape
+    channels = total - c0 if channels is None else channels
+    (h, w), (kh, kw), (sh, sw), (ph, pw), (dh, dw) = input_hw, kernel, stride, padding, dilation
+    taps = np.zeros((batch * h * w, channels * kh * kw), np.float32)
+    for b, y, x, c, i, j in itertools.product(range(batch), range(h), range(w), range(channels), range(kh), range(kw)):
+        ys, xs = y + ph - i * dh, x + pw - j * dw
+        if ys >= 0 and xs >= 0 and ys % sh == 0 and xs % sw == 0 and ys // sh < ho and xs // sw < wo:
+            taps[(b * h + y) * w + x, (c * kh + i) * kw + j] = g[b, c0 + c, ys // sh, xs // sw]
+    return taps
+
+
+class DgradTaps(unittest.TestCase):
+    def test_the_definition_at_every_geometry_and_channel_range(self):
+        for k, ((batch, channels, h, w), kernel, stride, padding, dilation) in enumerate(GEOMETRIES):
+            shape = (batch, channels, out_size(h, kernel[0], stride[0], padding[0], dilation[0]),
+                     out_size(w, kernel[1], stride[1], padding[1], dilation[1]))
+            g = values(40 + k, shape)
+            for c0, count in ((0, None), (channels - 1, 1)):
+                with self.subTest(geometry=k, c0=c0):
+                    want = reference_dgrad_taps(g, (h, w), kernel, stride, padding, dilation, c0, count)
+                    got = _core.dgrad_taps(g, (h, w), kernel, stride, padding, dilation, c0,
+                                           -1 if count is None else count)
+                    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+    def test_the_device_engines_gather_is_the_same(self):
+        try:
+            import torch
+            from fplab.torch._engine_cuda import _tap_index
+        except ImportError:
+            self.skipTest("PyTorch is not installed")
+        (batch, channels, h, w), kernel, stride, padding, dilation = GEOMETRIES[2]
+        ho, wo = out_size(h, kernel[0], stride[0], padding[0], dilation[0]), out_size(w, kernel[1], stride[1],
+                                                                                     padding[1], dilation[1])
+        g = torch.from_numpy(values(7, (batch, channels, ho, wo)))
+        index = _tap_index(h, w, ho, wo, kernel, stride, padding, dilation, g.device)
+        planes = torch.cat([g.new_zeros(batch, channels, 1), g.reshape(batch, channels, ho * wo)], dim=2)
+        gathered = planes[:, :, index].permute(0, 2, 1, 3).reshape(batch * h * w, -1).numpy()
+        want = reference_dgrad_taps(g.numpy(), (h, w), kernel, stride, padding, dilation)
+        np.testing.assert_array_equal(gathered.view(np.uint32), want.view(np.uint32))
+
+    def test_an_output_that_is_not_the_inputs_is_a_one_line_error(self):
+        with self.assertRaisesRegex(fplab.Error, "dgrad_taps: g's planes are not the output"):
+            _core.dgrad_taps(np.zeros((1, 2, 4, 4), np.float32), (9, 9), (3, 3), (1, 1), (1, 1), (1, 1))
+
+
 class Layouts(unittest.TestCase):
     def test_transpose_batches(self):
         x = values(30, (3, 17, 9))

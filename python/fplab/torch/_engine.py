@@ -132,6 +132,15 @@ class Engine:
         out = self.scratch(taps, rows) if transposed else self.scratch(rows, taps)
         return _core.im2col(as_array(x), kernel, stride, padding, dilation, first, channels, transposed, out=out)
 
+    def dgrad_taps(self, g: torch.Tensor, input_hw: Pair, kernel: Pair, stride: Pair, padding: Pair,
+                   dilation: Pair, first: int, channels: int) -> np.ndarray:
+        """conv_dgrad "direct"'s terms from the output gradient g (B, C_out, Ho, Wo) of an H x W input:
+        (B·H·W) x (channels·kh·kw), rows (b, y, x), columns (c, i, j) of channels [first, first +
+        channels), +0 where a tap meets no output (_core.dgrad_taps), in scratch memory."""
+        rows, taps = g.shape[0] * input_hw[0] * input_hw[1], channels * kernel[0] * kernel[1]
+        return _core.dgrad_taps(as_array(g), tuple(input_hw), kernel, stride, padding, dilation, first, channels,
+                                out=self.scratch(rows, taps))
+
     def col2im(self, dcols, shape: Sequence[int], kernel: Pair, stride: Pair, padding: Pair,
                dilation: Pair) -> torch.Tensor:
         """The input gradient (shape) from the columns' gradient: each element the float32 sum, from

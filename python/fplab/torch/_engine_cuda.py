@@ -75,6 +75,18 @@ def _square(kernel: Pair, stride: Pair, padding: Pair, dilation: Pair) -> bool:
     return kernel[0] == kernel[1] and stride[0] == stride[1] and padding[0] == padding[1] and dilation == (1, 1)
 
 
+def _tap_index(h: int, w: int, ho: int, wo: int, kernel: Pair, stride: Pair, padding: Pair, dilation: Pair,
+               device: torch.device) -> torch.Tensor:
+    """(H·W) x (kh·kw): for input pixel (y, x) and tap (i, j), 1 + the output position whose gradient
+    meets it there, (y + p - i·d) / s, or 0 where none does (off the output, or between strides)."""
+    ys = torch.arange(h).view(h, 1, 1, 1) + padding[0] - dilation[0] * torch.arange(kernel[0]).view(1, 1, -1, 1)
+    xs = torch.arange(w).view(1, w, 1, 1) + padding[1] - dilation[1] * torch.arange(kernel[1]).view(1, 1, 1, -1)
+    valid = (ys >= 0) & (xs >= 0) & (ys % stride[0] == 0) & (xs % stride[1] == 0) & \
+        (ys // stride[0] < ho) & (xs // stride[1] < wo)
+    flat = (ys // stride[0]) * wo + xs // stride[1] + 1
+    return torch.where(valid, flat, torch.zeros((), dtype=flat.dtype)).reshape(h * w, -1).to(device)
+
+
 class CudaEngine:
     """Runs one emulation's reductions on one CUDA device and records each in its coverage."""
 
@@ -311,6 +323,20 @@ class CudaEngine:
             cols = self.scratch(batch * positions, taps)
             cols.view(batch, positions, taps).copy_(unfolded.transpose(1, 2))
         return cols
+
+    def dgrad_taps(self, g: torch.Tensor, input_hw: Pair, kernel: Pair, stride: Pair, padding: Pair,
+                   dilation: Pair, first: int, channels: int) -> torch.Tensor:
+        """As Engine.dgrad_taps, on the device, in scratch memory: one gather through an index map of
+        every (pixel, tap) to the output position it meets (0: a zero put before each plane)."""
+        batch, _, ho, wo = g.shape
+        h, w = input_hw
+        kk = kernel[0] * kernel[1]
+        index = _tap_index(h, w, ho, wo, kernel, stride, padding, dilation, g.device)
+        planes = torch.cat([g.new_zeros(batch, channels, 1),
+                            g[:, first:first + channels].reshape(batch, channels, ho * wo)], dim=2)
+        taps = self.scratch(batch * h * w, channels * kk)
+        taps.view(batch, h * w, channels, kk).copy_(planes[:, :, index].permute(0, 2, 1, 3))
+        return taps
 
     def col2im(self, dcols: torch.Tensor, shape: Sequence[int], kernel: Pair, stride: Pair, padding: Pair,
                dilation: Pair) -> torch.Tensor:

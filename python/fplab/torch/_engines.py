@@ -63,6 +63,10 @@ class Engines:
                dilation: Pair) -> torch.Tensor:
         return self.on(dcols).col2im(dcols, shape, kernel, stride, padding, dilation)
 
+    def dgrad_taps(self, g: torch.Tensor, input_hw: Pair, kernel: Pair, stride: Pair, padding: Pair, dilation: Pair,
+                   first: int, channels: int):
+        return self.on(g).dgrad_taps(g, input_hw, kernel, stride, padding, dilation, first, channels)
+
     def transposed(self, x: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
         return self.on(x).transposed(x, shape)
 

@@ -112,29 +112,14 @@ class _Conv2d(torch.autograd.Function):
                 torch.cat(gw) if gw else None, torch.cat(gb) if gb else None, None, None, None, None)
 
 
-def _tap_index(h: int, w: int, ho: int, wo: int, kernel: Pair, stride: Pair, padding: Pair, dilation: Pair,
-               device: torch.device) -> torch.Tensor:
-    """(H·W) x (kh·kw): for input pixel (y, x) and tap (i, j), 1 + the output position whose gradient
-    meets it there, (y + p - i·d) / s, or 0 where none does (off the output, or between strides)."""
-    ys = torch.arange(h).view(h, 1, 1, 1) + padding[0] - dilation[0] * torch.arange(kernel[0]).view(1, 1, -1, 1)
-    xs = torch.arange(w).view(1, w, 1, 1) + padding[1] - dilation[1] * torch.arange(kernel[1]).view(1, 1, 1, -1)
-    valid = (ys >= 0) & (xs >= 0) & (ys % stride[0] == 0) & (xs % stride[1] == 0) & \
-        (ys // stride[0] < ho) & (xs // stride[1] < wo)
-    flat = (ys // stride[0]) * wo + xs // stride[1] + 1
-    return torch.where(valid, flat, torch.zeros((), dtype=flat.dtype)).reshape(h * w, -1).to(device)
-
-
 def _direct_input_grad(em, op, site, gy, weight, x_shape, stride, padding, dilation, groups) -> torch.Tensor:
     """The input gradient as conv_dgrad "direct" adds it: per group, the gathered taps (B·H·W) x
     (C_out·kh·kw), in the order (output channel, kernel row, kernel column), times the weight."""
     batch, _, h, w = x_shape
     cout, cg, kh, kw = weight.shape
-    co, (ho, wo) = cout // groups, gy.shape[2:]
-    index = _tap_index(h, w, ho, wo, (kh, kw), stride, padding, dilation, gy.device)
-    # a zero before every output-gradient plane: the term of a tap that meets no output
-    planes = torch.cat([gy.new_zeros(batch, cout, 1), gy.reshape(batch, cout, ho * wo)], dim=2)
+    co = cout // groups
     # The taps of a large layer are kh·kw times its output gradient: gathered a slab of whole images
-    # at a time (about 2^24 floats), each slab's GEMM rows are its own images'. A dgrad that draws
+    # at a time (about SLAB_FLOATS), each slab's GEMM rows are its own images'. A dgrad that draws
     # noise keys it by the GEMM's tiles, as the C++ layer's one GEMM does: it runs whole.
     per_image = h * w * co * kh * kw
     noisy = em.table.choice("dgrad", site.layer).nondeterministic
@@ -145,8 +130,7 @@ def _direct_input_grad(em, op, site, gy, weight, x_shape, stride, padding, dilat
         slabs = []
         for first in range(0, batch, images):
             last = min(batch, first + images)
-            taps = planes[first:last, g * co:(g + 1) * co][:, :, index]  # (b, C_out, H·W, kh·kw)
-            taps = taps.permute(0, 2, 1, 3).reshape((last - first) * h * w, co * kh * kw)
+            taps = em.engine.dgrad_taps(gy[first:last], (h, w), (kh, kw), stride, padding, dilation, g * co, co)
             rows = em.engine.matmul(op, "dgrad", taps, w_taps, site, part=g)  # (b·H·W) x C
             slabs.append(rows.reshape(last - first, h, w, cg))
         parts.append((torch.cat(slabs) if len(slabs) > 1 else slabs[0]).permute(0, 3, 1, 2))
