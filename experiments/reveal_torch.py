@@ -266,7 +266,7 @@ def _factor_conversion(target: Target) -> str:
     return known.get(tuple(seen), f"other ({seen[0]!r}, {seen[1]!r})")
 
 
-def _probe_varying(target: Target, runs: int, verify: int, seed: int) -> dict:
+def _probe_varying(target: Target, runs: int, verify: int, seed: int, seconds: float = 0) -> dict:
     """A target that is not one tree, probed again with every pair asked `runs` times: its
     deterministic parts and how they were combined (docs/reveal.md, "Orders that vary"), and
     whether some order of the replayed parts gives each call's bits on `verify` random inputs."""
@@ -274,7 +274,7 @@ def _probe_varying(target: Target, runs: int, verify: int, seed: int) -> dict:
 
     reveal = fplab.reveal_sum if target.is_sum else fplab.reveal_dot
     try:
-        r = reveal(target.call, target.n, runs=runs, verify=verify, seed=seed)
+        r = reveal(target.call, target.n, runs=runs, verify=verify, seed=seed, seconds=seconds)
     except fplab.Error as e:
         return {"error": str(e)}
     sizes = sorted({len(p) for p in r["parts"]})
@@ -285,8 +285,14 @@ def _probe_varying(target: Target, runs: int, verify: int, seed: int) -> dict:
             "first_parts": r["parts"][:4], "replays": r["replays"]}
 
 
+def _left(deadline: float) -> float:
+    """Seconds until ``deadline`` (a time.monotonic()), at least a tenth of one; 0 for no deadline."""
+    return max(0.1, deadline - time.monotonic()) if deadline else 0
+
+
 def _probe(target: Target, verify: int, repeat: int, seed: int, trials_dir: str, key: str,
-           varying_runs: int = 0, varying_max_n: int = 0) -> dict:
+           varying_runs: int = 0, varying_max_n: int = 0, deadline: float = 0) -> dict:
+    """One target's row. ``deadline``: a time.monotonic() past which its probes give up (0: none)."""
     import numpy as np
     import fplab
 
@@ -305,11 +311,11 @@ def _probe(target: Target, verify: int, repeat: int, seed: int, trials_dir: str,
         row["factor_conversion"] = _factor_conversion(target)
     reveal = fplab.reveal_sum if target.is_sum else fplab.reveal_dot
     try:
-        r = reveal(target.call, target.n, verify=verify, seed=seed)
+        r = reveal(target.call, target.n, verify=verify, seed=seed, seconds=_left(deadline))
     except fplab.Error as e:
         row["error"] = str(e)
         if varying_runs and "contradict one tree" in row["error"] and target.n <= varying_max_n:
-            row["varying"] = _probe_varying(target, varying_runs, min(verify, 20), seed)
+            row["varying"] = _probe_varying(target, varying_runs, min(verify, 20), seed, _left(deadline))
         return row
     widths: Dict[int, int] = {}
     for children in r["nodes"]:
@@ -380,8 +386,12 @@ def run(args: argparse.Namespace) -> int:
                 t0 = time.monotonic()
                 row = {"key": key, "op": target.op, "shape": list(target.shape), "models": target.models,
                        "n": target.n, "mode": mode, "tf32": tf32, **backend}
+                deadline = started + args.budget if args.budget else 0
                 row.update(_probe(target, args.verify, args.repeat, args.seed, os.path.join(args.out, "trials"), key,
-                                  args.varying_runs, args.varying_max_n))
+                                  args.varying_runs, args.varying_max_n, deadline))
+                if "gave up after" in row.get("error", ""):  # the budget ran out inside this target
+                    print(f"[{count}/{total}] {key}: {row['error']}; not recorded (--resume probes it again)")
+                    return 1
                 out.write(json.dumps(row) + "\n")
                 out.flush()
                 print(f"[{count}/{total}] {key}: n={target.n} {_summary(row)} ({time.monotonic() - t0:.1f} s)",
@@ -458,7 +468,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     r.add_argument("--varying-max-n", type=int, default=6400,
                    help="only for targets of at most this many terms (about n x parts / 2 + runs x n calls)")
     r.add_argument("--shapes", default="", help="only the targets whose key starts with one of these (comma-separated)")
-    r.add_argument("--budget", type=float, default=0, help="stop after this many seconds (0: no limit)")
+    r.add_argument("--budget", type=float, default=0,
+                   help="stop after this many seconds, a target's probe in progress included (0: no limit)")
     r.add_argument("--resume", action="store_true", help="skip the targets reveal.jsonl in --out has")
     r.add_argument("--out", required=True)
     t = commands.add_parser("table", help="a Markdown table of the folders' reveal.jsonl")

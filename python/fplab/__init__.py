@@ -282,7 +282,8 @@ def nccl_all_reduce(
     return _core.nccl_all_reduce(array, algorithm, protocol, channels, format, ring_lists)
 
 
-def reveal_sum(fn: Callable[[Any], Any], n: int, *, verify: int = 0, seed: int = 1, runs: int = 0) -> dict:
+def reveal_sum(fn: Callable[[Any], Any], n: int, *, verify: int = 0, seed: int = 1, runs: int = 0,
+               seconds: float = 0) -> dict:
     """The order in which ``fn`` adds the n elements of a float32 array, found by probing it
     (docs/reveal.md: all 1s but a pair +2^e, -2^e; about 2n calls for a loop, n log2 n / 2 for a
     balanced tree), as ``fplab reveal`` finds a C function's.
@@ -307,23 +308,29 @@ def reveal_sum(fn: Callable[[Any], Any], n: int, *, verify: int = 0, seed: int =
     'every_order' and 'distinct_results': how many different results those orders give)}; about
     n x parts / 2 + runs x n calls.
 
+    ``seconds`` > 0: give up with an fplab.Error ("gave up after K calls: the time limit ...") once
+    that long has passed since fn's first call (a probe of tens of thousands of terms on a lent
+    machine); 0, the default: no limit.
+
     >>> import numpy as np
     >>> fplab.reveal_sum(lambda x: np.sum(x), 100)["schedules"][0]
     'all:numpy_pairwise'
     """
     _check_reveal_n("reveal_sum", n)
     _check_reveal_runs("reveal_sum", runs)
-    return _core.reveal_sum(fn, n, verify, seed, runs)
+    _check_reveal_seconds("reveal_sum", seconds)
+    return _core.reveal_sum(fn, n, verify, seed, runs, seconds=float(seconds))
 
 
-def reveal_dot(fn: Callable[[Any, Any], Any], n: int, *, verify: int = 0, seed: int = 1, runs: int = 0) -> dict:
+def reveal_dot(fn: Callable[[Any, Any], Any], n: int, *, verify: int = 0, seed: int = 1, runs: int = 0,
+               seconds: float = 0) -> dict:
     """The order in which ``fn(a, b)`` adds the n products of a dot product of two float32 arrays,
     found by probing it with b all 1 (every product exact): what a matmul, F.linear or a
     convolution does for one output element, when ``fn`` places a and b in its operands and reads
     that element back (experiments/reveal_torch.py does so for PyTorch's kernels).
 
     Returns reveal_sum's dict; its replays try the dot product's arithmetics: products fused
-    (FMA) onto the partial sum, rounded first, or fp64. ``runs`` as in reveal_sum.
+    (FMA) onto the partial sum, rounded first, or fp64. ``runs`` and ``seconds`` as in reveal_sum.
 
     >>> import numpy as np
     >>> fplab.reveal_dot(lambda a, b: np.float32(sum(np.float64(a) * b)), 4)["tree"]
@@ -331,12 +338,18 @@ def reveal_dot(fn: Callable[[Any, Any], Any], n: int, *, verify: int = 0, seed: 
     """
     _check_reveal_n("reveal_dot", n)
     _check_reveal_runs("reveal_dot", runs)
-    return _core.reveal_dot(fn, n, verify, seed, runs)
+    _check_reveal_seconds("reveal_dot", seconds)
+    return _core.reveal_dot(fn, n, verify, seed, runs, seconds=float(seconds))
 
 
 def _check_reveal_n(name: str, n: Any) -> None:
     if isinstance(n, bool) or not isinstance(n, int) or not 2 <= n <= 1 << 24:
         raise Error(f"{name}: n must be a whole number from 2 to 2^24, not {n!r}")
+
+
+def _check_reveal_seconds(name: str, seconds: Any) -> None:
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds < float("inf"):
+        raise Error(f"{name}: seconds must be 0 (no limit) or a positive number, not {seconds!r}")
 
 
 def _check_reveal_runs(name: str, runs: Any) -> None:

@@ -394,10 +394,12 @@ class ReplicaRecord:
     @property
     def buffers(self) -> np.ndarray: ...
 
-def reveal_sum(fn: Callable[[Any], Any], n: int, verify: int = 0, seed: int = 1, runs: int = 0) -> Dict[str, Any]:
+def reveal_sum(fn: Callable[[Any], Any], n: int, verify: int = 0, seed: int = 1, runs: int = 0, *,
+               seconds: float = 0.0) -> Dict[str, Any]:
     """The addition order of fn (a float32 array of n in, a float out), found by probing it."""
 
-def reveal_dot(fn: Callable[[Any, Any], Any], n: int, verify: int = 0, seed: int = 1, runs: int = 0) -> Dict[str, Any]:
+def reveal_dot(fn: Callable[[Any, Any], Any], n: int, verify: int = 0, seed: int = 1, runs: int = 0, *,
+               seconds: float = 0.0) -> Dict[str, Any]:
     """The addition order of fn (two float32 arrays of n in, their dot product out), probed with b = 1."""
 
 def render_gnuplot(path: str, script: str, data: str, width: int = 900, height: int = 480) -> None:

@@ -3,6 +3,8 @@
 // product of two (a matmul's or a convolution's output element, F.linear), found by
 // reveal/probe_sum.hpp's probe, the schedules whose tree it is, and the replay per candidate
 // arithmetic (fplab reveal's, for code that is not a C symbol).
+#include <chrono>
+#include <cstdio>
 #include <numeric>
 
 #include "python/src/bindings.hpp"
@@ -120,8 +122,35 @@ py::dict reveal_and_verify(const reveal::SumFunction& probe, Verify verify_again
   return report(revealed, match, verified, schedule_replays);
 }
 
-py::dict reveal_sum_of(py::function fn, size_t n, size_t verify, uint64_t seed, size_t runs) {
-  const reveal::SumFunction sum = [&fn](std::span<const float> x) {
+// fn's calls, given up once `seconds` have passed since the first (0: never): a probe of tens of
+// thousands of terms can outlast what its caller can wait (a GPU machine lent for minutes), and
+// one that stops says so in one line instead of losing the caller's whole time.
+class TimeLimit {
+ public:
+  explicit TimeLimit(double seconds) : seconds_(seconds), start_(std::chrono::steady_clock::now()) {
+    if (!(seconds >= 0)) throw std::invalid_argument("seconds must be 0 (no limit) or more");
+  }
+  void check() {
+    // Runs without the GIL (the probe's thread): no Python objects here.
+    if (seconds_ > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count() > seconds_) {
+      char limit[32];
+      std::snprintf(limit, sizeof limit, "%g", seconds_);
+      throw reveal::RevealError("gave up after " + std::to_string(calls_) + " calls: the time limit of " + limit +
+                                " s (seconds=) was reached");
+    }
+    ++calls_;
+  }
+
+ private:
+  double seconds_;
+  std::chrono::steady_clock::time_point start_;
+  size_t calls_ = 0;
+};
+
+py::dict reveal_sum_of(py::function fn, size_t n, size_t verify, uint64_t seed, size_t runs, double seconds) {
+  TimeLimit limit(seconds);
+  const reveal::SumFunction sum = [&fn, &limit](std::span<const float> x) {
+    limit.check();
     py::gil_scoped_acquire locked;
     return fn(float_array(x)).cast<float>();
   };
@@ -143,8 +172,10 @@ py::dict reveal_sum_of(py::function fn, size_t n, size_t verify, uint64_t seed, 
       n, verify, seed);
 }
 
-py::dict reveal_dot_of(py::function fn, size_t n, size_t verify, uint64_t seed, size_t runs) {
-  const reveal::DotFunction dot = [&fn](std::span<const float> a, std::span<const float> b) {
+py::dict reveal_dot_of(py::function fn, size_t n, size_t verify, uint64_t seed, size_t runs, double seconds) {
+  TimeLimit limit(seconds);
+  const reveal::DotFunction dot = [&fn, &limit](std::span<const float> a, std::span<const float> b) {
+    limit.check();
     py::gil_scoped_acquire locked;
     return fn(float_array(a), float_array(b)).cast<float>();
   };
@@ -170,14 +201,15 @@ py::dict reveal_dot_of(py::function fn, size_t n, size_t verify, uint64_t seed, 
 
 void bind_reveal(py::module_& m) {
   m.def("reveal_sum", &reveal_sum_of, py::arg("fn"), py::arg("n"), py::arg("verify") = 0, py::arg("seed") = 1,
-        py::arg("runs") = 0,
+        py::arg("runs") = 0, py::kw_only(), py::arg("seconds") = 0.0,
         "The addition order of fn (a float32 array of n in, a float out), found by probing it: "
         "{'tree', 'dot', 'nodes', 'calls', 'seconds', 'schedules', 'replays', 'schedule_replays', ...} (verify: "
         "the tree replayed in each candidate arithmetic, and each named schedule through fplab's evaluator); with "
         "runs >= 2, "
-        "the pairs of a part asked runs times, an order that varies: {'varies', 'parts', 'skeleton', ...}.");
+        "the pairs of a part asked runs times, an order that varies: {'varies', 'parts', 'skeleton', ...}. "
+        "seconds > 0: give up (an fplab.Error) once that long has passed since the first call.");
   m.def("reveal_dot", &reveal_dot_of, py::arg("fn"), py::arg("n"), py::arg("verify") = 0, py::arg("seed") = 1,
-        py::arg("runs") = 0,
+        py::arg("runs") = 0, py::kw_only(), py::arg("seconds") = 0.0,
         "The addition order of fn (two float32 arrays of n in, their dot product out), found by probing "
         "it with b = 1: the same dict as reveal_sum's, the replays in the dot's arithmetics.");
 }

@@ -93,6 +93,22 @@ class RevealDot(unittest.TestCase):
         with self.assertRaises(fplab.Error):
             fplab.reveal_dot(rounded_product_loop, 0)
 
+    def test_a_time_limit_gives_up_in_one_line(self):
+        import time
+
+        def slow(a, b):
+            time.sleep(0.005)
+            return rounded_product_loop(a, b)
+        start = time.monotonic()
+        with self.assertRaisesRegex(fplab.Error, r"^gave up after \d+ calls: the time limit of 0.2 s") as caught:
+            fplab.reveal_dot(slow, 300, seconds=0.2)
+        self.assertLess(time.monotonic() - start, 2)  # a whole probe would take seconds
+        self.assertNotIn("\n", str(caught.exception))
+        self.assertEqual(fplab.reveal_dot(rounded_product_loop, 5, seconds=60)["tree"], "((((0+1)+2)+3)+4)")
+        for bad in (-1, float("nan"), "1", True):
+            with self.assertRaisesRegex(fplab.Error, "seconds must be 0"):
+                fplab.reveal_dot(rounded_product_loop, 5, seconds=bad)
+
     def test_a_schedule_replays_what_no_single_arithmetic_does(self):
         # float FMA lanes, then a tail of float products added in double: the preset names the
         # tree, and only its replay, with its stages' formats, gives the function's bits every time
