@@ -37,15 +37,16 @@ from typing import Callable, Dict, Iterator, List, Optional, Tuple
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 OPS = ("sum", "sum0", "nll_loss", "mm", "linear_fwd", "linear_dgrad", "linear_wgrad", "linear_bias", "conv_fwd", "conv_dgrad",
-       "conv_wgrad", "conv_bias")
+       "conv_wgrad", "conv_bias", "bn_mean", "bn_beta_grad")
 SUM_SIZES = (64, 1000, 4096, 16384)
 MM_SHAPES = ((128, 128, 4096), (1024, 1024, 1024), (64, 64, 16384))  # (M, N, K): K is the sum's n
 
 
 def layer_shapes() -> List[Tuple[str, str, tuple]]:
-    """Every distinct Linear and Conv2d of the shipped models (batch 64, the recipes') and of
-    the ResNet-18 (batch 128, docs/results.md section 9): (models, kind, shape), where a linear
-    shape is (batch, in, out) and a convolution's (batch, cin, cout, k, stride, pad, height)."""
+    """Every distinct Linear, Conv2d and BatchNorm2d of the shipped models (batch 64, the recipes')
+    and of the ResNet-18 (batch 128, docs/results.md section 9): (models, kind, shape), where a
+    linear shape is (batch, in, out), a convolution's (batch, cin, cout, k, stride, pad, height) and
+    a batch norm's (batch, channels, height)."""
     import torch
     import fplab.torch.models as models
     from fplab.torch.resnet import resnet18
@@ -60,6 +61,8 @@ def layer_shapes() -> List[Tuple[str, str, tuple]]:
             x = inputs[0]
             if isinstance(module, torch.nn.Linear):
                 key = ("linear", (x.shape[0], module.in_features, module.out_features))
+            elif isinstance(module, torch.nn.BatchNorm2d):
+                key = ("bn", (x.shape[0], module.num_features, x.shape[2]))
             else:
                 key = ("conv", (x.shape[0], module.in_channels, module.out_channels, module.kernel_size[0],
                                 module.stride[0], module.padding[0], x.shape[2]))
@@ -67,7 +70,7 @@ def layer_shapes() -> List[Tuple[str, str, tuple]]:
                 found[key].append(name)
 
         for module in net.modules():
-            if isinstance(module, (torch.nn.Linear, torch.nn.Conv2d)):
+            if isinstance(module, (torch.nn.Linear, torch.nn.Conv2d, torch.nn.BatchNorm2d)):
                 hooks.append(module.register_forward_hook(record))
         with torch.no_grad():
             net.eval()(torch.zeros(batch, 1, 28, 28))
@@ -128,6 +131,8 @@ def _targets(device: str, ops: List[str]) -> Iterator[Target]:
     for models, kind, shape in layer_shapes():
         if kind == "linear":
             yield from _linear_targets(dev, tensor, models, shape, ops)
+        elif kind == "bn":
+            yield from _bn_targets(dev, tensor, models, shape, ops)
         else:
             yield from _conv_targets(dev, tensor, models, shape, ops)
 
@@ -162,6 +167,37 @@ def _linear_targets(dev, tensor, models: str, shape: tuple, ops: List[str]) -> I
             g[:, 0] = tensor(a)
             return g.sum(0)[0].item()
         yield Target(f"linear_bias-{name}", "linear_bias", shape, models, batch, bias_grad, is_sum=True)
+
+
+def _bn_targets(dev, tensor, models: str, shape: tuple, ops: List[str]) -> Iterator[Target]:
+    """F.batch_norm in training, channel 0 over its batch x H x W terms: the mean (read from the
+    running mean with momentum 1, times the count: a whole number again, however the division
+    rounded) and beta's gradient (the output gradient's sum). The mean's tree is the sum's, but its
+    replays on random inputs cannot match: what is read is the rounded quotient, not the sum."""
+    import torch
+    import torch.nn.functional as F
+
+    batch, channels, h = shape
+    count = batch * h * h
+    name = f"{batch}x{channels}@{h}"
+    x = torch.zeros(batch, channels, h, h, device=dev)
+    weight, bias = torch.ones(channels, device=dev), torch.zeros(channels, device=dev, requires_grad=True)
+    if "bn_mean" in ops:
+        def mean_sum(a):
+            x[:, 0] = tensor(a).reshape(batch, h, h)
+            running_mean, running_var = torch.zeros(channels, device=dev), torch.ones(channels, device=dev)
+            F.batch_norm(x, running_mean, running_var, weight, bias.detach(), training=True, momentum=1.0)
+            return round(running_mean[0].item() * count)
+        yield Target(f"bn_mean-{name}", "bn_mean", shape, models, count, mean_sum, is_sum=True)
+    if "bn_beta_grad" in ops:
+        g = torch.zeros(batch, channels, h, h, device=dev)
+
+        def beta_grad(a):
+            g[:, 0] = tensor(a).reshape(batch, h, h)
+            bias.grad = None
+            F.batch_norm(x, None, None, weight, bias, training=True).backward(g)
+            return bias.grad[0].item()
+        yield Target(f"bn_beta_grad-{name}", "bn_beta_grad", shape, models, count, beta_grad, is_sum=True)
 
 
 def _conv_targets(dev, tensor, models: str, shape: tuple, ops: List[str]) -> Iterator[Target]:
