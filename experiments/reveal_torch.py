@@ -187,7 +187,11 @@ def _bn_targets(dev, tensor, models: str, shape: tuple, ops: List[str]) -> Itera
             x[:, 0] = tensor(a).reshape(batch, h, h)
             running_mean, running_var = torch.zeros(channels, device=dev), torch.ones(channels, device=dev)
             F.batch_norm(x, running_mean, running_var, weight, bias.detach(), training=True, momentum=1.0)
-            return round(running_mean[0].item() * count)
+            total = running_mean[0].item() * count
+            whole = round(total)
+            # a sum's quotient brings the count back to within its rounding; anything further (a
+            # running update, not a sum) is passed on as it is, for the probe to refuse
+            return whole if abs(total - whole) <= count * 2.0 ** -20 else total
         yield Target(f"bn_mean-{name}", "bn_mean", shape, models, count, mean_sum, is_sum=True)
     if "bn_beta_grad" in ops:
         g = torch.zeros(batch, channels, h, h, device=dev)
@@ -394,7 +398,10 @@ def run(args: argparse.Namespace) -> int:
     done = set()
     if args.resume and os.path.exists(results):
         with open(results) as f:
-            done = {json.loads(line)["key"] for line in f if line.strip()}
+            rows = [json.loads(line) for line in f if line.strip()]
+        # the newest row of a key counts; one that gave up at the budget is probed again only if asked
+        latest = {row["key"]: row for row in rows}
+        done = {key for key, row in latest.items() if not (args.retry_gave_up and row.get("gave_up"))}
     backend = {"torch": torch.__version__, "device": args.device,
                "gpu": torch.cuda.get_device_name() if args.device == "cuda" else "",
                "cudnn": torch.backends.cudnn.version() if args.device == "cuda" else None,
@@ -425,8 +432,13 @@ def run(args: argparse.Namespace) -> int:
                 deadline = started + args.budget if args.budget else 0
                 row.update(_probe(target, args.verify, args.repeat, args.seed, os.path.join(args.out, "trials"), key,
                                   args.varying_runs, args.varying_max_n, deadline))
-                if "gave up after" in row.get("error", ""):  # the budget ran out inside this target
-                    print(f"[{count}/{total}] {key}: {row['error']}; not recorded (--resume probes it again)")
+                gave_up = [e for e in (row.get("error", ""), row.get("varying", {}).get("error", ""))
+                           if "gave up after" in e]
+                if gave_up:  # the budget ran out inside this target: recorded as such, so that --resume goes on
+                    row["gave_up"] = True
+                    out.write(json.dumps(row) + "\n")
+                    print(f"[{count}/{total}] {key}: {gave_up[0]}; recorded as given up (--resume skips it, "
+                          "--resume --retry-gave-up probes it again)")
                     return 1
                 out.write(json.dumps(row) + "\n")
                 out.flush()
@@ -465,11 +477,15 @@ def table(args: argparse.Namespace) -> int:
             return 2
         with (lzma.open(path, "rt") if path.endswith(".xz") else open(path)) as f:
             rows += [json.loads(line) for line in f if line.strip()]
+    latest = {row["key"]: index for index, row in enumerate(rows)}  # a key probed again: its newest row
+    rows = [row for index, row in enumerate(rows) if latest[row["key"]] == index]
     print("| target | models | n | mode | TF32 | factors | calls | depth | nodes (children: count) | schedule | replay (best) "
           "| run to run |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        if "error" in r:
+        if r.get("gave_up"):
+            cells = ["—"] * 3 + ["gave up at the budget", "—"]
+        elif "error" in r:
             cells = ["—"] * 3 + ["not one tree of additions", "—"]
         else:
             widths = ", ".join(f"{k}: {v}" for k, v in r["node_widths"].items())
@@ -507,6 +523,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     r.add_argument("--budget", type=float, default=0,
                    help="stop after this many seconds, a target's probe in progress included (0: no limit)")
     r.add_argument("--resume", action="store_true", help="skip the targets reveal.jsonl in --out has")
+    r.add_argument("--retry-gave-up", action="store_true",
+                   help="with --resume, probe again the targets whose probe gave up at the budget")
     r.add_argument("--out", required=True)
     t = commands.add_parser("table", help="a Markdown table of the folders' reveal.jsonl")
     t.add_argument("folders", nargs="+", metavar="FOLDER_OR_FILE", help="a run's --out, or a reveal.jsonl(.xz)")

@@ -29,10 +29,10 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from census_torch import MODELS, _batch, _build, _records, _split  # noqa: E402  (the census's models, batch, files)
 
-# h100-torch-tf32 models PyTorch's default switches: TF32 in cuDNN's convolutions, not in cuBLAS
 #: the models compare_step can cut into layers (fplab.torch.models' networks)
 COMPARABLE = tuple(m for m in MODELS if m != "resnet18")
 
+# h100-torch-tf32 models PyTorch's default switches: TF32 in cuDNN's convolutions, not in cuBLAS
 SETTINGS = "deterministic,off,h100-torch:deterministic;deterministic,conv,h100-torch-tf32:deterministic;" \
            "default,off,h100-torch"
 

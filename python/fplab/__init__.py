@@ -309,7 +309,7 @@ def reveal_sum(fn: Callable[[Any], Any], n: int, *, verify: int = 0, seed: int =
     n x parts / 2 + runs x n calls.
 
     ``seconds`` > 0: give up with an fplab.Error ("gave up after K calls: the time limit ...") once
-    that long has passed since fn's first call (a probe of tens of thousands of terms on a lent
+    that long has passed since the call began (a probe of tens of thousands of terms on a lent
     machine); 0, the default: no limit.
 
     >>> import numpy as np

@@ -122,7 +122,7 @@ py::dict reveal_and_verify(const reveal::SumFunction& probe, Verify verify_again
   return report(revealed, match, verified, schedule_replays);
 }
 
-// fn's calls, given up once `seconds` have passed since the first (0: never): a probe of tens of
+// fn's calls, given up once `seconds` have passed since the probe began (0: never): a probe of tens of
 // thousands of terms can outlast what its caller can wait (a GPU machine lent for minutes), and
 // one that stops says so in one line instead of losing the caller's whole time.
 class TimeLimit {
@@ -207,7 +207,7 @@ void bind_reveal(py::module_& m) {
         "the tree replayed in each candidate arithmetic, and each named schedule through fplab's evaluator); with "
         "runs >= 2, "
         "the pairs of a part asked runs times, an order that varies: {'varies', 'parts', 'skeleton', ...}. "
-        "seconds > 0: give up (an fplab.Error) once that long has passed since the first call.");
+        "seconds > 0: give up (an fplab.Error) once that long has passed since the call began.");
   m.def("reveal_dot", &reveal_dot_of, py::arg("fn"), py::arg("n"), py::arg("verify") = 0, py::arg("seed") = 1,
         py::arg("runs") = 0, py::kw_only(), py::arg("seconds") = 0.0,
         "The addition order of fn (two float32 arrays of n in, their dot product out), found by probing "

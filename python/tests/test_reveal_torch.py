@@ -56,6 +56,27 @@ class RevealTorchOnTheCpu(unittest.TestCase):
             self.assertEqual(len(lines), 2 + len(rows))
             self.assertTrue(all(line.count(" | ") == 11 for line in lines[2:]), lines[2:4])  # '|' in schedules escaped
 
+    def test_a_probe_past_the_budget_is_recorded_as_given_up(self):
+        with tempfile.TemporaryDirectory() as out:
+            common = ["run", "--device", "cpu", "--ops", "sum", "--shapes", "sum-1000", "--modes", "default",
+                      "--tf32", "off", "--verify", "1000000", "--repeat", "1", "--out", out]
+            stopped = run_script(*common, "--budget", "4")  # a million replays: far past 4 s
+            self.assertEqual(stopped.returncode, 1, stopped.stderr)
+            self.assertIn("recorded as given up", stopped.stdout)
+            with open(os.path.join(out, "reveal.jsonl")) as f:
+                rows = [json.loads(line) for line in f]
+            self.assertTrue(rows[-1]["gave_up"], rows[-1])
+            self.assertIn("gave up after", rows[-1]["error"])
+            skipped = run_script(*common, "--resume")
+            self.assertEqual(skipped.returncode, 0, skipped.stderr)
+            self.assertNotIn("calls", skipped.stdout)  # a given-up target is not probed again unasked
+            common[common.index("--verify") + 1] = "4"
+            again = run_script(*common, "--resume", "--retry-gave-up")
+            self.assertEqual(again.returncode, 0, again.stderr)
+            self.assertIn(rows[-1]["key"] + ": n=", again.stdout)
+            table = run_script("table", out)
+            self.assertNotIn("gave up", table.stdout)  # the newest row of each target
+
     def test_bad_input_is_one_line(self):
         with tempfile.TemporaryDirectory() as out:
             done = run_script("run", "--device", "cpu", "--ops", "sum,matmul", "--out", os.path.join(out, "r"))
