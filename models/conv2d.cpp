@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "models/compute.hpp"
+#include "models/conv_dgrad_taps.hpp"
 #include "models/algo_noise.hpp"
 #include "models/init.hpp"
 
@@ -103,7 +104,7 @@ Tensor<T> Conv2d<T>::backward(const Tensor<T>& dy, Context& ctx) {
   matmul(ctx, profiles::OpKind::wgrad, cols_t.ptr(), g.ptr(), weight_.grad.ptr(), k, cout_, rows);
   sum_rows(ctx, profiles::OpKind::bias_grad, g.ptr(), rows, cout_, bias_.grad.ptr());
   if (!ctx.input_grad) return {};
-  if (ctx.ops->conv_dgrad == profiles::ConvDgrad::direct) return input_grad_direct(g, ctx);
+  if (ctx.ops->conv_dgrad == profiles::ConvDgrad::direct) return input_grad_direct(dy, ctx);
   // dcols (rows x k) = g (rows x C_out) W^T (C_out x k), then col2im: on the backend when it takes
   // convolutions, else here.
   Tensor<T> wt({cout_, k});
@@ -138,25 +139,13 @@ Tensor<T> Conv2d<T>::backward(const Tensor<T>& dy, Context& ctx) {
 // (output channel, kernel row, kernel column), in one reduction. A tap that falls outside the output
 // (or between the strides) is a zero term, which no FMA chain changes.
 template <class T>
-Tensor<T> Conv2d<T>::input_grad_direct(const Tensor<T>& g, Context& ctx) const {
-  const size_t batch = input_shape_[0], h = input_shape_[2], w = input_shape_[3], ho = out_size(h), wo = out_size(w);
+Tensor<T> Conv2d<T>::input_grad_direct(const Tensor<T>& dy, Context& ctx) const {
+  const size_t batch = input_shape_[0], h = input_shape_[2], w = input_shape_[3];
   const size_t kk = kernel_ * kernel_, terms = cout_ * kk, pixels = batch * h * w;
+  const auto k = static_cast<long>(kernel_), s = static_cast<long>(stride_), p = static_cast<long>(padding_);
   Tensor<T> taps({pixels, terms});
-  for (size_t b = 0; b < batch; ++b)
-    for (size_t y = 0; y < h; ++y)
-      for (size_t x = 0; x < w; ++x) {
-        T* row = &taps.data[((b * h + y) * w + x) * terms];
-        for (size_t i = 0; i < kernel_; ++i) {
-          const size_t oy_s = y + padding_ - i;  // used only once y + padding_ >= i (tested first)
-          if (y + padding_ < i || oy_s % stride_ || oy_s / stride_ >= ho) continue;
-          for (size_t j = 0; j < kernel_; ++j) {
-            const size_t ox_s = x + padding_ - j;
-            if (x + padding_ < j || ox_s % stride_ || ox_s / stride_ >= wo) continue;
-            const T* src = &g.data[((b * ho + oy_s / stride_) * wo + ox_s / stride_) * cout_];
-            for (size_t co = 0; co < cout_; ++co) row[co * kk + i * kernel_ + j] = src[co];
-          }
-        }
-      }
+  dgrad_taps(dy.ptr(), ConvTaps{batch, cout_, 0, cout_, h, w, dy.dim(2), dy.dim(3), k, k, s, s, p, p, 1, 1},
+             taps.ptr());
   Tensor<T> w2({terms, cin_});  // W'[(co, i, j), c] = W[(c, i, j), co]
   for (size_t c = 0; c < cin_; ++c)
     for (size_t t = 0; t < kk; ++t)
@@ -166,7 +155,7 @@ Tensor<T> Conv2d<T>::input_grad_direct(const Tensor<T>& g, Context& ctx) const {
   Tensor<T> dx(input_shape_);
   for (size_t b = 0; b < batch; ++b)
     for (size_t c = 0; c < cin_; ++c)
-      for (size_t p = 0; p < h * w; ++p) dx.data[(b * cin_ + c) * h * w + p] = rows.data[(b * h * w + p) * cin_ + c];
+      for (size_t q = 0; q < h * w; ++q) dx.data[(b * cin_ + c) * h * w + q] = rows.data[(b * h * w + q) * cin_ + c];
   return dx;
 }
 

@@ -26,8 +26,8 @@ class Conv2d : public Layer<T> {
 
  private:
   size_t out_size(size_t in) const { return (in + 2 * padding_ - kernel_) / stride_ + 1; }
-  // The input gradient as profiles::ConvDgrad::direct adds it: g is dy as (B*Ho*Wo) x C_out.
-  Tensor<T> input_grad_direct(const Tensor<T>& g, Context& ctx) const;
+  // The input gradient as profiles::ConvDgrad::direct adds it, from the output gradient dy.
+  Tensor<T> input_grad_direct(const Tensor<T>& dy, Context& ctx) const;
   sim::ConvGeometry geometry(const std::vector<size_t>& in) const {
     return {in[0], cin_, in[2], in[3], kernel_, stride_, padding_};
   }

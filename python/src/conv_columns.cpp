@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "models/conv_dgrad_taps.hpp"
 #include "python/src/bindings.hpp"
 #include "python/src/transpose.hpp"
 
@@ -231,33 +232,12 @@ py::array_t<float> dgrad_taps(py::handle g_in, py::tuple input_hw, py::tuple ker
   py::array_t<float> out = out_in.is_none()
                                ? py::array_t<float>({static_cast<py::ssize_t>(rows), static_cast<py::ssize_t>(taps)})
                                : output_array(out_in, "dgrad_taps", {rows, taps});
+  const models::ConvTaps shape{f.batch, c_total, c0, channels, h, w, f.ho, f.wo, f.kh, f.kw, f.sh, f.sw, f.ph, f.pw,
+                                f.dh, f.dw};
   const float* src = gy.data();
   float* dst = out.mutable_data();
   py::gil_scoped_release unlocked;
-  const long lh = static_cast<long>(h), lw = static_cast<long>(w), lho = static_cast<long>(f.ho);
-  const long lwo = static_cast<long>(f.wo);
-  // Per input row y, the output row each (channel, kernel row) meets, or none.
-  std::vector<const float*> lines(f.channels * static_cast<size_t>(f.kh));
-  for (size_t b = 0; b < f.batch; ++b)
-    for (long y = 0; y < lh; ++y) {
-      for (size_t c = 0; c < f.channels; ++c)
-        for (long i = 0; i < f.kh; ++i) {
-          const long ys = y + f.ph - i * f.dh;
-          const bool on = ys >= 0 && ys % f.sh == 0 && ys / f.sh < lho;
-          lines[c * static_cast<size_t>(f.kh) + static_cast<size_t>(i)] =
-              on ? src + ((b * c_total + c0 + c) * f.ho + static_cast<size_t>(ys / f.sh)) * f.wo : nullptr;
-        }
-      for (long x = 0; x < lw; ++x) {
-        float* tap = dst + ((b * h + static_cast<size_t>(y)) * w + static_cast<size_t>(x)) * taps;
-        for (const float* line : lines) {
-          for (long j = 0; j < f.kw; ++j) {
-            const long xs = x + f.pw - j * f.dw;
-            tap[j] = line && xs >= 0 && xs % f.sw == 0 && xs / f.sw < lwo ? line[xs / f.sw] : 0.0f;
-          }
-          tap += f.kw;
-        }
-      }
-    }
+  models::dgrad_taps(src, shape, dst);
   return out;
 }
 

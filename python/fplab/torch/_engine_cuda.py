@@ -101,6 +101,8 @@ class CudaEngine:
         self._why_not: Dict[Tuple[str, str], str] = {}
         self.host = Engine(table, impl_seed, coverage, where=lambda kind, choice: f"cpu (from cuda: {self.why_not(kind, choice)})")
         self._scratch = torch.empty(0, dtype=torch.float32, device=device)
+        #: _tap_index's maps on the device by geometry: every slab and group of a layer, every step
+        self._tap_indices: Dict[tuple, torch.Tensor] = {}
 
     def why_not(self, op_kind: str, choice) -> str:
         """Why ``choice`` (of kind ``op_kind``) cannot run on fplab's kernels; "" where it can."""
@@ -331,7 +333,10 @@ class CudaEngine:
         batch, _, ho, wo = g.shape
         h, w = input_hw
         kk = kernel[0] * kernel[1]
-        index = _tap_index(h, w, ho, wo, kernel, stride, padding, dilation, g.device)
+        geometry = (h, w, ho, wo, tuple(kernel), tuple(stride), tuple(padding), tuple(dilation))
+        index = self._tap_indices.get(geometry)
+        if index is None:
+            index = self._tap_indices[geometry] = _tap_index(*geometry, g.device)
         planes = torch.cat([g.new_zeros(batch, channels, 1),
                             g[:, first:first + channels].reshape(batch, channels, ho * wo)], dim=2)
         taps = self.scratch(batch * h * w, channels * kk)

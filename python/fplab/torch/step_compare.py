@@ -173,9 +173,7 @@ def _isolated(layers: List[_Layer], loss_fn: Loss, reference: _Record, labels: t
     loss, grad_logits = _loss(loss_fn, reference.outputs[-1], labels)
     grad_inputs: List[Optional[torch.Tensor]] = [None] * len(layers)
     grad_params: List[List[torch.Tensor]] = [[] for _ in layers]
-    for position in reversed(range(len(layers))):
-        if firsts[position] and not any(True for _ in layers[position].module.parameters()):
-            continue  # no gradient below the first layer with parameters
+    for position in reversed(range(len(layers))):  # a first layer without parameters takes nothing
         leaf, out = forwards[position]
         grad_inputs[position], grad_params[position] = _backward(layers[position], leaf, out,
                                                                   reference.grad_outputs[position], firsts[position])
