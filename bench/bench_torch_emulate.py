@@ -219,6 +219,14 @@ def measure_time(args: argparse.Namespace, setup: Setup, profile: str, index: in
             n = timed(lambda: training_step(native_model, native_optimizer, setup.x, setup.y))
             with emulation:
                 e = timed(lambda: training_step(model, optimizer, setup.x, setup.y))
+            if args.max_step and e["wall"] > args.max_step:
+                # a step this slow on a GPU is fplab's host engine at work: say which reductions went there
+                host = sorted({f"{c.op_kind} {c.schedule}" for c in emulation.coverage().emulated
+                               if args.device == "cuda" and c.where.startswith("cpu")})
+                why = f"a step took {e['wall']:.1f} s (> --max-step {args.max_step:g} s)" + \
+                    (f"; on the host: {'; '.join(host)}" if host else "")
+                print(f"[{index}/{total} {profile}] skipped: {why}", file=sys.stderr, flush=True)
+                return {"skipped": why}
             kept = step >= args.warmup
             if kept:
                 native.append(n)
@@ -231,6 +239,52 @@ def measure_time(args: argparse.Namespace, setup: Setup, profile: str, index: in
         return statistics.median(r[key] for r in runs)
 
     return {key: {"native": median(native, key), "emulated": median(emulated, key)} for key in ("wall", "cpu")}
+
+
+def skipped_row(profile: str, why: str) -> str:
+    return "| " + " | ".join([profile, "—", "—", "—", "skipped: " + why.replace("|", "\\|")] + [""] * 5) + " |"
+
+
+def top_kernels(args: argparse.Namespace, setup: Setup, profile: Optional[str]) -> List[dict]:
+    """One more step of a configuration (native: profile None) under torch.profiler: the --kernels
+    entries that took the most time of their own, on the device (every kernel of the process, fplab's
+    included) or, on the CPU, the operators. Where the emulated step's time goes."""
+    import fplab.torch
+    from torch.profiler import ProfilerActivity, profile as profiler
+
+    model, optimizer = setup.fresh()
+    emulation = None if profile is None else fplab.torch.emulate(profile)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device == "cuda" else [])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fplab.torch.NativeOpWarning)
+        training_step(model, optimizer, setup.x, setup.y)  # the first step makes the buffers
+        synchronize()
+        with profiler(activities=activities) as recorded:
+            if emulation is None:
+                training_step(model, optimizer, setup.x, setup.y)
+            else:
+                with emulation:
+                    training_step(model, optimizer, setup.x, setup.y)
+            synchronize()
+    events = recorded.key_averages()
+
+    def own_us(event) -> float:  # PyTorch 2.x names the device's time "device", 1.x "cuda"
+        if args.device == "cuda":
+            return getattr(event, "self_device_time_total", None) or getattr(event, "self_cuda_time_total", 0)
+        return event.self_cpu_time_total
+
+    ranked = sorted(events, key=own_us, reverse=True)[:args.kernels]
+    total = sum(own_us(e) for e in events) or 1
+    return [{"name": e.key, "calls": e.count, "ms": own_us(e) / 1000, "share": own_us(e) / total} for e in ranked]
+
+
+def print_kernels(label: str, kernels: List[dict]) -> None:
+    print(f"\n{label}: the step's {len(kernels)} most costly entries of their own\n")
+    print("| entry | calls | ms | share |")
+    print("|---|---|---|---|")
+    for k in kernels:
+        name = k["name"] if len(k["name"]) <= 90 else k["name"][:87] + "..."
+        print(f"| `{name.replace('|', '/')}` | {k['calls']} | {k['ms']:.2f} | {100 * k['share']:.1f}% |")
 
 
 def machine() -> str:
@@ -283,10 +337,18 @@ def main(argv: Optional[List[str]] = None) -> int:
                         help="on cuda: TF32 off for cuDNN's convolutions too (PyTorch's default leaves it on)")
     parser.add_argument("--seed", type=int, default=0, help="torch.manual_seed for the weights and the batch (0)")
     parser.add_argument("--json", metavar="FILE", help="also write every number to FILE")
+    parser.add_argument("--max-step", type=float, default=0, metavar="SECONDS",
+                        help="skip a profile once one of its emulated steps takes longer, naming the reductions that "
+                             "ran on the host (0: no limit)")
+    parser.add_argument("--kernels", type=int, default=0, metavar="N",
+                        help="also profile one step of each configuration (torch.profiler) and list its N most "
+                             "costly kernels (on cuda) or operators (on cpu)")
     parser.add_argument("--memory-child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.batch < 1 or args.steps < 1 or args.warmup < 0 or args.memory_steps < 1 or args.threads < 1:
-        parser.error("--batch, --steps, --memory-steps and --threads must be positive, --warmup not negative")
+    if args.batch < 1 or args.steps < 1 or args.warmup < 0 or args.memory_steps < 1 or args.threads < 1 \
+            or args.kernels < 0 or args.max_step < 0:
+        parser.error("--batch, --steps, --memory-steps and --threads must be positive, --warmup, --kernels and "
+                     "--max-step not negative")
     if args.memory_child:
         memory_child(args)
         return 0
@@ -306,8 +368,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     setup = Setup(args)
     results = {}
     native_memory = None if args.no_memory else measure_memory(args, "native")
+    native_kernels = top_kernels(args, setup, None) if args.kernels else None
     for index, profile in enumerate(profiles, 1):
         results[profile] = {"time": measure_time(args, setup, profile, index, len(profiles))}
+        if "skipped" in results[profile]["time"]:
+            continue
+        if args.kernels:
+            results[profile]["kernels"] = top_kernels(args, setup, profile)
         if not args.no_memory:
             results[profile]["memory"] = measure_memory(args, profile)
             m = results[profile]["memory"]
@@ -327,6 +394,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     print("|---|---|---|---|---|---|---|---|---|---|")
     for profile, r in results.items():
         t = r["time"]
+        if "skipped" in t:
+            print(skipped_row(profile, t["skipped"]))
+            continue
         ratios = [t[k]["emulated"] / t[k]["native"] for k in ("wall", "cpu")]
         # On a GPU the CPU time is mostly waiting for the device: only the wall-clock ratio counts.
         # Issue 17 allows deterministic tables 3.5x there (cuDNN's own deterministic mode costs too).
@@ -342,12 +412,17 @@ def main(argv: Optional[List[str]] = None) -> int:
         else:
             row += [""] * 5
         print("| " + " | ".join(row) + " |")
+    if args.kernels:
+        print_kernels("native", native_kernels)
+        for profile, r in results.items():
+            if "kernels" in r:
+                print_kernels(profile, r["kernels"])
     if native_memory is not None and not native_memory["hwm_reset"]:
         print("\n(VmHWM could not be reset here: the peaks include the first step's)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"args": vars(args), "machine": machine(), "torch": torch.__version__, "started": started,
-                       "native_memory": native_memory, "results": results}, f, indent=1)
+                       "native_memory": native_memory, "native_kernels": native_kernels, "results": results}, f, indent=1)
     return 0
 
 

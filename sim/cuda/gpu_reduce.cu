@@ -256,6 +256,76 @@ __global__ void __launch_bounds__(32) serial_pass(PassArgs a) {
     a.partials[blockIdx.y] = acc;  // store: gridDim.x == 1 partial a segment
 }
 
+// A strided pass of at most 32 threads (one warp, one block a segment: PyTorch's sums over a
+// strided dimension, `strided(16):seq | strided(4):seq | all:shfl_down` of 4 threads) over a long
+// segment. Loading their own terms, those few threads wait a memory round trip every few
+// additions: a BatchNorm gradient's 131072 terms under that schedule took about 1 ms on an H200
+// (docs/results/torch_emulate.md). Here a block of kStagers threads stages windows of the segment
+// through shared memory (coalesced, the next window's loads in flight while this one is folded),
+// and the pass's P threads fold each window from there: thread t's accumulator j takes the same
+// terms in the same order as thread_fold's. A window holds whole rounds of V·P terms, so that a
+// term's place in it says its thread and accumulator; past the last term it holds -0, the identity.
+// Then warp 0 finishes as reduce_pass does (one warp: its combine_warps is the plan's).
+constexpr int kStagers = 256;
+constexpr int kStagedWindow = 2048;  // terms a window holds at most (a multiple of V·P <= it)
+constexpr int64_t kStagedMinTerms = 4096;  // shorter segments: reduce_pass's own loads are as quick
+
+template <int V, WarpOrder O, Fold F>
+__global__ void __launch_bounds__(kStagers) staged_pass(PassArgs a) {
+  static_assert(F == Fold::interleaved || F == Fold::vector);
+  __shared__ float stage[2][kStagedWindow];
+  __shared__ float warp_sums[32];
+  const int t = threadIdx.x;
+  const int64_t p = a.threads, round = static_cast<int64_t>(V) * p, n = a.n;
+  const int64_t window = kStagedWindow / round * round;
+  const float* __restrict__ x = a.x + static_cast<int64_t>(blockIdx.y) * a.ld;
+  constexpr int kLoads = kStagedWindow / kStagers;
+  float next[kLoads];
+  const auto fetch = [&](int64_t base) {
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      const int64_t i = u * kStagers + t;
+      next[u] = i < window && base + i < n ? __ldg(x + base + i) : -0.0f;
+    }
+  };
+  float acc[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) acc[j] = -0.0f;
+  fetch(0);
+  int w = 0;
+  for (int64_t base = 0; base < n; base += window, w ^= 1) {
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) stage[w][u * kStagers + t] = next[u];
+    __syncthreads();  // this window stored; the one before it (same buffer two rounds ago) folded
+    if (base + window < n) fetch(base + window);
+    if (t < p) {
+      const float* const terms = stage[w];
+      const int64_t rounds = window / round;
+#pragma unroll 4
+      for (int64_t k = 0; k < rounds; ++k)
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          // interleaved: t + j·P + k·V·P; vector: V·t + j + k·V·P (thread_fold's terms)
+          const int64_t at = F == Fold::interleaved ? t + j * p + k * round : V * t + j + k * round;
+          acc[j] = __fadd_rn(acc[j], terms[at]);
+        }
+    }
+  }
+  float v = acc[0];
+#pragma unroll
+  for (int j = 1; j < V; ++j) v = __fadd_rn(v, acc[j]);
+  if (t >= 32) return;
+  const float mine = warp_reduce<O>(t < p ? v : -0.0f);
+  if (t == 0) warp_sums[0] = mine;
+  __syncwarp();
+  const float partial = combine_warps(a.block, warp_sums, a.warps, t);
+  if (t != 0) return;
+  if (a.mode == Mode::result)
+    a.result[blockIdx.y] = partial;
+  else
+    a.partials[blockIdx.y] = partial;  // store: gridDim.x == 1 partial a segment
+}
+
 // The last block's fold of every block partial, in block order: the partials are staged through
 // shared memory by all its threads (coalesced, all loads in flight at once), and thread 0 adds
 // them from there. Reading them one by one from L2 instead costs an L2 round trip per handful
@@ -364,6 +434,42 @@ PassKernel kernel_by_fold(const BlockPass& p) {
   throw NotRealisable("reduction pass with " + std::to_string(p.vector) + " accumulators a thread");
 }
 
+template <WarpOrder O>
+PassKernel staged_kernel_by_fold(const BlockPass& p) {
+  switch (p.vector * (p.interleaved ? -1 : 1)) {
+    case 1:
+    case -1:
+      return staged_pass<1, O, Fold::vector>;
+    case 2:
+      return staged_pass<2, O, Fold::vector>;
+    case 4:
+      return staged_pass<4, O, Fold::vector>;
+    case 8:
+      return staged_pass<8, O, Fold::vector>;
+    case -2:
+      return staged_pass<2, O, Fold::interleaved>;
+    case -4:
+      return staged_pass<4, O, Fold::interleaved>;
+    case -8:
+      return staged_pass<8, O, Fold::interleaved>;
+  }
+  throw NotRealisable("reduction pass with " + std::to_string(p.vector) + " accumulators a thread");
+}
+
+PassKernel staged_kernel(const BlockPass& p) {
+  switch (p.warp) {
+    case WarpOrder::shfl_down:
+      return staged_kernel_by_fold<WarpOrder::shfl_down>(p);
+    case WarpOrder::shfl_up:
+      return staged_kernel_by_fold<WarpOrder::shfl_up>(p);
+    case WarpOrder::seq:
+      return staged_kernel_by_fold<WarpOrder::seq>(p);
+    case WarpOrder::shfl_xor:
+      break;
+  }
+  return staged_kernel_by_fold<WarpOrder::shfl_xor>(p);
+}
+
 PassKernel pass_kernel(const BlockPass& p) {
   switch (p.warp) {
     case WarpOrder::shfl_down:
@@ -382,6 +488,12 @@ void launch_pass(const BlockPass& p, int64_t blocks, unsigned segments, const Pa
   if (p.contiguous && a.chunk >= a.n && blocks == 1 && (a.mode == Mode::result || a.mode == Mode::store)) {
     serial_pass<<<dim3(1, segments), 32>>>(a);
     FPLAB_CUDA_LAUNCHED("serial_pass");
+    return;
+  }
+  if (!p.contiguous && a.threads <= 32 && blocks == 1 && a.n >= kStagedMinTerms &&
+      (a.mode == Mode::result || a.mode == Mode::store)) {
+    staged_kernel(p)<<<dim3(1, segments), kStagers>>>(a);
+    FPLAB_CUDA_LAUNCHED("staged_pass");
     return;
   }
   pass_kernel(p)<<<dim3(static_cast<unsigned>(blocks), segments), p.threads_per_block()>>>(a);

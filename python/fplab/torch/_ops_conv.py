@@ -108,8 +108,12 @@ class _Conv2d(torch.autograd.Function):
                     gx.append(em.engine.col2im(dcols, shape, (kh, kw), stride, padding, dilation))
         if direct:
             gx = [gx_direct]
-        return (None, None, None, (torch.cat(gx, dim=1) if groups > 1 else gx[0]) if gx else None,
-                torch.cat(gw) if gw else None, torch.cat(gb) if gb else None, None, None, None, None)
+        return (None, None, None, _joined(gx, dim=1), _joined(gw), _joined(gb), None, None, None, None)
+
+
+def _joined(pieces: list, dim: int = 0) -> Optional[torch.Tensor]:
+    """The groups' pieces of a gradient as one tensor (the one piece itself, uncopied); None for none."""
+    return None if not pieces else pieces[0] if len(pieces) == 1 else torch.cat(pieces, dim=dim)
 
 
 def _direct_input_grad(em, op, site, gy, weight, x_shape, stride, padding, dilation, groups) -> torch.Tensor:
