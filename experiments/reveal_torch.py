@@ -92,7 +92,7 @@ class Target:
     is_sum: bool = False
 
 
-def _targets(device: str, ops: List[str]) -> Iterator[Target]:
+def _targets(device: str, ops: List[str], batch: int = 0) -> Iterator[Target]:
     import torch
     import torch.nn.functional as F
 
@@ -129,6 +129,8 @@ def _targets(device: str, ops: List[str]) -> Iterator[Target]:
                 return torch.mm(A, B)[0, 0].item()
             yield Target(f"mm-{m_}x{n_}x{k}", "mm", (m_, n_, k), "", k, mm)
     for models, kind, shape in layer_shapes():
+        if batch:  # the layer at another batch: a weight gradient's sum has batch x H x W terms
+            shape = (batch,) + tuple(shape[1:])
         if kind == "linear":
             yield from _linear_targets(dev, tensor, models, shape, ops)
         elif kind == "bn":
@@ -388,6 +390,9 @@ def run(args: argparse.Namespace) -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         print("Error: --device cuda, but PyTorch sees no GPU here", file=sys.stderr)
         return 2
+    if args.batch < 0:
+        print(f"Error: --batch {args.batch}: a batch is a positive number (0: the models' own)", file=sys.stderr)
+        return 2
     ops = args.ops.split(",")
     unknown = [o for o in ops if o not in OPS]
     if unknown:
@@ -408,7 +413,7 @@ def run(args: argparse.Namespace) -> int:
                "threads": torch.get_num_threads()}
     print(json.dumps(backend))
     started = time.monotonic()
-    targets = [t for t in _targets(args.device, ops) if t.n <= args.max_n]
+    targets = [t for t in _targets(args.device, ops, args.batch) if t.n <= args.max_n]
     if args.shapes:
         wanted = args.shapes.split(",")
         targets = [t for t in targets if any(t.key.startswith(w) for w in wanted)]
@@ -429,6 +434,8 @@ def run(args: argparse.Namespace) -> int:
                 t0 = time.monotonic()
                 row = {"key": key, "op": target.op, "shape": list(target.shape), "models": target.models,
                        "n": target.n, "mode": mode, "tf32": tf32, **backend}
+                if args.device == "cuda":
+                    row["kernels"] = _kernels_of(target)
                 deadline = started + args.budget if args.budget else 0
                 row.update(_probe(target, args.verify, args.repeat, args.seed, os.path.join(args.out, "trials"), key,
                                   args.varying_runs, args.varying_max_n, deadline))
@@ -442,9 +449,30 @@ def run(args: argparse.Namespace) -> int:
                     return 1
                 out.write(json.dumps(row) + "\n")
                 out.flush()
-                print(f"[{count}/{total}] {key}: n={target.n} {_summary(row)} ({time.monotonic() - t0:.1f} s)",
-                      flush=True)
+                print(f"[{count}/{total}] {key}: n={target.n} {_summary(row)} ({time.monotonic() - t0:.1f} s)"
+                      + (f"; kernels: {'; '.join(row['kernels'])}" if row.get("kernels") else ""), flush=True)
     return 0
+
+
+def _kernels_of(target: Target) -> List[str]:
+    """The CUDA kernels one call of the target runs on random inputs, in order of their first launch
+    (torch.profiler): which cuDNN or cuBLAS kernel a revealed tree belongs to, since the library
+    picks by shape and batch. Copies and fills (the probe writing its inputs) left out."""
+    import numpy as np
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    values = [np.random.default_rng(0).standard_normal(target.n).astype(np.float32) for _ in range(1 if target.is_sum else 2)]
+    with profile(activities=[ProfilerActivity.CUDA]) as recorded:
+        target.call(*values)
+        torch.cuda.synchronize()
+    names = []
+    for event in recorded.events():
+        name = event.name
+        if event.device_type == torch.autograd.DeviceType.CUDA and name not in names and \
+                not any(word in name.lower() for word in ("memcpy", "memset", "fill", "copy", "index_put", "indexing")):
+            names.append(name)
+    return names
 
 
 def _summary(row: dict) -> str:
@@ -514,6 +542,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     r.add_argument("--max-n", type=int, default=16384, help="skip targets of more terms (default: %(default)s)")
     r.add_argument("--verify", type=int, default=60, help="random replays per target (default: %(default)s)")
     r.add_argument("--repeat", type=int, default=10, help="run-to-run pairs per target (default: %(default)s)")
+    r.add_argument("--batch", type=int, default=0,
+                   help="the layers at this batch instead of the models' (64; the ResNet-18's 128): a weight "
+                        "gradient of fewer terms, e.g. --batch 16 --shapes 'conv_wgrad-16x1->16' (0: theirs)")
     r.add_argument("--seed", type=int, default=1)
     r.add_argument("--varying-runs", type=int, default=6,
                    help="probe a target that is not one tree again, every pair this many times (0: no)")

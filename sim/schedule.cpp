@@ -68,7 +68,7 @@ class Reader {
     skip_spaces();
     if (done()) fail("empty schedule");
     s.stages = pipeline();
-    if (!done()) fail(text_[pos_] == ']' ? "']' closes no body(M)[" : "expected '|' between stages");
+    if (!done()) fail(text_[pos_] == ']' ? "']' closes no body(M)[ or each(S)[" : "expected '|' between stages");
     return s;
   }
 
@@ -91,15 +91,19 @@ class Reader {
       return st;
     }
     if (word == "perm") return perm();
-    if (word == "body") {
+    if (word == "body" || word == "each") {
+      const std::string what = word == "body" ? "body(M)" : "each(S)";
       expect('(');
-      st.body = number(1, int64_t{1} << 40, "body multiple M");
+      (word == "body" ? st.body : st.each) = number(1, int64_t{1} << 40, word == "body" ? "body multiple M" : "run length S");
       expect(')');
       expect('[');
       skip_spaces();
-      if (!done() && text_[pos_] == ']') fail("expected a stage inside body(M)[...]");
+      if (!done() && text_[pos_] == ']') fail("expected a stage inside " + what + "[...]");
+      const size_t inside = pos_;
       st.inner = pipeline();
-      if (!take(']')) fail(done() ? "body(M)[ is not closed by ']'" : "expected '|' or ']' in body(M)[...]");
+      if (!take(']')) fail(done() ? what + "[ is not closed by ']'" : "expected '|' or ']' in " + what + "[...]");
+      if (st.each > 0 && (Schedule{st.inner}.nondeterministic()))
+        fail_at(inside, "each(S)[...] takes deterministic stages (no atomic or shuffle): one order serves every run");
       return st;
     }
     if (word == "contig" || word == "strided" || word == "split") {
@@ -112,11 +116,11 @@ class Reader {
     } else if (word == "all") {
       st.grouping.kind = Grouping::Kind::all;
     } else {
-      fail_at(start, word.empty() ? "expected a stage (contig(G), strided(P), split(S), all, shuffle, perm(...) "
-                                    "or body(M)[...])"
+      fail_at(start, word.empty() ? "expected a stage (contig(G), strided(P), split(S), all, shuffle, perm(...), "
+                                    "body(M)[...] or each(S)[...])"
                                   : "unknown grouping '" + std::string(word) +
                                         "' (known: contig(G), strided(P), split(S), all, shuffle, perm(...), "
-                                        "body(M)[...])");
+                                        "body(M)[...], each(S)[...])");
     }
     expect(':');
     st.reducer = reducer();
@@ -318,8 +322,8 @@ std::string to_string(const Stage& st) {
     for (size_t k = 0; k < st.perm.size(); ++k) text += (k ? "," : "") + std::to_string(st.perm[k]);
     return text + ")";
   }
-  if (st.body > 0) {
-    std::string text = "body(" + std::to_string(st.body) + ")[";
+  if (st.body > 0 || st.each > 0) {
+    std::string text = st.body > 0 ? "body(" + std::to_string(st.body) + ")[" : "each(" + std::to_string(st.each) + ")[";
     for (size_t k = 0; k < st.inner.size(); ++k) text += (k ? " | " : "") + to_string(st.inner[k]);
     return text + "]";
   }
@@ -366,7 +370,8 @@ bool Schedule::has_stage_formats() const {
 }
 
 bool Schedule::plain() const {
-  return !any_stage(stages, [](const Stage& st) { return !st.perm.empty() || st.body > 0 || st.format; });
+  return !any_stage(stages,
+                    [](const Stage& st) { return !st.perm.empty() || st.body > 0 || st.each > 0 || st.format; });
 }
 
 bool Schedule::order_independent() const {

@@ -2,7 +2,7 @@
 // results into groups and reducing every group (docs/schedules.md is the public contract).
 //
 //   schedule := stage (" | " stage)*
-//   stage    := "shuffle" | "perm(" p0 "," p1 ... ")" | "body(" M ")[" schedule "]"
+//   stage    := "shuffle" | "perm(" p0 "," p1 ... ")" | "body(" M ")[" schedule "]" | "each(" S ")[" schedule "]"
 //             | grouping ":" reducer ["@" FORMAT [">" HOLD]]
 //   grouping := "contig(" G ")" | "strided(" P ")" | "split(" S ")" | "all"
 //   reducer  := seq | rev | tree | shfl_down | shfl_up | shfl_xor | atomic | ring | kahan
@@ -14,7 +14,10 @@
 //
 // perm(p0,...,p(L-1)) reorders every block of L partials (position k takes the block's p_k-th);
 // body(M)[...] runs its stages on the first floor(n/M)*M partials and puts what they leave after
-// the other n mod M, which pass through; "@FORMAT" makes a stage add in FORMAT (its results are
+// the other n mod M, which pass through; each(S)[...] runs its stages on every run of S consecutive
+// partials (the last may be shorter) on its own and lists what they leave, run after run (a kernel
+// whose tiles restart at every image: cuDNN's weight gradient, per image in tiles of 512 pixels,
+// is each(784)[contig(512):seq] | all:atomic at 28 x 28); "@FORMAT" makes a stage add in FORMAT (its results are
 // held in it) instead of the arithmetic's format.
 //
 // The canonical text has single spaces around '|' and no other spaces; parse(print(s)) == s.
@@ -113,7 +116,11 @@ struct Stage {
   // body(M)[inner]: inner runs on the first floor(n/M)*M partials; the n mod M after them pass
   // through, and the body's results follow them (a kernel's remainder loop before its result).
   int64_t body = 0;
-  std::vector<Stage> inner;
+  // each(S)[inner]: inner runs on every run of S consecutive partials apart (the last may be
+  // shorter), their results listed run after run. Its stages are deterministic (no atomic or
+  // shuffle: one order serves every run).
+  int64_t each = 0;
+  std::vector<Stage> inner;  // of body(M) or each(S)
   Grouping grouping;
   Reducer reducer;
   // "@FORMAT": the format this stage adds in and holds its results in; none: the arithmetic's.
@@ -123,8 +130,8 @@ struct Stage {
   // and tree, shfl_*, numpy_pairwise, torch_cascade, cub_reduce).
   std::optional<fp::Format> hold;
   bool operator==(const Stage&) const = default;
-  // A grouping:reducer stage (not shuffle, perm or body).
-  bool reduces() const { return !shuffle && perm.empty() && body == 0; }
+  // A grouping:reducer stage (not shuffle, perm, body or each).
+  bool reduces() const { return !shuffle && perm.empty() && body == 0 && each == 0; }
   // A held sequential reduction starts from zero: acc = 0, then acc = HOLD(FORMAT(acc + x)) per
   // member, the first member included (a loop over a float16 accumulator).
   bool sequential_from_zero() const {
@@ -143,7 +150,7 @@ struct Schedule {
   bool order_independent() const;
   // True if a stage, at any depth, adds in a format of its own ("@FORMAT").
   bool has_stage_formats() const;
-  // True if it uses only the stages the GPU planner and CUDA kernels know: no perm, body or @.
+  // True if it uses only the stages the GPU planner and CUDA kernels know: no perm, body, each or @.
   bool plain() const;
 };
 

@@ -186,7 +186,7 @@ inline std::vector<size_t> perm_order(const std::vector<int64_t>& p, size_t n) {
 }
 
 // The noise-stream id of stage s of a list of stages: top-level stages are numbered from 0; the
-// stages inside the body(M)[...] that is stage `parent` apart from every top-level one.
+// stages inside the body(M)[...] or each(S)[...] that is stage `parent` apart from every top-level one.
 inline uint64_t stage_id(std::optional<uint64_t> parent, size_t s) { return parent ? ((*parent + 1) << 16) + s : s; }
 
 template <class Ops>
@@ -221,6 +221,19 @@ std::vector<typename Ops::Value> walk_list(Ops& ops, const std::vector<Stage>& s
       std::vector<V> next(list.begin() + static_cast<ptrdiff_t>(body), list.end());
       inside = walk_list(ops, st.inner, 0, st.inner.size(), std::move(inside), key, id);
       next.insert(next.end(), inside.begin(), inside.end());
+      list = std::move(next);
+      continue;
+    }
+    if (st.each > 0) {  // every run of S on its own, what each leaves listed in run order
+      const size_t run = static_cast<size_t>(st.each);
+      std::vector<V> next;
+      for (size_t from = 0; from < list.size(); from += run) {
+        const auto to = list.begin() + static_cast<ptrdiff_t>(std::min(list.size(), from + run));
+        std::vector<V> left =
+            walk_list(ops, st.inner, 0, st.inner.size(), std::vector<V>(list.begin() + static_cast<ptrdiff_t>(from), to),
+                      key, id);
+        next.insert(next.end(), std::make_move_iterator(left.begin()), std::make_move_iterator(left.end()));
+      }
       list = std::move(next);
       continue;
     }

@@ -159,6 +159,19 @@ class TileWalker {
         for (size_t r = body; r < count; ++r) std::copy_n(in + r * stride, w_, &next[(r - body) * w_]);
         std::copy_n(inner.data(), left * w_, &next[(count - body) * w_]);
         count = count - body + left;
+      } else if (st.each > 0) {
+        // Every run of S rows on its own; what each run's stages leave, run after run.
+        const size_t run = static_cast<size_t>(st.each);
+        std::vector<T> inner, inner_next, joined;
+        size_t rows = 0;
+        for (size_t from = 0; from < count; from += run) {
+          const size_t left = walk(st.inner, 0, id, in + from * stride, stride, std::min(run, count - from), inner,
+                                   inner_next);
+          joined.insert(joined.end(), inner.begin(), inner.begin() + static_cast<ptrdiff_t>(left * w_));
+          rows += left;
+        }
+        next = std::move(joined);
+        count = rows;
       } else {
         use_stage_format(st);
         const auto groups = groups_of(st.grouping, count);

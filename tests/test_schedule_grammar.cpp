@@ -29,6 +29,10 @@ std::vector<Stage> random_stages(std::mt19937_64& g, int depth) {
     } else if (pick == 2 && depth < 3) {
       st.body = 1 + static_cast<int64_t>(g() % 100);
       st.inner = random_stages(g, depth + 1);
+    } else if (pick == 3 && depth < 3) {  // each(S)[...] takes deterministic stages only
+      st.each = 1 + static_cast<int64_t>(g() % 1000);
+      do st.inner = random_stages(g, depth + 1);
+      while (Schedule{st.inner}.nondeterministic());
     } else {
       st.grouping.kind = static_cast<Grouping::Kind>(g() % 4);
       if (st.grouping.kind != Grouping::Kind::all) st.grouping.size = 1 + static_cast<int64_t>(g() % 5000);
@@ -175,6 +179,29 @@ TEST_CASE("schedule grammar: malformed schedules name the offending token and it
       CHECK(std::string(e.what()).find("position " + std::to_string(c.position + 1)) != std::string::npos);
     }
   }
+}
+
+TEST_CASE("schedule grammar: each(S)[...] prints canonically, is no plain stage, refuses noise inside") {
+  const Schedule s = parse_schedule(" each( 784 ) [ contig(512) : seq ] | all : atomic ");
+  CHECK(to_string(s) == "each(784)[contig(512):seq] | all:atomic");
+  REQUIRE(s.stages.size() == 2);
+  CHECK(s.stages[0].each == 784);
+  CHECK(s.stages[0].body == 0);
+  CHECK_FALSE(s.stages[0].reduces());
+  REQUIRE(s.stages[0].inner.size() == 1);
+  CHECK(s.stages[0].inner[0].grouping == Grouping{Grouping::Kind::contig, 512});
+  CHECK_FALSE(s.plain());
+  CHECK(s.nondeterministic());  // the atomic outside
+  CHECK(to_string(parse_schedule("each(4)[body(2)[all:seq] | each(3)[all:tree]] | all:seq")) ==
+        "each(4)[body(2)[all:seq] | each(3)[all:tree]] | all:seq");
+  for (const char* noisy : {"each(4)[all:atomic] | all:seq", "each(4)[shuffle | all:seq] | all:seq",
+                            "each(8)[body(2)[all:atomic]] | all:seq"}) {
+    INFO(noisy);
+    CHECK_THROWS_WITH(parse_schedule(noisy), Catch::Contains("each(S)[...] takes deterministic stages"));
+  }
+  CHECK_THROWS_WITH(parse_schedule("each(0)[all:seq] | all:seq"), Catch::Contains("run length S"));
+  CHECK_THROWS_WITH(parse_schedule("each(4)[] | all:seq"), Catch::Contains("expected a stage inside each(S)[...]"));
+  CHECK_THROWS_WITH(parse_schedule("each(4)[all:seq | all:seq"), Catch::Contains("each(S)[ is not closed by ']'"));
 }
 
 TEST_CASE("schedule grammar: perm, body(M)[...] and @FORMAT print canonically and read their parts") {

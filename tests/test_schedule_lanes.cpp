@@ -79,6 +79,14 @@ std::vector<double> naive_stages(const std::vector<Stage>& stages, std::vector<d
       std::vector<double> next(list.begin() + body, list.end());
       next.insert(next.end(), inner.begin(), inner.end());
       list = next;
+    } else if (st.each > 0) {  // every run of S on its own, their results run after run
+      std::vector<double> next;
+      for (size_t from = 0; from < list.size(); from += static_cast<size_t>(st.each)) {
+        const size_t to = std::min(list.size(), from + static_cast<size_t>(st.each));
+        const auto inner = naive_stages(st.inner, {list.begin() + from, list.begin() + to}, base, key);
+        next.insert(next.end(), inner.begin(), inner.end());
+      }
+      list = next;
     } else {
       Arithmetic ar = base;
       if (st.format) ar.format = *st.format;
@@ -104,10 +112,17 @@ double naive_reduce(const Schedule& s, const std::vector<double>& values, const 
 std::vector<Stage> random_lane_stages(std::mt19937_64& g, int depth, bool end_with_all) {
   std::vector<Stage> out(1 + g() % 4);
   for (Stage& st : out) {
-    switch (g() % 5) {
+    switch (g() % 6) {
       case 0:
         st.perm = fplab::test::random_perm(g, 9);
         break;
+      case 5:
+        if (depth < 2) {  // runs of 1..12, two deep at most (the reducers here are deterministic)
+          st.each = 1 + static_cast<int64_t>(g() % 12);
+          st.inner = random_lane_stages(g, depth + 1, false);
+          break;
+        }
+        [[fallthrough]];
       case 1:
         if (depth < 2) {  // bodies two deep at most
           st.body = 1 + static_cast<int64_t>(g() % 24);
@@ -282,4 +297,40 @@ TEST_CASE("openblas-sdot and openblas-sdot-haswell == OpenBLAS's two sdot kernel
   // The two kernels are told apart by these inputs: each preset is held to its own kernel.
   CHECK(check_sdot_preset("openblas-sdot", openblas_sdot, openblas_sdot_haswell, 3) > 75);
   CHECK(check_sdot_preset("openblas-sdot-haswell", openblas_sdot_haswell, openblas_sdot, 4) > 75);
+}
+
+TEST_CASE("each(784)[contig(512):seq] | all:seq == cuDNN's weight-gradient tiles written out, reference and GEMM") {
+  // Per image of 28 x 28 positions, one FMA chain over positions 0..511 and one over 512..783
+  // (docs/results/reveal_torch.md: wgrad_alg0_engine's tiles of 512 pixels); the parts in order.
+  const Schedule tiles = parse_schedule("each(784)[contig(512):seq] | all:seq");
+  std::mt19937_64 g(23);
+  std::normal_distribution<float> d;
+  const Arithmetic ar;
+  for (size_t k : {size_t{300}, size_t{784}, size_t{3 * 784}, size_t{3 * 784 + 600}}) {
+    const size_t m = 3, n = 2;
+    std::vector<float> a(m * k), b(k * n), c(m * n);
+    for (auto& v : a) v = d(g) * std::exp2(std::floor(2 * d(g)));
+    for (auto& v : b) v = d(g);
+    gemm(tiles, a.data(), b.data(), c.data(), {m, n, k}, ar);
+    for (size_t i = 0; i < m; ++i)
+      for (size_t j = 0; j < n; ++j) {
+        float sum = 0.0f;
+        bool first_part = true;
+        std::vector<double> x(k), y(k);
+        for (size_t image = 0; image < k; image += 784)
+          for (size_t from = image; from < std::min(k, image + 784); from += 512) {
+            const size_t to = std::min({k, image + 784, from + 512});
+            float chain = a[i * k + from] * b[from * n + j];
+            for (size_t t = from + 1; t < to; ++t) chain = std::fma(a[i * k + t], b[t * n + j], chain);
+            sum = first_part ? chain : sum + chain;
+            first_part = false;
+          }
+        for (size_t t = 0; t < k; ++t) x[t] = a[i * k + t], y[t] = b[t * n + j];
+        INFO("K = " << k << ", output " << i << "," << j);
+        CHECK(same_bits(dot_reference(tiles, x, y, ar), sum));
+        CHECK(same_bits(c[i * n + j], sum));
+      }
+  }
+  CHECK(schedule_addition_tree(parse_schedule("each(5)[contig(3):seq] | all:seq"), 12).text() ==
+        "((((((0+1)+2)+(3+4))+((5+6)+7))+(8+9))+(10+11))");
 }

@@ -200,7 +200,7 @@ std::string ReductionPlan::describe(int64_t n) const {
 ReductionPlan plan_reduction(const Schedule& s) {
   auto fail = [&](const std::string& why) { reject(s, "reduction", why); };
   if (s.stages.empty()) fail("empty schedule");
-  if (!s.plain()) fail("perm, body(M)[...] and @FORMAT stages have no GPU kernel");
+  if (!s.plain()) fail("perm, body(M)[...], each(S)[...] and @FORMAT stages have no GPU kernel");
   ReductionPlan plan;
   if (s.stages.size() == 1 && is(s.stages[0], GK::all, RK::seq)) {  // a left fold: one thread of one warp
     plan.first.contiguous = true;
@@ -248,7 +248,7 @@ int64_t GemmPlan::part_count(int64_t k) const { return k == 0 ? 0 : (k + chunk(k
 
 GemmPlan plan_gemm(const Schedule& s) {
   const auto& st = s.stages;
-  if (!s.plain()) reject(s, "GEMM", "perm, body(M)[...] and @FORMAT stages have no GPU kernel");
+  if (!s.plain()) reject(s, "GEMM", "perm, body(M)[...], each(S)[...] and @FORMAT stages have no GPU kernel");
   GemmPlan plan;
   if (st.size() == 1 && is(st[0], GK::all, RK::seq)) return plan;
   const bool parts = st.size() == 2 && !st[0].shuffle && st[0].reducer.kind == RK::seq &&
@@ -278,7 +278,7 @@ GemmPlan plan_gemm(const Schedule& s) {
 TensorCoreGemmPlan plan_tensor_core_gemm(const Schedule& s) {
   constexpr const char* kernel = "tensor-core GEMM";
   const auto& st = s.stages;
-  if (!s.plain()) reject(s, kernel, "perm, body(M)[...] and @FORMAT stages have no GPU kernel");
+  if (!s.plain()) reject(s, kernel, "perm, body(M)[...], each(S)[...] and @FORMAT stages have no GPU kernel");
   const bool one = st.size() == 1 && !st[0].shuffle && st[0].grouping.kind == GK::all;
   const bool parts = st.size() == 2 && !st[0].shuffle && !st[1].shuffle &&
                      (st[0].grouping.kind == GK::split || st[0].grouping.kind == GK::contig) &&
@@ -320,7 +320,7 @@ SeededPlan plan_seeded(const Schedule& schedule) {
                          "' is not realisable by the GPU seeded-order kernel: " + why);
   };
   const auto& stages = schedule.stages;
-  if (!schedule.plain()) throw refuse("perm, body(M)[...] and @FORMAT stages have no GPU kernel");
+  if (!schedule.plain()) throw refuse("perm, body(M)[...], each(S)[...] and @FORMAT stages have no GPU kernel");
   if (stages.empty() || stages.size() > 2) throw refuse("it takes one or two stages");
   auto ordered = [](const Stage& st) {
     return !st.shuffle && (st.reducer.kind == Reducer::Kind::seq || st.reducer.kind == Reducer::Kind::atomic);
