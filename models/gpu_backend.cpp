@@ -123,7 +123,9 @@ std::vector<std::string> gpu_unsupported_ops(const profiles::OpTable& table) {
     if (problem.empty()) {
       try {
         if (is_gemm(op)) {
-          if (std::holds_alternative<gpu::TensorCoreGemmPlan>(gpu::plan_any_gemm(choice.schedule)))
+          const gpu::GemmRoute route = gpu::plan_any_gemm(choice.schedule);
+          const auto* tensor_cores = std::get_if<gpu::TensorCoreGemmPlan>(&route);
+          if (tensor_cores && !tensor_cores->cuda_cores)
             problem = gpu::tensor_core_gemm_why_not();  // a Hopper GPU that reproduces the model
         } else {
           try {

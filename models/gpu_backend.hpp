@@ -4,8 +4,9 @@
 // an `all:atomic` step adds in the order the hardware delivers (real implementation noise, not
 // the impl seed's). Built only where nvcc is (CMake target models_gpu); runs only where a GPU is.
 //
-// What it runs: the schedules gpu::plan_any_gemm (fwd, dgrad, wgrad: FMA chains, and the H100's
-// tensor-core models on a Hopper GPU that passes gpu::tensor_core_gemm_why_not's check) and
+// What it runs: the schedules gpu::plan_any_gemm (fwd, dgrad, wgrad: FMA chains, the H100's
+// tensor-core models on a Hopper GPU that passes gpu::tensor_core_gemm_why_not's check, and the
+// other tensor-core models' fused steps in software on CUDA cores, on any GPU) and
 // gpu::plan_reduction (bias_grad, bn_stats, softmax, loss) accept, in fp32 with round to nearest even, subnormals kept, no
 // saturation, and fused products for the GEMMs; convolutions' im2col and col2im (sim/cuda/gpu_conv)
 // around their forward and input-gradient GEMMs. What stays on the CPU: see compute_backend.hpp.

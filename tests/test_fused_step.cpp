@@ -29,10 +29,10 @@ struct Range {
 };
 
 template <int N>
-void check_format(const fp::Format& format, fp::Mode input_mode, int emin, uint64_t seed) {
+void check_format(const fp::Format& format, fp::Mode input_mode, int emin, uint64_t seed, int fraction_bits = 25) {
   sim::FusedAddSpec spec;
   spec.products = N;
-  spec.fraction_bits = 25;
+  spec.fraction_bits = fraction_bits;
   spec.input = format;
   spec.input_mode = input_mode;
   spec.output = fp::fp32();
@@ -72,11 +72,11 @@ void check_format(const fp::Format& format, fp::Mode input_mode, int emin, uint6
       if (share(rng) < 0.05) acc = std::ldexp(static_cast<float>(normal(rng)), -140);  // subnormal
       const auto want = static_cast<float>(sim::fused_multiply_add(
           acc, std::span<const double>(xd, count), std::span<const double>(yd, count), spec));
-      const float got = sim::gpu::fused_step<N>(acc, x, y, count, emin);
+      const float got = sim::gpu::fused_step<N>(acc, x, y, count, emin, fraction_bits);
       if (std::bit_cast<uint32_t>(want) != std::bit_cast<uint32_t>(got)) {
         std::string terms;
         for (int i = 0; i < count; ++i) terms += " " + std::to_string(x[i]) + "*" + std::to_string(y[i]);
-        INFO(format.name << " " << r.what << ": acc " << acc << ", products" << terms);
+        INFO(format.name << " F=" << fraction_bits << " " << r.what << ": acc " << acc << ", products" << terms);
         CHECK(std::bit_cast<uint32_t>(got) == std::bit_cast<uint32_t>(want));
         return;
       }
@@ -96,6 +96,15 @@ TEST_CASE("fused_step == fused_multiply_add: tf32 factors (truncated, and rounde
 TEST_CASE("fused_step == fused_multiply_add: bf16 and fp16 factors, 16 products") {
   check_format<16>(fp::bf16(), fp::Mode::rne, -126, 3);
   check_format<16>(fp::fp16(), fp::Mode::rne, -14, 4);
+}
+
+TEST_CASE("fused_step == fused_multiply_add: the models no mma instruction runs (N 4 or 8, F 23 or 24, fp32)") {
+  check_format<4>(fp::fp16(), fp::Mode::rne, -14, 5, 23);   // tc-v100
+  check_format<4>(fp::tf32(), fp::Mode::rz, -126, 6, 24);   // tc-a100-tf32
+  check_format<8>(fp::fp16(), fp::Mode::rne, -14, 7, 24);   // tc-a100
+  check_format<8>(fp::bf16(), fp::Mode::rne, -126, 8, 24);  // tc-a100-bf16
+  check_format<4>(fp::fp32(), fp::Mode::rne, -126, 9, 23);  // tc-turing-unconverted: the factors as they are
+  check_format<16>(fp::fp32(), fp::Mode::rne, -126, 10, 0); // the coarsest grid
 }
 
 TEST_CASE("fused_step: the cases the tensor cores give otherwise") {

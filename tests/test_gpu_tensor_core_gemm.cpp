@@ -12,6 +12,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "sim/cuda/gpu_plan.hpp"
@@ -27,6 +28,10 @@ namespace {
 
 constexpr const char* kModels[] = {"tc-h100-tf32", "tc-h100-tf32-rne", "tc-h100-tf32-rna", "tc-h100-bf16",
                                    "tc-h100-fp16"};
+
+// The models whose steps no H100 mma instruction computes: fused steps in software on CUDA cores.
+constexpr const char* kSoftwareModels[] = {"tc-v100", "tc-turing-unconverted", "tc-a100", "tc-a100-bf16",
+                                           "tc-a100-tf32"};
 
 bool hopper() {
   if (!test::have_device()) return false;
@@ -83,11 +88,27 @@ TEST_CASE("tensor-core gemm plan: the tc-h100 models' chains and ordered split-K
   CHECK(plan_tensor_core_gemm(parse_schedule("all:fused(tc-h100-fp16)")).products() == 16);
 }
 
+TEST_CASE("tensor-core gemm plan: models no H100 instruction computes go to fused steps on CUDA cores") {
+  for (const char* model : kSoftwareModels) {
+    INFO(model);
+    const TensorCoreGemmPlan plan = plan_tensor_core_gemm(parse_schedule(std::string("all:fused(") + model + ")"));
+    CHECK(plan.cuda_cores);
+  }
+  const TensorCoreGemmPlan a100 = plan_tensor_core_gemm(parse_schedule("split(16):fused(tc-a100-tf32) | all:seq"));
+  CHECK(a100.step_products == 4);
+  CHECK(a100.fraction_bits == 24);
+  CHECK(a100.factors == Reducer::Input::tf32);
+  CHECK(a100.parts.size == 16);
+  CHECK(plan_tensor_core_gemm(parse_schedule("all:fused(16,25,tf32)")).cuda_cores);  // 8 a step on the H100
+  CHECK(plan_tensor_core_gemm(parse_schedule("all:fused(8,25)")).cuda_cores);  // factors as they are
+  CHECK_FALSE(plan_tensor_core_gemm(parse_schedule("all:fused(tc-h100-tf32)")).cuda_cores);
+}
+
 TEST_CASE("tensor-core gemm plan: other models and orders are refused in one line") {
-  for (const char* text : {"all:fused(tc-a100)", "all:fused(tc-a100-tf32)", "all:fused(tc-h100-fp8)",
-                           "all:fused(tc-turing-unconverted)", "all:fused(8,24,tf32)", "all:fused(16,25,tf32)",
-                           "split(16):fused(tc-h100-tf32) | all:tree", "split(4):fused(tc-h100-tf32) | all:atomic",
-                           "all:seq", "strided(4):fused(tc-h100-tf32) | all:seq"}) {
+  for (const char* text : {"all:fused(tc-h100-fp8)", "all:fused(32,13,e4m3)", "all:fused(8,26,tf32)",
+                           "all:fused(3,23,tf32)", "split(16):fused(tc-h100-tf32) | all:tree",
+                           "split(4):fused(tc-h100-tf32) | all:atomic", "all:seq",
+                           "strided(4):fused(tc-h100-tf32) | all:seq"}) {
     INFO(text);
     try {
       plan_tensor_core_gemm(parse_schedule(text));
@@ -144,6 +165,30 @@ TEST_CASE("tensor-core gemm == sim::gemm where the chip and the model part: over
             for (size_t t = 0; t < shape.k; ++t) a[i * shape.k + t] = (t % 3 ? 0.0f : -0.0f);  // zero rows
         check_against_cpu(text, a, b, shape, c.what);
       }
+}
+
+TEST_CASE("fused steps on CUDA cores == sim::gemm bit for bit: every other model, chains and split-K, any GPU") {
+  if (!test::have_device()) return;
+  const GemmShape shapes[] = {{1, 1, 1}, {17, 9, 13}, {70, 130, 257}, {3, 200, 4099}, {40, 33, 1000}};
+  for (const char* model : kSoftwareModels)
+    for (const std::string order : {"all:fused(M)", "split(3):fused(M) | all:seq", "contig(40):fused(M) | all:seq"}) {
+      const std::string text = order.substr(0, order.find('M')) + model + order.substr(order.find('M') + 1);
+      for (const GemmShape& shape : shapes) {
+        const auto a = data(shape.m * shape.k, shape.k, -3, 3, 0.0, false);
+        const auto b = data(shape.k * shape.n, shape.k + 1, -3, 3, 0.0, false);
+        check_against_cpu(text, a, b, shape, "normal data");
+      }
+    }
+  // where the cut terms and the result leave the ordinary range, and with zeros, infinities, NaNs
+  const GemmShape shape{48, 40, 300};
+  for (const char* model : kSoftwareModels)
+    for (const auto& [what, lo, hi, zeros, specials] :
+         {std::tuple{"sums past 2^128", 60, 66, 0.0, false}, std::tuple{"below 2^-149", -80, -74, 0.0, false},
+          std::tuple{"wide range, zeros", -70, 60, 0.2, false}, std::tuple{"infinities and NaNs", -3, 3, 0.05, true}}) {
+      const auto a = data(shape.m * shape.k, 17, lo, hi, zeros, specials);
+      const auto b = data(shape.k * shape.n, 18, lo, hi, zeros, specials);
+      check_against_cpu(std::string("split(5):fused(") + model + ") | all:seq", a, b, shape, what);
+    }
 }
 
 TEST_CASE("tensor-core gemm: K = 0 gives +0, an empty output is fine") {

@@ -107,6 +107,11 @@ std::string why_not(bool gemm, const sim::Schedule& schedule, const sim::Arithme
     if (gemm) {
       const GemmRoute route = plan_any_gemm(schedule);
       const auto* fma = std::get_if<gpu::GemmPlan>(&route);
+      const auto* tensor_cores = std::get_if<gpu::TensorCoreGemmPlan>(&route);
+      if (tensor_cores && tensor_cores->cuda_cores) {  // fused steps in software: any device
+        std::string why;
+        return gpu::device_available(&why) ? std::string() : why;
+      }
       if (!fma || !fma->deterministic()) {  // a kernel checked on this device before its first use
         std::string why;
         if (!gpu::device_available(&why)) return why;

@@ -8,8 +8,8 @@ test_torch_crosscheck.py): the same profile and impl seed must give the same bit
 - every emulated layer, forward and backward, under profiles whose reductions run on the kernels
   (h100:deterministic; h100 and det-atomics, their atomic sums on the seeded-order kernel), partly
   on the host (cpu-seq's rounded products, v100's atomic split-K weight gradients) and wholly on
-  the host (a100-tf32: an A100's tensor-core GEMMs); h100-tf32's and h100-bf16's GEMMs on the
-  GPU's own tensor cores; and on a stream other than the default one;
+  the host (exact); h100-tf32's and h100-bf16's GEMMs on the GPU's own tensor cores, a100-tf32's
+  fused steps in software on CUDA cores; and on a stream other than the default one;
 - fplab's own models trained a few steps on each device (weights, BatchNorm buffers, predictions);
 - coverage says where each reduction ran;
 - fplab.torch.experiment's replicas on CUDA are the CPU's.
@@ -194,9 +194,17 @@ class CudaLayers(unittest.TestCase):
             self.assertTrue(torch.equal(grads["cuda", seed], grads["cpu", seed]), seed)
 
     def test_host_round_trips(self):
-        coverage = self.check("a100-tf32")  # an A100's tensor cores: no kernel of the H100's models runs them
+        coverage = self.check("exact")  # exact products and sums: no kernel runs them
         gemms = {e.where for e in coverage.emulated if e.op_kind in ("fwd", "dgrad", "wgrad")}
-        self.assertTrue(gemms and all(w.startswith("cpu (from cuda: schedule") for w in gemms), gemms)
+        self.assertTrue(gemms and all(w.startswith("cpu (from cuda: products 'exact'") for w in gemms), gemms)
+
+    def test_fused_steps_on_cuda_cores(self):
+        """A tensor-core model no H100 instruction computes (an A100's tf32 steps of 4 products and
+        24 bits): its fused steps in software on CUDA cores, on any GPU, the CPU's bits. (Every such
+        model against sim::gemm: tests/test_gpu_tensor_core_gemm.cpp.)"""
+        coverage = self.check("a100-tf32")
+        gemms = {e.where for e in coverage.emulated if e.op_kind in ("fwd", "dgrad", "wgrad")}
+        self.assertEqual(gemms, {"cuda"})
 
     def test_tensor_cores(self):
         """h100-tf32's and h100-bf16's GEMMs on the GPU's tensor cores where it is a Hopper GPU."""

@@ -1,9 +1,10 @@
-// The tensor-core model's fused step (sim/tensor_core.cpp, fused_multiply_add) for the case the
-// tensor-core GEMM redoes in software (gpu_tensor_core_gemm.cu): at most 16 products of factors
-// already in their input format, 25 fraction bits, the accumulator in the alignment, terms cut
-// toward zero, one rounding of the fp32 result toward zero. Compiled for the device there and for
-// the host in tests/test_fused_step.cpp, which holds it to fused_multiply_add bit for bit, so that
-// the GPU's redo path is checked where no GPU is.
+// The tensor-core model's fused step (sim/tensor_core.cpp, fused_multiply_add) on CUDA cores: for
+// the steps the tensor-core GEMM redoes in software (gpu_tensor_core_gemm.cu) and for the models
+// whose steps no mma instruction of the GPU computes (gpu_fused_gemm.cu): at most 16 products of
+// factors already in their input format, F <= 25 fraction bits, the accumulator in the alignment,
+// terms cut toward zero, one rounding of the fp32 result toward zero. Compiled for the device there
+// and for the host in tests/test_fused_step.cpp, which holds it to fused_multiply_add bit for bit,
+// so that the GPU's software path is checked where no GPU is.
 #pragma once
 
 #include <bit>
@@ -56,8 +57,8 @@ FPLAB_HOST_DEVICE inline Parts parts_of(float x) {
   return {significand, scale, scale + 31 - leading_zeros(significand)};
 }
 
-// The term's count of 2^grid units, cut toward zero (< 2^27: the grid is 25 bits below the
-// largest term's reference exponent, and a term is below 2^(its exponent + 2)).
+// The term's count of 2^grid units, cut toward zero (< 2^(F + 2) <= 2^27: the grid is F <= 25 bits
+// below the largest term's reference exponent, and a term is below 2^(its exponent + 2)).
 FPLAB_HOST_DEVICE inline int64_t units(uint64_t magnitude, int scale, int grid) {
   if (scale >= grid) return static_cast<int64_t>(magnitude << (scale - grid));
   const int shift = grid - scale;
@@ -81,11 +82,14 @@ FPLAB_HOST_DEVICE inline int reference_exponent(float x, int emin) {
 
 namespace fplab::sim::gpu {
 
-// fused_multiply_add(acc, x[0..count), y[0..count), spec) with spec's products >= count, F = 25,
-// fp32 output toward zero, truncation toward zero, the accumulator in the alignment, for factors
-// already in the input format whose emin is `emin` (tf32, bf16: -126; fp16: -14).
+// fused_multiply_add(acc, x[0..count), y[0..count), spec) with spec's products >= count, F =
+// fraction_bits (0..25: then the N + 1 <= 17 cut terms sum exactly in 64 bits, and below 2^53, in
+// a double), fp32 output toward zero, truncation toward zero, the accumulator in the alignment,
+// for factors already in the input format whose emin is `emin` (tf32, bf16, fp32: -126; fp16: -14).
 template <int N>
-FPLAB_HOST_DEVICE float fused_step(float acc, const float (&x)[N], const float (&y)[N], int count, int emin) {
+FPLAB_HOST_DEVICE float fused_step(float acc, const float (&x)[N], const float (&y)[N], int count, int emin,
+                                   int fraction_bits = 25) {
+  static_assert(N >= 1 && N <= 16, "at most 16 products: their cut sum stays below 2^32");
   using namespace fused_step_detail;
   bool nan = std::isnan(acc), pos_inf = acc == INFINITY, neg_inf = acc == -INFINITY;
   bool pos_zero = acc == 0 && !std::signbit(acc), neg_zero = acc == 0 && std::signbit(acc);
@@ -117,7 +121,7 @@ FPLAB_HOST_DEVICE float fused_step(float acc, const float (&x)[N], const float (
     largest = e > largest ? e : largest;
   }
   if (largest == INT_MIN) return neg_zero && !pos_zero ? -0.0f : 0.0f;  // only zeros: IEEE's sign rule
-  const int grid = largest - 25;
+  const int grid = largest - fraction_bits;
   int64_t total = 0;
   for (int i = 0; i < count; ++i) {
     if (x[i] == 0 || y[i] == 0) continue;
@@ -131,7 +135,7 @@ FPLAB_HOST_DEVICE float fused_step(float acc, const float (&x)[N], const float (
     total += std::signbit(acc) ? -u : u;
   }
   if (total == 0) return 0.0f;  // nonzero terms that cancel: +0 when rounding toward zero
-  // |total| < 2^32 and 2^grid a normal double (grid in [-277, 229]): the product is exact.
+  // |total| < 2^32 and 2^grid a normal double (grid in [-277, 254]): the product is exact.
   return toward_zero(std::scalbn(static_cast<double>(total), grid));
 }
 

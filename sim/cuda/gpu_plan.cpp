@@ -288,18 +288,17 @@ TensorCoreGemmPlan plan_tensor_core_gemm(const Schedule& s) {
   const Reducer& r = st[0].reducer;
   if (r.kind != RK::fused) reject(s, kernel, "its first stage must be fused(N,F,IN), not " + to_string(r));
   using In = Reducer::Input;
-  const In in = r.fused_input;
-  if (in != In::tf32 && in != In::tf32rne && in != In::tf32rna && in != In::bf16 && in != In::fp16)
-    reject(s, kernel,
-           std::string("factors converted to tf32, tf32rne, tf32rna, bf16 or fp16 (an H100 mma.sync's inputs), not '") +
-               to_string(in) + "'");
   TensorCoreGemmPlan plan;
-  plan.factors = in;
-  if (r.fused_products != plan.products() || r.fused_fraction_bits != 25)
-    reject(s, kernel,
-           "an H100 mma.sync with " + std::string(to_string(plan.factors)) + " factors adds " +
-               std::to_string(plan.products()) + " products with 25 fraction bits: fused(" +
-               std::to_string(plan.products()) + ",25," + to_string(plan.factors) + ")");
+  plan.factors = r.fused_input;
+  plan.step_products = r.fused_products;
+  plan.fraction_bits = r.fused_fraction_bits;
+  // The H100's own instruction where it is the model's step; otherwise the step in software.
+  const bool hardware = plan.factors != In::none && r.fused_products == plan.products() && r.fused_fraction_bits == 25;
+  if (!hardware) {
+    const std::string why = fused_steps_why_not(r.fused_products, r.fused_fraction_bits, plan.factors);
+    if (!why.empty()) reject(s, kernel, why);
+    plan.cuda_cores = true;
+  }
   if (parts) {
     plan.parts.parts = st[0].grouping.kind == GK::split ? GemmPlan::Parts::split : GemmPlan::Parts::contig;
     plan.parts.size = st[0].grouping.size;
@@ -307,6 +306,20 @@ TensorCoreGemmPlan plan_tensor_core_gemm(const Schedule& s) {
       reject(s, kernel, "at most 65535 split-K parts");
   }
   return plan;
+}
+
+std::string fused_steps_why_not(int products, int fraction_bits, Reducer::Input factors) {
+  using In = Reducer::Input;
+  if (products != 1 && products != 2 && products != 4 && products != 8 && products != 16)
+    return "fused steps on CUDA cores take 1, 2, 4, 8 or 16 products a step, not " + std::to_string(products);
+  if (fraction_bits > 25)
+    return "fused steps on CUDA cores keep at most 25 fraction bits, not " + std::to_string(fraction_bits);
+  if (factors != In::tf32 && factors != In::tf32rne && factors != In::tf32rna && factors != In::bf16 &&
+      factors != In::fp16 && factors != In::none)
+    return std::string("fused steps on CUDA cores take factors as they are or converted to tf32, tf32rne, tf32rna, "
+                       "bf16 or fp16, not '") +
+           to_string(factors) + "'";
+  return {};
 }
 
 GemmRoute plan_any_gemm(const Schedule& schedule) {

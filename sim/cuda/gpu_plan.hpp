@@ -102,14 +102,24 @@ GemmPlan plan_gemm(const Schedule& schedule);
 // what one mma.sync instruction of a Hopper GPU does (docs/results/tensor-cores-h100.md), chained
 // along K as the instructions chain; split-K parts added in order in fp32.
 struct TensorCoreGemmPlan {
-  Reducer::Input factors = Reducer::Input::tf32;  // tf32, tf32rne, tf32rna, bf16 or fp16
+  Reducer::Input factors = Reducer::Input::tf32;  // tf32, tf32rne, tf32rna, bf16 or fp16 (none: CUDA cores)
   GemmPlan parts;  // Parts::one, or split/contig parts combined by Combine::seq
+  // A model no H100 mma instruction computes (another N or F, or unconverted factors): its fused
+  // steps in software on CUDA cores (gpu_fused_gemm.hpp), step_products and fraction_bits its own.
+  bool cuda_cores = false;
+  int step_products = 8, fraction_bits = 25;
 
+  // The products an H100 mma.sync adds in one step for these factors.
   int products() const { return factors == Reducer::Input::bf16 || factors == Reducer::Input::fp16 ? 16 : 8; }
 };
 
 // Throws NotRealisable: "schedule 'X' is not realisable by the GPU tensor-core GEMM kernel: <why>".
 TensorCoreGemmPlan plan_tensor_core_gemm(const Schedule& schedule);
+
+// Why the fused steps on CUDA cores (gpu_fused_gemm.hpp) cannot take fused(N,F,INPUT) ("" where
+// they can): N one of 1, 2, 4, 8, 16; F at most 25 (a step's cut terms then sum exactly in 64
+// bits); INPUT tf32, tf32rne, tf32rna, bf16, fp16 or none.
+std::string fused_steps_why_not(int products, int fraction_bits, Reducer::Input factors);
 
 // A GEMM schedule's kernel: FMA chains on CUDA cores (GpuGemm) or tensor-core instructions
 // (GpuTensorCoreGemm). Throws NotRealisable: the tensor-core kernel's line for schedules whose

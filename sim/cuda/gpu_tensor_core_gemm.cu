@@ -27,14 +27,15 @@
 #include "sim/cuda/cuda_check.cuh"
 #include "sim/cuda/device_buffer.hpp"
 #include "sim/cuda/fused_step.hpp"
+#include "sim/cuda/gpu_fused_gemm.hpp"
 #include "sim/cuda/gpu_device.hpp"
 #include "sim/cuda/gpu_tensor_core_gemm.hpp"
 #include "sim/cuda/mma_sync.cuh"
+#include "sim/cuda/tensor_core_factors.cuh"
 
 namespace fplab::sim::gpu {
 namespace {
 
-using Factors = Reducer::Input;  // of the five the plan takes
 
 constexpr int kBlockRows = 64, kBlockCols = 64, kStageK = 32, kThreads = 128;
 // Shared rows padded so that the fragment loads hit 32 banks: A as [row][K], lane (g, t) reading
@@ -47,46 +48,8 @@ struct Inputs {
   static constexpr MmaInput input = F == Factors::bf16 ? MmaInput::bf16 : F == Factors::fp16 ? MmaInput::fp16 : MmaInput::tf32;
   static constexpr int per_reg = detail::Traits<input>::per_reg;
   static constexpr int k = detail::Traits<input>::k;  // products one instruction adds
-  static constexpr int emin = F == Factors::fp16 ? -14 : -126;  // the factors' format's
+  static constexpr int emin = factor_emin<F>;
 };
-
-// A factor as the instruction reads it: tf32 the fp32 pattern (the tensor core ignores the 13 low
-// bits), rounded to tf32 first for tf32rne and tf32rna; bf16 and fp16 their codes, rounded to
-// nearest even (fp::round_double's conversions, overflow to infinity included).
-template <Factors F>
-__device__ uint32_t code_of(float x) {
-  const uint32_t bits = __float_as_uint(x);
-  if constexpr (F == Factors::tf32) {
-    return bits;
-  } else if constexpr (F == Factors::tf32rne) {
-    return isnan(x) ? bits : (bits + 0xfffu + ((bits >> 13) & 1u)) & 0xffffe000u;
-  } else if constexpr (F == Factors::tf32rna) {
-    return isnan(x) ? bits : (bits + 0x1000u) & 0xffffe000u;
-  } else if constexpr (F == Factors::bf16) {
-    return __bfloat16_as_ushort(__float2bfloat16_rn(x));
-  } else {
-    return __half_as_ushort(__float2half_rn(x));
-  }
-}
-
-// The value of a code, as the model converts the factor (tf32: truncated; a NaN stays a NaN).
-template <Factors F>
-__device__ float value_of(uint32_t code) {
-  if constexpr (F == Factors::bf16) {
-    return __uint_as_float(code << 16);
-  } else if constexpr (F == Factors::fp16) {
-    return __half2float(__ushort_as_half(static_cast<unsigned short>(code)));
-  } else {
-    const float x = __uint_as_float(code);
-    return isnan(x) ? x : __uint_as_float(code & 0xffffe000u);
-  }
-}
-
-// A factor's value in the model: its code's value.
-template <Factors F>
-__device__ float model_value(float x) {
-  return value_of<F>(code_of<F>(x));
-}
 
 // A register of the instruction's operand from one factor (tf32) or two (bf16, fp16: `first` in
 // the low half), converted as code_of does.
@@ -333,21 +296,27 @@ void GpuTensorCoreGemm::run_on_device(const TensorCoreGemmPlan& plan, const floa
                                 "2147483583 rows)");
   float* target = count > 1 ? parts_.reserve<float>(static_cast<size_t>(count) * outputs) : c;
   const dim3 grid(static_cast<unsigned>(row_tiles), static_cast<unsigned>(col_tiles), static_cast<unsigned>(count));
-  switch (plan.factors) {
-    case Factors::tf32rne:
-      launch<Factors::tf32rne>(grid, a, b, target, shape, chunk);
-      break;
-    case Factors::tf32rna:
-      launch<Factors::tf32rna>(grid, a, b, target, shape, chunk);
-      break;
-    case Factors::bf16:
-      launch<Factors::bf16>(grid, a, b, target, shape, chunk);
-      break;
-    case Factors::fp16:
-      launch<Factors::fp16>(grid, a, b, target, shape, chunk);
-      break;
-    default:  // tf32: plan_tensor_core_gemm takes no other
-      launch<Factors::tf32>(grid, a, b, target, shape, chunk);
+  if (plan.cuda_cores) {  // a model no mma instruction here computes: its steps in software
+    detail::launch_fused_chains(plan.factors, plan.step_products, plan.fraction_bits, a, b, target,
+                                static_cast<int64_t>(shape.m), static_cast<int64_t>(shape.n), k, chunk,
+                                static_cast<unsigned>(count));
+  } else {
+    switch (plan.factors) {
+      case Factors::tf32rne:
+        launch<Factors::tf32rne>(grid, a, b, target, shape, chunk);
+        break;
+      case Factors::tf32rna:
+        launch<Factors::tf32rna>(grid, a, b, target, shape, chunk);
+        break;
+      case Factors::bf16:
+        launch<Factors::bf16>(grid, a, b, target, shape, chunk);
+        break;
+      case Factors::fp16:
+        launch<Factors::fp16>(grid, a, b, target, shape, chunk);
+        break;
+      default:  // tf32: plan_tensor_core_gemm takes no other for the tensor cores
+        launch<Factors::tf32>(grid, a, b, target, shape, chunk);
+    }
   }
   FPLAB_CUDA_LAUNCHED("tensor-core GEMM kernel");
   if (count > 1) {
