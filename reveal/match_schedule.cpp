@@ -30,7 +30,7 @@ std::vector<std::string> candidate_schedules(size_t n) {
   // torch.sum, bias gradients and the loss on an H100/H200 (docs/results/reveal_torch.md).
   for (size_t threads = 4; threads <= 512 && threads < n; threads *= 2) {
     const std::string fold = "strided(" + std::to_string(4 * threads) + "):seq | ";
-    for (const std::string accumulators : {std::string("contig(4):seq | "),
+    for (const std::string& accumulators : {std::string("contig(4):seq | "),
                                            "strided(" + std::to_string(threads) + "):seq | "}) {
       offer(fold + accumulators + "all:shfl_down");
       if (threads > 32) offer(fold + accumulators + "contig(32):shfl_down | all:shfl_down");
@@ -61,6 +61,27 @@ ScheduleMatch match_schedule(const sim::AdditionTree& revealed) {
   return m;
 }
 
+namespace {
+
+// "each(S)[contig(G):" where the parts are runs of contiguous terms in order, of sizes G, ..., G, r
+// with r < G, repeated (the last run may stop early); "" otherwise.
+std::string restarting_tiles(const std::vector<std::vector<size_t>>& parts) {
+  size_t next = 0;
+  for (const auto& part : parts) {
+    if (part.empty() || part.front() != next || part.back() != next + part.size() - 1) return {};
+    next += part.size();
+  }
+  if (parts.size() < 2) return {};
+  const size_t g = parts[0].size();
+  size_t k = 0;
+  while (k < parts.size() && parts[k].size() == g) ++k;
+  if (k == parts.size() || parts[k].size() > g) return {};  // one size throughout: contig(G) says it
+  const size_t run = k * g + parts[k].size();
+  return "each(" + std::to_string(run) + ")[contig(" + std::to_string(g) + "):";
+}
+
+}  // namespace
+
 ScheduleMatch match_varying_schedule(const RevealedVaryingSum& revealed) {
   if (!revealed.varies) return match_schedule(revealed.skeleton);
   ScheduleMatch m;
@@ -71,9 +92,14 @@ ScheduleMatch match_varying_schedule(const RevealedVaryingSum& revealed) {
   // nine taps, each its own chain, are nine parts).
   std::vector<std::string> candidates = candidate_schedules(revealed.skeleton.terms);
   const size_t n = revealed.skeleton.terms, block = (n + parts - 1) / parts;
+  // Tiles that restart at a boundary the sum does not know of (cuDNN's weight gradient: per image
+  // of 784 pixels, tiles of 512 and 272): parts of contiguous terms whose sizes repeat G, ..., G, r
+  // (r < G), a run of S = (k - 1) G + r terms each: each(S)[contig(G):...].
+  const std::string tiles = restarting_tiles(revealed.parts);
   for (const char* inner : {"seq", "rev", "tree"}) {
     candidates.push_back("strided(" + std::to_string(parts) + "):" + inner + " | all:seq");
     candidates.push_back("contig(" + std::to_string(block) + "):" + inner + " | all:seq");
+    if (!tiles.empty()) candidates.push_back(tiles + inner + "] | all:seq");
   }
   for (const auto& text : candidates) {
     if (text.size() < last.size() || text.compare(text.size() - last.size(), last.size(), last) != 0) continue;

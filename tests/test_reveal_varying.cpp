@@ -9,6 +9,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "reveal/match_schedule.hpp"
@@ -83,6 +84,19 @@ TEST_CASE("atomics over blocks: the blocks' trees, a chain of them, a uniformly 
     CHECK(revealed.uniform_order_distance < 1.5 * std::sqrt(static_cast<double>(c.parts) / static_cast<double>(met)));
     const auto match = reveal::match_varying_schedule(revealed);
     CHECK(std::find(match.schedules.begin(), match.schedules.end(), c.matched) != match.schedules.end());
+  }
+}
+
+TEST_CASE("tiles that restart at every image are named: each(S)[contig(G):seq] | all:atomic", "[reveal]") {
+  // Images of 10 terms in tiles of 4: parts of 4, 4, 2, 4, 4, 2, ... (cuDNN's 784 = 512 + 272).
+  for (const auto& [text, n, parts] : {std::tuple{"each(10)[contig(4):seq] | all:atomic", size_t{50}, size_t{15}},
+                                       std::tuple{"each(7)[contig(4):seq] | all:atomic", size_t{30}, size_t{9}}}) {
+    INFO(text);
+    const auto revealed = reveal::reveal_varying_sum(varying_function(sim::parse_schedule(text)), n, 6);
+    CHECK(revealed.varies);
+    CHECK(revealed.parts.size() == parts);
+    const auto match = reveal::match_varying_schedule(revealed);
+    CHECK(std::find(match.schedules.begin(), match.schedules.end(), std::string(text)) != match.schedules.end());
   }
 }
 
