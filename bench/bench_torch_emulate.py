@@ -247,8 +247,8 @@ def skipped_row(profile: str, why: str) -> str:
 
 def top_kernels(args: argparse.Namespace, setup: Setup, profile: Optional[str]) -> List[dict]:
     """One more step of a configuration (native: profile None) under torch.profiler: the --kernels
-    entries that took the most time of their own, on the device (every kernel of the process, fplab's
-    included) or, on the CPU, the operators. Where the emulated step's time goes."""
+    entries that took the most time of their own: on the device the kernels (every kernel of the
+    process, fplab's included), on the CPU the operators. Where the emulated step's time goes."""
     import fplab.torch
     from torch.profiler import ProfilerActivity, profile as profiler
 
@@ -257,7 +257,11 @@ def top_kernels(args: argparse.Namespace, setup: Setup, profile: Optional[str]) 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device == "cuda" else [])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", fplab.torch.NativeOpWarning)
-        training_step(model, optimizer, setup.x, setup.y)  # the first step makes the buffers
+        if emulation is None:  # the first step makes the buffers (and the emulation's plans)
+            training_step(model, optimizer, setup.x, setup.y)
+        else:
+            with emulation:
+                training_step(model, optimizer, setup.x, setup.y)
         synchronize()
         with profiler(activities=activities) as recorded:
             if emulation is None:
@@ -266,7 +270,10 @@ def top_kernels(args: argparse.Namespace, setup: Setup, profile: Optional[str]) 
                 with emulation:
                     training_step(model, optimizer, setup.x, setup.y)
             synchronize()
-    events = recorded.key_averages()
+    events = list(recorded.key_averages())
+    if args.device == "cuda":
+        # the kernels themselves: an operator also carries the device time of the kernels it launched
+        events = [e for e in events if str(getattr(e, "device_type", "")).endswith("CUDA")]
 
     def own_us(event) -> float:  # PyTorch 2.x names the device's time "device", 1.x "cuda"
         if args.device == "cuda":
@@ -338,8 +345,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="torch.manual_seed for the weights and the batch (0)")
     parser.add_argument("--json", metavar="FILE", help="also write every number to FILE")
     parser.add_argument("--max-step", type=float, default=0, metavar="SECONDS",
-                        help="skip a profile once one of its emulated steps takes longer, naming the reductions that "
-                             "ran on the host (0: no limit)")
+                        help="skip a profile once one of its emulated steps (the warm-up's included) takes longer, "
+                             "naming the reductions that ran on the host (0: no limit)")
     parser.add_argument("--kernels", type=int, default=0, metavar="N",
                         help="also profile one step of each configuration (torch.profiler) and list its N most "
                              "costly kernels (on cuda) or operators (on cpu)")

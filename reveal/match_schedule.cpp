@@ -64,7 +64,8 @@ ScheduleMatch match_schedule(const sim::AdditionTree& revealed) {
 namespace {
 
 // "each(S)[contig(G):" where the parts are runs of contiguous terms in order, of sizes G, ..., G, r
-// with r < G, repeated (the last run may stop early); "" otherwise.
+// with r < G, repeated at least into a second run (the last run may stop early); "" otherwise (one
+// size throughout, or a plain contig(G) with a short last part: contig(G) says those).
 std::string restarting_tiles(const std::vector<std::vector<size_t>>& parts) {
   size_t next = 0;
   for (const auto& part : parts) {
@@ -75,7 +76,12 @@ std::string restarting_tiles(const std::vector<std::vector<size_t>>& parts) {
   const size_t g = parts[0].size();
   size_t k = 0;
   while (k < parts.size() && parts[k].size() == g) ++k;
-  if (k == parts.size() || parts[k].size() > g) return {};  // one size throughout: contig(G) says it
+  if (k + 1 >= parts.size() || parts[k].size() > g) return {};
+  const size_t period = k + 1;  // parts a run: k of G, one of r
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const size_t want = i % period == k ? parts[k].size() : g;
+    if (i + 1 < parts.size() ? parts[i].size() != want : parts[i].size() > want) return {};
+  }
   const size_t run = k * g + parts[k].size();
   return "each(" + std::to_string(run) + ")[contig(" + std::to_string(g) + "):";
 }

@@ -26,28 +26,34 @@ struct Range {
   const char* what;
   int lo, hi;
   double zeros, specials;
+  int y_shift = 0;  // y's exponents: x's range moved by this much
 };
 
+// `format`: the factors' values; `model_input`: the format the model holds them in (fp64 for
+// factors taken as they are, sim::fused_input_conversion's `none`), `format` when null.
 template <int N>
-void check_format(const fp::Format& format, fp::Mode input_mode, int emin, uint64_t seed, int fraction_bits = 25) {
+void check_format(const fp::Format& format, fp::Mode input_mode, int emin, uint64_t seed, int fraction_bits = 25,
+                  const fp::Format* model_input = nullptr) {
   sim::FusedAddSpec spec;
   spec.products = N;
   spec.fraction_bits = fraction_bits;
-  spec.input = format;
+  spec.input = model_input ? *model_input : format;
   spec.input_mode = input_mode;
   spec.output = fp::fp32();
   spec.output_mode = fp::Mode::rz;
   const Range ranges[] = {{"ordinary", -3, 3, 0, 0},          {"past 2^128", 56, 64, 0, 0},
                           {"below 2^-149", -82, -70, 0.1, 0}, {"zeros", -3, 3, 0.5, 0},
                           {"wide", -150, 127, 0.1, 0.01},     {"specials", -3, 3, 0.1, 0.05},
-                          {"subnormal", -145, -120, 0.1, 0}};
+                          {"subnormal", -145, -120, 0.1, 0},
+                          // a subnormal factor whose product is the step's largest: its reference exponent sets the grid
+                          {"subnormal times large", -148, -127, 0.0, 0, 230}};
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal;
   std::uniform_real_distribution<double> share;
   size_t checked = 0;
   for (const Range& r : ranges) {
     std::uniform_int_distribution<int> exponent(r.lo, r.hi);
-    auto value = [&](bool in_format) {
+    auto value = [&](bool in_format, int shift = 0) {
       const double u = share(rng);
       double x;
       if (u < r.zeros)
@@ -55,7 +61,7 @@ void check_format(const fp::Format& format, fp::Mode input_mode, int emin, uint6
       else if (u < r.zeros + r.specials)
         x = share(rng) < 0.5 ? std::numeric_limits<double>::quiet_NaN() : (share(rng) < 0.5 ? INFINITY : -INFINITY);
       else
-        x = std::ldexp(normal(rng), exponent(rng));
+        x = std::ldexp(normal(rng), exponent(rng) + shift);
       const fp::Format& to = in_format ? format : fp::fp32();
       return static_cast<float>(fp::round_double(x, to, {in_format ? input_mode : fp::Mode::rne}).value);
     };
@@ -64,7 +70,7 @@ void check_format(const fp::Format& format, fp::Mode input_mode, int emin, uint6
       float x[N] = {}, y[N] = {};
       double xd[N], yd[N];
       for (int i = 0; i < count; ++i) {
-        x[i] = value(true), y[i] = value(true);
+        x[i] = value(true), y[i] = value(true, r.y_shift);
         xd[i] = x[i], yd[i] = y[i];
       }
       float acc = value(false);
@@ -83,7 +89,7 @@ void check_format(const fp::Format& format, fp::Mode input_mode, int emin, uint6
       ++checked;
     }
   }
-  CHECK(checked == 7 * 20000);
+  CHECK(checked == std::size(ranges) * 20000);
 }
 
 }  // namespace
@@ -103,8 +109,10 @@ TEST_CASE("fused_step == fused_multiply_add: the models no mma instruction runs 
   check_format<4>(fp::tf32(), fp::Mode::rz, -126, 6, 24);   // tc-a100-tf32
   check_format<8>(fp::fp16(), fp::Mode::rne, -14, 7, 24);   // tc-a100
   check_format<8>(fp::bf16(), fp::Mode::rne, -126, 8, 24);  // tc-a100-bf16
-  check_format<4>(fp::fp32(), fp::Mode::rne, -126, 9, 23);  // tc-turing-unconverted: the factors as they are
-  check_format<16>(fp::fp32(), fp::Mode::rne, -126, 10, 0); // the coarsest grid
+  // tc-turing-unconverted: fp32 factors as they are, which the model holds in fp64 (emin -149 on the GPU)
+  const fp::Format held = fp::fp64();
+  check_format<4>(fp::fp32(), fp::Mode::rne, -149, 9, 23, &held);
+  check_format<16>(fp::fp32(), fp::Mode::rne, -149, 10, 0, &held);  // the coarsest grid
 }
 
 TEST_CASE("fused_step: the cases the tensor cores give otherwise") {

@@ -179,14 +179,17 @@ TEST_CASE("fused steps on CUDA cores == sim::gemm bit for bit: every other model
         check_against_cpu(text, a, b, shape, "normal data");
       }
     }
-  // where the cut terms and the result leave the ordinary range, and with zeros, infinities, NaNs
+  // where the cut terms and the result leave the ordinary range, with zeros, infinities, NaNs, and
+  // subnormal factors whose products are the largest of their step (B's exponents: A's + shift)
   const GemmShape shape{48, 40, 300};
   for (const char* model : kSoftwareModels)
-    for (const auto& [what, lo, hi, zeros, specials] :
-         {std::tuple{"sums past 2^128", 60, 66, 0.0, false}, std::tuple{"below 2^-149", -80, -74, 0.0, false},
-          std::tuple{"wide range, zeros", -70, 60, 0.2, false}, std::tuple{"infinities and NaNs", -3, 3, 0.05, true}}) {
+    for (const auto& [what, lo, hi, zeros, specials, shift] :
+         {std::tuple{"sums past 2^128", 60, 66, 0.0, false, 0}, std::tuple{"below 2^-149", -80, -74, 0.0, false, 0},
+          std::tuple{"wide range, zeros", -70, 60, 0.2, false, 0},
+          std::tuple{"infinities and NaNs", -3, 3, 0.05, true, 0},
+          std::tuple{"subnormal times 2^100", -148, -127, 0.0, false, 230}}) {
       const auto a = data(shape.m * shape.k, 17, lo, hi, zeros, specials);
-      const auto b = data(shape.k * shape.n, 18, lo, hi, zeros, specials);
+      const auto b = data(shape.k * shape.n, 18, lo + shift, hi + shift, zeros, specials);
       check_against_cpu(std::string("split(5):fused(") + model + ") | all:seq", a, b, shape, what);
     }
 }

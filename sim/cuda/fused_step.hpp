@@ -85,7 +85,8 @@ namespace fplab::sim::gpu {
 // fused_multiply_add(acc, x[0..count), y[0..count), spec) with spec's products >= count, F =
 // fraction_bits (0..25: then the N + 1 <= 17 cut terms sum exactly in 64 bits, and below 2^53, in
 // a double), fp32 output toward zero, truncation toward zero, the accumulator in the alignment,
-// for factors already in the input format whose emin is `emin` (tf32, bf16, fp32: -126; fp16: -14).
+// for factors already in the input format whose emin is `emin` (tf32, bf16: -126; fp16: -14;
+// fp32 values taken as they are, which the model holds in fp64: -149, which clamps none).
 template <int N>
 FPLAB_HOST_DEVICE float fused_step(float acc, const float (&x)[N], const float (&y)[N], int count, int emin,
                                    int fraction_bits = 25) {
@@ -135,7 +136,7 @@ FPLAB_HOST_DEVICE float fused_step(float acc, const float (&x)[N], const float (
     total += std::signbit(acc) ? -u : u;
   }
   if (total == 0) return 0.0f;  // nonzero terms that cancel: +0 when rounding toward zero
-  // |total| < 2^32 and 2^grid a normal double (grid in [-277, 254]): the product is exact.
+  // |total| < 2^32 and 2^grid a normal double (grid in [-323, 254]): the product is exact.
   return toward_zero(std::scalbn(static_cast<double>(total), grid));
 }
 

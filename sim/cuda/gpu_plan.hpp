@@ -96,11 +96,14 @@ struct GemmPlan {
 // Throws NotRealisable: "schedule 'X' is not realisable by the GPU GEMM kernel: <why>".
 GemmPlan plan_gemm(const Schedule& schedule);
 
-// The tensor-core GEMM kernel (gpu_tensor_core_gemm.hpp) realises `all:fused(N,25,IN)` and
-// `{split(S)|contig(G)}:fused(N,25,IN) | all:seq` with IN tf32, tf32rne or tf32rna (N = 8), bf16 or
-// fp16 (N = 16): the fused steps of tc-h100-tf32, -tf32-rne, -tf32-rna, -bf16 and -fp16, which are
-// what one mma.sync instruction of a Hopper GPU does (docs/results/tensor-cores-h100.md), chained
-// along K as the instructions chain; split-K parts added in order in fp32.
+// The tensor-core GEMM (gpu_tensor_core_gemm.hpp) realises `all:fused(N,F,IN)` and
+// `{split(S)|contig(G)}:fused(N,F,IN) | all:seq`. On the GPU's own tensor cores where the step is
+// one mma.sync instruction of a Hopper GPU (docs/results/tensor-cores-h100.md): F = 25 and IN
+// tf32, tf32rne or tf32rna (N = 8), bf16 or fp16 (N = 16) — tc-h100-tf32, -tf32-rne, -tf32-rna,
+// -bf16, -fp16; every other model with N in 1, 2, 4, 8, 16, F <= 25 and IN one of those or none
+// (tc-a100*, tc-v100, tc-turing-unconverted) as fused steps in software on CUDA cores
+// (gpu_fused_gemm.hpp, cuda_cores). Chained along K as the instructions chain; split-K parts added
+// in order in fp32.
 struct TensorCoreGemmPlan {
   Reducer::Input factors = Reducer::Input::tf32;  // tf32, tf32rne, tf32rna, bf16 or fp16 (none: CUDA cores)
   GemmPlan parts;  // Parts::one, or split/contig parts combined by Combine::seq

@@ -15,9 +15,12 @@ namespace fplab::sim::gpu {
 
 using Factors = Reducer::Input;
 
-// The smallest normal exponent of the factors' format: fp16's -14; tf32's, bf16's and fp32's -126.
+// The exponent at which the factors' reference exponents are clamped (a fused step's alignment):
+// the smallest normal exponent of their format, fp16's -14, tf32's and bf16's -126; factors taken
+// as they are (none) are held in fp64 by the model (sim::fused_input_conversion), whose emin no
+// fp32 reaches: -149, fp32's smallest exponent, clamps nothing.
 template <Factors F>
-constexpr int factor_emin = F == Factors::fp16 ? -14 : -126;
+constexpr int factor_emin = F == Factors::fp16 ? -14 : F == Factors::none ? -149 : -126;
 
 // A factor as the instruction reads it: tf32 the fp32 pattern (the tensor core ignores the 13 low
 // bits), rounded to tf32 first for tf32rne and tf32rna; bf16 and fp16 their codes, rounded to
