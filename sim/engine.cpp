@@ -292,6 +292,27 @@ void gemm_through_reference(const Schedule& schedule, const float* a, const floa
   std::copy(c64.begin(), c64.end(), c);
 }
 
+// The inner stage of a first stage each(S)[GROUPING:seq] (one stage, in the arithmetic's format),
+// whose chains the tile kernel runs like a first GROUPING:seq stage's; null for any other schedule.
+const Stage* first_run_chains(const Schedule& schedule) {
+  if (schedule.stages.empty() || schedule.stages[0].each == 0 || schedule.stages[0].inner.size() != 1) return nullptr;
+  const Stage& inner = schedule.stages[0].inner[0];
+  return inner.reduces() && inner.reducer.kind == Reducer::Kind::seq && !inner.format ? &inner : nullptr;
+}
+
+// The groups of `grouping` in every run of `run` terms of k, in run order, at their places in K:
+// what each(run)[grouping:...] reduces.
+std::vector<GroupSpan> run_groups(int64_t run, const Grouping& grouping, size_t k) {
+  std::vector<GroupSpan> groups;
+  const auto length = static_cast<size_t>(run);
+  for (size_t from = 0; from < k; from += length)
+    for (GroupSpan g : groups_of(grouping, std::min(length, k - from))) {
+      g.first += from;
+      groups.push_back(g);
+    }
+  return groups;
+}
+
 }  // namespace
 
 void gemm(const Schedule& schedule, const float* a, const float* b, float* c, GemmShape shape, const Arithmetic& ar,
@@ -321,7 +342,10 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
   }
   const bool first_is_reduction = !schedule.stages.empty() && schedule.stages[0].reduces();
   const Reducer::Kind first_kind = first_is_reduction ? schedule.stages[0].reducer.kind : Reducer::Kind::exact;
-  const bool first_is_seq = first_is_reduction && first_kind == Reducer::Kind::seq;
+  // each(S)[GROUPING:seq] first (tiles that restart every S terms: cuDNN's weight gradient per
+  // image): the same in-order chains as a GROUPING:seq first stage, over every run's groups in turn.
+  const Stage* const run_chains = first_run_chains(schedule);
+  const bool first_is_seq = (first_is_reduction && first_kind == Reducer::Kind::seq) || run_chains != nullptr;
   // A first stage of in-order chains in native fp32: FMA chains (products fused), or chains of
   // rounded products each added with one rounding (products rounded: cpu-seq, tpu-v3's systolic
   // passes); both run in the register-blocked tile below.
@@ -366,7 +390,9 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
     detail::gemm_through_product_terms(schedule, a, b, c, shape, ar, key);
     return;
   }
-  const auto groups = first_is_reduction ? groups_of(schedule.stages[0].grouping, k) : std::vector<GroupSpan>{};
+  const auto groups = run_chains ? run_groups(schedule.stages[0].each, run_chains->grouping, k)
+                     : first_is_reduction ? groups_of(schedule.stages[0].grouping, k)
+                                          : std::vector<GroupSpan>{};
   const detail::ProductProgram program =
       programmed ? detail::product_program(schedule.stages[0], k) : detail::ProductProgram{};
   std::vector<float> program_stack(detail::product_program_stack_floats(program));

@@ -156,7 +156,11 @@ TEST_CASE(
   const char* schedules[] = {
       "all:seq",           "all:exact",        "shuffle | all:exact",      "strided(32):seq | all:shfl_down",
       "splitk(4)",         "splitk-atomic(3)", "contig(5):seq | all:tree", "systolic(16)",
-      "shuffle | all:seq", "all:fused(8,24)"};
+      "shuffle | all:seq", "all:fused(8,24)",
+      // runs that restart every S terms (cuDNN's weight gradient per image), chains in them
+      "each(40)[contig(16):seq] | all:seq", "each(30)[strided(4):seq] | all:atomic",
+      "each(50)[contig(64):seq] | all:tree", "each(7)[contig(3):seq] | contig(5):seq | all:shfl_down",
+      "each(20)[contig(8):tree] | all:seq"};
   const struct { size_t m, n, k; } shapes[] = {{1, 1, 1}, {4, 64, 33}, {5, 70, 31}, {9, 130, 100}, {3, 7, 257}};
   for (const char* text : schedules) {
     const Schedule s = parse_schedule(text);
