@@ -494,6 +494,13 @@ def _summary(row: dict) -> str:
             f"run to run {row['run_to_run_differ']}/{row['run_to_run_trials']} differ")
 
 
+def _kernel_name(signature: str) -> str:
+    """A kernel's name without its parameter list: `wgrad_alg0_engine<float, 128, ...>`."""
+    name = signature.split("(", 1)[0].strip()
+    name = name[5:] if name.startswith("void ") else name
+    return "`" + (name if len(name) <= 70 else name[:67] + "...") + "`"
+
+
 def table(args: argparse.Namespace) -> int:
     import lzma
 
@@ -508,11 +515,18 @@ def table(args: argparse.Namespace) -> int:
     latest = {row["key"]: index for index, row in enumerate(rows)}  # a key probed again: its newest row
     rows = [row for index, row in enumerate(rows) if latest[row["key"]] == index]
     print("| target | models | n | mode | TF32 | factors | calls | depth | nodes (children: count) | schedule | replay (best) "
-          "| run to run |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| run to run | kernel |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
+        varying = r.get("varying") or {}
         if r.get("gave_up"):
             cells = ["—"] * 3 + ["gave up at the budget", "—"]
+        elif "error" in r and varying and "error" not in varying:  # an order that varies, its skeleton revealed
+            replay = (varying.get("replays") or [None])[0]
+            named = "`" + varying["schedules"][0].replace("|", "\\|") + "`" if varying["schedules"] else "no schedule"
+            cells = [str(varying["calls"]), "—", f"{varying['parts']} parts of {varying['part_sizes']} terms",
+                     f"varies: {named}",
+                     f"{replay['identical']}/{replay['trials']} {replay['arithmetic']}, in some order" if replay else "—"]
         elif "error" in r:
             cells = ["—"] * 3 + ["not one tree of additions", "—"]
         else:
@@ -522,8 +536,9 @@ def table(args: argparse.Namespace) -> int:
                      f"{best['identical']}/{best['trials']} {best['arithmetic']}" if best else "—"]
         target = r["key"].rsplit("-", 2)[0]
         factors = r.get("factor_conversion", "—")
+        kernel = _kernel_name(r["kernels"][0]) if r.get("kernels") else "—"
         print(f"| {target} | {r['models'] or '—'} | {r['n']} | {r['mode']} | {r['tf32']} | {factors} | " + " | ".join(cells) +
-              f" | {r['run_to_run_differ']}/{r['run_to_run_trials']} |")
+              f" | {r['run_to_run_differ']}/{r['run_to_run_trials']} | {kernel} |")
     return 0
 
 

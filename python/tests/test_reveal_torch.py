@@ -54,7 +54,7 @@ class RevealTorchOnTheCpu(unittest.TestCase):
             self.assertEqual(table.returncode, 0, table.stderr)
             lines = table.stdout.splitlines()
             self.assertEqual(len(lines), 2 + len(rows))
-            self.assertTrue(all(line.count(" | ") == 11 for line in lines[2:]), lines[2:4])  # '|' in schedules escaped
+            self.assertTrue(all(line.count(" | ") == 12 for line in lines[2:]), lines[2:4])  # '|' in schedules escaped
 
     def test_a_probe_past_the_budget_is_recorded_as_given_up(self):
         with tempfile.TemporaryDirectory() as out:
