@@ -286,8 +286,8 @@ def top_kernels(args: argparse.Namespace, setup: Setup, profile: Optional[str]) 
 
 
 def print_kernels(label: str, kernels: List[dict]) -> None:
-    print(f"\n{label}: the step's {len(kernels)} most costly entries of their own\n")
-    print("| entry | calls | ms | share |")
+    print(f"\n{label}: the step's {len(kernels)} entries of most time of their own\n")
+    print("| entry | calls | own ms | share of the step's own time |")
     print("|---|---|---|---|")
     for k in kernels:
         name = k["name"] if len(k["name"]) <= 90 else k["name"][:87] + "..."
@@ -345,17 +345,19 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="torch.manual_seed for the weights and the batch (0)")
     parser.add_argument("--json", metavar="FILE", help="also write every number to FILE")
     parser.add_argument("--max-step", type=float, default=0, metavar="SECONDS",
-                        help="skip a profile once one of its emulated steps (the warm-up's included) takes longer, "
-                             "naming the reductions that ran on the host (0: no limit)")
+                        help="skip a profile once one of its emulated steps (the warm-up's included) takes longer; "
+                             "on cuda it names the reductions that ran on the host (default 0: no limit)")
     parser.add_argument("--kernels", type=int, default=0, metavar="N",
-                        help="also profile one step of each configuration (torch.profiler) and list its N most "
-                             "costly kernels (on cuda) or operators (on cpu)")
+                        help="also run two more steps of each configuration, the second under torch.profiler, and "
+                             "list its N entries of most time of their own: kernels on cuda, operators on cpu "
+                             "(default 0: none)")
     parser.add_argument("--memory-child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.batch < 1 or args.steps < 1 or args.warmup < 0 or args.memory_steps < 1 or args.threads < 1 \
-            or args.kernels < 0 or args.max_step < 0:
-        parser.error("--batch, --steps, --memory-steps and --threads must be positive, --warmup, --kernels and "
-                     "--max-step not negative")
+    for option, value, least in (("--batch", args.batch, 1), ("--steps", args.steps, 1), ("--warmup", args.warmup, 0),
+                                 ("--memory-steps", args.memory_steps, 1), ("--threads", args.threads, 1),
+                                 ("--kernels", args.kernels, 0), ("--max-step", args.max_step, 0)):
+        if value < least:
+            parser.error(f"{option} {value:g}: must be {'positive' if least else 'zero or more'}")
     if args.memory_child:
         memory_child(args)
         return 0
@@ -393,7 +395,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     where = f"{torch.cuda.get_device_name()} (TF32 for convolutions {'off' if args.no_tf32 else 'on'})" \
         if args.device == "cuda" else f"{args.threads} thread(s)"
     print(f"ResNet-18 (CIFAR-style), batch {args.batch} x {channels}x{height}x{width}, {where}, "
-          f"median of {args.steps} steps after {args.warmup} warm-up; {machine()}; torch {torch.__version__}; "
+          f"median of {args.steps} step{'s' if args.steps > 1 else ''} after {args.warmup} warm-up; {machine()}; "
+          f"torch {torch.__version__}; "
           f"started {started}\n")
     print("| profile | native s/step (wall / cpu) | emulated s/step (wall / cpu) | time ratio (wall / cpu) | target met | "
           "peak MiB above libraries (native / emulated) | memory ratio | <= 2x | step's own MiB (native / emulated) | "

@@ -387,11 +387,11 @@ def _probe(target: Target, verify: int, repeat: int, seed: int, trials_dir: str,
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    if args.device == "cuda" and not torch.cuda.is_available():
-        print("Error: --device cuda, but PyTorch sees no GPU here", file=sys.stderr)
-        return 2
     if args.batch < 0:
         print(f"Error: --batch {args.batch}: a batch is a positive number (0: the models' own)", file=sys.stderr)
+        return 2
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("Error: --device cuda, but PyTorch sees no GPU here", file=sys.stderr)
         return 2
     ops = args.ops.split(",")
     unknown = [o for o in ops if o not in OPS]
@@ -558,8 +558,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     r.add_argument("--verify", type=int, default=60, help="random replays per target (default: %(default)s)")
     r.add_argument("--repeat", type=int, default=10, help="run-to-run pairs per target (default: %(default)s)")
     r.add_argument("--batch", type=int, default=0,
-                   help="the layers at this batch instead of the models' (64; the ResNet-18's 128): a weight "
-                        "gradient of fewer terms, e.g. --batch 16 --shapes 'conv_wgrad-16x1->16' (0: theirs)")
+                   help="the layers at this batch instead of the models' own (default 0: theirs, 64, and 128 for "
+                        "the ResNet-18): a weight gradient of fewer terms, e.g. --batch 16 --shapes "
+                        "'conv_wgrad-16x1->16'")
     r.add_argument("--seed", type=int, default=1)
     r.add_argument("--varying-runs", type=int, default=6,
                    help="probe a target that is not one tree again, every pair this many times (0: no)")

@@ -103,7 +103,8 @@ class Reader {
       st.inner = pipeline();
       if (!take(']')) fail(done() ? what + "[ is not closed by ']'" : "expected '|' or ']' in " + what + "[...]");
       if (st.each > 0 && (Schedule{st.inner}.nondeterministic()))
-        fail_at(inside, "each(S)[...] takes deterministic stages (no atomic or shuffle): one order serves every run");
+        fail_at(inside, "each(S)[...] takes deterministic stages only (an atomic or a shuffle inside would need an order "
+                          "of its own for every run)");
       return st;
     }
     if (word == "contig" || word == "strided" || word == "split") {
