@@ -64,6 +64,31 @@ float blocks_any_order_sum(const float* x, size_t n) {
   return s;
 }
 
+/* Images of 20 terms, each cut into tiles of 8 that restart at the image (8, 8, 4), each tile
+   summed in a loop, the tiles added in an order that changes at every call: cuDNN's weight
+   gradient (tiles of 512 pixels per image of 784) in small. */
+float image_tiles_any_order_sum(const float* x, size_t n) {
+  static uint64_t state = 777;
+  float partial[4096];
+  size_t order[4096], tiles = 0;
+  for (size_t image = 0; image < n && tiles < 4096; image += 20)
+    for (size_t from = image; from < image + 20 && from < n && tiles < 4096; from += 8) {
+      partial[tiles] = 0.0f;
+      for (size_t i = from; i < from + 8 && i < image + 20 && i < n; ++i) partial[tiles] += x[i];
+      order[tiles] = tiles;
+      ++tiles;
+    }
+  for (size_t b = tiles; b > 1; --b) {
+    state = state * 6364136223846793005u + 1442695040888963407u;
+    const size_t k = (state >> 33) % b, t = order[b - 1];
+    order[b - 1] = order[k];
+    order[k] = t;
+  }
+  float s = 0.0f;
+  for (size_t b = 0; b < tiles; ++b) s += partial[order[b]];
+  return s;
+}
+
 /* BLAS's signatures (cblas_sdot, cblas_sgemm), as fplab reveal --signature calls a real BLAS:
    eight lanes of rounded products added in lane order, then ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7));
    and a row-major GEMM whose every output is an FMA chain over K (order 101 = CblasRowMajor, no

@@ -1057,6 +1057,19 @@ class Reveal(unittest.TestCase):
         self.assertEqual(verify["replays"][0], {"arithmetic": "fp32 additions", "identical": 10})
         self.assertEqual((verify["orders_per_trial"], verify["every_order"]), (120, True))
 
+    def test_tiles_that_restart_at_every_image(self):
+        # Images of 20 terms in tiles of 8, 8 and 4, the tiles added in a varying order: the parts
+        # restart at every image, and reveal names them each(20)[contig(8):seq] | all:atomic.
+        r = run("reveal", "--so", self.library(), "--symbol", "image_tiles_any_order_sum", "--n", "60", "--runs", "6",
+                "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        doc = json.loads(r.stdout)
+        self.assertTrue(doc["varies"])
+        tiles = [list(range(a, b)) for image in range(0, 60, 20)
+                 for a, b in ((image, image + 8), (image + 8, image + 16), (image + 16, image + 20))]
+        self.assertEqual(doc["parts"], tiles)
+        self.assertIn("each(20)[contig(8):seq] | all:atomic", doc["schedules"])
+
     def test_blas_signatures(self):
         r = run("reveal", "--so", self.library(), "--symbol", "lanes8_cblas_sdot", "--signature", "cblas_sdot",
                 "--n", "24", "--verify", "20", "--json")
