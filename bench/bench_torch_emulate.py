@@ -39,6 +39,7 @@ profiles on the GPU); peak memory within 2x.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import os
@@ -98,6 +99,12 @@ def training_step(model, optimizer, x, y) -> None:
     optimizer.step()
 
 
+def step_under(emulation, model, optimizer, x, y) -> None:
+    """One training step, inside ``emulation`` (an fplab.torch.emulate context) or natively (None)."""
+    with emulation if emulation is not None else contextlib.nullcontext():
+        training_step(model, optimizer, x, y)
+
+
 def synchronize() -> None:
     """Waits for the GPU's queued work, where there is a GPU."""
     torch, _, _ = _torch()
@@ -148,20 +155,13 @@ def memory_child(args: argparse.Namespace) -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", fplab.torch.NativeOpWarning)
 
-        def step() -> None:
-            if emulation is None:
-                training_step(model, optimizer, x, y)
-            else:
-                with emulation:
-                    training_step(model, optimizer, x, y)
-
-        step()  # the first step also makes the gradients and the momentum buffers
+        step_under(emulation, model, optimizer, x, y)  # the first step also makes the gradients and the momentum buffers
         if args.device == "cuda":
             torch.cuda.synchronize()
             before = torch.cuda.memory_allocated() // 1024
             torch.cuda.reset_peak_memory_stats()
             for _ in range(args.memory_steps):
-                step()
+                step_under(emulation, model, optimizer, x, y)
             torch.cuda.synchronize()
             fplab_kib = (fplab._core.cuda_workspace_bytes() if hasattr(fplab._core, "cuda_workspace_bytes") else 0) // 1024
             peak = torch.cuda.max_memory_allocated() // 1024 + fplab_kib
@@ -176,7 +176,7 @@ def memory_child(args: argparse.Namespace) -> None:
             except OSError:
                 reset = False
             for _ in range(args.memory_steps):
-                step()
+                step_under(emulation, model, optimizer, x, y)
             peak = _status_kib("VmHWM")
             result = {"libraries_kib": libraries, "before_step_kib": before, "peak_kib": peak,
                       "above_libraries_kib": peak - libraries, "step_kib": peak - before, "hwm_reset": reset}
@@ -257,18 +257,10 @@ def top_kernels(args: argparse.Namespace, setup: Setup, profile: Optional[str]) 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device == "cuda" else [])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", fplab.torch.NativeOpWarning)
-        if emulation is None:  # the first step makes the buffers (and the emulation's plans)
-            training_step(model, optimizer, setup.x, setup.y)
-        else:
-            with emulation:
-                training_step(model, optimizer, setup.x, setup.y)
+        step_under(emulation, model, optimizer, setup.x, setup.y)  # makes the buffers (and the emulation's plans)
         synchronize()
         with profiler(activities=activities) as recorded:
-            if emulation is None:
-                training_step(model, optimizer, setup.x, setup.y)
-            else:
-                with emulation:
-                    training_step(model, optimizer, setup.x, setup.y)
+            step_under(emulation, model, optimizer, setup.x, setup.y)
             synchronize()
     events = list(recorded.key_averages())
     if args.device == "cuda":

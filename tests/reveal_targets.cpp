@@ -41,6 +41,20 @@ float double_sum(const float* x, size_t n) {
   return static_cast<float>(s);
 }
 
+/* The partial sums added in the order of a fresh random permutation of order[0..count) (Fisher-Yates
+   with an LCG whose state lives in the caller), as atomicAdds arrive on a GPU. */
+static float sum_in_a_fresh_order(const float* partial, size_t* order, size_t count, uint64_t* state) {
+  for (size_t b = count; b > 1; --b) {
+    *state = *state * 6364136223846793005u + 1442695040888963407u;
+    const size_t k = (*state >> 33) % b, t = order[b - 1];
+    order[b - 1] = order[k];
+    order[k] = t;
+  }
+  float s = 0.0f;
+  for (size_t b = 0; b < count; ++b) s += partial[order[b]];
+  return s;
+}
+
 /* Blocks of eight summed in a loop, then added to the result in an order that changes at every
    call, as blocks' atomicAdds arrive on a GPU: a fresh random permutation (an LCG) each time. */
 float blocks_any_order_sum(const float* x, size_t n) {
@@ -53,15 +67,7 @@ float blocks_any_order_sum(const float* x, size_t n) {
     for (size_t i = 8 * b; i < 8 * b + 8 && i < n; ++i) partial[b] += x[i];
     order[b] = b;
   }
-  for (size_t b = blocks; b > 1; --b) {
-    state = state * 6364136223846793005u + 1442695040888963407u;
-    const size_t k = (state >> 33) % b, t = order[b - 1];
-    order[b - 1] = order[k];
-    order[k] = t;
-  }
-  float s = 0.0f;
-  for (size_t b = 0; b < blocks; ++b) s += partial[order[b]];
-  return s;
+  return sum_in_a_fresh_order(partial, order, blocks, &state);
 }
 
 /* Images of 20 terms, each cut into tiles of 8 that restart at the image (8, 8, 4), each tile
@@ -78,15 +84,7 @@ float image_tiles_any_order_sum(const float* x, size_t n) {
       order[tiles] = tiles;
       ++tiles;
     }
-  for (size_t b = tiles; b > 1; --b) {
-    state = state * 6364136223846793005u + 1442695040888963407u;
-    const size_t k = (state >> 33) % b, t = order[b - 1];
-    order[b - 1] = order[k];
-    order[k] = t;
-  }
-  float s = 0.0f;
-  for (size_t b = 0; b < tiles; ++b) s += partial[order[b]];
-  return s;
+  return sum_in_a_fresh_order(partial, order, tiles, &state);
 }
 
 /* BLAS's signatures (cblas_sdot, cblas_sgemm), as fplab reveal --signature calls a real BLAS:

@@ -1,4 +1,5 @@
-"""What the tests that compare with the `fplab` command share: where the command and the data are."""
+"""What the tests that compare with the `fplab` command share: where the command, the data and the
+experiments/ scripts are."""
 
 import os
 
@@ -15,3 +16,14 @@ def fplab_binary():
         path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(fplab.__file__)))),
                             "apps", "fplab")
     return path if path and os.access(path, os.X_OK) else None
+
+
+def experiment_script(name):
+    """experiments/NAME.py loaded as a module, so that a test calls its main(argv) in this process."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "experiments", name + ".py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script

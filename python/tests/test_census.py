@@ -7,6 +7,7 @@ import unittest
 
 import numpy as np
 
+from fplab_command import experiment_script
 from torch_reference import needs_torch, torch
 
 if torch is not None:
@@ -113,17 +114,12 @@ class CensusScript(unittest.TestCase):
 
     def test_run_then_table(self):
         import contextlib
-        import importlib.util
         import io
         import json
         import os
         import tempfile
 
-        here = os.path.dirname(os.path.abspath(__file__))
-        path = os.path.join(here, "..", "..", "experiments", "census_torch.py")
-        spec = importlib.util.spec_from_file_location("census_torch", path)
-        script = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(script)
+        script = experiment_script("census_torch")
         with tempfile.TemporaryDirectory() as out:
             with contextlib.redirect_stdout(io.StringIO()):
                 self.assertEqual(script.main(["run", "--device", "cpu", "--models", "mlp", "--modes", "default",

@@ -2,6 +2,8 @@
 
 import unittest
 
+from fplab_command import experiment_script
+
 try:
     import torch
     import fplab.torch.models as models
@@ -83,17 +85,12 @@ class StepCompareScript(unittest.TestCase):
 
     def test_run_then_table_and_refusals(self):
         import contextlib
-        import importlib.util
         import io
         import json
         import os
         import tempfile
 
-        here = os.path.dirname(os.path.abspath(__file__))
-        path = os.path.join(here, "..", "..", "experiments", "step_compare_torch.py")
-        spec = importlib.util.spec_from_file_location("step_compare_torch", path)
-        script = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(script)
+        script = experiment_script("step_compare_torch")
         with tempfile.TemporaryDirectory() as out:
             with contextlib.redirect_stdout(io.StringIO()):
                 self.assertEqual(script.main(["run", "--device", "cpu", "--models", "mlp", "--settings",
