@@ -42,19 +42,24 @@ SUM_SIZES = (64, 1000, 4096, 16384)
 MM_SHAPES = ((128, 128, 4096), (1024, 1024, 1024), (64, 64, 16384))  # (M, N, K): K is the sum's n
 
 
-def layer_shapes() -> List[Tuple[str, str, tuple]]:
+RESNET_INPUTS = {"mnist": (1, 28), "cifar": (3, 32)}  # (channels, height) of the ResNet-18's images
+
+
+def layer_shapes(resnet_input: str = "mnist") -> List[Tuple[str, str, tuple]]:
     """Every distinct Linear, Conv2d and BatchNorm2d of the shipped models (batch 64, the recipes')
-    and of the ResNet-18 (batch 128, docs/results.md section 9): (models, kind, shape), where a
-    linear shape is (batch, in, out), a convolution's (batch, cin, cout, k, stride, pad, height) and
-    a batch norm's (batch, channels, height)."""
+    and of the ResNet-18 (batch 128, docs/results.md section 9; on 1x28x28 images as there, or on
+    3x32x32 as bench/bench_torch_emulate.py's default): (models, kind, shape), where a linear shape
+    is (batch, in, out), a convolution's (batch, cin, cout, k, stride, pad, height) and a batch
+    norm's (batch, channels, height)."""
     import torch
     import fplab.torch.models as models
     from fplab.torch.resnet import resnet18
 
     found: Dict[tuple, List[str]] = {}
-    nets = [(name, models.build(name), 64) for name in ("mlp", "small_cnn", "small_cnn_bn", "medium_cnn")]
-    nets.append(("resnet18", resnet18(in_channels=1, classes=10), 128))
-    for name, net, batch in nets:
+    channels, height = RESNET_INPUTS[resnet_input]
+    nets = [(name, models.build(name), 64, 1, 28) for name in ("mlp", "small_cnn", "small_cnn_bn", "medium_cnn")]
+    nets.append(("resnet18", resnet18(in_channels=channels, classes=10), 128, channels, height))
+    for name, net, batch, channels, height in nets:
         hooks = []
 
         def record(module, inputs, _output, name=name):
@@ -73,7 +78,7 @@ def layer_shapes() -> List[Tuple[str, str, tuple]]:
             if isinstance(module, (torch.nn.Linear, torch.nn.Conv2d, torch.nn.BatchNorm2d)):
                 hooks.append(module.register_forward_hook(record))
         with torch.no_grad():
-            net.eval()(torch.zeros(batch, 1, 28, 28))
+            net.eval()(torch.zeros(batch, channels, height, height))
         for h in hooks:
             h.remove()
     return [(",".join(names), kind, shape) for (kind, shape), names in found.items()]
@@ -92,7 +97,7 @@ class Target:
     is_sum: bool = False
 
 
-def _targets(device: str, ops: List[str], batch: int = 0) -> Iterator[Target]:
+def _targets(device: str, ops: List[str], batch: int = 0, resnet_input: str = "mnist") -> Iterator[Target]:
     import torch
     import torch.nn.functional as F
 
@@ -128,7 +133,7 @@ def _targets(device: str, ops: List[str], batch: int = 0) -> Iterator[Target]:
                 B[:, 0] = tensor(b)
                 return torch.mm(A, B)[0, 0].item()
             yield Target(f"mm-{m_}x{n_}x{k}", "mm", (m_, n_, k), "", k, mm)
-    for models, kind, shape in layer_shapes():
+    for models, kind, shape in layer_shapes(resnet_input):
         if batch:  # the layer at another batch: a weight gradient's sum has batch x H x W terms
             shape = (batch,) + tuple(shape[1:])
         if kind == "linear":
@@ -384,19 +389,57 @@ def _probe(target: Target, verify: int, repeat: int, seed: int, trials_dir: str,
     return row
 
 
-def run(args: argparse.Namespace) -> int:
+def _checked_ops(args: argparse.Namespace) -> Optional[List[str]]:
+    """The ops asked for, or None after one line on stderr saying what is wrong with the options."""
     import torch
 
     if args.batch < 0:
         print(f"Error: --batch {args.batch}: a batch is a positive number (0: the models' own)", file=sys.stderr)
-        return 2
+        return None
     if args.device == "cuda" and not torch.cuda.is_available():
         print("Error: --device cuda, but PyTorch sees no GPU here", file=sys.stderr)
-        return 2
+        return None
     ops = args.ops.split(",")
     unknown = [o for o in ops if o not in OPS]
     if unknown:
         print(f"Error: unknown op {unknown[0]!r} (known: {', '.join(OPS)})", file=sys.stderr)
+        return None
+    return ops
+
+
+def _chosen_targets(args: argparse.Namespace, ops: List[str]) -> List[Target]:
+    targets = list(_targets(args.device, ops, args.batch, args.resnet_input))
+    if args.shapes:
+        wanted = args.shapes.split(",")
+        targets = [t for t in targets if any(t.key.startswith(w) for w in wanted)]
+    return targets
+
+
+def kernels(args: argparse.Namespace) -> int:
+    """Which CUDA kernels each target's call runs, without probing it: whether the kernel a probe
+    at a small --batch revealed is the one the library picks at the batch a model trains with."""
+    import torch
+
+    ops = _checked_ops(args)
+    if ops is None:
+        return 2
+    if args.device != "cuda":
+        print("Error: kernels: --device cuda only (the CPU's kernels have no profiler names)", file=sys.stderr)
+        return 2
+    for mode, tf32 in [(m, t) for m in args.modes.split(",") for t in args.tf32.split(",")]:
+        _set_mode(mode, tf32)
+        for target in _chosen_targets(args, ops):
+            names = _kernels_of(target)
+            print(json.dumps({"key": f"{target.key}-{mode}-tf32{tf32}", "n": target.n, "models": target.models,
+                              "kernels": names, "gpu": torch.cuda.get_device_name()}), flush=True)
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    ops = _checked_ops(args)
+    if ops is None:
         return 2
     os.makedirs(args.out, exist_ok=True)
     results = os.path.join(args.out, "reveal.jsonl")
@@ -413,10 +456,7 @@ def run(args: argparse.Namespace) -> int:
                "threads": torch.get_num_threads()}
     print(json.dumps(backend))
     started = time.monotonic()
-    targets = [t for t in _targets(args.device, ops, args.batch) if t.n <= args.max_n]
-    if args.shapes:
-        wanted = args.shapes.split(",")
-        targets = [t for t in targets if any(t.key.startswith(w) for w in wanted)]
+    targets = [t for t in _chosen_targets(args, ops) if t.n <= args.max_n]
     combos = [(m, t) for m in args.modes.split(",") for t in args.tf32.split(",")]
     total = len(targets) * len(combos)
     count = 0
@@ -494,6 +534,15 @@ def _summary(row: dict) -> str:
             f"run to run {row['run_to_run_differ']}/{row['run_to_run_trials']} differ")
 
 
+# kernels around the one that computes: layout transforms and workspace set-up
+_HELPER_KERNELS = ("nchwToNhwc", "nhwcToNchw", "init_device_workspace")
+
+
+def _main_kernel(signatures: List[str]) -> str:
+    """The first kernel of a call that is not a layout transform or a workspace's set-up."""
+    return next((s for s in signatures if not any(h in s for h in _HELPER_KERNELS)), signatures[0])
+
+
 def _kernel_name(signature: str) -> str:
     """A kernel's name without its parameter list: `wgrad_alg0_engine<float, 128, ...>`."""
     name = signature.split("(", 1)[0].strip()
@@ -536,7 +585,7 @@ def table(args: argparse.Namespace) -> int:
                      f"{best['identical']}/{best['trials']} {best['arithmetic']}" if best else "—"]
         target = r["key"].rsplit("-", 2)[0]
         factors = r.get("factor_conversion", "—")
-        kernel = _kernel_name(r["kernels"][0]) if r.get("kernels") else "—"
+        kernel = _kernel_name(_main_kernel(r["kernels"])) if r.get("kernels") else "—"
         print(f"| {target} | {r['models'] or '—'} | {r['n']} | {r['mode']} | {r['tf32']} | {factors} | " + " | ".join(cells) +
               f" | {r['run_to_run_differ']}/{r['run_to_run_trials']} | {kernel} |")
     return 0
@@ -547,26 +596,34 @@ def main(argv: Optional[List[str]] = None) -> int:
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n"
                "  %(prog)s run --device cpu --ops sum,mm,linear_fwd --max-n 1024 --verify 20 --out /tmp/reveal-cpu\n"
-               "  %(prog)s table /tmp/reveal-cpu\n")
+               "  %(prog)s table /tmp/reveal-cpu\n"
+               "  %(prog)s kernels --ops conv_wgrad --modes default --tf32 off --resnet-input cifar "
+               "--shapes conv_wgrad-128x64\n")
     commands = parser.add_subparsers(dest="command", required=True)
     r = commands.add_parser("run", help="reveal every target and write reveal.jsonl into --out")
-    r.add_argument("--device", default="cuda", help="cuda or cpu (default: %(default)s)")
-    r.add_argument("--ops", default=",".join(OPS), help="comma-separated, of: " + ", ".join(OPS))
-    r.add_argument("--modes", default="default,deterministic", help="default: %(default)s")
-    r.add_argument("--tf32", default="off,on", help="default: %(default)s")
+    k = commands.add_parser("kernels", help="print each target's CUDA kernels (torch.profiler) without probing it")
+    for p in (r, k):
+        p.add_argument("--device", default="cuda", help="cuda or cpu (default: %(default)s)")
+        p.add_argument("--ops", default=",".join(OPS), help="comma-separated, of: " + ", ".join(OPS))
+        p.add_argument("--modes", default="default,deterministic", help="default: %(default)s")
+        p.add_argument("--tf32", default="off,on", help="default: %(default)s")
+        p.add_argument("--batch", type=int, default=0,
+                       help="the layers at this batch instead of the models' own (default 0: theirs, 64, and 128 "
+                            "for the ResNet-18): a weight gradient of fewer terms, e.g. --batch 16 --shapes "
+                            "'conv_wgrad-16x1->16'")
+        p.add_argument("--resnet-input", choices=sorted(RESNET_INPUTS), default="mnist",
+                       help="the ResNet-18's images: mnist 1x28x28 (default, docs/results.md) or cifar 3x32x32 "
+                            "(bench/bench_torch_emulate.py's)")
+        p.add_argument("--shapes", default="",
+                       help="only the targets whose key starts with one of these (comma-separated)")
     r.add_argument("--max-n", type=int, default=16384, help="skip targets of more terms (default: %(default)s)")
     r.add_argument("--verify", type=int, default=60, help="random replays per target (default: %(default)s)")
     r.add_argument("--repeat", type=int, default=10, help="run-to-run pairs per target (default: %(default)s)")
-    r.add_argument("--batch", type=int, default=0,
-                   help="the layers at this batch instead of the models' own (default 0: theirs, 64, and 128 for "
-                        "the ResNet-18): a weight gradient of fewer terms, e.g. --batch 16 --shapes "
-                        "'conv_wgrad-16x1->16'")
     r.add_argument("--seed", type=int, default=1)
     r.add_argument("--varying-runs", type=int, default=6,
                    help="probe a target that is not one tree again, every pair this many times (0: no)")
     r.add_argument("--varying-max-n", type=int, default=6400,
                    help="only for targets of at most this many terms (about n x parts / 2 + runs x n calls)")
-    r.add_argument("--shapes", default="", help="only the targets whose key starts with one of these (comma-separated)")
     r.add_argument("--budget", type=float, default=0,
                    help="stop after this many seconds, a target's probe in progress included (0: no limit)")
     r.add_argument("--resume", action="store_true", help="skip the targets reveal.jsonl in --out has")
@@ -576,7 +633,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     t = commands.add_parser("table", help="a Markdown table of the folders' reveal.jsonl")
     t.add_argument("folders", nargs="+", metavar="FOLDER_OR_FILE", help="a run's --out, or a reveal.jsonl(.xz)")
     args = parser.parse_args(argv)
-    return run(args) if args.command == "run" else table(args)
+    return {"run": run, "kernels": kernels, "table": table}[args.command](args)
 
 
 if __name__ == "__main__":

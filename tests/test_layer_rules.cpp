@@ -47,7 +47,13 @@ match = { layer = "linear", in = 288, out = 32 }
 fwd = "contig(64):seq | all:seq"
 )";
 
-LayerShape conv(size_t in, size_t out, size_t height) { return {LayerShape::Kind::conv, in, out, 3, 1, height}; }
+LayerShape conv(size_t in, size_t out, size_t height, size_t kernel = 3, size_t stride = 1) {
+  return {LayerShape::Kind::conv, in, out, kernel, stride, height};
+}
+
+std::string wgrad_of(const OpTable& table, const LayerShape& layer) {
+  return sim::to_string(table.choice(OpKind::wgrad, &layer).schedule);
+}
 
 }  // namespace
 
@@ -196,6 +202,19 @@ TEST_CASE("layer rules: h100-torch's default mode draws noise only in its convol
   CHECK(noisy_ops(p.deterministic_ops).empty());
 }
 
+TEST_CASE("layer rules: h100-torch's ResNet-18 on 32x32 images, as revealed on an H200") {
+  const OpTable& t = find_hw_profile("h100-torch").default_ops;
+  // cuDNN's wgrad_alg0_engine: tiles of 512 output pixels of one image, added by atomics
+  CHECK(wgrad_of(t, conv(3, 64, 32)) == "contig(512):seq | all:atomic");
+  CHECK(wgrad_of(t, conv(64, 128, 32, 3, 2)) == "contig(256):seq | all:atomic");
+  CHECK(wgrad_of(t, conv(64, 128, 32, 1, 2)) == "contig(256):seq | all:atomic");
+  CHECK(wgrad_of(t, conv(128, 256, 16, 1, 2)) == "contig(64):seq | all:atomic");
+  // the implicit GEMM's one chain, and the Winograd kernels modelled as one
+  CHECK(wgrad_of(t, conv(128, 256, 16, 3, 2)) == "all:seq");
+  CHECK(wgrad_of(t, conv(64, 64, 32)) == "all:seq");
+  CHECK(wgrad_of(t, conv(512, 512, 4)) == "all:seq");
+}
+
 TEST_CASE("layer rules: h100-torch-tf32 keeps only the first layer's weight gradient atomic") {
   const HardwareProfile p = find_hw_profile("h100-torch-tf32");
   const LayerShape at14 = conv(16, 32, 14), at28 = conv(1, 16, 28);
@@ -203,4 +222,8 @@ TEST_CASE("layer rules: h100-torch-tf32 keeps only the first layer's weight grad
   CHECK(!draws_noise(p.default_ops.choice(OpKind::wgrad, &at14)));
   CHECK(sim::to_string(p.default_ops.choice(OpKind::wgrad, &at14).schedule) == "all:fused(8,25,tf32)");
   CHECK(noisy_ops(p.deterministic_ops).empty());
+  // the ResNet-18 on 32x32 images: the first layer's fp32 kernel, tensor cores for the rest
+  CHECK(wgrad_of(p.default_ops, conv(3, 64, 32)) == "contig(512):seq | all:atomic");
+  for (const LayerShape& layer : {conv(64, 64, 32), conv(64, 128, 32, 1, 2), conv(128, 256, 16, 3, 2), conv(512, 512, 4)})
+    CHECK(wgrad_of(p.default_ops, layer) == "all:fused(8,25,tf32)");
 }
