@@ -147,6 +147,41 @@ TEST_CASE("gpu plan: split-K presets map onto the GEMM kernel") {
   CHECK(plan_gemm(parse_schedule("systolic(128)")).part_count(4097) == 33);
 }
 
+TEST_CASE("gpu plan: each(R)[contig(G):seq] | all:R maps onto the GEMM kernel's parts, as the grammar cuts them") {
+  const GemmPlan tiles = plan_gemm(parse_schedule("each(784)[contig(512):seq] | all:atomic"));
+  CHECK(tiles.run == 784);
+  CHECK(tiles.size == 512);
+  CHECK_FALSE(tiles.deterministic());
+  CHECK(plan_gemm(parse_schedule("each(6)[all:seq] | all:seq")).size == 6);    // all: one part a run
+  CHECK(plan_gemm(parse_schedule("each(6)[contig(9):seq] | all:tree")).size == 6);  // a part no longer than its run
+  // Every part's bounds against the grammar's own cutting (runs of R, groups of G from each run's start).
+  for (const auto& [run, group] : {std::pair<int64_t, int64_t>{784, 512}, {7, 3}, {8, 4}, {5, 5}, {12, 1}, {6, 9}})
+    for (int64_t k : {int64_t{1}, int64_t{5}, int64_t{13}, int64_t{784}, int64_t{2 * 784 + 300}, int64_t{100}}) {
+      const KParts ks = plan_gemm(parse_schedule("each(" + std::to_string(run) + ")[contig(" + std::to_string(group) +
+                                                 "):seq] | all:seq"))
+                            .k_parts(k);
+      std::vector<std::pair<int64_t, int64_t>> expected;
+      for (int64_t from = 0; from < k; from += run)
+        for (int64_t g = from; g < std::min(k, from + run); g += group)
+          expected.emplace_back(g, std::min({g + group, from + run, k}));
+      std::vector<std::pair<int64_t, int64_t>> got;
+      for (int64_t z = 0; z < ks.count(k); ++z) got.emplace_back(ks.begin(z), ks.end(z, k));
+      INFO("each(" << run << ")[contig(" << group << ")] over " << k);
+      CHECK(got == expected);
+    }
+  for (const char* text : {"each(8)[contig(4):tree] | all:seq", "each(8)[contig(4):seq | all:seq] | all:seq",
+                           "each(8)[contig(4):seq] | contig(2):seq | all:seq"}) {
+    const Schedule s = parse_schedule(text);
+    try {
+      (void)plan_gemm(s);
+      FAIL("accepted: " << text);
+    } catch (const NotRealisable& e) {
+      CHECK(std::string(e.what()).rfind("schedule '" + to_string(s) + "' is not realisable by the GPU GEMM kernel",
+                                        0) == 0);
+    }
+  }
+}
+
 TEST_CASE("gpu plan: schedules outside the family are rejected with one line naming them") {
   const char* reductions[] = {"pairwise",
                               "numpy",
@@ -371,7 +406,8 @@ TEST_CASE("gpu gemm: every output tile, forced, == sim::gemm (ragged edges, shor
                               {20, 36, 2052}, {20, 36, 2064}};
   for (const auto& shape : shapes)
     for (const char* text : {"seq", "split(10):seq | all:seq", "splitk-tree(5)", "split(4):seq | all:seq",
-                             "split(4):seq | all:atomic"}) {
+                             "split(4):seq | all:atomic", "each(516)[contig(256):seq] | all:seq",
+                             "each(20)[contig(8):seq] | all:atomic", "each(6)[contig(4):seq] | all:tree"}) {
       const Schedule s = parse_schedule(text);
       const bool atomic = std::string(text).find("atomic") != std::string::npos;
       // Atomic combines add in the hardware's order: integers keep every order's sum exact.
@@ -494,7 +530,9 @@ TEST_CASE("gpu seeded sums == sim::reduce_batch bit for bit: atomic steps in the
 TEST_CASE("gpu gemm, atomic combine in the impl seed's order == sim::gemm with that key") {
   if (!have_device()) return;
   const char* schedules[] = {"split(80):seq | all:atomic",  // v100's weight gradients
-                             "split(56):seq | all:atomic", "split(3):seq | all:atomic", "contig(33):seq | all:atomic"};
+                             "split(56):seq | all:atomic", "split(3):seq | all:atomic", "contig(33):seq | all:atomic",
+                             // cuDNN's weight gradient at 28 x 28 (h100-torch), and runs not cut evenly
+                             "each(784)[contig(512):seq] | all:atomic", "each(50)[contig(16):seq] | all:atomic"};
   // Ragged 4 x 64 output tiles both ways, parts longer and shorter than a wide tile's K, one part.
   const GemmShape shapes[] = {{1, 1, 1}, {4, 64, 200}, {5, 65, 333}, {576, 64, 2048}, {130, 9, 4096}, {7, 300, 2}};
   const NoiseKey keys[] = {{3, 17, 5}, {4, 17, 5}, {3, 18, 5}};
@@ -516,7 +554,7 @@ TEST_CASE("gpu gemm, atomic combine in the impl seed's order == sim::gemm with t
         by_key.push_back(gpu);
       }
       // Seven parts or more over 64 outputs or more: the keys' orders give other bits.
-      if (shape.k >= 200 && shape.m * shape.n >= 64 && std::string(text) != "split(3):seq | all:atomic") {
+      if (plan_gemm(s).part_count(static_cast<int64_t>(shape.k)) >= 7 && shape.m * shape.n >= 64) {
         INFO(text << ", " << shape.m << " x " << shape.n << " x " << shape.k);
         CHECK(by_key[0] != by_key[1]);
         CHECK(by_key[0] != by_key[2]);

@@ -18,6 +18,7 @@ test_torch_crosscheck.py): the same profile and impl seed must give the same bit
 Skips, saying why, without PyTorch, without a CUDA device, or where fplab was built without CUDA.
 """
 
+import copy
 import hashlib
 import itertools
 import os
@@ -183,6 +184,27 @@ class CudaLayers(unittest.TestCase):
             coverage = self.check(profile)
             where = {e.where for e in coverage.emulated if e.op_kind in kinds}
             self.assertEqual(where, {"cuda"}, profile)
+
+    def test_tiles_that_restart_at_every_image_on_the_device(self):
+        """h100-torch's weight gradient of a 3x3 convolution at 28x28 pixels, cuDNN's tiles of 512
+        pixels that restart at every image (each(784)[contig(512):seq] | all:atomic): on the
+        device, the CPU's bits for each impl seed, other bits for another seed."""
+        torch.manual_seed(8)
+        net = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                            nn.Linear(4, 5))
+        x, y = torch.randn(5, 1, 28, 28), torch.randint(0, 5, (5,))
+        grads = {}
+        for device, seed in itertools.product(("cpu", "cuda"), (3, 4)):
+            model = copy.deepcopy(net).to(device)
+            with fplab.torch.emulate("h100-torch", impl_seed=seed, math="libm"):
+                F.cross_entropy(model(x.to(device)), y.to(device)).backward()
+            grads[device, seed] = bits(model[0].weight.grad.cpu())
+            if device == "cuda":
+                where = {e.where for e in fplab.torch.coverage().emulated if e.op_kind == "wgrad"}
+                self.assertEqual(where, {"cuda"})
+        for seed in (3, 4):
+            self.assertTrue(torch.equal(grads["cuda", seed], grads["cpu", seed]), seed)
+        self.assertFalse(torch.equal(grads["cuda", 3], grads["cuda", 4]))
 
     def test_impl_seed_orders_the_split_k_parts(self):
         """Under v100 another impl seed gives other weight gradients on CUDA, and each seed's are

@@ -53,7 +53,7 @@ constexpr int kMinBlocksPerSm = O == Out::serial_timed ? 5 : 0;
 template <Out O>
 __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm<O>)
     gemm_fma_chains(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ out, int m, int n,
-                    int64_t k, int64_t chunk, float* __restrict__ parts, unsigned* __restrict__ tickets) {
+                    int64_t k, KParts ks, float* __restrict__ parts, unsigned* __restrict__ tickets) {
   __shared__ float as[kTileK][kTileM + 1];  // +1: the transposing store is free of bank conflicts
   __shared__ float bs[kTileK][kTileN];
   const unsigned bx = blockIdx.x, by = blockIdx.y, bz = blockIdx.z;
@@ -61,7 +61,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm<O>)
   if constexpr (O == Out::serial_timed) start_ns = global_ns(), start_clock = clock64();
   const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
   const int row0 = by * kTileM, col0 = bx * kTileN;
-  const int64_t k0 = static_cast<int64_t>(bz) * chunk, k1 = k0 + chunk < k ? k0 + chunk : k;
+  const int64_t k0 = ks.begin(bz), k1 = ks.end(bz, k);
 
   float acc[4][4];
 #pragma unroll
@@ -307,7 +307,8 @@ void GpuGemm::launch(const GemmPlan& plan, const float* a, const float* b, float
     return;
   }
   const auto kk = static_cast<int64_t>(k);
-  const int64_t chunk = plan.chunk(kk), count = plan.part_count(kk);
+  const KParts ks = plan.k_parts(kk);
+  const int64_t count = ks.count(kk);
   if (count > 65535) throw NotRealisable("GEMM with " + std::to_string(count) + " split-K parts (at most 65535)");
   if (m > 65535u * kTileM) throw NotRealisable("GEMM with more than 65535 row tiles");
   const dim3 grid(blocks_for(static_cast<int64_t>(n), kTileN), blocks_for(static_cast<int64_t>(m), kTileM),
@@ -319,12 +320,12 @@ void GpuGemm::launch(const GemmPlan& plan, const float* a, const float* b, float
     // The tiled kernels store float4 (wide) or float2 (thin) rows: a C at an address that is not
     // 16-byte aligned (a caller's view into a tensor) takes the 64 x 64 kernel's single stores.
     if (tile != detail::ChainTile::none && reinterpret_cast<uintptr_t>(to) % 16 == 0) {
-      detail::launch_tiled_chains(tile, atomic, a, b, to, mi, ni, kk, chunk, static_cast<unsigned>(count));
+      detail::launch_tiled_chains(tile, atomic, a, b, to, mi, ni, kk, ks, static_cast<unsigned>(count));
     } else if (atomic) {
-      gemm_fma_chains<Out::atomic><<<grid, kThreads>>>(a, b, to, mi, ni, kk, chunk, nullptr, nullptr);
+      gemm_fma_chains<Out::atomic><<<grid, kThreads>>>(a, b, to, mi, ni, kk, ks, nullptr, nullptr);
       FPLAB_CUDA_LAUNCHED("gemm_fma_chains<atomic>");
     } else {
-      gemm_fma_chains<Out::parts><<<grid, kThreads>>>(a, b, nullptr, mi, ni, kk, chunk, to, nullptr);
+      gemm_fma_chains<Out::parts><<<grid, kThreads>>>(a, b, nullptr, mi, ni, kk, ks, to, nullptr);
       FPLAB_CUDA_LAUNCHED("gemm_fma_chains<parts>");
     }
   };
@@ -364,7 +365,7 @@ void GpuGemm::launch(const GemmPlan& plan, const float* a, const float* b, float
   }
   const OrderedForm form = plan.combine == GemmPlan::Combine::seq ? ordered_form(plan) : OrderedForm::by_shape;
   if (form == OrderedForm::serial) {
-    gemm_fma_chains<Out::serial><<<grid, kThreads>>>(a, b, c, mi, ni, kk, chunk, nullptr, tickets_);
+    gemm_fma_chains<Out::serial><<<grid, kThreads>>>(a, b, c, mi, ni, kk, ks, nullptr, tickets_);
     FPLAB_CUDA_LAUNCHED("gemm_fma_chains<serial>");
     return;
   }
@@ -380,7 +381,7 @@ void GpuGemm::launch(const GemmPlan& plan, const float* a, const float* b, float
     }
     return;
   }
-  gemm_fma_chains<Out::last_folds><<<grid, kThreads>>>(a, b, c, mi, ni, kk, chunk, parts_, tickets_);
+  gemm_fma_chains<Out::last_folds><<<grid, kThreads>>>(a, b, c, mi, ni, kk, ks, parts_, tickets_);
   FPLAB_CUDA_LAUNCHED("gemm_fma_chains<last_folds>");
 }
 
@@ -419,13 +420,14 @@ const char* GpuGemm::form_name(OrderedForm form) {
 GpuGemm::OrderedForm GpuGemm::ordered_form(const GemmPlan& plan) const {
   if (forced_ != OrderedForm::by_shape) return forced_;
   const auto kk = static_cast<int64_t>(shape_.k);
-  const int64_t chunk = plan.chunk(kk), count = plan.part_count(kk);
+  const KParts ks = plan.k_parts(kk);
+  const int64_t count = ks.count(kk);
   const int64_t tiles = ((static_cast<int64_t>(shape_.n) + kTileN - 1) / kTileN) *
                         ((static_cast<int64_t>(shape_.m) + kTileM - 1) / kTileM);
   const bool fits = tiles * count <= resident_blocks();
   if (fits && tiles <= 4) return OrderedForm::last_folds;
-  if (chunk >= 128 || detail::chain_tile_shape(detail::ChainTile::t128x64, static_cast<int64_t>(shape_.m),
-                                                static_cast<int64_t>(shape_.n), kk, chunk))
+  if (ks.chunk >= 128 || detail::chain_tile_shape(detail::ChainTile::t128x64, static_cast<int64_t>(shape_.m),
+                                                   static_cast<int64_t>(shape_.n), kk, ks))
     return OrderedForm::two_passes;
   return fits ? OrderedForm::last_folds : OrderedForm::serial;
 }
@@ -433,11 +435,11 @@ GpuGemm::OrderedForm GpuGemm::ordered_form(const GemmPlan& plan) const {
 detail::ChainTile GpuGemm::tile_for(const GemmPlan& plan, const float* a, const float* b) const {
   const auto [m, n, k] = shape_;
   const auto kk = static_cast<int64_t>(k), nn = static_cast<int64_t>(n);
-  const int64_t chunk = plan.chunk(kk), count = plan.part_count(kk);
+  const KParts ks = plan.k_parts(kk);
   if (forced_tile_)
-    return detail::chain_tile_fits(*forced_tile_, a, b, static_cast<int64_t>(m), nn, kk, chunk) ? *forced_tile_
-                                                                                               : detail::ChainTile::none;
-  return detail::chain_tile_for(a, b, static_cast<int64_t>(m), nn, kk, chunk, count);
+    return detail::chain_tile_fits(*forced_tile_, a, b, static_cast<int64_t>(m), nn, kk, ks) ? *forced_tile_
+                                                                                            : detail::ChainTile::none;
+  return detail::chain_tile_for(a, b, static_cast<int64_t>(m), nn, kk, ks, ks.count(kk));
 }
 
 int64_t GpuGemm::resident_blocks() {
@@ -477,7 +479,8 @@ detail::ChainTile GpuGemmProbe::tile(const GpuGemm& gemm, const GemmPlan& plan) 
 std::vector<GpuGemmProbe::SerialBlock> GpuGemmProbe::serial_timeline(GpuGemm& g, const GemmPlan& plan) {
   const auto [m, n, k] = g.shape_;
   const auto kk = static_cast<int64_t>(k);
-  const int64_t chunk = plan.chunk(kk), count = plan.part_count(kk);
+  const KParts ks = plan.k_parts(kk);
+  const int64_t count = ks.count(kk);
   if (m * n == 0 || k == 0 || count < 2 || plan.combine != GemmPlan::Combine::seq)
     throw NotRealisable("serial_timeline: an ordered split-K of at least two parts");
   const GpuGemm::OrderedForm before = g.forced_;
@@ -489,7 +492,7 @@ std::vector<GpuGemmProbe::SerialBlock> GpuGemmProbe::serial_timeline(GpuGemm& g,
   const size_t blocks = static_cast<size_t>(grid.x) * grid.y * grid.z;
   grow(g.parts_, g.parts_capacity_, 12 * blocks);  // 6 unsigned long long a block
   gemm_fma_chains<Out::serial_timed>
-      <<<grid, kThreads>>>(g.a_, g.b_, g.c_, static_cast<int>(m), static_cast<int>(n), kk, chunk, g.parts_, g.tickets_);
+      <<<grid, kThreads>>>(g.a_, g.b_, g.c_, static_cast<int>(m), static_cast<int>(n), kk, ks, g.parts_, g.tickets_);
   FPLAB_CUDA_LAUNCHED("gemm_fma_chains<serial_timed>");
   std::vector<unsigned long long> raw(6 * blocks);
   FPLAB_CUDA(cudaMemcpy(raw.data(), g.parts_, raw.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost));

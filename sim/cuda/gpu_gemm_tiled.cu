@@ -23,7 +23,7 @@ constexpr int kTileK = 8;
 template <int BM, int BN, bool Atomic>
 __global__ void __launch_bounds__((BM / 8) * (BN / 8))
     wide_fma_chains(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ out, int m, int n,
-                    int64_t k, int64_t chunk) {
+                    int64_t k, KParts ks) {
   constexpr int kThreads = (BM / 8) * (BN / 8);
   constexpr int kPad = 4;  // A's transposing stores: rows 4 apart land in other banks; float4 reads stay aligned
   constexpr int kALoads = BM * kTileK / 4 / kThreads, kBLoads = BN * kTileK / 4 / kThreads;
@@ -33,7 +33,7 @@ __global__ void __launch_bounds__((BM / 8) * (BN / 8))
 
   const int tx = threadIdx.x % (BN / 8), ty = threadIdx.x / (BN / 8);
   const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
-  const int64_t k0 = static_cast<int64_t>(blockIdx.z) * chunk, k1 = k0 + chunk < k ? k0 + chunk : k;
+  const int64_t k0 = ks.begin(blockIdx.z), k1 = ks.end(blockIdx.z, k);
 
   // Global to registers: A float4 q of this thread = row (idx / 2), K offset (idx % 2) * 4 of the
   // tile; B float4 q = K row idx / (BN / 4), column (idx % (BN / 4)) * 4. Outside the matrix or
@@ -171,7 +171,7 @@ __device__ __forceinline__ void copy16_async(float* to, const float* from, bool 
 template <bool Atomic>
 __global__ void __launch_bounds__(128)
     thin_fma_chains(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ out, int m, int n,
-                    int64_t k, int64_t chunk) {
+                    int64_t k, KParts ks) {
   constexpr int BM = 16, BN = 32, KT = 64, kThreads = 128, S = kThinStages;
   constexpr int kLdA = KT + 4;  // A's rows 68 floats apart: the rows a warp reads fall in other banks
   constexpr int kACopies = BM * KT / 4 / kThreads, kBCopies = KT * BN / 4 / kThreads;
@@ -181,7 +181,7 @@ __global__ void __launch_bounds__(128)
 
   const int tx = threadIdx.x % (BN / 2), ty = threadIdx.x / (BN / 2);  // columns tx*2 + 0..1, rows ty*2 + 0..1
   const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
-  const int64_t k0 = static_cast<int64_t>(blockIdx.z) * chunk, k1 = k0 + chunk < k ? k0 + chunk : k;
+  const int64_t k0 = ks.begin(blockIdx.z), k1 = ks.end(blockIdx.z, k);
   const int64_t stages = k1 > k0 ? (k1 - k0 + KT - 1) / KT : 0;
 
   // This thread's copies: A's row q / 16 at K offset (q % 16) * 4 and B's K row q / 8 at columns
@@ -292,24 +292,24 @@ __global__ void __launch_bounds__(128)
 unsigned tiles_over(int64_t extent, int tile) { return static_cast<unsigned>((extent + tile - 1) / tile); }
 
 template <int BM, int BN>
-void launch(bool atomic, const float* a, const float* b, float* out, int m, int n, int64_t k, int64_t chunk,
+void launch(bool atomic, const float* a, const float* b, float* out, int m, int n, int64_t k, KParts ks,
             unsigned parts) {
   const dim3 grid(tiles_over(n, BN), tiles_over(m, BM), parts);
   constexpr int threads = (BM / 8) * (BN / 8);
   if (atomic)
-    wide_fma_chains<BM, BN, true><<<grid, threads>>>(a, b, out, m, n, k, chunk);
+    wide_fma_chains<BM, BN, true><<<grid, threads>>>(a, b, out, m, n, k, ks);
   else
-    wide_fma_chains<BM, BN, false><<<grid, threads>>>(a, b, out, m, n, k, chunk);
+    wide_fma_chains<BM, BN, false><<<grid, threads>>>(a, b, out, m, n, k, ks);
   FPLAB_CUDA_LAUNCHED("wide_fma_chains");
 }
 
-void launch_thin(bool atomic, const float* a, const float* b, float* out, int m, int n, int64_t k, int64_t chunk,
+void launch_thin(bool atomic, const float* a, const float* b, float* out, int m, int n, int64_t k, KParts ks,
                  unsigned parts) {
   const dim3 grid(tiles_over(n, 32), tiles_over(m, 16), parts);
   if (atomic)
-    thin_fma_chains<true><<<grid, 128>>>(a, b, out, m, n, k, chunk);
+    thin_fma_chains<true><<<grid, 128>>>(a, b, out, m, n, k, ks);
   else
-    thin_fma_chains<false><<<grid, 128>>>(a, b, out, m, n, k, chunk);
+    thin_fma_chains<false><<<grid, 128>>>(a, b, out, m, n, k, ks);
   FPLAB_CUDA_LAUNCHED("thin_fma_chains");
 }
 
@@ -331,16 +331,17 @@ const char* chain_tile_name(ChainTile tile) {
   return "?";
 }
 
-bool chain_tile_shape(ChainTile tile, int64_t m, int64_t n, int64_t k, int64_t chunk) {
+bool chain_tile_shape(ChainTile tile, int64_t m, int64_t n, int64_t k, const KParts& ks) {
   if (tile == ChainTile::none) return true;
-  if (n % 4 || k % 4 || chunk % 4) return false;
+  if (n % 4 || k % 4 || !ks.starts_aligned4()) return false;
   if (tiles_over(m, tile == ChainTile::t16x32 ? 16 : 128) > 65535u) return false;
   if (tile == ChainTile::t16x32) return true;
   return tile == ChainTile::t128x64 ? n >= 48 : n >= 96;
 }
 
-bool chain_tile_fits(ChainTile tile, const float* a, const float* b, int64_t m, int64_t n, int64_t k, int64_t chunk) {
-  return chain_tile_shape(tile, m, n, k, chunk) && (tile == ChainTile::none || (aligned16(a) && aligned16(b)));
+bool chain_tile_fits(ChainTile tile, const float* a, const float* b, int64_t m, int64_t n, int64_t k,
+                     const KParts& ks) {
+  return chain_tile_shape(tile, m, n, k, ks) && (tile == ChainTile::none || (aligned16(a) && aligned16(b)));
 }
 
 // Measured on an H100 (docs/results/torch_emulate.md: gpu_gemm_bench --tiles): 128 x 64 tiles beat
@@ -350,9 +351,9 @@ bool chain_tile_fits(ChainTile tile, const float* a, const float* b, int64_t m, 
 // wave of large blocks is the tail (2.2 waves). 16 x 32 tiles beat 128 x 64 where the latter's
 // grid has blocks for at most 80 of the 132 SMs (by 1.2x at 72-80 blocks, 3.5x at 18, 7x at 5)
 // and lose by 1.4x at 128 blocks (nothing measured in between: the rule keeps to 80 of 132).
-ChainTile chain_tile_for(const float* a, const float* b, int64_t m, int64_t n, int64_t k, int64_t chunk,
+ChainTile chain_tile_for(const float* a, const float* b, int64_t m, int64_t n, int64_t k, const KParts& ks,
                          int64_t parts) {
-  if (!chain_tile_fits(ChainTile::t16x32, a, b, m, n, k, chunk)) return ChainTile::none;
+  if (!chain_tile_fits(ChainTile::t16x32, a, b, m, n, k, ks)) return ChainTile::none;
   struct Device {
     int64_t sms, wide_slots;  // SMs; blocks of the 128 x 128 kernel resident at once
   };
@@ -376,21 +377,21 @@ ChainTile chain_tile_for(const float* a, const float* b, int64_t m, int64_t n, i
   // 128 x 64 blocks for at most 61% of the SMs: the others would idle while each thread steps 64 chains.
   const int64_t narrow_blocks = int64_t{tiles_over(m, 128)} * tiles_over(n, 64) * parts;
   if (100 * narrow_blocks <= 61 * device.sms) return ChainTile::t16x32;
-  if (!chain_tile_fits(ChainTile::t128x64, a, b, m, n, k, chunk)) return ChainTile::none;
+  if (!chain_tile_fits(ChainTile::t128x64, a, b, m, n, k, ks)) return ChainTile::none;
   const double waves = static_cast<double>(int64_t{tiles_over(m, 128)} * tiles_over(n, 128) * parts) / device.wide_slots;
-  if (chain_tile_fits(ChainTile::t128x128, a, b, m, n, k, chunk) && (waves >= 4 || (waves >= 0.9 && waves <= 1)))
+  if (chain_tile_fits(ChainTile::t128x128, a, b, m, n, k, ks) && (waves >= 4 || (waves >= 0.9 && waves <= 1)))
     return ChainTile::t128x128;
   return ChainTile::t128x64;
 }
 
 void launch_tiled_chains(ChainTile tile, bool atomic, const float* a, const float* b, float* out, int m, int n,
-                        int64_t k, int64_t chunk, unsigned parts) {
+                        int64_t k, const KParts& ks, unsigned parts) {
   if (tile == ChainTile::t128x128)
-    launch<128, 128>(atomic, a, b, out, m, n, k, chunk, parts);
+    launch<128, 128>(atomic, a, b, out, m, n, k, ks, parts);
   else if (tile == ChainTile::t16x32)
-    launch_thin(atomic, a, b, out, m, n, k, chunk, parts);
+    launch_thin(atomic, a, b, out, m, n, k, ks, parts);
   else
-    launch<128, 64>(atomic, a, b, out, m, n, k, chunk, parts);
+    launch<128, 64>(atomic, a, b, out, m, n, k, ks, parts);
 }
 
 }  // namespace fplab::sim::gpu::detail

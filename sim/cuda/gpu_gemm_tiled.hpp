@@ -13,27 +13,31 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "sim/cuda/k_parts.hpp"
+
 namespace fplab::sim::gpu::detail {
 
 enum class ChainTile { none, t128x128, t128x64, t16x32 };
 
 const char* chain_tile_name(ChainTile tile);
 
-// Whether a tiled kernel can take these operands with this tile: float4 loads need n, k and the
-// part length (chunk) multiples of 4 and a, b 16-byte aligned; a wide tile must not leave most of
-// a 128-column tile empty; and the grid's rows of tiles must fit gridDim.y (65535).
-bool chain_tile_fits(ChainTile tile, const float* a, const float* b, int64_t m, int64_t n, int64_t k, int64_t chunk);
+// Whether a tiled kernel can take these operands with this tile: float4 loads need n, k and every
+// part's start (KParts::starts_aligned4) multiples of 4 and a, b 16-byte aligned; a wide tile must
+// not leave most of a 128-column tile empty; and the grid's rows of tiles must fit gridDim.y (65535).
+bool chain_tile_fits(ChainTile tile, const float* a, const float* b, int64_t m, int64_t n, int64_t k,
+                     const KParts& ks);
 // The shape's half of chain_tile_fits (operands at 16-byte aligned addresses assumed).
-bool chain_tile_shape(ChainTile tile, int64_t m, int64_t n, int64_t k, int64_t chunk);
+bool chain_tile_shape(ChainTile tile, int64_t m, int64_t n, int64_t k, const KParts& ks);
 
 // The tile a GEMM of m x n outputs in `parts` split-K parts runs in, by shape (gpu_gemm_tiled.cu
 // says why); none: the 64 x 64 kernel (operands the tiled ones do not take).
-ChainTile chain_tile_for(const float* a, const float* b, int64_t m, int64_t n, int64_t k, int64_t chunk, int64_t parts);
+ChainTile chain_tile_for(const float* a, const float* b, int64_t m, int64_t n, int64_t k, const KParts& ks,
+                         int64_t parts);
 
-// Every part z < parts of every output: the chain over K in [z * chunk, min(k, (z + 1) * chunk)),
+// Every part z < parts of every output: the chain over K in [ks.begin(z), ks.end(z, k)),
 // from -0 (an FMA onto -0 is the rounded first product, as the 64 x 64 kernel starts its chains),
 // into out[z * m * n + at] (atomic: atomicAdd-ed into out[at]). Enqueued on the default stream.
 void launch_tiled_chains(ChainTile tile, bool atomic, const float* a, const float* b, float* out, int m, int n,
-                        int64_t k, int64_t chunk, unsigned parts);
+                        int64_t k, const KParts& ks, unsigned parts);
 
 }  // namespace fplab::sim::gpu::detail

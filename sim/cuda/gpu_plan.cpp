@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <tuple>
 #include <utility>
 
 namespace fplab::sim::gpu {
@@ -244,20 +245,58 @@ int64_t GemmPlan::chunk(int64_t k) const {
   return k;
 }
 
-int64_t GemmPlan::part_count(int64_t k) const { return k == 0 ? 0 : (k + chunk(k) - 1) / chunk(k); }
+KParts GemmPlan::k_parts(int64_t k) const {
+  KParts p;
+  p.chunk = chunk(k);
+  if (run) {
+    p.run = run;
+    p.per_run = (run + p.chunk - 1) / p.chunk;
+  }
+  return p;
+}
+
+int64_t GemmPlan::part_count(int64_t k) const { return k_parts(k).count(k); }
+
+namespace {
+
+// each(R)[contig(G):seq] or each(R)[all:seq] (= contig(R)) leading a GEMM schedule: R and G, else
+// a one-line refusal.
+std::pair<int64_t, int64_t> restarting_parts(const Schedule& s) {
+  const Stage& first = s.stages[0];
+  const Stage* inner = first.inner.size() == 1 ? &first.inner[0] : nullptr;
+  if (!inner || !inner->reduces() || inner->format || inner->reducer.kind != RK::seq ||
+      (inner->grouping.kind != GK::contig && inner->grouping.kind != GK::all))
+    reject(s, "GEMM", "each(R)[...] takes one stage contig(G):seq or all:seq");
+  const int64_t run = first.each;
+  return {run, inner->grouping.kind == GK::all ? run : std::min(inner->grouping.size, run)};
+}
+
+}  // namespace
 
 GemmPlan plan_gemm(const Schedule& s) {
   const auto& st = s.stages;
-  if (!s.plain()) reject(s, "GEMM", "perm, body(M)[...], each(S)[...] and @FORMAT stages have no GPU kernel");
+  // A leading each(R)[...] is the kernel's too: parts that restart every R terms.
+  const bool restarts = !st.empty() && st[0].each > 0;
+  const Schedule rest{restarts ? std::vector<Stage>(st.begin() + 1, st.end()) : std::vector<Stage>{}};
+  if (!(restarts ? rest : s).plain())
+    reject(s, "GEMM", "perm, body(M)[...], each(S)[...] (but a first each(R)[contig(G):seq]) and @FORMAT stages "
+                      "have no GPU kernel");
   GemmPlan plan;
   if (st.size() == 1 && is(st[0], GK::all, RK::seq)) return plan;
-  const bool parts = st.size() == 2 && !st[0].shuffle && st[0].reducer.kind == RK::seq &&
-                     (st[0].grouping.kind == GK::split || st[0].grouping.kind == GK::contig) && !st[1].shuffle &&
-                     st[1].grouping.kind == GK::all;
+  const bool parts = st.size() == 2 && !st[1].shuffle && st[1].grouping.kind == GK::all &&
+                     (restarts || (!st[0].shuffle && st[0].reducer.kind == RK::seq &&
+                                   (st[0].grouping.kind == GK::split || st[0].grouping.kind == GK::contig)));
   if (!parts)
-    reject(s, "GEMM", "expected all:seq, split(S):seq | all:R or contig(G):seq | all:R (R = seq, tree or atomic)");
-  plan.parts = st[0].grouping.kind == GK::split ? GemmPlan::Parts::split : GemmPlan::Parts::contig;
-  plan.size = st[0].grouping.size;
+    reject(s, "GEMM",
+           "expected all:seq, split(S):seq | all:R, contig(G):seq | all:R or each(S)[contig(G):seq] | all:R (R = seq, "
+           "tree or atomic)");
+  if (restarts) {
+    plan.parts = GemmPlan::Parts::contig;
+    std::tie(plan.run, plan.size) = restarting_parts(s);
+  } else {
+    plan.parts = st[0].grouping.kind == GK::split ? GemmPlan::Parts::split : GemmPlan::Parts::contig;
+    plan.size = st[0].grouping.size;
+  }
   switch (st[1].reducer.kind) {
     case RK::seq:
       plan.combine = GemmPlan::Combine::seq;

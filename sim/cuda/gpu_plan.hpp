@@ -24,7 +24,8 @@
 //
 // The GEMM kernel realises `all:seq` (one FMA chain over K per output) and
 // `{split(S)|contig(G)}:seq | all:{seq|tree|atomic}` (split-K: FMA chains over consecutive
-// parts of K, combined in order, by a balanced tree, or by atomicAdd).
+// parts of K, combined in order, by a balanced tree, or by atomicAdd), and the same with parts
+// that restart every R terms, `each(R)[contig(G):seq] | all:{seq|tree|atomic}` (k_parts.hpp).
 #pragma once
 
 #include <cstdint>
@@ -32,6 +33,7 @@
 #include <string>
 #include <variant>
 
+#include "sim/cuda/k_parts.hpp"
 #include "sim/schedule.hpp"
 
 namespace fplab::sim::gpu {
@@ -86,9 +88,11 @@ struct GemmPlan {
   enum class Combine : uint8_t { seq, tree, atomic };
   Parts parts = Parts::one;
   int64_t size = 0;  // S of split(S), G of contig(G)
+  int64_t run = 0;   // R of each(R)[contig(G):seq] (parts contig, restarting every R terms); 0: none
   Combine combine = Combine::seq;
 
   int64_t chunk(int64_t k) const;  // terms of K a part holds (the last may hold fewer)
+  KParts k_parts(int64_t k) const;
   int64_t part_count(int64_t k) const;
   bool deterministic() const { return combine != Combine::atomic; }
 };

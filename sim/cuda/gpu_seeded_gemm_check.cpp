@@ -44,6 +44,7 @@ std::string run_probes() {
       {"split(80):seq | all:atomic", {3, 5, 50}, {4, 4, 4}},       // fewer terms than parts
       {"split(3):seq | all:atomic", {6, 70, 1}, {1, 1, 1}},        // one part only
       {"contig(1):seq | all:atomic", {4, 64, 9000}, {6, 2, 1}},    // permutations past shared memory
+      {"each(50)[contig(16):seq] | all:atomic", {5, 68, 420}, {7, 3, 2}},  // parts that restart every 50 terms
   };
   for (const Probe& p : probes) {
     const Schedule schedule = parse_schedule(p.schedule);

@@ -1,0 +1,41 @@
+// The parts of K that a GEMM's first stage chains, one FMA chain per part and output: part z of
+// `{split(S)|contig(G)}:seq` is terms [z G, min(k, (z + 1) G)); of `each(R)[contig(G):seq]` (tiles
+// that restart every R terms: cuDNN's weight gradient per image, docs/schedules.md) the parts of
+// every run of R terms in turn, each run cut from its own start, its last part possibly shorter.
+// No CUDA types: the planner (host code) and the kernels share it.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define FPLAB_K_PARTS_HD __host__ __device__
+#else
+#define FPLAB_K_PARTS_HD
+#endif
+
+namespace fplab::sim::gpu {
+
+struct KParts {
+  int64_t chunk = 1;    // terms of a part (G)
+  int64_t run = 0;      // R of each(R)[...]; 0: K is one run
+  int64_t per_run = 1;  // parts of a whole run: ceil(R / G)
+
+  FPLAB_K_PARTS_HD int64_t begin(int64_t z) const {
+    return run ? (z / per_run) * run + (z % per_run) * chunk : z * chunk;
+  }
+  // The end of part z of a sum of k terms.
+  FPLAB_K_PARTS_HD int64_t end(int64_t z, int64_t k) const {
+    const int64_t limit = run && (z / per_run + 1) * run < k ? (z / per_run + 1) * run : k;
+    return begin(z) + chunk < limit ? begin(z) + chunk : limit;
+  }
+  // Parts of a sum of k terms (a last, shorter run has its own, fewer, parts).
+  int64_t count(int64_t k) const {
+    if (k <= 0) return 0;
+    if (!run) return (k + chunk - 1) / chunk;
+    return (k / run) * per_run + (k % run + chunk - 1) / chunk;
+  }
+  // Every part starts at a multiple of 4 terms (the tiled kernels' float4 loads along K).
+  bool starts_aligned4() const { return chunk % 4 == 0 && run % 4 == 0; }
+};
+
+}  // namespace fplab::sim::gpu
