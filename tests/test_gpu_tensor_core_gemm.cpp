@@ -62,12 +62,16 @@ void check_against_cpu(const std::string& text, const std::vector<float>& a, con
   const Schedule s = parse_schedule(text);
   std::vector<float> cpu(shape.m * shape.n);
   sim::gemm(s, a.data(), b.data(), cpu.data(), shape, Arithmetic{});
-  const std::vector<float> gpu = tensor_core_gemm(s, a.data(), b.data(), shape);
-  size_t first = 0;
-  while (first < gpu.size() && same_result(gpu[first], cpu[first])) ++first;
-  INFO(text << ", " << shape.m << "x" << shape.n << "x" << shape.k << ", " << what);
-  if (first < gpu.size()) INFO("first difference at " << first << ": gpu " << gpu[first] << " cpu " << cpu[first]);
-  CHECK(same_bits(gpu, cpu) == gpu.size());
+  // both of the kernel's block shapes, whichever the shape would pick
+  for (const TensorCoreBlock block : {TensorCoreBlock::wide, TensorCoreBlock::narrow}) {
+    const std::vector<float> gpu = tensor_core_gemm(s, a.data(), b.data(), shape, block);
+    size_t first = 0;
+    while (first < gpu.size() && same_result(gpu[first], cpu[first])) ++first;
+    INFO(text << ", " << shape.m << "x" << shape.n << "x" << shape.k << ", " << what << ", "
+              << (block == TensorCoreBlock::wide ? "64 x 64" : "32 x 16") << " blocks");
+    if (first < gpu.size()) INFO("first difference at " << first << ": gpu " << gpu[first] << " cpu " << cpu[first]);
+    CHECK(same_bits(gpu, cpu) == gpu.size());
+  }
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,10 @@ namespace fplab::sim::gpu {
 std::string tensor_core_gemm_why_not();
 // The first part alone (no probe run): whether there is a Hopper GPU.
 std::string tensor_core_gemm_device_why_not();
+
+// The kernel's blocks: 64 x 64 outputs (wide) or 32 x 16 (narrow: many more blocks for a GEMM of
+// few outputs); chosen by shape, the same bits either way.
+enum class TensorCoreBlock { wide, narrow };
 
 class GpuTensorCoreGemm {
  public:
@@ -47,7 +52,11 @@ class GpuTensorCoreGemm {
 
   size_t workspace_bytes() const { return parts_.bytes() + a_.bytes() + b_.bytes() + c_.bytes(); }
 
+  // Tests: every GEMM in these blocks, whatever its shape (none: by shape).
+  void force_block(std::optional<TensorCoreBlock> block) { forced_block_ = block; }
+
  private:
+  std::optional<TensorCoreBlock> forced_block_;
   DeviceBuffer parts_;   // split-K parts
   DeviceBuffer a_, b_, c_;  // run_unified's operands
 };
@@ -57,7 +66,9 @@ class GpuTensorCoreGemm {
 std::vector<float> tensor_core_probe_values(size_t count, uint64_t seed, int lo, int hi, double zeros,
                                             double specials);
 
-// Plans (throws NotRealisable), uploads A and B, runs and waits: C on the host (tests, tools).
-std::vector<float> tensor_core_gemm(const Schedule& schedule, const float* a, const float* b, GemmShape shape);
+// Plans (throws NotRealisable), uploads A and B, runs and waits: C on the host (tests, tools); in
+// `block` where given, else by shape.
+std::vector<float> tensor_core_gemm(const Schedule& schedule, const float* a, const float* b, GemmShape shape,
+                                    std::optional<TensorCoreBlock> block = std::nullopt);
 
 }  // namespace fplab::sim::gpu
