@@ -4,9 +4,10 @@
 // issued in K order, each taking the last one's result as its C: the chain sim::fused_dot
 // describes. Where such blocks would leave most SMs idle (a weight gradient: few outputs, K the
 // batch's pixels, up to 131072), blocks of 32 x 16 outputs, a tile a warp, spread the same chains
-// over 8 times as many blocks: which warp runs a tile changes nothing in its chain. The factors pass through shared memory 32 K at a time (asynchronous copies, the next
-// stage's in flight while a stage is read) and are converted to the instruction's codes as the
-// fragments are read.
+// over 8 times as many blocks: which warp runs a tile changes nothing in its chain. The factors
+// pass through shared memory a stage of K at a time (32 products in wide blocks, 64 in narrow
+// ones; asynchronous copies, the next stages' in flight while a stage is read) and are converted
+// to the instruction's codes as the fragments are read.
 //
 // The chip departs from the model in two ways only (docs/results/tensor-cores-h100.md): an exact
 // zero result is +0 where the model may give -0, and an overflow gives +-inf where the model
@@ -39,16 +40,21 @@ namespace fplab::sim::gpu {
 namespace {
 
 
-constexpr int kStageK = 32, kThreads = 128;
+constexpr int kThreads = 128;
 // Shared rows padded so that the fragment loads hit 32 banks: A as [row][K], lane (g, t) reading
 // row g, word t (4 g + t with 4 words of padding); B as [K][column], lane (g, t) reading row t,
 // word g (t (columns + 8) + g: 8 t + g for 64 columns, 24 t + g for 16).
-constexpr int kLdA = kStageK + 4;
 
-// A block's 2 x 2 warps, each WM x WN tiles of 16 x 8 outputs.
+// A block's 2 x 2 warps, each WM x WN tiles of 16 x 8 outputs, and the stages of the factors in
+// shared memory (stage_k products each): the one read and stages - 1 whose copies are in flight.
+// A narrow block's stage of 32 products is a few instructions a warp, far shorter than a copy's
+// trip from memory and than the stage's own barriers and checks: stages of 64, two ahead (on an
+// H200, 64 x 576 x 131072 GEMMs: 1.5 ms each with stages of 32, one ahead).
 template <int WM, int WN>
 struct BlockShape {
+  static constexpr bool wide = WM * WN > 1;
   static constexpr int rows = 2 * 16 * WM, cols = 2 * 8 * WN, ld_b = cols + 8;
+  static constexpr int stage_k = wide ? 32 : 64, ld_a = stage_k + 4, stages = wide ? 2 : 3;
 };
 using WideBlock = BlockShape<2, 4>;    // 64 x 64
 using NarrowBlock = BlockShape<1, 1>;  // 32 x 16
@@ -91,8 +97,8 @@ struct Fragment {
 
 // The stage's instructions of tile (r0, c0) over its `live` products again, in software, from
 // `before`. Out of line: it runs rarely, and inlined eight times it would crowd the main loop.
-template <Factors F, int LdB>
-__device__ __noinline__ Fragment redo_stage(Fragment before, const float (*sa)[kLdA], const float (*sb)[LdB], int r0,
+template <Factors F, int LdA, int LdB>
+__device__ __noinline__ Fragment redo_stage(Fragment before, const float (*sa)[LdA], const float (*sb)[LdB], int r0,
                                             int c0, int live, int g, int t) {
   constexpr int N = Inputs<F>::k;
   Fragment d;
@@ -133,9 +139,9 @@ __device__ uint32_t tile_oddness(const float (&d)[4], bool top_row, bool bottom_
 
 // The wide block: three an SM, 168 registers a thread, none spilled in the tf32 kernels (the
 // compiler takes all 255 otherwise, and two blocks an SM leave the copies' latency bare). The
-// narrow one: six, 80 registers (eight leave 64 and spill the tf32 kernels too).
+// narrow one: five (as many as its 44 KiB of stages let an SM hold), 96 registers.
 template <int WM, int WN>
-constexpr int kMinBlocks = WM * WN > 1 ? 3 : 6;
+constexpr int kMinBlocks = WM * WN > 1 ? 3 : 5;
 
 template <Factors F, int WM, int WN>
 __global__ void __launch_bounds__(kThreads, kMinBlocks<WM, WN>)
@@ -143,11 +149,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<WM, WN>)
                             int n, int64_t k, int64_t chunk, size_t part_stride) {
   using In = Inputs<F>;
   using Block = BlockShape<WM, WN>;
-  constexpr int kBlockRows = Block::rows, kBlockCols = Block::cols, kLdB = Block::ld_b;
-  // Two stages of the factors as they are in memory (converted when the fragments are read): one
-  // is read while the next one's copies are in flight.
-  __shared__ float sa[2][kBlockRows][kLdA];  // A, [row][K]
-  __shared__ float sb[2][kStageK][kLdB];     // B, [K][column]
+  constexpr int kBlockRows = Block::rows, kBlockCols = Block::cols, kLdB = Block::ld_b, kStages = Block::stages;
+  constexpr int kStageK = Block::stage_k, kLdA = Block::ld_a;
+  // Stages of the factors as they are in memory (converted when the fragments are read): one is
+  // read while the next ones' copies are in flight.
+  __shared__ float sa[kStages][kBlockRows][kLdA];  // A, [row][K]
+  __shared__ float sb[kStages][kStageK][kLdB];     // B, [K][column]
   const int row0 = blockIdx.x * kBlockRows, col0 = blockIdx.y * kBlockCols;
   const int64_t k0 = static_cast<int64_t>(blockIdx.z) * chunk, k1 = min(k, k0 + chunk);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -180,15 +187,24 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<WM, WN>)
 #pragma unroll
       for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.0f;  // every chain starts from +0
 
-  if (k0 < k1) load_stage(0, k0);
+  // Stage i goes to buffer i % kStages; one commit group a stage, empty past the part's end, so
+  // that "all but the newest kStages - 1 groups done" always means "this stage is in".
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) {
+    if (k0 + i * kStageK < k1)
+      load_stage(i, k0 + i * kStageK);
+    else
+      asm volatile("cp.async.commit_group;\n" ::);
+  }
   int buffer = 0;
-  for (int64_t ks = k0; ks < k1; ks += kStageK, buffer ^= 1) {
-    if (ks + kStageK < k1) {
-      load_stage(buffer ^ 1, ks + kStageK);
-      asm volatile("cp.async.wait_group 1;\n" ::);  // this stage's copies done, the next one's in flight
-    } else {
-      asm volatile("cp.async.wait_group 0;\n" ::);
-    }
+  for (int64_t ks = k0; ks < k1; ks += kStageK, buffer = buffer + 1 == kStages ? 0 : buffer + 1) {
+    // the buffer read in the last iteration (the barrier at its end passed) takes stage + kStages - 1
+    const int refill = buffer == 0 ? kStages - 1 : buffer - 1;
+    if (ks + (kStages - 1) * kStageK < k1)
+      load_stage(refill, ks + (kStages - 1) * kStageK);
+    else
+      asm volatile("cp.async.commit_group;\n" ::);
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 1));  // this stage's copies done
     __syncthreads();  // every thread's copies of this stage are in
     const float (*const sta)[kLdA] = sa[buffer];
     const float (*const stb)[kLdB] = sb[buffer];
@@ -249,7 +265,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<WM, WN>)
           const int row = row0 + wr + mi * 16 + g, col = col0 + wc + ni * 8 + 2 * t;
           if (__any_sync(0xffffffffu,
                          tile_oddness(acc[mi][ni], row < m, row + 8 < m, col < n, col + 1 < n) >= kOdd)) {
-            const Fragment d = redo_stage<F, kLdB>(before[mi][ni], sta, stb, wr + mi * 16, wc + ni * 8, live, g, t);
+            const Fragment d = redo_stage<F, kLdA, kLdB>(before[mi][ni], sta, stb, wr + mi * 16, wc + ni * 8, live, g, t);
 #pragma unroll
             for (int r = 0; r < 4; ++r) acc[mi][ni][r] = d.v[r];
           }

@@ -7,7 +7,7 @@
 // The chip and the model differ in two measured rules (docs/results/tensor-cores-h100.md): an
 // instruction whose truncated sum reaches 2^128 gives inf where the model saturates, and a zero
 // result is always +0 where the model can give -0; NaNs have the chip's bits. All three leave a
-// zero, infinite or NaN result that lasts to the end of a stage of 32 products, so wherever a
+// zero, infinite or NaN result that lasts to the end of a stage (32 or 64 products), so wherever a
 // warp's 16 x 8 results hold any of them after a stage, the warp computes that stage's
 // instructions again in software, the model's fused step on CUDA cores, from the accumulators of
 // the stage's start: every output is then the model's (gpu_tensor_core_gemm.cu says why).
