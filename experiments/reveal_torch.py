@@ -535,7 +535,7 @@ def _summary(row: dict) -> str:
 
 
 # kernels around the one that computes: layout transforms and workspace set-up
-_HELPER_KERNELS = ("nchwToNhwc", "nhwcToNchw", "init_device_workspace")
+_HELPER_KERNELS = ("nchwToNhwc", "nhwcToNchw", "init_device_workspace", "scalePackedTensor")
 
 
 def _main_kernel(signatures: List[str]) -> str:

@@ -226,4 +226,21 @@ TEST_CASE("layer rules: h100-torch-tf32 keeps only the first layer's weight grad
   CHECK(wgrad_of(p.default_ops, conv(3, 64, 32)) == "contig(512):seq | all:atomic");
   for (const LayerShape& layer : {conv(64, 64, 32), conv(64, 128, 32, 1, 2), conv(128, 256, 16, 3, 2), conv(512, 512, 4)})
     CHECK(wgrad_of(p.default_ops, layer) == "all:fused(8,25,tf32)");
+  // forward and input gradients: tf32 factors rounded (to nearest even, or ties away), fp32 chains
+  // where cuDNN's kernel is fp32
+  const auto of = [&](OpKind op, const LayerShape& layer) {
+    return sim::to_string(p.default_ops.choice(op, &layer).schedule);
+  };
+  CHECK(of(OpKind::fwd, conv(3, 64, 32)) == "all:seq");
+  CHECK(of(OpKind::fwd, conv(64, 64, 32)) == "all:fused(8,25,tf32rne)");
+  CHECK(of(OpKind::dgrad, conv(64, 64, 32)) == "all:fused(8,25,tf32rna)");
+  CHECK(of(OpKind::fwd, conv(64, 128, 32, 3, 2)) == "all:fused(8,25,tf32rna)");
+  CHECK(of(OpKind::dgrad, conv(64, 128, 32, 3, 2)) == "all:fused(8,25,tf32rne)");
+  CHECK(of(OpKind::fwd, conv(64, 128, 32, 1, 2)) == "all:seq");
+  CHECK(of(OpKind::dgrad, conv(128, 256, 16, 1, 2)) == "all:seq");
+  CHECK(of(OpKind::fwd, conv(128, 256, 16, 1, 2)) == "all:fused(8,25,tf32rne)");
+  CHECK(of(OpKind::dgrad, conv(512, 512, 4)) == "all:fused(8,25,tf32rne)");
+  // small_cnn's layers keep their fp32 chains
+  CHECK(of(OpKind::fwd, conv(16, 32, 14)) == "all:seq");
+  CHECK(of(OpKind::dgrad, conv(32, 32, 7)) == "all:seq");
 }
