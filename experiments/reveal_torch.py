@@ -7,6 +7,7 @@ backward passes, with TF32 off and on, in PyTorch's default and deterministic mo
   experiments/reveal_torch.py run --device cpu --ops sum,mm --max-n 4096 --out /tmp/reveal-cpu
   experiments/reveal_torch.py table results/reveal-h100          # one Markdown table
   experiments/reveal_torch.py table docs/results/reveal_torch/h100.jsonl.xz   # the H100's, shipped
+  experiments/reveal_torch.py kernels --ops conv_wgrad --resnet-input cifar     # cuDNN's kernel names only
 
 ``run`` probes one output element of each target with fplab.reveal_dot (fplab.reveal_sum for
 torch.sum): the kernel is called with all operands 0 but the n pairs that make that element, one
@@ -56,9 +57,9 @@ def layer_shapes(resnet_input: str = "mnist") -> List[Tuple[str, str, tuple]]:
     from fplab.torch.resnet import resnet18
 
     found: Dict[tuple, List[str]] = {}
-    channels, height = RESNET_INPUTS[resnet_input]
+    resnet_channels, resnet_height = RESNET_INPUTS[resnet_input]
     nets = [(name, models.build(name), 64, 1, 28) for name in ("mlp", "small_cnn", "small_cnn_bn", "medium_cnn")]
-    nets.append(("resnet18", resnet18(in_channels=channels, classes=10), 128, channels, height))
+    nets.append(("resnet18", resnet18(in_channels=resnet_channels, classes=10), 128, resnet_channels, resnet_height))
     for name, net, batch, channels, height in nets:
         hooks = []
 
@@ -426,9 +427,10 @@ def kernels(args: argparse.Namespace) -> int:
     if args.device != "cuda":
         print("Error: kernels: --device cuda only (the CPU's kernels have no profiler names)", file=sys.stderr)
         return 2
+    targets = _chosen_targets(args, ops)
     for mode, tf32 in [(m, t) for m in args.modes.split(",") for t in args.tf32.split(",")]:
         _set_mode(mode, tf32)
-        for target in _chosen_targets(args, ops):
+        for target in targets:
             names = _kernels_of(target)
             print(json.dumps({"key": f"{target.key}-{mode}-tf32{tf32}", "n": target.n, "models": target.models,
                               "kernels": names, "gpu": torch.cuda.get_device_name()}), flush=True)

@@ -360,7 +360,9 @@ TEST_CASE("gpu gemm: every ordered split-K form, forced, == sim::gemm on every s
   // K both shorter and longer than 256, a last part shorter than the others, a one-term part.
   const GemmShape shapes[] = {{9, 16, 3001}, {520, 1030, 2000}, {130, 70, 255}, {64, 64, 17}};
   for (const auto& shape : shapes)
-    for (const char* text : {"splitk(7)", "split(16):seq | all:seq", "systolic(128)", "split(17):seq | all:seq"}) {
+    for (const char* text : {"splitk(7)", "split(16):seq | all:seq", "systolic(128)", "split(17):seq | all:seq",
+                             // parts that restart every 300 terms: 128, 128, 44, 128, ...; a part longer than its run
+                             "each(300)[contig(128):seq] | all:seq", "each(20)[contig(64):seq] | all:seq"}) {
       const Schedule s = parse_schedule(text);
       const auto a = floats("normal:" + std::to_string(shape.m * shape.k), shape.m + 21);
       const auto b = floats("lognormal:" + std::to_string(shape.k * shape.n), shape.n + 22);
@@ -397,7 +399,8 @@ TEST_CASE("gpu gemm: every output tile, forced, == sim::gemm (ragged edges, shor
   for (const auto& shape : shapes)
     for (const char* text : {"seq", "split(10):seq | all:seq", "splitk-tree(5)", "split(4):seq | all:seq",
                              "split(4):seq | all:atomic", "each(516)[contig(256):seq] | all:seq",
-                             "each(20)[contig(8):seq] | all:atomic", "each(6)[contig(4):seq] | all:tree"}) {
+                             "each(20)[contig(8):seq] | all:tree", "each(6)[contig(4):seq] | all:tree",
+                             "each(20)[all:seq] | all:atomic"}) {
       const Schedule s = parse_schedule(text);
       const bool atomic = std::string(text).find("atomic") != std::string::npos;
       // Atomic combines add in the hardware's order: integers keep every order's sum exact.

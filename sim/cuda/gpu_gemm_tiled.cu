@@ -185,7 +185,7 @@ __global__ void __launch_bounds__(128)
   const int64_t stages = k1 > k0 ? (k1 - k0 + KT - 1) / KT : 0;
 
   // This thread's copies: A's row q / 16 at K offset (q % 16) * 4 and B's K row q / 8 at columns
-  // (q % 8) * 4, for q = threadIdx.x + 128 j. n, k and the part length are multiples of 4
+  // (q % 8) * 4, for q = threadIdx.x + 128 j. n, k and every part's bounds are multiples of 4
   // (chain_tile_fits), so a copy is all inside or all outside; outside: zeros, which the K loop
   // never adds. Rows and columns outside read from a row or column inside (never used).
   const float* from_a[kACopies];
@@ -333,7 +333,7 @@ const char* chain_tile_name(ChainTile tile) {
 
 bool chain_tile_shape(ChainTile tile, int64_t m, int64_t n, int64_t k, const KParts& ks) {
   if (tile == ChainTile::none) return true;
-  if (n % 4 || k % 4 || !ks.starts_aligned4()) return false;
+  if (n % 4 || k % 4 || !ks.aligned4()) return false;
   if (tiles_over(m, tile == ChainTile::t16x32 ? 16 : 128) > 65535u) return false;
   if (tile == ChainTile::t16x32) return true;
   return tile == ChainTile::t128x64 ? n >= 48 : n >= 96;

@@ -22,7 +22,7 @@ enum class ChainTile { none, t128x128, t128x64, t16x32 };
 const char* chain_tile_name(ChainTile tile);
 
 // Whether a tiled kernel can take these operands with this tile: float4 loads need n, k and every
-// part's start (KParts::starts_aligned4) multiples of 4 and a, b 16-byte aligned; a wide tile must
+// part's bounds (KParts::aligned4) multiples of 4 and a, b 16-byte aligned; a wide tile must
 // not leave most of a 128-column tile empty; and the grid's rows of tiles must fit gridDim.y (65535).
 bool chain_tile_fits(ChainTile tile, const float* a, const float* b, int64_t m, int64_t n, int64_t k,
                      const KParts& ks);

@@ -24,6 +24,8 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 
@@ -313,11 +315,20 @@ void launch(TensorCoreBlock block, const float* a, const float* b, float* c, Gem
     launch_blocks<F, 2, 4>(a, b, c, s, chunk, count);
 }
 
+// The current device's SMs, asked once per device (fplab.torch may drive several).
 int sm_count() {
-  int device = 0, sms = 0;
+  static std::mutex held;
+  static std::map<int, int> counts;
+  int device = 0;
   FPLAB_CUDA(cudaGetDevice(&device));
-  FPLAB_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return std::max(sms, 1);
+  const std::lock_guard<std::mutex> lock(held);
+  auto found = counts.find(device);
+  if (found == counts.end()) {
+    int sms = 0;
+    FPLAB_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    found = counts.emplace(device, std::max(sms, 1)).first;
+  }
+  return found->second;
 }
 
 // Wide blocks where they give every SM two at least; narrow ones otherwise (each holds a warp's

@@ -34,8 +34,9 @@ struct KParts {
     if (!run) return (k + chunk - 1) / chunk;
     return (k / run) * per_run + (k % run + chunk - 1) / chunk;
   }
-  // Every part starts at a multiple of 4 terms (the tiled kernels' float4 loads along K).
-  bool starts_aligned4() const { return chunk % 4 == 0 && run % 4 == 0; }
+  // Every part of a sum of k terms, k a multiple of 4, starts and ends at a multiple of 4 terms
+  // (the tiled kernels' float4 loads along K never straddle a part's bounds).
+  bool aligned4() const { return chunk % 4 == 0 && run % 4 == 0; }
 };
 
 }  // namespace fplab::sim::gpu
