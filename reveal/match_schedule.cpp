@@ -36,10 +36,34 @@ std::vector<std::string> candidate_schedules(size_t n) {
       if (threads > 32) offer(fold + accumulators + "contig(32):shfl_down | all:shfl_down");
     }
   }
+  std::vector<std::string> tensor_cores;  // the deterministic tensor-core chains (tc-* presets)
   for (const auto& preset : sim::presets()) {
     try {
-      if (!sim::parse_schedule(preset.example).nondeterministic()) offer(preset.example);
+      const sim::Schedule s = sim::parse_schedule(preset.example);
+      if (s.nondeterministic()) continue;
+      offer(preset.example);
+      if (preset.name.rfind("tc-", 0) == 0) tensor_cores.push_back(sim::to_string(s));
     } catch (const sim::ScheduleError&) {
+    }
+  }
+  // A convolution kernel in NHWC takes an im2col row's terms (channel, kernel position) in blocks
+  // of B channels, each by kernel position with its channels inner (each(P B)[cols(P)], P the
+  // kernel's positions: 9 for 3x3, 25 for 5x5), an input gradient's kernel positions in reverse
+  // (cuDNN's TF32 kernels of a ResNet-18 on an H200: B = 32 or 16, docs/results/reveal_torch.md).
+  for (size_t positions : {size_t{9}, size_t{25}}) {
+    if (n % positions || n <= positions) continue;
+    const std::string cols = "cols(" + std::to_string(positions) + ")";
+    std::string reversed = "perm(";
+    for (size_t p = positions; p-- > 0;) reversed += std::to_string(p) + (p ? "," : ") | ");
+    std::vector<std::string> leads;
+    for (const std::string& inner : {cols, reversed + cols}) {
+      leads.push_back(inner + " | ");
+      for (size_t block : {8, 16, 32, 64})
+        if (positions * block < n) leads.push_back("each(" + std::to_string(positions * block) + ")[" + inner + "] | ");
+    }
+    for (const std::string& lead : leads) {
+      offer(lead + "all:seq");
+      for (const std::string& chain : tensor_cores) offer(lead + chain);
     }
   }
   return out;

@@ -340,6 +340,23 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
     // output through the reference's walk, the one GEMM that does (no tile form switches format).
     return gemm_through_reference(schedule, a, b, c, shape, ar, key);
   }
+  const std::optional<std::vector<size_t>> reordered =
+      schedule.stages.size() > 1 && ar.native_float() && !schedule.nondeterministic()
+          ? detail::fixed_order(schedule.stages[0], k)
+          : std::nullopt;
+  if (reordered) {
+    // A fixed reordering of K first (cols(R): an NHWC convolution's terms by kernel position; a
+    // perm(...); each(S)[...] of such): the same GEMM on A's columns and B's rows in that order
+    // under the rest of the schedule, whose fast paths then take it. Deterministic fp32 only:
+    // nothing after it draws from a stream that the stage numbers key.
+    const std::vector<size_t>& order = *reordered;
+    std::vector<float> a_k(m * k), b_k(k * n);
+    for (size_t i = 0; i < m; ++i)
+      for (size_t t = 0; t < k; ++t) a_k[i * k + t] = a[i * k + order[t]];
+    for (size_t t = 0; t < k; ++t) std::copy_n(b + order[t] * n, n, &b_k[t * n]);
+    const Schedule rest{std::vector<Stage>(schedule.stages.begin() + 1, schedule.stages.end())};
+    return gemm(rest, a_k.data(), b_k.data(), c, shape, ar, key);
+  }
   const bool first_is_reduction = !schedule.stages.empty() && schedule.stages[0].reduces();
   const Reducer::Kind first_kind = first_is_reduction ? schedule.stages[0].reducer.kind : Reducer::Kind::exact;
   // each(S)[GROUPING:seq] first (tiles that restart every S terms: cuDNN's weight gradient per
@@ -363,7 +380,7 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
   // (whole_group.hpp), so when the first reduction (after any shuffles) is one of them, the
   // rounded products are the terms whatever arithmetic.products says.
   const auto lead = std::find_if(schedule.stages.begin(), schedule.stages.end(),
-                                 [](const Stage& s) { return !s.shuffle && s.perm.empty(); });
+                                 [](const Stage& s) { return !s.shuffle && !s.reorders(); });
   const bool lead_rounds_products =
       lead != schedule.stages.end() && lead->reduces() &&
       (lead->reducer.kind == Reducer::Kind::kahan || lead->reducer.kind == Reducer::Kind::neumaier ||

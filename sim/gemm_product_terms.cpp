@@ -227,7 +227,7 @@ void run_tiles(const Schedule& schedule, const float* a, const float* b, float* 
   // terms takes the whole schedule.
   size_t leading_end = 0;
   const auto& stages = schedule.stages;
-  while (leading_end < stages.size() && (stages[leading_end].shuffle || !stages[leading_end].perm.empty()))
+  while (leading_end < stages.size() && (stages[leading_end].shuffle || stages[leading_end].reorders()))
     ++leading_end;
   leading_end = leading_end < stages.size() && (stages[leading_end].body > 0 || stages[leading_end].each > 0)
                     ? stages.size()

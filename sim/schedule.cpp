@@ -91,6 +91,13 @@ class Reader {
       return st;
     }
     if (word == "perm") return perm();
+    if (word == "cols") {
+      Stage st;
+      expect('(');
+      st.cols = number(1, int64_t{1} << 40, "cols row length R");
+      expect(')');
+      return st;
+    }
     if (word == "body" || word == "each") {
       const std::string what = word == "body" ? "body(M)" : "each(S)";
       expect('(');
@@ -118,9 +125,9 @@ class Reader {
       st.grouping.kind = Grouping::Kind::all;
     } else {
       fail_at(start, word.empty() ? "expected a stage (contig(G), strided(P), split(S), all, shuffle, perm(...), "
-                                    "body(M)[...] or each(S)[...])"
+                                    "cols(R), body(M)[...] or each(S)[...])"
                                   : "unknown grouping '" + std::string(word) +
-                                        "' (known: contig(G), strided(P), split(S), all, shuffle, perm(...), "
+                                        "' (known: contig(G), strided(P), split(S), all, shuffle, perm(...), cols(R), "
                                         "body(M)[...], each(S)[...])");
     }
     expect(':');
@@ -318,6 +325,7 @@ std::string to_string(const Reducer& r) {
 
 std::string to_string(const Stage& st) {
   if (st.shuffle) return "shuffle";
+  if (st.cols > 0) return "cols(" + std::to_string(st.cols) + ")";
   if (!st.perm.empty()) {
     std::string text = "perm(";
     for (size_t k = 0; k < st.perm.size(); ++k) text += (k ? "," : "") + std::to_string(st.perm[k]);
@@ -372,14 +380,14 @@ bool Schedule::has_stage_formats() const {
 
 bool Schedule::plain() const {
   return !any_stage(stages,
-                    [](const Stage& st) { return !st.perm.empty() || st.body > 0 || st.each > 0 || st.format; });
+                    [](const Stage& st) { return st.reorders() || st.body > 0 || st.each > 0 || st.format; });
 }
 
 bool Schedule::order_independent() const {
   // Only a single exact or binned reduction of everything is independent of the order;
   // shuffles before it cannot change it.
   for (const Stage& st : stages) {
-    if (st.shuffle || !st.perm.empty()) continue;
+    if (st.shuffle || st.reorders()) continue;
     return st.reduces() && !st.format && st.grouping.kind == Grouping::Kind::all &&
            (st.reducer.kind == RK::exact || st.reducer.kind == RK::binned);
   }

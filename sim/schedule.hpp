@@ -2,7 +2,8 @@
 // results into groups and reducing every group (docs/schedules.md is the public contract).
 //
 //   schedule := stage (" | " stage)*
-//   stage    := "shuffle" | "perm(" p0 "," p1 ... ")" | "body(" M ")[" schedule "]" | "each(" S ")[" schedule "]"
+//   stage    := "shuffle" | "perm(" p0 "," p1 ... ")" | "cols(" R ")" | "body(" M ")[" schedule "]"
+//             | "each(" S ")[" schedule "]"
 //             | grouping ":" reducer ["@" FORMAT [">" HOLD]]
 //   grouping := "contig(" G ")" | "strided(" P ")" | "split(" S ")" | "all"
 //   reducer  := seq | rev | tree | shfl_down | shfl_up | shfl_xor | atomic | ring | kahan
@@ -13,6 +14,10 @@
 //                                                                      values as they are)
 //
 // perm(p0,...,p(L-1)) reorders every block of L partials (position k takes the block's p_k-th);
+// cols(R) reads the list as rows of R partials (the last row may be shorter) column by column:
+// 0, R, 2R, ..., 1, R + 1, ... (a convolution kernel in NHWC that takes an im2col row's terms,
+// fplab's (channel, kernel row, kernel column), in the order (kernel row, kernel column, channel):
+// cols(9) for 3 x 3);
 // body(M)[...] runs its stages on the first floor(n/M)*M partials and puts what they leave after
 // the other n mod M, which pass through; each(S)[...] runs its stages on every run of S consecutive
 // partials (the last may be shorter) on its own and lists what they leave, run after run (a kernel
@@ -113,6 +118,8 @@ struct Stage {
   // perm(...): a lane permutation of every block of perm.size() partials (position k takes the
   // block's perm[k]-th; a last, shorter block keeps the indices it has, in that order).
   std::vector<int64_t> perm;
+  // cols(R): the list as rows of R partials read column by column (0: none).
+  int64_t cols = 0;
   // body(M)[inner]: inner runs on the first floor(n/M)*M partials; the n mod M after them pass
   // through, and the body's results follow them (a kernel's remainder loop before its result).
   int64_t body = 0;
@@ -130,8 +137,10 @@ struct Stage {
   // and tree, shfl_*, numpy_pairwise, torch_cascade, cub_reduce).
   std::optional<fp::Format> hold;
   bool operator==(const Stage&) const = default;
-  // A grouping:reducer stage (not shuffle, perm, body or each).
-  bool reduces() const { return !shuffle && perm.empty() && body == 0 && each == 0; }
+  // A grouping:reducer stage (not shuffle, perm, cols, body or each).
+  bool reduces() const { return !shuffle && !reorders() && body == 0 && each == 0; }
+  // perm(...) or cols(R): a fixed reordering of the list.
+  bool reorders() const { return !perm.empty() || cols > 0; }
   // A held sequential reduction starts from zero: acc = 0, then acc = HOLD(FORMAT(acc + x)) per
   // member, the first member included (a loop over a float16 accumulator).
   bool sequential_from_zero() const {
@@ -150,7 +159,7 @@ struct Schedule {
   bool order_independent() const;
   // True if a stage, at any depth, adds in a format of its own ("@FORMAT").
   bool has_stage_formats() const;
-  // True if it uses only the stages the GPU planner and CUDA kernels know: no perm, body, each or @.
+  // True if it uses only the stages the GPU planner and CUDA kernels know: no perm, cols, body, each or @.
   bool plain() const;
 };
 

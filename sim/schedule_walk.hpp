@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <numeric>
 #include <optional>
 #include <span>
 #include <vector>
@@ -185,6 +186,48 @@ inline std::vector<size_t> perm_order(const std::vector<int64_t>& p, size_t n) {
   return order;
 }
 
+// cols(R): the order of `n` partials after it — rows of R read column by column (a last, shorter
+// row has no entries in the columns it lacks).
+inline std::vector<size_t> cols_order(int64_t row, size_t n) {
+  std::vector<size_t> order;
+  order.reserve(n);
+  const auto r = static_cast<size_t>(row);
+  for (size_t column = 0; column < std::min(r, n); ++column)
+    for (size_t at = column; at < n; at += r) order.push_back(at);
+  return order;
+}
+
+// The order of `n` partials after a reordering stage (perm or cols).
+inline std::vector<size_t> reorder_order(const Stage& st, size_t n) {
+  return st.cols > 0 ? cols_order(st.cols, n) : perm_order(st.perm, n);
+}
+
+// A stage that only reorders its list — perm, cols, or each(S)[...] of such stages (an NHWC
+// convolution's channel blocks, each by kernel position: each(288)[cols(9)]) — as the order of `n`
+// partials after it; nothing for any other stage.
+inline std::optional<std::vector<size_t>> fixed_order(const Stage& st, size_t n) {
+  if (st.reorders()) return reorder_order(st, n);
+  if (st.each == 0 || st.inner.empty()) return std::nullopt;
+  std::vector<size_t> order;
+  order.reserve(n);
+  const auto run = static_cast<size_t>(st.each);
+  for (size_t from = 0; from < n; from += run) {
+    const size_t length = std::min(run, n - from);
+    std::vector<size_t> within(length);
+    std::iota(within.begin(), within.end(), size_t{0});
+    for (const Stage& inner : st.inner) {
+      const std::optional<std::vector<size_t>> step = fixed_order(inner, length);
+      if (!step) return std::nullopt;
+      std::vector<size_t> next;
+      next.reserve(length);
+      for (size_t i : *step) next.push_back(within[i]);
+      within = std::move(next);
+    }
+    for (size_t i : within) order.push_back(from + i);
+  }
+  return order;
+}
+
 // The noise-stream id of stage s of a list of stages: top-level stages are numbered from 0; the
 // stages inside the body(M)[...] or each(S)[...] that is stage `parent` apart from every top-level one.
 inline uint64_t stage_id(std::optional<uint64_t> parent, size_t s) { return parent ? ((*parent + 1) << 16) + s : s; }
@@ -208,10 +251,10 @@ std::vector<typename Ops::Value> walk_list(Ops& ops, const std::vector<Stage>& s
       permute(list, key.stream(id, 0));
       continue;
     }
-    if (!st.perm.empty()) {
+    if (st.reorders()) {
       std::vector<V> next;
       next.reserve(list.size());
-      for (size_t i : perm_order(st.perm, list.size())) next.push_back(list[i]);
+      for (size_t i : reorder_order(st, list.size())) next.push_back(list[i]);
       list = std::move(next);
       continue;
     }

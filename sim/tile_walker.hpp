@@ -139,14 +139,14 @@ class TileWalker {
     for (size_t s = first; s < stages.size() && count > 0; ++s) {
       const Stage& st = stages[s];
       const uint64_t id = stage_id(parent, s);
-      if (st.shuffle || !st.perm.empty()) {
+      if (st.shuffle || st.reorders()) {
         std::vector<size_t> order;
         if (st.shuffle) {
           order.resize(count);
           std::iota(order.begin(), order.end(), 0);
           permute(order, key_.stream(id, 0));
         } else {
-          order = perm_order(st.perm, count);
+          order = reorder_order(st, count);
         }
         next.resize(count * w_);
         for (size_t r = 0; r < count; ++r) std::copy_n(in + order[r] * stride, w_, &next[r * w_]);

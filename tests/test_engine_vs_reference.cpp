@@ -62,6 +62,13 @@ std::vector<std::string> schedules_under_test() {
                                 "contig(16):exact | all:binned",
                                 "shuffle | contig(4):shfl_up | strided(3):numpy_pairwise | all:neumaier",
                                 "perm(3,1,0,2) | contig(4):tree | all:seq",
+                                // cuDNN's NHWC 3 x 3 kernels: (kernel position, channel) order, taps
+                                // reversed for the input gradient
+                                "cols(9) | all:fused(8,25,tf32rne)",
+                                "perm(8,7,6,5,4,3,2,1,0) | cols(9) | all:seq",
+                                "cols(4) | contig(8):seq | all:atomic",
+                                "each(36)[cols(9)] | all:fused(8,25,tf32rne)",
+                                "each(18)[perm(8,7,6,5,4,3,2,1,0) | cols(9)] | contig(4):seq | all:seq",
                                 "body(8)[strided(4):seq | perm(1,0,3,2) | all:tree] | all:seq@fp64",
                                 "contig(4):kahan@fp64 | strided(2):tree@bf16 | all:fused(4,23)",
                                 "body(3)[shuffle | contig(2):shfl_up] | strided(2):numpy_pairwise@fp16 | all:atomic",

@@ -77,6 +77,24 @@ TEST_CASE("PyTorch's CUDA reduction orders are among the candidates reveal names
   }
 }
 
+TEST_CASE("NHWC convolutions' orders are among the candidates reveal names: by kernel position", "[reveal]") {
+  // cuDNN's TF32 forward and input-gradient kernels of a ResNet-18 on an H200 (64 and 128 channels,
+  // 3 x 3, in blocks of 32 or 16 channels; docs/results/reveal_torch.md), and a 5 x 5 kernel's FMA
+  // chain over 6 channels
+  struct Case {
+    const char* schedule;
+    size_t n;
+  };
+  for (const Case c : {Case{"each(288)[cols(9)] | all:fused(8,25,tf32rne)", 576},
+                       Case{"each(288)[perm(8,7,6,5,4,3,2,1,0) | cols(9)] | all:fused(8,25,tf32rne)", 1152},
+                       Case{"each(144)[cols(9)] | all:fused(8,25,tf32rna)", 576},
+                       Case{"cols(25) | all:seq", 150}}) {
+    INFO(c.schedule << ", n = " << c.n);
+    const auto match = reveal::match_schedule(sim::schedule_addition_tree(sim::parse_schedule(c.schedule), c.n));
+    CHECK(std::find(match.schedules.begin(), match.schedules.end(), c.schedule) != match.schedules.end());
+  }
+}
+
 TEST_CASE("a sequential sum takes about 2n calls either way, a balanced tree n log2 n / 2", "[reveal]") {
   const size_t n = 1024;
   for (const char* chain : {"all:seq", "all:rev"}) {  // the pivot is random: neither end is a worst case

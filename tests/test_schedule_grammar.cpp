@@ -26,6 +26,8 @@ std::vector<Stage> random_stages(std::mt19937_64& g, int depth) {
       st.shuffle = true;
     } else if (pick == 1) {  // a lane permutation of 1..40 lanes
       st.perm = fplab::test::random_perm(g, 40);
+    } else if (pick == 4) {
+      st.cols = 1 + static_cast<int64_t>(g() % 50);
     } else if (pick == 2 && depth < 3) {
       st.body = 1 + static_cast<int64_t>(g() % 100);
       st.inner = random_stages(g, depth + 1);
@@ -152,6 +154,9 @@ TEST_CASE("schedule grammar: malformed schedules name the offending token and it
       {"perm(0,2)", 5},
       {"perm()", 5},
       {"perm(1,0", 8},
+      {"cols(0) | all:seq", 5},
+      {"cols(3 | all:seq", 7},
+      {"cols(3):seq", 7},
       {"body(0)[all:seq] | all:seq", 5},
       {"body(4)all:seq", 7},
       {"body(4)[] | all:seq", 8},

@@ -184,6 +184,11 @@ TEST_CASE("perm, body and @FORMAT: addition trees (fplab tree, reveal's match) a
   CHECK(schedule_addition_tree(parse_schedule("perm(1,0,3,2) | contig(2):seq | all:seq"), 5).text() ==
         "(((0+1)+(2+3))+4)");
   CHECK(schedule_addition_tree(parse_schedule("perm(2,0,1) | all:seq"), 5).text() == "((((0+2)+1)+3)+4)");
+  // cols(R): rows of R read column by column, a last short row lacking the columns past its end
+  CHECK(schedule_addition_tree(parse_schedule("cols(3) | all:seq"), 7).text() == "((((((0+3)+6)+1)+4)+2)+5)");
+  CHECK(schedule_addition_tree(parse_schedule("cols(3) | contig(2):seq | all:seq"), 6).text() ==
+        "(((0+3)+(1+4))+(2+5))");
+  CHECK(schedule_addition_tree(parse_schedule("cols(9) | all:seq"), 4).text() == "(((0+1)+2)+3)");
   CHECK(schedule_addition_tree(parse_schedule("body(4)[strided(2):seq] | all:seq"), 7).text() ==
         "(((0+2)+((4+5)+6))+(1+3))");
   CHECK(schedule_addition_tree(parse_schedule("body(4)[all:tree] | all:seq@fp64"), 3).text() == "((0+1)+2)");
