@@ -565,6 +565,12 @@ def table(args: argparse.Namespace) -> int:
             rows += [json.loads(line) for line in f if line.strip()]
     latest = {row["key"]: index for index, row in enumerate(rows)}  # a key probed again: its newest row
     rows = [row for index, row in enumerate(rows) if latest[row["key"]] == index]
+    if args.rename:  # each stored tree named by today's matcher (a grammar word or candidate added since)
+        import fplab
+
+        for r in rows:
+            if r.get("nodes") and not r.get("error"):
+                r["schedules"] = fplab.name_tree(r["nodes"], r["n"])
     print("| target | models | n | mode | TF32 | factors | calls | depth | nodes (children: count) | schedule | replay (best) "
           "| run to run | kernel |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -634,6 +640,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     r.add_argument("--out", required=True)
     t = commands.add_parser("table", help="a Markdown table of the folders' reveal.jsonl")
     t.add_argument("folders", nargs="+", metavar="FOLDER_OR_FILE", help="a run's --out, or a reveal.jsonl(.xz)")
+    t.add_argument("--rename", action="store_true",
+                   help="name every stored tree again with this fplab's candidates (fplab.name_tree)")
     args = parser.parse_args(argv)
     return {"run": run, "kernels": kernels, "table": table}[args.command](args)
 

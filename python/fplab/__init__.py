@@ -43,6 +43,7 @@ __all__ = [
     "profile",
     "profiles",
     "reduce",
+    "name_tree",
     "reveal_dot",
     "reveal_sum",
     "round",
@@ -340,6 +341,19 @@ def reveal_dot(fn: Callable[[Any, Any], Any], n: int, *, verify: int = 0, seed: 
     _check_reveal_runs("reveal_dot", runs)
     _check_reveal_seconds("reveal_dot", seconds)
     return _core.reveal_dot(fn, n, verify, seed, runs, seconds=float(seconds))
+
+
+def name_tree(nodes: Sequence[Sequence[int]], n: int) -> List[str]:
+    """The schedules whose addition tree of n terms is ``nodes`` (a revealed tree's ``nodes``: node j,
+    id n + j, lists its children; the last node is the root), as reveal_sum and reveal_dot name a
+    tree they reveal: a tree stored before the grammar or the candidates could say its order is
+    named again (experiments/reveal_torch.py table --rename).
+
+    >>> fplab.name_tree([[0, 1], [4, 2], [5, 3]], 4)[0]
+    'all:seq'
+    """
+    _check_reveal_n("name_tree", n)
+    return list(_core.name_tree([[int(c) for c in node] for node in nodes], n))
 
 
 def _check_reveal_n(name: str, n: Any) -> None:

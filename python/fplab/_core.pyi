@@ -402,6 +402,9 @@ def reveal_dot(fn: Callable[[Any, Any], Any], n: int, verify: int = 0, seed: int
                seconds: float = 0.0) -> Dict[str, Any]:
     """The addition order of fn (two float32 arrays of n in, their dot product out), probed with b = 1."""
 
+def name_tree(nodes: List[List[int]], n: int) -> List[str]:
+    """The schedules that give a tree of n terms (node j, id n + j, lists its children)."""
+
 def render_gnuplot(path: str, script: str, data: str, width: int = 900, height: int = 480) -> None:
     """Renders ``script`` (after ``set terminal``/``set output``; its data is 'data.dat') to ``path``
     (.png, .svg or .pdf), written whole or not at all, gnuplot started without a shell."""

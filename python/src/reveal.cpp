@@ -2,10 +2,13 @@
 // float32 array (NumPy's sum, torch.sum on the CPU or a GPU, a library's binding) or takes the dot
 // product of two (a matmul's or a convolution's output element, F.linear), found by
 // reveal/probe_sum.hpp's probe, the schedules whose tree it is, and the replay per candidate
-// arithmetic (fplab reveal's, for code that is not a C symbol).
+// arithmetic (fplab reveal's, for code that is not a C symbol); fplab.name_tree names a stored tree.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <numeric>
+
+#include <pybind11/stl.h>
 
 #include "python/src/bindings.hpp"
 #include "reveal/match_schedule.hpp"
@@ -197,9 +200,38 @@ py::dict reveal_dot_of(py::function fn, size_t n, size_t verify, uint64_t seed, 
       n, verify, seed);
 }
 
+// The schedules that name a stored tree (reveal's `nodes` of n terms): a tree revealed before the
+// matcher knew its order is named again. Refuses, in one line, lists that are not one tree.
+std::vector<std::string> name_tree(const std::vector<std::vector<size_t>>& nodes, size_t n) {
+  sim::AdditionTree tree;
+  tree.terms = n;
+  std::vector<bool> used(n + nodes.size(), false);
+  for (size_t j = 0; j < nodes.size(); ++j) {
+    if (nodes[j].size() < 2)
+      throw std::invalid_argument("name_tree: node " + std::to_string(j) + " has fewer than two children");
+    for (size_t child : nodes[j]) {
+      if (child >= n + j)
+        throw std::invalid_argument("name_tree: node " + std::to_string(j) + " names " + std::to_string(child) +
+                                    ", not a term or an earlier node");
+      if (used[child]) throw std::invalid_argument("name_tree: " + std::to_string(child) + " is a child twice");
+      used[child] = true;
+    }
+    tree.root = tree.add(nodes[j]);
+  }
+  const size_t unused = static_cast<size_t>(std::count(used.begin(), used.end(), false));
+  if (n < 2 || unused != 1 || used.back())
+    throw std::invalid_argument("name_tree: not one tree of " + std::to_string(n) + " terms (" +
+                                std::to_string(unused) + " results left unused; the last node must be the root)");
+  py::gil_scoped_release unlocked;
+  return reveal::match_schedule(tree).schedules;
+}
+
 }  // namespace
 
 void bind_reveal(py::module_& m) {
+  m.def("name_tree", &name_tree, py::arg("nodes"), py::arg("n"),
+        "The schedules that give a tree of n terms (reveal's 'nodes': node j, id n + j, lists its children, "
+        "the last node the root), as fplab reveal names a revealed one.");
   m.def("reveal_sum", &reveal_sum_of, py::arg("fn"), py::arg("n"), py::arg("verify") = 0, py::arg("seed") = 1,
         py::arg("runs") = 0, py::kw_only(), py::arg("seconds") = 0.0,
         "The addition order of fn (a float32 array of n in, a float out), found by probing it: "

@@ -93,6 +93,26 @@ class RevealDot(unittest.TestCase):
         with self.assertRaises(fplab.Error):
             fplab.reveal_dot(rounded_product_loop, 0)
 
+    def test_an_nhwc_kernel_is_named_and_a_stored_tree_named_again(self):
+        """A 3x3 convolution's output over 4 channels as an NHWC kernel adds it: by kernel position,
+        channels inner, where the terms come in fplab's order (channel, position): cols(9)."""
+        order = [c * 9 + p for p in range(9) for c in range(4)]
+
+        def nhwc(a, b):
+            acc = np.float32(0)
+            for t in order:
+                acc = np.float32(acc + np.float32(a[t] * b[t]))
+            return acc
+
+        r = fplab.reveal_dot(nhwc, 36)
+        self.assertIn("cols(9) | all:seq", r["schedules"])
+        self.assertEqual(fplab.name_tree(r["nodes"], 36), r["schedules"])
+        self.assertEqual(fplab.name_tree([[0, 1], [4, 2], [5, 3]], 4)[0], "all:seq")
+        for nodes, why in (([[0, 1], [4, 2]], "not one tree"), ([[0, 0], [4, 2], [5, 3]], "a child twice"),
+                           ([[0, 7], [4, 2], [5, 3]], "not a term or an earlier node")):
+            with self.assertRaisesRegex(fplab.Error, why):
+                fplab.name_tree(nodes, 4)
+
     def test_a_time_limit_gives_up_in_one_line(self):
         import time
 

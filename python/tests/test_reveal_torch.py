@@ -55,6 +55,9 @@ class RevealTorchOnTheCpu(unittest.TestCase):
             lines = table.stdout.splitlines()
             self.assertEqual(len(lines), 2 + len(rows))
             self.assertTrue(all(line.count(" | ") == 12 for line in lines[2:]), lines[2:4])  # '|' in schedules escaped
+            renamed = run_script("table", "--rename", out)  # the stored trees named again: the same names
+            self.assertEqual(renamed.returncode, 0, renamed.stderr)
+            self.assertEqual(renamed.stdout, table.stdout)
 
     def test_a_probe_past_the_budget_is_recorded_as_given_up(self):
         with tempfile.TemporaryDirectory() as out:
