@@ -570,7 +570,12 @@ def table(args: argparse.Namespace) -> int:
 
         for r in rows:
             if r.get("nodes") and not r.get("error"):
-                r["schedules"] = fplab.name_tree(r["nodes"], r["n"])
+                try:
+                    names = fplab.name_tree(r["nodes"], r["n"])
+                except fplab.Error as e:
+                    print(f"Warning: {r['key']}: its stored tree is not named again ({e})", file=sys.stderr)
+                    continue
+                r["schedules"], r["schedule_count"] = names[:4], len(names)  # as `run` stores them
     print("| target | models | n | mode | TF32 | factors | calls | depth | nodes (children: count) | schedule | replay (best) "
           "| run to run | kernel |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")

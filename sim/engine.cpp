@@ -347,15 +347,19 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
   if (reordered) {
     // A fixed reordering of K first (cols(R): an NHWC convolution's terms by kernel position; a
     // perm(...); each(S)[...] of such): the same GEMM on A's columns and B's rows in that order
-    // under the rest of the schedule, whose fast paths then take it. Deterministic fp32 only:
-    // nothing after it draws from a stream that the stage numbers key.
+    // under the rest of the schedule, whose fast paths then take it (at the cost of a copy of A and
+    // B). Deterministic fp32 only: nothing after it draws from a stream that the stage numbers key.
     const std::vector<size_t>& order = *reordered;
     std::vector<float> a_k(m * k), b_k(k * n);
     for (size_t i = 0; i < m; ++i)
       for (size_t t = 0; t < k; ++t) a_k[i * k + t] = a[i * k + order[t]];
     for (size_t t = 0; t < k; ++t) std::copy_n(b + order[t] * n, n, &b_k[t * n]);
     const Schedule rest{std::vector<Stage>(schedule.stages.begin() + 1, schedule.stages.end())};
-    return gemm(rest, a_k.data(), b_k.data(), c, shape, ar, key);
+    try {
+      return gemm(rest, a_k.data(), b_k.data(), c, shape, ar, key);
+    } catch (const ScheduleError&) {
+      // a schedule that does not end in one value: the walk below says so, naming all of it
+    }
   }
   const bool first_is_reduction = !schedule.stages.empty() && schedule.stages[0].reduces();
   const Reducer::Kind first_kind = first_is_reduction ? schedule.stages[0].reducer.kind : Reducer::Kind::exact;

@@ -167,7 +167,11 @@ TEST_CASE(
       // runs that restart every S terms (cuDNN's weight gradient per image), chains in them
       "each(40)[contig(16):seq] | all:seq", "each(30)[strided(4):seq] | all:atomic",
       "each(50)[contig(64):seq] | all:tree", "each(7)[contig(3):seq] | contig(5):seq | all:shfl_down",
-      "each(20)[contig(8):tree] | all:seq"};
+      "each(20)[contig(8):tree] | all:seq",
+      // an NHWC convolution's terms by kernel position: a GEMM on reordered operands (deterministic)
+      // or through the product walk (atomic)
+      "cols(9) | all:fused(8,25,tf32rne)", "each(36)[perm(8,7,6,5,4,3,2,1,0) | cols(9)] | all:seq",
+      "cols(9) | all:kahan", "cols(5) | contig(7):seq | all:atomic", "perm(2,0,1) | contig(4):seq | all:tree"};
   const struct { size_t m, n, k; } shapes[] = {{1, 1, 1}, {4, 64, 33}, {5, 70, 31}, {9, 130, 100}, {3, 7, 257}};
   for (const char* text : schedules) {
     const Schedule s = parse_schedule(text);

@@ -353,6 +353,10 @@ def name_tree(nodes: Sequence[Sequence[int]], n: int) -> List[str]:
     'all:seq'
     """
     _check_reveal_n("name_tree", n)
+    for node in nodes:
+        for c in node:
+            if isinstance(c, bool) or not isinstance(c, (int, _np.integer)) or c < 0:
+                raise Error(f"name_tree: a child must be a term's or a node's id (a whole number >= 0), not {c!r}")
     return list(_core.name_tree([[int(c) for c in node] for node in nodes], n))
 
 

@@ -203,6 +203,10 @@ py::dict reveal_dot_of(py::function fn, size_t n, size_t verify, uint64_t seed, 
 // The schedules that name a stored tree (reveal's `nodes` of n terms): a tree revealed before the
 // matcher knew its order is named again. Refuses, in one line, lists that are not one tree.
 std::vector<std::string> name_tree(const std::vector<std::vector<size_t>>& nodes, size_t n) {
+  // every node adds at least two results into one: a tree of n terms has at most n - 1
+  if (n < 2 || n > (size_t{1} << 24) || nodes.empty() || nodes.size() > n - 1)
+    throw std::invalid_argument("name_tree: " + std::to_string(nodes.size()) + " nodes over " + std::to_string(n) +
+                                " terms are not one tree (n from 2 to 2^24, 1 to n - 1 nodes)");
   sim::AdditionTree tree;
   tree.terms = n;
   std::vector<bool> used(n + nodes.size(), false);
@@ -218,10 +222,11 @@ std::vector<std::string> name_tree(const std::vector<std::vector<size_t>>& nodes
     }
     tree.root = tree.add(nodes[j]);
   }
-  const size_t unused = static_cast<size_t>(std::count(used.begin(), used.end(), false));
-  if (n < 2 || unused != 1 || used.back())
-    throw std::invalid_argument("name_tree: not one tree of " + std::to_string(n) + " terms (" +
-                                std::to_string(unused) + " results left unused; the last node must be the root)");
+  const auto unused = std::find(used.begin(), used.end() - 1, false);
+  if (unused != used.end() - 1)
+    throw std::invalid_argument("name_tree: not one tree of " + std::to_string(n) + " terms: " +
+                                std::to_string(unused - used.begin()) + " is no node's child");
+  if (used.back()) throw std::invalid_argument("name_tree: the last node is a child; it must be the root");
   py::gil_scoped_release unlocked;
   return reveal::match_schedule(tree).schedules;
 }

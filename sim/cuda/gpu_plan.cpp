@@ -201,7 +201,7 @@ std::string ReductionPlan::describe(int64_t n) const {
 ReductionPlan plan_reduction(const Schedule& s) {
   auto fail = [&](const std::string& why) { reject(s, "reduction", why); };
   if (s.stages.empty()) fail("empty schedule");
-  if (!s.plain()) fail("perm, body(M)[...], each(S)[...] and @FORMAT stages have no GPU kernel");
+  if (!s.plain()) fail("perm, cols(R), body(M)[...], each(S)[...] and @FORMAT stages have no GPU kernel");
   ReductionPlan plan;
   if (s.stages.size() == 1 && is(s.stages[0], GK::all, RK::seq)) {  // a left fold: one thread of one warp
     plan.first.contiguous = true;
@@ -279,7 +279,7 @@ GemmPlan plan_gemm(const Schedule& s) {
   const bool restarts = !st.empty() && st[0].each > 0;
   const Schedule rest{restarts ? std::vector<Stage>(st.begin() + 1, st.end()) : std::vector<Stage>{}};
   if (!(restarts ? rest : s).plain())
-    reject(s, "GEMM", "perm, body(M)[...], each(S)[...] (but a first each(R)[contig(G):seq]) and @FORMAT stages "
+    reject(s, "GEMM", "perm, cols(R), body(M)[...], each(S)[...] (but a first each(R)[contig(G):seq]) and @FORMAT stages "
                       "have no GPU kernel");
   GemmPlan plan;
   if (st.size() == 1 && is(st[0], GK::all, RK::seq)) return plan;
@@ -317,7 +317,7 @@ GemmPlan plan_gemm(const Schedule& s) {
 TensorCoreGemmPlan plan_tensor_core_gemm(const Schedule& s) {
   constexpr const char* kernel = "tensor-core GEMM";
   const auto& st = s.stages;
-  if (!s.plain()) reject(s, kernel, "perm, body(M)[...], each(S)[...] and @FORMAT stages have no GPU kernel");
+  if (!s.plain()) reject(s, kernel, "perm, cols(R), body(M)[...], each(S)[...] and @FORMAT stages have no GPU kernel");
   const bool one = st.size() == 1 && !st[0].shuffle && st[0].grouping.kind == GK::all;
   const bool parts = st.size() == 2 && !st[0].shuffle && !st[1].shuffle &&
                      (st[0].grouping.kind == GK::split || st[0].grouping.kind == GK::contig) &&
@@ -372,7 +372,7 @@ SeededPlan plan_seeded(const Schedule& schedule) {
                          "' is not realisable by the GPU seeded-order kernel: " + why);
   };
   const auto& stages = schedule.stages;
-  if (!schedule.plain()) throw refuse("perm, body(M)[...], each(S)[...] and @FORMAT stages have no GPU kernel");
+  if (!schedule.plain()) throw refuse("perm, cols(R), body(M)[...], each(S)[...] and @FORMAT stages have no GPU kernel");
   if (stages.empty() || stages.size() > 2) throw refuse("it takes one or two stages");
   auto ordered = [](const Stage& st) {
     return !st.shuffle && (st.reducer.kind == Reducer::Kind::seq || st.reducer.kind == Reducer::Kind::atomic);
