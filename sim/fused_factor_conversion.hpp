@@ -48,9 +48,16 @@ class FusedFactorConversion {
                                                                          : f.exponent);
     };
     if (as_is_) {
+      // operator()'s codes without its branches (GCC vectorises it): a subnormal's exponent is
+      // ilogb's, from the position of its highest set bit.
+      const int32_t emin = emin_, zero = zero_code, special = special_code;
       for (size_t i = 0; i < count; ++i) {
-        const FusedFactor f = (*this)(in[i]);
-        values[i] = f.value, codes[i] = to_code(f);
+        const uint32_t magnitude = std::bit_cast<uint32_t>(in[i]) & 0x7FFFFFFFu;
+        const auto biased = static_cast<int32_t>(magnitude >> kFloatFractionBits);
+        const int32_t subnormal = 31 - std::countl_zero(magnitude | 1u) - (kFloatBias - 1 + kFloatFractionBits);
+        const int32_t exponent = biased != 0 ? biased - kFloatBias : subnormal;
+        values[i] = in[i];
+        codes[i] = static_cast<int16_t>(magnitude == 0 ? zero : biased == 0xFF ? special : std::max(exponent, emin));
       }
       return;
     }

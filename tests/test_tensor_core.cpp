@@ -21,6 +21,7 @@
 #include "harness.hpp"
 #include "fp/round.hpp"
 #include "sim/fp32_narrowing.hpp"
+#include "sim/fused_factor_conversion.hpp"
 #include "sim/tensor_core.hpp"
 
 using namespace fplab::test;
@@ -977,4 +978,37 @@ TEST_CASE(
   CHECK(checked == 65536 * lows.size());
   CHECK(tf32_bad == 0);
   CHECK(bf16_bad == 0);
+}
+
+TEST_CASE("fused factors: the vectorised conversion gives operator()'s value and code for every kind of float") {
+  // Every exponent field with several fractions and both signs, zeros, subnormals of every length,
+  // infinities and NaNs, under inputs taken as they are (fp32, fp64) and converted (tf32, bf16, fp16).
+  std::vector<float> in;
+  for (uint32_t sign : {0u, 0x80000000u})
+    for (uint32_t exponent = 0; exponent < 256; ++exponent)
+      for (uint32_t fraction : {0u, 1u, 0x1000u, 0x1FFFu, 0x2000u, 0x3FFFFFu, 0x400000u, 0x7FFFFFu, 0x12345u})
+        in.push_back(std::bit_cast<float>(sign | exponent << 23 | fraction));
+  for (int bit = 0; bit < 23; ++bit) in.push_back(std::bit_cast<float>(1u << bit));  // subnormals
+  constexpr int16_t kZero = -4096, kSpecial = 8192;
+  for (const auto& [input, mode] : {std::pair{fp::fp32(), fp::Mode::rz}, std::pair{fp::fp64(), fp::Mode::rz},
+                                    std::pair{fp::tf32(), fp::Mode::rz}, std::pair{fp::tf32(), fp::Mode::rne},
+                                    std::pair{fp::bf16(), fp::Mode::rne}, std::pair{fp::fp16(), fp::Mode::rne}}) {
+    sim::FusedAddSpec spec;
+    spec.input = input;
+    spec.input_mode = mode;
+    const sim::detail::FusedFactorConversion convert(spec);
+    std::vector<float> values(in.size());
+    std::vector<int16_t> codes(in.size());
+    convert.convert(in.data(), in.size(), values.data(), codes.data(), kZero, kSpecial);
+    size_t same = 0;
+    for (size_t i = 0; i < in.size(); ++i) {
+      const sim::detail::FusedFactor f = convert(in[i]);
+      const int16_t code = f.kind == sim::detail::FusedFactor::Kind::zero      ? kZero
+                           : f.kind == sim::detail::FusedFactor::Kind::special ? kSpecial
+                                                                               : static_cast<int16_t>(f.exponent);
+      same += std::bit_cast<uint32_t>(values[i]) == std::bit_cast<uint32_t>(f.value) && codes[i] == code;
+    }
+    INFO(input.name << " inputs, mode " << static_cast<int>(mode));
+    CHECK(same == in.size());
+  }
 }
