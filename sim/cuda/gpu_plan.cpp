@@ -275,10 +275,10 @@ std::pair<int64_t, int64_t> restarting_parts(const Schedule& s) {
 
 GemmPlan plan_gemm(const Schedule& s) {
   const auto& st = s.stages;
-  // A leading each(R)[...] is the kernel's too: parts that restart every R terms.
+  // A leading each(R)[...] is the kernel's too (parts that restart every R terms): the stages
+  // after it must be plain.
   const bool restarts = !st.empty() && st[0].each > 0;
-  const Schedule rest{restarts ? std::vector<Stage>(st.begin() + 1, st.end()) : std::vector<Stage>{}};
-  if (!(restarts ? rest : s).plain())
+  if (!Schedule{std::vector<Stage>(st.begin() + (restarts ? 1 : 0), st.end())}.plain())
     reject(s, "GEMM", "perm, cols(R), body(M)[...], each(S)[...] (but a first each(R)[contig(G):seq]) and @FORMAT stages "
                       "have no GPU kernel");
   GemmPlan plan;
