@@ -171,6 +171,34 @@ TEST_CASE("tensor-core gemm == sim::gemm where the chip and the model part: over
       }
 }
 
+TEST_CASE("tensor-core gemm: zeros the chip gives +0 and the model -0, inside a stage and across stages") {
+  if (!hopper()) return;
+  // Row i's first 8 products are tiny and negative: their exact sum, below 2^-149, is -0 on both
+  // (rounded toward zero); every later product is -0 (a -0 factor times a positive one), which
+  // the model adds to its -0 accumulator as -0 and the chip, from an exact zero, as +0. Rows
+  // i % 4 == 1 start with positive products instead (their zeros +0 on both); i % 4 == 2 put the
+  // tiny products at 40, inside a later stage; i % 4 == 3 are zeros throughout (from +0: +0).
+  const GemmShape shape{64, 24, 200};
+  std::vector<float> a(shape.m * shape.k), b(shape.k * shape.n);
+  for (size_t i = 0; i < shape.m; ++i)
+    for (size_t t = 0; t < shape.k; ++t) {
+      const size_t tiny_from = i % 4 == 2 ? 40 : 0;
+      const bool tiny = i % 4 != 3 && t >= tiny_from && t < tiny_from + 8;
+      a[i * shape.k + t] = tiny ? (i % 4 == 1 ? 1.5f : -std::ldexp(1.0f, -80)) : -0.0f;
+    }
+  for (size_t t = 0; t < shape.k; ++t)
+    for (size_t j = 0; j < shape.n; ++j) b[t * shape.n + j] = std::ldexp(1.0f + static_cast<float>(j) / 32, -80);
+  for (const char* model : kModels)
+    for (const std::string head : {"all:fused(", "split(5):fused("})
+      check_against_cpu(head + model + (head[0] == 's' ? ") | all:seq" : ")"), a, b, shape, "-0 after an underflow");
+  // the model's answers are what the comment says (so the case tests what it means to)
+  std::vector<float> cpu(shape.m * shape.n);
+  sim::gemm(parse_schedule("tc-h100-tf32"), a.data(), b.data(), cpu.data(), shape, Arithmetic{});
+  CHECK(std::bit_cast<uint32_t>(cpu[0]) == 0x80000000u);
+  CHECK(std::bit_cast<uint32_t>(cpu[2 * shape.n]) == 0x80000000u);
+  CHECK(std::bit_cast<uint32_t>(cpu[3 * shape.n]) == 0u);
+}
+
 TEST_CASE("fused steps on CUDA cores == sim::gemm bit for bit: every other model, chains and split-K, any GPU") {
   if (!test::have_device()) return;
   const GemmShape shapes[] = {{1, 1, 1}, {17, 9, 13}, {70, 130, 257}, {3, 200, 4099}, {40, 33, 1000}};

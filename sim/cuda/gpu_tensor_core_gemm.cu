@@ -14,10 +14,11 @@
 // saturates at +-FLT_MAX. Both leave a trace that lasts: a chip accumulator that was +-inf stays
 // infinite or NaN, and a zero's sign changes nothing in the next instruction unless its result is
 // zero again (a zero accumulator adds nothing to an exact sum, whatever its sign). So the warp
-// looks at its results once a stage, after the stage's last instruction: where any is zero,
-// infinite or NaN it computes the stage's instructions of that tile again with fused_step
-// (fused_step.hpp, the model of sim/tensor_core.cpp) on CUDA cores, from the accumulators it kept
-// at the stage's start. Elsewhere the chip's result is the model's (720,896,000 outputs measured).
+// looks at its results once a stage, after the stage's last instruction: where any is infinite or
+// NaN, or zero where the model's zero could be -0 (needs_model), it computes the
+// stage's instructions of that tile again with fused_step (fused_step.hpp, the model of
+// sim/tensor_core.cpp) on CUDA cores, from the accumulators it kept at the stage's start. Elsewhere
+// the chip's result is the model's (720,896,000 outputs measured).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -137,6 +138,48 @@ __device__ uint32_t tile_oddness(const float (&d)[4], bool top_row, bool bottom_
 #pragma unroll
   for (int r = 0; r < 4; ++r) worst = max(worst, inside[r] ? oddness(d[r]) : 0u);
   return worst;
+}
+
+// Most odd results are zeros (a convolution's padding, ReLU's zeros), and most zeros are the
+// model's too. The chip's exact zero is +0; the model's is -0 only where the instruction's
+// accumulator was -0 and every product a zero of negative sign (fused_step's rule). In a stage
+// that started from anything but -0 an accumulator turns -0 only through an instruction whose
+// exact sum is negative and below fp32's least subnormal: every term of it below 2^-124, so a
+// product with a factor below 2^-60. So where a tile's odd results are zeros from stages that did
+// not start at -0, and no nonzero factor of its rows and columns in the stage is below 2^-60,
+// the chip's results are the model's, and the software path is not taken.
+
+// True in every lane where the tile (r0, c0) of the block's outputs, whose results include a zero,
+// infinity or NaN, needs the model's stage: an infinity or NaN, a zero from a stage that started at
+// -0, or a nonzero factor of its 16 rows of A or 8 columns of B among the stage's `live` products
+// below 2^-60 in magnitude (a product that small could underflow). Out of line, as redo_stage: the
+// main loop keeps none of its values.
+template <int StageK, int LdA, int LdB>
+__device__ __noinline__ bool needs_model(Fragment d, Fragment before, const float (*sa)[LdA], const float (*sb)[LdB],
+                                         int r0, int c0, int live, bool top_row, bool bottom_row, bool left_col,
+                                         bool right_col) {
+  const bool inside[4] = {top_row && left_col, top_row && right_col, bottom_row && left_col, bottom_row && right_col};
+  bool needs = false;
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const uint32_t twice = __float_as_uint(d.v[r]) << 1;  // without the sign
+    needs |= inside[r] && (twice >= 0xff000000u || (twice == 0 && __float_as_uint(before.v[r]) == 0x80000000u));
+  }
+  if (__any_sync(0xffffffffu, needs)) return true;
+  constexpr uint32_t kTiny = 0x21800000u;  // 2^-60's bits: |x| below it, x nonzero
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  bool tiny = false;
+  for (int e = lane; e < 16 * StageK; e += 32) {
+    const int r = e / StageK, kk = e % StageK;
+    const uint32_t bits = __float_as_uint(sa[r0 + r][kk]) & 0x7fffffffu;
+    tiny |= kk < live && bits != 0 && bits < kTiny;
+  }
+  for (int e = lane; e < 8 * StageK; e += 32) {
+    const int kk = e / 8, col = e % 8;
+    const uint32_t bits = __float_as_uint(sb[kk][c0 + col]) & 0x7fffffffu;
+    tiny |= kk < live && bits != 0 && bits < kTiny;
+  }
+  return __any_sync(0xffffffffu, tiny);
 }
 
 // The wide block: three an SM, 168 registers a thread, none spilled in the tf32 kernels (the
@@ -265,8 +308,11 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<WM, WN>)
 #pragma unroll
         for (int ni = 0; ni < WN; ++ni) {
           const int row = row0 + wr + mi * 16 + g, col = col0 + wc + ni * 8 + 2 * t;
-          if (__any_sync(0xffffffffu,
-                         tile_oddness(acc[mi][ni], row < m, row + 8 < m, col < n, col + 1 < n) >= kOdd)) {
+          const bool top = row < m, bottom = row + 8 < m, left = col < n, right = col + 1 < n;
+          const Fragment now{{acc[mi][ni][0], acc[mi][ni][1], acc[mi][ni][2], acc[mi][ni][3]}};
+          if (__any_sync(0xffffffffu, tile_oddness(acc[mi][ni], top, bottom, left, right) >= kOdd) &&
+              needs_model<kStageK, kLdA, kLdB>(now, before[mi][ni], sta, stb, wr + mi * 16, wc + ni * 8, live, top,
+                                               bottom, left, right)) {
             const Fragment d = redo_stage<F, kLdA, kLdB>(before[mi][ni], sta, stb, wr + mi * 16, wc + ni * 8, live, g, t);
 #pragma unroll
             for (int r = 0; r < 4; ++r) acc[mi][ni][r] = d.v[r];
