@@ -344,17 +344,29 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
       schedule.stages.size() > 1 && ar.native_float() && !schedule.nondeterministic()
           ? detail::fixed_order(schedule.stages[0], k)
           : std::nullopt;
-  if (reordered) {
+  // strided(P):seq first, P dividing K (cuDNN's input gradient of one chain per kernel position): the
+  // same chains as contig(K/P):seq parts of K gathered part by part, which the fast paths run. Any
+  // stages after it, atomic ones too: the stage numbers stay, and an atomic step draws its order
+  // from the count of its partials and the output tile, not from the terms in them.
+  const bool strided_chains = schedule.stages.size() > 1 && ar.native_float() && schedule.stages[0].reduces() &&
+                              schedule.stages[0].grouping.kind == Grouping::Kind::strided &&
+                              schedule.stages[0].reducer.kind == Reducer::Kind::seq && !schedule.stages[0].format &&
+                              k > static_cast<size_t>(schedule.stages[0].grouping.size) &&
+                              k % static_cast<size_t>(schedule.stages[0].grouping.size) == 0;
+  if (reordered || strided_chains) {
     // A fixed reordering of K first (cols(R): an NHWC convolution's terms by kernel position; a
     // perm(...); each(S)[...] of such): the same GEMM on A's columns and B's rows in that order
     // under the rest of the schedule, whose fast paths then take it (at the cost of a copy of A and
-    // B). Deterministic fp32 only: nothing after it draws from a stream that the stage numbers key.
-    const std::vector<size_t>& order = *reordered;
+    // B). Deterministic fp32 only: the rest's stages are numbered one lower, and a stream that the
+    // stage numbers key would differ. (The strided chains keep their stage: any rest.)
+    const auto parts = static_cast<size_t>(schedule.stages[0].grouping.size);
+    const std::vector<size_t> order = reordered ? *reordered : detail::cols_order(static_cast<int64_t>(parts), k);
     std::vector<float> a_k(m * k), b_k(k * n);
     for (size_t i = 0; i < m; ++i)
       for (size_t t = 0; t < k; ++t) a_k[i * k + t] = a[i * k + order[t]];
     for (size_t t = 0; t < k; ++t) std::copy_n(b + order[t] * n, n, &b_k[t * n]);
-    const Schedule rest{std::vector<Stage>(schedule.stages.begin() + 1, schedule.stages.end())};
+    Schedule rest{std::vector<Stage>(schedule.stages.begin() + (reordered ? 1 : 0), schedule.stages.end())};
+    if (!reordered) rest.stages[0].grouping = {Grouping::Kind::contig, static_cast<int64_t>(k / parts)};
     try {
       return gemm(rest, a_k.data(), b_k.data(), c, shape, ar, key);
     } catch (const ScheduleError&) {

@@ -171,7 +171,9 @@ TEST_CASE(
       // an NHWC convolution's terms by kernel position: a GEMM on reordered operands (deterministic)
       // or through the product walk (atomic)
       "cols(9) | all:fused(8,25,tf32rne)", "each(36)[perm(8,7,6,5,4,3,2,1,0) | cols(9)] | all:seq",
-      "cols(9) | all:kahan", "cols(5) | contig(7):seq | all:atomic", "perm(2,0,1) | contig(4):seq | all:tree"};
+      "cols(9) | all:kahan", "cols(5) | contig(7):seq | all:atomic", "perm(2,0,1) | contig(4):seq | all:tree",
+      // one chain per kernel position (cuDNN's input gradient at 8x8): gathered where P divides K
+      "strided(11):seq | all:atomic", "strided(3):seq | all:seq", "strided(4):seq | contig(2):atomic | all:tree"};
   const struct { size_t m, n, k; } shapes[] = {{1, 1, 1}, {4, 64, 33}, {5, 70, 31}, {9, 130, 100}, {3, 7, 257}};
   for (const char* text : schedules) {
     const Schedule s = parse_schedule(text);

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "sim/cuda/fast_divide.hpp"
@@ -171,6 +172,63 @@ TEST_CASE("gpu plan: each(R)[contig(G):seq] | all:R maps onto the GEMM kernel's 
     }
 }
 
+TEST_CASE("gpu plan: strided(P):seq | all:R maps onto runs of the operands gathered part by part") {
+  const GemmPlan taps = plan_gemm(parse_schedule("strided(9):seq | all:atomic"));
+  CHECK(taps.parts == GemmPlan::Parts::strided);
+  CHECK_FALSE(taps.deterministic());
+  // Gathered in k_order, the parts' runs hold the grammar's strided groups: part j the terms
+  // j, j + P, ... in that order (fewer terms than parts: one a part, nothing gathered).
+  for (int64_t parts : {int64_t{9}, int64_t{4}, int64_t{7}, int64_t{1}})
+    for (int64_t k : {int64_t{1}, int64_t{5}, int64_t{9}, int64_t{13}, int64_t{100}, int64_t{2304}, int64_t{2305}}) {
+      const GemmPlan plan = plan_gemm(parse_schedule("strided(" + std::to_string(parts) + "):seq | all:seq"));
+      std::vector<size_t> order = plan.k_order(k);
+      if (order.empty())
+        for (int64_t t = 0; t < k; ++t) order.push_back(static_cast<size_t>(t));
+      REQUIRE(order.size() == static_cast<size_t>(k));
+      std::vector<std::vector<size_t>> expected;
+      for (int64_t j = 0; j < std::min(parts, k); ++j) {
+        expected.emplace_back();
+        for (int64_t t = j; t < k; t += parts) expected.back().push_back(static_cast<size_t>(t));
+      }
+      const KParts ks = plan.k_parts(k);
+      std::vector<std::vector<size_t>> got;
+      for (int64_t z = 0; z < ks.count(k); ++z)
+        got.emplace_back(order.begin() + ks.begin(z), order.begin() + ks.end(z, k));
+      INFO("strided(" << parts << ") over " << k);
+      CHECK(got == expected);
+    }
+}
+
+TEST_CASE("gpu plan: a first stage that only reorders K is gathered, the rest on a kernel; deterministic only") {
+  const OrderedGemmRoute tf32 = plan_ordered_gemm(parse_schedule("each(288)[cols(9)] | all:fused(8,25,tf32rne)"));
+  REQUIRE(tf32.order);
+  CHECK(std::holds_alternative<TensorCoreGemmPlan>(tf32.rest));
+  const std::vector<size_t> order = tf32.k_order(576);
+  REQUIRE(order.size() == 576);
+  CHECK(order[0] == 0);
+  CHECK(order[1] == 9);     // channel 1, kernel position 0
+  CHECK(order[32] == 1);    // channel 0, kernel position 1
+  CHECK(order[288] == 288);  // the second block of 32 channels
+  const OrderedGemmRoute reversed =
+      plan_ordered_gemm(parse_schedule("each(18)[perm(8,7,6,5,4,3,2,1,0) | cols(9)] | contig(4):seq | all:seq"));
+  REQUIRE(reversed.order);
+  CHECK(std::get<GemmPlan>(reversed.rest).parts == GemmPlan::Parts::contig);
+  CHECK(reversed.k_order(18)[0] == 8);  // channel 0, the last kernel position first
+  CHECK_FALSE(plan_ordered_gemm(parse_schedule("split(4):seq | all:seq")).order);
+  // an atomic step after a reordering: its stream is keyed by stage numbers the rest would not keep
+  for (const char* text : {"cols(9) | contig(4):seq | all:atomic", "cols(9) | all:kahan"}) {
+    const Schedule s = parse_schedule(text);
+    try {
+      (void)plan_ordered_gemm(s);
+      FAIL("accepted: " << text);
+    } catch (const NotRealisable& e) {
+      const std::string message = e.what();
+      CHECK(message.rfind("schedule '" + to_string(s) + "' is not realisable", 0) == 0);
+      CHECK(message.find('\n') == std::string::npos);
+    }
+  }
+}
+
 TEST_CASE("gpu plan: schedules outside the family are rejected with one line naming them") {
   const char* reductions[] = {"pairwise",
                               "numpy",
@@ -199,7 +257,7 @@ TEST_CASE("gpu plan: schedules outside the family are rejected with one line nam
       CHECK(message.find('\n') == std::string::npos);
     }
   }
-  for (const char* text : {"pairwise", "strided(4):seq | all:seq", "split(4):kahan | all:seq", "split(4):seq | all:rev",
+  for (const char* text : {"pairwise", "strided(4):tree | all:seq", "split(4):kahan | all:seq", "split(4):seq | all:rev",
                            "tc-h100-tf32", "cuda-naive-sum(256,4)", "each(8)[contig(4):tree] | all:seq",
                            "each(8)[contig(4):seq | all:seq] | all:seq", "each(8)[contig(4):seq] | contig(2):seq | all:seq"}) {
     const Schedule s = parse_schedule(text);
@@ -311,7 +369,9 @@ TEST_CASE("gpu gemm == sim::gemm bit for bit: FMA chains and ordered split-K on 
   if (!have_device()) return;
   const GemmShape shapes[] = {{1, 1, 1}, {7, 13, 33}, {33, 65, 1000}, {65, 3, 4097}, {70, 130, 17}};
   for (const char* text :
-       {"seq", "splitk(4)", "splitk(7)", "splitk-tree(5)", "splitk-tree(16)", "splitk-tree(40)", "systolic(128)"})
+       {"seq", "splitk(4)", "splitk(7)", "splitk-tree(5)", "splitk-tree(16)", "splitk-tree(40)", "systolic(128)",
+        // one chain per kernel position (cuDNN's input gradient at 8x8): operands gathered part by part
+        "strided(9):seq | all:seq", "strided(4):seq | all:tree", "strided(33):seq | all:seq"})
     for (const auto& shape : shapes) {
       const Schedule s = parse_schedule(text);
       const auto a = floats("normal:" + std::to_string(shape.m * shape.k), shape.k);
@@ -525,7 +585,10 @@ TEST_CASE("gpu gemm, atomic combine in the impl seed's order == sim::gemm with t
   const char* schedules[] = {"split(80):seq | all:atomic",  // v100's weight gradients
                              "split(56):seq | all:atomic", "split(3):seq | all:atomic", "contig(33):seq | all:atomic",
                              // cuDNN's weight gradient at 28 x 28 (h100-torch), and runs not cut evenly
-                             "each(784)[contig(512):seq] | all:atomic", "each(50)[contig(16):seq] | all:atomic"};
+                             "each(784)[contig(512):seq] | all:atomic", "each(50)[contig(16):seq] | all:atomic",
+                             // cuDNN's input gradient of a 256 -> 256 3x3 convolution at 8x8, and parts of
+                             // unequal lengths
+                             "strided(9):seq | all:atomic", "strided(7):seq | all:atomic"};
   // Ragged 4 x 64 output tiles both ways, parts longer and shorter than a wide tile's K, one part.
   const GemmShape shapes[] = {{1, 1, 1}, {4, 64, 200}, {5, 65, 333}, {576, 64, 2048}, {130, 9, 4096}, {7, 300, 2}};
   const NoiseKey keys[] = {{3, 17, 5}, {4, 17, 5}, {3, 18, 5}};

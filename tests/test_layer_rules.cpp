@@ -191,9 +191,11 @@ fwd = "all:rev"
   CHECK(pass(unmatched, rules, 1, {32, 64}) == pass(unmatched, plain, 1, {32, 64}));
 }
 
-TEST_CASE("layer rules: h100-torch's default mode draws noise only in its convolutions' weight gradients") {
+TEST_CASE("layer rules: h100-torch's default mode draws noise only in convolutions' weight gradients (and one dgrad)") {
   const HardwareProfile p = find_hw_profile("h100-torch");
-  CHECK(noisy_ops(p.default_ops) == std::vector<OpKind>{OpKind::wgrad});
+  // the weight gradients, and the ResNet-18's 256 -> 256 input gradient at 8x8 (below)
+  CHECK(noisy_ops(p.default_ops) == std::vector<OpKind>{OpKind::dgrad, OpKind::wgrad});
+  CHECK(!draws_noise(p.default_ops[OpKind::dgrad]));
   CHECK(!draws_noise(p.default_ops[OpKind::wgrad]));  // linear layers' (cuBLAS): deterministic
   const LayerShape at14 = conv(16, 32, 14), at28 = conv(1, 16, 28), at7 = conv(32, 32, 7);
   CHECK(draws_noise(p.default_ops.choice(OpKind::wgrad, &at14)));
@@ -213,6 +215,11 @@ TEST_CASE("layer rules: h100-torch's ResNet-18 on 32x32 images, as revealed on a
   CHECK(wgrad_of(t, conv(128, 256, 16, 3, 2)) == "all:seq");
   CHECK(wgrad_of(t, conv(64, 64, 32)) == "all:seq");
   CHECK(wgrad_of(t, conv(512, 512, 4)) == "all:seq");
+  // cuDNN's dgrad_engine at 8x8: a chain per kernel position, added by atomics; elsewhere one chain
+  const auto dgrad_of = [&](const LayerShape& layer) { return sim::to_string(t.choice(OpKind::dgrad, &layer).schedule); };
+  CHECK(dgrad_of(conv(256, 256, 8)) == "strided(9):seq | all:atomic");
+  CHECK(dgrad_of(conv(256, 512, 8, 3, 2)) == "all:seq");
+  CHECK(dgrad_of(conv(512, 512, 4)) == "all:seq");
 }
 
 TEST_CASE("layer rules: h100-torch-tf32 keeps only the first layer's weight gradient atomic") {
@@ -231,15 +238,27 @@ TEST_CASE("layer rules: h100-torch-tf32 keeps only the first layer's weight grad
   const auto of = [&](OpKind op, const LayerShape& layer) {
     return sim::to_string(p.default_ops.choice(op, &layer).schedule);
   };
+  // where cuDNN's kernel is fp32; the 3x3 kernels' terms by kernel position in channel blocks
+  const std::string fwd32 = "each(288)[cols(9)] | all:fused(8,25,tf32rne)";
+  const std::string dgrad32 = "each(288)[perm(8,7,6,5,4,3,2,1,0) | cols(9)] | all:fused(8,25,tf32rne)";
   CHECK(of(OpKind::fwd, conv(3, 64, 32)) == "all:seq");
-  CHECK(of(OpKind::fwd, conv(64, 64, 32)) == "all:fused(8,25,tf32rne)");
-  CHECK(of(OpKind::dgrad, conv(64, 64, 32)) == "all:fused(8,25,tf32rna)");
-  CHECK(of(OpKind::fwd, conv(64, 128, 32, 3, 2)) == "all:fused(8,25,tf32rna)");
+  CHECK(of(OpKind::fwd, conv(64, 64, 32)) == fwd32);
+  CHECK(of(OpKind::dgrad, conv(64, 64, 32)) == "each(144)[cols(9)] | all:fused(8,25,tf32rna)");
+  CHECK(of(OpKind::fwd, conv(64, 128, 32, 3, 2)) == "each(144)[cols(9)] | all:fused(8,25,tf32rna)");
   CHECK(of(OpKind::dgrad, conv(64, 128, 32, 3, 2)) == "all:fused(8,25,tf32rne)");
   CHECK(of(OpKind::fwd, conv(64, 128, 32, 1, 2)) == "all:seq");
   CHECK(of(OpKind::dgrad, conv(128, 256, 16, 1, 2)) == "all:seq");
   CHECK(of(OpKind::fwd, conv(128, 256, 16, 1, 2)) == "all:fused(8,25,tf32rne)");
-  CHECK(of(OpKind::dgrad, conv(512, 512, 4)) == "all:fused(8,25,tf32rne)");
+  CHECK(of(OpKind::fwd, conv(256, 512, 8, 1, 2)) == "all:fused(8,25,tf32rne)");
+  CHECK(of(OpKind::dgrad, conv(256, 512, 8, 1, 2)) == "all:fused(8,25,tf32rne)");
+  for (const LayerShape& layer : {conv(128, 128, 16), conv(256, 256, 8), conv(512, 512, 4)}) {
+    CHECK(of(OpKind::fwd, layer) == fwd32);
+    CHECK(of(OpKind::dgrad, layer) == dgrad32);
+  }
+  for (const LayerShape& layer : {conv(128, 256, 16, 3, 2), conv(256, 512, 8, 3, 2)}) {
+    CHECK(of(OpKind::fwd, layer) == fwd32);
+    CHECK(of(OpKind::dgrad, layer) == "all:fused(8,25,tf32rne)");
+  }
   // small_cnn's layers keep their fp32 chains
   CHECK(of(OpKind::fwd, conv(16, 32, 14)) == "all:seq");
   CHECK(of(OpKind::dgrad, conv(32, 32, 7)) == "all:seq");

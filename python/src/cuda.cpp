@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "python/src/bindings.hpp"
 #include "sim/arithmetic.hpp"
@@ -20,6 +21,7 @@
 #include "sim/cuda/gpu_conv.hpp"
 #include "sim/cuda/gpu_device.hpp"
 #include "sim/cuda/gpu_gemm.hpp"
+#include "sim/cuda/gpu_k_order.hpp"
 #include "sim/cuda/gpu_plan.hpp"
 #include "sim/cuda/gpu_reduce.hpp"
 #include "sim/cuda/gpu_seeded.hpp"
@@ -38,13 +40,15 @@ struct DeviceKernels {
   gpu::GpuTensorCoreGemm tensor_core_gemm;  // fused(tc-h100-*) schedules, on the chip's tensor cores
   gpu::GpuSegmentedReduction sums;
   gpu::GpuSeededReduction seeded;  // schedules with atomic steps, in the impl seed's orders
+  gpu::GpuKOrder k_order;          // operands gathered for a schedule that first reorders K
   // A convolution's intermediates: its weight as the GEMM's B (taps x C_out), the GEMM's output
   // rows (positions x C_out, forward; the output gradient's rows, backward), the weight gradient
   // as the GEMM makes it (taps x C_out).
   gpu::DeviceBuffer conv_weight, conv_rows, conv_dw;
   size_t workspace_bytes() const {
-    return gemm.workspace_bytes() + tensor_core_gemm.workspace_bytes() + sums.workspace_bytes() + seeded.workspace_bytes() + conv_weight.bytes() +
-           conv_rows.bytes() + conv_dw.bytes();
+    return gemm.workspace_bytes() + tensor_core_gemm.workspace_bytes() + sums.workspace_bytes() +
+           seeded.workspace_bytes() + k_order.workspace_bytes() + conv_weight.bytes() + conv_rows.bytes() +
+           conv_dw.bytes();
   }
 };
 
@@ -79,12 +83,21 @@ std::optional<gpu::ReductionPlan> fast_plan(const sim::Schedule& schedule) {
 }
 
 using gpu::GemmRoute;
-using gpu::plan_any_gemm;
+using gpu::OrderedGemmRoute;
+using gpu::plan_ordered_gemm;
 
 // Enqueues C = A B on the device's memory; an atomic combine in the order `key` draws, as the
-// CPU engine's sim::gemm (the seeded fold). The caller holds kernels_lock.
-void run_gemm(DeviceKernels& k, const GemmRoute& route, const float* a, const float* b, float* c,
-              sim::GemmShape shape, const sim::NoiseKey& key) {
+// CPU engine's sim::gemm (the seeded fold); a first stage that reorders K on operands gathered in
+// its order (`a_in_order`: A's columns are in that order already, as an ordered im2col makes
+// them). The caller holds kernels_lock.
+void run_gemm(DeviceKernels& k, const OrderedGemmRoute& ordered, const float* a, const float* b, float* c,
+              sim::GemmShape shape, const sim::NoiseKey& key, bool a_in_order = false) {
+  if (const std::vector<size_t> order = ordered.k_order(static_cast<int64_t>(shape.k)); !order.empty()) {
+    const gpu::GpuKOrder::Operands gathered = k.k_order.gather(order, a_in_order ? nullptr : a, b, shape);
+    if (!a_in_order) a = gathered.a;
+    b = gathered.b;
+  }
+  const GemmRoute& route = ordered.rest;
   if (const auto* fma = std::get_if<gpu::GemmPlan>(&route); fma && !fma->deterministic())
     k.gemm.run_seeded_on_device(*fma, k.seeded, key, a, b, c, shape);
   else if (fma)
@@ -105,7 +118,7 @@ std::string why_not(bool gemm, const sim::Schedule& schedule, const sim::Arithme
     return "products '" + std::string(sim::products_name(arithmetic.products)) + "': the GEMM kernel fuses them";
   try {
     if (gemm) {
-      const GemmRoute route = plan_any_gemm(schedule);
+      const GemmRoute route = plan_ordered_gemm(schedule).rest;
       const auto* fma = std::get_if<gpu::GemmPlan>(&route);
       const auto* tensor_cores = std::get_if<gpu::TensorCoreGemmPlan>(&route);
       if (tensor_cores && tensor_cores->cuda_cores) {  // fused steps in software: any device
@@ -139,7 +152,7 @@ std::string cuda_device(int device) {
 
 void cuda_matmul(uintptr_t a, uintptr_t b, uintptr_t c, size_t m, size_t n, size_t k, const sim::Schedule& schedule,
                  int device, uint64_t impl_seed, uint64_t op_id, uint64_t call) {
-  const GemmRoute route = plan_any_gemm(schedule);
+  const OrderedGemmRoute route = plan_ordered_gemm(schedule);
   py::gil_scoped_release unlocked;
   const std::lock_guard<std::mutex> held(kernels_lock);
   run_gemm(kernels_on(device), route, device_floats(a), device_floats(b), device_floats_out(c), {m, n, k},
@@ -311,16 +324,19 @@ void cuda_conv2d_forward(uintptr_t x, uintptr_t weight, uintptr_t bias, uintptr_
                          size_t out_channels, size_t kernel, size_t stride, size_t padding,
                          const sim::Schedule& schedule, int device, uint64_t impl_seed, uint64_t op_id, uint64_t call) {
   const sim::ConvGeometry g = geometry_of(shape, kernel, stride, padding);
-  const GemmRoute route = plan_any_gemm(schedule);
+  const OrderedGemmRoute route = plan_ordered_gemm(schedule);
+  const std::vector<size_t> tap_order = route.k_order(static_cast<int64_t>(g.taps()));
   py::gil_scoped_release unlocked;
   const std::lock_guard<std::mutex> held(kernels_lock);
   DeviceKernels& k = kernels_on(device);
   const size_t positions = g.out_h() * g.out_w(), rows = g.rows(), taps = g.taps();
   float* const w_t = k.conv_weight.reserve<float>(taps * out_channels);
   float* const out = k.conv_rows.reserve<float>(rows * out_channels);
-  gpu::GpuConv::im2col_on_device(g, device_floats(x), device_floats_out(cols), false);
+  // A schedule that first reorders the taps: the columns made in that order (no second copy of them)
+  gpu::GpuConv::im2col_on_device(g, device_floats(x), device_floats_out(cols), false,
+                                 tap_order.empty() ? nullptr : k.k_order.on_device(tap_order));
   gpu::transpose_batches_on_device(device_floats(weight), 1, out_channels, taps, nullptr, w_t);
-  run_gemm(k, route, device_floats(cols), w_t, out, {rows, out_channels, taps}, {impl_seed, op_id, call});
+  run_gemm(k, route, device_floats(cols), w_t, out, {rows, out_channels, taps}, {impl_seed, op_id, call}, true);
   gpu::transpose_batches_on_device(out, g.batch, positions, out_channels, optional_floats(bias), device_floats_out(y));
 }
 
@@ -335,8 +351,8 @@ void cuda_conv2d_backward(uintptr_t x, uintptr_t weight, uintptr_t gy, uintptr_t
                           const sim::Schedule& bias_grad, int device, uint64_t impl_seed, uint64_t wgrad_op_id,
                           uint64_t bias_op_id, uint64_t dgrad_op_id, uint64_t call) {
   const sim::ConvGeometry g = geometry_of(shape, kernel, stride, padding);
-  const std::optional<GemmRoute> wgrad_plan = gw ? std::optional(plan_any_gemm(wgrad)) : std::nullopt;
-  const std::optional<GemmRoute> dgrad_plan = dx ? std::optional(plan_any_gemm(dgrad)) : std::nullopt;
+  const std::optional<OrderedGemmRoute> wgrad_plan = gw ? std::optional(plan_ordered_gemm(wgrad)) : std::nullopt;
+  const std::optional<OrderedGemmRoute> dgrad_plan = dx ? std::optional(plan_ordered_gemm(dgrad)) : std::nullopt;
   const std::optional<SumPlans> bias_plans = gb ? std::optional<SumPlans>(SumPlans(bias_grad)) : std::nullopt;
   py::gil_scoped_release unlocked;
   const std::lock_guard<std::mutex> held(kernels_lock);

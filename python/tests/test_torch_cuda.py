@@ -22,6 +22,7 @@ import copy
 import hashlib
 import itertools
 import os
+import tempfile
 import unittest
 from unittest import mock
 
@@ -205,6 +206,51 @@ class CudaLayers(unittest.TestCase):
         for seed in (3, 4):
             self.assertTrue(torch.equal(grads["cuda", seed], grads["cpu", seed]), seed)
         self.assertFalse(torch.equal(grads["cuda", 3], grads["cuda", 4]))
+
+    def test_kernel_position_orders_on_the_device(self):
+        """cuDNN's orders of a 3x3 convolution's terms by kernel position (h100-torch-tf32's TF32
+        kernels: channel blocks each by kernel position, each(9B)[cols(9)] before the tensor-core
+        chain; h100-torch's input gradient at 8x8: one chain per kernel position added by atomics,
+        strided(9):seq | all:atomic) on the device: the operands gathered in that order there (an
+        ordered im2col for the forward), the CPU's bits for each impl seed."""
+        hopper = torch.cuda.get_device_capability()[0] == 9
+        tensor_cores = "all:fused(8,25,tf32rne)" if hopper else "all:fused(8,24,tf32)"  # a100-tf32's elsewhere
+        tables = {
+            "tensor cores": {"fwd": f"each(36)[cols(9)] | {tensor_cores}",
+                             "dgrad": f"each(18)[perm(8,7,6,5,4,3,2,1,0) | cols(9)] | {tensor_cores}"},
+            "chains": {"fwd": "each(36)[cols(9)] | contig(8):seq | all:seq",
+                       "dgrad": "strided(9):seq | all:atomic"},
+        }
+        torch.manual_seed(5)
+        net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 12, 3, padding=1), nn.ReLU(),
+                            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(12, 5))
+        x, y = torch.randn(4, 3, 8, 8), torch.randint(0, 5, (4,))
+        with tempfile.TemporaryDirectory() as folder:
+            for name, table in tables.items():
+                path = os.path.join(folder, name.replace(" ", "_") + ".toml")
+                with open(path, "w") as f:
+                    f.write(f'name = "orders"\ndescription = "{name}"\n[default]\nformat = "fp32"\nmode = "rne"\n'
+                            'products = "fused"\nwgrad = "all:seq"\nbias_grad = "all:seq"\nbn_stats = "all:seq"\n'
+                            'softmax = "all:seq"\nloss = "all:seq"\nconv_dgrad = "direct"\n'
+                            f'fwd = "{table["fwd"]}"\ndgrad = "{table["dgrad"]}"\n'
+                            '[deterministic]\nformat = "fp32"\nmode = "rne"\nproducts = "fused"\n' +
+                            "".join(f'{kind} = "all:seq"\n'
+                                    for kind in ("fwd", "dgrad", "wgrad", "bias_grad", "bn_stats", "softmax", "loss")))
+                results = {}
+                for device, seed in itertools.product(("cpu", "cuda"), (3, 4)):
+                    model = copy.deepcopy(net).to(device)
+                    with fplab.torch.emulate(path, impl_seed=seed, math="libm"):
+                        out = model(x.to(device))
+                        F.cross_entropy(out, y.to(device)).backward()
+                    results[device, seed] = [bits(out)] + [bits(p.grad) for p in model.parameters()]
+                    if device == "cuda":
+                        where = {e.where for e in fplab.torch.coverage().emulated if e.op_kind in ("fwd", "dgrad")}
+                        self.assertEqual(where, {"cuda"}, name)
+                for seed in (3, 4):
+                    for i, (got, want) in enumerate(zip(results["cuda", seed], results["cpu", seed])):
+                        self.assertTrue(torch.equal(got, want), f"{name}, seed {seed}: tensor {i} differs")
+                if name == "chains":  # the second layer's input gradient: its atomics in each seed's order
+                    self.assertFalse(torch.equal(results["cuda", 3][1], results["cuda", 4][1]))
 
     def test_impl_seed_orders_the_split_k_parts(self):
         """Under v100 another impl seed gives other weight gradients on CUDA, and each seed's are

@@ -53,7 +53,7 @@ struct Im2colDivisors {
 
 template <bool Transposed>
 __global__ void im2col_kernel(const float* __restrict__ x, float* __restrict__ cols, Dims dims, Im2colDivisors div,
-                              uint32_t count) {
+                              uint32_t count, const uint32_t* __restrict__ tap_order) {
   const auto stride = static_cast<int32_t>(dims.stride), padding = static_cast<int32_t>(dims.padding);
   const auto height = static_cast<int32_t>(dims.height), width = static_cast<int32_t>(dims.width);
   const auto channels = static_cast<uint32_t>(dims.channels);
@@ -64,6 +64,7 @@ __global__ void im2col_kernel(const float* __restrict__ x, float* __restrict__ c
     } else {
       row = div.taps.quotient(e), tap = e - row * div.taps.divisor();
     }
+    if (tap_order) tap = tap_order[tap];
     const uint32_t rest = div.out_w.quotient(row), ox = row - rest * div.out_w.divisor();
     const uint32_t b = div.out_h.quotient(rest), oy = rest - b * div.out_h.divisor();
     const uint32_t c = div.kernel_square.quotient(tap), within = tap - c * div.kernel_square.divisor();
@@ -143,11 +144,14 @@ __global__ void im2col_kernel4(const float* __restrict__ x, float* __restrict__ 
 
 // Beyond 32-bit indices (columns or input of 2^31 - 2^30 elements or more): the plain form.
 template <bool Transposed>
-__global__ void im2col_kernel_wide(const float* __restrict__ x, float* __restrict__ cols, Dims dims, int64_t count) {
+__global__ void im2col_kernel_wide(const float* __restrict__ x, float* __restrict__ cols, Dims dims, int64_t count,
+                                   const uint32_t* __restrict__ tap_order) {
   const int64_t rows = count / dims.taps;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < count;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t row = Transposed ? e % rows : e / dims.taps, tap = Transposed ? e / rows : e % dims.taps;
+    const int64_t row = Transposed ? e % rows : e / dims.taps;
+    int64_t tap = Transposed ? e / rows : e % dims.taps;
+    if (tap_order) tap = tap_order[tap];
     const int64_t ox = row % dims.out_w, oy = row / dims.out_w % dims.out_h, b = row / (dims.out_w * dims.out_h);
     const int64_t j = tap % dims.kernel, i = tap / dims.kernel % dims.kernel, c = tap / (dims.kernel * dims.kernel);
     const int64_t y = oy * dims.stride + i - dims.padding, xx = ox * dims.stride + j - dims.padding;
@@ -157,28 +161,30 @@ __global__ void im2col_kernel_wide(const float* __restrict__ x, float* __restric
 }
 
 // im2col on the device's default stream, with 32-bit indices where the columns and the input both
-// have fewer than 2^31 - 2^30 elements (the grid-stride loop's index stays below 2^31).
-void launch_im2col(const float* x, float* cols, const Dims& d, int64_t count, bool transposed) {
+// have fewer than 2^31 - 2^30 elements (the grid-stride loop's index stays below 2^31); column t
+// the tap tap_order[t] where that is given (one thread an entry then).
+void launch_im2col(const float* x, float* cols, const Dims& d, int64_t count, bool transposed,
+                   const uint32_t* tap_order) {
   constexpr int64_t kNarrow = int64_t{1} << 30;
   const bool narrow = count < kNarrow && d.batch * d.channels * d.height * d.width < kNarrow;
   const unsigned blocks = blocks_for(count);
   if (narrow) {
     const auto u = [](int64_t v) { return FastDivide(static_cast<uint32_t>(v)); };
     const Im2colDivisors div{u(d.taps), u(count / d.taps), u(d.out_w), u(d.out_h), u(d.kernel), u(d.kernel * d.kernel)};
-    const bool aligned = reinterpret_cast<uintptr_t>(cols) % 16 == 0;
+    const bool aligned = reinterpret_cast<uintptr_t>(cols) % 16 == 0 && !tap_order;
     const unsigned quad_blocks = blocks_for((count + 3) / 4);
     if (aligned && transposed)
       im2col_kernel4<true><<<quad_blocks, kThreads>>>(x, cols, d, div, static_cast<uint32_t>(count));
     else if (aligned)
       im2col_kernel4<false><<<quad_blocks, kThreads>>>(x, cols, d, div, static_cast<uint32_t>(count));
     else if (transposed)
-      im2col_kernel<true><<<blocks, kThreads>>>(x, cols, d, div, static_cast<uint32_t>(count));
+      im2col_kernel<true><<<blocks, kThreads>>>(x, cols, d, div, static_cast<uint32_t>(count), tap_order);
     else
-      im2col_kernel<false><<<blocks, kThreads>>>(x, cols, d, div, static_cast<uint32_t>(count));
+      im2col_kernel<false><<<blocks, kThreads>>>(x, cols, d, div, static_cast<uint32_t>(count), tap_order);
   } else if (transposed) {
-    im2col_kernel_wide<true><<<blocks, kThreads>>>(x, cols, d, count);
+    im2col_kernel_wide<true><<<blocks, kThreads>>>(x, cols, d, count, tap_order);
   } else {
-    im2col_kernel_wide<false><<<blocks, kThreads>>>(x, cols, d, count);
+    im2col_kernel_wide<false><<<blocks, kThreads>>>(x, cols, d, count, tap_order);
   }
   FPLAB_CUDA_LAUNCHED("im2col_kernel");
 }
@@ -271,7 +277,7 @@ const float* GpuConv::im2col(const ConvGeometry& geometry, const float* x, float
   float* const device_cols = cols_.reserve<float>(count);
   copy(device_x, x, geometry.input_size());
   if (count) {
-    launch_im2col(device_x, device_cols, d, static_cast<int64_t>(count), false);
+    launch_im2col(device_x, device_cols, d, static_cast<int64_t>(count), false, nullptr);
   }
   if (cols) copy(cols, device_cols, count);
   return device_cols;
@@ -293,11 +299,12 @@ void GpuConv::col2im(const ConvGeometry& geometry, const float* dcols, float* dx
   copy(dx, device_dx, count);
 }
 
-void GpuConv::im2col_on_device(const ConvGeometry& geometry, const float* x, float* cols, bool transposed) {
+void GpuConv::im2col_on_device(const ConvGeometry& geometry, const float* x, float* cols, bool transposed,
+                               const uint32_t* tap_order) {
   const Dims d = dims_of(geometry);
   const auto count = static_cast<int64_t>(geometry.rows() * geometry.taps());
   if (count == 0) return;
-  launch_im2col(x, cols, d, count, transposed);
+  launch_im2col(x, cols, d, count, transposed, tap_order);
 }
 
 void GpuConv::col2im_on_device(const ConvGeometry& geometry, const float* dcols, float* dx) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "sim/conv_geometry.hpp"
 #include "sim/cuda/device_buffer.hpp"
@@ -33,9 +34,11 @@ class GpuConv {
 
   // The same two on the caller's device memory (fplab.torch's CUDA tensors), enqueued on the
   // default stream and not waited for: x (batch, channels, height, width) to cols, rows() x taps()
-  // or, `transposed`, taps() x rows() (the weight gradient's left operand); dcols (rows() x taps())
-  // to dx.
-  static void im2col_on_device(const ConvGeometry& geometry, const float* x, float* cols, bool transposed);
+  // or, `transposed`, taps() x rows() (the weight gradient's left operand), the taps in the order
+  // tap_order gives where it is not null (device memory, taps() entries: column t is tap
+  // tap_order[t], a GEMM's K gathered as gpu_k_order.hpp does); dcols (rows() x taps()) to dx.
+  static void im2col_on_device(const ConvGeometry& geometry, const float* x, float* cols, bool transposed,
+                               const uint32_t* tap_order = nullptr);
   static void col2im_on_device(const ConvGeometry& geometry, const float* dcols, float* dx);
 
  private:

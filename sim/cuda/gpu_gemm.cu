@@ -311,6 +311,11 @@ void GpuGemm::launch(const GemmPlan& plan, const float* a, const float* b, float
   const int64_t count = ks.count(kk);
   if (count > 65535) throw NotRealisable("GEMM with " + std::to_string(count) + " split-K parts (at most 65535)");
   if (m > 65535u * kTileM) throw NotRealisable("GEMM with more than 65535 row tiles");
+  if (const std::vector<size_t> order = plan.k_order(kk); !order.empty()) {
+    // strided(P) parts: the operands gathered part by part, each part then a run of K (k_parts.hpp)
+    const GpuKOrder::Operands gathered = k_order_.gather(order, a, b, shape_);
+    a = gathered.a, b = gathered.b;
+  }
   const dim3 grid(blocks_for(static_cast<int64_t>(n), kTileN), blocks_for(static_cast<int64_t>(m), kTileM),
                   static_cast<unsigned>(count));
   const int mi = static_cast<int>(m), ni = static_cast<int>(n);
@@ -565,7 +570,7 @@ void GpuGemm::run_unified(const GemmPlan& plan, const float* a, const float* b, 
 
 size_t GpuGemm::workspace_bytes() const {
   return (a_capacity_ + b_capacity_ + c_capacity_ + parts_capacity_) * sizeof(float) +
-         tickets_capacity_ * sizeof(unsigned);
+         tickets_capacity_ * sizeof(unsigned) + k_order_.workspace_bytes();
 }
 
 void GpuGemm::run_on_device(const GemmPlan& plan, const float* a, const float* b, float* c, GemmShape shape) {

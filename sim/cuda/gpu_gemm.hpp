@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "sim/cuda/gpu_gemm_tiled.hpp"
+#include "sim/cuda/gpu_k_order.hpp"
 #include "sim/cuda/gpu_plan.hpp"
 #include "sim/cuda/gpu_seeded.hpp"
 #include "sim/engine.hpp"
@@ -85,6 +86,7 @@ class GpuGemm {
   std::optional<detail::ChainTile> forced_tile_;
   float *a_ = nullptr, *b_ = nullptr, *c_ = nullptr, *parts_ = nullptr;
   unsigned* tickets_ = nullptr;  // the ordered split-K combine's flags / tickets, one per output tile
+  GpuKOrder k_order_;            // strided parts' operands, gathered part by part
   size_t a_capacity_ = 0, b_capacity_ = 0, c_capacity_ = 0, parts_capacity_ = 0, tickets_capacity_ = 0;
 };
 

@@ -5,6 +5,8 @@
 #include <tuple>
 #include <utility>
 
+#include "sim/schedule_walk.hpp"
+
 namespace fplab::sim::gpu {
 namespace {
 
@@ -241,6 +243,8 @@ int64_t GemmPlan::chunk(int64_t k) const {
       return std::max<int64_t>((k + size - 1) / size, 1);
     case Parts::contig:
       return size;
+    case Parts::strided:  // fewer terms than parts: one a part (the empty ones are no parts)
+      return std::max<int64_t>(k / size, 1);
   }
   return k;
 }
@@ -248,6 +252,7 @@ int64_t GemmPlan::chunk(int64_t k) const {
 KParts GemmPlan::k_parts(int64_t k) const {
   KParts p;
   p.chunk = chunk(k);
+  if (parts == Parts::strided && k >= size) p.longer = k % size;
   if (run) {
     p.run = run;
     p.per_run = (run + p.chunk - 1) / p.chunk;
@@ -256,6 +261,16 @@ KParts GemmPlan::k_parts(int64_t k) const {
 }
 
 int64_t GemmPlan::part_count(int64_t k) const { return k_parts(k).count(k); }
+
+std::vector<size_t> GemmPlan::k_order(int64_t k) const {
+  if (parts != Parts::strided || k <= size) return {};  // P or fewer terms: one a part, in order
+  return sim::detail::cols_order(size, static_cast<size_t>(k));
+}
+
+std::vector<size_t> OrderedGemmRoute::k_order(int64_t k) const {
+  if (!order) return {};
+  return sim::detail::fixed_order(*order, static_cast<size_t>(k)).value_or(std::vector<size_t>{});
+}
 
 namespace {
 
@@ -285,16 +300,19 @@ GemmPlan plan_gemm(const Schedule& s) {
   if (st.size() == 1 && is(st[0], GK::all, RK::seq)) return plan;
   const bool parts = st.size() == 2 && !st[1].shuffle && st[1].grouping.kind == GK::all &&
                      (restarts || (!st[0].shuffle && st[0].reducer.kind == RK::seq &&
-                                   (st[0].grouping.kind == GK::split || st[0].grouping.kind == GK::contig)));
+                                   (st[0].grouping.kind == GK::split || st[0].grouping.kind == GK::contig ||
+                                    st[0].grouping.kind == GK::strided)));
   if (!parts)
     reject(s, "GEMM",
-           "expected all:seq, split(S):seq | all:R, contig(G):seq | all:R or each(S)[contig(G):seq] | all:R (R = seq, "
-           "tree or atomic)");
+           "expected all:seq, split(S):seq | all:R, contig(G):seq | all:R, strided(P):seq | all:R or "
+           "each(S)[contig(G):seq] | all:R (R = seq, tree or atomic)");
   if (restarts) {
     plan.parts = GemmPlan::Parts::contig;
     std::tie(plan.run, plan.size) = restarting_parts(s);
   } else {
-    plan.parts = st[0].grouping.kind == GK::split ? GemmPlan::Parts::split : GemmPlan::Parts::contig;
+    plan.parts = st[0].grouping.kind == GK::split    ? GemmPlan::Parts::split
+                 : st[0].grouping.kind == GK::strided ? GemmPlan::Parts::strided
+                                                      : GemmPlan::Parts::contig;
     plan.size = st[0].grouping.size;
   }
   switch (st[1].reducer.kind) {
@@ -310,7 +328,8 @@ GemmPlan plan_gemm(const Schedule& s) {
     default:
       reject(s, "GEMM", "split-K parts are combined by seq, tree or atomic, not " + to_string(st[1].reducer));
   }
-  if (plan.parts == GemmPlan::Parts::split && plan.size > 65535) reject(s, "GEMM", "at most 65535 split-K parts");
+  if ((plan.parts == GemmPlan::Parts::split || plan.parts == GemmPlan::Parts::strided) && plan.size > 65535)
+    reject(s, "GEMM", "at most 65535 split-K parts");
   return plan;
 }
 
@@ -364,6 +383,23 @@ std::string fused_steps_why_not(int products, int fraction_bits, Reducer::Input 
 GemmRoute plan_any_gemm(const Schedule& schedule) {
   if (!schedule.stages.empty() && schedule.stages[0].reducer.kind == RK::fused) return plan_tensor_core_gemm(schedule);
   return plan_gemm(schedule);
+}
+
+bool only_reorders(const Stage& stage) {
+  if (stage.reorders()) return true;
+  return stage.each > 0 && !stage.inner.empty() && std::all_of(stage.inner.begin(), stage.inner.end(), only_reorders);
+}
+
+OrderedGemmRoute plan_ordered_gemm(const Schedule& schedule) {
+  const auto& st = schedule.stages;
+  if (st.size() < 2 || !only_reorders(st[0]) || schedule.nondeterministic()) return {std::nullopt, plan_any_gemm(schedule)};
+  const Schedule rest{std::vector<Stage>(st.begin() + 1, st.end())};
+  try {
+    return {st[0], plan_any_gemm(rest)};
+  } catch (const NotRealisable& e) {
+    throw NotRealisable("schedule '" + to_string(schedule) + "' is not realisable on the GPU: after its first stage, " +
+                        "which reorders K, " + e.what());
+  }
 }
 
 SeededPlan plan_seeded(const Schedule& schedule) {

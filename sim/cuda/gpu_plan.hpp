@@ -24,14 +24,21 @@
 //
 // The GEMM kernel realises `all:seq` (one FMA chain over K per output) and
 // `{split(S)|contig(G)}:seq | all:{seq|tree|atomic}` (split-K: FMA chains over consecutive
-// parts of K, combined in order, by a balanced tree, or by atomicAdd), and the same with parts
-// that restart every R terms, `each(R)[contig(G):seq] | all:{seq|tree|atomic}` (k_parts.hpp).
+// parts of K, combined in order, by a balanced tree, or by atomicAdd), the same with parts
+// that restart every R terms, `each(R)[contig(G):seq] | all:{seq|tree|atomic}` (k_parts.hpp),
+// and with parts of every P-th term, `strided(P):seq | all:{seq|tree|atomic}` (cuDNN's input
+// gradient of one chain per kernel position: the operands gathered part by part, gpu_k_order.hpp).
+// Before any of these, or before a tensor-core schedule, a deterministic schedule may start with a
+// stage that only reorders K (cols(R), perm(...), each(S)[...] of such: an NHWC kernel's terms by
+// kernel position): plan_ordered_gemm.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "sim/cuda/k_parts.hpp"
 #include "sim/schedule.hpp"
@@ -84,15 +91,18 @@ struct ReductionPlan {
 ReductionPlan plan_reduction(const Schedule& schedule);
 
 struct GemmPlan {
-  enum class Parts : uint8_t { one, split, contig };
+  enum class Parts : uint8_t { one, split, contig, strided };
   enum class Combine : uint8_t { seq, tree, atomic };
   Parts parts = Parts::one;
-  int64_t size = 0;  // S of split(S), G of contig(G)
+  int64_t size = 0;  // S of split(S), G of contig(G), P of strided(P)
   int64_t run = 0;   // R of each(R)[contig(G):seq] (parts contig, restarting every R terms); 0: none
   Combine combine = Combine::seq;
 
-  int64_t chunk(int64_t k) const;  // terms of K a part holds (the last may hold fewer)
-  KParts k_parts(int64_t k) const;
+  int64_t chunk(int64_t k) const;  // terms of K a part holds (the last may hold fewer; strided: the first more)
+  KParts k_parts(int64_t k) const;  // strided: the parts of the gathered operands
+  // The order in which the operands' K is gathered for the kernel (strided parts: cols(P), part by
+  // part); empty where they are read as they are.
+  std::vector<size_t> k_order(int64_t k) const;
   int64_t part_count(int64_t k) const;
   bool deterministic() const { return combine != Combine::atomic; }
 };
@@ -133,6 +143,26 @@ std::string fused_steps_why_not(int products, int fraction_bits, Reducer::Input 
 // first stage is fused(...), else the CUDA-core kernel's.
 using GemmRoute = std::variant<GemmPlan, TensorCoreGemmPlan>;
 GemmRoute plan_any_gemm(const Schedule& schedule);
+
+// A GEMM schedule whose first stage only reorders K — cols(R), perm(...), each(S)[...] of such:
+// cuDNN's TF32 kernels take a 3x3 convolution's terms by kernel position in blocks of channels,
+// each(288)[cols(9)] — realised on operands gathered in that order (A's columns, B's rows:
+// gpu_k_order.hpp), the rest of the schedule on a kernel above; as sim::gemm does on the CPU, and
+// like it for deterministic schedules only (an atomic step's stream is keyed by its stage number,
+// which the gathered rest would not keep). Any other schedule: no order, plan_any_gemm's route.
+struct OrderedGemmRoute {
+  std::optional<Stage> order;  // the first stage, when it only reorders K
+  GemmRoute rest;              // the kernel's route for the rest (the whole schedule without an order)
+
+  // K's order for `order` (sim::detail::fixed_order); empty without one.
+  std::vector<size_t> k_order(int64_t k) const;
+};
+
+// True for a stage that only reorders its list (sim::detail::fixed_order has an order for it).
+bool only_reorders(const Stage& stage);
+
+// Throws NotRealisable (plan_any_gemm's line, or the rest's after a reordering stage).
+OrderedGemmRoute plan_ordered_gemm(const Schedule& schedule);
 
 // The seeded-order kernel (gpu_seeded.hpp) realises `GROUPS:R1 [| all:R2]`, R1 and R2 each `seq`
 // or `atomic`, GROUPS any grouping (all, contig(G), strided(P), split(S)): the emulation's own

@@ -1,7 +1,9 @@
 // The parts of K that a GEMM's first stage chains, one FMA chain per part and output: part z of
 // `{split(S)|contig(G)}:seq` is terms [z G, min(k, (z + 1) G)); of `each(R)[contig(G):seq]` (tiles
 // that restart every R terms: cuDNN's weight gradient per image, docs/schedules.md) the parts of
-// every run of R terms in turn, each run cut from its own start, its last part possibly shorter.
+// every run of R terms in turn, each run cut from its own start, its last part possibly shorter;
+// of `strided(P):seq`, whose operands are gathered part by part (gpu_k_order.hpp: part j's terms
+// j, j + P, ... made consecutive), P runs of G = K / P terms, the first K mod P of them one longer.
 // No CUDA types: the planner (host code) and the kernels share it.
 #pragma once
 
@@ -19,24 +21,28 @@ struct KParts {
   int64_t chunk = 1;    // terms of a part (G)
   int64_t run = 0;      // R of each(R)[...]; 0: K is one run
   int64_t per_run = 1;  // parts of a whole run: ceil(R / G)
+  int64_t longer = 0;   // the first `longer` parts hold chunk + 1 terms (gathered strided parts; no runs)
 
   FPLAB_K_PARTS_HD int64_t begin(int64_t z) const {
-    return run ? (z / per_run) * run + (z % per_run) * chunk : z * chunk;
+    if (run) return (z / per_run) * run + (z % per_run) * chunk;
+    return z * chunk + (z < longer ? z : longer);
   }
   // The end of part z of a sum of k terms.
   FPLAB_K_PARTS_HD int64_t end(int64_t z, int64_t k) const {
     const int64_t limit = run && (z / per_run + 1) * run < k ? (z / per_run + 1) * run : k;
-    return begin(z) + chunk < limit ? begin(z) + chunk : limit;
+    const int64_t stop = begin(z) + chunk + (z < longer ? 1 : 0);
+    return stop < limit ? stop : limit;
   }
   // Parts of a sum of k terms (a last, shorter run has its own, fewer, parts).
   int64_t count(int64_t k) const {
     if (k <= 0) return 0;
+    if (longer) return (k - longer) / chunk;
     if (!run) return (k + chunk - 1) / chunk;
     return (k / run) * per_run + (k % run + chunk - 1) / chunk;
   }
   // Every part of a sum of k terms, k a multiple of 4, starts and ends at a multiple of 4 terms
   // (the tiled kernels' float4 loads along K never straddle a part's bounds).
-  bool aligned4() const { return chunk % 4 == 0 && run % 4 == 0; }
+  bool aligned4() const { return chunk % 4 == 0 && run % 4 == 0 && longer == 0; }
 };
 
 }  // namespace fplab::sim::gpu
