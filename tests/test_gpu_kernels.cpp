@@ -13,7 +13,9 @@
 #include <variant>
 #include <vector>
 
+#include "sim/cuda/addition_program.hpp"
 #include "sim/cuda/fast_divide.hpp"
+#include "sim/cuda/gpu_addition_program.hpp"
 #include "sim/cuda/gpu_device.hpp"
 #include "tests/gpu_device_or_skip.hpp"
 #include "sim/cuda/gpu_gemm.hpp"
@@ -664,4 +666,98 @@ TEST_CASE("gpu gemm: the serial form's timeline — each tile's parts release in
   size_t same = 0;
   for (size_t i = 0; i < out.size(); ++i) same += std::bit_cast<uint32_t>(out[i]) == std::bit_cast<uint32_t>(cpu[i]);
   CHECK(same == out.size());
+}
+
+namespace {
+
+// Orders of two-term additions the reduction kernels do not take: numpy's pairwise sum, tpu-v3's
+// trees and systolic passes, PyTorch's and CUB's, and stages around them.
+const char* const kProgramSchedules[] = {"numpy", "pairwise", "all:rev", "strided(128):seq | all:tree", "systolic(128)",
+                                         "all:seq", "strided(32):seq | all:shfl_down", "torch-cpu-sum(8)",
+                                         "cub-sum(256,4)", "each(40)[contig(16):seq] | all:tree",
+                                         "cols(9) | all:tree", "body(8)[strided(4):seq | perm(1,0,3,2) | all:tree] | all:seq",
+                                         "contig(7):shfl_xor | strided(3):numpy_pairwise | all:rev"};
+
+}  // namespace
+
+TEST_CASE("gpu addition program: the schedule's additions in post-order == sim::reduce (host reading)") {
+  for (const char* text : kProgramSchedules)
+    for (size_t n : {size_t{1}, size_t{2}, size_t{7}, size_t{33}, size_t{100}, size_t{1000}, size_t{4097}}) {
+      const Schedule s = parse_schedule(text);
+      const AdditionProgram program = addition_program(s, n);
+      CHECK(program.depth <= kMaxProgramDepth);
+      const auto x = floats("lognormal:" + std::to_string(n), n + 3);
+      const float got = run_addition_program(program, [&](int32_t t) { return x[static_cast<size_t>(t)]; });
+      INFO(text << " over " << n);
+      CHECK(std::bit_cast<uint32_t>(got) == std::bit_cast<uint32_t>(cpu_reduce(s, x)));
+      // every term read once
+      size_t reads = 0;
+      for (int32_t op : program.ops) reads += op != AdditionProgram::kAdd;
+      CHECK(reads == n);
+    }
+  // a chain holds two values, a pairwise tree about log2(n)
+  CHECK(addition_program(parse_schedule("all:seq"), 100000).depth <= 2);
+  CHECK(addition_program(parse_schedule("pairwise"), 100000).depth <= 18);
+  // rounded products: the same program over fl(a b)
+  const Schedule systolic = parse_schedule("systolic(128)");
+  const GemmShape shape{3, 5, 300};
+  const auto a = floats("normal:" + std::to_string(shape.m * shape.k), 1), b = floats("lognormal:" + std::to_string(shape.k * shape.n), 2);
+  Arithmetic rounded;
+  rounded.products = Products::rounded;
+  std::vector<float> c(shape.m * shape.n);
+  sim::gemm(systolic, a.data(), b.data(), c.data(), shape, rounded);
+  const AdditionProgram program = addition_program(systolic, shape.k);
+  for (size_t i = 0; i < shape.m; ++i)
+    for (size_t j = 0; j < shape.n; ++j) {
+      const float got = run_addition_program(program, [&](int32_t t) {
+        return a[i * shape.k + static_cast<size_t>(t)] * b[static_cast<size_t>(t) * shape.n + j];
+      });
+      CHECK(std::bit_cast<uint32_t>(got) == std::bit_cast<uint32_t>(c[i * shape.n + j]));
+    }
+  // refused, in one line naming the schedule
+  for (const char* text : {"atomic", "shuffle | all:seq", "kahan", "all:exact", "tc-h100-tf32", "binned",
+                           "contig(4):seq@fp64 | all:seq"}) {
+    const Schedule s = parse_schedule(text);
+    CHECK(addition_program_why_not(s).rfind("schedule '" + to_string(s) + "' is not realisable by the GPU addition program: ", 0) == 0);
+    CHECK_THROWS_AS(addition_program(s, 10), NotRealisable);
+  }
+}
+
+TEST_CASE("gpu addition program == sim::reduce_batch and sim::gemm (rounded products) bit for bit") {
+  if (!have_device()) return;
+  const std::pair<size_t, size_t> shapes[] = {{1, 1}, {10, 64}, {64, 10}, {131, 130}, {4097, 3}};
+  for (const char* text : kProgramSchedules)
+    for (const auto& [rows, cols] : shapes) {
+      const Schedule s = parse_schedule(text);
+      const auto x = floats("lognormal:" + std::to_string(rows * cols), rows * 5 + cols);
+      const std::vector<double> terms(x.begin(), x.end());
+      std::vector<double> cpu(cols);
+      reduce_batch(s, terms.data(), rows, cols, Arithmetic{}, NoiseKey{}, cpu.data());
+      std::vector<float> transposed(rows * cols);
+      for (size_t i = 0; i < rows; ++i)
+        for (size_t j = 0; j < cols; ++j) transposed[j * rows + i] = x[i * cols + j];
+      const auto by_columns = reduce_batch_program(s, x, {rows, cols, cols, 1});
+      const auto by_rows = reduce_batch_program(s, transposed, {rows, cols, 1, rows});
+      size_t same = 0;
+      for (size_t j = 0; j < cols; ++j)
+        same += std::bit_cast<uint32_t>(by_columns[j]) == std::bit_cast<uint32_t>(static_cast<float>(cpu[j])) &&
+                std::bit_cast<uint32_t>(by_rows[j]) == std::bit_cast<uint32_t>(static_cast<float>(cpu[j]));
+      INFO(text << ", " << rows << " rows x " << cols << " columns");
+      CHECK(same == cols);
+    }
+  Arithmetic rounded;
+  rounded.products = Products::rounded;
+  for (const char* text : {"all:seq", "systolic(128)", "pairwise", "strided(128):seq | all:tree"})
+    for (const GemmShape& shape : {GemmShape{1, 1, 1}, GemmShape{7, 13, 33}, GemmShape{65, 70, 1000}, GemmShape{3, 5, 0}}) {
+      const Schedule s = parse_schedule(text);
+      const auto a = floats("normal:" + std::to_string(shape.m * shape.k + 1), shape.k);
+      const auto b = floats("lognormal:" + std::to_string(shape.k * shape.n + 1), shape.k + 1);
+      std::vector<float> cpu(shape.m * shape.n);
+      sim::gemm(s, a.data(), b.data(), cpu.data(), shape, rounded);
+      const auto gpu = gemm_rounded_program(s, a.data(), b.data(), shape);
+      size_t same = 0;
+      for (size_t i = 0; i < cpu.size(); ++i) same += std::bit_cast<uint32_t>(cpu[i]) == std::bit_cast<uint32_t>(gpu[i]);
+      INFO(text << ", " << shape.m << "x" << shape.n << "x" << shape.k);
+      CHECK(same == cpu.size());
+    }
 }

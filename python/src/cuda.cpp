@@ -17,6 +17,8 @@
 #include "python/src/bindings.hpp"
 #include "sim/arithmetic.hpp"
 #include "sim/conv_geometry.hpp"
+#include "sim/cuda/addition_program.hpp"
+#include "sim/cuda/gpu_addition_program.hpp"
 #include "sim/cuda/gpu_batch_norm.hpp"
 #include "sim/cuda/gpu_conv.hpp"
 #include "sim/cuda/gpu_device.hpp"
@@ -41,14 +43,15 @@ struct DeviceKernels {
   gpu::GpuSegmentedReduction sums;
   gpu::GpuSeededReduction seeded;  // schedules with atomic steps, in the impl seed's orders
   gpu::GpuKOrder k_order;          // operands gathered for a schedule that first reorders K
+  gpu::GpuAdditionProgram programs;  // the orders no other kernel takes: a thread an output
   // A convolution's intermediates: its weight as the GEMM's B (taps x C_out), the GEMM's output
   // rows (positions x C_out, forward; the output gradient's rows, backward), the weight gradient
   // as the GEMM makes it (taps x C_out).
   gpu::DeviceBuffer conv_weight, conv_rows, conv_dw;
   size_t workspace_bytes() const {
     return gemm.workspace_bytes() + tensor_core_gemm.workspace_bytes() + sums.workspace_bytes() +
-           seeded.workspace_bytes() + k_order.workspace_bytes() + conv_weight.bytes() + conv_rows.bytes() +
-           conv_dw.bytes();
+           seeded.workspace_bytes() + k_order.workspace_bytes() + programs.workspace_bytes() + conv_weight.bytes() +
+           conv_rows.bytes() + conv_dw.bytes();
   }
 };
 
@@ -114,8 +117,14 @@ std::string why_not(bool gemm, const sim::Schedule& schedule, const sim::Arithme
   if (!arithmetic.native_float())
     return "arithmetic " + arithmetic.to_string() +
            " is not the kernels' (fp32, round to nearest even, subnormals kept)";
+  if (gemm && arithmetic.products == sim::Products::rounded) {  // the addition program's rounded products
+    std::string why = gpu::addition_program_why_not(schedule);
+    if (why.empty() && !gpu::device_available(&why)) return why;
+    return why;
+  }
   if (gemm && arithmetic.products != sim::Products::fused)
-    return "products '" + std::string(sim::products_name(arithmetic.products)) + "': the GEMM kernel fuses them";
+    return "products '" + std::string(sim::products_name(arithmetic.products)) + "': the GEMM kernels fuse them or "
+           "round them first";
   try {
     if (gemm) {
       const GemmRoute route = plan_ordered_gemm(schedule).rest;
@@ -136,7 +145,9 @@ std::string why_not(bool gemm, const sim::Schedule& schedule, const sim::Arithme
     }
     if (!gemm && !fast_plan(schedule)) gpu::plan_seeded(schedule);
   } catch (const gpu::NotRealisable& e) {
-    return e.what();
+    // a sum no other kernel takes may still be an addition program (numpy's pairwise, trees)
+    if (!gemm && gpu::addition_program_why_not(schedule).empty()) return {};
+    return gemm ? e.what() : gpu::addition_program_why_not(schedule);
   }
   return {};
 }
@@ -151,7 +162,15 @@ std::string cuda_device(int device) {
 }
 
 void cuda_matmul(uintptr_t a, uintptr_t b, uintptr_t c, size_t m, size_t n, size_t k, const sim::Schedule& schedule,
-                 int device, uint64_t impl_seed, uint64_t op_id, uint64_t call) {
+                 int device, uint64_t impl_seed, uint64_t op_id, uint64_t call, bool rounded_products) {
+  if (rounded_products) {
+    if (const std::string why = gpu::addition_program_why_not(schedule); !why.empty()) throw gpu::NotRealisable(why);
+    py::gil_scoped_release unlocked;
+    const std::lock_guard<std::mutex> held(kernels_lock);
+    kernels_on(device).programs.run_gemm_rounded(schedule, device_floats(a), device_floats(b), device_floats_out(c),
+                                                 {m, n, k});
+    return;
+  }
   const OrderedGemmRoute route = plan_ordered_gemm(schedule);
   py::gil_scoped_release unlocked;
   const std::lock_guard<std::mutex> held(kernels_lock);
@@ -159,24 +178,35 @@ void cuda_matmul(uintptr_t a, uintptr_t b, uintptr_t c, size_t m, size_t n, size
            {impl_seed, op_id, call});
 }
 
-// The fast kernel's plan where it realises the schedule deterministically, else the seeded-order one's.
+// The fast kernel's plan where it realises the schedule deterministically, else the seeded-order
+// one's, else the addition program's (a thread an output: numpy's pairwise sums, trees).
 struct SumPlans {
+  sim::Schedule schedule;
   std::optional<gpu::ReductionPlan> fast;
-  gpu::SeededPlan seeded;
-  explicit SumPlans(const sim::Schedule& schedule)
-      : fast(fast_plan(schedule)), seeded(fast ? gpu::SeededPlan{} : gpu::plan_seeded(schedule)) {}
+  std::optional<gpu::SeededPlan> seeded;
+  explicit SumPlans(const sim::Schedule& s) : schedule(s), fast(fast_plan(s)) {
+    if (fast) return;
+    try {
+      seeded = gpu::plan_seeded(s);
+    } catch (const gpu::NotRealisable&) {
+      if (const std::string why = gpu::addition_program_why_not(s); !why.empty()) throw gpu::NotRealisable(why);
+    }
+  }
 };
 
 // A batch of sums on the fast kernel or the seeded-order one; `columns`: term t of output o at
 // x[t * count + o], else at x[o * n + t]. The caller holds kernels_lock.
 void sum_batch_on(DeviceKernels& k, const SumPlans& plans, const float* x, size_t n, size_t count, bool columns,
                   float* out, const sim::NoiseKey& key) {
+  const gpu::BatchLayout layout{n, count, columns ? count : 1, columns ? 1 : n};
   if (plans.fast && columns)
     k.sums.run_columns(*plans.fast, x, n, count, out);
   else if (plans.fast)
     k.sums.run(*plans.fast, x, n, count, out);
+  else if (plans.seeded)
+    k.seeded.run(*plans.seeded, x, layout, key, sim::kBatchTileOutputs, out);
   else
-    k.seeded.run(plans.seeded, x, {n, count, columns ? count : 1, columns ? 1 : n}, key, sim::kBatchTileOutputs, out);
+    k.programs.run(plans.schedule, x, layout, out);
 }
 
 // Sums of segments the caller laid out (segment o at x[o * ld ...], gpu::segment_stride), read
@@ -185,8 +215,10 @@ void sum_segments_in_place(DeviceKernels& k, const SumPlans& plans, const float*
                            float* out, const sim::NoiseKey& key) {
   if (plans.fast)
     k.sums.run_in_place(*plans.fast, x, n, ld, count, out);
+  else if (plans.seeded)
+    k.seeded.run(*plans.seeded, x, {n, count, 1, ld}, key, sim::kBatchTileOutputs, out);
   else
-    k.seeded.run(plans.seeded, x, {n, count, 1, ld}, key, sim::kBatchTileOutputs, out);
+    k.programs.run(plans.schedule, x, {n, count, 1, ld}, out);
 }
 
 void sum_batch(uintptr_t x, size_t n, size_t count, bool columns, uintptr_t out, const sim::Schedule& schedule,
@@ -402,10 +434,11 @@ void bind_cuda(py::module_& m) {
         "with the CPU engine's bits on the device: one line, or '' when they can.");
   m.def("cuda_matmul", &cuda_matmul, py::arg("a"), py::arg("b"), py::arg("c"), py::arg("m"), py::arg("n"), py::arg("k"),
         py::arg("schedule"), py::arg("device") = 0, py::arg("impl_seed") = 0, py::arg("op_id") = 0,
-        py::arg("call") = 0,
+        py::arg("call") = 0, py::arg("rounded_products") = false,
         "C = A B on the device: a, b, c the addresses of dense row-major float32 matrices (m x k, k x n, m x n) in "
         "device memory; c must not overlap a or b. An atomic combine of split-K parts in the order the noise key "
-        "(impl_seed, op_id, call; tiles of 4 x 64 outputs) draws, as matmul. Enqueued on the default stream.");
+        "(impl_seed, op_id, call; tiles of 4 x 64 outputs) draws, as matmul; rounded_products: every product "
+        "rounded to float32 before it is added (products='rounded'). Enqueued on the default stream.");
   m.def("cuda_sum_segments", &cuda_sum_segments, py::arg("x"), py::arg("n"), py::arg("count"), py::arg("out"),
         py::arg("schedule"), py::arg("device") = 0, py::arg("impl_seed") = 0, py::arg("op_id") = 0, py::arg("call") = 0,
         "out[s] = the reduction of x[s*n : s*n + n] for s < count in the schedule's order (float32 device memory); "

@@ -6,9 +6,9 @@ test_torch_crosscheck.py): the same profile and impl seed must give the same bit
   operations where those do not apply) against the CPU engine's, on every combination of kernel
   1-3, stride 1-3, padding 0-2 and dilation 1-2 that fits;
 - every emulated layer, forward and backward, under profiles whose reductions run on the kernels
-  (h100:deterministic; h100 and det-atomics, their atomic sums on the seeded-order kernel), partly
-  on the host (cpu-seq's rounded products, v100's atomic split-K weight gradients) and wholly on
-  the host (exact); h100-tf32's and h100-bf16's GEMMs on the GPU's own tensor cores, a100-tf32's
+  (h100:deterministic; h100 and det-atomics, their atomic sums on the seeded-order kernel; cpu-seq,
+  tpu-v3 and numpy, their rounded products and trees as addition programs) and wholly on the host
+  (exact); h100-tf32's and h100-bf16's GEMMs on the GPU's own tensor cores, a100-tf32's
   and rtx5000-tc's fused steps in software on CUDA cores; and on a stream other than the default
   one; no reduction of the step runs natively (PyTorch's CPU and CUDA sums need not agree);
 - fplab's own models trained a few steps on each device (weights, BatchNorm buffers, predictions);
@@ -165,7 +165,7 @@ class CudaLayers(unittest.TestCase):
 
     def test_kernels(self):
         for profile in ("cpu-seq", "h100:deterministic", "v100", "p100", "t4", "h100", "det-atomics", "h100-tf32",
-                        "h100-bf16"):
+                        "h100-bf16", "tpu-v3", "numpy"):
             with self.subTest(profile=profile):
                 coverage = self.check(profile)
                 table = load_table(profile)
@@ -174,8 +174,10 @@ class CudaLayers(unittest.TestCase):
                     gemm = e.op_kind in ("fwd", "dgrad", "wgrad")
                     on_kernels = not fplab._core.cuda_why_not(gemm, choice.schedule, choice.arithmetic)
                     self.assertEqual(e.where == "cuda", on_kernels, f"{profile}: {e}")
-                if profile in ("h100:deterministic", "h100", "det-atomics"):  # h100: its atomic sums seeded
-                    self.assertEqual({e.where for e in coverage.emulated}, {"cuda"})
+                # h100: its atomic sums seeded; cpu-seq's and tpu-v3's rounded products, tpu-v3's
+                # trees and numpy's pairwise sums as addition programs
+                if profile in ("h100:deterministic", "h100", "det-atomics", "cpu-seq", "tpu-v3", "numpy"):
+                    self.assertEqual({e.where for e in coverage.emulated}, {"cuda"}, profile)
 
     def test_atomic_split_k_on_the_device(self):
         """GEMMs whose split-K parts meet in an atomic combine (v100's and t4's weight gradients,

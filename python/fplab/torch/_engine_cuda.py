@@ -7,7 +7,12 @@ rest goes to the CPU engine on a copy (a round trip through the host, listed in 
 "cpu (from cuda: WHY)"), so that a profile's bits are the same whatever device the tensors are on:
 
 - schedules outside the kernels' family and other arithmetic (bf16 or fp16 accumulators,
-  stochastic rounding, tensor-core models other than the H100's).
+  stochastic rounding, exact sums and products).
+
+Sums whose every step is a two-term fp32 addition but which neither the reduction kernel nor the
+seeded-order one takes (numpy's pairwise softmax, tpu-v3's trees), and GEMMs of rounded products
+(cpu-seq, tpu-v3) in such orders, run as addition programs, a thread an output
+(sim/cuda/gpu_addition_program).
 
 Tensor-core GEMMs of the H100's models (``fused(tc-h100-tf32)``, ``-tf32-rne``, ``-tf32-rna``,
 ``-bf16``, ``-fp16``: h100-tf32, h100-bf16, h100-torch-tf32) run on the GPU's own tensor cores
@@ -154,7 +159,8 @@ class CudaEngine:
         if m * n == 0:
             return c
         self._kernels(_core.cuda_matmul, a.data_ptr(), b.data_ptr(), c.data_ptr(), m, n, k, choice.schedule,
-                      self.index, self.impl_seed, site.op_id(op_kind, part), site.call)
+                      self.index, self.impl_seed, site.op_id(op_kind, part), site.call,
+                      choice.arithmetic.products == "rounded")
         return c
 
     def sum_rows(self, op: str, op_kind: str, terms: torch.Tensor, site: Site, part: int = 0) -> torch.Tensor:
@@ -195,6 +201,8 @@ class CudaEngine:
         choices = {kind: self.table.choice(kind, site.layer) for kind in kinds}
         if any(self.why_not(kind, choice) for kind, choice in choices.items()):
             return None
+        if any(kind in _GEMM_KINDS and choice.arithmetic.products == "rounded" for kind, choice in choices.items()):
+            return None  # rounded products: cuda_matmul's addition programs, one GEMM at a time
         for kind, choice in choices.items():
             for _ in range(sums):
                 self.coverage.emulated(op, kind, choice, "cuda")
