@@ -389,6 +389,35 @@ TEST_CASE("gpu gemm == sim::gemm bit for bit: FMA chains and ordered split-K on 
     }
 }
 
+TEST_CASE("gpu gemm, products rounded (cpu-seq, tpu-v3) == sim::gemm bit for bit: every tile and combine") {
+  if (!have_device()) return;
+  Arithmetic rounded;
+  rounded.products = Products::rounded;
+  // tiles by shape: 64 x 64 (k not a multiple of 4), thin 16 x 32, wide 128 x 64 and 128 x 128
+  const GemmShape shapes[] = {{1, 1, 1}, {7, 13, 33}, {64, 64, 4096}, {576, 64, 2048}, {2048, 256, 64}, {70, 130, 17}};
+  const NoiseKey key{3, 17, 5};
+  for (const char* text : {"all:seq", "systolic(128)", "splitk-tree(5)", "split(7):seq | all:atomic",
+                           "strided(9):seq | all:seq"})
+    for (const auto& shape : shapes) {
+      const Schedule s = parse_schedule(text);
+      const auto a = floats("normal:" + std::to_string(shape.m * shape.k), shape.k);
+      const auto b = floats("lognormal:" + std::to_string(shape.k * shape.n), shape.k + 1);
+      std::vector<float> gpu(shape.m * shape.n), cpu(shape.m * shape.n), fused(shape.m * shape.n);
+      if (plan_gemm(s).deterministic())
+        gpu::gemm(s, a.data(), b.data(), gpu.data(), shape, true);
+      else
+        gemm_seeded(s, a.data(), b.data(), gpu.data(), shape, key, true);
+      sim::gemm(s, a.data(), b.data(), cpu.data(), shape, rounded, key);
+      sim::gemm(s, a.data(), b.data(), fused.data(), shape, Arithmetic{}, key);
+      size_t same = 0;
+      for (size_t i = 0; i < gpu.size(); ++i)
+        same += std::bit_cast<uint32_t>(gpu[i]) == std::bit_cast<uint32_t>(cpu[i]);
+      INFO(text << ", " << shape.m << "x" << shape.n << "x" << shape.k);
+      CHECK(same == gpu.size());
+      if (shape.k > 16) CHECK(cpu != fused);  // rounding the products changes the bits
+    }
+}
+
 TEST_CASE("gpu gemm, ordered split-K on grids larger than the device (two passes, serial) == sim::gemm") {
   if (!have_device()) return;
   const GemmShape shape{520, 1030, 2000};  // 153 output tiles: x 7 or 16 parts > the blocks resident at once

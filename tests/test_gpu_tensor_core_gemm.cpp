@@ -9,6 +9,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <string>
@@ -111,7 +112,7 @@ TEST_CASE("tensor-core gemm plan: models no H100 instruction computes go to fuse
 TEST_CASE("tensor-core gemm plan: other models and orders are refused in one line") {
   for (const char* text : {"all:fused(tc-h100-fp8)", "all:fused(32,13,e4m3)", "all:fused(8,26,tf32)",
                            "all:fused(3,23,tf32)", "split(16):fused(tc-h100-tf32) | all:tree",
-                           "split(4):fused(tc-h100-tf32) | all:atomic", "all:seq",
+                           "split(4):fused(tc-h100-tf32) | all:shfl_down", "all:seq",
                            "strided(4):fused(tc-h100-tf32) | all:seq"}) {
     INFO(text);
     try {
@@ -224,6 +225,33 @@ TEST_CASE("fused steps on CUDA cores == sim::gemm bit for bit: every other model
       const auto b = data(shape.k * shape.n, 18, lo + shift, hi + shift, zeros, specials);
       check_against_cpu(std::string("split(5):fused(") + model + ") | all:seq", a, b, shape, what);
     }
+}
+
+TEST_CASE("tensor-core gemm, split-K parts added by atomics in the impl seed's order == sim::gemm with that key") {
+  // rtx5000-tc's weight gradients: split(48):fused(4,23) | all:atomic (fused steps in software)
+  CHECK_FALSE(plan_tensor_core_gemm(parse_schedule("split(48):fused(4,23) | all:atomic")).parts.deterministic());
+  if (!test::have_device()) return;
+  const GemmShape shapes[] = {{1, 1, 1}, {17, 9, 13}, {70, 130, 257}, {576, 64, 2048}};
+  const NoiseKey keys[] = {{3, 17, 5}, {4, 17, 5}};
+  std::vector<const char*> models(std::begin(kSoftwareModels), std::end(kSoftwareModels));
+  if (hopper()) models.insert(models.end(), std::begin(kModels), std::end(kModels));
+  for (const char* model : models)
+    for (const std::string head : {"split(48):fused(", "contig(40):fused("})
+      for (const GemmShape& shape : shapes) {
+        const Schedule s = parse_schedule(head + model + ") | all:atomic");
+        const auto a = data(shape.m * shape.k, shape.k, -3, 3, 0.05, false);
+        const auto b = data(shape.k * shape.n, shape.k + 1, -3, 3, 0.05, false);
+        std::vector<std::vector<float>> by_key;
+        for (const NoiseKey& key : keys) {
+          std::vector<float> cpu(shape.m * shape.n);
+          sim::gemm(s, a.data(), b.data(), cpu.data(), shape, Arithmetic{}, key);
+          const std::vector<float> gpu = tensor_core_gemm(s, a.data(), b.data(), shape, std::nullopt, key);
+          INFO(to_string(s) << ", " << shape.m << "x" << shape.n << "x" << shape.k << ", impl seed " << key.impl_seed);
+          CHECK(same_bits(gpu, cpu) == gpu.size());
+          by_key.push_back(gpu);
+        }
+        if (shape.k >= 2048) CHECK(by_key[0] != by_key[1]);  // another seed, another order of the parts
+      }
 }
 
 TEST_CASE("tensor-core gemm: K = 0 gives +0, an empty output is fine") {

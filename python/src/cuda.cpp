@@ -106,7 +106,7 @@ void run_gemm(DeviceKernels& k, const OrderedGemmRoute& ordered, const float* a,
   else if (fma)
     k.gemm.run_on_device(*fma, a, b, c, shape);
   else
-    k.tensor_core_gemm.run_on_device(std::get<gpu::TensorCoreGemmPlan>(route), a, b, c, shape);
+    k.tensor_core_gemm.run_seeded_on_device(std::get<gpu::TensorCoreGemmPlan>(route), k.seeded, key, a, b, c, shape);
 }
 
 // Why the kernels cannot run this reduction as `schedule` in `arithmetic` ("" when they can):
@@ -117,9 +117,22 @@ std::string why_not(bool gemm, const sim::Schedule& schedule, const sim::Arithme
   if (!arithmetic.native_float())
     return "arithmetic " + arithmetic.to_string() +
            " is not the kernels' (fp32, round to nearest even, subnormals kept)";
-  if (gemm && arithmetic.products == sim::Products::rounded) {  // the addition program's rounded products
-    std::string why = gpu::addition_program_why_not(schedule);
+  if (gemm && arithmetic.products == sim::Products::rounded) {
+    // the FMA-chain kernels with rounded products, else an addition program
+    std::optional<OrderedGemmRoute> route;
+    try {
+      route = plan_ordered_gemm(schedule);
+    } catch (const gpu::NotRealisable&) {
+    }
+    const auto* chains = route ? std::get_if<gpu::GemmPlan>(&route->rest) : nullptr;
+    std::string why = chains ? std::string() : gpu::addition_program_why_not(schedule);
     if (why.empty() && !gpu::device_available(&why)) return why;
+    if (why.empty() && chains && !chains->deterministic()) {
+      py::gil_scoped_release unlocked;
+      const std::lock_guard<std::mutex> held(kernels_lock);
+      gpu::use_device(device);
+      return gpu::seeded_gemm_why_not();
+    }
     return why;
   }
   if (gemm && arithmetic.products != sim::Products::fused)
@@ -130,17 +143,23 @@ std::string why_not(bool gemm, const sim::Schedule& schedule, const sim::Arithme
       const GemmRoute route = plan_ordered_gemm(schedule).rest;
       const auto* fma = std::get_if<gpu::GemmPlan>(&route);
       const auto* tensor_cores = std::get_if<gpu::TensorCoreGemmPlan>(&route);
-      if (tensor_cores && tensor_cores->cuda_cores) {  // fused steps in software: any device
-        std::string why;
-        return gpu::device_available(&why) ? std::string() : why;
-      }
-      if (!fma || !fma->deterministic()) {  // a kernel checked on this device before its first use
+      // a kernel checked on this device before its first use: the tensor cores' (but fused steps
+      // in software) and the seeded fold of atomic parts
+      const bool seeded = fma ? !fma->deterministic() : !tensor_cores->parts.deterministic();
+      const bool chip = tensor_cores && !tensor_cores->cuda_cores;
+      if (seeded || chip) {
         std::string why;
         if (!gpu::device_available(&why)) return why;
         py::gil_scoped_release unlocked;
         const std::lock_guard<std::mutex> held(kernels_lock);
         gpu::use_device(device);
-        return fma ? gpu::seeded_gemm_why_not() : gpu::tensor_core_gemm_why_not();
+        why = chip ? gpu::tensor_core_gemm_why_not() : std::string();
+        if (why.empty() && seeded) why = gpu::seeded_gemm_why_not();
+        return why;
+      }
+      if (tensor_cores) {  // fused steps in software: any device
+        std::string why;
+        return gpu::device_available(&why) ? std::string() : why;
       }
     }
     if (!gemm && !fast_plan(schedule)) gpu::plan_seeded(schedule);
@@ -163,15 +182,26 @@ std::string cuda_device(int device) {
 
 void cuda_matmul(uintptr_t a, uintptr_t b, uintptr_t c, size_t m, size_t n, size_t k, const sim::Schedule& schedule,
                  int device, uint64_t impl_seed, uint64_t op_id, uint64_t call, bool rounded_products) {
+  std::optional<OrderedGemmRoute> chains;  // rounded products: the FMA-chain kernels where they take the order
   if (rounded_products) {
-    if (const std::string why = gpu::addition_program_why_not(schedule); !why.empty()) throw gpu::NotRealisable(why);
-    py::gil_scoped_release unlocked;
-    const std::lock_guard<std::mutex> held(kernels_lock);
-    kernels_on(device).programs.run_gemm_rounded(schedule, device_floats(a), device_floats(b), device_floats_out(c),
-                                                 {m, n, k});
-    return;
+    try {
+      chains = plan_ordered_gemm(schedule);
+      if (auto* plan = std::get_if<gpu::GemmPlan>(&chains->rest))
+        plan->rounded_products = true;
+      else
+        chains.reset();
+    } catch (const gpu::NotRealisable&) {
+    }
+    if (!chains) {  // else an addition program, a thread an output
+      if (const std::string why = gpu::addition_program_why_not(schedule); !why.empty()) throw gpu::NotRealisable(why);
+      py::gil_scoped_release unlocked;
+      const std::lock_guard<std::mutex> held(kernels_lock);
+      kernels_on(device).programs.run_gemm_rounded(schedule, device_floats(a), device_floats(b), device_floats_out(c),
+                                                   {m, n, k});
+      return;
+    }
   }
-  const OrderedGemmRoute route = plan_ordered_gemm(schedule);
+  const OrderedGemmRoute route = chains ? *chains : plan_ordered_gemm(schedule);
   py::gil_scoped_release unlocked;
   const std::lock_guard<std::mutex> held(kernels_lock);
   run_gemm(kernels_on(device), route, device_floats(a), device_floats(b), device_floats_out(c), {m, n, k},

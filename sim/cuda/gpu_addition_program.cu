@@ -80,6 +80,22 @@ void GpuAdditionProgram::run(const Schedule& schedule, const float* x, const Bat
     FPLAB_CUDA(cudaMemsetAsync(results, 0, layout.outputs * sizeof(float)));
     return;
   }
+  const auto& st = schedule.stages;
+  const bool chains_first = st.size() > 1 && st[0].reduces() && !st[0].format && !st[0].hold &&
+                            st[0].reducer.kind == Reducer::Kind::seq && st[0].grouping.kind != Grouping::Kind::all;
+  if (chains_first) {
+    // A first stage of in-order chains (tpu-v3's strided(128):seq | all:tree over a batch's
+    // pixels): its groups' chains in parallel threads, then the rest of the schedule's program
+    // over their partials, which is what the walk's next stages see.
+    const auto groups = static_cast<size_t>(GpuSeededReduction::group_count(st[0].grouping, layout.n));
+    float* const partials = partials_.reserve<float>(groups * layout.outputs);
+    chains_.chains(st[0].grouping, x, layout, partials);
+    const Uploaded& p = program(Schedule{std::vector<Stage>(st.begin() + 1, st.end())}, groups);
+    run_program<<<blocks_for(layout.outputs), kThreads>>>(BatchTerms{partials, layout.outputs, 1}, layout.outputs,
+                                                           p.ops, p.length, results);
+    FPLAB_CUDA_LAUNCHED("run_program<BatchTerms> over chains");
+    return;
+  }
   const Uploaded& p = program(schedule, layout.n);
   run_program<<<blocks_for(layout.outputs), kThreads>>>(BatchTerms{x, layout.term_stride, layout.output_stride},
                                                          layout.outputs, p.ops, p.length, results);

@@ -34,7 +34,7 @@ class GpuAdditionProgram {
   // k of an output added in the schedule's order. Throws NotRealisable.
   void run_gemm_rounded(const Schedule& schedule, const float* a, const float* b, float* c, GemmShape shape);
 
-  size_t workspace_bytes() const { return bytes_; }
+  size_t workspace_bytes() const { return bytes_ + partials_.bytes() + chains_.workspace_bytes(); }
 
  private:
   struct Uploaded {
@@ -47,6 +47,8 @@ class GpuAdditionProgram {
 
   std::map<std::pair<std::string, size_t>, Uploaded> programs_;
   size_t bytes_ = 0;
+  GpuSeededReduction chains_;  // a first stage of in-order chains, in parallel (its `chains`)
+  DeviceBuffer partials_;
 };
 
 // Upload host values, run, wait: the outputs (tests, tools). Throw NotRealisable.

@@ -1,7 +1,7 @@
 // The GEMM kernel: 64 x 64 output tiles, 256 threads of 4 x 4 outputs each, K staged through
 // shared memory 16 at a time. Each output's chain runs over its part of K strictly in K order
-// with __fmaf_rn; the first term is the rounded product __fmul_rn, as a one-term group's
-// result is in the emulation. Nothing is ever added for a K index outside the part (an FMA with
+// with __fmaf_rn (or, products rounded, __fmul_rn then __fadd_rn: chain_step); the first term is
+// the rounded product __fmul_rn, as a one-term group's result is in the emulation. Nothing is ever added for a K index outside the part (an FMA with
 // a zero product would turn an accumulator of -0 into +0). Chains written out (one part, parts to a
 // workspace, an atomic combine) run in other tiles where the shape allows (gpu_gemm_tiled.cu):
 // the same chains, faster; the ordered combines that fold parts in the kernel stay here.
@@ -50,7 +50,7 @@ __device__ __forceinline__ unsigned long long global_ns() {
 template <Out O>
 constexpr int kMinBlocksPerSm = O == Out::serial_timed ? 5 : 0;
 
-template <Out O>
+template <Out O, bool Rounded = false>
 __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm<O>)
     gemm_fma_chains(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ out, int m, int n,
                     int64_t k, KParts ks, float* __restrict__ parts, unsigned* __restrict__ tickets) {
@@ -92,7 +92,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm<O>)
 #pragma unroll
       for (int i = 0; i < 4; ++i)
 #pragma unroll
-        for (int j = 0; j < 4; ++j) acc[i][j] = __fmaf_rn(av[i], bv[j], acc[i][j]);
+        for (int j = 0; j < 4; ++j) acc[i][j] = chain_step<Rounded>(av[i], bv[j], acc[i][j]);
     };
     if (len == kTileK) {
 #pragma unroll
@@ -325,10 +325,17 @@ void GpuGemm::launch(const GemmPlan& plan, const float* a, const float* b, float
     // The tiled kernels store float4 (wide) or float2 (thin) rows: a C at an address that is not
     // 16-byte aligned (a caller's view into a tensor) takes the 64 x 64 kernel's single stores.
     if (tile != detail::ChainTile::none && reinterpret_cast<uintptr_t>(to) % 16 == 0) {
-      detail::launch_tiled_chains(tile, atomic, a, b, to, mi, ni, kk, ks, static_cast<unsigned>(count));
+      detail::launch_tiled_chains(tile, atomic, plan.rounded_products, a, b, to, mi, ni, kk, ks,
+                                  static_cast<unsigned>(count));
+    } else if (atomic && plan.rounded_products) {
+      gemm_fma_chains<Out::atomic, true><<<grid, kThreads>>>(a, b, to, mi, ni, kk, ks, nullptr, nullptr);
+      FPLAB_CUDA_LAUNCHED("gemm_fma_chains<atomic, rounded>");
     } else if (atomic) {
       gemm_fma_chains<Out::atomic><<<grid, kThreads>>>(a, b, to, mi, ni, kk, ks, nullptr, nullptr);
       FPLAB_CUDA_LAUNCHED("gemm_fma_chains<atomic>");
+    } else if (plan.rounded_products) {
+      gemm_fma_chains<Out::parts, true><<<grid, kThreads>>>(a, b, nullptr, mi, ni, kk, ks, to, nullptr);
+      FPLAB_CUDA_LAUNCHED("gemm_fma_chains<parts, rounded>");
     } else {
       gemm_fma_chains<Out::parts><<<grid, kThreads>>>(a, b, nullptr, mi, ni, kk, ks, to, nullptr);
       FPLAB_CUDA_LAUNCHED("gemm_fma_chains<parts>");
@@ -368,7 +375,10 @@ void GpuGemm::launch(const GemmPlan& plan, const float* a, const float* b, float
     FPLAB_CUDA(cudaMemset(tickets_, 0, tiles * sizeof(unsigned)));  // each launch leaves them at 0
     tickets_capacity_ = tiles;
   }
-  const OrderedForm form = plan.combine == GemmPlan::Combine::seq ? ordered_form(plan) : OrderedForm::by_shape;
+  // Rounded products write their chains out (the forms that fold in the kernel are fused-only).
+  const OrderedForm form = plan.combine != GemmPlan::Combine::seq ? OrderedForm::by_shape
+                           : plan.rounded_products               ? OrderedForm::two_passes
+                                                                 : ordered_form(plan);
   if (form == OrderedForm::serial) {
     gemm_fma_chains<Out::serial><<<grid, kThreads>>>(a, b, c, mi, ni, kk, ks, nullptr, tickets_);
     FPLAB_CUDA_LAUNCHED("gemm_fma_chains<serial>");
@@ -511,8 +521,9 @@ std::vector<GpuGemmProbe::SerialBlock> GpuGemmProbe::serial_timeline(GpuGemm& g,
   return out;
 }
 
-void gemm(const Schedule& schedule, const float* a, const float* b, float* c, GemmShape shape) {
-  const GemmPlan plan = plan_gemm(schedule);
+void gemm(const Schedule& schedule, const float* a, const float* b, float* c, GemmShape shape, bool rounded_products) {
+  GemmPlan plan = plan_gemm(schedule);
+  plan.rounded_products = rounded_products;
   GpuGemm gpu(a, b, shape);
   gpu.run(plan, c);
 }
@@ -546,8 +557,9 @@ void GpuGemm::run_seeded(const GemmPlan& plan, GpuSeededReduction& fold, const N
 }
 
 void gemm_seeded(const Schedule& schedule, const float* a, const float* b, float* c, GemmShape shape,
-                 const NoiseKey& key) {
-  const GemmPlan plan = plan_gemm(schedule);
+                 const NoiseKey& key, bool rounded_products) {
+  GemmPlan plan = plan_gemm(schedule);
+  plan.rounded_products = rounded_products;
   GpuGemm gpu(a, b, shape);
   GpuSeededReduction fold;
   gpu.run_seeded(plan, fold, key, c);

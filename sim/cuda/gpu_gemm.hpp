@@ -90,11 +90,13 @@ class GpuGemm {
   size_t a_capacity_ = 0, b_capacity_ = 0, c_capacity_ = 0, parts_capacity_ = 0, tickets_capacity_ = 0;
 };
 
-// Plans (throws NotRealisable), uploads and runs.
-void gemm(const Schedule& schedule, const float* a, const float* b, float* c, GemmShape shape);
+// Plans (throws NotRealisable), uploads and runs; rounded_products: each product rounded before
+// it is added (sim::gemm with products = "rounded").
+void gemm(const Schedule& schedule, const float* a, const float* b, float* c, GemmShape shape,
+          bool rounded_products = false);
 // The same with an atomic combine in the order the key draws: sim::gemm(..., key)'s bits.
 void gemm_seeded(const Schedule& schedule, const float* a, const float* b, float* c, GemmShape shape,
-                 const NoiseKey& key);
+                 const NoiseKey& key, bool rounded_products = false);
 
 // Why the seeded split-K GEMM (run_seeded_on_device) is not to be used on the current device, or
 // "": before its first use there, split-K GEMMs with an atomic combine on ragged shapes and

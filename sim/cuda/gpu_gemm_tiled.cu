@@ -1,6 +1,7 @@
 // The tiled FMA-chain GEMM kernels (gpu_gemm_tiled.hpp). Each output's chain is the 64 x 64
-// kernel's: fmaf over its part of K in K order, nothing added for a K index outside the part. What
-// differs is how the work is laid out, for speed.
+// kernel's: fmaf over its part of K in K order (or, products rounded, each product rounded and
+// added: chain_step), nothing added for a K index outside the part. What differs is how the work is
+// laid out, for speed.
 // Wide tiles: a thread holds 8 x 8 outputs (rows ty*4 + 0..3 and BM/2 + ty*4 + 0..3, columns
 // likewise), so that each shared-memory load of a K step (four float4) feeds 64 FMAs rather than
 // 16; the A and B tiles of the next K step are loaded from global memory into registers while the
@@ -20,7 +21,7 @@ namespace {
 
 constexpr int kTileK = 8;
 
-template <int BM, int BN, bool Atomic>
+template <int BM, int BN, bool Atomic, bool Rounded>
 __global__ void __launch_bounds__((BM / 8) * (BN / 8))
     wide_fma_chains(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ out, int m, int n,
                     int64_t k, KParts ks) {
@@ -101,7 +102,7 @@ __global__ void __launch_bounds__((BM / 8) * (BN / 8))
 #pragma unroll
     for (int i = 0; i < 8; ++i)
 #pragma unroll
-      for (int j = 0; j < 8; ++j) acc[i][j] = __fmaf_rn(av[i], bv[j], acc[i][j]);
+      for (int j = 0; j < 8; ++j) acc[i][j] = chain_step<Rounded>(av[i], bv[j], acc[i][j]);
   };
 
   if (k0 < k1) {
@@ -168,7 +169,7 @@ __device__ __forceinline__ void copy16_async(float* to, const float* from, bool 
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(from), "r"(inside ? 16 : 0));
 }
 
-template <bool Atomic>
+template <bool Atomic, bool Rounded>
 __global__ void __launch_bounds__(128)
     thin_fma_chains(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ out, int m, int n,
                     int64_t k, KParts ks) {
@@ -252,10 +253,10 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const float2 bv = *reinterpret_cast<const float2*>(b_cols + (kk + e) * BN);
-          acc[0][0] = __fmaf_rn(r0[e], bv.x, acc[0][0]);
-          acc[0][1] = __fmaf_rn(r0[e], bv.y, acc[0][1]);
-          acc[1][0] = __fmaf_rn(r1[e], bv.x, acc[1][0]);
-          acc[1][1] = __fmaf_rn(r1[e], bv.y, acc[1][1]);
+          acc[0][0] = chain_step<Rounded>(r0[e], bv.x, acc[0][0]);
+          acc[0][1] = chain_step<Rounded>(r0[e], bv.y, acc[0][1]);
+          acc[1][0] = chain_step<Rounded>(r1[e], bv.x, acc[1][0]);
+          acc[1][1] = chain_step<Rounded>(r1[e], bv.y, acc[1][1]);
         }
       }
     } else {
@@ -263,10 +264,10 @@ __global__ void __launch_bounds__(128)
       for (int kk = 0; kk < len; ++kk) {
         const float x0 = a_rows[kk], x1 = a_rows[kLdA + kk];
         const float2 bv = *reinterpret_cast<const float2*>(b_cols + kk * BN);
-        acc[0][0] = __fmaf_rn(x0, bv.x, acc[0][0]);
-        acc[0][1] = __fmaf_rn(x0, bv.y, acc[0][1]);
-        acc[1][0] = __fmaf_rn(x1, bv.x, acc[1][0]);
-        acc[1][1] = __fmaf_rn(x1, bv.y, acc[1][1]);
+        acc[0][0] = chain_step<Rounded>(x0, bv.x, acc[0][0]);
+        acc[0][1] = chain_step<Rounded>(x0, bv.y, acc[0][1]);
+        acc[1][0] = chain_step<Rounded>(x1, bv.x, acc[1][0]);
+        acc[1][1] = chain_step<Rounded>(x1, bv.y, acc[1][1]);
       }
     }
     buf = buf + 1 == S ? 0 : buf + 1;
@@ -291,26 +292,38 @@ __global__ void __launch_bounds__(128)
 
 unsigned tiles_over(int64_t extent, int tile) { return static_cast<unsigned>((extent + tile - 1) / tile); }
 
-template <int BM, int BN>
+template <int BM, int BN, bool Rounded>
 void launch(bool atomic, const float* a, const float* b, float* out, int m, int n, int64_t k, KParts ks,
             unsigned parts) {
   const dim3 grid(tiles_over(n, BN), tiles_over(m, BM), parts);
   constexpr int threads = (BM / 8) * (BN / 8);
   if (atomic)
-    wide_fma_chains<BM, BN, true><<<grid, threads>>>(a, b, out, m, n, k, ks);
+    wide_fma_chains<BM, BN, true, Rounded><<<grid, threads>>>(a, b, out, m, n, k, ks);
   else
-    wide_fma_chains<BM, BN, false><<<grid, threads>>>(a, b, out, m, n, k, ks);
+    wide_fma_chains<BM, BN, false, Rounded><<<grid, threads>>>(a, b, out, m, n, k, ks);
   FPLAB_CUDA_LAUNCHED("wide_fma_chains");
 }
 
+template <bool Rounded>
 void launch_thin(bool atomic, const float* a, const float* b, float* out, int m, int n, int64_t k, KParts ks,
                  unsigned parts) {
   const dim3 grid(tiles_over(n, 32), tiles_over(m, 16), parts);
   if (atomic)
-    thin_fma_chains<true><<<grid, 128>>>(a, b, out, m, n, k, ks);
+    thin_fma_chains<true, Rounded><<<grid, 128>>>(a, b, out, m, n, k, ks);
   else
-    thin_fma_chains<false><<<grid, 128>>>(a, b, out, m, n, k, ks);
+    thin_fma_chains<false, Rounded><<<grid, 128>>>(a, b, out, m, n, k, ks);
   FPLAB_CUDA_LAUNCHED("thin_fma_chains");
+}
+
+template <bool Rounded>
+void launch_tile(ChainTile tile, bool atomic, const float* a, const float* b, float* out, int m, int n, int64_t k,
+                 const KParts& ks, unsigned parts) {
+  if (tile == ChainTile::t128x128)
+    launch<128, 128, Rounded>(atomic, a, b, out, m, n, k, ks, parts);
+  else if (tile == ChainTile::t16x32)
+    launch_thin<Rounded>(atomic, a, b, out, m, n, k, ks, parts);
+  else
+    launch<128, 64, Rounded>(atomic, a, b, out, m, n, k, ks, parts);
 }
 
 bool aligned16(const float* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -368,7 +381,7 @@ ChainTile chain_tile_for(const float* a, const float* b, int64_t m, int64_t n, i
     auto found = devices.find(id);
     if (found == devices.end()) {
       int per_sm = 0, sms = 0;
-      FPLAB_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, wide_fma_chains<128, 128, false>, 256, 0));
+      FPLAB_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, wide_fma_chains<128, 128, false, false>, 256, 0));
       FPLAB_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, id));
       found = devices.emplace(id, Device{std::max(sms, 1), std::max<int64_t>(int64_t{per_sm} * sms, 1)}).first;
     }
@@ -384,14 +397,12 @@ ChainTile chain_tile_for(const float* a, const float* b, int64_t m, int64_t n, i
   return ChainTile::t128x64;
 }
 
-void launch_tiled_chains(ChainTile tile, bool atomic, const float* a, const float* b, float* out, int m, int n,
-                        int64_t k, const KParts& ks, unsigned parts) {
-  if (tile == ChainTile::t128x128)
-    launch<128, 128>(atomic, a, b, out, m, n, k, ks, parts);
-  else if (tile == ChainTile::t16x32)
-    launch_thin(atomic, a, b, out, m, n, k, ks, parts);
+void launch_tiled_chains(ChainTile tile, bool atomic, bool rounded, const float* a, const float* b, float* out, int m,
+                         int n, int64_t k, const KParts& ks, unsigned parts) {
+  if (rounded)
+    launch_tile<true>(tile, atomic, a, b, out, m, n, k, ks, parts);
   else
-    launch<128, 64>(atomic, a, b, out, m, n, k, ks, parts);
+    launch_tile<false>(tile, atomic, a, b, out, m, n, k, ks, parts);
 }
 
 }  // namespace fplab::sim::gpu::detail

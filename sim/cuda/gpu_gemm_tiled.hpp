@@ -36,8 +36,9 @@ ChainTile chain_tile_for(const float* a, const float* b, int64_t m, int64_t n, i
 
 // Every part z < parts of every output: the chain over K in [ks.begin(z), ks.end(z, k)),
 // from -0 (an FMA onto -0 is the rounded first product, as the 64 x 64 kernel starts its chains),
-// into out[z * m * n + at] (atomic: atomicAdd-ed into out[at]). Enqueued on the default stream.
-void launch_tiled_chains(ChainTile tile, bool atomic, const float* a, const float* b, float* out, int m, int n,
-                        int64_t k, const KParts& ks, unsigned parts);
+// into out[z * m * n + at] (atomic: atomicAdd-ed into out[at]); `rounded`: each product rounded to
+// fp32, then added (chain_step). Enqueued on the default stream.
+void launch_tiled_chains(ChainTile tile, bool atomic, bool rounded, const float* a, const float* b, float* out, int m,
+                         int n, int64_t k, const KParts& ks, unsigned parts);
 
 }  // namespace fplab::sim::gpu::detail

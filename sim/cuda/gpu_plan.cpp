@@ -340,9 +340,9 @@ TensorCoreGemmPlan plan_tensor_core_gemm(const Schedule& s) {
   const bool one = st.size() == 1 && !st[0].shuffle && st[0].grouping.kind == GK::all;
   const bool parts = st.size() == 2 && !st[0].shuffle && !st[1].shuffle &&
                      (st[0].grouping.kind == GK::split || st[0].grouping.kind == GK::contig) &&
-                     is(st[1], GK::all, RK::seq);
+                     (is(st[1], GK::all, RK::seq) || is(st[1], GK::all, RK::atomic));
   if (!one && !parts)
-    reject(s, kernel, "expected all:fused(N,F,IN) or split(S)|contig(G):fused(N,F,IN) | all:seq");
+    reject(s, kernel, "expected all:fused(N,F,IN) or split(S)|contig(G):fused(N,F,IN) | all:{seq|atomic}");
   const Reducer& r = st[0].reducer;
   if (r.kind != RK::fused) reject(s, kernel, "its first stage must be fused(N,F,IN), not " + to_string(r));
   using In = Reducer::Input;
@@ -360,6 +360,7 @@ TensorCoreGemmPlan plan_tensor_core_gemm(const Schedule& s) {
   if (parts) {
     plan.parts.parts = st[0].grouping.kind == GK::split ? GemmPlan::Parts::split : GemmPlan::Parts::contig;
     plan.parts.size = st[0].grouping.size;
+    if (st[1].reducer.kind == RK::atomic) plan.parts.combine = GemmPlan::Combine::atomic;  // in the seed's order
     if (plan.parts.parts == GemmPlan::Parts::split && plan.parts.size > 65535)
       reject(s, kernel, "at most 65535 split-K parts");
   }

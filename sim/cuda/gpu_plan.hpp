@@ -97,6 +97,9 @@ struct GemmPlan {
   int64_t size = 0;  // S of split(S), G of contig(G), P of strided(P)
   int64_t run = 0;   // R of each(R)[contig(G):seq] (parts contig, restarting every R terms); 0: none
   Combine combine = Combine::seq;
+  // Not the schedule's but the arithmetic's (products = "rounded": cpu-seq, tpu-v3): every
+  // product rounded to fp32 before it is added, where the chains otherwise fuse it (FMA).
+  bool rounded_products = false;
 
   int64_t chunk(int64_t k) const;  // terms of K a part holds (the last may hold fewer; strided: the first more)
   KParts k_parts(int64_t k) const;  // strided: the parts of the gathered operands
@@ -111,16 +114,16 @@ struct GemmPlan {
 GemmPlan plan_gemm(const Schedule& schedule);
 
 // The tensor-core GEMM (gpu_tensor_core_gemm.hpp) realises `all:fused(N,F,IN)` and
-// `{split(S)|contig(G)}:fused(N,F,IN) | all:seq`. On the GPU's own tensor cores where the step is
-// one mma.sync instruction of a Hopper GPU (docs/results/tensor-cores-h100.md): F = 25 and IN
+// `{split(S)|contig(G)}:fused(N,F,IN) | all:{seq|atomic}`. On the GPU's own tensor cores where the
+// step is one mma.sync instruction of a Hopper GPU (docs/results/tensor-cores-h100.md): F = 25 and IN
 // tf32, tf32rne or tf32rna (N = 8), bf16 or fp16 (N = 16) — tc-h100-tf32, -tf32-rne, -tf32-rna,
 // -bf16, -fp16; every other model with N in 1, 2, 4, 8, 16, F <= 25 and IN one of those or none
 // (tc-a100*, tc-v100, tc-turing-unconverted) as fused steps in software on CUDA cores
 // (gpu_fused_gemm.hpp, cuda_cores). Chained along K as the instructions chain; split-K parts added
-// in order in fp32.
+// in order in fp32, or by atomics in the order the impl seed draws (run_seeded_on_device).
 struct TensorCoreGemmPlan {
   Reducer::Input factors = Reducer::Input::tf32;  // tf32, tf32rne, tf32rna, bf16 or fp16 (none: CUDA cores)
-  GemmPlan parts;  // Parts::one, or split/contig parts combined by Combine::seq
+  GemmPlan parts;  // Parts::one, or split/contig parts combined by Combine::seq or ::atomic
   // A model no H100 mma instruction computes (another N or F, or unconverted factors): its fused
   // steps in software on CUDA cores (gpu_fused_gemm.hpp), step_products and fraction_bits its own.
   bool cuda_cores = false;

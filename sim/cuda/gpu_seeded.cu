@@ -308,6 +308,19 @@ void GpuSeededReduction::run(const SeededPlan& plan, const float* x, const Batch
   FPLAB_CUDA_LAUNCHED("seeded second stage");
 }
 
+int64_t GpuSeededReduction::group_count(const Grouping& grouping, size_t n) {
+  return groups_of(grouping, static_cast<int64_t>(n)).count;
+}
+
+void GpuSeededReduction::chains(const Grouping& grouping, const float* x, const BatchLayout& layout, float* partials) {
+  const auto n = static_cast<int64_t>(layout.n), outputs = static_cast<int64_t>(layout.outputs);
+  if (outputs == 0 || n == 0) return;
+  const Groups gs = groups_of(grouping, n);
+  first_stage<<<blocks_for(gs.count * outputs, kFoldThreads), kFoldThreads>>>(x, layout, gs, 1, nullptr, false,
+                                                                              partials);
+  FPLAB_CUDA_LAUNCHED("chains of a first stage");
+}
+
 void GpuSeededReduction::fold_gemm_parts(const float* parts, int64_t count, GemmShape shape, const NoiseKey& key,
                                          float* c, size_t first_row) {
   const auto m = static_cast<int64_t>(shape.m), n = static_cast<int64_t>(shape.n);

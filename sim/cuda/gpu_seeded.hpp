@@ -48,6 +48,12 @@ class GpuSeededReduction {
   void fold_gemm_parts(const float* parts, int64_t count, GemmShape shape, const NoiseKey& key, float* c,
                        size_t first_row = 0);
 
+  // A first stage `GROUPING:seq` alone: partials[g * outputs + o] = group g of output o's terms
+  // folded in order, for the group_count(grouping, n) groups (sim::detail::groups_of's). Enqueued
+  // on the default stream.
+  void chains(const Grouping& grouping, const float* x, const BatchLayout& layout, float* partials);
+  static int64_t group_count(const Grouping& grouping, size_t n);
+
   size_t workspace_bytes() const;  // device memory held (permutations, partials)
 
  private:

@@ -398,16 +398,9 @@ std::string tensor_core_gemm_device_why_not() {
   return {};
 }
 
-void GpuTensorCoreGemm::run_on_device(const TensorCoreGemmPlan& plan, const float* a, const float* b, float* c,
-                                      GemmShape shape) {
-  const size_t outputs = shape.m * shape.n;
-  if (outputs == 0) return;
-  if (shape.k == 0) {  // the empty sum: +0 everywhere
-    FPLAB_CUDA(cudaMemsetAsync(c, 0, outputs * sizeof(float)));
-    return;
-  }
+void GpuTensorCoreGemm::write_parts(const TensorCoreGemmPlan& plan, const float* a, const float* b, float* target,
+                                    GemmShape shape, int64_t chunk, int64_t count) {
   const auto k = static_cast<int64_t>(shape.k);
-  const int64_t chunk = plan.parts.chunk(k), count = plan.parts.part_count(k);
   const TensorCoreBlock block = forced_block_ ? *forced_block_ : block_for(shape, count);
   const size_t block_cols = block == TensorCoreBlock::wide ? WideBlock::cols : NarrowBlock::cols;
   // m and n below INT_MAX by a block: the kernel's row and column indices are ints.
@@ -417,7 +410,6 @@ void GpuTensorCoreGemm::run_on_device(const TensorCoreGemmPlan& plan, const floa
                                 " outputs in " + std::to_string(count) +
                                 " parts exceed the kernel's grid (at most 65535 parts, " +
                                 std::to_string(65535 * block_cols) + " columns and 2147483583 rows)");
-  float* target = count > 1 ? parts_.reserve<float>(static_cast<size_t>(count) * outputs) : c;
   if (plan.cuda_cores) {  // a model no mma instruction here computes: its steps in software
     detail::launch_fused_chains(plan.factors, plan.step_products, plan.fraction_bits, a, b, target,
                                 static_cast<int64_t>(shape.m), static_cast<int64_t>(shape.n), k, chunk,
@@ -441,10 +433,46 @@ void GpuTensorCoreGemm::run_on_device(const TensorCoreGemmPlan& plan, const floa
     }
   }
   FPLAB_CUDA_LAUNCHED("tensor-core GEMM kernel");
+}
+
+void GpuTensorCoreGemm::run_on_device(const TensorCoreGemmPlan& plan, const float* a, const float* b, float* c,
+                                      GemmShape shape) {
+  const size_t outputs = shape.m * shape.n;
+  if (outputs == 0) return;
+  if (shape.k == 0) {  // the empty sum: +0 everywhere
+    FPLAB_CUDA(cudaMemsetAsync(c, 0, outputs * sizeof(float)));
+    return;
+  }
+  const auto k = static_cast<int64_t>(shape.k);
+  const int64_t chunk = plan.parts.chunk(k), count = plan.parts.part_count(k);
+  float* target = count > 1 ? parts_.reserve<float>(static_cast<size_t>(count) * outputs) : c;
+  write_parts(plan, a, b, target, shape, chunk, count);
   if (count > 1) {
     const auto blocks = static_cast<unsigned>(std::min<size_t>((outputs + 255) / 256, 65535));
     fold_parts<<<blocks, 256>>>(target, outputs, count, c);
     FPLAB_CUDA_LAUNCHED("tensor-core GEMM part fold");
+  }
+}
+
+// The parts of a seeded combine take count x rows x n floats: past this budget the GEMM runs in
+// slabs of whole output tiles' rows, each written and folded in turn (keys stay the whole GEMM's),
+// as GpuGemm's seeded combine does.
+constexpr size_t kSeededPartsBudget = size_t{64} << 20;  // floats: 256 MiB
+
+void GpuTensorCoreGemm::run_seeded_on_device(const TensorCoreGemmPlan& plan, GpuSeededReduction& fold,
+                                             const NoiseKey& key, const float* a, const float* b, float* c,
+                                             GemmShape shape) {
+  const auto k = static_cast<int64_t>(shape.k);
+  const int64_t count = k ? plan.parts.part_count(k) : 1;
+  if (plan.parts.deterministic() || count <= 1 || shape.m * shape.n == 0) return run_on_device(plan, a, b, c, shape);
+  const int64_t chunk = plan.parts.chunk(k);
+  const size_t rows = kSeededPartsBudget / (static_cast<size_t>(count) * shape.n);
+  const size_t slab = std::max<size_t>(kGemmTileRows, rows / kGemmTileRows * kGemmTileRows);
+  for (size_t row = 0; row < shape.m; row += slab) {
+    const GemmShape part{std::min(slab, shape.m - row), shape.n, shape.k};
+    float* const parts = parts_.reserve<float>(static_cast<size_t>(count) * part.m * part.n);
+    write_parts(plan, a + row * shape.k, b, parts, part, chunk, count);
+    fold.fold_gemm_parts(parts, count, part, key, c + row * shape.n, row);
   }
 }
 
@@ -465,12 +493,24 @@ void GpuTensorCoreGemm::run_unified(const TensorCoreGemmPlan& plan, const float*
 }
 
 std::vector<float> tensor_core_gemm(const Schedule& schedule, const float* a, const float* b, GemmShape shape,
-                                    std::optional<TensorCoreBlock> block) {
+                                    std::optional<TensorCoreBlock> block, const NoiseKey& key) {
   const TensorCoreGemmPlan plan = plan_tensor_core_gemm(schedule);
   std::vector<float> c(shape.m * shape.n);
   GpuTensorCoreGemm gemm;
   gemm.force_block(block);
-  gemm.run_unified(plan, a, b, c.data(), shape);
+  if (plan.parts.deterministic()) {
+    gemm.run_unified(plan, a, b, c.data(), shape);
+    return c;
+  }
+  DeviceBuffer da, db, dc;
+  float* const pa = da.reserve<float>(shape.m * shape.k);
+  float* const pb = db.reserve<float>(shape.k * shape.n);
+  float* const pc = dc.reserve<float>(shape.m * shape.n);
+  if (shape.m * shape.k) FPLAB_CUDA(cudaMemcpy(pa, a, shape.m * shape.k * sizeof(float), cudaMemcpyHostToDevice));
+  if (shape.k * shape.n) FPLAB_CUDA(cudaMemcpy(pb, b, shape.k * shape.n * sizeof(float), cudaMemcpyHostToDevice));
+  GpuSeededReduction fold;
+  gemm.run_seeded_on_device(plan, fold, key, pa, pb, pc, shape);
+  if (!c.empty()) FPLAB_CUDA(cudaMemcpy(c.data(), pc, c.size() * sizeof(float), cudaMemcpyDeviceToHost));
   return c;
 }
 

@@ -21,7 +21,9 @@
 
 #include "sim/cuda/device_buffer.hpp"
 #include "sim/cuda/gpu_plan.hpp"
+#include "sim/cuda/gpu_seeded.hpp"
 #include "sim/engine.hpp"
+#include "sim/noise.hpp"
 
 namespace fplab::sim::gpu {
 
@@ -45,6 +47,12 @@ class GpuTensorCoreGemm {
   // C = A B on the caller's device memory (a, b, c device pointers to dense row-major matrices; c
   // must not overlap a or b). Enqueued on the default stream; returns without waiting.
   void run_on_device(const TensorCoreGemmPlan& plan, const float* a, const float* b, float* c, GemmShape shape);
+  // The same with split-K parts combined by atomics (`split(S):fused(...) | all:atomic`: rtx5000-tc's
+  // weight gradients) in the emulation's order: the parts written to the workspace, then folded by
+  // `fold` in the permutation each output tile draws from `key`, as sim::gemm folds them. Other
+  // plans run as run_on_device runs them.
+  void run_seeded_on_device(const TensorCoreGemmPlan& plan, GpuSeededReduction& fold, const NoiseKey& key,
+                            const float* a, const float* b, float* c, GemmShape shape);
 
   // The same for operands anywhere (fplab train's GPU backend): a, b and c each a host or a device
   // pointer (unified addressing tells which); copied through the object's buffers, and waited for.
@@ -56,6 +64,10 @@ class GpuTensorCoreGemm {
   void force_block(std::optional<TensorCoreBlock> block) { forced_block_ = block; }
 
  private:
+  // Every part's chains of the shape into target (count x m x n floats; C itself for one part).
+  void write_parts(const TensorCoreGemmPlan& plan, const float* a, const float* b, float* target, GemmShape shape,
+                   int64_t chunk, int64_t count);
+
   std::optional<TensorCoreBlock> forced_block_;
   DeviceBuffer parts_;   // split-K parts
   DeviceBuffer a_, b_, c_;  // run_unified's operands
@@ -69,6 +81,6 @@ std::vector<float> tensor_core_probe_values(size_t count, uint64_t seed, int lo,
 // Plans (throws NotRealisable), uploads A and B, runs and waits: C on the host (tests, tools); in
 // `block` where given, else by shape.
 std::vector<float> tensor_core_gemm(const Schedule& schedule, const float* a, const float* b, GemmShape shape,
-                                    std::optional<TensorCoreBlock> block = std::nullopt);
+                                    std::optional<TensorCoreBlock> block = std::nullopt, const NoiseKey& key = {});
 
 }  // namespace fplab::sim::gpu

@@ -45,4 +45,17 @@ struct KParts {
   bool aligned4() const { return chunk % 4 == 0 && run % 4 == 0 && longer == 0; }
 };
 
+#if defined(__CUDACC__)
+// One step of an output's chain: the product fused onto the accumulator (an FMA), or, with
+// products rounded (products = "rounded": cpu-seq, tpu-v3), the product rounded to fp32 and then
+// added. From -0 either gives the rounded first product.
+template <bool Rounded>
+__device__ __forceinline__ float chain_step(float a, float b, float acc) {
+  if constexpr (Rounded)
+    return __fadd_rn(acc, __fmul_rn(a, b));
+  else
+    return __fmaf_rn(a, b, acc);
+}
+#endif
+
 }  // namespace fplab::sim::gpu
