@@ -15,6 +15,7 @@
 
 #include "sim/cuda/addition_program.hpp"
 #include "sim/cuda/fast_divide.hpp"
+#include "sim/cuda/gpu_exact.hpp"
 #include "sim/cuda/gpu_addition_program.hpp"
 #include "sim/cuda/gpu_device.hpp"
 #include "tests/gpu_device_or_skip.hpp"
@@ -789,4 +790,43 @@ TEST_CASE("gpu addition program == sim::reduce_batch and sim::gemm (rounded prod
       INFO(text << ", " << shape.m << "x" << shape.n << "x" << shape.k);
       CHECK(same == cpu.size());
     }
+}
+
+TEST_CASE("gpu exact gemm == sim::gemm's all:exact bit for bit: wide ranges, zeros, cancellation, specials") {
+  CHECK(exact_sum_schedule(parse_schedule("all:exact")));
+  CHECK(exact_sum_schedule(parse_schedule("shuffle | all:exact")));
+  CHECK_FALSE(exact_sum_schedule(parse_schedule("binned")));
+  CHECK_FALSE(exact_sum_schedule(parse_schedule("contig(4):exact | all:seq")));
+  if (!have_device()) return;
+  const Schedule exact = parse_schedule("all:exact");
+  Arithmetic arithmetic;
+  arithmetic.products = Products::exact;
+  // {4, 9, 5000}: few outputs over a long K, taken in parts of K and merged
+  const GemmShape shapes[] = {{1, 1, 1}, {7, 13, 33}, {65, 70, 1000}, {3, 5, 0}, {4, 9, 5000}};
+  for (const char* spec : {"normal", "lognormal"})
+    for (const GemmShape& shape : shapes)
+      for (int variant = 0; variant < 3; ++variant) {
+        auto a = floats(std::string(spec) + ":" + std::to_string(shape.m * shape.k + 1), shape.k + variant);
+        auto b = floats("lognormal:" + std::to_string(shape.k * shape.n + 1), shape.k + 7);
+        if (variant == 1)  // zero rows (every product zero, some rows all of negative sign) and cancelling pairs
+          for (size_t i = 0; i < shape.m; ++i)
+            for (size_t t = 0; t < shape.k; ++t) {
+              if (i % 3 == 0) a[i * shape.k + t] = i % 2 ? -0.0f : 0.0f;
+              if (i % 3 == 1 && t % 2 == 1) a[i * shape.k + t] = a[i * shape.k + t - 1];
+            }
+        if (variant == 2)  // wide exponents, subnormal factors, a few infinities and NaNs
+          for (size_t e = 0; e < a.size(); ++e) {
+            a[e] = std::ldexp(a[e], static_cast<int>(e % 61) * 4 - 150);
+            if (e % 97 == 5) a[e] = e % 2 ? INFINITY : NAN;
+          }
+        std::vector<float> cpu(shape.m * shape.n);
+        sim::gemm(exact, a.data(), b.data(), cpu.data(), shape, arithmetic);
+        const std::vector<float> gpu = exact_gemm_on_gpu(a.data(), b.data(), shape);
+        size_t same = 0;
+        for (size_t i = 0; i < cpu.size(); ++i)
+          same += std::bit_cast<uint32_t>(cpu[i]) == std::bit_cast<uint32_t>(gpu[i]) ||
+                  (std::isnan(cpu[i]) && std::isnan(gpu[i]));
+        INFO(spec << " variant " << variant << ", " << shape.m << "x" << shape.n << "x" << shape.k);
+        CHECK(same == cpu.size());
+      }
 }

@@ -22,6 +22,7 @@
 #include "sim/cuda/gpu_batch_norm.hpp"
 #include "sim/cuda/gpu_conv.hpp"
 #include "sim/cuda/gpu_device.hpp"
+#include "sim/cuda/gpu_exact.hpp"
 #include "sim/cuda/gpu_gemm.hpp"
 #include "sim/cuda/gpu_k_order.hpp"
 #include "sim/cuda/gpu_plan.hpp"
@@ -44,14 +45,15 @@ struct DeviceKernels {
   gpu::GpuSeededReduction seeded;  // schedules with atomic steps, in the impl seed's orders
   gpu::GpuKOrder k_order;          // operands gathered for a schedule that first reorders K
   gpu::GpuAdditionProgram programs;  // the orders no other kernel takes: a thread an output
+  gpu::GpuExact exact;               // all:exact (the `exact` profile)
   // A convolution's intermediates: its weight as the GEMM's B (taps x C_out), the GEMM's output
   // rows (positions x C_out, forward; the output gradient's rows, backward), the weight gradient
   // as the GEMM makes it (taps x C_out).
   gpu::DeviceBuffer conv_weight, conv_rows, conv_dw;
   size_t workspace_bytes() const {
     return gemm.workspace_bytes() + tensor_core_gemm.workspace_bytes() + sums.workspace_bytes() +
-           seeded.workspace_bytes() + k_order.workspace_bytes() + programs.workspace_bytes() + conv_weight.bytes() +
-           conv_rows.bytes() + conv_dw.bytes();
+           seeded.workspace_bytes() + k_order.workspace_bytes() + programs.workspace_bytes() + exact.workspace_bytes() +
+           conv_weight.bytes() + conv_rows.bytes() + conv_dw.bytes();
   }
 };
 
@@ -93,8 +95,24 @@ using gpu::plan_ordered_gemm;
 // CPU engine's sim::gemm (the seeded fold); a first stage that reorders K on operands gathered in
 // its order (`a_in_order`: A's columns are in that order already, as an ordered im2col makes
 // them). The caller holds kernels_lock.
-void run_gemm(DeviceKernels& k, const OrderedGemmRoute& ordered, const float* a, const float* b, float* c,
+// A GEMM on the device: the exact sums of `all:exact` (the `exact` profile), or a kernel's route.
+struct DeviceGemm {
+  bool exact = false;
+  OrderedGemmRoute ordered;  // when not exact
+
+  std::vector<size_t> k_order(int64_t k) const { return exact ? std::vector<size_t>{} : ordered.k_order(k); }
+};
+
+// Throws NotRealisable as plan_ordered_gemm.
+DeviceGemm plan_device_gemm(const sim::Schedule& schedule) {
+  if (gpu::exact_sum_schedule(schedule)) return {true, {}};
+  return {false, plan_ordered_gemm(schedule)};
+}
+
+void run_gemm(DeviceKernels& k, const DeviceGemm& gemm, const float* a, const float* b, float* c,
               sim::GemmShape shape, const sim::NoiseKey& key, bool a_in_order = false) {
+  if (gemm.exact) return k.exact.gemm(a, b, c, shape);
+  const OrderedGemmRoute& ordered = gemm.ordered;
   if (const std::vector<size_t> order = ordered.k_order(static_cast<int64_t>(shape.k)); !order.empty()) {
     const gpu::GpuKOrder::Operands gathered = k.k_order.gather(order, a_in_order ? nullptr : a, b, shape);
     if (!a_in_order) a = gathered.a;
@@ -134,6 +152,10 @@ std::string why_not(bool gemm, const sim::Schedule& schedule, const sim::Arithme
       return gpu::seeded_gemm_why_not();
     }
     return why;
+  }
+  if (gpu::exact_sum_schedule(schedule) && !(gemm && arithmetic.products == sim::Products::rounded)) {
+    std::string why;  // the exact kernels: any device
+    return gpu::device_available(&why) ? std::string() : why;
   }
   if (gemm && arithmetic.products != sim::Products::fused)
     return "products '" + std::string(sim::products_name(arithmetic.products)) + "': the GEMM kernels fuse them or "
@@ -201,7 +223,7 @@ void cuda_matmul(uintptr_t a, uintptr_t b, uintptr_t c, size_t m, size_t n, size
       return;
     }
   }
-  const OrderedGemmRoute route = chains ? *chains : plan_ordered_gemm(schedule);
+  const DeviceGemm route = chains ? DeviceGemm{false, *chains} : plan_device_gemm(schedule);
   py::gil_scoped_release unlocked;
   const std::lock_guard<std::mutex> held(kernels_lock);
   run_gemm(kernels_on(device), route, device_floats(a), device_floats(b), device_floats_out(c), {m, n, k},
@@ -212,10 +234,11 @@ void cuda_matmul(uintptr_t a, uintptr_t b, uintptr_t c, size_t m, size_t n, size
 // one's, else the addition program's (a thread an output: numpy's pairwise sums, trees).
 struct SumPlans {
   sim::Schedule schedule;
+  bool exact = false;  // all:exact: the exact kernel
   std::optional<gpu::ReductionPlan> fast;
   std::optional<gpu::SeededPlan> seeded;
-  explicit SumPlans(const sim::Schedule& s) : schedule(s), fast(fast_plan(s)) {
-    if (fast) return;
+  explicit SumPlans(const sim::Schedule& s) : schedule(s), exact(gpu::exact_sum_schedule(s)), fast(fast_plan(s)) {
+    if (fast || exact) return;
     try {
       seeded = gpu::plan_seeded(s);
     } catch (const gpu::NotRealisable&) {
@@ -229,7 +252,9 @@ struct SumPlans {
 void sum_batch_on(DeviceKernels& k, const SumPlans& plans, const float* x, size_t n, size_t count, bool columns,
                   float* out, const sim::NoiseKey& key) {
   const gpu::BatchLayout layout{n, count, columns ? count : 1, columns ? 1 : n};
-  if (plans.fast && columns)
+  if (plans.exact)
+    k.exact.sums(x, layout, out);
+  else if (plans.fast && columns)
     k.sums.run_columns(*plans.fast, x, n, count, out);
   else if (plans.fast)
     k.sums.run(*plans.fast, x, n, count, out);
@@ -243,7 +268,9 @@ void sum_batch_on(DeviceKernels& k, const SumPlans& plans, const float* x, size_
 // where they lie. The caller holds kernels_lock.
 void sum_segments_in_place(DeviceKernels& k, const SumPlans& plans, const float* x, size_t n, size_t ld, size_t count,
                            float* out, const sim::NoiseKey& key) {
-  if (plans.fast)
+  if (plans.exact)
+    k.exact.sums(x, {n, count, 1, ld}, out);
+  else if (plans.fast)
     k.sums.run_in_place(*plans.fast, x, n, ld, count, out);
   else if (plans.seeded)
     k.seeded.run(*plans.seeded, x, {n, count, 1, ld}, key, sim::kBatchTileOutputs, out);
@@ -386,7 +413,7 @@ void cuda_conv2d_forward(uintptr_t x, uintptr_t weight, uintptr_t bias, uintptr_
                          size_t out_channels, size_t kernel, size_t stride, size_t padding,
                          const sim::Schedule& schedule, int device, uint64_t impl_seed, uint64_t op_id, uint64_t call) {
   const sim::ConvGeometry g = geometry_of(shape, kernel, stride, padding);
-  const OrderedGemmRoute route = plan_ordered_gemm(schedule);
+  const DeviceGemm route = plan_device_gemm(schedule);
   const std::vector<size_t> tap_order = route.k_order(static_cast<int64_t>(g.taps()));
   py::gil_scoped_release unlocked;
   const std::lock_guard<std::mutex> held(kernels_lock);
@@ -413,8 +440,8 @@ void cuda_conv2d_backward(uintptr_t x, uintptr_t weight, uintptr_t gy, uintptr_t
                           const sim::Schedule& bias_grad, int device, uint64_t impl_seed, uint64_t wgrad_op_id,
                           uint64_t bias_op_id, uint64_t dgrad_op_id, uint64_t call) {
   const sim::ConvGeometry g = geometry_of(shape, kernel, stride, padding);
-  const std::optional<OrderedGemmRoute> wgrad_plan = gw ? std::optional(plan_ordered_gemm(wgrad)) : std::nullopt;
-  const std::optional<OrderedGemmRoute> dgrad_plan = dx ? std::optional(plan_ordered_gemm(dgrad)) : std::nullopt;
+  const std::optional<DeviceGemm> wgrad_plan = gw ? std::optional(plan_device_gemm(wgrad)) : std::nullopt;
+  const std::optional<DeviceGemm> dgrad_plan = dx ? std::optional(plan_device_gemm(dgrad)) : std::nullopt;
   const std::optional<SumPlans> bias_plans = gb ? std::optional<SumPlans>(SumPlans(bias_grad)) : std::nullopt;
   py::gil_scoped_release unlocked;
   const std::lock_guard<std::mutex> held(kernels_lock);

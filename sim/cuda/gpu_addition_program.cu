@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "sim/cuda/cuda_check.cuh"
+#include "sim/cuda/gemm_round_trip.hpp"
 
 namespace fplab::sim::gpu {
 namespace {
@@ -129,19 +130,10 @@ std::vector<float> reduce_batch_program(const Schedule& schedule, std::span<cons
 }
 
 std::vector<float> gemm_rounded_program(const Schedule& schedule, const float* a, const float* b, GemmShape shape) {
-  DeviceBuffer da, db, dc;
-  float* device_a = da.reserve<float>(shape.m * shape.k);
-  float* device_b = db.reserve<float>(shape.k * shape.n);
-  float* device_c = dc.reserve<float>(shape.m * shape.n);
-  if (shape.m * shape.k)
-    FPLAB_CUDA(cudaMemcpy(device_a, a, shape.m * shape.k * sizeof(float), cudaMemcpyHostToDevice));
-  if (shape.k * shape.n)
-    FPLAB_CUDA(cudaMemcpy(device_b, b, shape.k * shape.n * sizeof(float), cudaMemcpyHostToDevice));
   GpuAdditionProgram programs;
-  programs.run_gemm_rounded(schedule, device_a, device_b, device_c, shape);
-  std::vector<float> c(shape.m * shape.n);
-  if (!c.empty()) FPLAB_CUDA(cudaMemcpy(c.data(), device_c, c.size() * sizeof(float), cudaMemcpyDeviceToHost));
-  return c;
+  return gemm_round_trip(a, b, shape, [&](const float* pa, const float* pb, float* pc) {
+    programs.run_gemm_rounded(schedule, pa, pb, pc, shape);
+  });
 }
 
 }  // namespace fplab::sim::gpu

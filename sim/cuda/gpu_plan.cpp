@@ -403,6 +403,13 @@ OrderedGemmRoute plan_ordered_gemm(const Schedule& schedule) {
   }
 }
 
+bool exact_sum_schedule(const Schedule& schedule) {
+  if (!schedule.order_independent()) return false;
+  for (const Stage& st : schedule.stages)
+    if (st.reduces()) return st.reducer.kind == RK::exact;  // binned is order independent too, and not this
+  return false;
+}
+
 SeededPlan plan_seeded(const Schedule& schedule) {
   auto refuse = [&](const std::string& why) {
     return NotRealisable("schedule '" + to_string(schedule) +

@@ -167,6 +167,10 @@ bool only_reorders(const Stage& stage);
 // Throws NotRealisable (plan_any_gemm's line, or the rest's after a reordering stage).
 OrderedGemmRoute plan_ordered_gemm(const Schedule& schedule);
 
+// Whether the exact kernels (gpu_exact.hpp) take the schedule: one exact reduction of every term
+// (`all:exact`, shuffles and reorderings before it changing nothing), products not rounded first.
+bool exact_sum_schedule(const Schedule& schedule);
+
 // The seeded-order kernel (gpu_seeded.hpp) realises `GROUPS:R1 [| all:R2]`, R1 and R2 each `seq`
 // or `atomic`, GROUPS any grouping (all, contig(G), strided(P), split(S)): the emulation's own
 // orders, an atomic step drawing the impl seed's permutation (sim/schedule_walk.hpp) on the device.

@@ -33,6 +33,7 @@
 #include "sim/cuda/cuda_check.cuh"
 #include "sim/cuda/device_buffer.hpp"
 #include "sim/cuda/fused_step.hpp"
+#include "sim/cuda/gemm_round_trip.hpp"
 #include "sim/cuda/gpu_fused_gemm.hpp"
 #include "sim/cuda/gpu_device.hpp"
 #include "sim/cuda/gpu_tensor_core_gemm.hpp"
@@ -502,16 +503,10 @@ std::vector<float> tensor_core_gemm(const Schedule& schedule, const float* a, co
     gemm.run_unified(plan, a, b, c.data(), shape);
     return c;
   }
-  DeviceBuffer da, db, dc;
-  float* const pa = da.reserve<float>(shape.m * shape.k);
-  float* const pb = db.reserve<float>(shape.k * shape.n);
-  float* const pc = dc.reserve<float>(shape.m * shape.n);
-  if (shape.m * shape.k) FPLAB_CUDA(cudaMemcpy(pa, a, shape.m * shape.k * sizeof(float), cudaMemcpyHostToDevice));
-  if (shape.k * shape.n) FPLAB_CUDA(cudaMemcpy(pb, b, shape.k * shape.n * sizeof(float), cudaMemcpyHostToDevice));
   GpuSeededReduction fold;
-  gemm.run_seeded_on_device(plan, fold, key, pa, pb, pc, shape);
-  if (!c.empty()) FPLAB_CUDA(cudaMemcpy(c.data(), pc, c.size() * sizeof(float), cudaMemcpyDeviceToHost));
-  return c;
+  return gemm_round_trip(a, b, shape, [&](const float* pa, const float* pb, float* pc) {
+    gemm.run_seeded_on_device(plan, fold, key, pa, pb, pc, shape);
+  });
 }
 
 }  // namespace fplab::sim::gpu
