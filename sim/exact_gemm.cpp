@@ -192,15 +192,31 @@ size_t compact_nonzeros(const float* x, size_t k, double* value, uint32_t* index
   size_t nonzeros = 0, t = 0;
 #if defined(__AVX512F__) && defined(__AVX512VL__)
   // Compressed in registers and stored whole (a compressing store to memory is microcoded on some
-  // CPUs): 8 elements a step.
+  // CPUs): 16 elements a step, as two halves whose counts are made side by side (the next step's
+  // addresses wait on one addition of the two, not on two in a row).
   __m256i at = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i eight = _mm256_set1_epi32(8);
+  for (; t + 16 <= k; t += 16) {
+    const __m256 v0 = _mm256_loadu_ps(x + t), v1 = _mm256_loadu_ps(x + t + 8);
+    const __mmask8 live0 = _mm256_cmp_ps_mask(v0, _mm256_setzero_ps(), _CMP_NEQ_UQ);
+    const __mmask8 live1 = _mm256_cmp_ps_mask(v1, _mm256_setzero_ps(), _CMP_NEQ_UQ);
+    const size_t count0 = static_cast<size_t>(std::popcount(static_cast<unsigned>(live0)));
+    const size_t count1 = static_cast<size_t>(std::popcount(static_cast<unsigned>(live1)));
+    const __m256i at1 = _mm256_add_epi32(at, eight);
+    _mm512_storeu_pd(value + nonzeros, _mm512_maskz_compress_pd(live0, _mm512_maskz_cvtps_pd(0xff, v0)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(index + nonzeros), _mm256_maskz_compress_epi32(live0, at));
+    _mm512_storeu_pd(value + nonzeros + count0, _mm512_maskz_compress_pd(live1, _mm512_maskz_cvtps_pd(0xff, v1)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(index + nonzeros + count0), _mm256_maskz_compress_epi32(live1, at1));
+    nonzeros += count0 + count1;
+    at = _mm256_add_epi32(at1, eight);
+  }
   for (; t + 8 <= k; t += 8) {
     const __m256 v = _mm256_loadu_ps(x + t);
     const __mmask8 live = _mm256_cmp_ps_mask(v, _mm256_setzero_ps(), _CMP_NEQ_UQ);
     _mm512_storeu_pd(value + nonzeros, _mm512_maskz_compress_pd(live, _mm512_maskz_cvtps_pd(0xff, v)));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(index + nonzeros), _mm256_maskz_compress_epi32(live, at));
     nonzeros += static_cast<size_t>(std::popcount(static_cast<unsigned>(live)));
-    at = _mm256_add_epi32(at, _mm256_set1_epi32(8));
+    at = _mm256_add_epi32(at, eight);
   }
 #endif
   for (; t < k; ++t) {  // without a branch per element
