@@ -746,7 +746,7 @@ TEST_CASE("gpu addition program: the schedule's additions in post-order == sim::
     }
   // refused, in one line naming the schedule
   for (const char* text : {"atomic", "shuffle | all:seq", "kahan", "all:exact", "tc-h100-tf32", "binned",
-                           "contig(4):seq@fp64 | all:seq"}) {
+                           "contig(4):seq@fp64 | all:seq", "nccl-ring(4)", "contig(3):ring | all:seq"}) {
     const Schedule s = parse_schedule(text);
     CHECK(addition_program_why_not(s).rfind("schedule '" + to_string(s) + "' is not realisable by the GPU addition program: ", 0) == 0);
     CHECK_THROWS_AS(addition_program(s, 10), NotRealisable);

@@ -25,6 +25,10 @@ bool two_term_additions(const std::vector<Stage>& stages, std::string& why) {
       why = "a " + to_string(st.reducer) + " step is not a two-term fp32 addition";
       return false;
     }
+    if (kind == K::ring) {  // deterministic, but each output tile starts its ring elsewhere: no one program
+      why = "a ring step's order depends on the output's tile";
+      return false;
+    }
   }
   return true;
 }

@@ -30,13 +30,13 @@ struct AdditionProgram {
 constexpr int kMaxProgramDepth = 64;
 
 // Throws NotRealisable ("schedule 'X' is not realisable by the GPU addition program: why") for a
-// schedule that draws from a stream (atomic, shuffle), holds stage formats, or adds otherwise
-// than two terms at a time (fused, kahan, neumaier, exact, binned); and for more than 2^31 terms
-// or a depth past kMaxProgramDepth. n >= 1.
+// schedule that draws from a stream (atomic, shuffle), holds stage formats, adds otherwise than
+// two terms at a time (fused, kahan, neumaier, exact, binned) or in an order that depends on the
+// output's tile (ring); and for more than 2^30 terms or a depth past kMaxProgramDepth. n >= 1.
 AdditionProgram addition_program(const Schedule& schedule, size_t n);
 
-// The same checks without n: "" where addition_program takes the schedule (for any n, but the
-// size limits), else the line it would throw.
+// The same checks without n: "" where addition_program takes the schedule (for any n up to 2^30
+// terms: a longer sum is refused when it comes), else the line it would throw.
 std::string addition_program_why_not(const Schedule& schedule);
 
 // The program run on the host in float arithmetic (the tests' second reading of it): term(t) gives

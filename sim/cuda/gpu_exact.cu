@@ -4,10 +4,12 @@
 #include "sim/cuda/gpu_exact.hpp"
 
 #include <algorithm>
+#include <string>
 
 #include "sim/cuda/cuda_check.cuh"
 #include "sim/cuda/device_buffer.hpp"
 #include "sim/cuda/gemm_round_trip.hpp"
+#include "sim/cuda/gpu_plan.hpp"
 #include "sim/cuda/long_accumulator.hpp"
 
 namespace fplab::sim::gpu {
@@ -94,11 +96,19 @@ unsigned blocks_for(size_t outputs) {
   return static_cast<unsigned>(std::clamp<size_t>((outputs + kThreads - 1) / kThreads, 1, size_t{1} << 20));
 }
 
+
+// A long accumulator's digits hold the carries of at most 2^31 terms (long_accumulator.hpp).
+void check_terms(size_t terms) {
+  if (terms >= (size_t{1} << 31))
+    throw NotRealisable("an exact sum of " + std::to_string(terms) + " terms on the GPU (at most 2^31 - 1)");
+}
+
 }  // namespace
 
 void GpuExact::gemm(const float* a, const float* b, float* c, GemmShape shape) {
   const size_t outputs = shape.m * shape.n;
   if (outputs == 0) return;
+  check_terms(shape.k);
   const size_t count = parts_for(outputs, shape.k);
   if (count == 1) {
     exact_gemm_kernel<<<blocks_for(outputs), kThreads>>>(a, b, c, shape.m, shape.n, shape.k);
@@ -115,6 +125,7 @@ void GpuExact::gemm(const float* a, const float* b, float* c, GemmShape shape) {
 
 void GpuExact::sums(const float* x, const BatchLayout& layout, float* results) {
   if (layout.outputs == 0) return;
+  check_terms(layout.n);
   const size_t count = parts_for(layout.outputs, layout.n);
   if (count == 1) {
     exact_sums_kernel<<<blocks_for(layout.outputs), kThreads>>>(x, layout, results);

@@ -2,8 +2,11 @@
 #include "sim/cuda/gpu_k_order.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <string>
 
 #include "sim/cuda/cuda_check.cuh"
+#include "sim/cuda/gpu_plan.hpp"
 
 namespace fplab::sim::gpu {
 namespace {
@@ -55,7 +58,11 @@ void gather_rows_on_device(const float* from, const uint32_t* order, size_t k, s
 const uint32_t* GpuKOrder::on_device(const std::vector<size_t>& order) {
   Uploaded& slot = orders_[order];
   if (!slot.buffer) {
-    const std::vector<uint32_t> narrow(order.begin(), order.end());  // a GEMM's K on the GPU is below 2^31
+    if (order.size() > UINT32_MAX) {
+      orders_.erase(order);
+      throw NotRealisable("a GEMM gathered along K of " + std::to_string(order.size()) + " terms (at most 2^32 - 1)");
+    }
+    const std::vector<uint32_t> narrow(order.begin(), order.end());
     auto buffer = std::make_unique<DeviceBuffer>();
     uint32_t* device = buffer->reserve<uint32_t>(narrow.size());
     FPLAB_CUDA(cudaMemcpy(device, narrow.data(), narrow.size() * sizeof(uint32_t), cudaMemcpyHostToDevice));

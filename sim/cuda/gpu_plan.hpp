@@ -168,7 +168,8 @@ bool only_reorders(const Stage& stage);
 OrderedGemmRoute plan_ordered_gemm(const Schedule& schedule);
 
 // Whether the exact kernels (gpu_exact.hpp) take the schedule: one exact reduction of every term
-// (`all:exact`, shuffles and reorderings before it changing nothing), products not rounded first.
+// (`all:exact`, shuffles and reorderings before it changing nothing). For a GEMM the caller also
+// checks that the products are not rounded first (the kernels add them exact).
 bool exact_sum_schedule(const Schedule& schedule);
 
 // The seeded-order kernel (gpu_seeded.hpp) realises `GROUPS:R1 [| all:R2]`, R1 and R2 each `seq`

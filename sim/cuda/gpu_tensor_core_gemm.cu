@@ -164,7 +164,9 @@ __device__ __noinline__ bool needs_model(Fragment d, Fragment before, const floa
 #pragma unroll
   for (int r = 0; r < 4; ++r) {
     const uint32_t twice = __float_as_uint(d.v[r]) << 1;  // without the sign
-    needs |= inside[r] && (twice >= 0xff000000u || (twice == 0 && __float_as_uint(before.v[r]) == 0x80000000u));
+    // a -0 from the chip (never seen: its exact zero is +0) goes to the model too, to be sure
+    const bool negative_zero = __float_as_uint(d.v[r]) == 0x80000000u || __float_as_uint(before.v[r]) == 0x80000000u;
+    needs |= inside[r] && (twice >= 0xff000000u || (twice == 0 && negative_zero));
   }
   if (__any_sync(0xffffffffu, needs)) return true;
   constexpr uint32_t kTiny = 0x21800000u;  // 2^-60's bits: |x| below it, x nonzero

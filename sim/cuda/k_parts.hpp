@@ -3,7 +3,8 @@
 // that restart every R terms: cuDNN's weight gradient per image, docs/schedules.md) the parts of
 // every run of R terms in turn, each run cut from its own start, its last part possibly shorter;
 // of `strided(P):seq`, whose operands are gathered part by part (gpu_k_order.hpp: part j's terms
-// j, j + P, ... made consecutive), P runs of G = K / P terms, the first K mod P of them one longer.
+// j, j + P, ... made consecutive), P runs of G = K / P terms, the first K mod P of them one longer
+// (for K < P: K parts of one term).
 // No CUDA types: the planner (host code) and the kernels share it.
 #pragma once
 
