@@ -125,7 +125,12 @@ std::vector<std::string> gpu_unsupported_ops(const profiles::OpTable& table) {
         if (is_gemm(op)) {
           const gpu::GemmRoute route = gpu::plan_any_gemm(choice.schedule);
           const auto* tensor_cores = std::get_if<gpu::TensorCoreGemmPlan>(&route);
-          if (tensor_cores && !tensor_cores->cuda_cores)
+          if (tensor_cores && !tensor_cores->parts.deterministic())
+            // fplab.torch folds such parts in the impl seed's order (run_seeded_on_device); this
+            // backend keys no noise
+            problem = "schedule '" + sim::to_string(choice.schedule) +
+                      "': an atomic combine of tensor-core split-K parts (fplab.torch runs it on the GPU)";
+          else if (tensor_cores && !tensor_cores->cuda_cores)
             problem = gpu::tensor_core_gemm_why_not();  // a Hopper GPU that reproduces the model
         } else {
           try {

@@ -64,6 +64,11 @@ TEST_CASE("gpu backend: tables it cannot run are refused one line per op kind, n
   const auto products = gpu_unsupported_ops(unfused);
   REQUIRE(products.size() == 1);
   CHECK(products[0].rfind("wgrad: products", 0) == 0);
+  // rtx5000-tc's weight gradients add tensor-core split-K parts by atomics: keyed in the impl seed's
+  // order by fplab.torch only
+  const auto tc = gpu_unsupported_ops(profiles::find_hw_profile("rtx5000-tc").default_ops);
+  REQUIRE(tc.size() == 1);
+  CHECK(tc[0].rfind("wgrad: schedule 'split(48):fused(4,23) | all:atomic': an atomic combine", 0) == 0);
   if (!have_device()) CHECK_THROWS(make_gpu_backend(profiles::op_table_preset("seq")));
 }
 

@@ -45,7 +45,8 @@ class GpuTensorCoreGemm {
   GpuTensorCoreGemm& operator=(const GpuTensorCoreGemm&) = delete;
 
   // C = A B on the caller's device memory (a, b, c device pointers to dense row-major matrices; c
-  // must not overlap a or b). Enqueued on the default stream; returns without waiting.
+  // must not overlap a or b). Enqueued on the default stream; returns without waiting. Split-K
+  // parts are added in order (an atomic combine's parts too: run_seeded_on_device draws theirs).
   void run_on_device(const TensorCoreGemmPlan& plan, const float* a, const float* b, float* c, GemmShape shape);
   // The same with split-K parts combined by atomics (`split(S):fused(...) | all:atomic`: rtx5000-tc's
   // weight gradients) in the emulation's order: the parts written to the workspace, then folded by
