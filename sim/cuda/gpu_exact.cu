@@ -96,7 +96,6 @@ unsigned blocks_for(size_t outputs) {
   return static_cast<unsigned>(std::clamp<size_t>((outputs + kThreads - 1) / kThreads, 1, size_t{1} << 20));
 }
 
-
 // A long accumulator's digits hold the carries of at most 2^31 terms (long_accumulator.hpp).
 void check_terms(size_t terms) {
   if (terms >= (size_t{1} << 31))
