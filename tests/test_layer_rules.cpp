@@ -218,6 +218,7 @@ TEST_CASE("layer rules: h100-torch's ResNet-18 on 32x32 images, as revealed on a
   // cuDNN's dgrad_engine at 8x8: a chain per kernel position, added by atomics; elsewhere one chain
   const auto dgrad_of = [&](const LayerShape& layer) { return sim::to_string(t.choice(OpKind::dgrad, &layer).schedule); };
   CHECK(dgrad_of(conv(256, 256, 8)) == "strided(9):seq | all:atomic");
+  CHECK(dgrad_of(conv(256, 256, 7)) == "strided(9):seq | all:atomic");  // the 28x28 ResNet-18's (H100)
   CHECK(dgrad_of(conv(256, 512, 8, 3, 2)) == "all:seq");
   CHECK(dgrad_of(conv(512, 512, 4)) == "all:seq");
 }
