@@ -45,6 +45,24 @@ float cpu_reduce(const Schedule& s, const std::vector<float>& x) {
   return static_cast<float>(reduce(s, d, Arithmetic{}));
 }
 
+// x (rows x cols, row-major) transposed: each column's terms consecutive.
+std::vector<float> transposed_of(const std::vector<float>& x, size_t rows, size_t cols) {
+  std::vector<float> t(rows * cols);
+  for (size_t i = 0; i < rows; ++i)
+    for (size_t j = 0; j < cols; ++j) t[j * rows + i] = x[i * cols + j];
+  return t;
+}
+
+// Outputs j whose sums read by columns and by rows both have the CPU's bits.
+size_t same_both_ways(const std::vector<float>& by_columns, const std::vector<float>& by_rows,
+                      const std::vector<double>& cpu) {
+  size_t same = 0;
+  for (size_t j = 0; j < cpu.size(); ++j)
+    same += std::bit_cast<uint32_t>(by_columns[j]) == std::bit_cast<uint32_t>(static_cast<float>(cpu[j])) &&
+            std::bit_cast<uint32_t>(by_rows[j]) == std::bit_cast<uint32_t>(static_cast<float>(cpu[j]));
+  return same;
+}
+
 std::string hex(float x) {
   char text[32];
   std::snprintf(text, sizeof text, "%a", x);
@@ -551,17 +569,12 @@ TEST_CASE("gpu segmented sums == sim::reduce_batch bit for bit: training's sums 
       const std::vector<double> terms(x.begin(), x.end());
       std::vector<double> cpu(cols);
       reduce_batch(s, terms.data(), rows, cols, Arithmetic{}, NoiseKey{}, cpu.data());
-      std::vector<float> by_columns(cols, 1.0f), by_rows(cols, 1.0f), transposed(rows * cols);
+      std::vector<float> by_columns(cols, 1.0f), by_rows(cols, 1.0f);
       gpu.run_columns(plan_reduction(s), x.data(), rows, cols, by_columns.data());
-      for (size_t i = 0; i < rows; ++i)
-        for (size_t j = 0; j < cols; ++j) transposed[j * rows + i] = x[i * cols + j];
+      const std::vector<float> transposed = transposed_of(x, rows, cols);
       gpu.run(plan_reduction(s), transposed.data(), rows, cols, by_rows.data());
-      size_t same = 0;
-      for (size_t j = 0; j < cols; ++j)
-        same += std::bit_cast<uint32_t>(by_columns[j]) == std::bit_cast<uint32_t>(static_cast<float>(cpu[j])) &&
-                std::bit_cast<uint32_t>(by_rows[j]) == std::bit_cast<uint32_t>(static_cast<float>(cpu[j]));
       INFO(text << ", " << rows << " rows x " << cols << " columns");
-      CHECK(same == cols);
+      CHECK(same_both_ways(by_columns, by_rows, cpu) == cols);
     }
 }
 
@@ -598,17 +611,10 @@ TEST_CASE("gpu seeded sums == sim::reduce_batch bit for bit: atomic steps in the
         const std::vector<double> terms(x.begin(), x.end());
         std::vector<double> cpu(cols);
         reduce_batch(s, terms.data(), rows, cols, Arithmetic{}, key, cpu.data());
-        std::vector<float> transposed(rows * cols);
-        for (size_t i = 0; i < rows; ++i)
-          for (size_t j = 0; j < cols; ++j) transposed[j * rows + i] = x[i * cols + j];
         const auto by_columns = reduce_batch_seeded(s, x, {rows, cols, cols, 1}, key);
-        const auto by_rows = reduce_batch_seeded(s, transposed, {rows, cols, 1, rows}, key);
-        size_t same = 0;
-        for (size_t j = 0; j < cols; ++j)
-          same += std::bit_cast<uint32_t>(by_columns[j]) == std::bit_cast<uint32_t>(static_cast<float>(cpu[j])) &&
-                  std::bit_cast<uint32_t>(by_rows[j]) == std::bit_cast<uint32_t>(static_cast<float>(cpu[j]));
+        const auto by_rows = reduce_batch_seeded(s, transposed_of(x, rows, cols), {rows, cols, 1, rows}, key);
         INFO(text << ", " << rows << " rows x " << cols << " columns, impl seed " << key.impl_seed);
-        CHECK(same == cols);
+        CHECK(same_both_ways(by_columns, by_rows, cpu) == cols);
       }
 }
 
@@ -763,17 +769,10 @@ TEST_CASE("gpu addition program == sim::reduce_batch and sim::gemm (rounded prod
       const std::vector<double> terms(x.begin(), x.end());
       std::vector<double> cpu(cols);
       reduce_batch(s, terms.data(), rows, cols, Arithmetic{}, NoiseKey{}, cpu.data());
-      std::vector<float> transposed(rows * cols);
-      for (size_t i = 0; i < rows; ++i)
-        for (size_t j = 0; j < cols; ++j) transposed[j * rows + i] = x[i * cols + j];
       const auto by_columns = reduce_batch_program(s, x, {rows, cols, cols, 1});
-      const auto by_rows = reduce_batch_program(s, transposed, {rows, cols, 1, rows});
-      size_t same = 0;
-      for (size_t j = 0; j < cols; ++j)
-        same += std::bit_cast<uint32_t>(by_columns[j]) == std::bit_cast<uint32_t>(static_cast<float>(cpu[j])) &&
-                std::bit_cast<uint32_t>(by_rows[j]) == std::bit_cast<uint32_t>(static_cast<float>(cpu[j]));
+      const auto by_rows = reduce_batch_program(s, transposed_of(x, rows, cols), {rows, cols, 1, rows});
       INFO(text << ", " << rows << " rows x " << cols << " columns");
-      CHECK(same == cols);
+      CHECK(same_both_ways(by_columns, by_rows, cpu) == cols);
     }
   Arithmetic rounded;
   rounded.products = Products::rounded;

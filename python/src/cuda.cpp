@@ -127,6 +127,20 @@ void run_gemm(DeviceKernels& k, const DeviceGemm& gemm, const float* a, const fl
     k.tensor_core_gemm.run_seeded_on_device(std::get<gpu::TensorCoreGemmPlan>(route), k.seeded, key, a, b, c, shape);
 }
 
+// A GEMM of rounded products on the FMA-chain kernels (any order of theirs, a leading reordering
+// included), or nothing where they do not take the order (an addition program may).
+std::optional<OrderedGemmRoute> rounded_chains(const sim::Schedule& schedule) {
+  try {
+    OrderedGemmRoute route = plan_ordered_gemm(schedule);
+    auto* plan = std::get_if<gpu::GemmPlan>(&route.rest);
+    if (!plan) return std::nullopt;
+    plan->rounded_products = true;
+    return route;
+  } catch (const gpu::NotRealisable&) {
+    return std::nullopt;
+  }
+}
+
 // Why the kernels cannot run this reduction as `schedule` in `arithmetic` ("" when they can):
 // a schedule outside the kernels' family, arithmetic other than theirs (fp32, round to nearest
 // even, subnormals kept, fused products in a GEMM), or a kernel that failed its check before first
@@ -137,12 +151,8 @@ std::string why_not(bool gemm, const sim::Schedule& schedule, const sim::Arithme
            " is not the kernels' (fp32, round to nearest even, subnormals kept)";
   if (gemm && arithmetic.products == sim::Products::rounded) {
     // the FMA-chain kernels with rounded products, else an addition program
-    std::optional<OrderedGemmRoute> route;
-    try {
-      route = plan_ordered_gemm(schedule);
-    } catch (const gpu::NotRealisable&) {
-    }
-    const auto* chains = route ? std::get_if<gpu::GemmPlan>(&route->rest) : nullptr;
+    const std::optional<OrderedGemmRoute> route = rounded_chains(schedule);
+    const auto* chains = route ? &std::get<gpu::GemmPlan>(route->rest) : nullptr;
     std::string why = chains ? std::string() : gpu::addition_program_why_not(schedule);
     if (why.empty() && !gpu::device_available(&why)) return why;
     if (why.empty() && chains && !chains->deterministic()) {
@@ -204,16 +214,9 @@ std::string cuda_device(int device) {
 
 void cuda_matmul(uintptr_t a, uintptr_t b, uintptr_t c, size_t m, size_t n, size_t k, const sim::Schedule& schedule,
                  int device, uint64_t impl_seed, uint64_t op_id, uint64_t call, bool rounded_products) {
-  std::optional<OrderedGemmRoute> chains;  // rounded products: the FMA-chain kernels where they take the order
+  // rounded products: the FMA-chain kernels where they take the order
+  const std::optional<OrderedGemmRoute> chains = rounded_products ? rounded_chains(schedule) : std::nullopt;
   if (rounded_products) {
-    try {
-      chains = plan_ordered_gemm(schedule);
-      if (auto* plan = std::get_if<gpu::GemmPlan>(&chains->rest))
-        plan->rounded_products = true;
-      else
-        chains.reset();
-    } catch (const gpu::NotRealisable&) {
-    }
     if (!chains) {  // else an addition program, a thread an output
       if (const std::string why = gpu::addition_program_why_not(schedule); !why.empty()) throw gpu::NotRealisable(why);
       py::gil_scoped_release unlocked;
