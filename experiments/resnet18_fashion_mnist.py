@@ -99,43 +99,13 @@ def _run(args: argparse.Namespace) -> None:
         class_names=data.class_names, resume=args.resume, device=args.device, workers=args.workers)
 
 
-def _percent(x: float) -> str:
-    return f"{100 * x:.2f}"
-
-
-def _groups(folders: List[str]) -> List[dict]:
-    """Every (profile, variant) group of the folders' summary.json, with the folder's name as 'run'."""
-    groups = []
-    for folder in folders:
-        with open(os.path.join(folder, "summary.json")) as f:
-            summary = json.load(f)
-        for g in summary["results"]:
-            groups.append(dict(g, run=os.path.basename(os.path.normpath(folder))))
-    return groups
-
-
-def _table(folders: List[str]) -> str:
-    rows = ["| run | profile | variant | replicas | accuracy % (mean) | accuracy sd % [95% CI] | churn % [95% CI] "
-            "| L2 [95% CI] | per-class sd max % | identical |", "|---|---|---|---|---|---|---|---|---|---|"]
-    for g in _groups(folders):
-        low, high = g["churn_ci95_replicas"]
-        l2_low, l2_high = g["l2_ci95_replicas"]
-        sd_low, sd_high = g["accuracy_std_ci95_replicas"]
-        rows.append(f"| {g['run']} | {g['profile']} | {g['variant']} | {g['replicas']} "
-                    f"| {_percent(g['accuracy_mean'])} "
-                    f"| {_percent(g['accuracy_std'])} [{_percent(sd_low)}, {_percent(sd_high)}] "
-                    f"| {_percent(g['churn_mean'])} [{_percent(low)}, {_percent(high)}] "
-                    f"| {g['l2_mean']:.4g} [{l2_low:.4g}, {l2_high:.4g}] "
-                    f"| {_percent(g['per_class_std_max'])} | {'yes' if g['identical_replicas'] else 'no'} |")
-    return "\n".join(rows) + "\n"
-
-
 def _figure(folders: List[str], out: str) -> None:
     """Two panels, churn % and L2 of the final weights, one cluster per variant and one bar per
     profile, each with its 95% interval over replicas."""
     from fplab import _core
+    from fplab.torch.summary_table import groups as summary_groups
 
-    groups = _groups(folders)
+    groups = summary_groups(folders)
     profiles = list(dict.fromkeys(g["profile"] for g in groups))
     variants = list(dict.fromkeys(g["variant"] for g in groups))
     by_key = {(g["profile"], g["variant"]): g for g in groups}
@@ -175,7 +145,9 @@ def main(argv: List[str]) -> int:
     if args.command in ("table", "figure"):
         try:
             if args.command == "table":
-                sys.stdout.write(_table(args.folders))
+                from fplab.torch.summary_table import markdown
+
+                sys.stdout.write(markdown(args.folders))
             else:
                 _figure(args.folders, args.out)
         except (OSError, KeyError, ValueError, RuntimeError) as error:

@@ -412,6 +412,10 @@ def render_gnuplot(path: str, script: str, data: str, width: int = 900, height: 
 def gnuplot_quoted(text: str) -> str:
     """``text`` as a gnuplot single-quoted string literal."""
 
+def load_experiment_file(path: str) -> str:
+    """An experiment TOML file read and checked as fplab run reads it, as JSON text: name,
+    description, data, model, training and run, every default filled in."""
+
 NATIVE_PROFILE: str  # "native": replicas of PyTorch's own kernels in fplab.torch.experiment
 
 class Experiment:

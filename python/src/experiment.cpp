@@ -22,6 +22,7 @@
 
 #include "experiments/group_summary.hpp"
 #include "experiments/output_folder.hpp"
+#include "experiments/recipe.hpp"
 #include "experiments/replica_file.hpp"
 #include "experiments/report.hpp"
 #include "models/recipe_limits.hpp"
@@ -224,6 +225,19 @@ py::dict write_results(const PythonExperiment& x, const std::vector<experiments:
 
 void bind_experiment(py::module_& m) {
   using experiments::ReplicaRecord;
+  m.def(
+      "load_experiment_file",
+      [](const std::string& path) {
+        const experiments::Experiment x = experiments::load_experiment(path);
+        nlohmann::json recipe = experiments::recipe_json(x);
+        recipe["name"] = x.name;
+        recipe["description"] = x.description;
+        return recipe.dump();
+      },
+      py::arg("path"),
+      "An experiment TOML file read and checked as fplab run reads it (errors: one line naming the file, line "
+      "and key), as JSON text: name, description and its sections data, model, training and run with every "
+      "default filled in.");
   py::class_<ReplicaRecord>(m, "ReplicaRecord",
                             "One trained replica's results (experiments::ReplicaRecord); the SHA-256s are computed "
                             "from the arrays as fplab run computes them.")

@@ -1,0 +1,348 @@
+#!/usr/bin/env python3
+"""One of fplab's experiment recipes (a TOML file of experiments/) trained in PyTorch: emulated
+profiles beside PyTorch's own kernels, in the same training program.
+
+  experiments/recipe_torch.py run experiments/hardware.toml --profiles h100-torch,native \\
+      --variants impl --replicas 24 --device cuda --workers 4 --out results/hardware-torch
+  experiments/recipe_torch.py table results/hardware-torch results/hardware-tf32
+  experiments/recipe_torch.py diverge experiments/hardware.toml --profiles h100-torch,native \
+      --pairs 4 --device cuda --out results/hardware-diverge.csv
+  experiments/recipe_torch.py figure --out diverge.png results/hardware-diverge.csv
+
+``run`` reads the file as ``fplab run`` does (the same checks and defaults), builds the model with
+fplab's initial weights (fplab.torch.models.build), takes the training subset ``fplab run`` takes
+(fplab._core.training_examples of the run's algo seed) and trains every (profile, variant, replica)
+through fplab.torch.experiment: the emulated profiles through fplab.torch.emulate with the C library's
+exp and log (math="libm", as fplab's C++ layers), ``native`` with PyTorch's own kernels on the
+device. It writes ``fplab run``'s files into --out; --resume keeps the replicas already there.
+
+Why: ``fplab run`` replays a recipe in fplab's C++ trainer, a real GPU trains it in PyTorch. Both
+here run one program, so that an emulated profile's churn and a real device's can be compared with
+nothing else different (issue 18's calibration; docs/results.md).
+
+Not taken: augmentation (data.augment_pad, data.flip) and run.format other than fp32 (say so and
+stop). The training subset is the one of the run's algo seed for every replica: the ALGO variants'
+replicas differ in weights, order and dropout, not in which examples they see (fplab run draws the
+subset per algo seed too when data.train_subset is set; use the impl and control variants for an
+exact match).
+
+``diverge`` trains pairs of replicas of the IMPL variant in lockstep (the same weights and batches,
+impl seeds 2p + 1 and 2p + 2 for an emulated profile; two runs of PyTorch's default mode for
+``native``) and writes the L2 distance between the pair's weights after every step to a CSV
+(profile, pair, step, l2; the L2 of fplab run's reports, || w1 / ||w1|| - w2 / ||w2|| ||), with a table of the median over pairs at a few steps on stdout: where
+two profiles' final churn differs, whether the distance starts apart (the size of a step's noise)
+or grows apart (the training's amplification of it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import List, Sequence
+
+DEFAULT_DATA = "/usr/share/datasets/fashion-mnist"
+
+
+class FplabModel:
+    """model_fn for fplab.torch.experiment: fplab's model with the algo seed's initial weights (a
+    class at the top of the module, so that worker processes can unpickle it)."""
+
+    def __init__(self, model: dict, input_shape: Sequence[int], classes: int) -> None:
+        self.model, self.input_shape, self.classes = model, list(input_shape), classes
+
+    def __call__(self, seed: int):
+        from fplab.torch.models import build
+
+        m = self.model
+        return build(m["name"], hidden=m.get("hidden", [128]), kernel=m.get("kernel", 3),
+                     dropout=m.get("dropout", 0.0), algo_seed=seed, input_shape=self.input_shape,
+                     classes=self.classes)
+
+
+class FplabLoss:
+    """loss_fn: softmax cross-entropy under the last layer's index, as fplab's C++ trainer keys it."""
+
+    def __init__(self, last_layer: int) -> None:
+        self.last_layer = last_layer
+
+    def __call__(self, logits, labels):
+        import torch.nn.functional as F
+
+        from fplab.torch import layer
+
+        with layer(self.last_layer):
+            return F.cross_entropy(logits, labels)
+
+
+def _arguments(argv: List[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n"
+               "  %(prog)s run experiments/quick.toml --profiles h100-torch,native --variants impl "
+               "--replicas 2 --out /tmp/quick-torch\n"
+               "  %(prog)s table /tmp/quick-torch\n")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="train the replicas of a recipe and write fplab run's files")
+    run.add_argument("recipe", help="an experiment TOML file (experiments/*.toml)")
+    run.add_argument("--profiles", help="comma-separated profile names, 'native' for PyTorch's own kernels "
+                                        "(default: the file's run.profiles)")
+    run.add_argument("--variants", help="comma-separated (default: the file's run.variants)")
+    run.add_argument("--replicas", type=int, help="per profile and variant (default: the file's run.replicas)")
+    run.add_argument("--data-dir", default=DEFAULT_DATA, help="the four IDX files (default: %(default)s)")
+    run.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default: %(default)s)")
+    run.add_argument("--workers", type=int, default=1, help="replicas trained at a time (default: %(default)s)")
+    run.add_argument("--tf32", choices=("off", "on"), default="off",
+                     help="PyTorch's TF32 switches for the native replicas (default: off; 'on' turns on TF32 in "
+                          "cuDNN's convolutions only, PyTorch's default)")
+    run.add_argument("--out", required=True, help="the results folder")
+    run.add_argument("--resume", action="store_true", help="keep the replicas already in --out")
+    diverge = commands.add_parser("diverge", help="the weight distance of IMPL pairs trained in lockstep, step by step")
+    diverge.add_argument("recipe", help="an experiment TOML file (experiments/*.toml)")
+    diverge.add_argument("--profiles", required=True, help="comma-separated profile names, 'native' for PyTorch's own")
+    diverge.add_argument("--pairs", type=int, default=4, help="pairs per profile (default: %(default)s)")
+    diverge.add_argument("--data-dir", default=DEFAULT_DATA, help="the four IDX files (default: %(default)s)")
+    diverge.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default: %(default)s)")
+    diverge.add_argument("--tf32", choices=("off", "on"), default="off", help="as for run (default: off)")
+    diverge.add_argument("--out", required=True, help="the CSV file (written whole: a temporary name, then renamed)")
+    diverge.add_argument("--tensors", type=int, default=0, metavar="K",
+                         help="also write OUT's stem + .tensors.csv: per parameter tensor and each of the first K "
+                              "steps, the twins' gradients and weights compared (default: 0, none)")
+    table = commands.add_parser("table", help="one Markdown table of the summary.json of several runs")
+    table.add_argument("folders", nargs="+")
+    figure = commands.add_parser("figure", help="diverge's curves: the median distance over pairs, step by step")
+    figure.add_argument("--out", required=True, help="the figure: .png, .svg or .pdf")
+    figure.add_argument("--title", default="Weight distance of IMPL twins trained in lockstep (median over pairs)")
+    figure.add_argument("csvs", nargs="+", metavar="CSV", help="diverge's CSV files; each curve is named "
+                                                                "'FILE: profile'")
+    return parser.parse_args(argv)
+
+
+class Setting:
+    """A recipe file read and checked, PyTorch's TF32 switches set, the data set and training subset loaded."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        import numpy as np
+        import torch
+
+        import fplab
+        from fplab import _core
+
+        self.recipe = json.loads(_core.load_experiment_file(args.recipe))
+        data_keys, run = self.recipe["data"], self.recipe["run"]
+        if data_keys["augment_pad"] or data_keys["flip"]:
+            raise fplab.Error(f"{args.recipe}: augmentation (data.augment_pad, data.flip) is not taken here")
+        if run["format"] != "fp32":
+            raise fplab.Error(f"{args.recipe}: run.format {run['format']} is not taken here (fp32 only)")
+        # PyTorch's default: TF32 in cuDNN's convolutions, not in cuBLAS's matmuls.
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = args.tf32 == "on"
+        self.data = _core.load_image_dataset(args.data_dir)
+        examples = _core.training_examples(self.data.labels("train"), data_keys["train_subset"],
+                                           data_keys.get("imbalance_class", -1),
+                                           data_keys.get("imbalance_percent", 100.0), run["algo_seed"])
+        chosen = torch.from_numpy(examples.astype(np.int64))
+        images = torch.from_numpy(np.array(self.data.images("train")))
+        labels = torch.from_numpy(np.array(self.data.labels("train"))).long()
+        self.train = (images[chosen], labels[chosen])
+        self.test = (torch.from_numpy(np.array(self.data.images("test"))),
+                     torch.from_numpy(np.array(self.data.labels("test"))).long())
+        self.model_fn = FplabModel(self.recipe["model"], images.shape[1:], self.data.classes)
+        self.loss_fn = FplabLoss(self.model_fn(run["algo_seed"]).indices[-1])
+
+
+def _run(args: argparse.Namespace) -> None:
+    import fplab.torch
+
+    setting = Setting(args)
+    recipe, data = setting.recipe, setting.data
+    training, run = recipe["training"], recipe["run"]
+    fplab.torch.experiment(
+        setting.model_fn, setting.train, setting.test, training,
+        args.profiles.split(",") if args.profiles else run["profiles"],
+        args.variants.split(",") if args.variants else run["variants"],
+        args.replicas if args.replicas is not None else run["replicas"], args.out,
+        name=recipe["name"], description=f"{recipe['description']} Trained in PyTorch (experiments/recipe_torch.py); "
+                                         f"TF32 in cuDNN's convolutions {args.tf32}.",
+        class_names=data.class_names, loss_fn=setting.loss_fn, algo_seed=run["algo_seed"],
+        impl_seed=run["impl_seed"], resume=args.resume, device=args.device, math="libm", workers=args.workers)
+
+
+_DIVERGE_STEPS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000)
+
+
+_TENSOR_HEADER = ("profile,pair,step,tensor,elements,gradient_differing,gradient_max_difference,gradient_max,"
+                  "gradient_sign_differing,weight_differing,weight_max_difference")
+
+
+def _tensor_rows(profile: str, pair: int, step: int, names, gradients, weights1, weights2) -> List[str]:
+    """Per parameter tensor after a lockstep step: how many elements of the twins' gradients and
+    weights differ, by how much at most, and how many gradients differ in sign (or are 0 in one)."""
+    import torch
+
+    rows = []
+    for name, g1, g2, w1, w2 in zip(names, gradients[0], gradients[1], weights1, weights2):
+        dg, dw = (g1.double() - g2.double()).abs(), (w1.detach().double() - w2.detach().double()).abs()
+        sign = int((torch.sign(g1) != torch.sign(g2)).sum())
+        rows.append(f"{profile},{pair},{step},{name},{g1.numel()},{int((g1 != g2).sum())},{float(dg.max()):.6g},"
+                    f"{float(g1.abs().max()):.6g},{sign},{int((w1 != w2).sum())},{float(dw.max()):.6g}")
+    return rows
+
+
+def _tensors_path(out: str) -> str:
+    stem = out[:-4] if out.endswith(".csv") else out
+    return stem + ".tensors.csv"
+
+
+def _write_whole(path: str, rows: List[str]) -> None:
+    """The rows as a file, written under a temporary name in the same folder and then renamed."""
+    import os
+    import tempfile
+
+    folder = os.path.dirname(os.path.abspath(path))
+    with tempfile.NamedTemporaryFile("w", dir=folder, prefix=".recipe_torch.", suffix=".csv", delete=False) as f:
+        f.write("\n".join(rows) + "\n")
+    os.replace(f.name, path)
+
+
+def _diverge(args: argparse.Namespace) -> None:
+    import numpy as np
+    import torch
+
+    import fplab
+    from fplab import _core
+    from fplab.torch import emulate
+    from fplab.torch._native_run import NativeMode
+    from fplab.torch.models import Optimizer
+
+    if args.pairs < 1:
+        raise fplab.Error("recipe_torch.py diverge: --pairs must be at least 1")
+    setting = Setting(args)
+    training, run = setting.recipe["training"], setting.recipe["run"]
+    x, y = (t.to(args.device) for t in setting.train)
+    n = len(x)
+    size = n if training["batch"] == 0 else min(training["batch"], n)
+    batches = (n + size - 1) // size
+    rows = ["profile,pair,step,l2"]
+    tensor_rows = [_TENSOR_HEADER]
+    medians = {}
+    for profile in args.profiles.split(","):
+        native = profile == _core.NATIVE_PROFILE
+        curves = []
+        for pair in range(args.pairs):
+            twins = []
+            for member in range(2):
+                torch.manual_seed(run["algo_seed"])
+                model = setting.model_fn(run["algo_seed"]).to(args.device)
+                model.train()
+                trained = [p for p in model.parameters() if p.requires_grad]
+                optimizer = Optimizer([(p, p.dim() > 1) for p in trained], training["optimizer"], training["lr"],
+                                      training.get("momentum", 0.9), training.get("weight_decay", 0.0),
+                                      decay_every=training.get("lr_decay_every", 0),
+                                      decay_factor=training.get("lr_decay_factor", 0.1))
+                mode = NativeMode(False) if native else emulate(profile, run["impl_seed"] + 2 * pair + member,
+                                                                math="libm")
+                twins.append((model, trained, optimizer, mode))
+            curve, step = [], 0
+            names = [name for name, p in twins[0][0].named_parameters() if p.requires_grad]
+            for epoch in range(training["epochs"]):
+                order = torch.from_numpy(np.asarray(_core.epoch_order(n, run["algo_seed"], epoch), dtype=np.int64))
+                for b in range(batches):
+                    chosen = order[b * size:(b + 1) * size].to(args.device)
+                    gradients = []
+                    for model, trained, optimizer, mode in twins:
+                        for p in trained:
+                            p.grad = None
+                        with mode:
+                            setting.loss_fn(model(x[chosen]), y[chosen]).backward()
+                        if step < args.tensors:
+                            gradients.append([p.grad.detach().clone() for p in trained])
+                        optimizer.step(epoch)
+                    step += 1
+                    if step <= args.tensors:
+                        tensor_rows += _tensor_rows(profile, pair, step, names, gradients, twins[0][1], twins[1][1])
+                    with torch.no_grad():  # fplab run's L2: || w1 / ||w1|| - w2 / ||w2|| ||
+                        w1, w2 = (torch.cat([p.double().reshape(-1) for p in t[1]]) for t in twins)
+                        l2 = float(torch.linalg.norm(w1 / torch.linalg.norm(w1) - w2 / torch.linalg.norm(w2)))
+                    curve.append(l2)
+                    rows.append(f"{profile},{pair},{step},{l2:.9g}")
+            curves.append(curve)
+            print(f"{profile} pair {pair}: L2 {curve[-1]:.4g} after {step} steps", file=sys.stderr, flush=True)
+        medians[profile] = np.median(np.array(curves), axis=0)
+    _write_whole(args.out, rows)
+    if args.tensors:
+        _write_whole(_tensors_path(args.out), tensor_rows)
+    steps = [s for s in _DIVERGE_STEPS if s <= len(next(iter(medians.values())))]
+    print("| profile | " + " | ".join(f"step {s}" for s in steps) + " |")
+    print("|---|" + "---|" * len(steps))
+    for profile, median in medians.items():
+        print(f"| {profile} | " + " | ".join(f"{median[s - 1]:.3g}" for s in steps) + " |")
+
+
+def _figure(args: argparse.Namespace) -> None:
+    """One line per (file, profile): the median over pairs of the distance after each step, log scale."""
+    import os
+
+    import numpy as np
+
+    from fplab import _core
+
+    curves = []
+    for path in args.csvs:
+        by_profile: dict = {}
+        for row in _csv_rows(path):
+            by_profile.setdefault(row["profile"], {}).setdefault(int(row["pair"]), []).append(float(row["l2"]))
+        stem = os.path.splitext(os.path.basename(path))[0]
+        for profile, pairs in by_profile.items():
+            steps = min(len(c) for c in pairs.values())
+            curves.append((f"{stem}: {profile}", np.median(np.array([c[:steps] for c in pairs.values()]), axis=0)))
+    if not curves:
+        raise ValueError("no rows in the CSV files given")
+    steps = max(len(c) for _, c in curves)
+    lines = [" ".join([str(s + 1)] + [f"{c[s]:.6g}" if s < len(c) and c[s] > 0 else "NaN" for _, c in curves])
+             for s in range(steps)]
+    plots = ", ".join(f"'data.dat' using 1:{k + 2} with lines lw 2 title {_core.gnuplot_quoted(name)} noenhanced"
+                      for k, (name, _) in enumerate(curves))
+    script = (f"set title {_core.gnuplot_quoted(args.title)}\nset xlabel 'training step'\n"
+              "set ylabel 'normalised L2 distance of the weights'\nset logscale y\nset format y '10^{%L}'\n"
+              "set grid\nset key top left\nset datafile missing 'NaN'\n"
+              f"plot {plots}\n")
+    _core.render_gnuplot(args.out, script, "\n".join(lines) + "\n", 1000, 560)
+
+
+def _csv_rows(path: str) -> List[dict]:
+    import csv
+
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def main(argv: List[str]) -> int:
+    args = _arguments(argv)
+    if args.command in ("table", "figure"):
+        from fplab.torch.summary_table import markdown
+
+        try:
+            if args.command == "table":
+                sys.stdout.write(markdown(args.folders))
+            else:
+                _figure(args)
+        except (OSError, KeyError, ValueError, RuntimeError) as error:
+            print(f"recipe_torch.py: {error}", file=sys.stderr)
+            return 2
+        return 0
+    import fplab
+
+    try:
+        _run(args) if args.command == "run" else _diverge(args)
+    except fplab.Error as error:
+        print(error, file=sys.stderr)
+        return 2
+    except RuntimeError as error:  # the TOML reader's one-line errors
+        print(str(error).splitlines()[0], file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,151 @@
+"""experiments/recipe_torch.py: one of fplab's experiment files trained in PyTorch.
+
+- fplab._core.load_experiment_file reads a file as `fplab run` does: defaults filled in, a bad key
+  refused in one line naming it;
+- `run` of a small small_cnn recipe under h100-torch (IMPL, two replicas, so that its atomic weight
+  gradients draw noise) gives what `fplab run` of the same file gives: per replica the same test
+  predictions, accuracy and loss ($FPLAB_BINARY, as test_torch_crosscheck.py; skipped without it
+  or without the data set);
+- `diverge` trains the same pair in lockstep: its last distance is the run's distance between
+  replicas 0 and 1 (pairs.csv), and its per-tensor table has a row per parameter tensor and step;
+- what the script does not take (augmentation) is refused in one line before anything is trained.
+"""
+
+import contextlib
+import csv
+import io
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+
+from fplab_command import DATA, experiment_script, fplab_binary
+from torch_reference import needs_torch, torch
+
+if torch is not None:
+    import fplab
+    import fplab._core as core
+
+RECIPE = """name = "recipe torch"
+description = "small_cnn, a few steps"
+[data]
+train_subset = 192
+[model]
+name = "small_cnn"
+[training]
+epochs = 1
+batch = 64
+optimizer = "adam"
+lr = 0.002
+[run]
+profiles = ["h100-torch"]
+variants = ["impl"]
+replicas = 2
+"""
+
+
+def rows(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+@needs_torch
+class ReadsTheFile(unittest.TestCase):
+    def test_defaults_filled_in(self):
+        with tempfile.TemporaryDirectory(prefix="fplab-recipe-") as folder:
+            path = os.path.join(folder, "x.toml")
+            with open(path, "w") as f:
+                f.write('name = "x"\n[model]\nname = "mlp"\n[run]\nprofiles = ["h100"]\nvariants = ["impl"]\n')
+            recipe = json.loads(core.load_experiment_file(path))
+        self.assertEqual(recipe["name"], "x")
+        self.assertEqual(recipe["training"]["batch"], 64)
+        self.assertEqual(recipe["training"]["optimizer"], "adam")
+        self.assertEqual(recipe["model"]["hidden"], [128])
+        self.assertEqual(recipe["run"]["replicas"], 5)
+        self.assertEqual(recipe["run"]["format"], "fp32")
+        self.assertEqual(recipe["data"]["train_subset"], 0)
+
+    def test_a_bad_key_in_one_line(self):
+        with tempfile.TemporaryDirectory(prefix="fplab-recipe-") as folder:
+            path = os.path.join(folder, "x.toml")
+            with open(path, "w") as f:
+                f.write('name = "x"\n[training]\nbatchsize = 3\n[run]\nprofiles = ["h100"]\nvariants = ["impl"]\n')
+            with self.assertRaises(Exception) as caught:
+                core.load_experiment_file(path)
+        message = str(caught.exception)
+        self.assertIn("batchsize", message)
+        self.assertEqual(len(message.splitlines()), 1)
+
+
+@needs_torch
+@unittest.skipIf(not os.path.isdir(DATA), f"Fashion-MNIST is not in {DATA} (Debian: dataset-fashion-mnist)")
+class AgreesWithFplabRun(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.folder = tempfile.TemporaryDirectory(prefix="fplab-recipe-torch-")
+        cls.toml = os.path.join(cls.folder.name, "recipe.toml")
+        with open(cls.toml, "w") as f:
+            f.write(RECIPE)
+        cls.script = experiment_script("recipe_torch")
+        cls.py_out = os.path.join(cls.folder.name, "python")
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            cls.rc = cls.script.main(["run", cls.toml, "--out", cls.py_out, "--data-dir", DATA])
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.folder.cleanup()
+
+    def test_same_replicas_as_fplab_run(self):
+        binary = fplab_binary()
+        if binary is None:
+            self.skipTest("no fplab binary: set FPLAB_BINARY or build the fplab target beside the package")
+        self.assertEqual(self.rc, 0)
+        cpp_out = os.path.join(self.folder.name, "cpp")
+        done = subprocess.run([binary, "run", self.toml, "--out", cpp_out, "--data-dir", DATA, "--quiet", "--jobs", "1"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        same = ("profile", "variant", "replica", "algo_seed", "impl_seed", "test_accuracy", "train_loss",
+                "predictions_sha256")
+        mine, theirs = rows(os.path.join(self.py_out, "replicas.csv")), rows(os.path.join(cpp_out, "replicas.csv"))
+        self.assertEqual(len(mine), 2)
+        self.assertEqual([{k: r[k] for k in same} for r in mine], [{k: r[k] for k in same} for r in theirs])
+        self.assertNotEqual(mine[0]["weights_sha256"], mine[1]["weights_sha256"])  # the atomics drew noise
+
+    def test_diverge_ends_at_the_runs_distance(self):
+        self.assertEqual(self.rc, 0)
+        out = os.path.join(self.folder.name, "diverge.csv")
+        table = io.StringIO()
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(table):
+            rc = self.script.main(["diverge", self.toml, "--profiles", "h100-torch", "--pairs", "1", "--tensors", "2",
+                                   "--out", out, "--data-dir", DATA])
+        self.assertEqual(rc, 0)
+        curve = rows(out)
+        self.assertEqual([int(r["step"]) for r in curve], [1, 2, 3])  # 192 examples in batches of 64
+        with open(os.path.join(self.py_out, "summary.json")) as f:
+            l2 = json.load(f)["results"][0]["l2_mean"]  # two replicas: one pair
+        self.assertGreater(l2, 0)
+        self.assertAlmostEqual(float(curve[-1]["l2"]), l2, delta=1e-6 * l2)
+        tensors = rows(os.path.join(self.folder.name, "diverge.tensors.csv"))
+        self.assertEqual(len(tensors), 2 * 10)  # small_cnn's 10 parameter tensors, 2 steps
+        first = [r for r in tensors if r["step"] == "1"]
+        # Step 1 starts from the same weights: only the atomic weight gradients (28x28, 14x14) differ.
+        self.assertEqual({r["tensor"] for r in first if int(r["gradient_differing"])},
+                         {"blocks.0.weight", "blocks.3.weight"})
+        self.assertIn("| h100-torch |", table.getvalue())
+
+    def test_augmentation_is_refused(self):
+        path = os.path.join(self.folder.name, "augmented.toml")
+        with open(path, "w") as f:
+            f.write(RECIPE.replace("train_subset = 192", "train_subset = 192\naugment_pad = 2"))
+        errors = io.StringIO()
+        with contextlib.redirect_stderr(errors):
+            rc = self.script.main(["run", path, "--out", os.path.join(self.folder.name, "never"), "--data-dir", DATA])
+        self.assertEqual(rc, 2)
+        self.assertIn("augmentation", errors.getvalue())
+        self.assertEqual(len(errors.getvalue().strip().splitlines()), 1)
+        self.assertFalse(os.path.exists(os.path.join(self.folder.name, "never")))
+
+
+if __name__ == "__main__":
+    unittest.main()
