@@ -43,11 +43,17 @@ nlohmann::json mode_json(const profiles::OpTable& table) {
     nlohmann::json rule_ops = nlohmann::json::array();
     for (auto k : profiles::all_op_kinds)
       if (const auto& c = rule.ops[static_cast<size_t>(k)]) rule_ops.push_back(choice_json(k, *c));
-    layers.push_back({{"match", rule.match.describe()}, {"ops", rule_ops}});
+    nlohmann::json entry = {{"match", rule.match.describe()}, {"ops", rule_ops}};
+    if (rule.conv_wgrad) entry["conv_wgrad"] = profiles::conv_wgrad_name(*rule.conv_wgrad);
+    layers.push_back(std::move(entry));
   }
   nlohmann::json noisy = nlohmann::json::array();
   for (auto k : profiles::noisy_ops(table)) noisy.push_back(profiles::op_kind_name(k));
-  return {{"deterministic", noisy.empty()}, {"nondeterministic_ops", noisy}, {"ops", ops}, {"layers", layers}};
+  return {{"deterministic", noisy.empty()},
+          {"nondeterministic_ops", noisy},
+          {"ops", ops},
+          {"conv_dgrad", profiles::conv_dgrad_name(table.conv_dgrad)},
+          {"layers", layers}};
 }
 
 int run_list(const ProfileArgs& args) {
@@ -83,8 +89,12 @@ void print_mode(const char* mode, const profiles::OpTable& table) {
   std::printf("\n%s mode: %s\n", mode,
               noisy.empty() ? "deterministic" : ("nondeterministic (" + join(noisy) + ")").c_str());
   for (auto k : profiles::all_op_kinds) print_choice(std::string(profiles::op_kind_name(k)), table[k]);
+  if (table.conv_dgrad != profiles::ConvDgrad::col2im)
+    std::printf("  convolutions' input gradients: %s\n", std::string(profiles::conv_dgrad_name(table.conv_dgrad)).c_str());
   for (const auto& rule : table.layer_rules) {
     std::printf("  in layers %s:\n", rule.match.describe().c_str());
+    if (rule.conv_wgrad == profiles::ConvWgrad::winograd)
+      std::printf("    weight gradient by Winograd F(4x4, 3x3) transforms; wgrad orders the 36 sums over (image, tile)\n");
     for (auto k : profiles::all_op_kinds)
       if (const auto& c = rule.ops[static_cast<size_t>(k)])
         print_choice("  " + std::string(profiles::op_kind_name(k)), *c);

@@ -7,6 +7,7 @@
 #include "models/conv_dgrad_taps.hpp"
 #include "models/algo_noise.hpp"
 #include "models/init.hpp"
+#include "sim/winograd_wgrad.hpp"
 
 namespace fplab::models {
 
@@ -83,6 +84,7 @@ Tensor<T> Conv2d<T>::forward(const Tensor<T>& x, Context& ctx) {
   if (ctx.training) {
     cols_ = std::move(cols);
     input_shape_ = x.shape;
+    input_ = ctx.ops->conv_wgrad(layer) == profiles::ConvWgrad::winograd ? x : Tensor<T>();
   }
   return y;
 }
@@ -98,10 +100,13 @@ Tensor<T> Conv2d<T>::backward(const Tensor<T>& dy, Context& ctx) {
     for (size_t c = 0; c < cout_; ++c)
       for (size_t p = 0; p < positions; ++p)
         g.data[(b * positions + p) * cout_ + c] = dy.data[(b * cout_ + c) * positions + p];
-  // dW (k x C_out) = cols^T (k x rows) g (rows x C_out).
-  Tensor<T> cols_t({k, rows});
-  transpose(cols_.ptr(), rows, k, cols_t.ptr());
-  matmul(ctx, profiles::OpKind::wgrad, cols_t.ptr(), g.ptr(), weight_.grad.ptr(), k, cout_, rows);
+  if (ctx.ops->conv_wgrad(layer) == profiles::ConvWgrad::winograd) {
+    weight_grad_winograd(dy, ctx);
+  } else {  // dW (k x C_out) = cols^T (k x rows) g (rows x C_out).
+    Tensor<T> cols_t({k, rows});
+    transpose(cols_.ptr(), rows, k, cols_t.ptr());
+    matmul(ctx, profiles::OpKind::wgrad, cols_t.ptr(), g.ptr(), weight_.grad.ptr(), k, cout_, rows);
+  }
   sum_rows(ctx, profiles::OpKind::bias_grad, g.ptr(), rows, cout_, bias_.grad.ptr());
   if (!ctx.input_grad) return {};
   if (ctx.ops->conv_dgrad == profiles::ConvDgrad::direct) return input_grad_direct(dy, ctx);
@@ -133,6 +138,26 @@ Tensor<T> Conv2d<T>::backward(const Tensor<T>& dy, Context& ctx) {
           }
       }
   return dx;
+}
+
+// dW through F(4x4, 3x3)'s transforms (profiles::ConvWgrad::winograd; the profile's rule admits
+// 3x3 stride-1 layers only): the input, kept from the forward pass, and dy transformed, then per
+// transformed position p a GEMM M_p (C_out x C) = U_p (C_out x terms) V_p (terms x C) over
+// (image, tile) in the wgrad schedule, reduction part p; then dW from the 36 M_p.
+template <class T>
+void Conv2d<T>::weight_grad_winograd(const Tensor<T>& dy, Context& ctx) {
+  if (kernel_ != 3 || stride_ != 1)
+    throw std::logic_error("Conv2d: a Winograd weight gradient needs a 3x3 stride-1 convolution");
+  const sim::WinogradWgradShape shape{input_shape_[0], cin_, cout_, input_shape_[2], input_shape_[3], padding_};
+  const size_t terms = shape.terms();
+  Tensor<T> v({sim::kWinogradPositions, terms, cin_}), u({sim::kWinogradPositions, cout_, terms}),
+      m({sim::kWinogradPositions, cout_, cin_});
+  sim::winograd_data_transform(input_.ptr(), shape, v.ptr());
+  sim::winograd_delta_transform(dy.ptr(), shape, u.ptr());
+  for (size_t p = 0; p < sim::kWinogradPositions; ++p)
+    matmul(ctx, profiles::OpKind::wgrad, u.ptr() + p * cout_ * terms, v.ptr() + p * terms * cin_,
+           m.ptr() + p * cout_ * cin_, cout_, cin_, terms, p);
+  sim::winograd_output_transform(m.ptr(), cout_, cin_, weight_.grad.ptr());
 }
 
 // dx (B*H*W x C) = taps (B*H*W x C_out*kh*kw) W' (C_out*kh*kw x C): each input pixel's terms, ordered

@@ -28,6 +28,8 @@ class Conv2d : public Layer<T> {
   size_t out_size(size_t in) const { return (in + 2 * padding_ - kernel_) / stride_ + 1; }
   // The input gradient as profiles::ConvDgrad::direct adds it, from the output gradient dy.
   Tensor<T> input_grad_direct(const Tensor<T>& dy, Context& ctx) const;
+  // The weight gradient as profiles::ConvWgrad::winograd computes it, into weight_.grad.
+  void weight_grad_winograd(const Tensor<T>& dy, Context& ctx);
   sim::ConvGeometry geometry(const std::vector<size_t>& in) const {
     return {in[0], cin_, in[2], in[3], kernel_, stride_, padding_};
   }
@@ -38,7 +40,8 @@ class Conv2d : public Layer<T> {
 
   size_t cin_, cout_, kernel_, stride_, padding_;
   Parameter<T> weight_, bias_;
-  Tensor<T> cols_;  // im2col of the last training input
+  Tensor<T> cols_;   // im2col of the last training input
+  Tensor<T> input_;  // the last training input itself, where the weight gradient is Winograd's
   std::vector<size_t> input_shape_;
 };
 

@@ -202,12 +202,22 @@ struct Reader {
                                                       *op == OpKind::wgrad || *op == OpKind::bias_grad)) {
           rule.ops[static_cast<size_t>(*op)] = op_choice(value, key_full, shared);
           has_op = true;
+        } else if (k == "conv_wgrad") {
+          const std::string form = string(value, key_full);
+          if (form != "gemm" && form != "winograd") fail(value, key_full, "must be \"gemm\" or \"winograd\"");
+          rule.conv_wgrad = form == "winograd" ? ConvWgrad::winograd : ConvWgrad::gemm;
+          has_op = true;
         } else {
-          fail(value, key_full, "unknown key (known here: match, fwd, dgrad, wgrad, bias_grad)");
+          fail(value, key_full, "unknown key (known here: match, fwd, dgrad, wgrad, bias_grad, conv_wgrad)");
         }
       }
       if (!has_match) fail(entry, full, "needs match = { layer = \"conv\", ... }");
-      if (!has_op) fail(entry, full, "sets no operation (fwd, dgrad, wgrad or bias_grad)");
+      if (!has_op) fail(entry, full, "sets no operation (fwd, dgrad, wgrad, bias_grad or conv_wgrad)");
+      // F(4x4, 3x3) takes 3x3 stride-1 convolutions only: the rule must not reach another shape.
+      if (rule.conv_wgrad == ConvWgrad::winograd &&
+          (rule.match.kind != LayerShape::Kind::conv || rule.match.kernel != 3u || rule.match.stride != 1u))
+        fail(entry, full + ".conv_wgrad",
+             "\"winograd\" needs match = { layer = \"conv\", kernel = 3, stride = 1, ... } (F(4x4, 3x3) only)");
       out.push_back(std::move(rule));
     }
     return out;

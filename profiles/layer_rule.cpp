@@ -9,6 +9,8 @@ std::string LayerShape::describe() const {
          std::to_string(stride) + ") at " + std::to_string(height) + " pixels";
 }
 
+std::string_view conv_wgrad_name(ConvWgrad form) { return form == ConvWgrad::winograd ? "winograd" : "gemm"; }
+
 bool LayerMatch::matches(const LayerShape& layer) const {
   const auto agrees = [](const std::optional<size_t>& want, size_t have) { return !want || *want == have; };
   return kind == layer.kind && agrees(in, layer.in) && agrees(out, layer.out) && agrees(kernel, layer.kernel) &&

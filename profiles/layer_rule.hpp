@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sim/arithmetic.hpp"
@@ -39,9 +40,17 @@ struct LayerMatch {
   std::string describe() const;  // "conv kernel=3 height=14"
 };
 
+// How a convolution's weight gradient is computed. `gemm`: the columns' transpose times the output
+// gradient, each weight's sum over (image, position) in the wgrad schedule. `winograd`: F(4x4, 3x3)'s
+// transforms (sim/winograd_wgrad.hpp), the 36 transformed-domain sums over (image, tile) in the wgrad
+// schedule: cuDNN's winograd_nonfused kernels, 3x3 stride-1 layers only.
+enum class ConvWgrad : uint8_t { gemm, winograd };
+std::string_view conv_wgrad_name(ConvWgrad form);
+
 struct LayerRule {
   LayerMatch match;
   std::array<std::optional<OpChoice>, 7> ops;  // by OpKind; unset: the table's own entry
+  std::optional<ConvWgrad> conv_wgrad;         // unset: gemm (or a later rule's)
 };
 
 }  // namespace fplab::profiles

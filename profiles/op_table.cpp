@@ -37,6 +37,12 @@ const OpChoice& OpTable::choice(OpKind kind, const LayerShape* layer) const {
   return (*this)[kind];
 }
 
+ConvWgrad OpTable::conv_wgrad(const LayerShape& layer) const {
+  for (const LayerRule& rule : layer_rules)
+    if (rule.conv_wgrad && rule.match.matches(layer)) return *rule.conv_wgrad;
+  return ConvWgrad::gemm;
+}
+
 std::vector<const OpChoice*> OpTable::every_choice() const {
   std::vector<const OpChoice*> out;
   for (const auto& op : ops) out.push_back(&op);
@@ -71,6 +77,7 @@ std::string describe_rule(const LayerRule& rule) {
   std::string s = rule.match.describe() + ":";
   for (OpKind k : all_op_kinds)
     if (const auto& chosen = rule.ops[static_cast<size_t>(k)]) s += " " + describe_choice(k, *chosen);
+  if (rule.conv_wgrad) s += " conv_wgrad=" + std::string(conv_wgrad_name(*rule.conv_wgrad));
   return s;
 }
 

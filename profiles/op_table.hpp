@@ -45,6 +45,8 @@ struct OpTable {
   OpChoice& operator[](OpKind kind) { return ops[static_cast<size_t>(kind)]; }
   // What `kind` uses in `layer` (nullptr: a reduction outside a linear or convolution layer).
   const OpChoice& choice(OpKind kind, const LayerShape* layer) const;
+  // How `layer`'s weight gradient is computed: the first rule matching it that sets conv_wgrad, else gemm.
+  ConvWgrad conv_wgrad(const LayerShape& layer) const;
   // Every choice of the table: its seven entries, then every rule's.
   std::vector<const OpChoice*> every_choice() const;
   // Every entry's accumulation format, the layer rules' included (fplab train/run --format).

@@ -95,7 +95,7 @@ TEST_CASE("layer rules: malformed rules give one line naming the file, the line 
   TempDir dir;
   const std::pair<std::string, std::string> cases[] = {
       {"[[default.layers]]\nwgrad = \"all:seq\"\n", "key 'default.layers': needs match = { layer = \"conv\", ... }"},
-      {"[[default.layers]]\nmatch = { layer = \"conv\" }\n", "sets no operation (fwd, dgrad, wgrad or bias_grad)"},
+      {"[[default.layers]]\nmatch = { layer = \"conv\" }\n", "sets no operation (fwd, dgrad, wgrad, bias_grad or conv_wgrad)"},
       {"[[default.layers]]\nmatch = { kernel = 3 }\nwgrad = \"all:seq\"\n", "needs layer = \"conv\" or \"linear\""},
       {"[[default.layers]]\nmatch = { layer = \"pool\" }\nwgrad = \"all:seq\"\n",
        "key 'default.layers.match.layer': must be \"conv\" or \"linear\""},
@@ -106,7 +106,13 @@ TEST_CASE("layer rules: malformed rules give one line naming the file, the line 
       {"[[default.layers]]\nmatch = { layer = \"linear\", kernel = 3 }\nwgrad = \"all:seq\"\n",
        "kernel, stride and height describe convolutions, not linear layers"},
       {"[[default.layers]]\nmatch = { layer = \"conv\" }\nsoftmax = \"all:seq\"\n",
-       "key 'default.layers.softmax': unknown key (known here: match, fwd, dgrad, wgrad, bias_grad)"},
+       "key 'default.layers.softmax': unknown key (known here: match, fwd, dgrad, wgrad, bias_grad, conv_wgrad)"},
+      {"[[default.layers]]\nmatch = { layer = \"conv\", kernel = 3, stride = 1 }\nconv_wgrad = \"fft\"\n",
+       "key 'default.layers.conv_wgrad': must be \"gemm\" or \"winograd\""},
+      {"[[default.layers]]\nmatch = { layer = \"conv\", kernel = 3 }\nconv_wgrad = \"winograd\"\n",
+       "key 'default.layers.conv_wgrad': \"winograd\" needs match = { layer = \"conv\", kernel = 3, stride = 1"},
+      {"[[default.layers]]\nmatch = { layer = \"conv\", kernel = 5, stride = 1 }\nconv_wgrad = \"winograd\"\n",
+       "(F(4x4, 3x3) only)"},
       {"[[default.layers]]\nmatch = { layer = \"conv\" }\nwgrad = \"all:atomc\"\n",
        "key 'default.layers.wgrad': schedule 'all:atomc'"},
       {"[default.layers]\nx = 1\n", "key 'default.layers': must be an array of tables [[default.layers]]"},

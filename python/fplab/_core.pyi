@@ -76,6 +76,10 @@ class LayerRule:
     def match(self) -> str: ...
     @property
     def ops(self) -> Dict[str, OpChoice]: ...
+    @property
+    def conv_wgrad(self) -> Optional[str]:
+        """'winograd', 'gemm', or None where the rule does not say how a convolution's weight
+        gradient is computed."""
     def matches(self, layer: str, in_: int, out: int, kernel: int = 0, stride: int = 0, height: int = 0) -> bool: ...
 
 class Profile:

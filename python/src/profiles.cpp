@@ -3,6 +3,7 @@
 // (profiles_dir folders, $FPLAB_HW_PROFILES, the shipped ones) or read from a .toml path.
 #include <pybind11/stl.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,14 @@ void bind_profiles(py::module_& m) {
             return ops;
           },
           "{op kind: OpChoice} for the kinds it sets.")
+      .def_property_readonly(
+          "conv_wgrad",
+          [](const profiles::LayerRule& r) -> std::optional<std::string> {
+            if (!r.conv_wgrad) return std::nullopt;
+            return std::string(profiles::conv_wgrad_name(*r.conv_wgrad));
+          },
+          "How a convolution's weight gradient is computed in these layers: 'winograd' (F(4x4, 3x3)'s transforms, "
+          "wgrad ordering the 36 sums), 'gemm', or None where the rule does not say.")
       .def(
           "matches",
           [](const profiles::LayerRule& r, const std::string& layer, size_t in, size_t out, size_t kernel,

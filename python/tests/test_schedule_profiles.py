@@ -85,7 +85,15 @@ class Profiles(unittest.TestCase):
         self.assertFalse(rule.matches("linear", 16, 32))
         with self.assertRaisesRegex(fplab.Error, "layer must be 'conv' or 'linear'"):
             rule.matches("pool", 1, 1)
-        self.assertEqual(len(rules["deterministic"]), 11)  # two convolutions, three linear layers, six bias sums
+        # two Winograd weight gradients, two convolutions, three linear layers, six bias sums
+        self.assertEqual(len(rules["deterministic"]), 13)
+        winograd = [r for r in rules["deterministic"] if r.conv_wgrad is not None]
+        self.assertEqual([(r.match, r.conv_wgrad) for r in winograd],
+                         [("conv in=1 out=16 kernel=3 stride=1 height=28", "winograd"),
+                          ("conv in=32 out=32 kernel=3 stride=1 height=7", "winograd")])
+        self.assertTrue(winograd[1].matches("conv", 32, 32, 3, 1, 7))
+        self.assertIsNone(rule.conv_wgrad)
+        self.assertIn("conv_wgrad=winograd", str(winograd[0]))
         self.assertEqual(fplab.profile("h100").layer_rules, {"default": [], "deterministic": []})
 
     def test_arguments_feed_reduce_dot_and_matmul(self):

@@ -19,18 +19,24 @@ def bits(t):
     return np.asarray(t.detach() if hasattr(t, "detach") else t, np.float32).view(np.uint32)
 
 
+def cpu_seq_variant(folder, name, old, new):
+    """The shipped cpu-seq profile renamed `name`, its `old` text replaced by `new`, as a file in folder."""
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "profiles", "shipped", "cpu-seq.toml")) as f:
+        text = f.read()
+    path = os.path.join(folder, name + ".toml")
+    with open(path, "w") as f:
+        f.write(text.replace('name = "cpu-seq"', f'name = "{name}"').replace(old, new))
+    return path
+
+
 @needs_torch
 class Conv2dUnderCpuSeq(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         # cpu-seq with its input gradients added as cuDNN adds them (conv_dgrad = "direct")
         cls.folder = tempfile.TemporaryDirectory()
-        text = open(os.path.join(os.path.dirname(__file__), "..", "..", "profiles", "shipped", "cpu-seq.toml")).read()
-        text = text.replace('name = "cpu-seq"', 'name = "cpu-seq-direct"').replace(
-            'dgrad = "all:seq"\n', 'dgrad = "all:seq"\nconv_dgrad = "direct"\n')
-        cls.direct = os.path.join(cls.folder.name, "cpu-seq-direct.toml")
-        with open(cls.direct, "w") as f:
-            f.write(text)
+        cls.direct = cpu_seq_variant(cls.folder.name, "cpu-seq-direct", 'dgrad = "all:seq"\n',
+                                     'dgrad = "all:seq"\nconv_dgrad = "direct"\n')
 
     @classmethod
     def tearDownClass(cls):
@@ -105,6 +111,99 @@ class Conv2dUnderCpuSeq(unittest.TestCase):
         want = [conv2d_input_grad(g.numpy(), w.numpy(), x.shape, 1, 1),
                 conv2d_input_grad_direct(g.numpy(), w.numpy(), x.shape, 1, 1)]
         self.assertFalse(np.array_equal(bits(want[0]), bits(want[1])))
+
+
+# F(4x4, 3x3)'s matrices for the weight gradient (docs/profiles.md, conv_wgrad): B^T, A, G^T.
+_SIXTH, _TWELFTH, _TWENTY_FOURTH = np.float32(1) / np.float32(6), np.float32(1) / np.float32(12), np.float32(1) / np.float32(24)
+_BT = [[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0], [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0],
+       [0, 4, 0, -5, 0, 1]]
+_A = [[1, 0, 0, 0], [1, 1, 1, 1], [1, -1, 1, -1], [1, 2, 4, 8], [1, -2, 4, -8], [0, 0, 0, 1]]
+_GT = [[np.float32(0.25), -_SIXTH, -_SIXTH, _TWENTY_FOURTH, _TWENTY_FOURTH, 0],
+       [0, -_SIXTH, _SIXTH, _TWELFTH, -_TWELFTH, 0],
+       [0, -_SIXTH, -_SIXTH, _SIXTH, _SIXTH, 1]]
+
+
+def _rows(matrix, values):
+    """matrix (R x T) times values (T, ...) along the first axis, in float32: per row the nonzero
+    terms left to right, a coefficient of +-1 a sign only, other products rounded."""
+    out = []
+    for row in matrix:
+        acc = None
+        for coef, v in zip(row, values):
+            if coef == 0:
+                continue
+            term = v if coef == 1 else -v if coef == -1 else np.float32(coef) * v
+            acc = term if acc is None else (acc + term).astype(np.float32)
+        out.append(acc.astype(np.float32))
+    return np.stack(out)
+
+
+def _both_ways(matrix, tile):
+    """matrix tile matrix^T for tiles (T, T, ...): columns first, then rows."""
+    columns = _rows(matrix, tile)                       # (R, T, ...)
+    return np.swapaxes(_rows(matrix, np.swapaxes(columns, 0, 1)), 0, 1)  # (R, R, ...)
+
+
+def winograd_weight_grad_seq(x, g, padding):
+    """The Winograd weight gradient under cpu-seq's arithmetic (every product rounded, left folds),
+    straight from the matrices: x (B, C, H, W), g (B, K, Ho, Wo) -> (K, C, 3, 3)."""
+    batch, channels, h, w = x.shape
+    cout, ho, wo = g.shape[1:]
+    ty, tx = (ho + 3) // 4, (wo + 3) // 4
+    xp = np.zeros((batch, channels, 4 * ty + 2, 4 * tx + 2), np.float32)
+    xp[:, :, padding:padding + h, padding:padding + w] = x
+    gp = np.zeros((batch, cout, 4 * ty, 4 * tx), np.float32)
+    gp[:, :, :ho, :wo] = g
+    m = np.zeros((6, 6, cout, channels), np.float32)
+    for b in range(batch):
+        for i in range(ty):
+            for j in range(tx):
+                v = _both_ways(_BT, np.moveaxis(xp[b, :, 4 * i:4 * i + 6, 4 * j:4 * j + 6], 0, -1))  # (6, 6, C)
+                u = _both_ways(_A, np.moveaxis(gp[b, :, 4 * i:4 * i + 4, 4 * j:4 * j + 4], 0, -1))  # (6, 6, K)
+                m = (m + (u[:, :, :, None] * v[:, :, None, :]).astype(np.float32)).astype(np.float32)
+    return np.moveaxis(_both_ways(_GT, m), (0, 1), (2, 3))  # (K, C, 3, 3)
+
+
+@needs_torch
+class WinogradWeightGradient(unittest.TestCase):
+    """conv_wgrad = "winograd" under cpu-seq's arithmetic against the matrices evaluated in NumPy."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.folder = tempfile.TemporaryDirectory()
+        cls.profile = cpu_seq_variant(cls.folder.name, "cpu-seq-winograd", "\n[deterministic]",
+                                      '\n[[default.layers]]\nmatch = { layer = "conv", kernel = 3, stride = 1 }\n'
+                                      'conv_wgrad = "winograd"\n\n[deterministic]')
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.folder.cleanup()
+
+    def check(self, batch, channels, out, h, w, padding):
+        torch.manual_seed(batch + channels + h + padding)
+        conv = torch.nn.Conv2d(channels, out, 3, padding=padding)
+        x = torch.randn(batch, channels, h, w) * torch.exp(torch.randn(batch, channels, h, w))
+        with fplab.torch.emulate(self.profile):
+            y = conv(x)
+            g = torch.randn(y.shape)
+            y.backward(g)
+        want = winograd_weight_grad_seq(x.numpy(), g.numpy(), padding)
+        np.testing.assert_array_equal(bits(conv.weight.grad), bits(want))
+        direct = conv2d_weight_grad(x.numpy(), g.numpy(), 3, 1, padding)  # the GEMM form: close, other bits
+        self.assertFalse(np.array_equal(bits(conv.weight.grad), bits(direct)))
+        scale = np.linalg.norm(direct.astype(np.float64))
+        self.assertLess(np.linalg.norm(conv.weight.grad.numpy().astype(np.float64) - direct), 1e-5 * scale)
+        parts = {e.op_kind for e in fplab.torch.coverage().emulated if e.op == "torch.nn.functional.conv2d"}
+        self.assertIn("wgrad", parts)
+
+    def test_7x7_padding_1(self):
+        self.check(batch=3, channels=4, out=5, h=7, w=7, padding=1)
+
+    def test_tiles_past_both_edges(self):
+        self.check(batch=2, channels=2, out=3, h=9, w=6, padding=1)
+
+    def test_no_padding(self):
+        self.check(batch=1, channels=3, out=2, h=10, w=10, padding=0)
 
 
 if __name__ == "__main__":

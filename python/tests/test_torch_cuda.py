@@ -208,6 +208,22 @@ class CudaLayers(unittest.TestCase):
             self.assertTrue(torch.equal(grads["cuda", seed], grads["cpu", seed]), seed)
         self.assertFalse(torch.equal(grads["cuda", 3], grads["cuda", 4]))
 
+    def test_winograd_weight_gradient_on_the_device(self):
+        """h100-torch's 32->32 weight gradient at 7x7 by F(4x4, 3x3)'s transforms (conv_wgrad =
+        "winograd"): the transforms as float32 torch operations on the device, the 36 sums on
+        fplab's kernels, the CPU's bits."""
+        torch.manual_seed(9)
+        net = nn.Sequential(nn.Conv2d(32, 32, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                            nn.Linear(32, 5))
+        x, y = torch.randn(6, 32, 7, 7), torch.randint(0, 5, (6,))
+        grads = {}
+        for device in ("cpu", "cuda"):
+            model = copy.deepcopy(net).to(device)
+            with fplab.torch.emulate("h100-torch", impl_seed=3, math="libm"):
+                F.cross_entropy(model(x.to(device)), y.to(device)).backward()
+            grads[device] = bits(model[0].weight.grad.cpu())
+        self.assertTrue(torch.equal(grads["cuda"], grads["cpu"]))
+
     def test_kernel_position_orders_on_the_device(self):
         """cuDNN's orders of a 3x3 convolution's terms by kernel position (h100-torch-tf32's TF32
         kernels: channel blocks each by kernel position, each(9B)[cols(9)] before the tensor-core
@@ -461,7 +477,7 @@ class CudaModels(unittest.TestCase):
         data = fplab._core.load_image_dataset(DATA)
         sgd = dict(optimizer="sgd", lr=0.05, weight_decay=0.001)  # the device optimiser's other form
         cases = [("mlp", "h100", {}), ("small_cnn", "h100:deterministic", {}), ("small_cnn_bn", "h100", {}),
-                 ("small_cnn", "cpu-seq", {}), ("mlp", "h100", sgd)]
+                 ("small_cnn", "cpu-seq", {}), ("mlp", "h100", sgd), ("small_cnn", "h100-torch", {})]
         for model, profile, options in cases:
             with self.subTest(model=model, profile=profile, **options):
                 recipe = dict(model=model, subset=256, batch=64, epochs=1, data=data, **options)

@@ -13,7 +13,10 @@ output tiles meet the same sums: the columns ``cols`` (B·Ho·Wo rows, C·kh·kw
   offsets from the last to the first; or, where the table's conv_dgrad is "direct" (as cuDNN
   adds), one ``dgrad`` reduction per input element over (output channel, kernel row, kernel
   column): the output gradient's taps gathered into (B·H·W) x (C_out·kh·kw) rows, times the weight
-  as (C_out·kh·kw) x C (a tap off the output is a zero term), as the C++ Conv2d computes it.
+  as (C_out·kh·kw) x C (a tap off the output is a zero term), as the C++ Conv2d computes it;
+- weight gradient where a layer rule says conv_wgrad = "winograd" (cuDNN's Winograd kernels): by
+  F(4x4, 3x3)'s transforms and 36 ``wgrad`` GEMMs over (image, tile) (_winograd.py), 3x3 stride-1
+  convolutions of one group.
 
 The copies between layouts (im2col, the transposed columns of the weight gradient, NCHW and the
 GEMMs' rows) and col2im are the engine's: for CPU tensors in C++ (python/src/conv_columns.cpp)
@@ -33,6 +36,7 @@ from typing import Any, Optional, Tuple
 import torch
 from torch.autograd.function import once_differentiable
 
+from . import _winograd
 from ._engine import output_size
 from ._handler import handles
 from ._native import Native, unsupported
@@ -80,12 +84,19 @@ class _Conv2d(torch.autograd.Function):
             with em.backward():
                 gx_direct = _direct_input_grad(em, op, site, gy, weight, x.shape, stride, padding, dilation, groups)
             need_x = False
+        winograd = (need_w and em.table.conv_wgrad(site.layer) == "winograd"
+                    and _winograd.fits(weight, stride, padding, dilation, groups))
+        if winograd:
+            with em.backward():
+                gw_winograd = _winograd.weight_grad(em, op, site, x, gy, padding[0])
+            need_w = False
         with em.backward():
             fused = em.engine.on(gy).conv2d_backward(op, site, x, weight, gy, stride, padding, dilation, groups,
                                                      need_x, need_w, need_bias)
         if fused is not None:
             gx, gw, gb = fused
-            return (None, None, None, gx_direct if direct else gx, gw, gb, None, None, None, None)
+            return (None, None, None, gx_direct if direct else gx, gw_winograd if winograd else gw, gb, None, None,
+                    None, None)
         batch, (cout, cg, kh, kw) = x.shape[0], weight.shape
         co = cout // groups
         rows = em.engine.transposed(gy.reshape(batch, cout, -1), (-1, cout))  # (B·Ho·Wo) x C_out
@@ -108,6 +119,8 @@ class _Conv2d(torch.autograd.Function):
                     gx.append(em.engine.col2im(dcols, shape, (kh, kw), stride, padding, dilation))
         if direct:
             gx = [gx_direct]
+        if winograd:
+            gw = [gw_winograd]
         return (None, None, None, _joined(gx, dim=1), _joined(gw), _joined(gb), None, None, None, None)
 
 

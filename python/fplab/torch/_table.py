@@ -55,6 +55,15 @@ class Table:
             self._chosen[key] = chosen
         return chosen
 
+    def conv_wgrad(self, layer: Optional["Layer"]) -> str:
+        """How ``layer``'s weight gradient is computed: "winograd" or "gemm", the first layer rule
+        that matches it and says (profiles::OpTable::conv_wgrad)."""
+        if layer is not None:
+            for rule in self.layer_rules:
+                if rule.conv_wgrad is not None and rule.matches(*layer):
+                    return rule.conv_wgrad
+        return "gemm"
+
     def every_choice(self) -> List[OpChoice]:
         """The table's entries and every rule's."""
         return list(self.choices.values()) + [c for rule in self.layer_rules for c in rule.ops.values()]
