@@ -5,7 +5,7 @@ profiles beside PyTorch's own kernels, in the same training program.
   experiments/recipe_torch.py run experiments/hardware.toml --profiles h100-torch,native \\
       --variants impl --replicas 24 --device cuda --workers 4 --out results/hardware-torch
   experiments/recipe_torch.py table results/hardware-torch results/hardware-tf32
-  experiments/recipe_torch.py diverge experiments/hardware.toml --profiles h100-torch,native \
+  experiments/recipe_torch.py diverge experiments/hardware.toml --profiles h100-torch,native \\
       --pairs 4 --device cuda --out results/hardware-diverge.csv
   experiments/recipe_torch.py figure --out diverge.png results/hardware-diverge.csv
 
@@ -27,7 +27,7 @@ subset per algo seed too when data.train_subset is set; use the impl and control
 exact match).
 
 ``diverge`` trains pairs of replicas of the IMPL variant in lockstep (the same weights and batches,
-impl seeds 2p + 1 and 2p + 2 for an emulated profile; two runs of PyTorch's default mode for
+impl seeds run.impl_seed + 2p and + 2p + 1 for an emulated profile; two runs of PyTorch's default mode for
 ``native``) and writes the L2 distance between the pair's weights after every step to a CSV
 (profile, pair, step, l2; the L2 of fplab run's reports, || w1 / ||w1|| - w2 / ||w2|| ||), with a table of the median over pairs at a few steps on stdout: where
 two profiles' final churn differs, whether the distance starts apart (the size of a step's noise)
@@ -202,10 +202,15 @@ def _write_whole(path: str, rows: List[str]) -> None:
     folder = os.path.dirname(os.path.abspath(path))
     with tempfile.NamedTemporaryFile("w", dir=folder, prefix=".recipe_torch.", suffix=".csv", delete=False) as f:
         f.write("\n".join(rows) + "\n")
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(f.name, 0o666 & ~umask)  # a temporary file is the owner's alone: the CSV is not
     os.replace(f.name, path)
 
 
 def _diverge(args: argparse.Namespace) -> None:
+    import os
+
     import numpy as np
     import torch
 
@@ -213,10 +218,20 @@ def _diverge(args: argparse.Namespace) -> None:
     from fplab import _core
     from fplab.torch import emulate
     from fplab.torch._native_run import NativeMode
+    from fplab.torch._table import load_table
     from fplab.torch.models import Optimizer
 
     if args.pairs < 1:
         raise fplab.Error("recipe_torch.py diverge: --pairs must be at least 1")
+    folder = os.path.dirname(os.path.abspath(args.out))
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        raise fplab.Error(f"recipe_torch.py diverge: cannot write into {folder} (--out)")
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        raise fplab.Error(f"recipe_torch.py diverge: --device {args.device}, but this PyTorch sees no CUDA device")
+    profiles = args.profiles.split(",")
+    for profile in profiles:  # every name resolved before anything trains
+        if profile != _core.NATIVE_PROFILE:
+            load_table(profile)
     setting = Setting(args)
     training, run = setting.recipe["training"], setting.recipe["run"]
     x, y = (t.to(args.device) for t in setting.train)
@@ -226,7 +241,7 @@ def _diverge(args: argparse.Namespace) -> None:
     rows = ["profile,pair,step,l2"]
     tensor_rows = [_TENSOR_HEADER]
     medians = {}
-    for profile in args.profiles.split(","):
+    for profile in profiles:
         native = profile == _core.NATIVE_PROFILE
         curves = []
         for pair in range(args.pairs):
@@ -251,6 +266,7 @@ def _diverge(args: argparse.Namespace) -> None:
                     chosen = order[b * size:(b + 1) * size].to(args.device)
                     gradients = []
                     for model, trained, optimizer, mode in twins:
+                        model.set_step(step)  # fplab's dropout masks, keyed by the step
                         for p in trained:
                             p.grad = None
                         with mode:
@@ -338,8 +354,8 @@ def main(argv: List[str]) -> int:
     except fplab.Error as error:
         print(error, file=sys.stderr)
         return 2
-    except RuntimeError as error:  # the TOML reader's one-line errors
-        print(str(error).splitlines()[0], file=sys.stderr)
+    except (OSError, RuntimeError) as error:  # a file that cannot be written; torch's device errors
+        print(f"recipe_torch.py: {str(error).splitlines()[0]}", file=sys.stderr)
         return 2
     return 0
 

@@ -69,10 +69,13 @@ Tensor<T> Conv2d<T>::forward(const Tensor<T>& x, Context& ctx) {
   const size_t batch = shape[0], ho = shape[2], wo = shape[3], positions = ho * wo, k = cin_ * kernel_ * kernel_;
   const profiles::LayerShape layer = layer_shape(x.shape);
   const LayerShapeScope scope(ctx, layer);
+  // The weight gradient reads the columns (GEMM form) or the input itself (Winograd form).
+  const bool winograd = ctx.training && ctx.ops->conv_wgrad(layer) == profiles::ConvWgrad::winograd;
+  const bool keep_cols = ctx.training && !winograd;
   Tensor<T> cols, out({batch * positions, cout_});
-  if (ctx.backend && ctx.training) cols = Tensor<T>({batch * positions, k});  // the backend's copy, for wgrad
+  if (ctx.backend && keep_cols) cols = Tensor<T>({batch * positions, k});  // the backend's copy, for wgrad
   if (!backend_conv_forward(ctx, geometry(x.shape), cout_, x.ptr(), weight_.value.ptr(), out.ptr(),
-                            ctx.training ? cols.ptr() : nullptr)) {
+                            keep_cols ? cols.ptr() : nullptr)) {
     im2col(x, cols);
     matmul(ctx, profiles::OpKind::fwd, cols.ptr(), weight_.value.ptr(), out.ptr(), batch * positions, cout_, k);
   }
@@ -82,9 +85,9 @@ Tensor<T> Conv2d<T>::forward(const Tensor<T>& x, Context& ctx) {
       for (size_t c = 0; c < cout_; ++c)
         y.data[(b * cout_ + c) * positions + p] = out.data[(b * positions + p) * cout_ + c] + bias_.value.data[c];
   if (ctx.training) {
-    cols_ = std::move(cols);
+    cols_ = keep_cols ? std::move(cols) : Tensor<T>();
     input_shape_ = x.shape;
-    input_ = ctx.ops->conv_wgrad(layer) == profiles::ConvWgrad::winograd ? x : Tensor<T>();
+    input_ = winograd ? x : Tensor<T>();
   }
   return y;
 }

@@ -154,8 +154,11 @@ std::array<std::array<float, Out>, Out> both_ways(const Matrix<Out, In>& l, cons
 }  // namespace
 
 TEST_CASE("winograd weight gradient: each fp32 transform has the matrices' bits") {
-  // Two images, 2 input and 3 output channels, 9x7 (tiles of 4 that overrun both edges), padding 1.
-  const WinogradWgradShape s{2, 2, 3, 9, 7, 1};
+  // Two images, 2 input and 3 output channels, 9x7 (tiles of 4 that overrun both edges), padding 1
+  // and 0.
+  const size_t padding = GENERATE(1, 0);
+  const WinogradWgradShape s{2, 2, 3, 9, 7, padding};
+  const long pad = static_cast<long>(padding);
   const size_t n = s.terms();
   auto x = normal<float>(s.batch * s.in_channels * s.height * s.width, 11);
   auto dy = normal<float>(s.batch * s.out_channels * s.out_h() * s.out_w(), 12);
@@ -174,7 +177,7 @@ TEST_CASE("winograd weight gradient: each fp32 transform has the matrices' bits"
           std::array<std::array<float, 6>, 6> tile{};
           for (long r = 0; r < 6; ++r)
             for (long q = 0; q < 6; ++q) {
-              const long y = static_cast<long>(4 * ty) + r - 1, xx = static_cast<long>(4 * tx) + q - 1;
+              const long y = static_cast<long>(4 * ty) + r - pad, xx = static_cast<long>(4 * tx) + q - pad;
               tile[r][q] = y >= 0 && y < h && xx >= 0 && xx < w ? x[((b * s.in_channels + c) * s.height + y) * s.width + xx] : 0.0f;
             }
           const auto want = both_ways(kBt, tile);
@@ -242,6 +245,25 @@ struct Pass {
   std::vector<float> y, dx, dw, db;
 };
 
+// The weight gradient of one pass of a double-precision layer (the fp64 finite-difference path).
+std::vector<double> double_weight_gradient(const profiles::OpTable& table) {
+  models::Context ctx;
+  ctx.ops = &table;
+  ctx.algo_seed = 3;
+  ctx.impl_seed = 1;
+  ctx.call = 1;
+  ctx.training = true;
+  models::Conv2d<double> conv(3, 4, 3, 1, 1);
+  conv.initialize(ctx);
+  models::Tensor<double> x({2, 3, 7, 7});
+  x.data = normal<double>(x.data.size(), 31);
+  const auto y = conv.forward(x, ctx);
+  models::Tensor<double> dy(y.shape);
+  dy.data = normal<double>(dy.data.size(), 32);
+  conv.backward(dy, ctx);
+  return conv.parameters()[0]->grad.data;
+}
+
 Pass pass(const profiles::OpTable& table, uint64_t seed, size_t height) {
   models::Context ctx;
   ctx.ops = &table;
@@ -282,6 +304,14 @@ TEST_CASE("winograd weight gradient: a layer whose rule says so computes it, not
   }
   CHECK(std::sqrt(diff) <= 1e-5 * std::sqrt(size));
   CHECK(pass(rules, 2, 7).dw == winograd.dw);  // all:seq sums: no noise
+
+  // A double layer (transforms in double, the sums in the table's arithmetic: fp32 here) gives the
+  // same gradient to the sums' precision.
+  const auto dw_winograd = double_weight_gradient(rules), dw_gemm = double_weight_gradient(plain);
+  std::vector<double> apart(dw_gemm.size());
+  for (size_t i = 0; i < apart.size(); ++i) apart[i] = dw_winograd[i] - dw_gemm[i];
+  CHECK(norm(apart) <= 1e-5 * norm(dw_gemm));
+  CHECK(dw_winograd != dw_gemm);
 
   // At 9 pixels the rule's own wgrad schedule orders the 36 sums: atomics, another seed, other bits.
   const Pass a = pass(rules, 1, 9), b = pass(rules, 2, 9), c = pass(plain, 1, 9);

@@ -105,12 +105,33 @@ class AgreesWithFplabRun(unittest.TestCase):
         done = subprocess.run([binary, "run", self.toml, "--out", cpp_out, "--data-dir", DATA, "--quiet", "--jobs", "1"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.assertEqual(done.returncode, 0, done.stderr)
+        # weights_sha256 is left out: the same values in PyTorch's layout ((out, in) matrices) hash
+        # otherwise than in fplab's; the losses and every test prediction are compared instead.
         same = ("profile", "variant", "replica", "algo_seed", "impl_seed", "test_accuracy", "train_loss",
                 "predictions_sha256")
         mine, theirs = rows(os.path.join(self.py_out, "replicas.csv")), rows(os.path.join(cpp_out, "replicas.csv"))
         self.assertEqual(len(mine), 2)
         self.assertEqual([{k: r[k] for k in same} for r in mine], [{k: r[k] for k in same} for r in theirs])
         self.assertNotEqual(mine[0]["weights_sha256"], mine[1]["weights_sha256"])  # the atomics drew noise
+
+    def test_dropout_masks_follow_the_step(self):
+        # fplab's dropout masks are keyed by the training step: an mlp with dropout trained both ways.
+        binary = fplab_binary()
+        if binary is None:
+            self.skipTest("no fplab binary: set FPLAB_BINARY or build the fplab target beside the package")
+        toml = os.path.join(self.folder.name, "dropout.toml")
+        with open(toml, "w") as f:
+            f.write(RECIPE.replace('name = "small_cnn"', 'name = "mlp"\nhidden = [32]\ndropout = 0.3')
+                    .replace('profiles = ["h100-torch"]', 'profiles = ["cpu-seq"]'))
+        py_out, cpp_out = os.path.join(self.folder.name, "dropout-py"), os.path.join(self.folder.name, "dropout-cpp")
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            self.assertEqual(self.script.main(["run", toml, "--out", py_out, "--data-dir", DATA]), 0)
+        done = subprocess.run([binary, "run", toml, "--out", cpp_out, "--data-dir", DATA, "--quiet", "--jobs", "1"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        same = ("replica", "train_loss", "predictions_sha256")
+        self.assertEqual([{k: r[k] for k in same} for r in rows(os.path.join(py_out, "replicas.csv"))],
+                         [{k: r[k] for k in same} for r in rows(os.path.join(cpp_out, "replicas.csv"))])
 
     def test_diverge_ends_at_the_runs_distance(self):
         self.assertEqual(self.rc, 0)

@@ -5,10 +5,12 @@ the same weights, bit for bit.
 
 mlp and small_cnn on 256 Fashion-MNIST images (batch 64, one epoch: four steps) under cpu-seq,
 h100 (impl seed 3: its bias gradients add with atomics), h100:deterministic, and small_cnn under
-h100-torch (its layer rules: conv weight gradients by atomics); one mlp with every
+h100-torch (its layer rules: conv weight gradients by atomics, one by Winograd transforms) and
+h100-torch:deterministic (two by Winograd transforms); one mlp with every
 recipe option that has a draw of its own (dropout, crops and flips, SGD with weight decay,
 learning-rate decay, two epochs) under h100; and mlp, small_cnn_bn and medium_cnn (64 images,
-batch 32) under a profile of the test's own in which every operation kind draws noise. A control: another impl seed under h100
+batch 32) under a profile of the test's own in which every operation kind draws noise (and the
+7x7 convolutions' Winograd sums too). A control: another impl seed under h100
 gives other bits, so the check can see the noise keys. For the mlps the test-set predictions
 (fplab.torch.models.predict) are compared too. Where two runs part, the failure names the
 first step and tensor that differ (fplab._core.train replays the C++ side step by step).
@@ -52,6 +54,11 @@ bias_grad = "strided(8):atomic | all:atomic"
 bn_stats = "strided(8):seq | all:atomic"
 softmax = "shuffle | all:seq"
 loss = "strided(4):seq | all:atomic"
+# Winograd weight gradients at 7x7 (small_cnn_bn's 32->32, medium_cnn's): the 36 transformed sums
+# by the table's atomic wgrad, so that each sum's part (0-35) must be the C++ one.
+[[default.layers]]
+match = { layer = "conv", kernel = 3, stride = 1, height = 7 }
+conv_wgrad = "winograd"
 [deterministic]
 fwd = "all:seq"
 dgrad = "all:seq"
@@ -71,6 +78,7 @@ CASES = {
     "small_cnn_h100": (dict(model="small_cnn", **RECIPE), "h100", 3),
     "small_cnn_h100_deterministic": (dict(model="small_cnn", **RECIPE), "h100:deterministic", 1),
     "small_cnn_h100_torch": (dict(model="small_cnn", **RECIPE), "h100-torch", 3),
+    "small_cnn_h100_torch_deterministic": (dict(model="small_cnn", **RECIPE), "h100-torch:deterministic", 1),
     "mlp_cpu_seq": (dict(model="mlp", **RECIPE), "cpu-seq", 1),
     "mlp_h100": (dict(model="mlp", **RECIPE), "h100", 3),
     "mlp_h100_deterministic": (dict(model="mlp", **RECIPE), "h100:deterministic", 1),
@@ -201,7 +209,8 @@ class CrossCheck(unittest.TestCase):
 
     def test_small_cnn_h100_torch(self):
         # h100-torch's layer rules: the weight gradients of the 28- and 14-pixel convolutions by
-        # atomics. The control: another impl seed changes the weights.
+        # atomics, the 7-pixel one by Winograd transforms. The control: another impl seed changes
+        # the weights.
         run, ref = self.check("small_cnn_h100_torch")
         arguments, profile, _ = CASES["small_cnn_h100_torch"]
         other = fm.train(profile, 4, data=self.data, **arguments)
@@ -209,6 +218,10 @@ class CrossCheck(unittest.TestCase):
 
     def test_small_cnn_h100_deterministic(self):
         self.check("small_cnn_h100_deterministic")
+
+    def test_small_cnn_h100_torch_deterministic(self):
+        # Winograd weight gradients with one input channel (1->16 at 28x28) and at 7x7.
+        self.check("small_cnn_h100_torch_deterministic")
 
     def test_small_cnn_bn_all_noise(self):
         self.check("small_cnn_bn_all_noise")

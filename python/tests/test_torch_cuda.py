@@ -216,13 +216,24 @@ class CudaLayers(unittest.TestCase):
         net = nn.Sequential(nn.Conv2d(32, 32, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
                             nn.Linear(32, 5))
         x, y = torch.randn(6, 32, 7, 7), torch.randint(0, 5, (6,))
+        shipped = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "profiles", "shipped")
+        folder = tempfile.TemporaryDirectory()
+        self.addCleanup(folder.cleanup)
         grads = {}
-        for device in ("cpu", "cuda"):
+        for device, profile in (("cpu", "h100-torch"), ("cuda", "h100-torch"), ("cpu", "h100-torch:gemm")):
             model = copy.deepcopy(net).to(device)
-            with fplab.torch.emulate("h100-torch", impl_seed=3, math="libm"):
+            path = profile
+            if profile.endswith(":gemm"):  # the same profile without its Winograd rules: the GEMM form
+                with open(os.path.join(shipped, "h100-torch.toml")) as f:
+                    text = f.read().replace('name = "h100-torch"', 'name = "h100-torch-gemm"')
+                path = os.path.join(folder.name, "h100-torch-gemm.toml")
+                with open(path, "w") as f:
+                    f.write(text.replace('conv_wgrad = "winograd"\n', ""))
+            with fplab.torch.emulate(path, impl_seed=3, math="libm"):
                 F.cross_entropy(model(x.to(device)), y.to(device)).backward()
-            grads[device] = bits(model[0].weight.grad.cpu())
-        self.assertTrue(torch.equal(grads["cuda"], grads["cpu"]))
+            grads[device, profile] = bits(model[0].weight.grad.cpu())
+        self.assertTrue(torch.equal(grads["cuda", "h100-torch"], grads["cpu", "h100-torch"]))
+        self.assertFalse(torch.equal(grads["cpu", "h100-torch"], grads["cpu", "h100-torch:gemm"]))
 
     def test_kernel_position_orders_on_the_device(self):
         """cuDNN's orders of a 3x3 convolution's terms by kernel position (h100-torch-tf32's TF32

@@ -26,7 +26,7 @@ from .. import _core
 from .._core import Error
 from ._mode import emulate
 from ._native_run import NativeMode
-from .models import Optimizer
+from .models import FplabNet, Optimizer
 
 _EVALUATION_BATCH = 200  # models/trainer.cpp's predict()
 _WHO = "fplab.torch.experiment"
@@ -90,6 +90,7 @@ def train_replica(model_fn: Callable[[int], nn.Module], job: dict, recipe: Any,
             mode = emulate(profile, job["impl_seed"], profiles_dir=profiles_dir, math=math)
         model.train()
         train_loss = 0.0
+        step = 0
         for epoch in range(recipe.epochs):
             order = torch.from_numpy(np.asarray(_core.epoch_order(n, order_seed, epoch), dtype=np.int64))
             loss_sum = 0.0
@@ -97,6 +98,9 @@ def train_replica(model_fn: Callable[[int], nn.Module], job: dict, recipe: Any,
                 chosen = order[b * size:(b + 1) * size].to(device)
                 for p in trained:  # set, not added to zeros: 0 + g would turn -0 into +0 (as the C++)
                     p.grad = None
+                if isinstance(model, FplabNet):  # fplab's dropout masks are keyed by the step, as the C++'s
+                    model.set_step(step)
+                step += 1
                 with mode:
                     loss = loss_fn(model(x[chosen]), y[chosen])
                     loss.backward()
