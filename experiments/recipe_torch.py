@@ -29,7 +29,8 @@ exact match).
 ``diverge`` trains pairs of replicas of the IMPL variant in lockstep (the same weights and batches,
 impl seeds run.impl_seed + 2p and + 2p + 1 for an emulated profile; two runs of PyTorch's default mode for
 ``native``) and writes the L2 distance between the pair's weights after every step to a CSV
-(profile, pair, step, l2; the L2 of fplab run's reports, || w1 / ||w1|| - w2 / ||w2|| ||), with a table of the median over pairs at a few steps on stdout: where
+(profile, pair, step, l2; the L2 of fplab run's reports, || w1 / ||w1|| - w2 / ||w2|| ||) — with
+``--tensors K`` also, for the first K steps, per parameter tensor and per layer what differs — with a table of the median over pairs at a few steps on stdout: where
 two profiles' final churn differs, whether the distance starts apart (the size of a step's noise)
 or grows apart (the training's amplification of it).
 """
@@ -107,7 +108,9 @@ def _arguments(argv: List[str]) -> argparse.Namespace:
     diverge.add_argument("--out", required=True, help="the CSV file (written whole: a temporary name, then renamed)")
     diverge.add_argument("--tensors", type=int, default=0, metavar="K",
                          help="also write OUT's stem + .tensors.csv: per parameter tensor and each of the first K "
-                              "steps, the twins' gradients and weights compared (default: 0, none)")
+                              "steps, the twins' gradients and weights compared; and + .layers.csv: per layer, its "
+                              "outputs and their gradients compared, and for a max-pool layer the windows whose "
+                              "largest input differs (default: 0, none)")
     table = commands.add_parser("table", help="one Markdown table of the summary.json of several runs")
     table.add_argument("folders", nargs="+")
     figure = commands.add_parser("figure", help="diverge's curves: the median distance over pairs, step by step")
@@ -189,9 +192,60 @@ def _tensor_rows(profile: str, pair: int, step: int, names, gradients, weights1,
     return rows
 
 
-def _tensors_path(out: str) -> str:
+def _tensors_path(out: str, kind: str = "tensors") -> str:
     stem = out[:-4] if out.endswith(".csv") else out
-    return stem + ".tensors.csv"
+    return f"{stem}.{kind}.csv"
+
+
+_LAYER_HEADER = "profile,pair,step,layer,block,value,elements,differing,max_difference,max_magnitude,window_flips"
+
+
+class LayerWatch:
+    """Forward hooks on a FplabNet's blocks for one pass: each block's output and, after the
+    backward pass, its output's gradient; a max-pool block's input too (which window's largest
+    element wins)."""
+
+    def __init__(self, model) -> None:
+        from fplab.torch.models import MaxPool
+
+        self.values: dict = {}
+        self.handles = [block.register_forward_hook(self._hook(i, isinstance(block, MaxPool)))
+                        for i, block in enumerate(model.blocks)]
+
+    def _hook(self, index: int, pool: bool):
+        def hook(module, inputs, output):
+            self.values[index, "output"] = output.detach().clone()
+            if pool:
+                self.values[index, "input"] = inputs[0].detach().clone()
+            if output.requires_grad:
+                output.register_hook(lambda g: self.values.__setitem__((index, "gradient"), g.detach().clone()))
+        return hook
+
+    def close(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+
+
+def _window_argmax(x):
+    """The position of the first largest element of every 2 x 2 window of x (B, C, H, W)."""
+    return x.unfold(2, 2, 2).unfold(3, 2, 2).reshape(*x.shape[:2], x.shape[2] // 2, x.shape[3] // 2, 4).argmax(-1)
+
+
+def _layer_rows(profile: str, pair: int, step: int, descriptions, first: dict, second: dict) -> List[str]:
+    """Per block of one lockstep step: how many elements of the twins' outputs and output gradients
+    differ and by how much at most; for a max-pool block, how many windows' winners differ."""
+    rows = []
+    for (index, value) in sorted(k for k in first if k in second):
+        a, b = first[index, value], second[index, value]
+        flips = ""
+        if value == "input":
+            if a.dim() != 4 or a.shape[2] < 2 or a.shape[3] < 2:
+                continue
+            flips = str(int((_window_argmax(a) != _window_argmax(b)).sum()))
+        difference = (a.double() - b.double()).abs()
+        rows.append(f"{profile},{pair},{step},{index},\"{descriptions[index]}\",{value},{a.numel()},"
+                    f"{int((a != b).sum())},{float(difference.max()):.6g},{float(a.abs().max()):.6g},{flips}")
+    return rows
 
 
 def _write_whole(path: str, rows: List[str]) -> None:
@@ -239,7 +293,7 @@ def _diverge(args: argparse.Namespace) -> None:
     size = n if training["batch"] == 0 else min(training["batch"], n)
     batches = (n + size - 1) // size
     rows = ["profile,pair,step,l2"]
-    tensor_rows = [_TENSOR_HEADER]
+    tensor_rows, layer_rows = [_TENSOR_HEADER], [_LAYER_HEADER]
     medians = {}
     for profile in profiles:
         native = profile == _core.NATIVE_PROFILE
@@ -264,19 +318,23 @@ def _diverge(args: argparse.Namespace) -> None:
                 order = torch.from_numpy(np.asarray(_core.epoch_order(n, run["algo_seed"], epoch), dtype=np.int64))
                 for b in range(batches):
                     chosen = order[b * size:(b + 1) * size].to(args.device)
-                    gradients = []
+                    gradients, layers = [], []
                     for model, trained, optimizer, mode in twins:
                         model.set_step(step)  # fplab's dropout masks, keyed by the step
                         for p in trained:
                             p.grad = None
+                        watch = LayerWatch(model) if step < args.tensors else None
                         with mode:
                             setting.loss_fn(model(x[chosen]), y[chosen]).backward()
-                        if step < args.tensors:
+                        if watch is not None:
+                            watch.close()
+                            layers.append(watch.values)
                             gradients.append([p.grad.detach().clone() for p in trained])
                         optimizer.step(epoch)
                     step += 1
                     if step <= args.tensors:
                         tensor_rows += _tensor_rows(profile, pair, step, names, gradients, twins[0][1], twins[1][1])
+                        layer_rows += _layer_rows(profile, pair, step, twins[0][0].descriptions, *layers)
                     with torch.no_grad():  # fplab run's L2: || w1 / ||w1|| - w2 / ||w2|| ||
                         w1, w2 = (torch.cat([p.double().reshape(-1) for p in t[1]]) for t in twins)
                         l2 = float(torch.linalg.norm(w1 / torch.linalg.norm(w1) - w2 / torch.linalg.norm(w2)))
@@ -288,6 +346,7 @@ def _diverge(args: argparse.Namespace) -> None:
     _write_whole(args.out, rows)
     if args.tensors:
         _write_whole(_tensors_path(args.out), tensor_rows)
+        _write_whole(_tensors_path(args.out, "layers"), layer_rows)
     steps = [s for s in _DIVERGE_STEPS if s <= len(next(iter(medians.values())))]
     print("| profile | " + " | ".join(f"step {s}" for s in steps) + " |")
     print("|---|" + "---|" * len(steps))

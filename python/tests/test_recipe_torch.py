@@ -7,7 +7,8 @@
   predictions, accuracy and loss ($FPLAB_BINARY, as test_torch_crosscheck.py; skipped without it
   or without the data set);
 - `diverge` trains the same pair in lockstep: its last distance is the run's distance between
-  replicas 0 and 1 (pairs.csv), and its per-tensor table has a row per parameter tensor and step;
+  replicas 0 and 1 (summary.json), its per-tensor table has a row per parameter tensor and step,
+  its per-layer table a row per layer output, output gradient and max-pool input and step;
 - what the script does not take (augmentation) is refused in one line before anything is trained.
 """
 
@@ -154,6 +155,15 @@ class AgreesWithFplabRun(unittest.TestCase):
         self.assertEqual({r["tensor"] for r in first if int(r["gradient_differing"])},
                          {"blocks.0.weight", "blocks.3.weight"})
         self.assertIn("| h100-torch |", table.getvalue())
+        layers = rows(os.path.join(self.folder.name, "diverge.layers.csv"))
+        # small_cnn's 13 blocks: every output and its gradient, and the 3 max-pool inputs, for 2 steps
+        self.assertEqual(len(layers), 2 * (13 * 2 + 3))
+        first = [r for r in layers if r["step"] == "1"]
+        # Step 1 starts from the same weights, and only weight gradients draw noise: no layer differs.
+        self.assertEqual({int(r["differing"]) for r in first}, {0})
+        self.assertEqual({r["window_flips"] for r in first if r["value"] == "input"}, {"0"})
+        second = {(r["layer"], r["value"]): r for r in layers if r["step"] == "2"}
+        self.assertGreater(int(second["0", "output"]["differing"]), 0)  # the weights parted after step 1
 
     def test_augmentation_is_refused(self):
         path = os.path.join(self.folder.name, "augmented.toml")
