@@ -98,7 +98,8 @@ class Target:
     is_sum: bool = False
 
 
-def _targets(device: str, ops: List[str], batch: int = 0, resnet_input: str = "mnist") -> Iterator[Target]:
+def _targets(device: str, ops: List[str], batch: int = 0, resnet_input: str = "mnist",
+             wgrad_images: Optional[List[int]] = None) -> Iterator[Target]:
     import torch
     import torch.nn.functional as F
 
@@ -142,7 +143,7 @@ def _targets(device: str, ops: List[str], batch: int = 0, resnet_input: str = "m
         elif kind == "bn":
             yield from _bn_targets(dev, tensor, models, shape, ops)
         else:
-            yield from _conv_targets(dev, tensor, models, shape, ops)
+            yield from _conv_targets(dev, tensor, models, shape, ops, wgrad_images)
 
 
 def _linear_targets(dev, tensor, models: str, shape: tuple, ops: List[str]) -> Iterator[Target]:
@@ -212,11 +213,14 @@ def _bn_targets(dev, tensor, models: str, shape: tuple, ops: List[str]) -> Itera
         yield Target(f"bn_beta_grad-{name}", "bn_beta_grad", shape, models, count, beta_grad, is_sum=True)
 
 
-def _conv_targets(dev, tensor, models: str, shape: tuple, ops: List[str]) -> Iterator[Target]:
+def _conv_targets(dev, tensor, models: str, shape: tuple, ops: List[str],
+                  wgrad_images: Optional[List[int]] = None) -> Iterator[Target]:
     """F.conv2d forward and aten.convolution_backward's two gradients (what autograd calls), for
     one output element near the middle. Each term of its sum is a pair of elements of two of the
     operands x (input), w (weight), g (output gradient); the probe writes a and b there, one
-    index_put each, and every other element stays 0."""
+    index_put each, and every other element stays 0. ``wgrad_images``: the weight gradient's terms
+    of these images of the batch only (the others' products stay 0, which no sum changes), so that a
+    large batch's kernel can be probed where all its terms would be too many."""
     import torch
     import torch.nn.functional as F
 
@@ -229,7 +233,7 @@ def _conv_targets(dev, tensor, models: str, shape: tuple, ops: List[str]) -> Ite
     def flat(t, *index):  # the flat index of t[index]
         return sum(i * st for i, st in zip(index, t.stride()))
 
-    def target(op, n_terms, a_in, a_idx, b_in, b_idx, result):
+    def target(op, n_terms, a_in, a_idx, b_in, b_idx, result, suffix=""):
         a_idx = torch.tensor(a_idx, dtype=torch.long, device=dev)
         b_idx = torch.tensor(b_idx, dtype=torch.long, device=dev)
 
@@ -237,7 +241,7 @@ def _conv_targets(dev, tensor, models: str, shape: tuple, ops: List[str]) -> Ite
             a_in.view(-1)[a_idx] = tensor(a)
             b_in.view(-1)[b_idx] = tensor(b)
             return result().item()
-        return Target(f"{op}-{name}", op, shape, models, n_terms, call)
+        return Target(f"{op}-{name}{suffix}", op, shape, models, n_terms, call)
 
     def backward(mask):
         return torch.ops.aten.convolution_backward(g, x, w, [0], [stride] * 2, [pad] * 2, [1, 1], False, [0, 0], 1,
@@ -268,10 +272,12 @@ def _conv_targets(dev, tensor, models: str, shape: tuple, ops: List[str]) -> Ite
         # grad_w[0, 0, c, c] (the centre tap) = sum over (b, oy, ox) of g[b, 0, oy, ox] * x[b, 0, oy * stride - pad + c, ...]
         c = k // 2
         valid = [o for o in range(oh) if 0 <= o * stride - pad + c < h]
-        terms = [(b, oy, ox) for b in range(batch) for oy in valid for ox in valid]
+        images = list(range(batch)) if wgrad_images is None else [b for b in wgrad_images if b < batch]
+        terms = [(b, oy, ox) for b in images for oy in valid for ox in valid]
+        suffix = "" if wgrad_images is None else "+images" + ".".join(str(b) for b in images)
         yield target("conv_wgrad", len(terms), g, [flat(g, b, 0, oy, ox) for b, oy, ox in terms],
                      x, [flat(x, b, 0, oy * stride - pad + c, ox * stride - pad + c) for b, oy, ox in terms],
-                     lambda: backward([False, True, False])[1][0, 0, c, c])
+                     lambda: backward([False, True, False])[1][0, 0, c, c], suffix)
     if "conv_bias" in ops:
         # grad_bias[0] = sum over (b, oy, ox) of g[b, 0, oy, ox], as convolution_backward computes it
         def bias_grad(a):
@@ -400,6 +406,15 @@ def _checked_ops(args: argparse.Namespace) -> Optional[List[str]]:
     if args.device == "cuda" and not torch.cuda.is_available():
         print("Error: --device cuda, but PyTorch sees no GPU here", file=sys.stderr)
         return None
+    try:
+        args.wgrad_image_list = [int(b) for b in args.wgrad_images.split(",")] if args.wgrad_images else None
+    except ValueError:
+        args.wgrad_image_list = [-1]
+    if args.wgrad_image_list is not None and (min(args.wgrad_image_list) < 0 or
+                                              len(set(args.wgrad_image_list)) != len(args.wgrad_image_list)):
+        print(f"Error: --wgrad-images {args.wgrad_images}: distinct image indices from 0, comma-separated",
+              file=sys.stderr)
+        return None
     ops = args.ops.split(",")
     unknown = [o for o in ops if o not in OPS]
     if unknown:
@@ -409,7 +424,7 @@ def _checked_ops(args: argparse.Namespace) -> Optional[List[str]]:
 
 
 def _chosen_targets(args: argparse.Namespace, ops: List[str]) -> List[Target]:
-    targets = list(_targets(args.device, ops, args.batch, args.resnet_input))
+    targets = list(_targets(args.device, ops, args.batch, args.resnet_input, args.wgrad_image_list))
     if args.shapes:
         wanted = args.shapes.split(",")
         targets = [t for t in targets if any(t.key.startswith(w) for w in wanted)]
@@ -624,6 +639,10 @@ def main(argv: Optional[List[str]] = None) -> int:
                        help="the layers at this batch instead of the models' own (default 0: theirs, 64, and 128 "
                             "for the ResNet-18): a weight gradient of fewer terms, e.g. --batch 16 --shapes "
                             "'conv_wgrad-16x1->16'")
+        p.add_argument("--wgrad-images", default="", metavar="LIST",
+                       help="a weight gradient's terms of these images of the batch only (comma-separated "
+                            "indices; the others stay 0), so that a large batch's kernel can be probed: e.g. "
+                            "--shapes conv_wgrad-64x1 --wgrad-images 0,1,63 (key suffix +images0.1.63)")
         p.add_argument("--resnet-input", choices=sorted(RESNET_INPUTS), default="mnist",
                        help="the ResNet-18's images: mnist 1x28x28 (default, docs/results.md) or cifar 3x32x32 "
                             "(bench/bench_torch_emulate.py's)")

@@ -59,6 +59,24 @@ class RevealTorchOnTheCpu(unittest.TestCase):
             self.assertEqual(renamed.returncode, 0, renamed.stderr)
             self.assertEqual(renamed.stdout, table.stdout)
 
+    def test_a_weight_gradient_of_some_images_of_a_batch(self):
+        # --wgrad-images: the kernel of batch 4, the terms of images 1 and 3 only (2 x 196 pixels)
+        with tempfile.TemporaryDirectory() as out:
+            done = run_script("run", "--device", "cpu", "--ops", "conv_wgrad", "--modes", "default", "--tf32", "off",
+                              "--batch", "4", "--shapes", "conv_wgrad-4x16->32", "--wgrad-images", "1,3",
+                              "--max-n", "2000", "--verify", "4", "--repeat", "1", "--out", out)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            with open(os.path.join(out, "reveal.jsonl")) as f:
+                rows = [json.loads(line) for line in f]
+            self.assertEqual([r["key"] for r in rows], ["conv_wgrad-4x16->32k3s1@14+images1.3-default-tf32off"])
+            self.assertEqual(rows[0]["n"], 2 * 14 * 14)
+            self.assertEqual(rows[0]["replays"][0]["identical"], 4)
+            bad = run_script("run", "--device", "cpu", "--ops", "conv_wgrad", "--wgrad-images", "1,1",
+                             "--out", os.path.join(out, "r"))
+            self.assertEqual(bad.returncode, 2)
+            self.assertIn("distinct image indices", bad.stderr)
+            self.assertFalse(os.path.exists(os.path.join(out, "r")))
+
     def test_a_probe_past_the_budget_is_recorded_as_given_up(self):
         with tempfile.TemporaryDirectory() as out:
             common = ["run", "--device", "cpu", "--ops", "sum", "--shapes", "sum-1000", "--modes", "default",
