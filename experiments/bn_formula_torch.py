@@ -14,8 +14,8 @@ is left to round is the formula itself:
 - the inverse standard deviation from var = sum((x - mean)^2) / n: 1 / sqrt(var + eps) in float32
   with its roundings, or one rounding (a correctly rounded rsqrt, or the whole in float64), or
   another the candidates do not name;
-- the output from the kernel's own mean and inverse standard deviation (aten.native_batch_norm
-  returns both): (x - mean) * invstd * gamma + beta in fplab's order, the scale gamma * invstd
+- the output from the kernel's own mean and inverse standard deviation (aten._batch_norm_impl_index,
+  what F.batch_norm calls, returns both, and which backend ran: cuDNN's on a GPU): (x - mean) * invstd * gamma + beta in fplab's order, the scale gamma * invstd
   first, or x * scale + shift with shift = beta - mean * scale (one fused multiply-add or two
   roundings; scale and shift in float32 or float64).
 For each shape and trial (gamma and beta random), the share of channels or elements each candidate
@@ -120,14 +120,18 @@ def probe(torch, shape, trial: int, device) -> dict:
     gamma = (1 + rng.standard_normal(channels) / 4).astype(np.float32)
     beta = (rng.standard_normal(channels) / 4).astype(np.float32)
     xt = torch.from_numpy(x).to(device)
-    y, mean, invstd = torch.ops.aten.native_batch_norm(xt, torch.from_numpy(gamma).to(device),
-                                                       torch.from_numpy(beta).to(device), None, None, True, 0.1, EPS)
+    # What F.batch_norm calls in training (cuDNN's kernels on a GPU), with the statistics it saves
+    # for the backward pass: the mean and the inverse standard deviation.
+    y, mean, invstd, _, backend = torch.ops.aten._batch_norm_impl_index(
+        xt, torch.from_numpy(gamma).to(device), torch.from_numpy(beta).to(device),
+        torch.zeros(channels, device=device), torch.ones(channels, device=device), True, 0.1, EPS,
+        torch.backends.cudnn.enabled)
     y, mean, invstd = (t.detach().cpu().numpy() for t in (y, mean, invstd))
     n = x.size // channels
     deviations = x.astype(np.float64) - centres[None, :, None, None].astype(np.float64)
     var = (deviations ** 2).sum(axis=(0, 2, 3)) / n  # the exact sum over n, in float64
     per_channel = lambda v: v[None, :, None, None]  # noqa: E731
-    row = {"shape": "%dx%d@%d" % shape, "trial": trial,
+    row = {"shape": "%dx%d@%d" % shape, "trial": trial, "backend": {0: "native", 1: "cudnn", 2: "miopen"}.get(backend),
            "mean_exact": float(np.mean(mean == centres)),
            "invstd": {name: float(np.mean(f(var) == invstd)) for name, f in INVSTD.items()},
            "output": {name: float(np.mean(f(x, per_channel(mean), per_channel(invstd), per_channel(gamma),
@@ -160,6 +164,7 @@ def main(argv: List[str]) -> int:
         return 2
     torch.use_deterministic_algorithms(args.deterministic)
     rows = [probe(torch, shape, trial, args.device) for shape in args.shapes for trial in range(args.trials)]
+    print(f"backend: {', '.join(sorted({str(r['backend']) for r in rows}))}")
     print("| shape | trials | mean exact | " + " | ".join(f"invstd: {k}" for k in INVSTD) + " | "
           + " | ".join(f"y: {k}" for k in OUTPUT) + " |")
     print("|---|---|---|" + "---|" * (len(INVSTD) + len(OUTPUT)))
