@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from typing import Callable, Dict, List, Tuple
 
 import numpy as np
@@ -176,11 +174,15 @@ def main(argv: List[str]) -> int:
         print(f"| {shape} | {len(mine)} | " + " | ".join(cells) + " |")
     print("(the least share over the trials of channels, or elements, each candidate reproduces bit for bit)")
     if args.json:
-        directory = os.path.dirname(os.path.abspath(args.json))
-        with tempfile.NamedTemporaryFile("w", dir=directory, suffix=".json", delete=False) as f:
-            json.dump({"device": args.device, "torch": torch.__version__, "deterministic": args.deterministic,
-                       "rows": rows}, f, indent=1)
-        os.replace(f.name, args.json)
+        from fplab import _core
+
+        try:
+            _core.write_file_atomically(args.json, json.dumps({"device": args.device, "torch": torch.__version__,
+                                                               "deterministic": args.deterministic, "rows": rows},
+                                                              indent=1))
+        except ValueError as error:  # fplab.Error: one line naming the file
+            print(f"bn_formula_torch.py: {error}", file=sys.stderr)
+            return 2
     return 0
 
 

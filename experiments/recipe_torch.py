@@ -249,17 +249,10 @@ def _layer_rows(profile: str, pair: int, step: int, descriptions, first: dict, s
 
 
 def _write_whole(path: str, rows: List[str]) -> None:
-    """The rows as a file, written under a temporary name in the same folder and then renamed."""
-    import os
-    import tempfile
+    """The rows as a file, written whole or not at all (fplab's own atomic write)."""
+    from fplab import _core
 
-    folder = os.path.dirname(os.path.abspath(path))
-    with tempfile.NamedTemporaryFile("w", dir=folder, prefix=".recipe_torch.", suffix=".csv", delete=False) as f:
-        f.write("\n".join(rows) + "\n")
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(f.name, 0o666 & ~umask)  # a temporary file is the owner's alone: the CSV is not
-    os.replace(f.name, path)
+    _core.write_file_atomically(path, "\n".join(rows) + "\n")
 
 
 def _diverge(args: argparse.Namespace) -> None:

@@ -159,10 +159,14 @@ def main(argv: List[str]) -> int:
             print(f"| {shape} | {form} | {median('normwise'):.3g} | {median('median_componentwise'):.3g} | "
                   f"{median('p99_componentwise'):.3g} | {100 * median('sign_differs'):.3f}% |")
     if args.json:
-        directory = os.path.dirname(os.path.abspath(args.json))
-        with tempfile.NamedTemporaryFile("w", dir=directory, suffix=".json", delete=False) as f:
-            json.dump({"device": args.device, "torch": torch.__version__, "rows": rows}, f, indent=1)
-        os.replace(f.name, args.json)
+        from fplab import _core
+
+        try:
+            _core.write_file_atomically(args.json, json.dumps({"device": args.device, "torch": torch.__version__,
+                                                               "rows": rows}, indent=1))
+        except ValueError as error:  # fplab.Error: one line naming the file
+            print(f"winograd_error.py: {error}", file=sys.stderr)
+            return 2
     return 0
 
 

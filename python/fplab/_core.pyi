@@ -416,6 +416,9 @@ def render_gnuplot(path: str, script: str, data: str, width: int = 900, height: 
 def gnuplot_quoted(text: str) -> str:
     """``text`` as a gnuplot single-quoted string literal."""
 
+def write_file_atomically(path: str, text: str) -> None:
+    """Writes ``text`` to ``path`` whole or not at all (a temporary file beside it, renamed over it)."""
+
 def load_experiment_file(path: str) -> str:
     """An experiment TOML file read and checked as fplab run reads it, as JSON text: name,
     description, data, model, training and run, every default filled in."""

@@ -52,6 +52,7 @@ void bind_train(py::module_& m);
 // What fplab.torch.experiment() needs of `fplab run`: recipe checks, replica files, statistics, reports.
 void bind_experiment(py::module_& m);
 void bind_figures(py::module_& m);
+void bind_whole_file(py::module_& m);
 void bind_reveal(py::module_& m);
 // NCCL's all-reduce order (data-parallel training's gradient sums).
 void bind_nccl(py::module_& m);
