@@ -36,6 +36,22 @@ struct Transforms {
   }
 };
 
+// L X L^T for a tile X (In x In), `transform` being L (Out x In) on one vector: the columns
+// first, then the rows (the order of roundings the header states).
+template <size_t Out, size_t In, class T, class Transform>
+std::array<std::array<T, Out>, Out> both_ways(const std::array<std::array<T, In>, In>& tile, Transform transform) {
+  std::array<std::array<T, In>, Out> columns{};
+  for (size_t q = 0; q < In; ++q) {
+    std::array<T, In> column;
+    for (size_t r = 0; r < In; ++r) column[r] = tile[r][q];
+    const std::array<T, Out> out = transform(column);
+    for (size_t r = 0; r < Out; ++r) columns[r][q] = out[r];
+  }
+  std::array<std::array<T, Out>, Out> result{};
+  for (size_t r = 0; r < Out; ++r) result[r] = transform(columns[r]);
+  return result;
+}
+
 }  // namespace
 
 template <class T>
@@ -54,15 +70,9 @@ void winograd_data_transform(const T* x, const WinogradWgradShape& s, T* v) {
               const long y = static_cast<long>(4 * ty) + r - pad, xx = static_cast<long>(4 * tx) + q - pad;
               tile[r][q] = y >= 0 && y < h && xx >= 0 && xx < w ? plane[y * w + xx] : T(0);
             }
-          std::array<std::array<T, 6>, 6> cols{};  // B^T X: each column transformed
-          for (size_t q = 0; q < 6; ++q) {
-            const auto out = Transforms<T>::data({tile[0][q], tile[1][q], tile[2][q], tile[3][q], tile[4][q], tile[5][q]});
-            for (size_t r = 0; r < 6; ++r) cols[r][q] = out[r];
-          }
-          for (size_t r = 0; r < 6; ++r) {  // (B^T X) B: each row transformed
-            const auto out = Transforms<T>::data(cols[r]);
-            for (size_t q = 0; q < 6; ++q) v[((r * 6 + q) * terms + n) * c_count + c] = out[q];
-          }
+          const auto transformed = both_ways<6>(tile, Transforms<T>::data);  // B^T X B
+          for (size_t r = 0; r < 6; ++r)
+            for (size_t q = 0; q < 6; ++q) v[((r * 6 + q) * terms + n) * c_count + c] = transformed[r][q];
         }
 }
 
@@ -81,15 +91,9 @@ void winograd_delta_transform(const T* dy, const WinogradWgradShape& s, T* u) {
               const size_t y = 4 * ty + r, xx = 4 * tx + q;
               tile[r][q] = y < ho && xx < wo ? plane[y * wo + xx] : T(0);
             }
-          std::array<std::array<T, 4>, 6> cols{};  // A D: each column transformed
-          for (size_t q = 0; q < 4; ++q) {
-            const auto out = Transforms<T>::delta({tile[0][q], tile[1][q], tile[2][q], tile[3][q]});
-            for (size_t r = 0; r < 6; ++r) cols[r][q] = out[r];
-          }
-          for (size_t r = 0; r < 6; ++r) {  // (A D) A^T: each row transformed
-            const auto out = Transforms<T>::delta(cols[r]);
-            for (size_t q = 0; q < 6; ++q) u[((r * 6 + q) * k_count + k) * terms + n] = out[q];
-          }
+          const auto transformed = both_ways<6>(tile, Transforms<T>::delta);  // A D A^T
+          for (size_t r = 0; r < 6; ++r)
+            for (size_t q = 0; q < 6; ++q) u[((r * 6 + q) * k_count + k) * terms + n] = transformed[r][q];
         }
 }
 
@@ -100,15 +104,9 @@ void winograd_output_transform(const T* m, size_t out_channels, size_t in_channe
     for (size_t c = 0; c < in_channels; ++c) {
       std::array<std::array<T, 6>, 6> tile{};
       for (size_t p = 0; p < kWinogradPositions; ++p) tile[p / 6][p % 6] = m[p * kc + k * in_channels + c];
-      std::array<std::array<T, 6>, 3> cols{};  // G^T M: each column transformed
-      for (size_t q = 0; q < 6; ++q) {
-        const auto out = Transforms<T>::output({tile[0][q], tile[1][q], tile[2][q], tile[3][q], tile[4][q], tile[5][q]});
-        for (size_t i = 0; i < 3; ++i) cols[i][q] = out[i];
-      }
-      for (size_t i = 0; i < 3; ++i) {  // (G^T M) G: each row transformed
-        const auto out = Transforms<T>::output(cols[i]);
-        for (size_t j = 0; j < 3; ++j) dw[(c * 9 + i * 3 + j) * out_channels + k] = out[j];
-      }
+      const auto transformed = both_ways<3>(tile, Transforms<T>::output);  // G^T M G
+      for (size_t i = 0; i < 3; ++i)
+        for (size_t j = 0; j < 3; ++j) dw[(c * 9 + i * 3 + j) * out_channels + k] = transformed[i][j];
     }
 }
 
