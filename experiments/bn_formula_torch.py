@@ -11,9 +11,10 @@ every partial sum of them, of their deviations and of their squares is exact in 
 magnitudes stay under 2^24 units of 1/256), whatever the order; the sums are the float64 sums. What
 is left to round is the formula itself:
 - the mean: sum / n (exactly c here), or something else (an online update, say, rounds on the way);
-- the inverse standard deviation from var = sum((x - mean)^2) / n: 1 / sqrt(var + eps) in float32
-  with its roundings, or one rounding (a correctly rounded rsqrt, or the whole in float64), or
-  another the candidates do not name;
+- the inverse standard deviation from var = sum((x - mean)^2) / n (or sum * (1/n), the reciprocal
+  rounded first): 1 / sqrt(var + eps) in float32 with its roundings, or one rounding (a correctly
+  rounded rsqrt, or the whole in float64), or the device's own rsqrt (a GPU's is an approximation,
+  not correctly rounded), or another the candidates do not name;
 - the output from the kernel's own mean and inverse standard deviation (aten._batch_norm_impl_index,
   what F.batch_norm calls, returns both, and which backend ran: cuDNN's on a GPU): (x - mean) * invstd * gamma + beta in fplab's order, the scale gamma * invstd
   first, or x * scale + shift with shift = beta - mean * scale (one fused multiply-add or two
@@ -66,12 +67,36 @@ def _f32(v) -> np.ndarray:
     return np.asarray(v, dtype=np.float32)
 
 
-INVSTD: Dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    # var as float64 (the exact sum over n, unrounded) -> invstd
-    "1 / sqrt(var + eps) (fplab)":
-        lambda var: _f32(np.float32(1) / np.sqrt(_f32(_f32(var) + np.float32(EPS)))),
-    "rsqrt(var + eps), one rounding": lambda var: _f32(1 / np.sqrt(_f32(_f32(var) + np.float32(EPS)).astype(np.float64))),
-    "1 / sqrt(var + eps) in float64, one rounding": lambda var: _f32(1 / np.sqrt(var + EPS)),
+def _var_divided(squares, n) -> np.ndarray:
+    return _f32(squares / n)
+
+
+def _var_by_reciprocal(squares, n) -> np.ndarray:
+    return _f32(_f32(squares) * np.float32(1 / n))
+
+
+def _plus_eps(var) -> np.ndarray:
+    return _f32(var + np.float32(EPS))
+
+
+def _two_roundings(v) -> np.ndarray:
+    return _f32(np.float32(1) / np.sqrt(v))
+
+
+def _one_rounding(v) -> np.ndarray:
+    return _f32(1 / np.sqrt(v.astype(np.float64)))
+
+
+INVSTD: Dict[str, Callable[..., np.ndarray]] = {
+    # (squares: the exact sum of squared deviations as float64, n, rsqrt: the device's float32
+    # torch.rsqrt, its own approximation on a GPU) -> invstd
+    "1 / sqrt(var + eps) (fplab)": lambda q, n, rsqrt: _two_roundings(_plus_eps(_var_divided(q, n))),
+    "rsqrt(var + eps), one rounding": lambda q, n, rsqrt: _one_rounding(_plus_eps(_var_divided(q, n))),
+    "1 / sqrt(var + eps) in float64, one rounding": lambda q, n, rsqrt: _f32(1 / np.sqrt(q / n + EPS)),
+    "the device's rsqrt(var + eps)": lambda q, n, rsqrt: rsqrt(_plus_eps(_var_divided(q, n))),
+    "var = sum * (1/n); 1 / sqrt(var + eps)": lambda q, n, rsqrt: _two_roundings(_plus_eps(_var_by_reciprocal(q, n))),
+    "var = sum * (1/n); rsqrt, one rounding": lambda q, n, rsqrt: _one_rounding(_plus_eps(_var_by_reciprocal(q, n))),
+    "var = sum * (1/n); the device's rsqrt": lambda q, n, rsqrt: rsqrt(_plus_eps(_var_by_reciprocal(q, n))),
 }
 
 OUTPUT: Dict[str, Callable[..., np.ndarray]] = {
@@ -92,6 +117,12 @@ OUTPUT: Dict[str, Callable[..., np.ndarray]] = {
         lambda x, m, s, g, b: _f32(_f32(x * _f32(_scale64(s, g))) + _f32(_shift64(m, s, g, b))),
     "fma(x, scale, shift), scale and shift in float64":
         lambda x, m, s, g, b: _fma(x, _f32(_scale64(s, g)), _f32(_shift64(m, s, g, b))),
+    "fma(x, gamma * invstd, fma(-mean, gamma * invstd, beta))":
+        lambda x, m, s, g, b: _fma(x, _f32(g * s), _fma(-m, _f32(g * s), b)),
+    "fma(x * invstd - mean * invstd, gamma, beta)":
+        lambda x, m, s, g, b: _fma(_f32(_f32(x * s) - _f32(m * s)), g, b),
+    "fma(fma(x, invstd, -mean * invstd), gamma, beta)":
+        lambda x, m, s, g, b: _fma(_fma(x, s, _f32(-m * s)), g, b),
 }
 
 
@@ -127,11 +158,15 @@ def probe(torch, shape, trial: int, device) -> dict:
     y, mean, invstd = (t.detach().cpu().numpy() for t in (y, mean, invstd))
     n = x.size // channels
     deviations = x.astype(np.float64) - centres[None, :, None, None].astype(np.float64)
-    var = (deviations ** 2).sum(axis=(0, 2, 3)) / n  # the exact sum over n, in float64
+    squares = (deviations ** 2).sum(axis=(0, 2, 3))  # exact in float32 and float64 alike
+
+    def rsqrt(v: np.ndarray) -> np.ndarray:
+        return torch.rsqrt(torch.from_numpy(_f32(v)).to(device)).cpu().numpy()
+
     per_channel = lambda v: v[None, :, None, None]  # noqa: E731
     row = {"shape": "%dx%d@%d" % shape, "trial": trial, "backend": {0: "native", 1: "cudnn", 2: "miopen"}.get(backend),
            "mean_exact": float(np.mean(mean == centres)),
-           "invstd": {name: float(np.mean(f(var) == invstd)) for name, f in INVSTD.items()},
+           "invstd": {name: float(np.mean(f(squares, n, rsqrt) == invstd)) for name, f in INVSTD.items()},
            "output": {name: float(np.mean(f(x, per_channel(mean), per_channel(invstd), per_channel(gamma),
                                             per_channel(beta)) == y)) for name, f in OUTPUT.items()}}
     return row

@@ -5,6 +5,9 @@ profiles beside PyTorch's own kernels, in the same training program.
   experiments/recipe_torch.py run experiments/hardware.toml --profiles h100-torch,native \\
       --variants impl --replicas 24 --device cuda --workers 4 --out results/hardware-torch
   experiments/recipe_torch.py table results/hardware-torch results/hardware-tf32
+  for s in 1 2 3 4; do experiments/recipe_torch.py run experiments/batchnorm_sgd.toml --algo-seed $s \
+      --profiles native,h100-torch --variants impl --device cuda --workers 4 --out results/bsgd-$s; done
+  experiments/recipe_torch.py compare results/bsgd-1 results/bsgd-2 results/bsgd-3 results/bsgd-4
   experiments/recipe_torch.py diverge experiments/hardware.toml --profiles h100-torch,native \\
       --pairs 4 --device cuda --out results/hardware-diverge.csv
   experiments/recipe_torch.py figure --out diverge.png results/hardware-diverge.csv
@@ -33,6 +36,12 @@ impl seeds run.impl_seed + 2p and + 2p + 1 for an emulated profile; two runs of 
 ``--tensors K`` also, for the first K steps, per parameter tensor and per layer what differs — with a table of the median over pairs at a few steps on stdout: where
 two profiles' final churn differs, whether the distance starts apart (the size of a step's noise)
 or grows apart (the training's amplification of it).
+
+``compare`` sets a profile's IMPL churn beside a reference's (``native``) over several algo seeds,
+one ``run`` folder per seed: which near-ties a run meets (two max-pool inputs an ulp apart, say) is
+fixed by its algo seed and moves that seed's churn by more than its replica interval, on a device
+and in an emulation alike, so a single seed can miss either way by chance; the mean over seeds
+(with an interval that resamples the seeds) is the calibration's measure.
 """
 
 from __future__ import annotations
@@ -98,6 +107,8 @@ def _arguments(argv: List[str]) -> argparse.Namespace:
                           "cuDNN's convolutions only, PyTorch's default)")
     run.add_argument("--out", required=True, help="the results folder")
     run.add_argument("--resume", action="store_true", help="keep the replicas already in --out")
+    run.add_argument("--algo-seed", type=int, help="the run's algo seed (default: the file's run.algo_seed): "
+                                                   "initial weights, training subset, batch order")
     diverge = commands.add_parser("diverge", help="the weight distance of IMPL pairs trained in lockstep, step by step")
     diverge.add_argument("recipe", help="an experiment TOML file (experiments/*.toml)")
     diverge.add_argument("--profiles", required=True, help="comma-separated profile names, 'native' for PyTorch's own")
@@ -106,6 +117,9 @@ def _arguments(argv: List[str]) -> argparse.Namespace:
     diverge.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default: %(default)s)")
     diverge.add_argument("--tf32", choices=("off", "on"), default="off", help="as for run (default: off)")
     diverge.add_argument("--out", required=True, help="the CSV file (written whole: a temporary name, then renamed)")
+    diverge.add_argument("--algo-seed", type=int, help="as for run (default: the file's run.algo_seed)")
+    diverge.add_argument("--steps", type=int, default=0, metavar="S",
+                         help="stop every pair after S steps (default: 0, the recipe's whole run)")
     diverge.add_argument("--tensors", type=int, default=0, metavar="K",
                          help="also write OUT's stem + .tensors.csv: per parameter tensor and each of the first K "
                               "steps, the twins' gradients and weights compared; and + .layers.csv: per layer, its "
@@ -113,6 +127,10 @@ def _arguments(argv: List[str]) -> argparse.Namespace:
                               "largest input differs (default: 0, none)")
     table = commands.add_parser("table", help="one Markdown table of the summary.json of several runs")
     table.add_argument("folders", nargs="+")
+    compare = commands.add_parser("compare", help="IMPL churn against a reference profile over algo seeds: one "
+                                                  "run folder per algo seed (run --algo-seed), both profiles in each")
+    compare.add_argument("--reference", default="native", help="the profile compared with (default: %(default)s)")
+    compare.add_argument("folders", nargs="+")
     figure = commands.add_parser("figure", help="diverge's curves: the median distance over pairs, step by step")
     figure.add_argument("--out", required=True, help="the figure: .png, .svg or .pdf")
     figure.add_argument("--title", default="Weight distance of IMPL twins trained in lockstep (median over pairs)")
@@ -133,6 +151,10 @@ class Setting:
 
         self.recipe = json.loads(_core.load_experiment_file(args.recipe))
         data_keys, run = self.recipe["data"], self.recipe["run"]
+        if args.algo_seed is not None:
+            if args.algo_seed < 0:
+                raise fplab.Error(f"recipe_torch.py: --algo-seed {args.algo_seed}: a seed is 0 or more")
+            run["algo_seed"] = args.algo_seed
         if data_keys["augment_pad"] or data_keys["flip"]:
             raise fplab.Error(f"{args.recipe}: augmentation (data.augment_pad, data.flip) is not taken here")
         if run["format"] != "fp32":
@@ -270,6 +292,8 @@ def _diverge(args: argparse.Namespace) -> None:
 
     if args.pairs < 1:
         raise fplab.Error("recipe_torch.py diverge: --pairs must be at least 1")
+    if args.steps < 0:
+        raise fplab.Error("recipe_torch.py diverge: --steps must be 0 (the whole run) or more")
     folder = os.path.dirname(os.path.abspath(args.out))
     if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
         raise fplab.Error(f"recipe_torch.py diverge: cannot write into {folder} (--out)")
@@ -285,6 +309,7 @@ def _diverge(args: argparse.Namespace) -> None:
     n = len(x)
     size = n if training["batch"] == 0 else min(training["batch"], n)
     batches = (n + size - 1) // size
+    last = args.steps or training["epochs"] * batches
     rows = ["profile,pair,step,l2"]
     tensor_rows, layer_rows = [_TENSOR_HEADER], [_LAYER_HEADER]
     medians = {}
@@ -309,7 +334,7 @@ def _diverge(args: argparse.Namespace) -> None:
             names = [name for name, p in twins[0][0].named_parameters() if p.requires_grad]
             for epoch in range(training["epochs"]):
                 order = torch.from_numpy(np.asarray(_core.epoch_order(n, run["algo_seed"], epoch), dtype=np.int64))
-                for b in range(batches):
+                for b in range(min(batches, last - step)):
                     chosen = order[b * size:(b + 1) * size].to(args.device)
                     gradients, layers = [], []
                     for model, trained, optimizer, mode in twins:
@@ -387,12 +412,14 @@ def _csv_rows(path: str) -> List[dict]:
 
 def main(argv: List[str]) -> int:
     args = _arguments(argv)
-    if args.command in ("table", "figure"):
-        from fplab.torch.summary_table import markdown
+    if args.command in ("table", "compare", "figure"):
+        from fplab.torch.summary_table import markdown, seed_comparison
 
         try:
             if args.command == "table":
                 sys.stdout.write(markdown(args.folders))
+            elif args.command == "compare":
+                sys.stdout.write(seed_comparison(args.folders, args.reference))
             else:
                 _figure(args)
         except (OSError, KeyError, ValueError, RuntimeError) as error:

@@ -9,6 +9,8 @@
 - `diverge` trains the same pair in lockstep: its last distance is the run's distance between
   replicas 0 and 1 (summary.json), its per-tensor table has a row per parameter tensor and step,
   its per-layer table a row per layer output, output gradient and max-pool input and step;
+- `run --algo-seed S` trains the recipe at another algo seed; `compare` of two such folders (native
+  and h100-torch in each) prints a row per seed and the mean of the seeds' churn differences;
 - what the script does not take (augmentation) is refused in one line before anything is trained.
 """
 
@@ -164,6 +166,39 @@ class AgreesWithFplabRun(unittest.TestCase):
         self.assertEqual({r["window_flips"] for r in first if r["value"] == "input"}, {"0"})
         second = {(r["layer"], r["value"]): r for r in layers if r["step"] == "2"}
         self.assertGreater(int(second["0", "output"]["differing"]), 0)  # the weights parted after step 1
+        short = os.path.join(self.folder.name, "short.csv")
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            rc = self.script.main(["diverge", self.toml, "--profiles", "h100-torch", "--pairs", "1", "--steps", "2",
+                                   "--out", short, "--data-dir", DATA])
+        self.assertEqual(rc, 0)
+        self.assertEqual(rows(short), curve[:2])  # the same pair, stopped after two steps
+
+    def test_compare_over_algo_seeds(self):
+        self.assertEqual(self.rc, 0)
+        folders, summaries = [], []
+        for seed in (2, 3):
+            out = os.path.join(self.folder.name, f"seed-{seed}")
+            with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+                rc = self.script.main(["run", self.toml, "--algo-seed", str(seed), "--profiles", "native,h100-torch",
+                                       "--out", out, "--data-dir", DATA])
+            self.assertEqual(rc, 0)
+            self.assertEqual({r["algo_seed"] for r in rows(os.path.join(out, "replicas.csv"))}, {str(seed)})
+            with open(os.path.join(out, "summary.json")) as f:
+                summaries.append({g["profile"]: g["churn_mean"] for g in json.load(f)["results"]})
+            folders.append(out)
+        table = io.StringIO()
+        with contextlib.redirect_stdout(table):
+            self.assertEqual(self.script.main(["compare"] + folders), 0)
+        text = table.getvalue()
+        self.assertIn("| 2 | ", text)
+        self.assertIn("| 3 | ", text)
+        difference = sum(s["h100-torch"] - s["native"] for s in summaries) / 2
+        self.assertIn(f"| h100-torch | 2 | ", text)
+        self.assertIn(f"| {100 * difference:+.2f} [", text)  # the mean of the seeds' differences
+        with contextlib.redirect_stderr(io.StringIO()):
+            self.assertEqual(self.script.main(["compare", folders[0]]), 2)  # one seed is no comparison
+            self.assertEqual(self.script.main(["run", self.toml, "--algo-seed", "-1", "--out",
+                                               os.path.join(self.folder.name, "bad"), "--data-dir", DATA]), 2)
 
     def test_augmentation_is_refused(self):
         path = os.path.join(self.folder.name, "augmented.toml")
