@@ -56,12 +56,17 @@ def _algo_seed(folder: str) -> int:
         return int(json.load(f)["recipe"]["run"]["algo_seed"])
 
 
+# A bootstrap over two seeds has four outcomes: no interval at all.
+_LEAST_SEEDS_FOR_AN_INTERVAL = 3
+
+
 def seed_comparison(folders: Sequence[str], reference: str = "native", resamples: int = 10000,
                     seed: int = 1) -> str:
     """A profile's IMPL churn against a reference's (``native``: a real device) over several algo
     seeds, one folder per algo seed holding both: a row per seed (the seed's 95% intervals are over
     its replicas), then the mean over seeds with a 95% interval over algo seeds (a percentile
-    bootstrap that resamples the seeds, each seed's value its replicas' mean churn).
+    bootstrap that resamples the seeds, each seed's value its replicas' mean churn; from three seeds
+    on).
 
     Why over seeds: which near-ties a run meets is fixed by its algo seed (weights, batches), and
     it moves the IMPL churn of that seed by more than its replica interval, on a real device and
@@ -108,12 +113,14 @@ def seed_comparison(folders: Sequence[str], reference: str = "native", resamples
             continue
         ref = np.array([by_seed[s][reference]["churn_mean"] for s in both])
         emu = np.array([by_seed[s][p]["churn_mean"] for s in both])
-        draws = rng.integers(0, len(both), (resamples, len(both)))
-        difference = (emu[draws] - ref[draws]).mean(axis=1)
-        ratio = emu[draws].mean(axis=1) / ref[draws].mean(axis=1)
-        d_low, d_high = np.percentile(difference, [2.5, 97.5])
-        r_low, r_high = np.percentile(ratio, [2.5, 97.5])
-        lines.append(f"| {p} | {len(both)} | {_percent(ref.mean())} | {_percent(emu.mean())} "
-                     f"| {100 * (emu - ref).mean():+.2f} [{100 * d_low:+.2f}, {100 * d_high:+.2f}] "
-                     f"| {emu.mean() / ref.mean():.3f} [{r_low:.3f}, {r_high:.3f}] |")
+        difference, ratio = f"{100 * (emu - ref).mean():+.2f}", f"{emu.mean() / ref.mean():.3f}"
+        if len(both) >= _LEAST_SEEDS_FOR_AN_INTERVAL:
+            draws = rng.integers(0, len(both), (resamples, len(both)))
+            d_low, d_high = np.percentile((emu[draws] - ref[draws]).mean(axis=1), [2.5, 97.5])
+            r_low, r_high = np.percentile(emu[draws].mean(axis=1) / ref[draws].mean(axis=1), [2.5, 97.5])
+            difference += f" [{100 * d_low:+.2f}, {100 * d_high:+.2f}]"
+            ratio += f" [{r_low:.3f}, {r_high:.3f}]"
+        else:
+            difference += " (no interval from so few seeds)"
+        lines.append(f"| {p} | {len(both)} | {_percent(ref.mean())} | {_percent(emu.mean())} | {difference} | {ratio} |")
     return "\n".join(lines) + "\n"
