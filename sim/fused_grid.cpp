@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "sim/fused_factor_conversion.hpp"
+#include "sim/spare_buffers.hpp"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
 #include <immintrin.h>
@@ -369,37 +370,6 @@ struct BlockChains {
 };
 #endif
 
-// A thread's spare buffers of converted factors, handed from one GEMM to the next: a training step
-// makes hundreds of GEMMs of a few shapes, and fresh megabytes for each cost page faults and
-// zero-filling (a tenth of an h100-tf32 small_cnn epoch in perf). A buffer keeps the largest size
-// it had: its users read only the part they wrote.
-constexpr size_t kSpareBuffers = 4;                  // per element type: a GEMM holds at most two at once
-constexpr size_t kLargestSpareBytes = size_t{32} << 20;  // larger ones are freed: memory held between GEMMs stays small
-
-template <class T>
-std::vector<std::vector<T>>& spares() {
-  thread_local std::vector<std::vector<T>> kept;
-  return kept;
-}
-
-template <class T>
-std::vector<T> take_buffer(size_t size) {
-  std::vector<T> buffer;
-  if (auto& kept = spares<T>(); !kept.empty()) {
-    buffer = std::move(kept.back());
-    kept.pop_back();
-  }
-  if (buffer.size() < size) buffer.resize(size);
-  return buffer;
-}
-
-template <class T>
-void give_back(std::vector<T>& buffer) {
-  if (auto& kept = spares<T>();
-      kept.size() < kSpareBuffers && !buffer.empty() && buffer.size() * sizeof(T) <= kLargestSpareBytes)
-    kept.push_back(std::move(buffer));
-}
-
 }  // namespace
 
 bool FusedGrid::accepts(const FusedAddSpec& spec) {
@@ -447,7 +417,7 @@ FusedGrid::FusedGrid(const float* a, const float* b, size_t m, size_t n, size_t 
   if (!accepts(spec)) throw std::invalid_argument("FusedGrid: a spec outside the grid form");
   ldb_ = (n + block_cols() - 1) / block_cols() * block_cols() + block_cols();
   const FusedFactorConversion convert(spec);
-  a_values_ = take_buffer<float>(m * k), a_codes_ = take_buffer<int32_t>(m * k);
+  a_values_ = take_spare_buffer<float>(m * k), a_codes_ = take_spare_buffer<int32_t>(m * k);
   // A piece at a time, so that its 16-bit codes are still in L1 when they are doubled.
   constexpr size_t kPiece = 4096;
   int16_t codes[kPiece];
@@ -460,7 +430,7 @@ FusedGrid::FusedGrid(const float* a, const float* b, size_t m, size_t n, size_t 
     }
   }
   // Columns past n: zero factors, read by a block that ends past n and never stored.
-  b_values_ = take_buffer<float>(k * ldb_), b_codes_ = take_buffer<int16_t>(k * ldb_);
+  b_values_ = take_spare_buffer<float>(k * ldb_), b_codes_ = take_spare_buffer<int16_t>(k * ldb_);
   for (size_t t = 0; t < k; ++t) {
     convert.convert(b + t * n, n, &b_values_[t * ldb_], &b_codes_[t * ldb_], kZeroCode, kSpecialCode);
     std::fill(&b_values_[t * ldb_ + n], &b_values_[t * ldb_] + ldb_, 0.0f);
@@ -469,7 +439,8 @@ FusedGrid::FusedGrid(const float* a, const float* b, size_t m, size_t n, size_t 
 }
 
 FusedGrid::~FusedGrid() {
-  give_back(a_values_), give_back(b_values_), give_back(a_codes_), give_back(b_codes_);
+  give_back_spare_buffer(a_values_), give_back_spare_buffer(b_values_), give_back_spare_buffer(a_codes_),
+      give_back_spare_buffer(b_codes_);
 }
 
 bool FusedGrid::block(double* out, size_t ld, size_t row0, size_t rows, size_t col0, size_t cols,

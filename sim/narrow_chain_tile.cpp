@@ -8,6 +8,7 @@
 #include "fp/arithmetic.hpp"
 #include "sim/engine.hpp"
 #include "sim/float_lanes.hpp"
+#include "sim/spare_buffers.hpp"
 #include "sim/tile_walker.hpp"
 
 namespace fplab::sim::detail {
@@ -172,12 +173,13 @@ double chain_steps(const Arithmetic& ar, const float* a, const float* b, size_t 
 }
 
 // The chains of a pass over kVectors vectors of columns of the tile's 4 rows (rows past mr repeat
-// row 0 and are not stored). b: the factors the vectors read (scaled with Scaling::factors);
-// b_redo: B as given, for the redone steps.
+// row 0 and are not stored). rows and b: the factors the vectors read (with Scaling::factors,
+// their product scaled by the cut's scale); rows_redo and b_redo: A and B as given, for the
+// redone steps.
 template <bool kFused, Scaling kScaling, bool kRange, bool kFlush, class Columns>
 void chain_pass(const Arithmetic& ar, const Cut& cut, V scale, V unscale, const float* const rows[kRows],
-                const float* b, const float* b_redo, size_t ldb, const GroupSpan& g, const Columns& columns, size_t mr,
-                float* out, size_t ldo) {
+                const float* const rows_redo[kRows], const float* b, const float* b_redo, size_t ldb,
+                const GroupSpan& g, const Columns& columns, size_t mr, float* out, size_t ldo) {
   // Held values in the chains' own scale; the redone steps work on the values as given.
   constexpr bool kHeldScaled = kScaling == Scaling::factors;
   constexpr size_t kWidth = L::kWidth;
@@ -245,7 +247,7 @@ void chain_pass(const Arithmetic& ar, const Cut& cut, V scale, V unscale, const 
           for (size_t r = 0; r < mr; ++r) {
             const double from = block == 0 ? 0.0 : kHeldScaled ? saved[r][v][l] * cut_unscale : saved[r][v][l];
             const auto value =
-                static_cast<float>(chain_steps(ar, rows[r], b_redo + v * kWidth + l, ldb, g, block, end, from));
+                static_cast<float>(chain_steps(ar, rows_redo[r], b_redo + v * kWidth + l, ldb, g, block, end, from));
             now[r][v][l] = kHeldScaled ? value * cut_scale : value;  // exact: a value of the format
           }
 #pragma GCC unroll 4
@@ -261,23 +263,33 @@ void chain_pass(const Arithmetic& ar, const Cut& cut, V scale, V unscale, const 
         columns.store(out + r * ldo, v, kHeldScaled ? L::mul(acc[r][v], unscale) : acc[r][v]);
 }
 
+// The scaled factors of Scaling::factors: B's (and A's where the scale is split between them).
+struct ScaledFactors {
+  const float* a = nullptr;
+  const float* b = nullptr;
+};
+
 template <bool kFused, Scaling kScaling, bool kRange, bool kFlush>
 void chain_tile(const Arithmetic& ar, const fp::Fp32Cut& spec, const float* a, size_t lda, const float* b,
-                const float* b_scaled, size_t ldb, const GroupSpan& g, size_t mr, size_t nr, float* out, size_t ldo) {
+                ScaledFactors scaled, size_t ldb, const GroupSpan& g, size_t mr, size_t nr, float* out, size_t ldo) {
   const Cut cut(spec);
   const V scale = L::broadcast(spec.scale), unscale = L::broadcast(spec.unscale);
-  const float* rows[kRows];
-  for (size_t r = 0; r < kRows; ++r) rows[r] = a + (r < mr ? r : 0) * lda;
-  const float* b_vectors = kScaling == Scaling::factors ? b_scaled : b;
+  const float* a_vectors = kScaling == Scaling::factors && scaled.a ? scaled.a : a;
+  const float *rows[kRows], *rows_redo[kRows];
+  for (size_t r = 0; r < kRows; ++r) {
+    rows[r] = a_vectors + (r < mr ? r : 0) * lda;
+    rows_redo[r] = a + (r < mr ? r : 0) * lda;
+  }
+  const float* b_vectors = kScaling == Scaling::factors ? scaled.b : b;
   for_each_column_pass<kVectors>(nr, [&](size_t c0, const auto& columns) {
-    chain_pass<kFused, kScaling, kRange, kFlush>(ar, cut, scale, unscale, rows, b_vectors + c0, b + c0, ldb, g, columns,
-                                                 mr, out + c0, ldo);
+    chain_pass<kFused, kScaling, kRange, kFlush>(ar, cut, scale, unscale, rows, rows_redo, b_vectors + c0, b + c0, ldb,
+                                                 g, columns, mr, out + c0, ldo);
   });
 }
 
 template <bool kFused, Scaling kScaling, bool kRange>
 void chain_tile_flush(const Arithmetic& ar, const fp::Fp32Cut& spec, const float* a, size_t lda, const float* b,
-                      const float* b_scaled, size_t ldb, const GroupSpan& g, size_t mr, size_t nr, float* out,
+                      ScaledFactors b_scaled, size_t ldb, const GroupSpan& g, size_t mr, size_t nr, float* out,
                       size_t ldo) {
   if (spec.flush)
     chain_tile<kFused, kScaling, kRange, kRange>(ar, spec, a, lda, b, b_scaled, ldb, g, mr, nr, out, ldo);
@@ -287,10 +299,10 @@ void chain_tile_flush(const Arithmetic& ar, const fp::Fp32Cut& spec, const float
 
 template <bool kFused>
 void chain_tile_forms(const Arithmetic& ar, const fp::Fp32Cut& spec, const float* a, size_t lda, const float* b,
-                      const float* b_scaled, size_t ldb, const GroupSpan& g, size_t mr, size_t nr, float* out,
+                      ScaledFactors b_scaled, size_t ldb, const GroupSpan& g, size_t mr, size_t nr, float* out,
                       size_t ldo) {
   // A format narrower than fp32's range has its range checked.
-  if (spec.scaled() && b_scaled)
+  if (spec.scaled() && b_scaled.b)
     chain_tile_flush<kFused, Scaling::factors, true>(ar, spec, a, lda, b, b_scaled, ldb, g, mr, nr, out, ldo);
   else if (spec.scaled())
     chain_tile_flush<kFused, Scaling::results, true>(ar, spec, a, lda, b, b_scaled, ldb, g, mr, nr, out, ldo);
@@ -300,19 +312,32 @@ void chain_tile_forms(const Arithmetic& ar, const fp::Fp32Cut& spec, const float
     chain_tile<kFused, Scaling::none, false, false>(ar, spec, a, lda, b, b_scaled, ldb, g, mr, nr, out, ldo);
 }
 
+// scaled[i] = x[i] times scale (a power of two): whether every product is exact (undone by the
+// reciprocal bit for bit). One pass: most data scale exactly.
+bool scale_exactly(const float* x, size_t count, float scale, float* scaled) {
+  const float unscale = 1.0f / scale;
+  uint32_t inexact = 0;  // no early exit: the loop vectorises
+  for (size_t i = 0; i < count; ++i) {
+    scaled[i] = x[i] * scale;
+    inexact |= std::bit_cast<uint32_t>(scaled[i] * unscale) ^ std::bit_cast<uint32_t>(x[i]);
+  }
+  return inexact == 0;
+}
+
 }  // namespace
 
 void narrow_chain_tile(const Arithmetic& ar, const fp::Fp32Cut& spec, const float* a, size_t lda, const float* b,
                        size_t ldb, const GroupSpan& group, size_t mr, size_t nr, float* out, size_t ldo,
-                       const float* b_scaled) {
+                       const float* b_scaled, const float* a_scaled) {
   if (group.count == 0) {  // the empty sum
     for (size_t r = 0; r < mr; ++r) std::fill_n(out + r * ldo, nr, 0.0f);
     return;
   }
+  const ScaledFactors scaled{b_scaled ? a_scaled : nullptr, b_scaled};
   if (ar.products == Products::fused)
-    chain_tile_forms<true>(ar, spec, a, lda, b, b_scaled, ldb, group, mr, nr, out, ldo);
+    chain_tile_forms<true>(ar, spec, a, lda, b, scaled, ldb, group, mr, nr, out, ldo);
   else
-    chain_tile_forms<false>(ar, spec, a, lda, b, b_scaled, ldb, group, mr, nr, out, ldo);
+    chain_tile_forms<false>(ar, spec, a, lda, b, scaled, ldb, group, mr, nr, out, ldo);
 }
 
 bool gemm_with_narrow_chains(const Schedule& schedule, const float* a, const float* b, float* c, GemmShape shape,
@@ -330,19 +355,21 @@ bool gemm_with_narrow_chains(const Schedule& schedule, const float* a, const flo
     return all;
   };
   if (!finite(a, m * k) || !finite(b, k * n)) return false;
-  // B's factors scaled once, where every one of them scales exactly (values of the format do:
-  // their grid is at least as coarse as fp32's subnormal one once scaled).
-  std::vector<float> b_scaled;
+  // The factors scaled once, where every one of them scales exactly: B's by the whole scale
+  // (values of the format do: their grid is at least as coarse as fp32's subnormal one once
+  // scaled), else A's and B's by half of it each (fp32 data: the whole scale, 2^-120 for e4m3,
+  // would leave most of B subnormal, half of it only values below about 2^-66). Else the chains
+  // scale every result there and back.
+  ScopedSpareBuffer<float> a_scaled(cut->scaled() ? m * k : 0), b_scaled(cut->scaled() ? k * n : 0);
+  const float *as = nullptr, *bs = nullptr;
   if (cut->scaled()) {
-    bool exact = true;  // no early exit: the loop vectorises
-    for (size_t x = 0; x < k * n; ++x)
-      exact &= std::bit_cast<uint32_t>(b[x] * cut->scale * cut->unscale) == std::bit_cast<uint32_t>(b[x]);
-    if (exact) {
-      b_scaled.resize(k * n);
-      for (size_t x = 0; x < k * n; ++x) b_scaled[x] = b[x] * cut->scale;
-    }
+    const int whole = std::ilogb(cut->scale), half = whole / 2;
+    if (scale_exactly(b, k * n, cut->scale, b_scaled.data()))
+      bs = b_scaled.data();
+    else if (scale_exactly(a, m * k, std::ldexp(1.0f, half), a_scaled.data()) &&
+             scale_exactly(b, k * n, std::ldexp(1.0f, whole - half), b_scaled.data()))
+      as = a_scaled.data(), bs = b_scaled.data();
   }
-  const float* bs = b_scaled.empty() ? nullptr : b_scaled.data();
   const std::vector<GroupSpan> groups = groups_of(stages[0].grouping, k);
   const bool chains_are_outputs = groups.size() == 1 && stages.size() == 1;  // all:seq
   // Later stages on rows of floats; a rne/rna arithmetic draws no rounding randomness.
@@ -354,13 +381,13 @@ bool gemm_with_narrow_chains(const Schedule& schedule, const float* a, const flo
       const size_t mr = std::min(kGemmTileRows, m - i0), nr = std::min(kGemmTileCols, n - j0), w = mr * nr;
       if (chains_are_outputs) {
         narrow_chain_tile(ar, *cut, a + i0 * k, k, b + j0, n, groups[0], mr, nr, c + i0 * n + j0, n,
-                          bs ? bs + j0 : nullptr);
+                          bs ? bs + j0 : nullptr, as ? as + i0 * k : nullptr);
         continue;
       }
       rows.resize(groups.size() * w);
       for (size_t g = 0; g < groups.size(); ++g)
         narrow_chain_tile(ar, *cut, a + i0 * k, k, b + j0, n, groups[g], mr, nr, &rows[g * w], nr,
-                          bs ? bs + j0 : nullptr);
+                          bs ? bs + j0 : nullptr, as ? as + i0 * k : nullptr);
       result.resize(w);
       walker.reshape(w, Fp32CutAdd{w, &ar, *cut});
       walker.set_tile(gemm_output_key(key, i0, j0, n));

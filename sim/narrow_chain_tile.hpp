@@ -30,10 +30,11 @@ std::optional<fp::Fp32Cut> narrow_chain_cut(const Arithmetic& arithmetic);
 // fused) or rounded first (products rounded). a: the tile's first row of A (rows lda apart); b: B's
 // first column of the tile (rows ldb apart). A and B must be finite. b_scaled (optional, same
 // layout): B times spec.scale, exactly, for formats the cut scales (spec.scaled()): the chains
-// then need no scaling of their own.
+// then need no scaling of their own; or, with a_scaled (A's layout), B and A each times a power of
+// two, exactly, whose product is spec.scale.
 void narrow_chain_tile(const Arithmetic& arithmetic, const fp::Fp32Cut& spec, const float* a, size_t lda,
                        const float* b, size_t ldb, const GroupSpan& group, size_t mr, size_t nr, float* out, size_t ldo,
-                       const float* b_scaled = nullptr);
+                       const float* b_scaled = nullptr, const float* a_scaled = nullptr);
 
 // C = A B as sim::gemm computes it, where the schedule's first stage is `seq` chains that
 // narrow_chain_tile takes (narrow_chain_cut, finite A and B, no stage formats): the chains, then
