@@ -119,7 +119,8 @@ def _arguments(argv: List[str]) -> argparse.Namespace:
     diverge.add_argument("--out", required=True, help="the CSV file (written whole: a temporary name, then renamed)")
     diverge.add_argument("--algo-seed", type=int, help="as for run (default: the file's run.algo_seed)")
     diverge.add_argument("--steps", type=int, default=0, metavar="S",
-                         help="stop every pair after S steps (default: 0, the recipe's whole run)")
+                         help="stop every pair after S steps, or at the run's end if sooner (default: 0, the "
+                              "recipe's whole run)")
     diverge.add_argument("--tensors", type=int, default=0, metavar="K",
                          help="also write OUT's stem + .tensors.csv: per parameter tensor and each of the first K "
                               "steps, the twins' gradients and weights compared; and + .layers.csv: per layer, its "
@@ -152,8 +153,8 @@ class Setting:
         self.recipe = json.loads(_core.load_experiment_file(args.recipe))
         data_keys, run = self.recipe["data"], self.recipe["run"]
         if args.algo_seed is not None:
-            if args.algo_seed < 0:
-                raise fplab.Error(f"recipe_torch.py: --algo-seed {args.algo_seed}: a seed is 0 or more")
+            if not 0 <= args.algo_seed < 2**63:
+                raise fplab.Error(f"recipe_torch.py: --algo-seed {args.algo_seed}: a seed is 0 to 2^63 - 1")
             run["algo_seed"] = args.algo_seed
         if data_keys["augment_pad"] or data_keys["flip"]:
             raise fplab.Error(f"{args.recipe}: augmentation (data.augment_pad, data.flip) is not taken here")

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "fp/arithmetic.hpp"
@@ -137,9 +138,9 @@ struct Cut {
 #endif
 
 // Where a format narrower than fp32's range is moved to the scaled grid (fp::Fp32Cut::scale):
-// none (fp32's own range), each result there and back (two multiplications a step), or B's
-// factors once for the GEMM, where that is exact: the chains then run scaled, and only the
-// outputs are scaled back.
+// none (fp32's own range), each result there and back (two multiplications a step), or the
+// factors once for the GEMM, where that is exact (B's by the whole scale, or A's and B's by half
+// of it each): the chains then run scaled, and only the outputs are scaled back.
 enum class Scaling { none, results, factors };
 
 // The format's rounding of s, an fp32 result of the exact one (scaled where kScaling says).
@@ -289,27 +290,27 @@ void chain_tile(const Arithmetic& ar, const fp::Fp32Cut& spec, const float* a, s
 
 template <bool kFused, Scaling kScaling, bool kRange>
 void chain_tile_flush(const Arithmetic& ar, const fp::Fp32Cut& spec, const float* a, size_t lda, const float* b,
-                      ScaledFactors b_scaled, size_t ldb, const GroupSpan& g, size_t mr, size_t nr, float* out,
+                      ScaledFactors scaled, size_t ldb, const GroupSpan& g, size_t mr, size_t nr, float* out,
                       size_t ldo) {
   if (spec.flush)
-    chain_tile<kFused, kScaling, kRange, kRange>(ar, spec, a, lda, b, b_scaled, ldb, g, mr, nr, out, ldo);
+    chain_tile<kFused, kScaling, kRange, kRange>(ar, spec, a, lda, b, scaled, ldb, g, mr, nr, out, ldo);
   else
-    chain_tile<kFused, kScaling, kRange, false>(ar, spec, a, lda, b, b_scaled, ldb, g, mr, nr, out, ldo);
+    chain_tile<kFused, kScaling, kRange, false>(ar, spec, a, lda, b, scaled, ldb, g, mr, nr, out, ldo);
 }
 
 template <bool kFused>
 void chain_tile_forms(const Arithmetic& ar, const fp::Fp32Cut& spec, const float* a, size_t lda, const float* b,
-                      ScaledFactors b_scaled, size_t ldb, const GroupSpan& g, size_t mr, size_t nr, float* out,
+                      ScaledFactors scaled, size_t ldb, const GroupSpan& g, size_t mr, size_t nr, float* out,
                       size_t ldo) {
   // A format narrower than fp32's range has its range checked.
-  if (spec.scaled() && b_scaled.b)
-    chain_tile_flush<kFused, Scaling::factors, true>(ar, spec, a, lda, b, b_scaled, ldb, g, mr, nr, out, ldo);
+  if (spec.scaled() && scaled.b)
+    chain_tile_flush<kFused, Scaling::factors, true>(ar, spec, a, lda, b, scaled, ldb, g, mr, nr, out, ldo);
   else if (spec.scaled())
-    chain_tile_flush<kFused, Scaling::results, true>(ar, spec, a, lda, b, b_scaled, ldb, g, mr, nr, out, ldo);
+    chain_tile_flush<kFused, Scaling::results, true>(ar, spec, a, lda, b, scaled, ldb, g, mr, nr, out, ldo);
   else if (spec.check_range)
-    chain_tile_flush<kFused, Scaling::none, true>(ar, spec, a, lda, b, b_scaled, ldb, g, mr, nr, out, ldo);
+    chain_tile_flush<kFused, Scaling::none, true>(ar, spec, a, lda, b, scaled, ldb, g, mr, nr, out, ldo);
   else
-    chain_tile<kFused, Scaling::none, false, false>(ar, spec, a, lda, b, b_scaled, ldb, g, mr, nr, out, ldo);
+    chain_tile<kFused, Scaling::none, false, false>(ar, spec, a, lda, b, scaled, ldb, g, mr, nr, out, ldo);
 }
 
 // scaled[i] = x[i] times scale (a power of two): whether every product is exact (undone by the
@@ -360,15 +361,19 @@ bool gemm_with_narrow_chains(const Schedule& schedule, const float* a, const flo
   // scaled), else A's and B's by half of it each (fp32 data: the whole scale, 2^-120 for e4m3,
   // would leave most of B subnormal, half of it only values below about 2^-66). Else the chains
   // scale every result there and back.
-  ScopedSpareBuffer<float> a_scaled(cut->scaled() ? m * k : 0), b_scaled(cut->scaled() ? k * n : 0);
+  std::optional<ScopedSpareBuffer<float>> a_scaled, b_scaled;
   const float *as = nullptr, *bs = nullptr;
   if (cut->scaled()) {
     const int whole = std::ilogb(cut->scale), half = whole / 2;
-    if (scale_exactly(b, k * n, cut->scale, b_scaled.data()))
-      bs = b_scaled.data();
-    else if (scale_exactly(a, m * k, std::ldexp(1.0f, half), a_scaled.data()) &&
-             scale_exactly(b, k * n, std::ldexp(1.0f, whole - half), b_scaled.data()))
-      as = a_scaled.data(), bs = b_scaled.data();
+    b_scaled.emplace(k * n);
+    if (scale_exactly(b, k * n, cut->scale, b_scaled->data())) {
+      bs = b_scaled->data();
+    } else {
+      a_scaled.emplace(m * k);
+      if (scale_exactly(a, m * k, std::ldexp(1.0f, half), a_scaled->data()) &&
+          scale_exactly(b, k * n, std::ldexp(1.0f, whole - half), b_scaled->data()))
+        as = a_scaled->data(), bs = b_scaled->data();
+    }
   }
   const std::vector<GroupSpan> groups = groups_of(stages[0].grouping, k);
   const bool chains_are_outputs = groups.size() == 1 && stages.size() == 1;  // all:seq

@@ -593,7 +593,7 @@ TEST_CASE(
   // decision points; "ties" data (factors of few bits) put many results there, exactly or not,
   // so that blocks are redone lane by lane; "wide" data overflow and fall below the format's
   // normal range; for the formats it scales, "normal" data take A's and B's factors scaled by
-  // half the scale each, "ties" B's by the whole, "tiny" (a factor of A and of B near 2^-100)
+  // half the scale each, "ties" B's by the whole, "tiny" (a factor of A and of B near 2^-110)
   // neither: each result is scaled there and back. Every column is checked.
   std::mt19937_64 g(37);
   std::normal_distribution<double> d;
@@ -632,7 +632,7 @@ TEST_CASE(
                 for (size_t t = 1; t < sh.k; t += 2)
                   for (size_t j = 0; j < sh.n; ++j) b[t * sh.n + j] = b[(t - 1) * sh.n + j];
               }
-              if (data == tiny) a[g() % a.size()] = 0x1.8p-100f, b[g() % b.size()] = -0x1.4p-99f;
+              if (data == tiny) a[g() % a.size()] = 0x1.8p-110f, b[g() % b.size()] = -0x1.4p-109f;
               check_gemm(s, a, b, sh, ar,
                          std::string(name) + " data " + std::to_string(data) + " options " + std::to_string(options),
                          true);

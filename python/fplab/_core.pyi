@@ -419,6 +419,10 @@ def gnuplot_quoted(text: str) -> str:
 def write_file_atomically(path: str, text: str) -> None:
     """Writes ``text`` to ``path`` whole or not at all (a temporary file beside it, renamed over it)."""
 
+def paired_t_interval(differences: Sequence[float], level: float = 0.95) -> Tuple[float, float, float]:
+    """(mean, low, high): the mean of paired differences (one per unit, e.g. per algo seed) and its
+    Student-t interval at ``level``; fplab.Error with fewer than two or a non-finite one."""
+
 def load_experiment_file(path: str) -> str:
     """An experiment TOML file read and checked as fplab run reads it, as JSON text: name,
     description, data, model, training and run, every default filled in."""

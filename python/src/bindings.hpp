@@ -53,6 +53,7 @@ void bind_train(py::module_& m);
 void bind_experiment(py::module_& m);
 void bind_figures(py::module_& m);
 void bind_whole_file(py::module_& m);
+void bind_paired_interval(py::module_& m);
 void bind_reveal(py::module_& m);
 // NCCL's all-reduce order (data-parallel training's gradient sums).
 void bind_nccl(py::module_& m);

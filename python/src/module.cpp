@@ -26,6 +26,7 @@ PYBIND11_MODULE(_core, m) {
   bind_experiment(m);
   bind_figures(m);
   bind_whole_file(m);
+  bind_paired_interval(m);
   bind_reveal(m);
   bind_nccl(m);
 #ifdef FPLAB_PYTHON_CUDA

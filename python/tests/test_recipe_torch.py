@@ -190,16 +190,30 @@ class AgreesWithFplabRun(unittest.TestCase):
         with contextlib.redirect_stdout(table):
             self.assertEqual(self.script.main(["compare"] + folders), 0)
         text = table.getvalue()
-        self.assertIn("| 2 | ", text)
-        self.assertIn("| 3 | ", text)
-        difference = sum(s["h100-torch"] - s["native"] for s in summaries) / 2
-        self.assertIn(f"| h100-torch | 2 | ", text)
-        # The mean of the seeds' differences; two seeds give no interval.
-        self.assertIn(f"| {100 * difference:+.2f} (no interval from so few seeds) |", text)
-        with contextlib.redirect_stderr(io.StringIO()):
+        self.assertIn("\n| 2 | ", text)
+        self.assertIn("\n| 3 | ", text)
+        differences = [s["h100-torch"] - s["native"] for s in summaries]
+        self.assertIn("\n| h100-torch | 2 | ", text)
+        # The mean of the seeds' differences and its t interval (one degree of freedom: 12.706).
+        mean, low, high = core.paired_t_interval(differences)
+        self.assertAlmostEqual(high - mean, 12.7062047 * abs(differences[0] - differences[1]) / 2, delta=1e-9)
+        self.assertIn(f"| {100 * mean:+.2f} [{100 * low:+.2f}, {100 * high:+.2f}] |", text)
+        other = os.path.join(self.folder.name, "other-experiment")
+        os.makedirs(other)
+        with open(os.path.join(folders[1], "summary.json")) as f:
+            changed = json.load(f)
+        changed["description"] += " With TF32."
+        with open(os.path.join(other, "summary.json"), "w") as f:
+            json.dump(changed, f)
+        with contextlib.redirect_stderr(io.StringIO()) as errors:
             self.assertEqual(self.script.main(["compare", folders[0]]), 2)  # one seed is no comparison
+            self.assertEqual(self.script.main(["compare", folders[0], folders[0]]), 2)  # a seed given twice
+            self.assertEqual(self.script.main(["compare", folders[0], other]), 2)  # another experiment
             self.assertEqual(self.script.main(["run", self.toml, "--algo-seed", "-1", "--out",
                                                os.path.join(self.folder.name, "bad"), "--data-dir", DATA]), 2)
+        self.assertIn("in two folders", errors.getvalue())
+        self.assertIn("another experiment", errors.getvalue())
+        self.assertIn("a seed is 0 to 2^63 - 1", errors.getvalue())
 
     def test_augmentation_is_refused(self):
         path = os.path.join(self.folder.name, "augmented.toml")

@@ -51,76 +51,88 @@ def markdown(folders: Sequence[str]) -> str:
     return _HEADER + "".join(rows)
 
 
-def _algo_seed(folder: str) -> int:
+def _summary(folder: str) -> dict:
     with open(os.path.join(folder, "summary.json")) as f:
-        return int(json.load(f)["recipe"]["run"]["algo_seed"])
+        return json.load(f)
 
 
-# A bootstrap over two seeds has four outcomes: no interval at all.
-_LEAST_SEEDS_FOR_AN_INTERVAL = 3
+def _churn_cell(g: dict) -> str:
+    interval = g.get("churn_ci95_replicas")
+    if not interval:  # fewer than two replicas: no interval
+        return _percent(g["churn_mean"])
+    return f"{_percent(g['churn_mean'])} [{_percent(interval[0])}, {_percent(interval[1])}]"
 
 
-def seed_comparison(folders: Sequence[str], reference: str = "native", resamples: int = 10000,
-                    seed: int = 1) -> str:
+def seed_comparison(folders: Sequence[str], reference: str = "native") -> str:
     """A profile's IMPL churn against a reference's (``native``: a real device) over several algo
-    seeds, one folder per algo seed holding both: a row per seed (the seed's 95% intervals are over
-    its replicas), then the mean over seeds with a 95% interval over algo seeds (a percentile
-    bootstrap that resamples the seeds, each seed's value its replicas' mean churn; from three seeds
-    on).
+    seeds, one folder per algo seed holding both, every folder the same experiment (name and
+    description, which records TF32's switch): a row per seed with the seed's 95% intervals over
+    its replicas, then per profile the mean over seeds and the mean of the seeds' differences with
+    its 95% Student-t interval (experiments/paired_interval.hpp: the seeds the sample, their
+    differences roughly normal), also relative to the reference's mean.
 
     Why over seeds: which near-ties a run meets is fixed by its algo seed (weights, batches), and
     it moves the IMPL churn of that seed by more than its replica interval, on a real device and
     in an emulation alike; a comparison at one seed can miss either way by chance."""
-    import numpy as np
+    from fplab import _core
 
     if len(folders) < 2:
         raise ValueError("a comparison over algo seeds needs at least two folders")
     by_seed: dict = {}
+    first = None
     for folder in folders:
-        algo = _algo_seed(folder)
+        summary = _summary(folder)
+        algo = summary.get("recipe", {}).get("run", {}).get("algo_seed")
+        if algo is None:
+            raise ValueError(f"{folder}: its summary.json names no algo seed (recipe.run.algo_seed)")
+        what = (summary.get("experiment"), summary.get("description"))
+        if first is None:
+            first = (folder, what)
+        elif what != first[1]:
+            raise ValueError(f"{folder}: another experiment than {first[0]}'s (name or description, which records "
+                             f"TF32's switch, differ): one experiment at several algo seeds is compared")
         for g in groups([folder]):
-            if g["variant"] == "impl":
-                by_seed.setdefault(algo, {})[g["profile"]] = g
+            if g["variant"] != "impl":
+                continue
+            if g["profile"] in by_seed.setdefault(int(algo), {}):
+                raise ValueError(f"{folder}: algo seed {algo} has '{g['profile']}' impl replicas in two folders")
+            by_seed[int(algo)][g["profile"]] = g
     if len(by_seed) < 2:
-        raise ValueError("the folders hold fewer than two distinct algo seeds")
-    profiles = sorted({p for row in by_seed.values() for p in row if p != reference})
+        raise ValueError("the folders' impl replicas span fewer than two algo seeds")
     seeds = sorted(by_seed)
     for algo in seeds:
         if reference not in by_seed[algo]:
             raise ValueError(f"algo seed {algo}: no '{reference}' impl replicas among the folders")
+    profiles = sorted({p for row in by_seed.values() for p in row if p != reference})
     lines = ["| algo seed | " + " | ".join([f"{reference} churn % [95% CI]"] +
                                            [f"{p} churn % [95% CI] | inside" for p in profiles]) + " |",
              "|---|" + "---|" * (1 + 2 * len(profiles))]
     for algo in seeds:
         ref = by_seed[algo][reference]
-        cells = [f"{_percent(ref['churn_mean'])} [{_percent(ref['churn_ci95_replicas'][0])}, "
-                 f"{_percent(ref['churn_ci95_replicas'][1])}]"]
+        cells = [_churn_cell(ref)]
         for p in profiles:
             g = by_seed[algo].get(p)
+            interval = ref.get("churn_ci95_replicas")
             if g is None:
                 cells += ["—", "—"]
                 continue
-            low, high = ref["churn_ci95_replicas"]
-            cells += [f"{_percent(g['churn_mean'])} [{_percent(g['churn_ci95_replicas'][0])}, "
-                      f"{_percent(g['churn_ci95_replicas'][1])}]", "yes" if low <= g["churn_mean"] <= high else "no"]
+            inside = "—" if not interval else "yes" if interval[0] <= g["churn_mean"] <= interval[1] else "no"
+            cells += [_churn_cell(g), inside]
         lines.append(f"| {algo} | " + " | ".join(cells) + " |")
-    rng = np.random.default_rng(seed)
-    lines += ["", f"| profile | algo seeds | {reference} churn % (mean over seeds) | profile's | difference, "
-                  f"points [95% CI over seeds] | ratio [95% CI over seeds] |", "|---|---|---|---|---|---|"]
+    lines += ["", "(inside: the profile's mean churn within the reference's interval over replicas; both are noisy, "
+                  "so even one distribution on both sides misses it now and then.)",
+              "", f"| profile | algo seeds | {reference} churn % (mean over seeds) | profile's | difference, points "
+                  f"[95% t interval over seeds] | relative to {reference}'s mean |", "|---|---|---|---|---|---|"]
     for p in profiles:
         both = [s for s in seeds if p in by_seed[s]]
+        ref = [by_seed[s][reference]["churn_mean"] for s in both]
+        emu = [by_seed[s][p]["churn_mean"] for s in both]
         if len(both) < 2:
+            lines.append(f"| {p} | {len(both)} | — | — | fewer than two seeds | — |")
             continue
-        ref = np.array([by_seed[s][reference]["churn_mean"] for s in both])
-        emu = np.array([by_seed[s][p]["churn_mean"] for s in both])
-        difference, ratio = f"{100 * (emu - ref).mean():+.2f}", f"{emu.mean() / ref.mean():.3f}"
-        if len(both) >= _LEAST_SEEDS_FOR_AN_INTERVAL:
-            draws = rng.integers(0, len(both), (resamples, len(both)))
-            d_low, d_high = np.percentile((emu[draws] - ref[draws]).mean(axis=1), [2.5, 97.5])
-            r_low, r_high = np.percentile(emu[draws].mean(axis=1) / ref[draws].mean(axis=1), [2.5, 97.5])
-            difference += f" [{100 * d_low:+.2f}, {100 * d_high:+.2f}]"
-            ratio += f" [{r_low:.3f}, {r_high:.3f}]"
-        else:
-            difference += " (no interval from so few seeds)"
-        lines.append(f"| {p} | {len(both)} | {_percent(ref.mean())} | {_percent(emu.mean())} | {difference} | {ratio} |")
+        mean, low, high = _core.paired_t_interval([e - r for e, r in zip(emu, ref)])
+        base = sum(ref) / len(ref)
+        relative = "—" if base == 0 else f"{mean / base:+.1%} [{low / base:+.1%}, {high / base:+.1%}]"
+        lines.append(f"| {p} | {len(both)} | {_percent(base)} | {_percent(sum(emu) / len(emu))} "
+                     f"| {100 * mean:+.2f} [{100 * low:+.2f}, {100 * high:+.2f}] | {relative} |")
     return "\n".join(lines) + "\n"
