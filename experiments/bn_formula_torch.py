@@ -19,6 +19,10 @@ is left to round is the formula itself:
   what F.batch_norm calls, returns both, and which backend ran: cuDNN's on a GPU): (x - mean) * invstd * gamma + beta in fplab's order, the scale gamma * invstd
   first, or x * scale + shift with shift = beta - mean * scale (one fused multiply-add or two
   roundings; scale and shift in float32 or float64).
+With --offset C every centre moves by C: the values' sums stay exact while n (|C| + 2.5) 16 < 2^24
+(checked), and so do the deviations and their squares, but a one-pass variance E[x^2] - mean^2
+would lose most of its bits: an invstd that still matches the exact variance's says the kernel
+subtracts the mean first (two passes, or Welford's updates).
 For each shape and trial (gamma and beta random), the share of channels or elements each candidate
 reproduces bit for bit; a candidate at 100% in every trial is the kernel's formula (on these inputs).
 fplab's BatchNorm is the first candidate of each (models/batch_norm.cpp).
@@ -49,12 +53,13 @@ def _shape(text: str) -> Tuple[int, int, int]:
     return shape
 
 
-def exact_inputs(shape: Tuple[int, int, int], trial: int) -> Tuple[np.ndarray, np.ndarray]:
-    """x (B, C, S, S) of c + k/16 values in +-pairs per channel, and each channel's c (float32)."""
+def exact_inputs(shape: Tuple[int, int, int], trial: int, offset: float = 0.0) -> Tuple[np.ndarray, np.ndarray]:
+    """x (B, C, S, S) of c + k/16 values in +-pairs per channel, and each channel's c (float32);
+    the centres moved by `offset` (a multiple of 1/16)."""
     batch, channels, size = shape
     rng = np.random.default_rng(100 + trial)
     n = batch * size * size
-    centres = (rng.integers(-32, 33, channels) / 16).astype(np.float32)
+    centres = (rng.integers(-32, 33, channels) / 16 + offset).astype(np.float32)
     half = rng.integers(-8, 9, (channels, n // 2)) / 16
     values = np.concatenate([half, -half], axis=1)
     for row in values:
@@ -141,9 +146,16 @@ def _fma(a, b, c) -> np.ndarray:
     return _f32(a.astype(np.float64) * b.astype(np.float64) + c.astype(np.float64))
 
 
-def probe(torch, shape, trial: int, device) -> dict:
+def sums_stay_exact(shape: Tuple[int, int, int], offset: float) -> bool:
+    """Whether every partial sum of a channel's values is exact in float32: n values of at most
+    |offset| + 2.5, on a grid of 1/16, stay under 2^24 units of it."""
+    batch, _, size = shape
+    return batch * size * size * (abs(offset) + 2.5) * 16 < 2 ** 24
+
+
+def probe(torch, shape, trial: int, device, offset: float = 0.0) -> dict:
     """One trial: the kernel's mean, invstd and output against every candidate."""
-    x, centres = exact_inputs(shape, trial)
+    x, centres = exact_inputs(shape, trial, offset)
     channels = shape[1]
     rng = np.random.default_rng(500 + trial)
     gamma = (1 + rng.standard_normal(channels) / 4).astype(np.float32)
@@ -182,6 +194,11 @@ def main(argv: List[str]) -> int:
                         help="comma-separated BATCHxCHANNELS@SIZE (default: small_cnn_bn's three)")
     parser.add_argument("--trials", type=int, default=4, help="draws per shape (default: %(default)s)")
     parser.add_argument("--deterministic", action="store_true", help="PyTorch's deterministic mode")
+    parser.add_argument("--offset", type=float, default=0.0,
+                        help="move every channel's centre by this multiple of 1/16 (default: 0). Far from 0 "
+                             "(64, say) the deviations and the mean stay exact but a one-pass variance, "
+                             "E[x^2] - mean^2, loses most of its bits: whether invstd still matches the exact "
+                             "variance tells a two-pass (or Welford) kernel from a one-pass one")
     parser.add_argument("--json", metavar="FILE", help="also write every number to FILE")
     try:
         args = parser.parse_args(argv)
@@ -196,7 +213,16 @@ def main(argv: List[str]) -> int:
         print(f"bn_formula_torch.py: --device {args.device}, but this PyTorch sees no CUDA device", file=sys.stderr)
         return 2
     torch.use_deterministic_algorithms(args.deterministic)
-    rows = [probe(torch, shape, trial, args.device) for shape in args.shapes for trial in range(args.trials)]
+    if args.offset * 16 != round(args.offset * 16):
+        print(f"bn_formula_torch.py: --offset {args.offset}: a multiple of 1/16", file=sys.stderr)
+        return 2
+    for shape in args.shapes:
+        if not sums_stay_exact(shape, args.offset):
+            print(f"bn_formula_torch.py: {'%dx%d@%d' % shape} with --offset {args.offset}: a channel's sums would "
+                  f"not be exact in float32 (fewer values or a smaller offset)", file=sys.stderr)
+            return 2
+    rows = [probe(torch, shape, trial, args.device, args.offset) for shape in args.shapes
+            for trial in range(args.trials)]
     print(f"backend: {', '.join(sorted({str(r['backend']) for r in rows}))}")
     print("| shape | trials | mean exact | " + " | ".join(f"invstd: {k}" for k in INVSTD) + " | "
           + " | ".join(f"y: {k}" for k in OUTPUT) + " |")

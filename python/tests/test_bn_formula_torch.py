@@ -32,6 +32,25 @@ class BnFormula(unittest.TestCase):
                 self.assertEqual(np.cumsum(order * order, dtype=np.float32)[-1],
                                  np.float32((deviations.astype(np.float64) ** 2).sum()))
 
+    def test_an_offset_keeps_the_sums_exact(self):
+        script = experiment_script("bn_formula_torch")
+        shape = (4, 2, 8)
+        self.assertTrue(script.sums_stay_exact(shape, 64.0))
+        x, centres = script.exact_inputs(shape, trial=0, offset=64.0)
+        self.assertTrue(np.all(centres >= 62))
+        n = x.size // 2
+        for c in range(2):
+            values = x[:, c].reshape(-1)
+            for order in (values, values[::-1]):
+                self.assertEqual(np.cumsum(order, dtype=np.float32)[-1], np.float32(n * float(centres[c])))
+        # 64 x 784 values near 64 would pass 2^24 sixteenths: refused before anything runs.
+        self.assertFalse(script.sums_stay_exact((64, 16, 28), 64.0))
+        with contextlib.redirect_stderr(io.StringIO()) as errors:
+            self.assertEqual(script.main(["--device", "cpu", "--shapes", "64x16@28", "--offset", "64"]), 2)
+            self.assertEqual(script.main(["--device", "cpu", "--shapes", "8x4@6", "--offset", "0.01"]), 2)
+        self.assertIn("would not be exact", errors.getvalue())
+        self.assertIn("a multiple of 1/16", errors.getvalue())
+
     def test_runs_against_pytorchs_cpu_kernel(self):
         script = experiment_script("bn_formula_torch")
         with tempfile.TemporaryDirectory() as folder:
