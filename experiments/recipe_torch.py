@@ -91,7 +91,10 @@ def _arguments(argv: List[str]) -> argparse.Namespace:
         epilog="examples:\n"
                "  %(prog)s run experiments/quick.toml --profiles h100-torch,native --variants impl "
                "--replicas 2 --out /tmp/quick-torch\n"
-               "  %(prog)s table /tmp/quick-torch\n")
+               "  %(prog)s table /tmp/quick-torch\n"
+               "  %(prog)s run experiments/quick.toml --algo-seed 2 --profiles h100-torch,native --variants impl "
+               "--replicas 2 --out /tmp/quick-torch-2\n"
+               "  %(prog)s compare /tmp/quick-torch /tmp/quick-torch-2\n")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="train the replicas of a recipe and write fplab run's files")
     run.add_argument("recipe", help="an experiment TOML file (experiments/*.toml)")
