@@ -594,14 +594,15 @@ TEST_CASE(
   // so that blocks are redone lane by lane; "wide" data overflow and fall below the format's
   // normal range; for the formats it scales, "normal" data take A's and B's factors scaled by
   // half the scale each, "ties" B's by the whole, "tiny" (a factor of A and of B near 2^-110)
-  // neither: each result is scaled there and back. Every column is checked.
+  // neither: each result is scaled there and back; "nonfinite" (ties or normal data with an
+  // infinity or NaN in A or B), which the fast path turns away. Every column is checked.
   std::mt19937_64 g(37);
   std::normal_distribution<double> d;
   const char* schedules[] = {"all:seq", "split(3):seq | all:tree", "contig(33):seq | all:seq",
                              "strided(5):seq | all:atomic"};
   const char* formats[] = {"bf16",   "fp16",   "tf32", "e4m3",  "e5m2",    "float8_e4m3",
                            "e3m2fn", "e2m1fn", "e6m9", "e8m22", "e4m3fnuz" /* not taken: the generic path */};
-  enum Data { normal, ties, wide, zeros, tiny };
+  enum Data { normal, ties, wide, zeros, tiny, nonfinite };
   const Shape shapes[] = {{1, 1, 1}, {5, 70, 7}, {3, 130, 33}, {9, 65, 100}, {2, 3, 257}, {4, 20, 1000}};
   for (const char* text : schedules) {
     const Schedule s = parse_schedule(text);
@@ -612,12 +613,13 @@ TEST_CASE(
             Arithmetic ar = arithmetic_of(fp::parse_format(name), mode, products);
             ar.flush_subnormals = options == 1;
             ar.saturate = options == 2;
-            for (int data = normal; data <= tiny; ++data) {
+            for (int data = normal; data <= nonfinite; ++data) {
               const Shape sh = shapes[g() % std::size(shapes)];
               // Factors of few significant bits: their products and sums are often exactly
               // representable, on a midpoint of the format's grid or just beside one.
+              const bool few_bits = data == ties || (data == nonfinite && g() % 2);
               auto value = [&] {
-                if (data == ties)
+                if (few_bits)
                   return std::ldexp(static_cast<float>(static_cast<int>(g() % 33) - 16), -static_cast<int>(g() % 6));
                 const double spread = data == wide ? std::exp2(std::round(d(g) * 12)) : 1.0;
                 return static_cast<float>(d(g) * spread);
@@ -633,6 +635,12 @@ TEST_CASE(
                   for (size_t j = 0; j < sh.n; ++j) b[t * sh.n + j] = b[(t - 1) * sh.n + j];
               }
               if (data == tiny) a[g() % a.size()] = 0x1.8p-110f, b[g() % b.size()] = -0x1.4p-109f;
+              if (data == nonfinite) {
+                const float special[] = {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                                         std::numeric_limits<float>::quiet_NaN()};
+                auto& side = g() % 2 ? a : b;
+                side[g() % side.size()] = special[g() % 3];
+              }
               check_gemm(s, a, b, sh, ar,
                          std::string(name) + " data " + std::to_string(data) + " options " + std::to_string(options),
                          true);
