@@ -120,6 +120,10 @@ def _save(path: str, **arrays) -> None:
 def measure(args: argparse.Namespace) -> int:
     import torch
 
+    folder = os.path.dirname(os.path.abspath(args.out))
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        print(f"gpu_rsqrt_table.py: cannot write into {folder} (--out)", file=sys.stderr)
+        return 2
     count = min(args.first, SPAN) if args.first else SPAN
     m = (np.arange(count, dtype=np.uint32) + ONE).view(np.float32)
     device = _device_rsqrt(torch, m, args.device).view(np.uint32).astype(np.int64)

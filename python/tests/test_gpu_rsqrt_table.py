@@ -7,7 +7,7 @@
   table of seeded +-1 differences);
 - measure on PyTorch's CPU rsqrt writes a table that check then finds bit for bit on other floats
   (the CPU's rsqrt is not correctly rounded either: the table is not all zeros); a partial table is
-  refused by check.
+  refused by check, an --out folder that does not exist by measure, before any work.
 """
 
 import contextlib
@@ -94,4 +94,7 @@ class RsqrtTable(unittest.TestCase):
                                                    "--first", "4096"]), 0)
             with contextlib.redirect_stderr(io.StringIO()) as errors:
                 self.assertEqual(self.script.main(["check", partial, "--device", "cpu"]), 2)
+                self.assertEqual(self.script.main(["measure", "--device", "cpu", "--first", "16",
+                                                   "--out", os.path.join(folder, "missing", "r.npz")]), 2)
             self.assertIn("not the whole [1, 4)", errors.getvalue())
+            self.assertIn("cannot write into", errors.getvalue())
