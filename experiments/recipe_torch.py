@@ -337,6 +337,8 @@ def _diverge(args: argparse.Namespace) -> None:
             curve, step = [], 0
             names = [name for name, p in twins[0][0].named_parameters() if p.requires_grad]
             for epoch in range(training["epochs"]):
+                if step >= last:
+                    break
                 order = torch.from_numpy(np.asarray(_core.epoch_order(n, run["algo_seed"], epoch), dtype=np.int64))
                 for b in range(min(batches, last - step)):
                     chosen = order[b * size:(b + 1) * size].to(args.device)

@@ -19,15 +19,15 @@ _HEADER = ("| run | profile | variant | replicas | accuracy % (mean) | accuracy 
            "| L2 [95% CI] | per-class sd max % | identical |\n|---|---|---|---|---|---|---|---|---|---|\n")
 
 
+def _summary(folder: str) -> dict:
+    with open(os.path.join(folder, "summary.json")) as f:
+        return json.load(f)
+
+
 def groups(folders: Sequence[str]) -> List[dict]:
     """Every (profile, variant) group of the folders' summary.json, the folder's name added as 'run'."""
-    out = []
-    for folder in folders:
-        with open(os.path.join(folder, "summary.json")) as f:
-            summary = json.load(f)
-        for g in summary["results"]:
-            out.append(dict(g, run=os.path.basename(os.path.normpath(folder))))
-    return out
+    return [dict(g, run=os.path.basename(os.path.normpath(folder)))
+            for folder in folders for g in _summary(folder)["results"]]
 
 
 def _percent(x: float) -> str:
@@ -49,11 +49,6 @@ def markdown(folders: Sequence[str]) -> str:
                     f"| {g['l2_mean']:.4g} [{l2_low:.4g}, {l2_high:.4g}] "
                     f"| {_percent(g['per_class_std_max'])} | {'yes' if g['identical_replicas'] else 'no'} |\n")
     return _HEADER + "".join(rows)
-
-
-def _summary(folder: str) -> dict:
-    with open(os.path.join(folder, "summary.json")) as f:
-        return json.load(f)
 
 
 def _churn_cell(g: dict) -> str:
@@ -91,7 +86,7 @@ def seed_comparison(folders: Sequence[str], reference: str = "native") -> str:
         elif what != first[1]:
             raise ValueError(f"{folder}: another experiment than {first[0]}'s (name or description, which records "
                              f"TF32's switch, differ): one experiment at several algo seeds is compared")
-        for g in groups([folder]):
+        for g in summary["results"]:
             if g["variant"] != "impl":
                 continue
             if g["profile"] in by_seed.setdefault(int(algo), {}):
@@ -109,10 +104,10 @@ def seed_comparison(folders: Sequence[str], reference: str = "native") -> str:
              "|---|" + "---|" * (1 + 2 * len(profiles))]
     for algo in seeds:
         ref = by_seed[algo][reference]
+        interval = ref.get("churn_ci95_replicas")
         cells = [_churn_cell(ref)]
         for p in profiles:
             g = by_seed[algo].get(p)
-            interval = ref.get("churn_ci95_replicas")
             if g is None:
                 cells += ["—", "—"]
                 continue
