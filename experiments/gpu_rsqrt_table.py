@@ -5,6 +5,8 @@ correctly rounded 1/sqrt(x), kept as a table of differences in units in the last
   experiments/gpu_rsqrt_table.py measure --device cuda --out rsqrt_h200.npz
   experiments/gpu_rsqrt_table.py check rsqrt_h200.npz --device cuda --samples 1000000
   experiments/gpu_rsqrt_table.py measure --device cpu --out /tmp/rsqrt_cpu.npz --first 65536
+  experiments/gpu_rsqrt_table.py pack rsqrt_h200.npz fp/data/cuda_rsqrt_delta.bin.gz
+  experiments/gpu_rsqrt_table.py samples --device cuda --out tests/data/cuda_rsqrt_h200_samples.bin
 
 Why: cuDNN's BatchNorm computes its inverse standard deviation with the GPU's own rsqrt
 (docs/results/calibration_torch.md, "The probes of 2026-11-29"), an approximation that is not
@@ -21,7 +23,16 @@ checked on --samples random positive normal floats across the exponent range, an
 results for zeros, infinities, NaN, negatives and subnormals printed (not modelled).
 
 check: the table's emulation (emulate() below) against the device on --samples random positive
-normal floats: the share bit-identical (must be 100% for the table to stand for the device).
+normal floats: the share bit-identical (must be 100% for the table to stand for the device). The
+table is an .npz of measure or a packed one of pack.
+
+pack: an .npz table as fplab's C++ reads it (fp/cuda_rsqrt.cpp): the differences + 2 in two bits
+each, four to a byte from the low bits up, gzip-compressed; written under a temporary name, then
+renamed.
+
+samples: the device's rsqrt of --count floats, for fplab's tests to hold its emulation to:
+random positive normal floats of every binade, subnormals, and zeros, infinities, NaN and negatives;
+little-endian uint32 pairs (the input's bits, the result's bits) into --out.
 """
 
 from __future__ import annotations
@@ -152,11 +163,82 @@ def measure(args: argparse.Namespace) -> int:
     return 0
 
 
+def pack_table(delta: np.ndarray) -> bytes:
+    """The table's differences (-2..+1) in two bits each, four to a byte, low bits first."""
+    if delta.min() < -2 or delta.max() > 1 or len(delta) % 4:
+        raise ValueError("a table to pack holds differences of -2 to +1 ulp, a multiple of four of them")
+    u = (delta.astype(np.int16) + 2).astype(np.uint8)
+    return (u[0::4] | (u[1::4] << 2) | (u[2::4] << 4) | (u[3::4] << 6)).astype(np.uint8).tobytes()
+
+
+def unpack_table(packed: bytes) -> np.ndarray:
+    """pack_table's inverse."""
+    b = np.frombuffer(packed, dtype=np.uint8)
+    u = np.stack([(b >> s) & 3 for s in (0, 2, 4, 6)], axis=1).reshape(-1)
+    return (u.astype(np.int16) - 2).astype(np.int8)
+
+
+def read_table(path: str) -> np.ndarray:
+    """The differences of an .npz of measure or a gzip file of pack."""
+    if path.endswith(".npz"):
+        with np.load(path) as table:
+            return table["delta"]
+    import gzip
+    with gzip.open(path, "rb") as f:
+        return unpack_table(f.read())
+
+
+def pack(args: argparse.Namespace) -> int:
+    import gzip
+    delta = read_table(args.table)
+    if len(delta) != SPAN:
+        print(f"gpu_rsqrt_table.py: {args.table} holds {len(delta)} values, not the whole [1, 4)", file=sys.stderr)
+        return 2
+    handle, temporary = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(args.out)), prefix=".rsqrt-")
+    try:
+        with os.fdopen(handle, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0) as f:
+            f.write(pack_table(delta))
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, args.out)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+    print(f"wrote {args.out} ({os.path.getsize(args.out)} bytes)")
+    return 0
+
+
+def sample_inputs(count: int, seed: int) -> np.ndarray:
+    """Positive normals of every binade, subnormals and the special values, `count` in all."""
+    rng = np.random.default_rng(seed)
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -1.0, -2.0 ** -140, 1.0, 4.0, 2.0 ** -126,
+                         2.0 ** -149, 2.0 ** -130, np.finfo(np.float32).max], dtype=np.float32)
+    subnormals = rng.integers(1, 1 << 23, count // 8, dtype=np.uint32).view(np.float32)
+    normals = _random_normals(max(count - len(specials) - len(subnormals), 0), seed)
+    return np.concatenate([specials, subnormals, normals])[:count]
+
+
+def samples(args: argparse.Namespace) -> int:
+    import torch
+    x = sample_inputs(args.count, 3)
+    y = _device_rsqrt(torch, x, args.device)
+    pairs = np.stack([x.view(np.uint32), y.view(np.uint32)], axis=1).astype("<u4")
+    handle, temporary = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(args.out)), prefix=".rsqrt-")
+    try:
+        with os.fdopen(handle, "wb") as f:
+            f.write(pairs.tobytes())
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, args.out)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+    print(f"wrote {args.out}: {len(x)} inputs and the device's results")
+    return 0
+
+
 def check(args: argparse.Namespace) -> int:
     import torch
 
-    with np.load(args.table) as table:
-        delta = table["delta"]
+    delta = read_table(args.table)
     if len(delta) != SPAN:
         print(f"gpu_rsqrt_table.py: {args.table} holds {len(delta)} values, not the whole [1, 4)", file=sys.stderr)
         return 2
@@ -181,20 +263,35 @@ def main(argv: List[str]) -> int:
     c.add_argument("table")
     c.add_argument("--device", default="cuda")
     c.add_argument("--samples", type=int, default=1 << 20)
+    p = commands.add_parser("pack", help="an .npz table packed for fplab's C++")
+    p.add_argument("table")
+    p.add_argument("out")
+    s = commands.add_parser("samples", help="the device's results on sample floats, for the tests")
+    s.add_argument("--device", default="cuda")
+    s.add_argument("--count", type=int, default=8192)
+    s.add_argument("--out", required=True)
     try:
         args = parser.parse_args(argv)
     except SystemExit as stop:
         return int(stop.code or 0)
+    if args.command == "pack":
+        try:
+            return pack(args)
+        except (OSError, ValueError) as error:
+            print(f"gpu_rsqrt_table.py: {error}", file=sys.stderr)
+            return 2
     import torch
 
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print(f"gpu_rsqrt_table.py: --device {args.device}, but this PyTorch sees no CUDA device", file=sys.stderr)
         return 2
-    if args.samples < 1 or (args.command == "measure" and args.first < 0):
-        print("gpu_rsqrt_table.py: --samples at least 1, --first 0 (all) or more", file=sys.stderr)
+    if (args.command == "samples" and args.count < 16) or (args.command != "samples" and args.samples < 1) or \
+            (args.command == "measure" and args.first < 0):
+        print("gpu_rsqrt_table.py: --samples at least 1, --count at least 16, --first 0 (all) or more",
+              file=sys.stderr)
         return 2
     try:
-        return measure(args) if args.command == "measure" else check(args)
+        return {"measure": measure, "check": check, "samples": samples}[args.command](args)
     except OSError as error:
         print(f"gpu_rsqrt_table.py: {error}", file=sys.stderr)
         return 2

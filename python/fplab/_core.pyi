@@ -291,6 +291,10 @@ def exp(x: ArrayLike) -> np.ndarray:
 def log(x: ArrayLike) -> np.ndarray:
     """log of a float32 array elementwise as the C++ layers compute it (logf)."""
 
+def cuda_rsqrt(x: ArrayLike) -> np.ndarray:
+    """rsqrtf of every element of a float32 array as an NVIDIA GPU computes it (measured on an
+    H200: not correctly rounded; fp/cuda_rsqrt.hpp), a float32 array of x's shape."""
+
 def train(
     data: Dataset,
     ops: Dict[str, OpChoice],

@@ -1,5 +1,6 @@
 // fplab._core.exp and log: float32 arrays elementwise through std::exp and std::log on float (the
-// C library's expf and logf), exactly as the C++ layers call them (models/softmax_cross_entropy.cpp).
+// C library's expf and logf), exactly as the C++ layers call them (models/softmax_cross_entropy.cpp);
+// and cuda_rsqrt, a GPU's rsqrtf (fp/cuda_rsqrt.hpp), which cuDNN's BatchNorm uses.
 // PyTorch's own vectorised exp and log round about one result in ten differently (they are
 // accurate to 1 ulp, not the same function), which is enough to change a softmax's bits; a
 // PyTorch model that must match `fplab train` bit for bit takes these (fplab.torch.emulate(...,
@@ -7,6 +8,7 @@
 #include <cmath>
 #include <string>
 
+#include "fp/cuda_rsqrt.hpp"
 #include "python/src/bindings.hpp"
 
 namespace fplab::python {
@@ -27,6 +29,7 @@ py::array_t<float> apply(const FloatArray& x) {
 
 float exp_f(float v) { return std::exp(v); }
 float log_f(float v) { return std::log(v); }
+float cuda_rsqrt_f(float v) { return fp::cuda_rsqrt(v); }
 
 }  // namespace
 
@@ -36,6 +39,9 @@ void bind_elementwise(py::module_& m) {
         "expf), a float32 array of x's shape.");
   m.def("log", &apply<log_f>, py::arg("x"),
         "log of every element of a float32 array as the C++ layers compute it (std::log on float: logf).");
+  m.def("cuda_rsqrt", &apply<cuda_rsqrt_f>, py::arg("x"),
+        "rsqrtf of every element of a float32 array as an NVIDIA GPU computes it (measured on an H200: not "
+        "correctly rounded; fp/cuda_rsqrt.hpp), a float32 array of x's shape.");
 }
 
 }  // namespace fplab::python
