@@ -45,6 +45,7 @@ nlohmann::json mode_json(const profiles::OpTable& table) {
       if (const auto& c = rule.ops[static_cast<size_t>(k)]) rule_ops.push_back(choice_json(k, *c));
     nlohmann::json entry = {{"match", rule.match.describe()}, {"ops", rule_ops}};
     if (rule.conv_wgrad) entry["conv_wgrad"] = profiles::conv_wgrad_name(*rule.conv_wgrad);
+    if (rule.batch_norm) entry["batch_norm"] = profiles::batch_norm_form_name(*rule.batch_norm);
     layers.push_back(std::move(entry));
   }
   nlohmann::json noisy = nlohmann::json::array();
@@ -95,6 +96,8 @@ void print_mode(const char* mode, const profiles::OpTable& table) {
     std::printf("  in layers %s:\n", rule.match.describe().c_str());
     if (rule.conv_wgrad == profiles::ConvWgrad::winograd)
       std::printf("    weight gradient by Winograd F(4x4, 3x3) transforms; wgrad orders the 36 sums over (image, tile)\n");
+    if (rule.batch_norm == profiles::BatchNormForm::cudnn)
+      std::printf("    batch norm in training in cuDNN's arithmetic (its singleread kernels' formulas, the GPU's rsqrt)\n");
     for (auto k : profiles::all_op_kinds)
       if (const auto& c = rule.ops[static_cast<size_t>(k)])
         print_choice("  " + std::string(profiles::op_kind_name(k)), *c);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "fp/cuda_rsqrt.hpp"
 #include "models/compute.hpp"
 
 namespace fplab::models {
@@ -29,7 +30,36 @@ Tensor<T> from_rows(const Tensor<T>& m, const std::vector<size_t>& shape) {
   return x;
 }
 
+// Per channel c, the dot of column c of a and of b (both N x C): a 1 x N by N x 1 GEMM each, so that
+// the products enter the op's schedule as its arithmetic says (fused into FMA chains, as cuDNN's
+// kernels square the deviations and multiply the gradients). Part 1 + c keys channel c.
+template <class T>
+std::vector<T> column_dots(Context& ctx, profiles::OpKind op, const Tensor<T>& a, const Tensor<T>& b, size_t channels) {
+  const size_t n = a.dim(0);
+  std::vector<T> ac(n), bc(n), out(channels);
+  for (size_t c = 0; c < channels; ++c) {
+    for (size_t i = 0; i < n; ++i) {
+      ac[i] = a.data[i * channels + c];
+      bc[i] = b.data[i * channels + c];
+    }
+    matmul(ctx, op, ac.data(), bc.data(), &out[c], 1, 1, n, 1 + c);
+  }
+  return out;
+}
+
+// The GPU's rsqrt where the data are float (cuDNN's kernels are); the correctly rounded one in double.
+template <class T>
+T device_rsqrt(T v) {
+  if constexpr (std::is_same_v<T, float>) return fp::cuda_rsqrt(v);
+  return T(1) / std::sqrt(v);
+}
+
 }  // namespace
+
+template <class T>
+profiles::LayerShape BatchNorm<T>::layer_shape(const std::vector<size_t>& shape) const {
+  return {profiles::LayerShape::Kind::batch_norm, channels_, 0, 0, 0, shape.size() > 2 ? shape[2] : 1};
+}
 
 template <class T>
 BatchNorm<T>::BatchNorm(size_t channels, double momentum, double eps)
@@ -51,7 +81,14 @@ void BatchNorm<T>::initialize(const Context&) {
 
 template <class T>
 Tensor<T> BatchNorm<T>::forward(const Tensor<T>& x, Context& ctx) {
+  const profiles::LayerShape layer = layer_shape(x.shape);
+  const LayerShapeScope scope(ctx, layer);
   Tensor<T> m = to_rows(x, channels_);
+  if (ctx.training && ctx.ops->batch_norm(layer) == profiles::BatchNormForm::cudnn) {
+    Tensor<T> y = forward_cudnn(m, ctx);
+    shape_ = x.shape;
+    return from_rows(y, x.shape);
+  }
   const size_t n = m.dim(0);
   std::vector<T> mean(channels_), var(channels_), inv_std(channels_);
   if (ctx.training) {
@@ -86,13 +123,80 @@ Tensor<T> BatchNorm<T>::forward(const Tensor<T>& x, Context& ctx) {
     xhat_ = std::move(xhat);
     inv_std_ = inv_std;
     shape_ = x.shape;
+    cudnn_ = false;
   }
   return from_rows(y, x.shape);
 }
 
+// cuDNN's bn_fw_tr_1C11_singleread (H200, cuDNN 9.19), on rows m (N x C): mean = S(x) (1/n) with
+// the reciprocal rounded first; var = S(d d) (1/n) over d = x - mean, the squares fused into the
+// sum's chains; invstd = the GPU's rsqrt(var + eps); y = fma(x, scale, shift) with
+// scale = gamma invstd and shift = beta - mean scale. The running statistics move as fplab's do.
+template <class T>
+Tensor<T> BatchNorm<T>::forward_cudnn(const Tensor<T>& m, Context& ctx) {
+  const size_t n = m.dim(0);
+  const T inv_n = T(1) / static_cast<T>(n);
+  std::vector<T> mean(channels_);
+  sum_rows(ctx, profiles::OpKind::bn_stats, m.ptr(), n, channels_, mean.data(), 0);
+  for (auto& v : mean) v *= inv_n;
+  Tensor<T> centred({n, channels_});
+  for (size_t i = 0; i < n; ++i)
+    for (size_t c = 0; c < channels_; ++c) centred.data[i * channels_ + c] = m.data[i * channels_ + c] - mean[c];
+  std::vector<T> var = column_dots(ctx, profiles::OpKind::bn_stats, centred, centred, channels_);
+  std::vector<T> scale(channels_), shift(channels_);
+  inv_std_.assign(channels_, T(0));
+  for (size_t c = 0; c < channels_; ++c) {
+    var[c] *= inv_n;
+    const T unbiased = n > 1 ? var[c] * static_cast<T>(n) / static_cast<T>(n - 1) : var[c];
+    running_mean_.data[c] = static_cast<T>((1 - momentum_) * running_mean_.data[c] + momentum_ * mean[c]);
+    running_var_.data[c] = static_cast<T>((1 - momentum_) * running_var_.data[c] + momentum_ * unbiased);
+    inv_std_[c] = device_rsqrt<T>(var[c] + static_cast<T>(eps_));
+    scale[c] = gamma_.value.data[c] * inv_std_[c];
+    shift[c] = beta_.value.data[c] - mean[c] * scale[c];
+  }
+  Tensor<T> y({n, channels_});
+  for (size_t i = 0; i < n; ++i)
+    for (size_t c = 0; c < channels_; ++c) {
+      const size_t at = i * channels_ + c;
+      y.data[at] = std::fma(m.data[at], scale[c], shift[c]);
+    }
+  centred_ = std::move(centred);
+  cudnn_ = true;
+  return y;
+}
+
+// cuDNN's bn_bw_1C11_singleread: dbeta = S(g); dgamma = S(g d) invstd, the products fused into the
+// sum's chains; dx = fma(d, a, fma(g, scale, b)) with scale = gamma invstd, k = dgamma invstd (1/n),
+// a = -(scale k) and b = -(scale dbeta (1/n)), every step rounded to T.
+template <class T>
+Tensor<T> BatchNorm<T>::backward_cudnn(const Tensor<T>& g, Context& ctx) {
+  const size_t n = g.dim(0);
+  const T inv_n = T(1) / static_cast<T>(n);
+  sum_rows(ctx, profiles::OpKind::bias_grad, g.ptr(), n, channels_, beta_.grad.ptr(), 0);
+  const std::vector<T> dots = column_dots(ctx, profiles::OpKind::bias_grad, g, centred_, channels_);
+  std::vector<T> scale(channels_), a(channels_), b(channels_);
+  for (size_t c = 0; c < channels_; ++c) {
+    gamma_.grad.data[c] = dots[c] * inv_std_[c];
+    scale[c] = gamma_.value.data[c] * inv_std_[c];
+    const T k = (gamma_.grad.data[c] * inv_std_[c]) * inv_n;
+    a[c] = -(scale[c] * k);
+    b[c] = -(scale[c] * (beta_.grad.data[c] * inv_n));
+  }
+  Tensor<T> dx({n, channels_});
+  for (size_t i = 0; i < n; ++i)
+    for (size_t c = 0; c < channels_; ++c) {
+      const size_t at = i * channels_ + c;
+      dx.data[at] = std::fma(centred_.data[at], a[c], std::fma(g.data[at], scale[c], b[c]));
+    }
+  return dx;
+}
+
 template <class T>
 Tensor<T> BatchNorm<T>::backward(const Tensor<T>& dy, Context& ctx) {
+  const profiles::LayerShape layer = layer_shape(shape_);
+  const LayerShapeScope scope(ctx, layer);
   Tensor<T> g = to_rows(dy, channels_);
+  if (cudnn_) return from_rows(backward_cudnn(g, ctx), shape_);
   const size_t n = g.dim(0);
   sum_rows(ctx, profiles::OpKind::bias_grad, g.ptr(), n, channels_, beta_.grad.ptr(), 0);
   Tensor<T> gx({n, channels_});

@@ -2,6 +2,11 @@
 // Training uses the batch statistics, whose sums follow the bn_stats schedule (the mean, then
 // the mean squared deviation: parts 0 and 1); gamma and beta gradients follow bias_grad.
 // Running statistics (momentum 0.1, unbiased variance, as PyTorch) are used in evaluation.
+// The arithmetic around the sums is the profile's batch_norm form for the layer (a layer rule's
+// match = { layer = "bn", in = CHANNELS, height = H }): fplab's formulas, or in training cuDNN's
+// singleread kernels' (profiles/layer_rule.hpp, BatchNormForm), which take the variance's squares
+// and gamma's gradient as FMA chains (a per-channel dot through the same schedules) and the GPU's
+// rsqrt (fp/cuda_rsqrt.hpp).
 #pragma once
 
 #include "models/layer.hpp"
@@ -25,7 +30,13 @@ class BatchNorm : public Layer<T> {
   double momentum_, eps_;
   Parameter<T> gamma_, beta_;
   Tensor<T> running_mean_, running_var_;
-  Tensor<T> xhat_;  // (N x C) normalised training input
+  profiles::LayerShape layer_shape(const std::vector<size_t>& shape) const;
+  Tensor<T> forward_cudnn(const Tensor<T>& m, Context& ctx);
+  Tensor<T> backward_cudnn(const Tensor<T>& g, Context& ctx);
+
+  Tensor<T> xhat_;      // (N x C) normalised training input (fplab's form)
+  Tensor<T> centred_;   // (N x C) x - mean (cuDNN's form)
+  bool cudnn_ = false;  // the last training forward took cuDNN's form
   std::vector<T> inv_std_;
   std::vector<size_t> shape_;
 };

@@ -159,8 +159,11 @@ struct Reader {
       const std::string k(key.str()), key_full = full + "." + k;
       if (k == "layer") {
         const std::string kind = string(value, key_full);
-        if (kind != "conv" && kind != "linear") fail(value, key_full, "must be \"conv\" or \"linear\"");
-        match.kind = kind == "conv" ? LayerShape::Kind::conv : LayerShape::Kind::linear;
+        if (kind != "conv" && kind != "linear" && kind != "bn")
+          fail(value, key_full, "must be \"conv\", \"linear\" or \"bn\"");
+        match.kind = kind == "conv" ? LayerShape::Kind::conv
+                     : kind == "bn" ? LayerShape::Kind::batch_norm
+                                    : LayerShape::Kind::linear;
         has_layer = true;
         continue;
       }
@@ -175,9 +178,11 @@ struct Reader {
       if (!n || n->get() < 1) fail(value, key_full, "must be a whole number >= 1");
       *field = static_cast<size_t>(n->get());
     }
-    if (!has_layer) fail(node, full, "needs layer = \"conv\" or \"linear\"");
+    if (!has_layer) fail(node, full, "needs layer = \"conv\", \"linear\" or \"bn\"");
     if (match.kind == LayerShape::Kind::linear && (match.kernel || match.stride || match.height))
       fail(node, full, "kernel, stride and height describe convolutions, not linear layers");
+    if (match.kind == LayerShape::Kind::batch_norm && (match.out || match.kernel || match.stride))
+      fail(node, full, "a batch norm is matched by in (its channels) and height only");
     return match;
   }
 
@@ -199,7 +204,8 @@ struct Reader {
           rule.match = layer_match(value, key_full);
           has_match = true;
         } else if (const auto op = op_kind(k); op && (*op == OpKind::fwd || *op == OpKind::dgrad ||
-                                                      *op == OpKind::wgrad || *op == OpKind::bias_grad)) {
+                                                      *op == OpKind::wgrad || *op == OpKind::bias_grad ||
+                                                      *op == OpKind::bn_stats)) {
           rule.ops[static_cast<size_t>(*op)] = op_choice(value, key_full, shared);
           has_op = true;
         } else if (k == "conv_wgrad") {
@@ -207,12 +213,27 @@ struct Reader {
           if (form != "gemm" && form != "winograd") fail(value, key_full, "must be \"gemm\" or \"winograd\"");
           rule.conv_wgrad = form == "winograd" ? ConvWgrad::winograd : ConvWgrad::gemm;
           has_op = true;
+        } else if (k == "batch_norm") {
+          const std::string form = string(value, key_full);
+          if (form != "fplab" && form != "cudnn") fail(value, key_full, "must be \"fplab\" or \"cudnn\"");
+          rule.batch_norm = form == "cudnn" ? BatchNormForm::cudnn : BatchNormForm::fplab;
+          has_op = true;
         } else {
-          fail(value, key_full, "unknown key (known here: match, fwd, dgrad, wgrad, bias_grad, conv_wgrad)");
+          fail(value, key_full,
+               "unknown key (known here: match, fwd, dgrad, wgrad, bias_grad, bn_stats, conv_wgrad, batch_norm)");
         }
       }
       if (!has_match) fail(entry, full, "needs match = { layer = \"conv\", ... }");
-      if (!has_op) fail(entry, full, "sets no operation (fwd, dgrad, wgrad, bias_grad or conv_wgrad)");
+      if (!has_op) fail(entry, full, "sets no operation (fwd, dgrad, wgrad, bias_grad, bn_stats, conv_wgrad or batch_norm)");
+      // A batch norm has its statistics and the sums of its backward pass (bias_grad), nothing else;
+      // bn_stats and batch_norm belong to batch norms only.
+      const bool bn = rule.match.kind == LayerShape::Kind::batch_norm;
+      for (const OpKind kind : {OpKind::fwd, OpKind::dgrad, OpKind::wgrad})
+        if (bn && rule.ops[static_cast<size_t>(kind)])
+          fail(entry, full + "." + std::string(op_kind_name(kind)), "a batch norm rule sets bn_stats, bias_grad and batch_norm only");
+      if (!bn && (rule.ops[static_cast<size_t>(OpKind::bn_stats)] || rule.batch_norm))
+        fail(entry, full, "bn_stats and batch_norm need match = { layer = \"bn\", ... }");
+      if (bn && rule.conv_wgrad) fail(entry, full + ".conv_wgrad", "needs match = { layer = \"conv\", ... }");
       // F(4x4, 3x3) takes 3x3 stride-1 convolutions only: the rule must not reach another shape.
       if (rule.conv_wgrad == ConvWgrad::winograd &&
           (rule.match.kind != LayerShape::Kind::conv || rule.match.kernel != 3u || rule.match.stride != 1u))

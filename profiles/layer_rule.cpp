@@ -2,14 +2,21 @@
 
 namespace fplab::profiles {
 
+std::string_view layer_kind_name(LayerShape::Kind kind) {
+  return kind == LayerShape::Kind::conv ? "conv" : kind == LayerShape::Kind::linear ? "linear" : "bn";
+}
+
 std::string LayerShape::describe() const {
   const std::string features = std::to_string(in) + "->" + std::to_string(out);
   if (kind == Kind::linear) return "linear(" + features + ")";
+  if (kind == Kind::batch_norm) return "batch_norm(" + std::to_string(in) + ") at " + std::to_string(height) + " pixels";
   return "conv(" + features + ", " + std::to_string(kernel) + "x" + std::to_string(kernel) + ", stride " +
          std::to_string(stride) + ") at " + std::to_string(height) + " pixels";
 }
 
 std::string_view conv_wgrad_name(ConvWgrad form) { return form == ConvWgrad::winograd ? "winograd" : "gemm"; }
+
+std::string_view batch_norm_form_name(BatchNormForm form) { return form == BatchNormForm::cudnn ? "cudnn" : "fplab"; }
 
 bool LayerMatch::matches(const LayerShape& layer) const {
   const auto agrees = [](const std::optional<size_t>& want, size_t have) { return !want || *want == have; };
@@ -18,7 +25,7 @@ bool LayerMatch::matches(const LayerShape& layer) const {
 }
 
 std::string LayerMatch::describe() const {
-  std::string s = kind == LayerShape::Kind::conv ? "conv" : "linear";
+  std::string s(layer_kind_name(kind));
   const auto field = [&s](const char* name, const std::optional<size_t>& value) {
     if (value) s += std::string(" ") + name + "=" + std::to_string(*value);
   };

@@ -23,14 +23,16 @@ struct OpChoice {
 };
 
 // The layer whose reductions run now: a fully connected layer (in, out features) or a 2-D
-// convolution (in, out channels, a square kernel, stride, the input's height).
+// convolution (in, out channels, a square kernel, stride, the input's height) or a batch
+// normalisation (in = its channels, height = its input's; 1 for one value a channel per example).
 struct LayerShape {
-  enum class Kind : uint8_t { linear, conv };
+  enum class Kind : uint8_t { linear, conv, batch_norm };
   Kind kind = Kind::linear;
   size_t in = 0, out = 0;
-  size_t kernel = 0, stride = 0, height = 0;  // convolutions only
+  size_t kernel = 0, stride = 0, height = 0;  // convolutions (and a batch norm's height)
   std::string describe() const;               // "conv(16->32, 3x3, stride 1) at 14 pixels"
 };
+std::string_view layer_kind_name(LayerShape::Kind kind);  // "linear", "conv", "bn"
 
 // Which layers a rule applies to: every field given must equal the layer's.
 struct LayerMatch {
@@ -47,10 +49,20 @@ struct LayerMatch {
 enum class ConvWgrad : uint8_t { gemm, winograd };
 std::string_view conv_wgrad_name(ConvWgrad form);
 
+// The arithmetic of a batch normalisation in training around its sums (models/batch_norm.hpp).
+// `fplab`: mean = sum / n, var = sum((x - mean)^2) / n, 1 / sqrt(var + eps) correctly rounded,
+// y = gamma ((x - mean) invstd) + beta. `cudnn`: cuDNN's bn_fw_tr_1C11_singleread and
+// bn_bw_1C11_singleread kernels, as revealed on an H200: the reciprocal of n first, the variance's
+// squares fused into its sum, the GPU's approximate rsqrt, y = fma(x, scale, shift), and their own
+// backward formula (docs/results/calibration_torch.md, "cuDNN's BatchNorm, bit for bit").
+enum class BatchNormForm : uint8_t { fplab, cudnn };
+std::string_view batch_norm_form_name(BatchNormForm form);
+
 struct LayerRule {
   LayerMatch match;
   std::array<std::optional<OpChoice>, 7> ops;  // by OpKind; unset: the table's own entry
   std::optional<ConvWgrad> conv_wgrad;         // unset: gemm (or a later rule's)
+  std::optional<BatchNormForm> batch_norm;     // unset: fplab (or a later rule's)
 };
 
 }  // namespace fplab::profiles

@@ -43,6 +43,12 @@ ConvWgrad OpTable::conv_wgrad(const LayerShape& layer) const {
   return ConvWgrad::gemm;
 }
 
+BatchNormForm OpTable::batch_norm(const LayerShape& layer) const {
+  for (const LayerRule& rule : layer_rules)
+    if (rule.batch_norm && rule.match.matches(layer)) return *rule.batch_norm;
+  return BatchNormForm::fplab;
+}
+
 std::vector<const OpChoice*> OpTable::every_choice() const {
   std::vector<const OpChoice*> out;
   for (const auto& op : ops) out.push_back(&op);
@@ -78,6 +84,7 @@ std::string describe_rule(const LayerRule& rule) {
   for (OpKind k : all_op_kinds)
     if (const auto& chosen = rule.ops[static_cast<size_t>(k)]) s += " " + describe_choice(k, *chosen);
   if (rule.conv_wgrad) s += " conv_wgrad=" + std::string(conv_wgrad_name(*rule.conv_wgrad));
+  if (rule.batch_norm) s += " batch_norm=" + std::string(batch_norm_form_name(*rule.batch_norm));
   return s;
 }
 

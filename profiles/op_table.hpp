@@ -47,6 +47,8 @@ struct OpTable {
   const OpChoice& choice(OpKind kind, const LayerShape* layer) const;
   // How `layer`'s weight gradient is computed: the first rule matching it that sets conv_wgrad, else gemm.
   ConvWgrad conv_wgrad(const LayerShape& layer) const;
+  // A batch normalisation's arithmetic: the first rule matching it that sets batch_norm, else fplab.
+  BatchNormForm batch_norm(const LayerShape& layer) const;
   // Every choice of the table: its seven entries, then every rule's.
   std::vector<const OpChoice*> every_choice() const;
   // Every entry's accumulation format, the layer rules' included (fplab train/run --format).

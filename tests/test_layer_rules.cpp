@@ -91,14 +91,42 @@ TEST_CASE("layer rules: parsed, and looked up by the layer's shape") {
   CHECK(narrow[OpKind::loss].arithmetic.format.name == "fp16");
 }
 
+TEST_CASE("layer rules: a batch norm's rule sets its sums and its arithmetic") {
+  const HardwareProfile p = parse_hw_profile(profile_with(R"(
+[[default.layers]]
+match = { layer = "bn", height = 14 }
+batch_norm = "cudnn"
+bn_stats = "strided(512):seq | contig(32):shfl_down | all:shfl_down"
+bias_grad = "strided(512):seq | contig(32):tree | all:tree"
+
+[[default.layers]]
+match = { layer = "bn", in = 8 }
+batch_norm = "fplab"
+)"), "toy.toml");
+  const OpTable& t = p.default_ops;
+  const LayerShape bn14{LayerShape::Kind::batch_norm, 32, 0, 0, 0, 14}, bn7{LayerShape::Kind::batch_norm, 32, 0, 0, 0, 7};
+  CHECK(t.batch_norm(bn14) == BatchNormForm::cudnn);
+  CHECK(t.batch_norm(bn7) == BatchNormForm::fplab);  // no rule: fplab's
+  CHECK(t.batch_norm({LayerShape::Kind::batch_norm, 8, 0, 0, 0, 14}) == BatchNormForm::cudnn);  // the first rule wins
+  CHECK(t.batch_norm(conv(32, 32, 14)) == BatchNormForm::fplab);  // a convolution is no batch norm
+  CHECK(sim::to_string(t.choice(OpKind::bn_stats, &bn14).schedule) ==
+        "strided(512):seq | contig(32):shfl_down | all:shfl_down");
+  CHECK(sim::to_string(t.choice(OpKind::bias_grad, &bn14).schedule) == "strided(512):seq | contig(32):tree | all:tree");
+  CHECK(sim::to_string(t.choice(OpKind::bias_grad, &bn7).schedule) == "all:seq");
+  const LayerShape conv14 = conv(32, 32, 14);
+  CHECK(sim::to_string(t.choice(OpKind::bias_grad, &conv14).schedule) == "all:seq");  // a conv at 14: not the bn rule
+  CHECK(t.describe().find("layers bn height=14: bias_grad=") != std::string::npos);
+  CHECK(t.describe().find("batch_norm=cudnn") != std::string::npos);
+}
+
 TEST_CASE("layer rules: malformed rules give one line naming the file, the line and the key") {
   TempDir dir;
   const std::pair<std::string, std::string> cases[] = {
       {"[[default.layers]]\nwgrad = \"all:seq\"\n", "key 'default.layers': needs match = { layer = \"conv\", ... }"},
-      {"[[default.layers]]\nmatch = { layer = \"conv\" }\n", "sets no operation (fwd, dgrad, wgrad, bias_grad or conv_wgrad)"},
-      {"[[default.layers]]\nmatch = { kernel = 3 }\nwgrad = \"all:seq\"\n", "needs layer = \"conv\" or \"linear\""},
+      {"[[default.layers]]\nmatch = { layer = \"conv\" }\n", "sets no operation (fwd, dgrad, wgrad, bias_grad, bn_stats, conv_wgrad or batch_norm)"},
+      {"[[default.layers]]\nmatch = { kernel = 3 }\nwgrad = \"all:seq\"\n", "needs layer = \"conv\", \"linear\" or \"bn\""},
       {"[[default.layers]]\nmatch = { layer = \"pool\" }\nwgrad = \"all:seq\"\n",
-       "key 'default.layers.match.layer': must be \"conv\" or \"linear\""},
+       "key 'default.layers.match.layer': must be \"conv\", \"linear\" or \"bn\""},
       {"[[default.layers]]\nmatch = { layer = \"conv\", heigth = 3 }\nwgrad = \"all:seq\"\n",
        "key 'default.layers.match.heigth': unknown key (known here: layer, in, out, kernel, stride, height)"},
       {"[[default.layers]]\nmatch = { layer = \"conv\", height = 0 }\nwgrad = \"all:seq\"\n",
@@ -106,7 +134,18 @@ TEST_CASE("layer rules: malformed rules give one line naming the file, the line 
       {"[[default.layers]]\nmatch = { layer = \"linear\", kernel = 3 }\nwgrad = \"all:seq\"\n",
        "kernel, stride and height describe convolutions, not linear layers"},
       {"[[default.layers]]\nmatch = { layer = \"conv\" }\nsoftmax = \"all:seq\"\n",
-       "key 'default.layers.softmax': unknown key (known here: match, fwd, dgrad, wgrad, bias_grad, conv_wgrad)"},
+       "key 'default.layers.softmax': unknown key (known here: match, fwd, dgrad, wgrad, bias_grad, bn_stats, conv_wgrad, "
+       "batch_norm)"},
+      {"[[default.layers]]\nmatch = { layer = \"bn\", out = 3 }\nbatch_norm = \"cudnn\"\n",
+       "a batch norm is matched by in (its channels) and height only"},
+      {"[[default.layers]]\nmatch = { layer = \"bn\" }\nbatch_norm = \"miopen\"\n",
+       "key 'default.layers.batch_norm': must be \"fplab\" or \"cudnn\""},
+      {"[[default.layers]]\nmatch = { layer = \"bn\", height = 7 }\nfwd = \"all:seq\"\n",
+       "key 'default.layers.fwd': a batch norm rule sets bn_stats, bias_grad and batch_norm only"},
+      {"[[default.layers]]\nmatch = { layer = \"conv\" }\nbatch_norm = \"cudnn\"\n",
+       "bn_stats and batch_norm need match = { layer = \"bn\", ... }"},
+      {"[[default.layers]]\nmatch = { layer = \"linear\" }\nbn_stats = \"all:seq\"\n",
+       "bn_stats and batch_norm need match = { layer = \"bn\", ... }"},
       {"[[default.layers]]\nmatch = { layer = \"conv\", kernel = 3, stride = 1 }\nconv_wgrad = \"fft\"\n",
        "key 'default.layers.conv_wgrad': must be \"gemm\" or \"winograd\""},
       {"[[default.layers]]\nmatch = { layer = \"conv\", kernel = 3 }\nconv_wgrad = \"winograd\"\n",

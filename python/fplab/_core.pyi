@@ -80,7 +80,12 @@ class LayerRule:
     def conv_wgrad(self) -> Optional[str]:
         """'winograd', 'gemm', or None where the rule does not say how a convolution's weight
         gradient is computed."""
-    def matches(self, layer: str, in_: int, out: int, kernel: int = 0, stride: int = 0, height: int = 0) -> bool: ...
+    @property
+    def batch_norm(self) -> Optional[str]:
+        """'cudnn', 'fplab', or None where the rule does not say what arithmetic a batch norm
+        takes in training."""
+    def matches(self, layer: str, in_: int, out: int, kernel: int = 0, stride: int = 0, height: int = 0) -> bool:
+        """Whether it applies to a layer: 'conv', 'linear' or 'bn' (in_: channels; height)."""
 
 class Profile:
     """A hardware profile: per operation kind a schedule and arithmetic, default and deterministic."""

@@ -68,19 +68,29 @@ void bind_profiles(py::module_& m) {
           },
           "How a convolution's weight gradient is computed in these layers: 'winograd' (F(4x4, 3x3)'s transforms, "
           "wgrad ordering the 36 sums), 'gemm', or None where the rule does not say.")
+      .def_property_readonly(
+          "batch_norm",
+          [](const profiles::LayerRule& r) -> std::optional<std::string> {
+            if (!r.batch_norm) return std::nullopt;
+            return std::string(profiles::batch_norm_form_name(*r.batch_norm));
+          },
+          "A batch norm's arithmetic in training in these layers: 'cudnn' (cuDNN's singleread kernels' formulas), "
+          "'fplab', or None where the rule does not say.")
       .def(
           "matches",
           [](const profiles::LayerRule& r, const std::string& layer, size_t in, size_t out, size_t kernel,
              size_t stride, size_t height) {
-            if (layer != "conv" && layer != "linear")
-              throw fp::FormatError("LayerRule.matches: layer must be 'conv' or 'linear' (got '" + layer + "')");
-            const auto kind = layer == "conv" ? profiles::LayerShape::Kind::conv : profiles::LayerShape::Kind::linear;
+            if (layer != "conv" && layer != "linear" && layer != "bn")
+              throw fp::FormatError("LayerRule.matches: layer must be 'conv', 'linear' or 'bn' (got '" + layer + "')");
+            const auto kind = layer == "conv" ? profiles::LayerShape::Kind::conv
+                              : layer == "bn" ? profiles::LayerShape::Kind::batch_norm
+                                              : profiles::LayerShape::Kind::linear;
             return r.match.matches({kind, in, out, kernel, stride, height});
           },
           py::arg("layer"), py::arg("in_"), py::arg("out"), py::arg("kernel") = 0, py::arg("stride") = 0,
           py::arg("height") = 0,
-          "Whether it applies to a layer: 'conv' (in/out channels, square kernel, stride, input height) or "
-          "'linear' (in/out features).")
+          "Whether it applies to a layer: 'conv' (in/out channels, square kernel, stride, input height), "
+          "'linear' (in/out features) or 'bn' (in: channels; height).")
       .def("__str__", &profiles::describe_rule)
       .def("__repr__", [](const profiles::LayerRule& r) {
         return "LayerRule(" + std::string(py::repr(py::str(r.match.describe()))) + ")";

@@ -10,7 +10,7 @@ h100-torch:deterministic (two by Winograd transforms); one mlp with every
 recipe option that has a draw of its own (dropout, crops and flips, SGD with weight decay,
 learning-rate decay, two epochs) under h100; and mlp, small_cnn_bn and medium_cnn (64 images,
 batch 32) under a profile of the test's own in which every operation kind draws noise (and the
-7x7 convolutions' Winograd sums too). A control: another impl seed under h100
+7x7 convolutions' Winograd sums too; the 14x14 BatchNorm in cuDNN's arithmetic, its dots too). A control: another impl seed under h100
 gives other bits, so the check can see the noise keys. For the mlps the test-set predictions
 (fplab.torch.models.predict) are compared too. Where two runs part, the failure names the
 first step and tensor that differ (fplab._core.train replays the C++ side step by step).
@@ -59,6 +59,12 @@ loss = "strided(4):seq | all:atomic"
 [[default.layers]]
 match = { layer = "conv", kernel = 3, stride = 1, height = 7 }
 conv_wgrad = "winograd"
+# BatchNorm at 14x14 (small_cnn_bn's and medium_cnn's second) in cuDNN's arithmetic: its per-channel
+# dots (the variance's and gamma's gradient's, parts 1 + c) by atomic orders too.
+[[default.layers]]
+match = { layer = "bn", height = 14 }
+batch_norm = "cudnn"
+bn_stats = "strided(16):seq | all:atomic"
 [deterministic]
 fwd = "all:seq"
 dgrad = "all:seq"

@@ -104,17 +104,19 @@ class CudaEngine:
         _core.cuda_device(self.index)  # fplab.Error at once when fplab's kernels cannot run here
         #: why a choice of an op kind cannot run on the kernels ("" where it can), by (kind, schedule)
         self._why_not: Dict[Tuple[str, str], str] = {}
-        self.host = Engine(table, impl_seed, coverage, where=lambda kind, choice: f"cpu (from cuda: {self.why_not(kind, choice)})")
+        self.host = Engine(table, impl_seed, coverage, where=lambda kind, choice: f"cpu (from cuda: {self.why_not(kind, choice) or self.why_not(kind, choice, gemm=True)})")
         self._scratch = torch.empty(0, dtype=torch.float32, device=device)
         #: _tap_index's maps on the device by geometry: every slab and group of a layer, every step
         self._tap_indices: Dict[tuple, torch.Tensor] = {}
 
-    def why_not(self, op_kind: str, choice) -> str:
-        """Why ``choice`` (of kind ``op_kind``) cannot run on fplab's kernels; "" where it can."""
-        key = (op_kind, str(choice))
+    def why_not(self, op_kind: str, choice, gemm: Optional[bool] = None) -> str:
+        """Why ``choice`` (of kind ``op_kind``) cannot run on fplab's kernels; "" where it can.
+        ``gemm``: as a GEMM's reduction (default: for the GEMM kinds fwd, dgrad and wgrad; a batch
+        norm's per-channel dots are GEMMs of the kinds bn_stats and bias_grad)."""
+        gemm = op_kind in _GEMM_KINDS if gemm is None else gemm
+        key = (op_kind, str(choice), gemm)
         if key not in self._why_not:
-            self._why_not[key] = _core.cuda_why_not(op_kind in _GEMM_KINDS, choice.schedule, choice.arithmetic,
-                                                    self.index)
+            self._why_not[key] = _core.cuda_why_not(gemm, choice.schedule, choice.arithmetic, self.index)
         return self._why_not[key]
 
     # --- around every kernel call ---------------------------------------------------------------
@@ -150,7 +152,7 @@ class CudaEngine:
         """C = A B for 2-D float32 device tensors, every output's sum over K in the order of
         ``op_kind``'s schedule, into ``out`` when given."""
         choice = self.table.choice(op_kind, site.layer)
-        if self.why_not(op_kind, choice):
+        if self.why_not(op_kind, choice, gemm=True):
             return self.host.matmul(op, op_kind, a.cpu(), b.cpu(), site, part).to(self.device)
         self.coverage.emulated(op, op_kind, choice, "cuda")
         a, b = self._dense(a), self._dense(b)

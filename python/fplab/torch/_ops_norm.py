@@ -9,16 +9,27 @@ The C++ BatchNorm layer's formulas (models/batch_norm.cpp), on the input as rows
 - y = gamma · (x - mean) / sqrt(var + eps) + beta, elementwise in float32;
 - backward: dbeta = sum(g) and dgamma = sum(g · xhat), op kind ``bias_grad`` (parts 0 and 1),
   and dx = gamma · inv_std / n · (n · g - dbeta - xhat · dgamma) (evaluation: g · gamma · inv_std).
+
+Where a layer rule of the profile says ``batch_norm = "cudnn"`` for the layer (match = { layer =
+"bn", in = CHANNELS, height = H }), training takes cuDNN's singleread kernels' formulas instead, as
+the C++ layer's forward_cudnn and backward_cudnn: mean = S(x) · (1/n); var = S(d·d) · (1/n) with
+d = x - mean, the squares fused into the chains (per channel a 1 x n by n x 1 GEMM, part 1 + c);
+invstd = the GPU's rsqrt (fplab._core.cuda_rsqrt, on the host: C values) of var + eps;
+y = fma(x, scale, shift). Backward: dbeta = S(g), dgamma = S(g·d) · invstd (fused, part 1 + c),
+dx = fma(d, a, fma(g, scale, b)). The fused multiply-adds are _fma.fma32's.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import torch
 from torch.autograd.function import once_differentiable
 
+from .. import _core
 from ._divide import divided
+from ._fma import fma32
 from ._handler import handles
 from ._native import Native, unsupported
 
@@ -40,6 +51,13 @@ class _BatchNorm(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, em, op, site, x, weight, bias, running_mean, running_var, training, momentum, eps):
+        ctx.cudnn = training and em.table.batch_norm(site.layer) == "cudnn"
+        if ctx.cudnn:
+            y, centred, inv_std = _forward_cudnn(em, op, site, x, weight, bias, running_mean, running_var, momentum,
+                                                 eps)
+            ctx.em, ctx.op, ctx.site, ctx.training = em, op, site, training
+            ctx.save_for_backward(centred, inv_std, weight)
+            return y
         fused = em.engine.on(x).batch_norm_forward(op, site, x, weight, bias, running_mean, running_var, training,
                                                   momentum, eps)
         y, xhat, inv_std = fused if fused is not None else _forward_steps(em, op, site, x, weight, bias, running_mean,
@@ -55,6 +73,10 @@ class _BatchNorm(torch.autograd.Function):
         xhat, inv_std, weight = ctx.saved_tensors
         need_x, need_weight, need_bias = ctx.needs_input_grad[3:6]
         with em.backward():
+            if ctx.cudnn:
+                dx, dgamma, dbeta = _backward_cudnn(em, op, site, gy, xhat, inv_std, weight, need_x)
+                return (None, None, None, dx, dgamma if need_weight else None, dbeta if need_bias else None,
+                        None, None, None, None, None)
             fused = em.engine.on(gy).batch_norm_backward(op, site, gy, xhat, inv_std, weight, ctx.training, need_x)
             dx, dgamma, dbeta = fused if fused is not None else _backward_steps(em, op, site, gy, xhat, inv_std, weight,
                                                                                 ctx.training, need_x)
@@ -87,6 +109,64 @@ def _forward_steps(em, op, site, x, weight, bias, running_mean, running_var, tra
     if bias is not None:
         y = y + bias.view(shape)
     return (y.clone() if y is xhat else y), xhat, inv_std  # y is not the saved xhat (an in-place ReLU on it)
+
+
+def _channel_dots(em, op, op_kind: str, site, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Per channel c the dot of a[:, c] and b[:, c] (terms in (b, position) order) through op_kind's
+    schedule, the products as its arithmetic says: a 1 x n by n x 1 GEMM each, part 1 + c."""
+    engine, device = em.engine.on(a), a.device
+    if device.type == "cuda" and engine.why_not(op_kind, em.table.choice(op_kind, site.layer), gemm=True):
+        # cuDNN's orders (warp shuffles after the chains) are not the GPU GEMM's: the dots on the
+        # host, after one copy of each operand rather than one a channel.
+        engine, a, b = engine.host, a.cpu(), b.cpu()
+    dots = [engine.matmul(op, op_kind, a[:, c].reshape(1, -1).contiguous(), b[:, c].reshape(-1, 1).contiguous(), site,
+                          part=1 + c).reshape(1) for c in range(a.shape[1])]
+    return torch.cat(dots).to(device)
+
+
+def _reciprocal(n: int, like: torch.Tensor) -> torch.Tensor:
+    """1/n rounded to float32, as a tensor on like's device (multiplied by, as cuDNN does)."""
+    return torch.full((1,), 1.0, dtype=torch.float32, device=like.device) / torch.full(
+        (1,), float(n), dtype=torch.float32, device=like.device)
+
+
+def _forward_cudnn(em, op, site, x, weight, bias, running_mean, running_var, momentum, eps) -> tuple:
+    """(y, x - mean, inv_std) as cuDNN's bn_fw_tr_1C11_singleread computes them (models/batch_norm.cpp)."""
+    shape = _per_channel(x)
+    n = x.numel() // x.shape[1]
+    inv_n = _reciprocal(n, x)
+    mean = em.engine.sum_planes(op, "bn_stats", x, site, part=0).to(x.device) * inv_n
+    centred = x - mean.view(shape)
+    var = _channel_dots(em, op, "bn_stats", site, centred, centred) * inv_n
+    if running_mean is not None:
+        running_mean.copy_(((1 - momentum) * running_mean.double() + momentum * mean.double()).float())
+    if running_var is not None:
+        unbiased = divided(var * n, n - 1) if n > 1 else var
+        running_var.copy_(((1 - momentum) * running_var.double() + momentum * unbiased.double()).float())
+    # The GPU's rsqrt of C values, on the host: the measured table, the same bits on any device.
+    inv_std = torch.from_numpy(_core.cuda_rsqrt((var + eps).cpu().numpy())).to(x.device)
+    gamma = weight if weight is not None else torch.ones_like(inv_std)
+    beta = bias if bias is not None else torch.zeros_like(inv_std)
+    scale = gamma * inv_std
+    shift = beta - mean * scale
+    return fma32(x, scale.view(shape), shift.view(shape)), centred, inv_std
+
+
+def _backward_cudnn(em, op, site, gy, centred, inv_std, weight, need_x) -> tuple:
+    """(dx or None, dgamma, dbeta) as cuDNN's bn_bw_1C11_singleread computes them."""
+    shape = _per_channel(gy)
+    n = gy.numel() // gy.shape[1]
+    inv_n = _reciprocal(n, gy)
+    dbeta = em.engine.sum_planes(op, "bias_grad", gy, site, part=0).to(gy.device)
+    dgamma = _channel_dots(em, op, "bias_grad", site, gy, centred) * inv_std
+    dx = None
+    if need_x:
+        gamma = weight if weight is not None else torch.ones_like(inv_std)
+        scale = gamma * inv_std
+        a = -(scale * ((dgamma * inv_std) * inv_n))
+        b = -(scale * (dbeta * inv_n))
+        dx = fma32(centred, a.view(shape), fma32(gy, scale.view(shape), b.view(shape)))
+    return dx, dgamma, dbeta
 
 
 def _backward_steps(em, op, site, gy, xhat, inv_std, weight, training, need_x) -> tuple:
@@ -128,8 +208,9 @@ def batch_norm(em, op: str, p: dict) -> Any:
         return Native("evaluation without running statistics (PyTorch says why)")
     if training and x.numel() // x.shape[1] < 2:
         return Native("one value per channel (PyTorch says why)")
-    return _BatchNorm.apply(em, op, em.next_site(), x, weight, bias, mean, var, training, float(momentum),
-                            float(eps))
+    layer = ("bn", x.shape[1], 0, 0, 0, x.shape[2] if x.dim() > 2 else 1)
+    return _BatchNorm.apply(em, op, replace(em.next_site(), layer=layer), x, weight, bias, mean, var, training,
+                            float(momentum), float(eps))
 
 
 HANDLERS = {torch.nn.functional.batch_norm: batch_norm}

@@ -22,8 +22,9 @@ MODES = ("default", "deterministic")
 
 
 #: A layer as layer rules see it: ("conv", in channels, out channels, square kernel, stride, input
-#: height) or ("linear", in features, out features, 0, 0, 0); 0 where a convolution's kernel or
-#: stride is not square, so that no rule naming one matches it.
+#: height), ("linear", in features, out features, 0, 0, 0) or ("bn", channels, 0, 0, 0, input
+#: height, 1 without one); 0 where a convolution's kernel or stride is not square, so that no rule
+#: naming one matches it.
 Layer = Tuple[str, int, int, int, int, int]
 
 
@@ -63,6 +64,15 @@ class Table:
                 if rule.conv_wgrad is not None and rule.matches(*layer):
                     return rule.conv_wgrad
         return "gemm"
+
+    def batch_norm(self, layer: Optional["Layer"]) -> str:
+        """A batch norm's arithmetic in training: "cudnn" or "fplab", the first layer rule that
+        matches it and says (profiles::OpTable::batch_norm)."""
+        if layer is not None:
+            for rule in self.layer_rules:
+                if rule.batch_norm is not None and rule.matches(*layer):
+                    return rule.batch_norm
+        return "fplab"
 
     def every_choice(self) -> List[OpChoice]:
         """The table's entries and every rule's."""

@@ -1,0 +1,110 @@
+"""fplab.torch's BatchNorm under h100-torch against cuDNN's own bits.
+
+tests/data/cudnn_batch_norm_h200.npz holds what cuDNN 9.19 computed on an H200 (PyTorch 2.11,
+experiments/bn_trials_torch.py, 2026-11-29) for random inputs: the outputs, input gradients and
+gamma's and beta's gradients of F.batch_norm in training for the BatchNorm layers of small_cnn_bn
+and medium_cnn at 14x14 pixels and below (its singleread kernels), channel 0 of each. Under
+fplab.torch.emulate("h100-torch") on the CPU, whose layer rules give those layers cuDNN's
+revealed orders and arithmetic (batch_norm = "cudnn"), every element must be cuDNN's, in both
+modes; under h100 (fplab's formulas) most are not, so the check can fail. Also _fma.fma32 against
+exact rational arithmetic, on random values and on products that land on float32 midpoints.
+"""
+
+import os
+import unittest
+from fractions import Fraction
+
+import numpy as np
+
+from torch_reference import needs_torch, torch
+
+if torch is not None:
+    import fplab.torch
+    from fplab.torch._fma import fma32
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "data",
+                    "cudnn_batch_norm_h200.npz")
+
+
+def _emulated(profile: str, x, gamma, beta, g, device="cpu"):
+    """y, dx, dgamma, dbeta of F.batch_norm in training under emulate(profile), one channel."""
+    xt = torch.from_numpy(x).to(device).requires_grad_()
+    gt = torch.from_numpy(gamma).to(device).requires_grad_()
+    bt = torch.from_numpy(beta).to(device).requires_grad_()
+    with fplab.torch.emulate(profile):
+        y = torch.nn.functional.batch_norm(xt, None, None, gt, bt, training=True, eps=1e-5)
+        y.backward(torch.from_numpy(g).to(device))
+    return [t.detach().cpu().numpy() for t in (y, xt.grad, gt.grad, bt.grad)]
+
+
+def _same(a, b) -> float:
+    return float(np.mean(np.asarray(a, np.float32).view(np.uint32) == np.asarray(b, np.float32).view(np.uint32)))
+
+
+@needs_torch
+class CudnnBatchNorm(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        with np.load(DATA) as data:
+            cls.data = {k: data[k] for k in data.files}
+        cls.trials = sorted({k.rsplit("/", 1)[0] for k in cls.data})
+
+    def trial(self, key):
+        d = {name: self.data[f"{key}/{name}"] for name in ("x", "g", "y", "dx", "gamma", "beta", "dgamma", "dbeta")}
+        return d, (d["x"], d["gamma"][:1].copy(), d["beta"][:1].copy(), d["g"])
+
+    def test_h100_torch_gives_cudnn_bits(self):
+        self.assertGreaterEqual(len(self.trials), 18)  # 64x32@14 (2 trials), 7x7, 3x3 and 1x1 layers (4 each)
+        devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])  # CUDA tensors: on a GPU machine
+        for device in devices:
+            for profile in ("h100-torch", "h100-torch:deterministic"):
+                for key in self.trials:
+                    self.check_trial(device, profile, key)
+
+    def check_trial(self, device, profile, key):
+        d, inputs = self.trial(key)
+        y, dx, dgamma, dbeta = _emulated(profile, *inputs, device=device)
+        with self.subTest(device=device, profile=profile, trial=key):
+            self.assertEqual(_same(y, d["y"]), 1.0)
+            self.assertEqual(_same(dx, d["dx"]), 1.0)
+            self.assertEqual(_same(dgamma, d["dgamma"][:1]), 1.0)
+            self.assertEqual(_same(dbeta, d["dbeta"][:1]), 1.0)
+
+    def test_fplab_formulas_differ(self):
+        """The control: h100's BatchNorm (fplab's formulas, other orders) misses many of cuDNN's bits."""
+        shares = []
+        for key in self.trials:
+            d, inputs = self.trial(key)
+            y, dx, _, _ = _emulated("h100", *inputs)
+            shares += [_same(y, d["y"]), _same(dx, d["dx"])]
+        self.assertLess(float(np.mean(shares)), 0.9)
+
+
+@needs_torch
+class Fma32(unittest.TestCase):
+    @staticmethod
+    def exact(a, b, c) -> np.float32:
+        """fma(a, b, c) rounded once to nearest even, in rationals."""
+        value = Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c))
+        near = np.float32(float(value))
+        candidates = [np.nextafter(near, np.float32(-np.inf)), near, np.nextafter(near, np.float32(np.inf))]
+        return min(candidates, key=lambda t: (abs(Fraction(float(t)) - value),
+                                              int(np.array([t], np.float32).view(np.uint32)[0]) & 1))
+
+    def test_against_rationals(self):
+        rng = np.random.default_rng(9)
+        a, b, c = rng.standard_normal((3, 4000)).astype(np.float32)
+        c = (c * 10.0 ** rng.integers(-9, 9, 4000)).astype(np.float32)
+        # (1 + 2^-12)^2 = 1 + 2^-11 + 2^-24, a float32 midpoint: c decides the side, or the even one.
+        m = np.float32(1 + 2 ** -12)
+        a = np.concatenate([a, [m, m, m, -m]]).astype(np.float32)
+        b = np.concatenate([b, [m, m, m, m]]).astype(np.float32)
+        c = np.concatenate([c, [0, 2 ** -70, -2 ** -70, 2 ** -70]]).astype(np.float32)
+        got = fma32(torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(c)).numpy()
+        wrong = [i for i in range(len(a)) if got[i] != self.exact(a[i], b[i], c[i])]
+        self.assertEqual(wrong, [])
+        self.assertNotEqual(got[-3], got[-2])  # the midpoint cases did take the correction
+
+
+if __name__ == "__main__":
+    unittest.main()
