@@ -83,10 +83,17 @@ class Profiles(unittest.TestCase):
         self.assertFalse(rule.matches("conv", 16, 32, 3, 1, 7))
         self.assertFalse(rule.matches("conv", 16, 32, 5, 1, 14))
         self.assertFalse(rule.matches("linear", 16, 32))
-        with self.assertRaisesRegex(fplab.Error, "layer must be 'conv' or 'linear'"):
+        with self.assertRaisesRegex(fplab.Error, "layer must be 'conv', 'linear' or 'bn'"):
             rule.matches("pool", 1, 1)
-        # two Winograd weight gradients, two convolutions, three linear layers, six bias sums
-        self.assertEqual(len(rules["deterministic"]), 13)
+        # two Winograd weight gradients, two convolutions, three linear layers, six bias sums, four batch norms
+        self.assertEqual(len(rules["deterministic"]), 17)
+        bn = [r for r in rules["deterministic"] if r.batch_norm is not None]
+        self.assertEqual([(r.match, r.batch_norm) for r in bn], [(f"bn height={h}", "cudnn") for h in (14, 7, 3, 1)])
+        self.assertTrue(bn[0].matches("bn", 32, 0, 0, 0, 14))
+        self.assertFalse(bn[0].matches("bn", 16, 0, 0, 0, 28))
+        self.assertFalse(bn[0].matches("conv", 32, 32, 3, 1, 14))
+        self.assertEqual(sorted(bn[0].ops), ["bias_grad", "bn_stats"])
+        self.assertIsNone(rule.batch_norm)
         winograd = [r for r in rules["deterministic"] if r.conv_wgrad is not None]
         self.assertEqual([(r.match, r.conv_wgrad) for r in winograd],
                          [("conv in=1 out=16 kernel=3 stride=1 height=28", "winograd"),
