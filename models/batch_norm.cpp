@@ -47,6 +47,14 @@ std::vector<T> column_dots(Context& ctx, profiles::OpKind op, const Tensor<T>& a
   return out;
 }
 
+// cuDNN's orders end in warp shuffles after the chains, which fplab's GPU GEMM kernels do not
+// take: its sums run on the CPU engine, whose bits the GPU kernels reproduce where they run.
+Context on_host(const Context& ctx) {
+  Context host = ctx;
+  host.backend = nullptr;
+  return host;
+}
+
 // The GPU's rsqrt where the data are float (cuDNN's kernels are); the correctly rounded one in double.
 template <class T>
 T device_rsqrt(T v) {
@@ -133,7 +141,8 @@ Tensor<T> BatchNorm<T>::forward(const Tensor<T>& x, Context& ctx) {
 // sum's chains; invstd = the GPU's rsqrt(var + eps); y = fma(x, scale, shift) with
 // scale = gamma invstd and shift = beta - mean scale. The running statistics move as fplab's do.
 template <class T>
-Tensor<T> BatchNorm<T>::forward_cudnn(const Tensor<T>& m, Context& ctx) {
+Tensor<T> BatchNorm<T>::forward_cudnn(const Tensor<T>& m, Context& device_ctx) {
+  Context ctx = on_host(device_ctx);
   const size_t n = m.dim(0);
   const T inv_n = T(1) / static_cast<T>(n);
   std::vector<T> mean(channels_);
@@ -169,7 +178,8 @@ Tensor<T> BatchNorm<T>::forward_cudnn(const Tensor<T>& m, Context& ctx) {
 // sum's chains; dx = fma(d, a, fma(g, scale, b)) with scale = gamma invstd, k = dgamma invstd (1/n),
 // a = -(scale k) and b = -(scale dbeta (1/n)), every step rounded to T.
 template <class T>
-Tensor<T> BatchNorm<T>::backward_cudnn(const Tensor<T>& g, Context& ctx) {
+Tensor<T> BatchNorm<T>::backward_cudnn(const Tensor<T>& g, Context& device_ctx) {
+  Context ctx = on_host(device_ctx);
   const size_t n = g.dim(0);
   const T inv_n = T(1) / static_cast<T>(n);
   sum_rows(ctx, profiles::OpKind::bias_grad, g.ptr(), n, channels_, beta_.grad.ptr(), 0);
