@@ -38,7 +38,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Tuple
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 OPS = ("sum", "sum0", "nll_loss", "mm", "linear_fwd", "linear_dgrad", "linear_wgrad", "linear_bias", "conv_fwd", "conv_dgrad",
-       "conv_wgrad", "conv_bias", "bn_mean", "bn_beta_grad")
+       "conv_wgrad", "conv_bias", "bn_mean", "bn_mean_shifted", "bn_beta_grad")
 SUM_SIZES = (64, 1000, 4096, 16384)
 MM_SHAPES = ((128, 128, 4096), (1024, 1024, 1024), (64, 64, 16384))  # (M, N, K): K is the sum's n
 
@@ -202,6 +202,18 @@ def _bn_targets(dev, tensor, models: str, shape: tuple, ops: List[str]) -> Itera
             # running update, not a sum) is passed on as it is, for the probe to refuse
             return whole if abs(total - whole) <= count * 2.0 ** -20 else total
         yield Target(f"bn_mean-{name}", "bn_mean", shape, models, count, mean_sum, is_sum=True)
+    if "bn_mean_shifted" in ops:
+        # A kernel that sums x - x[0] (the channel's first value as a shift, for a one-pass variance
+        # that keeps its bits) is no tree over all of x (the probe's pivot at x[0] moves the shift),
+        # but is one over the other count - 1 values with x[0] = 0.
+        def shifted_sum(a):
+            x[:, 0] = torch.cat([torch.zeros(1, device=x.device), tensor(a)]).reshape(batch, h, h)
+            running_mean, running_var = torch.zeros(channels, device=dev), torch.ones(channels, device=dev)
+            F.batch_norm(x, running_mean, running_var, weight, bias.detach(), training=True, momentum=1.0)
+            total = running_mean[0].item() * count
+            whole = round(total)
+            return whole if abs(total - whole) <= count * 2.0 ** -20 else total
+        yield Target(f"bn_mean_shifted-{name}", "bn_mean_shifted", shape, models, count - 1, shifted_sum, is_sum=True)
     if "bn_beta_grad" in ops:
         g = torch.zeros(batch, channels, h, h, device=dev)
 
