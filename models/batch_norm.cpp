@@ -66,7 +66,7 @@ T device_rsqrt(T v) {
 
 template <class T>
 profiles::LayerShape BatchNorm<T>::layer_shape(const std::vector<size_t>& shape) const {
-  return {profiles::LayerShape::Kind::batch_norm, channels_, 0, 0, 0, shape.size() > 2 ? shape[2] : 1};
+  return {profiles::LayerShape::Kind::batch_norm, channels_, 0, 0, 0, shape.size() > 2 ? shape[2] : 1, shape[0]};
 }
 
 template <class T>

@@ -172,8 +172,9 @@ struct Reader {
                                      : k == "kernel" ? &match.kernel
                                      : k == "stride" ? &match.stride
                                      : k == "height" ? &match.height
+                                     : k == "batch"  ? &match.batch
                                                      : nullptr;
-      if (!field) fail(value, key_full, "unknown key (known here: layer, in, out, kernel, stride, height)");
+      if (!field) fail(value, key_full, "unknown key (known here: layer, in, out, kernel, stride, height, batch)");
       const auto* n = value.as_integer();
       if (!n || n->get() < 1) fail(value, key_full, "must be a whole number >= 1");
       *field = static_cast<size_t>(n->get());
@@ -182,7 +183,9 @@ struct Reader {
     if (match.kind == LayerShape::Kind::linear && (match.kernel || match.stride || match.height))
       fail(node, full, "kernel, stride and height describe convolutions, not linear layers");
     if (match.kind == LayerShape::Kind::batch_norm && (match.out || match.kernel || match.stride))
-      fail(node, full, "a batch norm is matched by in (its channels) and height only");
+      fail(node, full, "a batch norm is matched by in (its channels), height and batch only");
+    if (match.kind != LayerShape::Kind::batch_norm && match.batch)
+      fail(node, full, "batch describes batch norms (layer = \"bn\") only");
     return match;
   }
 

@@ -9,7 +9,8 @@ std::string_view layer_kind_name(LayerShape::Kind kind) {
 std::string LayerShape::describe() const {
   const std::string features = std::to_string(in) + "->" + std::to_string(out);
   if (kind == Kind::linear) return "linear(" + features + ")";
-  if (kind == Kind::batch_norm) return "batch_norm(" + std::to_string(in) + ") at " + std::to_string(height) + " pixels";
+  if (kind == Kind::batch_norm)
+    return "batch_norm(" + std::to_string(in) + ") at " + std::to_string(height) + " pixels, batch " + std::to_string(batch);
   return "conv(" + features + ", " + std::to_string(kernel) + "x" + std::to_string(kernel) + ", stride " +
          std::to_string(stride) + ") at " + std::to_string(height) + " pixels";
 }
@@ -21,7 +22,7 @@ std::string_view batch_norm_form_name(BatchNormForm form) { return form == Batch
 bool LayerMatch::matches(const LayerShape& layer) const {
   const auto agrees = [](const std::optional<size_t>& want, size_t have) { return !want || *want == have; };
   return kind == layer.kind && agrees(in, layer.in) && agrees(out, layer.out) && agrees(kernel, layer.kernel) &&
-         agrees(stride, layer.stride) && agrees(height, layer.height);
+         agrees(stride, layer.stride) && agrees(height, layer.height) && agrees(batch, layer.batch);
 }
 
 std::string LayerMatch::describe() const {
@@ -34,6 +35,7 @@ std::string LayerMatch::describe() const {
   field("kernel", kernel);
   field("stride", stride);
   field("height", height);
+  field("batch", batch);
   return s;
 }
 

@@ -102,11 +102,17 @@ bias_grad = "strided(512):seq | contig(32):tree | all:tree"
 [[default.layers]]
 match = { layer = "bn", in = 8 }
 batch_norm = "fplab"
+
+[[default.layers]]
+match = { layer = "bn", height = 7, batch = 64 }
+batch_norm = "cudnn"
 )"), "toy.toml");
   const OpTable& t = p.default_ops;
   const LayerShape bn14{LayerShape::Kind::batch_norm, 32, 0, 0, 0, 14}, bn7{LayerShape::Kind::batch_norm, 32, 0, 0, 0, 7};
   CHECK(t.batch_norm(bn14) == BatchNormForm::cudnn);
-  CHECK(t.batch_norm(bn7) == BatchNormForm::fplab);  // no rule: fplab's
+  CHECK(t.batch_norm(bn7) == BatchNormForm::fplab);  // batch 0 is not 64: no rule, fplab's
+  CHECK(t.batch_norm({LayerShape::Kind::batch_norm, 32, 0, 0, 0, 7, 64}) == BatchNormForm::cudnn);
+  CHECK(t.describe().find("layers bn height=7 batch=64: batch_norm=cudnn") != std::string::npos);
   CHECK(t.batch_norm({LayerShape::Kind::batch_norm, 8, 0, 0, 0, 14}) == BatchNormForm::cudnn);  // the first rule wins
   CHECK(t.batch_norm(conv(32, 32, 14)) == BatchNormForm::fplab);  // a convolution is no batch norm
   CHECK(sim::to_string(t.choice(OpKind::bn_stats, &bn14).schedule) ==
@@ -128,7 +134,7 @@ TEST_CASE("layer rules: malformed rules give one line naming the file, the line 
       {"[[default.layers]]\nmatch = { layer = \"pool\" }\nwgrad = \"all:seq\"\n",
        "key 'default.layers.match.layer': must be \"conv\", \"linear\" or \"bn\""},
       {"[[default.layers]]\nmatch = { layer = \"conv\", heigth = 3 }\nwgrad = \"all:seq\"\n",
-       "key 'default.layers.match.heigth': unknown key (known here: layer, in, out, kernel, stride, height)"},
+       "key 'default.layers.match.heigth': unknown key (known here: layer, in, out, kernel, stride, height, batch)"},
       {"[[default.layers]]\nmatch = { layer = \"conv\", height = 0 }\nwgrad = \"all:seq\"\n",
        "key 'default.layers.match.height': must be a whole number >= 1"},
       {"[[default.layers]]\nmatch = { layer = \"linear\", kernel = 3 }\nwgrad = \"all:seq\"\n",
@@ -137,9 +143,11 @@ TEST_CASE("layer rules: malformed rules give one line naming the file, the line 
        "key 'default.layers.softmax': unknown key (known here: match, fwd, dgrad, wgrad, bias_grad, bn_stats, conv_wgrad, "
        "batch_norm)"},
       {"[[default.layers]]\nmatch = { layer = \"bn\", out = 3 }\nbatch_norm = \"cudnn\"\n",
-       "a batch norm is matched by in (its channels) and height only"},
+       "a batch norm is matched by in (its channels), height and batch only"},
       {"[[default.layers]]\nmatch = { layer = \"bn\" }\nbatch_norm = \"miopen\"\n",
        "key 'default.layers.batch_norm': must be \"fplab\" or \"cudnn\""},
+      {"[[default.layers]]\nmatch = { layer = \"conv\", batch = 64 }\nwgrad = \"all:seq\"\n",
+       "batch describes batch norms (layer = \"bn\") only"},
       {"[[default.layers]]\nmatch = { layer = \"bn\", height = 7 }\nfwd = \"all:seq\"\n",
        "key 'default.layers.fwd': a batch norm rule sets bn_stats, bias_grad and batch_norm only"},
       {"[[default.layers]]\nmatch = { layer = \"conv\" }\nbatch_norm = \"cudnn\"\n",

@@ -84,8 +84,9 @@ class LayerRule:
     def batch_norm(self) -> Optional[str]:
         """'cudnn', 'fplab', or None where the rule does not say what arithmetic a batch norm
         takes in training."""
-    def matches(self, layer: str, in_: int, out: int, kernel: int = 0, stride: int = 0, height: int = 0) -> bool:
-        """Whether it applies to a layer: 'conv', 'linear' or 'bn' (in_: channels; height)."""
+    def matches(self, layer: str, in_: int, out: int, kernel: int = 0, stride: int = 0, height: int = 0,
+                batch: int = 0) -> bool:
+        """Whether it applies to a layer: 'conv', 'linear' or 'bn' (in_: channels; height; batch)."""
 
 class Profile:
     """A hardware profile: per operation kind a schedule and arithmetic, default and deterministic."""

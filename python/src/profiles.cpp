@@ -79,18 +79,18 @@ void bind_profiles(py::module_& m) {
       .def(
           "matches",
           [](const profiles::LayerRule& r, const std::string& layer, size_t in, size_t out, size_t kernel,
-             size_t stride, size_t height) {
+             size_t stride, size_t height, size_t batch) {
             if (layer != "conv" && layer != "linear" && layer != "bn")
               throw fp::FormatError("LayerRule.matches: layer must be 'conv', 'linear' or 'bn' (got '" + layer + "')");
             const auto kind = layer == "conv" ? profiles::LayerShape::Kind::conv
                               : layer == "bn" ? profiles::LayerShape::Kind::batch_norm
                                               : profiles::LayerShape::Kind::linear;
-            return r.match.matches({kind, in, out, kernel, stride, height});
+            return r.match.matches({kind, in, out, kernel, stride, height, batch});
           },
           py::arg("layer"), py::arg("in_"), py::arg("out"), py::arg("kernel") = 0, py::arg("stride") = 0,
-          py::arg("height") = 0,
+          py::arg("height") = 0, py::arg("batch") = 0,
           "Whether it applies to a layer: 'conv' (in/out channels, square kernel, stride, input height), "
-          "'linear' (in/out features) or 'bn' (in: channels; height).")
+          "'linear' (in/out features) or 'bn' (in: channels; height; batch).")
       .def("__str__", &profiles::describe_rule)
       .def("__repr__", [](const profiles::LayerRule& r) {
         return "LayerRule(" + std::string(py::repr(py::str(r.match.describe()))) + ")";

@@ -85,12 +85,15 @@ class Profiles(unittest.TestCase):
         self.assertFalse(rule.matches("linear", 16, 32))
         with self.assertRaisesRegex(fplab.Error, "layer must be 'conv', 'linear' or 'bn'"):
             rule.matches("pool", 1, 1)
-        # two Winograd weight gradients, two convolutions, three linear layers, six bias sums, four batch norms
-        self.assertEqual(len(rules["deterministic"]), 17)
+        # two Winograd weight gradients, two convolutions, three linear layers, six bias sums, six batch norms
+        self.assertEqual(len(rules["deterministic"]), 19)
         bn = [r for r in rules["deterministic"] if r.batch_norm is not None]
-        self.assertEqual([(r.match, r.batch_norm) for r in bn], [(f"bn height={h}", "cudnn") for h in (14, 7, 3, 1)])
-        self.assertTrue(bn[0].matches("bn", 32, 0, 0, 0, 14))
-        self.assertFalse(bn[0].matches("bn", 16, 0, 0, 0, 28))
+        self.assertEqual([(r.match, r.batch_norm) for r in bn],
+                         [("bn height=14 batch=64", "cudnn")] + [(f"bn height={h}", "cudnn") for h in (8, 7, 4, 3, 1)])
+        self.assertTrue(bn[0].matches("bn", 32, 0, 0, 0, 14, 64))
+        self.assertFalse(bn[0].matches("bn", 32, 0, 0, 0, 14, 128))  # cuDNN's other backward kernel there
+        self.assertTrue(bn[2].matches("bn", 256, 0, 0, 0, 7, 128))
+        self.assertFalse(bn[0].matches("bn", 16, 0, 0, 0, 28, 64))
         self.assertFalse(bn[0].matches("conv", 32, 32, 3, 1, 14))
         self.assertEqual(sorted(bn[0].ops), ["bias_grad", "bn_stats"])
         self.assertIsNone(rule.batch_norm)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Iterator, List, Optional, Tuple
+from typing import Iterator, List, Optional, Tuple, Union
 
 from .. import _core
 
@@ -61,8 +61,8 @@ class Site:
 
     position: int
     call: int
-    #: the linear or convolution layer it computes (_table.Layer), for profiles' layer rules
-    layer: Optional[Tuple[str, int, int, int, int, int]] = None
+    #: the linear, convolution or batch norm layer it computes (_table.Layer), for profiles' layer rules
+    layer: Optional[Tuple[Union[str, int], ...]] = None
 
     def op_id(self, op_kind: str, part: int = 0) -> int:
         """The noise key's op id for reduction ``part`` of kind ``op_kind``: mix_key({position, kind, part})."""

@@ -208,7 +208,7 @@ def batch_norm(em, op: str, p: dict) -> Any:
         return Native("evaluation without running statistics (PyTorch says why)")
     if training and x.numel() // x.shape[1] < 2:
         return Native("one value per channel (PyTorch says why)")
-    layer = ("bn", x.shape[1], 0, 0, 0, x.shape[2] if x.dim() > 2 else 1)
+    layer = ("bn", x.shape[1], 0, 0, 0, x.shape[2] if x.dim() > 2 else 1, x.shape[0])
     return _BatchNorm.apply(em, op, replace(em.next_site(), layer=layer), x, weight, bias, mean, var, training,
                             float(momentum), float(eps))
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from .. import _core
 from .._core import Error, LayerRule, OpChoice
@@ -23,9 +23,9 @@ MODES = ("default", "deterministic")
 
 #: A layer as layer rules see it: ("conv", in channels, out channels, square kernel, stride, input
 #: height), ("linear", in features, out features, 0, 0, 0) or ("bn", channels, 0, 0, 0, input
-#: height, 1 without one); 0 where a convolution's kernel or stride is not square, so that no rule
-#: naming one matches it.
-Layer = Tuple[str, int, int, int, int, int]
+#: height (1 without one), batch); 0 where a convolution's kernel or stride is not square, so that
+#: no rule naming one matches it.
+Layer = Tuple[Union[str, int], ...]
 
 
 @dataclass(frozen=True)
