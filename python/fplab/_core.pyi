@@ -297,6 +297,11 @@ def exp(x: ArrayLike) -> np.ndarray:
 def log(x: ArrayLike) -> np.ndarray:
     """log of a float32 array elementwise as the C++ layers compute it (logf)."""
 
+def dot_planes(a: np.ndarray, b: np.ndarray, schedule: Schedule, arithmetic: Arithmetic, impl_seed: int,
+               op_ids: Sequence[int], call: int) -> np.ndarray:
+    """Per channel c the dot product of the float32 planes a[:, c, :] and b[:, c, :] (B, C, P), terms
+    in the order b*P + p, as a 1 x n by n x 1 matmul keyed op_ids[c]: float32 (C,)."""
+
 def cuda_rsqrt(x: ArrayLike) -> np.ndarray:
     """rsqrtf of every element of a float32 array as an NVIDIA GPU computes it (measured on an
     H200: not correctly rounded; fp/cuda_rsqrt.hpp), a float32 array of x's shape."""

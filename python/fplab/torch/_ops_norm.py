@@ -13,7 +13,8 @@ The C++ BatchNorm layer's formulas (models/batch_norm.cpp), on the input as rows
 Where a layer rule of the profile says ``batch_norm = "cudnn"`` for the layer (match = { layer =
 "bn", in = CHANNELS, height = H }), training takes cuDNN's singleread kernels' formulas instead, as
 the C++ layer's forward_cudnn and backward_cudnn: mean = S(x) · (1/n); var = S(d·d) · (1/n) with
-d = x - mean, the squares fused into the chains (per channel a 1 x n by n x 1 GEMM, part 1 + c);
+d = x - mean, the squares fused into the chains (Engine.dot_planes: per channel a 1 x n by n x 1
+GEMM, part 1 + c);
 invstd = the GPU's rsqrt (fplab._core.cuda_rsqrt, on the host: C values) of var + eps;
 y = fma(x, scale, shift). Backward: dbeta = S(g), dgamma = S(g·d) · invstd (fused, part 1 + c),
 dx = fma(d, a, fma(g, scale, b)). The fused multiply-adds are _fma.fma32's.
@@ -111,19 +112,6 @@ def _forward_steps(em, op, site, x, weight, bias, running_mean, running_var, tra
     return (y.clone() if y is xhat else y), xhat, inv_std  # y is not the saved xhat (an in-place ReLU on it)
 
 
-def _channel_dots(em, op, op_kind: str, site, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Per channel c the dot of a[:, c] and b[:, c] (terms in (b, position) order) through op_kind's
-    schedule, the products as its arithmetic says: a 1 x n by n x 1 GEMM each, part 1 + c."""
-    engine, device = em.engine.on(a), a.device
-    if device.type == "cuda" and engine.why_not(op_kind, em.table.choice(op_kind, site.layer), gemm=True):
-        # cuDNN's orders (warp shuffles after the chains) are not the GPU GEMM's: the dots on the
-        # host, after one copy of each operand rather than one a channel.
-        engine, a, b = engine.host, a.cpu(), b.cpu()
-    dots = [engine.matmul(op, op_kind, a[:, c].reshape(1, -1).contiguous(), b[:, c].reshape(-1, 1).contiguous(), site,
-                          part=1 + c).reshape(1) for c in range(a.shape[1])]
-    return torch.cat(dots).to(device)
-
-
 def _reciprocal(n: int, like: torch.Tensor) -> torch.Tensor:
     """1/n rounded to float32, as a tensor on like's device (multiplied by, as cuDNN does)."""
     return torch.full((1,), 1.0, dtype=torch.float32, device=like.device) / torch.full(
@@ -137,7 +125,7 @@ def _forward_cudnn(em, op, site, x, weight, bias, running_mean, running_var, mom
     inv_n = _reciprocal(n, x)
     mean = em.engine.sum_planes(op, "bn_stats", x, site, part=0).to(x.device) * inv_n
     centred = x - mean.view(shape)
-    var = _channel_dots(em, op, "bn_stats", site, centred, centred) * inv_n
+    var = em.engine.on(x).dot_planes(op, "bn_stats", centred, centred, site) * inv_n
     if running_mean is not None:
         running_mean.copy_(((1 - momentum) * running_mean.double() + momentum * mean.double()).float())
     if running_var is not None:
@@ -158,7 +146,7 @@ def _backward_cudnn(em, op, site, gy, centred, inv_std, weight, need_x) -> tuple
     n = gy.numel() // gy.shape[1]
     inv_n = _reciprocal(n, gy)
     dbeta = em.engine.sum_planes(op, "bias_grad", gy, site, part=0).to(gy.device)
-    dgamma = _channel_dots(em, op, "bias_grad", site, gy, centred) * inv_std
+    dgamma = em.engine.on(gy).dot_planes(op, "bias_grad", gy, centred, site) * inv_std
     dx = None
     if need_x:
         gamma = weight if weight is not None else torch.ones_like(inv_std)
