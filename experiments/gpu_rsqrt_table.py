@@ -20,7 +20,8 @@ correctly rounded result (float64 first; where that lies within 2^-40 of a float
 exactly in integers); the differences (device - correct, in ulps) as int8 into --out (NumPy .npz,
 written under a temporary name, then renamed), with their histogram printed; then the scaling
 checked on --samples random positive normal floats across the exponent range, and the device's
-results for zeros, infinities, NaN, negatives and subnormals printed (not modelled).
+results for zeros, infinities, NaN, negatives and subnormals printed (fp/cuda_rsqrt.cpp models them:
+tests/test_cuda_rsqrt.cpp holds it to the device's samples, subnormals among them).
 
 check: the table's emulation (emulate() below) against the device on --samples random positive
 normal floats: the share bit-identical (must be 100% for the table to stand for the device). The

@@ -39,7 +39,8 @@ const std::vector<uint8_t>& packed_table() {
 }
 
 // Whether 1/sqrt(m) > h for m, h > 0 given by float bits, decided exactly: h^2 m against 1.
-// m = M 2^-23 (M < 2^25, m in [1, 4)) and h = H 2^-s with H < 2^25: H^2 M against 2^(2s + 23).
+// m = M 2^(e - 23) (M < 2^24, e = 0 or 1) and h = H 2^-s (H <= 2^26 for s = 26): H^2 M against
+// 2^(2s + 23 - e), at most 2^76, in 128-bit integers.
 int compare_midpoint(uint32_t m_bits, uint64_t h_units, int h_shift) {
   const unsigned __int128 m_units = (m_bits & 0x7FFFFF) | 0x800000;  // m = m_units 2^(e - 23)
   const int m_exponent = static_cast<int>(m_bits >> 23) - 127;        // 0 or 1 on [1, 4)

@@ -92,7 +92,10 @@ Tensor<T> BatchNorm<T>::forward(const Tensor<T>& x, Context& ctx) {
   const profiles::LayerShape layer = layer_shape(x.shape);
   const LayerShapeScope scope(ctx, layer);
   Tensor<T> m = to_rows(x, channels_);
-  if (ctx.training && ctx.ops->batch_norm(layer) == profiles::BatchNormForm::cudnn) {
+  // PyTorch sends only inputs with positions (3 or more dimensions) and eps >= cuDNN's least
+  // (1e-5) to cuDNN; the others run its own kernel, fplab's formula here.
+  if (ctx.training && x.shape.size() > 2 && eps_ >= 1e-5 &&
+      ctx.ops->batch_norm(layer) == profiles::BatchNormForm::cudnn) {
     Tensor<T> y = forward_cudnn(m, ctx);
     shape_ = x.shape;
     return from_rows(y, x.shape);
@@ -129,6 +132,7 @@ Tensor<T> BatchNorm<T>::forward(const Tensor<T>& x, Context& ctx) {
     }
   if (ctx.training) {
     xhat_ = std::move(xhat);
+    centred_ = {};
     inv_std_ = inv_std;
     shape_ = x.shape;
     cudnn_ = false;
@@ -170,6 +174,7 @@ Tensor<T> BatchNorm<T>::forward_cudnn(const Tensor<T>& m, Context& device_ctx) {
       y.data[at] = std::fma(m.data[at], scale[c], shift[c]);
     }
   centred_ = std::move(centred);
+  xhat_ = {};
   cudnn_ = true;
   return y;
 }

@@ -1,9 +1,11 @@
 // Batch normalisation over (B) for (B, C) inputs and over (B, H, W) for (B, C, H, W) inputs.
 // Training uses the batch statistics, whose sums follow the bn_stats schedule (the mean, then
-// the mean squared deviation: parts 0 and 1); gamma and beta gradients follow bias_grad.
+// the mean squared deviation: parts 0 and 1; in cuDNN's form the variance's per-channel dots,
+// parts 1 + c); gamma and beta gradients follow bias_grad (likewise).
 // Running statistics (momentum 0.1, unbiased variance, as PyTorch) are used in evaluation.
 // The arithmetic around the sums is the profile's batch_norm form for the layer (a layer rule's
-// match = { layer = "bn", in = CHANNELS, height = H }): fplab's formulas, or in training cuDNN's
+// match = { layer = "bn", in = CHANNELS, height = H, batch = B }): fplab's formulas, or in training
+// on inputs with positions (as PyTorch sends to cuDNN) cuDNN's
 // singleread kernels' (profiles/layer_rule.hpp, BatchNormForm), which take the variance's squares
 // and gamma's gradient as FMA chains (a per-channel dot through the same schedules) and the GPU's
 // rsqrt (fp/cuda_rsqrt.hpp).

@@ -20,7 +20,7 @@ struct Context {
   uint64_t algo_seed = 0;  // algorithmic noise (models/algo_noise.hpp): init, data, dropout
   uint64_t call = 0;       // the training step (or an evaluation batch, in its own range)
   uint64_t layer = 0;      // index of the layer computing now
-  // The linear or convolution layer computing now (nullptr in any other), for profiles whose
+  // The linear, convolution or batch norm layer computing now (nullptr in any other), for profiles whose
   // kernels differ per layer shape (OpTable::layer_rules).
   const profiles::LayerShape* layer_shape = nullptr;
   bool training = true;
@@ -38,7 +38,7 @@ struct Context {
   }
 };
 
-// Sets ctx.layer_shape while a linear or convolution layer computes; restores it after.
+// Sets ctx.layer_shape while a linear, convolution or batch norm layer computes; restores it after.
 class LayerShapeScope {
  public:
   LayerShapeScope(Context& ctx, const profiles::LayerShape& shape) : ctx_(ctx), saved_(ctx.layer_shape) {

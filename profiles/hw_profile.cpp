@@ -236,7 +236,8 @@ struct Reader {
           fail(entry, full + "." + std::string(op_kind_name(kind)), "a batch norm rule sets bn_stats, bias_grad and batch_norm only");
       if (!bn && (rule.ops[static_cast<size_t>(OpKind::bn_stats)] || rule.batch_norm))
         fail(entry, full, "bn_stats and batch_norm need match = { layer = \"bn\", ... }");
-      if (bn && rule.conv_wgrad) fail(entry, full + ".conv_wgrad", "needs match = { layer = \"conv\", ... }");
+      if (bn && rule.conv_wgrad)
+        fail(entry, full + ".conv_wgrad", "describes convolutions: it needs match = { layer = \"conv\", ... }");
       // F(4x4, 3x3) takes 3x3 stride-1 convolutions only: the rule must not reach another shape.
       if (rule.conv_wgrad == ConvWgrad::winograd &&
           (rule.match.kind != LayerShape::Kind::conv || rule.match.kernel != 3u || rule.match.stride != 1u))

@@ -43,7 +43,7 @@ struct OpTable {
   ConvDgrad conv_dgrad = ConvDgrad::col2im;
   const OpChoice& operator[](OpKind kind) const { return ops[static_cast<size_t>(kind)]; }
   OpChoice& operator[](OpKind kind) { return ops[static_cast<size_t>(kind)]; }
-  // What `kind` uses in `layer` (nullptr: a reduction outside a linear or convolution layer).
+  // What `kind` uses in `layer` (nullptr: a reduction outside a linear, convolution or batch norm layer).
   const OpChoice& choice(OpKind kind, const LayerShape* layer) const;
   // How `layer`'s weight gradient is computed: the first rule matching it that sets conv_wgrad, else gemm.
   ConvWgrad conv_wgrad(const LayerShape& layer) const;

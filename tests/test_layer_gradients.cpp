@@ -28,9 +28,12 @@ const profiles::OpTable& fp64_table() {
   return table;
 }
 
+// The table the checks run under (the fp64 left folds unless a case says otherwise).
+const profiles::OpTable* g_table = nullptr;
+
 Context context() {
   Context ctx;
-  ctx.ops = &fp64_table();
+  ctx.ops = g_table ? g_table : &fp64_table();
   ctx.algo_seed = 7;
   ctx.call = 3;
   ctx.training = true;
@@ -151,6 +154,30 @@ TEST_CASE("fp64 finite differences: batchnorm in training mode, 1d (B,C) and 2d 
   BatchNorm<double> bn1(5), bn2(3);
   check_layer(bn1, random_tensor({6, 5}, g), g);
   check_layer(bn2, random_tensor({3, 3, 2, 4}, g), g);
+}
+
+TEST_CASE("fp64 finite differences: batchnorm in cuDNN's form (a batch_norm = cudnn layer rule)") {
+  // cuDNN's formulas (models/batch_norm.cpp: forward_cudnn, backward_cudnn) are another algebra for
+  // the same gradient: fma(d, a, fma(g, scale, b)) must still be dL/dx, dgamma and dbeta exactly so
+  // in fp64 up to the differences' error.
+  profiles::OpTable table = fp64_table();
+  profiles::LayerRule rule;
+  rule.match.kind = profiles::LayerShape::Kind::batch_norm;
+  rule.batch_norm = profiles::BatchNormForm::cudnn;
+  table.layer_rules.push_back(rule);
+  g_table = &table;
+  std::mt19937_64 g(14);
+  const auto x = random_tensor({3, 3, 2, 4}, g);
+  BatchNorm<double> bn(3), plain(3);
+  Context ctx = context();
+  bn.initialize(ctx);
+  plain.initialize(ctx);
+  const auto y = bn.forward(x, ctx);
+  Context fplab_ctx = ctx;
+  fplab_ctx.ops = &fp64_table();
+  CHECK(y.data != plain.forward(x, fplab_ctx).data);  // the rule is in effect: other roundings
+  check_layer(bn, x, g);
+  g_table = nullptr;
 }
 
 TEST_CASE("fp64 finite differences: global average pooling and dropout (fixed mask per step)") {

@@ -98,13 +98,14 @@ class Engine:
                                    site.op_id(op_kind, part), site.call)
         return torch.from_numpy(sums.astype(np.float32))
 
-    def dot_planes(self, op: str, op_kind: str, a: torch.Tensor, b: torch.Tensor, site: Site) -> torch.Tensor:
+    def dot_planes(self, op: str, op_kind: str, a: torch.Tensor, b: torch.Tensor, site: Site,
+                   where: Optional[str] = None) -> torch.Tensor:
         """Per channel c of a and b (B, C, ...) the dot product over batch and positions, term (b, p)
         at b·P + p, in the order and arithmetic of ``op_kind`` (products fused where it says): a
         1 x n by n x 1 GEMM each, reduction part 1 + c (models/batch_norm.cpp's column_dots, cuDNN's
-        form of a batch norm): a float32 tensor (C,)."""
+        form of a batch norm): a float32 tensor (C,). ``where``: what coverage() says ran it."""
         choice = self.table.choice(op_kind, site.layer)
-        self.coverage.emulated(op, op_kind, choice, self.where(op_kind, choice))
+        self.coverage.emulated(op, op_kind, choice, where or self.where(op_kind, choice))
         shape = (a.shape[0], a.shape[1], -1)
         op_ids = [site.op_id(op_kind, 1 + c) for c in range(a.shape[1])]
         dots = _core.dot_planes(as_array(a).reshape(shape), as_array(b).reshape(shape), choice.schedule,

@@ -197,7 +197,9 @@ class CudaEngine:
     def dot_planes(self, op: str, op_kind: str, a: torch.Tensor, b: torch.Tensor, site: Site) -> torch.Tensor:
         """Engine.dot_planes on the host: cuDNN's BatchNorm orders end in warp shuffles after the
         chains, which no GEMM kernel of fplab's takes (one copy of each operand, C values back)."""
-        return self.host.dot_planes(op, op_kind, a.cpu(), b.cpu(), site).to(self.device)
+        return self.host.dot_planes(op, op_kind, a.cpu(), b.cpu(), site,
+                                    where="cpu (from cuda: a cuDNN-form batch norm's dots run on the CPU engine)"
+                                    ).to(self.device)
 
     # --- convolutions, fused -------------------------------------------------------------------------
 

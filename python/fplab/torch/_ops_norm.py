@@ -11,7 +11,8 @@ The C++ BatchNorm layer's formulas (models/batch_norm.cpp), on the input as rows
   and dx = gamma · inv_std / n · (n · g - dbeta - xhat · dgamma) (evaluation: g · gamma · inv_std).
 
 Where a layer rule of the profile says ``batch_norm = "cudnn"`` for the layer (match = { layer =
-"bn", in = CHANNELS, height = H }), training takes cuDNN's singleread kernels' formulas instead, as
+"bn", in = CHANNELS, height = H, batch = B }), training on inputs that PyTorch sends to cuDNN (3 or
+more dimensions, gamma and beta given, eps >= 1e-5) takes cuDNN's singleread kernels' formulas, as
 the C++ layer's forward_cudnn and backward_cudnn: mean = S(x) · (1/n); var = S(d·d) · (1/n) with
 d = x - mean, the squares fused into the chains (Engine.dot_planes: per channel a 1 x n by n x 1
 GEMM, part 1 + c);
@@ -52,7 +53,10 @@ class _BatchNorm(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, em, op, site, x, weight, bias, running_mean, running_var, training, momentum, eps):
-        ctx.cudnn = training and em.table.batch_norm(site.layer) == "cudnn"
+        # PyTorch sends a batch norm to cuDNN only with positions (3 or more dimensions), gamma and
+        # beta, and eps >= cuDNN's least (1e-5); the others run its own kernel: fplab's formula here.
+        ctx.cudnn = (training and x.dim() > 2 and weight is not None and bias is not None and eps >= 1e-5
+                     and em.table.batch_norm(site.layer) == "cudnn")
         if ctx.cudnn:
             y, centred, inv_std = _forward_cudnn(em, op, site, x, weight, bias, running_mean, running_var, momentum,
                                                  eps)

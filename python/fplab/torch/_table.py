@@ -41,7 +41,7 @@ class Table:
     _chosen: Dict[Tuple[str, Optional[Layer]], OpChoice] = field(default_factory=dict, repr=False, compare=False)
 
     def choice(self, op_kind: str, layer: Optional["Layer"] = None) -> OpChoice:
-        """What ``op_kind`` uses in ``layer`` (None: outside a linear or convolution layer): the
+        """What ``op_kind`` uses in ``layer`` (None: outside a linear, convolution or batch norm layer): the
         first layer rule that matches it and sets the kind, else the table's entry
         (profiles::OpTable::choice)."""
         key = (op_kind, layer)
