@@ -302,6 +302,10 @@ def dot_planes(a: np.ndarray, b: np.ndarray, schedule: Schedule, arithmetic: Ari
     """Per channel c the dot product of the float32 planes a[:, c, :] and b[:, c, :] (B, C, P), terms
     in the order b*P + p, as a 1 x n by n x 1 matmul keyed op_ids[c]: float32 (C,)."""
 
+def channel_fma(x: np.ndarray, scale: np.ndarray, addend: np.ndarray) -> np.ndarray:
+    """fma(x[b, c, p], scale[c], addend) rounded once, for float32 x (B, C, P), scale (C,) and the
+    addend per channel (C,) or per element (B, C, P): a float32 array of x's shape."""
+
 def cuda_rsqrt(x: ArrayLike) -> np.ndarray:
     """rsqrtf of every element of a float32 array as an NVIDIA GPU computes it (measured on an
     H200: not correctly rounded; fp/cuda_rsqrt.hpp), a float32 array of x's shape."""

@@ -106,6 +106,25 @@ class Fma32(unittest.TestCase):
         self.assertEqual(wrong, [])
         self.assertNotEqual(got[-3], got[-2])  # the midpoint cases did take the correction
 
+    def test_channel_fma_is_fma32_with_one_factor_per_channel(self):
+        """The CPU's one-pass form (fplab._core.channel_fma) against fma32's, addend per channel and per
+        element, with values that meet float32 midpoints among them."""
+        from fplab.torch._fma import channel_fma
+        rng = np.random.default_rng(10)
+        x = torch.from_numpy(rng.standard_normal((3, 4, 5, 6)).astype(np.float32))
+        x[0, 0, 0, 0] = 1 + 2 ** -12
+        scale = torch.from_numpy(rng.standard_normal(4).astype(np.float32))
+        scale[0] = 1 + 2 ** -12
+        per_channel = torch.from_numpy(rng.standard_normal(4).astype(np.float32) * 1e-3)
+        per_channel[0] = 2 ** -70
+        per_element = torch.from_numpy(rng.standard_normal((3, 4, 5, 6)).astype(np.float32))
+        shape = (1, 4, 1, 1)
+        for addend, broadcast in ((per_channel, per_channel.view(shape)), (per_element, per_element)):
+            want = fma32(x, scale.view(shape), broadcast)
+            self.assertTrue(torch.equal(channel_fma(x, scale, addend), want))
+        self.assertNotEqual(float(channel_fma(x, scale, per_channel)[0, 0, 0, 0]),
+                            float(((x[0, 0, 0, 0].double() * scale[0].double()).float() + per_channel[0])))
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -12,6 +12,21 @@ from __future__ import annotations
 
 import torch
 
+from .. import _core
+
+
+def channel_fma(x: torch.Tensor, scale: torch.Tensor, addend: torch.Tensor) -> torch.Tensor:
+    """fma(x, scale per channel (dimension 1), addend per channel or per element), one rounding:
+    on the CPU in one pass of the C library's fma (fplab._core.channel_fma), elsewhere fma32."""
+    shape = (1, x.shape[1]) + (1,) * (x.dim() - 2)
+    if x.device.type != "cpu":
+        return fma32(x, scale.view(shape), addend.view(shape) if addend.dim() == 1 else addend)
+    planes = (x.shape[0], x.shape[1], -1)
+    add = addend.detach().contiguous().numpy() if addend.dim() == 1 else \
+        addend.detach().contiguous().numpy().reshape(planes)
+    out = _core.channel_fma(x.detach().contiguous().numpy().reshape(planes), scale.detach().contiguous().numpy(), add)
+    return torch.from_numpy(out).reshape(x.shape)
+
 
 def fma32(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
     """fma(a, b, c) of float32 tensors (broadcast together), one rounding, as a float32 tensor."""

@@ -31,7 +31,7 @@ from torch.autograd.function import once_differentiable
 
 from .. import _core
 from ._divide import divided
-from ._fma import fma32
+from ._fma import channel_fma
 from ._handler import handles
 from ._native import Native, unsupported
 
@@ -137,27 +137,23 @@ def _forward_cudnn(em, op, site, x, weight, bias, running_mean, running_var, mom
         running_var.copy_(((1 - momentum) * running_var.double() + momentum * unbiased.double()).float())
     # The GPU's rsqrt of C values, on the host: the measured table, the same bits on any device.
     inv_std = torch.from_numpy(_core.cuda_rsqrt((var + eps).cpu().numpy())).to(x.device)
-    gamma = weight if weight is not None else torch.ones_like(inv_std)
-    beta = bias if bias is not None else torch.zeros_like(inv_std)
-    scale = gamma * inv_std
-    shift = beta - mean * scale
-    return fma32(x, scale.view(shape), shift.view(shape)), centred, inv_std
+    scale = weight * inv_std  # gamma and beta are given: PyTorch sends no other batch norm to cuDNN
+    shift = bias - mean * scale
+    return channel_fma(x, scale, shift), centred, inv_std
 
 
 def _backward_cudnn(em, op, site, gy, centred, inv_std, weight, need_x) -> tuple:
     """(dx or None, dgamma, dbeta) as cuDNN's bn_bw_1C11_singleread computes them."""
-    shape = _per_channel(gy)
     n = gy.numel() // gy.shape[1]
     inv_n = _reciprocal(n, gy)
     dbeta = em.engine.sum_planes(op, "bias_grad", gy, site, part=0).to(gy.device)
     dgamma = em.engine.on(gy).dot_planes(op, "bias_grad", gy, centred, site) * inv_std
     dx = None
     if need_x:
-        gamma = weight if weight is not None else torch.ones_like(inv_std)
-        scale = gamma * inv_std
+        scale = weight * inv_std
         a = -(scale * ((dgamma * inv_std) * inv_n))
         b = -(scale * (dbeta * inv_n))
-        dx = fma32(centred, a.view(shape), fma32(gy, scale.view(shape), b.view(shape)))
+        dx = channel_fma(centred, a, channel_fma(gy, scale, b))
     return dx, dgamma, dbeta
 
 
