@@ -7,7 +7,9 @@
   table of seeded +-1 differences);
 - measure on PyTorch's CPU rsqrt writes a table that check then finds bit for bit on other floats
   (the CPU's rsqrt is not correctly rounded either: the table is not all zeros); a partial table is
-  refused by check, an --out folder that does not exist by measure, before any work.
+  refused by check, an --out folder that does not exist by measure, before any work;
+- pack's two-bit form unpacks to the table, samples covers subnormals and the special values, and
+  the table fplab carries (fp/data/cuda_rsqrt_delta.bin.gz) is whole.
 """
 
 import contextlib
@@ -98,3 +100,30 @@ class RsqrtTable(unittest.TestCase):
                                                    "--out", os.path.join(folder, "missing", "r.npz")]), 2)
             self.assertIn("not the whole [1, 4)", errors.getvalue())
             self.assertIn("cannot write into", errors.getvalue())
+
+    def test_pack_unpacks_to_the_table_and_samples_cover_every_kind(self):
+        rng = np.random.default_rng(8)
+        delta = rng.integers(-2, 2, 1 << 24).astype(np.int8)
+        self.assertTrue(np.array_equal(self.script.unpack_table(self.script.pack_table(delta)), delta))
+        with self.assertRaises(ValueError):
+            self.script.pack_table(np.array([2, 0, 0, 0], dtype=np.int8))  # +2 has no two-bit code
+        with tempfile.TemporaryDirectory() as folder:
+            npz, packed = os.path.join(folder, "t.npz"), os.path.join(folder, "t.bin.gz")
+            np.savez_compressed(npz, delta=delta)
+            with contextlib.redirect_stdout(io.StringIO()):
+                self.assertEqual(self.script.main(["pack", npz, packed]), 0)
+            self.assertTrue(np.array_equal(self.script.read_table(packed), delta))
+            samples = os.path.join(folder, "s.bin")
+            with contextlib.redirect_stdout(io.StringIO()):
+                self.assertEqual(self.script.main(["samples", "--device", "cpu", "--count", "4096",
+                                                   "--out", samples]), 0)
+            pairs = np.fromfile(samples, dtype="<u4").reshape(-1, 2)
+            self.assertEqual(len(pairs), 4096)
+            x = pairs[:, 0].view(np.float32)
+            self.assertGreater(int(np.count_nonzero((x > 0) & (x < np.float32(2.0 ** -126)))), 400)  # subnormals
+            self.assertTrue(np.isnan(x).any() and np.isinf(x).any() and (x < 0).any() and (x == 0).any())
+        # The table fplab carries is a whole one, of the four differences a GPU's rsqrt shows.
+        shipped = self.script.read_table(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fp",
+                                                      "data", "cuda_rsqrt_delta.bin.gz"))
+        self.assertEqual(len(shipped), 1 << 24)
+        self.assertEqual(sorted(np.unique(shipped).tolist()), [-2, -1, 0, 1])
