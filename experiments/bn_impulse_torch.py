@@ -4,7 +4,7 @@ for a channel that is all zeros but for ones at chosen (image, pixel) positions.
 
   experiments/bn_impulse_torch.py --device cuda --shape 64x16@28 --out results/bn-impulse.npz
   experiments/bn_impulse_torch.py --device cuda --shape 64x16@28 --pairs 16 --out results/bn-pairs.npz
-  experiments/bn_impulse_torch.py --device cpu --shape 4x2@3 --pairs 2 --out /tmp/bn-impulse.npz
+  experiments/bn_impulse_torch.py --device cpu --shape 4x2@4 --pairs 2 --out /tmp/bn-impulse.npz
 
 A kernel that sums a channel and multiplies by 1/n saves the same mean wherever a single 1 lies.
 One that merges partial means (Welford's or Chan's updates) does not: the rounding of each merge
@@ -97,7 +97,7 @@ def _save(path: str, **arrays) -> None:
 def main(argv: List[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="example:\n  %(prog)s --device cpu --shape 4x2@3 --pairs 2 "
+                                     epilog="example:\n  %(prog)s --device cpu --shape 4x2@4 --pairs 2 "
                                             "--out /tmp/bn-impulse.npz\n")
     parser.add_argument("--device", default="cuda", help="cuda or cpu (default: %(default)s)")
     parser.add_argument("--shape", default="64x16@28", help="BATCHxCHANNELS@SIZE (default: %(default)s)")
