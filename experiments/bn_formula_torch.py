@@ -40,16 +40,26 @@ import numpy as np
 EPS = 1e-5
 
 
-def _shape(text: str) -> Tuple[int, int, int]:
-    """'BxC@S' -> (batch, channels, size)."""
+def batch_norm_shape(text: str) -> Tuple[int, int, int]:
+    """'BxC@S' -> (batch, channels, size), every number positive (the BatchNorm experiments' shapes:
+    bn_trials_torch.py and bn_impulse_torch.py take theirs from here); argparse.ArgumentTypeError
+    with one line otherwise."""
     try:
         dims, size = text.split("@")
         batch, channels = (int(v) for v in dims.split("x"))
         shape = (batch, channels, int(size))
     except ValueError:
         raise argparse.ArgumentTypeError(f"'{text}': a shape is BATCHxCHANNELS@SIZE, e.g. 64x16@28") from None
-    if min(shape) < 1 or (shape[0] * shape[2] * shape[2]) % 2:
-        raise argparse.ArgumentTypeError(f"'{text}': positive numbers, batch x size x size even (values in pairs)")
+    if min(shape) < 1:
+        raise argparse.ArgumentTypeError(f"'{text}': positive numbers")
+    return shape
+
+
+def _shape(text: str) -> Tuple[int, int, int]:
+    """batch_norm_shape, the values of a channel in +- pairs."""
+    shape = batch_norm_shape(text)
+    if (shape[0] * shape[2] * shape[2]) % 2:
+        raise argparse.ArgumentTypeError(f"'{text}': batch x size x size even (values in pairs)")
     return shape
 
 

@@ -30,17 +30,8 @@ from typing import List, Tuple
 
 import numpy as np
 
-
-def _shape(text: str) -> Tuple[int, int, int]:
-    try:
-        dims, size = text.split("@")
-        batch, channels = (int(v) for v in dims.split("x"))
-        shape = (batch, channels, int(size))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}': a shape is BATCHxCHANNELS@SIZE, e.g. 64x16@28") from None
-    if min(shape) < 1:
-        raise argparse.ArgumentTypeError(f"'{text}': positive numbers")
-    return shape
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bn_formula_torch import batch_norm_shape  # noqa: E402  (the BatchNorm experiments' shapes)
 
 
 class Channel:
@@ -106,7 +97,7 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--out", required=True, help="the .npz to write")
     args = parser.parse_args(argv)
     try:
-        shape = _shape(args.shape)
+        shape = batch_norm_shape(args.shape)
     except argparse.ArgumentTypeError as e:
         print(f"bn_impulse_torch.py: {e}", file=sys.stderr)
         return 2

@@ -28,20 +28,18 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bn_formula_torch import batch_norm_shape  # noqa: E402  (the BatchNorm experiments' shapes)
+
 EPS = 1e-5
 DEFAULT_SHAPES = "64x16@28,64x32@14,64x32@7,64x64@7,64x128@3,64x256@1"
 
 
 def _shape(text: str) -> Tuple[int, int, int]:
-    """'BxC@S' -> (batch, channels, size)."""
-    try:
-        dims, size = text.split("@")
-        batch, channels = (int(v) for v in dims.split("x"))
-        shape = (batch, channels, int(size))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}': a shape is BATCHxCHANNELS@SIZE, e.g. 64x16@28") from None
-    if min(shape) < 1 or shape[0] * shape[2] * shape[2] < 2:
-        raise argparse.ArgumentTypeError(f"'{text}': positive numbers, at least two values a channel")
+    """batch_norm_shape, at least two values a channel (training mode needs them)."""
+    shape = batch_norm_shape(text)
+    if shape[0] * shape[2] * shape[2] < 2:
+        raise argparse.ArgumentTypeError(f"'{text}': at least two values a channel")
     return shape
 
 

@@ -39,6 +39,7 @@ little-endian uint32 pairs (the input's bits, the result's bits) into --out.
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 import tempfile
@@ -116,17 +117,24 @@ def _random_normals(count: int, seed: int) -> np.ndarray:
     return ((exponents << 23) | rng.integers(0, 1 << 23, count, dtype=np.uint32)).view(np.float32)
 
 
-def _save(path: str, **arrays) -> None:
-    """An .npz written whole or not at all: a temporary name in the same folder, then renamed."""
-    folder = os.path.dirname(os.path.abspath(path))
-    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".rsqrt-", suffix=".npz")
+def _write_whole(path: str, data: bytes) -> None:
+    """A file written whole or not at all: a temporary name in the same folder, then renamed."""
+    handle, temporary = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".rsqrt-")
     try:
         with os.fdopen(handle, "wb") as f:
-            np.savez_compressed(f, **arrays)
+            f.write(data)
+        os.chmod(temporary, 0o644)
         os.replace(temporary, path)
     except BaseException:
         os.unlink(temporary)
         raise
+
+
+def _save(path: str, **arrays) -> None:
+    """An .npz of the arrays, written whole or not at all."""
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **arrays)
+    _write_whole(path, buffer.getvalue())
 
 
 def measure(args: argparse.Namespace) -> int:
@@ -195,15 +203,7 @@ def pack(args: argparse.Namespace) -> int:
     if len(delta) != SPAN:
         print(f"gpu_rsqrt_table.py: {args.table} holds {len(delta)} values, not the whole [1, 4)", file=sys.stderr)
         return 2
-    handle, temporary = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(args.out)), prefix=".rsqrt-")
-    try:
-        with os.fdopen(handle, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0) as f:
-            f.write(pack_table(delta))
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, args.out)
-    except BaseException:
-        os.unlink(temporary)
-        raise
+    _write_whole(args.out, gzip.compress(pack_table(delta), compresslevel=9, mtime=0))
     print(f"wrote {args.out} ({os.path.getsize(args.out)} bytes)")
     return 0
 
@@ -223,15 +223,7 @@ def samples(args: argparse.Namespace) -> int:
     x = sample_inputs(args.count, 3)
     y = _device_rsqrt(torch, x, args.device)
     pairs = np.stack([x.view(np.uint32), y.view(np.uint32)], axis=1).astype("<u4")
-    handle, temporary = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(args.out)), prefix=".rsqrt-")
-    try:
-        with os.fdopen(handle, "wb") as f:
-            f.write(pairs.tobytes())
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, args.out)
-    except BaseException:
-        os.unlink(temporary)
-        raise
+    _write_whole(args.out, pairs.tobytes())
     print(f"wrote {args.out}: {len(x)} inputs and the device's results")
     return 0
 
