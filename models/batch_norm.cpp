@@ -4,6 +4,7 @@
 
 #include "fp/cuda_rsqrt.hpp"
 #include "models/compute.hpp"
+#include "sim/channel_dots.hpp"
 
 namespace fplab::models {
 namespace {
@@ -32,11 +33,20 @@ Tensor<T> from_rows(const Tensor<T>& m, const std::vector<size_t>& shape) {
 
 // Per channel c, the dot of column c of a and of b (both N x C): a 1 x N by N x 1 GEMM each, so that
 // the products enter the op's schedule as its arithmetic says (fused into FMA chains, as cuDNN's
-// kernels square the deviations and multiply the gradients). Part 1 + c keys channel c.
+// kernels square the deviations and multiply the gradients). Part 1 + c keys channel c. In float
+// sim::channel_dots, which fplab.torch calls too; in double (the gradient tests) the reference GEMM.
 template <class T>
 std::vector<T> column_dots(Context& ctx, profiles::OpKind op, const Tensor<T>& a, const Tensor<T>& b, size_t channels) {
   const size_t n = a.dim(0);
-  std::vector<T> ac(n), bc(n), out(channels);
+  std::vector<T> out(channels);
+  if constexpr (std::is_same_v<T, float>) {
+    std::vector<sim::NoiseKey> keys;
+    for (size_t c = 0; c < channels; ++c) keys.push_back(ctx.key(op, 1 + c));
+    const profiles::OpChoice& choice = ctx.choice(op);
+    sim::channel_dots(choice.schedule, choice.arithmetic, a.ptr(), b.ptr(), {n, channels, 1}, keys, out.data());
+    return out;
+  }
+  std::vector<T> ac(n), bc(n);
   for (size_t c = 0; c < channels; ++c) {
     for (size_t i = 0; i < n; ++i) {
       ac[i] = a.data[i * channels + c];

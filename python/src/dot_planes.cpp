@@ -8,7 +8,7 @@
 #include <pybind11/stl.h>
 
 #include "python/src/bindings.hpp"
-#include "sim/engine.hpp"
+#include "sim/channel_dots.hpp"
 
 namespace fplab::python {
 namespace {
@@ -24,9 +24,7 @@ FloatArray float32_planes(py::handle object, const char* name) {
 }
 
 // Per channel c the dot product of a[:, c, :] and b[:, c, :] (B, C, P), terms in the order b·P + p,
-// each a 1 x (B·P) by (B·P) x 1 sim::gemm keyed {impl_seed, op_ids[c], call}: what models/
-// batch_norm.cpp's column_dots computes in cuDNN's form (the products fused into the schedule's
-// chains where its arithmetic says), in one call rather than one a channel.
+// keyed {impl_seed, op_ids[c], call}: sim::channel_dots, as models/batch_norm.cpp's column_dots.
 py::array_t<float> dot_planes_array(py::handle a_in, py::handle b_in, const sim::Schedule& schedule,
                                     const sim::Arithmetic& arithmetic, uint64_t impl_seed,
                                     const std::vector<uint64_t>& op_ids, uint64_t call) {
@@ -34,24 +32,18 @@ py::array_t<float> dot_planes_array(py::handle a_in, py::handle b_in, const sim:
   for (int d = 0; d < 3; ++d)
     if (a.shape(d) != b.shape(d)) throw std::invalid_argument("dot_planes: a and b must have the same shape");
   const auto batch = static_cast<size_t>(a.shape(0)), channels = static_cast<size_t>(a.shape(1));
-  const auto positions = static_cast<size_t>(a.shape(2)), n = batch * positions;
+  const auto positions = static_cast<size_t>(a.shape(2));
   if (op_ids.size() != channels)
     throw std::invalid_argument("dot_planes: op_ids must give one op id per channel (" + std::to_string(channels) +
                                 "), got " + std::to_string(op_ids.size()));
   py::array_t<float> out(static_cast<py::ssize_t>(channels));
+  std::vector<sim::NoiseKey> keys;
+  for (const uint64_t op_id : op_ids) keys.push_back({impl_seed, op_id, call});
   const float *a_data = a.data(), *b_data = b.data();
   float* out_data = out.mutable_data();
   {
     py::gil_scoped_release unlocked;
-    std::vector<float> ac(n), bc(n);
-    for (size_t c = 0; c < channels; ++c) {
-      for (size_t i = 0; i < batch; ++i)
-        for (size_t p = 0; p < positions; ++p) {
-          ac[i * positions + p] = a_data[(i * channels + c) * positions + p];
-          bc[i * positions + p] = b_data[(i * channels + c) * positions + p];
-        }
-      sim::gemm(schedule, ac.data(), bc.data(), out_data + c, {1, 1, n}, arithmetic, {impl_seed, op_ids[c], call});
-    }
+    sim::channel_dots(schedule, arithmetic, a_data, b_data, {batch, channels, positions}, keys, out_data);
   }
   return out;
 }
