@@ -24,7 +24,9 @@
 #include "sim/cuda/gpu_plan.hpp"
 #include "sim/cuda/gpu_reduce.hpp"
 #include "sim/cuda/gpu_seeded.hpp"
+#include "sim/channel_dots.hpp"
 #include "sim/engine.hpp"
+#include "sim/tree_as_shuffle.hpp"
 #include "sim/generate.hpp"
 
 using namespace fplab;
@@ -576,6 +578,46 @@ TEST_CASE("gpu segmented sums == sim::reduce_batch bit for bit: training's sums 
       INFO(text << ", " << rows << " rows x " << cols << " columns");
       CHECK(same_both_ways(by_columns, by_rows, cpu) == cols);
     }
+}
+
+TEST_CASE("gpu segmented fused dots == sim::channel_dots bit for bit: cuDNN-form BatchNorm's dots") {
+  // Which plans take a dot: the products are fused into the first pass's strided chains.
+  CHECK(dot_why_not(plan_reduction(parse_schedule("strided(512):seq | contig(32):shfl_down | all:shfl_down"))).empty());
+  CHECK_FALSE(dot_why_not(plan_reduction(parse_schedule("contig(8):seq | contig(32):shfl_down | all:seq"))).empty());
+  CHECK_FALSE(dot_why_not(plan_reduction(parse_schedule("strided(128):seq | contig(4):seq | all:shfl_down"))).empty());
+  if (!have_device()) return;
+  const char* schedules[] = {// cuDNN's singleread BatchNorm kernels (h100-torch's layer rules)
+                             "strided(512):seq | contig(32):shfl_down | all:shfl_down",
+                             "strided(512):seq | contig(32):tree | all:tree",
+                             "strided(256):seq | contig(32):shfl_xor | all:seq",
+                             "strided(32):seq | all:shfl_up",
+                             "cub-sum(256,1056)",
+                             "strided(1024):seq | contig(32):seq | all:shfl_up"};
+  const std::pair<size_t, size_t> shapes[] = {{1, 1}, {3, 5}, {64, 3}, {576, 16}, {3136, 4}, {12544, 2}, {50177, 3}};
+  GpuSegmentedReduction gpu;
+  size_t checked = 0;
+  for (const char* text : schedules)
+    for (const auto& [n, channels] : shapes) {
+      const Schedule s = parse_schedule(text);
+      // a tree stage runs as shfl_up where its groups are powers of two for this n (the caller's
+      // choice: fplab.torch's); elsewhere the dots stay on the host
+      const auto shuffles = trees_as_shuffles(s, n);
+      if (!shuffles && s.stages[1].reducer.kind == Reducer::Kind::tree) continue;
+      const ReductionPlan plan = plan_reduction(shuffles ? *shuffles : s);
+      ++checked;
+      const auto a = floats("normal:" + std::to_string(n * channels), n + channels);
+      const auto b = floats("lognormal:" + std::to_string(n * channels), 3 * n + channels);
+      std::vector<float> cpu(channels), on_gpu(channels, 1.0f);
+      const std::vector<NoiseKey> keys(channels);
+      // (outer 1, channels, inner n): channel c's terms are a[c·n ...], the layout run_dots reads
+      channel_dots(s, Arithmetic{}, a.data(), b.data(), {1, channels, n}, keys, cpu.data());
+      gpu.run_dots(plan, a.data(), b.data(), n, channels, on_gpu.data());
+      size_t same = 0;
+      for (size_t c = 0; c < channels; ++c) same += std::bit_cast<uint32_t>(cpu[c]) == std::bit_cast<uint32_t>(on_gpu[c]);
+      INFO(text << ", " << n << " terms x " << channels << " channels");
+      CHECK(same == channels);
+    }
+  CHECK(checked >= 38);  // all but the tree schedule's 3 and 5 terms a channel
 }
 
 TEST_CASE("gpu plan: the seeded-order kernel takes GROUPS:{seq|atomic} [| all:{seq|atomic}]") {

@@ -32,6 +32,7 @@
 #include "sim/cuda/gpu_transpose.hpp"
 #include "sim/engine.hpp"
 #include "sim/schedule.hpp"
+#include "sim/tree_as_shuffle.hpp"
 
 namespace fplab::python {
 namespace {
@@ -50,10 +51,12 @@ struct DeviceKernels {
   // rows (positions x C_out, forward; the output gradient's rows, backward), the weight gradient
   // as the GEMM makes it (taps x C_out).
   gpu::DeviceBuffer conv_weight, conv_rows, conv_dw;
+  // A cuDNN-form batch norm's two operands as per-channel segments (cuda_dot_planes).
+  gpu::DeviceBuffer dot_a, dot_b;
   size_t workspace_bytes() const {
     return gemm.workspace_bytes() + tensor_core_gemm.workspace_bytes() + sums.workspace_bytes() +
            seeded.workspace_bytes() + k_order.workspace_bytes() + programs.workspace_bytes() + exact.workspace_bytes() +
-           conv_weight.bytes() + conv_rows.bytes() + conv_dw.bytes();
+           conv_weight.bytes() + conv_rows.bytes() + conv_dw.bytes() + dot_a.bytes() + dot_b.bytes();
   }
 };
 
@@ -84,6 +87,14 @@ std::optional<gpu::ReductionPlan> fast_plan(const sim::Schedule& schedule) {
     if (plan.deterministic()) return plan;
   } catch (const gpu::NotRealisable&) {
   }
+  return std::nullopt;
+}
+
+// The same for n terms: also where a tree stage adds in shfl_up's pairs for that n (its groups all
+// powers of two: sim::trees_as_shuffles), as cuDNN's BatchNorm backward's sums do.
+std::optional<gpu::ReductionPlan> fast_plan(const sim::Schedule& schedule, size_t n) {
+  if (std::optional<gpu::ReductionPlan> plan = fast_plan(schedule)) return plan;
+  if (const std::optional<sim::Schedule> shuffles = sim::trees_as_shuffles(schedule, n)) return fast_plan(*shuffles);
   return std::nullopt;
 }
 
@@ -240,7 +251,8 @@ struct SumPlans {
   bool exact = false;  // all:exact: the exact kernel
   std::optional<gpu::ReductionPlan> fast;
   std::optional<gpu::SeededPlan> seeded;
-  explicit SumPlans(const sim::Schedule& s) : schedule(s), exact(gpu::exact_sum_schedule(s)), fast(fast_plan(s)) {
+  // n: the terms a sum has (a tree stage may then run as shuffles: fast_plan)
+  SumPlans(const sim::Schedule& s, size_t n) : schedule(s), exact(gpu::exact_sum_schedule(s)), fast(fast_plan(s, n)) {
     if (fast || exact) return;
     try {
       seeded = gpu::plan_seeded(s);
@@ -283,7 +295,7 @@ void sum_segments_in_place(DeviceKernels& k, const SumPlans& plans, const float*
 
 void sum_batch(uintptr_t x, size_t n, size_t count, bool columns, uintptr_t out, const sim::Schedule& schedule,
                int device, const sim::NoiseKey& key) {
-  const SumPlans plans(schedule);
+  const SumPlans plans(schedule, n);
   py::gil_scoped_release unlocked;
   const std::lock_guard<std::mutex> held(kernels_lock);
   sum_batch_on(kernels_on(device), plans, device_floats(x), n, count, columns, device_floats_out(out), key);
@@ -304,6 +316,48 @@ gpu::PlanesShape planes_of(py::tuple shape) {
   return {shape[0].cast<size_t>(), shape[1].cast<size_t>(), shape[2].cast<size_t>()};
 }
 
+// Why cuda_dot_planes cannot take a schedule and arithmetic ("" where it can).
+std::string dot_why_not(const sim::Schedule& schedule, const sim::Arithmetic& arithmetic, size_t n) {
+  if (!arithmetic.native_float() || arithmetic.products != sim::Products::fused)
+    return "a cuDNN-form batch norm's dots on the GPU: fp32, round to nearest even, products fused";
+  const std::optional<gpu::ReductionPlan> plan = fast_plan(schedule, n);
+  if (!plan) return "schedule '" + sim::to_string(schedule) + "' is not the reduction kernel's (deterministically)";
+  if (std::string why = gpu::dot_why_not(*plan); !why.empty()) return why;
+  std::string why;
+  return gpu::device_available(&why) ? std::string() : why;
+}
+
+// fma(x, scale[c], addend) elementwise on the device (x, addend when per element, out: (batch,
+// channels, positions) float32; scale and a per-channel addend: channels floats).
+void cuda_channel_fma(uintptr_t x, uintptr_t scale, uintptr_t addend, bool addend_per_element, py::tuple shape,
+                      uintptr_t out, int device) {
+  const gpu::PlanesShape planes = planes_of(shape);
+  py::gil_scoped_release unlocked;
+  const std::lock_guard<std::mutex> held(kernels_lock);
+  gpu::use_device(device);
+  gpu::channel_fma(device_floats(x), device_floats(scale), device_floats(addend), addend_per_element, planes,
+                   device_floats_out(out));
+}
+
+// Per channel of a and b (batch, channels, positions) the fused dot over the terms b·P + p, in the
+// schedule's order (sim::channel_dots' bits): the operands laid out as segments on the device,
+// then the reduction kernel with the products fused into its chains.
+void cuda_dot_planes(uintptr_t a, uintptr_t b, py::tuple shape, uintptr_t out, const sim::Schedule& schedule,
+                     int device) {
+  const gpu::PlanesShape planes = planes_of(shape);
+  const std::optional<gpu::ReductionPlan> plan = fast_plan(schedule, planes.per_channel());
+  if (!plan) throw gpu::NotRealisable("cuda_dot_planes: schedule '" + sim::to_string(schedule) + "' is not the reduction kernel's");
+  py::gil_scoped_release unlocked;
+  const std::lock_guard<std::mutex> held(kernels_lock);
+  DeviceKernels& k = kernels_on(device);
+  const size_t n = planes.per_channel(), ld = gpu::segment_stride(planes);
+  float* const segments_a = k.dot_a.reserve<float>(std::max<size_t>(ld * planes.channels, 1));
+  float* const segments_b = k.dot_b.reserve<float>(std::max<size_t>(ld * planes.channels, 1));
+  gpu::batch_norm_segments(gpu::SegmentTerms::values, device_floats(a), nullptr, planes, segments_a, ld);
+  gpu::batch_norm_segments(gpu::SegmentTerms::values, device_floats(b), nullptr, planes, segments_b, ld);
+  k.sums.run_dots_in_place(*plan, segments_a, segments_b, n, ld, planes.channels, device_floats_out(out));
+}
+
 float* optional_floats(uintptr_t address) { return address ? device_floats_out(address) : nullptr; }
 
 // BatchNorm's forward (python/fplab/torch/_ops_norm.py): in training the two sums of kind
@@ -318,7 +372,8 @@ void cuda_batch_norm_forward(uintptr_t x, uintptr_t xhat, uintptr_t y, uintptr_t
   const gpu::PlanesShape planes = planes_of(shape);
   const sim::NoiseKey mean_key{impl_seed, op_ids[0].cast<uint64_t>(), call};
   const sim::NoiseKey var_key{impl_seed, op_ids[1].cast<uint64_t>(), call};
-  const std::optional<SumPlans> plans = training ? std::optional<SumPlans>(SumPlans(schedule)) : std::nullopt;
+  const std::optional<SumPlans> plans =
+      training ? std::optional<SumPlans>(SumPlans(schedule, planes.per_channel())) : std::nullopt;
   py::gil_scoped_release unlocked;
   const std::lock_guard<std::mutex> held(kernels_lock);
   DeviceKernels& k = kernels_on(device);
@@ -356,7 +411,7 @@ void cuda_batch_norm_backward(uintptr_t gy, uintptr_t xhat, uintptr_t inv_std, u
   const gpu::PlanesShape planes = planes_of(shape);
   const sim::NoiseKey beta_key{impl_seed, op_ids[0].cast<uint64_t>(), call};
   const sim::NoiseKey gamma_key{impl_seed, op_ids[1].cast<uint64_t>(), call};
-  const SumPlans plans(schedule);
+  const SumPlans plans(schedule, planes.per_channel());
   const size_t c = planes.channels, n = planes.per_channel();
   const size_t ld = gpu::segment_stride(planes);
   const bool together = plans.fast.has_value();
@@ -445,7 +500,7 @@ void cuda_conv2d_backward(uintptr_t x, uintptr_t weight, uintptr_t gy, uintptr_t
   const sim::ConvGeometry g = geometry_of(shape, kernel, stride, padding);
   const std::optional<DeviceGemm> wgrad_plan = gw ? std::optional(plan_device_gemm(wgrad)) : std::nullopt;
   const std::optional<DeviceGemm> dgrad_plan = dx ? std::optional(plan_device_gemm(dgrad)) : std::nullopt;
-  const std::optional<SumPlans> bias_plans = gb ? std::optional<SumPlans>(SumPlans(bias_grad)) : std::nullopt;
+  const std::optional<SumPlans> bias_plans = gb ? std::optional<SumPlans>(SumPlans(bias_grad, g.rows())) : std::nullopt;
   py::gil_scoped_release unlocked;
   const std::lock_guard<std::mutex> held(kernels_lock);
   DeviceKernels& k = kernels_on(device);
@@ -492,6 +547,19 @@ void bind_cuda(py::module_& m) {
   m.def("cuda_why_not", &why_not, py::arg("gemm"), py::arg("schedule"), py::arg("arithmetic"), py::arg("device") = 0,
         "Why fplab's CUDA kernels cannot run a GEMM (gemm=True) or a reduction in this schedule and arithmetic "
         "with the CPU engine's bits on the device: one line, or '' when they can.");
+  m.def("cuda_dot_why_not", &dot_why_not, py::arg("schedule"), py::arg("arithmetic"), py::arg("n"),
+        "Why cuda_dot_planes cannot run a cuDNN-form batch norm's dots of n terms a channel in this schedule and "
+        "arithmetic with the CPU engine's bits: one line, or '' when it can.");
+  m.def("cuda_dot_planes", &cuda_dot_planes, py::arg("a"), py::arg("b"), py::arg("shape"), py::arg("out"),
+        py::arg("schedule"), py::arg("device") = 0,
+        "out[c] = per channel the dot of a and b (device addresses of float32 (batch, channels, positions) tensors) "
+        "over the terms b*P + p, each product fused into the schedule's chains (dot_planes' bits); out: channels "
+        "device floats. Enqueued on the default stream.");
+  m.def("cuda_channel_fma", &cuda_channel_fma, py::arg("x"), py::arg("scale"), py::arg("addend"),
+        py::arg("addend_per_element"), py::arg("shape"), py::arg("out"), py::arg("device") = 0,
+        "out = fma(x, scale[c], addend) on the device, one rounding: x, out (and addend where per element) device "
+        "addresses of float32 (batch, channels, positions) tensors, scale (and a per-channel addend) of channels "
+        "floats. Enqueued on the default stream.");
   m.def("cuda_matmul", &cuda_matmul, py::arg("a"), py::arg("b"), py::arg("c"), py::arg("m"), py::arg("n"), py::arg("k"),
         py::arg("schedule"), py::arg("device") = 0, py::arg("impl_seed") = 0, py::arg("op_id") = 0,
         py::arg("call") = 0, py::arg("rounded_products") = false,

@@ -127,6 +127,17 @@ __global__ void input_gradient_kernel(bool training, const float* __restrict__ g
   }
 }
 
+template <class Index, class Divide>
+__global__ void channel_fma_kernel(const float* __restrict__ x, const float* __restrict__ scale,
+                                   const float* __restrict__ addend, bool addend_per_element, Planes<Index, Divide> s,
+                                   float* __restrict__ out) {
+  for (Index e = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; e < s.count;
+       e += static_cast<Index>(gridDim.x) * blockDim.x) {
+    const Index c = channel_of(s, e);
+    out[e] = __fmaf_rn(x[e], scale[c], addend_per_element ? addend[e] : addend[c]);
+  }
+}
+
 // Calls launch(planes) with the shape's divisors in the narrowest index width that holds every
 // index up to `extent` (at least the shape's size).
 template <class Launch>
@@ -185,6 +196,15 @@ void batch_norm_input_gradient(bool training, const float* gy, const float* xhat
                                                                   planes, count_of(shape.per_channel()), dx);
   });
   FPLAB_CUDA_LAUNCHED("batch_norm_input_gradient");
+}
+
+void channel_fma(const float* x, const float* scale, const float* addend, bool addend_per_element,
+                 const PlanesShape& shape, float* out) {
+  if (shape.size() == 0) return;
+  with_planes(shape.size(), shape, [&](auto planes) {
+    channel_fma_kernel<<<blocks_for(shape.size()), kThreads>>>(x, scale, addend, addend_per_element, planes, out);
+  });
+  FPLAB_CUDA_LAUNCHED("channel_fma");
 }
 
 }  // namespace fplab::sim::gpu

@@ -64,4 +64,9 @@ void batch_norm_input_gradient(bool training, const float* gy, const float* xhat
                                const float* weight, const float* dbeta, const float* dgamma, const PlanesShape& shape,
                                float* dx);
 
+// out = fma(x, scale[c], addend) elementwise, one rounding (cuDNN's BatchNorm form: y and dx),
+// addend per channel (addend[c]) or per element (addend[e], x's layout).
+void channel_fma(const float* x, const float* scale, const float* addend, bool addend_per_element,
+                 const PlanesShape& shape, float* out);
+
 }  // namespace fplab::sim::gpu

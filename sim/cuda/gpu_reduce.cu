@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <cstring>
 #include <unordered_map>
+#include <utility>
 
 #include "sim/cuda/cuda_check.cuh"
 #include "sim/cuda/gpu_reduce.hpp"
@@ -48,6 +49,9 @@ struct PassArgs {
   float* result;
   int32_t* ticket_order;  // recorded when not null
   float* old_values;      // atomic: what each block's atomicAdd returned (recorded when not null)
+  // A fused dot (reduce_pass<..., true> only): term i is x[i]·y[i], fused into the thread's chain
+  // (fmaf), segment y's second operand at y + segment * ld.
+  const float* y = nullptr;
 };
 
 template <WarpOrder O>
@@ -116,6 +120,17 @@ __device__ __forceinline__ Terms<V> load(const float* p) {
 
 // How a thread takes its terms (BlockPass: contiguous, vector or interleaved accumulators).
 enum class Fold : uint8_t { contiguous, vector, interleaved };
+
+// A fused dot's thread fold (one accumulator, strided): thread t's chain takes the products of
+// the terms t + k*P in order, each fused into the sum (fmaf: one rounding), as sim::gemm's chains
+// with products = "fused" do.
+__device__ __forceinline__ float thread_dot(const PassArgs& a, const float* x, const float* y) {
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= a.threads) return -0.0f;
+  float acc = -0.0f;
+  for (int64_t i = t; i < a.n; i += a.threads) acc = __fmaf_rn(__ldg(x + i), __ldg(y + i), acc);
+  return acc;
+}
 
 // A thread's fold. Strided: accumulator j of thread t folds the terms V*t + j + k*V*P in order
 // (the residue classes of strided(V*P)), then the accumulators are added in order (contig(V):seq);
@@ -348,14 +363,19 @@ __device__ float fold_partials_in_order(const float* partials, unsigned count, f
   return s;  // thread 0's
 }
 
-template <int V, WarpOrder O, Fold F>
+template <int V, WarpOrder O, Fold F, bool Dot = false>
 __global__ void __launch_bounds__(1024) reduce_pass(PassArgs a) {
   __shared__ float warp_sums[32];
   __shared__ float stage[kStage];
   __shared__ bool last;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const unsigned segment = blockIdx.y;
-  const float mine = warp_reduce<O>(thread_fold<V, F>(a, a.x + segment * a.ld));
+  float folded;
+  if constexpr (Dot)
+    folded = thread_dot(a, a.x + segment * a.ld, a.y + segment * a.ld);
+  else
+    folded = thread_fold<V, F>(a, a.x + segment * a.ld);
+  const float mine = warp_reduce<O>(folded);
   float* const partials = a.partials + static_cast<int64_t>(segment) * gridDim.x;
   unsigned* const ticket_counter = a.ticket + segment;
   float* const result = a.result + segment;
@@ -484,7 +504,27 @@ PassKernel pass_kernel(const BlockPass& p) {
   return kernel_by_fold<WarpOrder::shfl_xor>(p);
 }
 
+// A fused dot's first pass (one accumulator a thread, strided: dot_pass_why_not).
+PassKernel dot_kernel(const BlockPass& p) {
+  switch (p.warp) {
+    case WarpOrder::shfl_down:
+      return reduce_pass<1, WarpOrder::shfl_down, Fold::vector, true>;
+    case WarpOrder::shfl_up:
+      return reduce_pass<1, WarpOrder::shfl_up, Fold::vector, true>;
+    case WarpOrder::seq:
+      return reduce_pass<1, WarpOrder::seq, Fold::vector, true>;
+    case WarpOrder::shfl_xor:
+      break;
+  }
+  return reduce_pass<1, WarpOrder::shfl_xor, Fold::vector, true>;
+}
+
 void launch_pass(const BlockPass& p, int64_t blocks, unsigned segments, const PassArgs& a) {
+  if (a.y != nullptr) {
+    dot_kernel(p)<<<dim3(static_cast<unsigned>(blocks), segments), p.threads_per_block()>>>(a);
+    FPLAB_CUDA_LAUNCHED("reduce_pass (dot)");
+    return;
+  }
   if (p.contiguous && a.chunk >= a.n && blocks == 1 && (a.mode == Mode::result || a.mode == Mode::store)) {
     serial_pass<<<dim3(1, segments), 32>>>(a);
     FPLAB_CUDA_LAUNCHED("serial_pass");
@@ -509,7 +549,8 @@ int64_t chunk_of(const BlockPass& p, int64_t n) {
 // pass, the atomic combine's preparation, the second pass. partials: segments * blocks floats;
 // ticket and result: one per segment.
 void launch_reduction(const ReductionPlan& plan, const float* x, int64_t n, int64_t ld, unsigned segments,
-                      float* partials, unsigned* ticket, float* result, int32_t* ticket_order, float* old_values) {
+                      float* partials, unsigned* ticket, float* result, int32_t* ticket_order, float* old_values,
+                      const float* y = nullptr) {
   const int64_t grid = plan.first.blocks(n);
   // A block whose threads hold no term gives the partial -0, which changes no sum it enters
   // (x + -0 == x for every x, zeros of either sign included), in order or in the second pass's
@@ -535,7 +576,8 @@ void launch_reduction(const ReductionPlan& plan, const float* x, int64_t n, int6
              ticket,
              result,
              ticket_order,
-             old_values};
+             old_values,
+             y};
   switch (plan.combine) {
     case GridCombine::single_block:
       a.mode = Mode::result;
@@ -714,17 +756,19 @@ void grow(T*& p, size_t& capacity, size_t need) {
 
 GpuSegmentedReduction::~GpuSegmentedReduction() {
   for (void* p : {static_cast<void*>(input_), static_cast<void*>(segments_), static_cast<void*>(partials_),
-                  static_cast<void*>(ticket_), static_cast<void*>(results_)})
+                  static_cast<void*>(ticket_), static_cast<void*>(results_), static_cast<void*>(second_)})
     if (p) cudaFree(p);
 }
 
 size_t GpuSegmentedReduction::workspace_bytes() const {
-  return (input_capacity_ + segments_capacity_ + partials_capacity_ + results_capacity_) * sizeof(float) +
+  return (input_capacity_ + segments_capacity_ + partials_capacity_ + results_capacity_ + second_capacity_) *
+             sizeof(float) +
          ticket_capacity_ * sizeof(unsigned);
 }
 
 void GpuSegmentedReduction::reduce_segments(const ReductionPlan& plan, const float* device_segments, size_t n,
-                                            size_t ld, size_t count, float* results, bool device_results) {
+                                            size_t ld, size_t count, float* results, bool device_results,
+                                            const float* device_second) {
   if (count == 0) return;
   const auto terms = static_cast<int64_t>(n);
   const int64_t blocks = plan.first.blocks(terms);
@@ -738,7 +782,8 @@ void GpuSegmentedReduction::reduce_segments(const ReductionPlan& plan, const flo
   for (size_t first = 0; first < count; first += kMaxSegmentsALaunch) {
     const auto segments = static_cast<unsigned>(std::min<size_t>(count - first, kMaxSegmentsALaunch));
     launch_reduction(plan, device_segments + first * ld, terms, static_cast<int64_t>(ld), segments, partials_,
-                     ticket_ + first, out + first, nullptr, nullptr);
+                     ticket_ + first, out + first, nullptr, nullptr,
+                     device_second == nullptr ? nullptr : device_second + first * ld);
   }
   if (!device_results) FPLAB_CUDA(cudaMemcpy(results, results_, count * sizeof(float), cudaMemcpyDefault));
 }
@@ -750,6 +795,33 @@ void GpuSegmentedReduction::run_in_place(const ReductionPlan& plan, const float*
         "segmented reduction in place: the segments' stride must be a multiple of 4 floats "
         "at least n, their start 16-byte aligned");
   reduce_segments(plan, segments, n, ld, count, results, true);
+}
+
+void GpuSegmentedReduction::run_dots_in_place(const ReductionPlan& plan, const float* a, const float* b, size_t n,
+                                              size_t ld, size_t count, float* results) {
+  if (const std::string why = dot_why_not(plan); !why.empty()) throw NotRealisable(why);
+  if (ld < n) throw std::invalid_argument("segmented dots: the segments' stride must be at least n");
+  reduce_segments(plan, a, n, ld, count, results, true, b);
+}
+
+void GpuSegmentedReduction::run_dots(const ReductionPlan& plan, const float* a, const float* b, size_t n,
+                                     size_t count, float* results) {
+  if (const std::string why = dot_why_not(plan); !why.empty()) throw NotRealisable(why);
+  const size_t ld = (n + 3) / 4 * 4;
+  grow(segments_, segments_capacity_, std::max<size_t>(ld * count, 1));
+  grow(second_, second_capacity_, std::max<size_t>(ld * count, 1));
+  if (n > 0)
+    for (auto [from, to] : {std::pair{a, segments_}, std::pair{b, second_}})
+      FPLAB_CUDA(cudaMemcpy2D(to, ld * sizeof(float), from, n * sizeof(float), n * sizeof(float), count,
+                              cudaMemcpyDefault));
+  reduce_segments(plan, segments_, n, ld, count, results, false, second_);
+}
+
+std::string dot_why_not(const ReductionPlan& plan) {
+  if (plan.first.contiguous || plan.first.vector != 1 || plan.first.interleaved)
+    return "a fused dot's first stage must be strided(P):seq with one accumulator a thread";
+  if (!plan.deterministic()) return "a fused dot's partials must not meet in atomics";
+  return "";
 }
 
 void GpuSegmentedReduction::run(const ReductionPlan& plan, const float* values, size_t n, size_t count,

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "sim/cuda/gpu_plan.hpp"
@@ -85,19 +86,33 @@ class GpuSegmentedReduction {
   // (BatchNorm's, sim/cuda/gpu_batch_norm). Throws std::invalid_argument on a misaligned layout.
   void run_in_place(const ReductionPlan& plan, const float* segments, size_t n, size_t ld, size_t count,
                     float* results);
+  // Fused dots on segments laid out as run_in_place's: results[s] = the schedule's sum of the
+  // products a[s·ld + i]·b[s·ld + i], each fused into its thread's chain (fmaf, one rounding), the
+  // partials then added as the plan says: sim::gemm's 1 x n by n x 1 products with products =
+  // "fused" (sim::channel_dots), bit for bit, for plans dot_why_not accepts (else NotRealisable).
+  // a, b (count x n, row-major) and results host or device memory, as run's.
+  void run_dots(const ReductionPlan& plan, const float* a, const float* b, size_t n, size_t count, float* results);
+  // The same on segments already laid out (a and b at s·ld, device memory; results in device memory).
+  void run_dots_in_place(const ReductionPlan& plan, const float* a, const float* b, size_t n, size_t ld,
+                         size_t count, float* results);
   // Bytes of device memory this object holds (its copies of the terms, partials, results, tickets).
   size_t workspace_bytes() const;
 
  private:
   // device_results: results is device memory, written by the kernels directly.
   void reduce_segments(const ReductionPlan& plan, const float* device_segments, size_t n, size_t ld, size_t count,
-                       float* results, bool device_results = false);
+                       float* results, bool device_results = false, const float* device_second = nullptr);
 
-  float *input_ = nullptr, *segments_ = nullptr, *partials_ = nullptr, *results_ = nullptr;
+  float *input_ = nullptr, *segments_ = nullptr, *partials_ = nullptr, *results_ = nullptr, *second_ = nullptr;
   unsigned* ticket_ = nullptr;
   size_t input_capacity_ = 0, segments_capacity_ = 0, partials_capacity_ = 0, results_capacity_ = 0,
-         ticket_capacity_ = 0;
+         ticket_capacity_ = 0, second_capacity_ = 0;
 };
+
+// Why run_dots_in_place cannot take a plan ("" where it can): the products are fused into the
+// first pass's chains, which must be strided with one accumulator a thread, and the partials'
+// order must not be the hardware's (no atomic combine).
+std::string dot_why_not(const ReductionPlan& plan);
 
 // Plans (throws NotRealisable), uploads and runs: the GPU's fp32 result of the schedule.
 float reduce(const Schedule& schedule, std::span<const float> values);

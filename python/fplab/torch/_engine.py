@@ -19,6 +19,7 @@ import torch
 from .. import _core
 from .._core import OpChoice
 from ._coverage import CoverageRecorder
+from ._fma import channel_fma
 from ._keys import Site
 from ._table import Table
 
@@ -165,6 +166,11 @@ class Engine:
         """x (B, M, N) transposed to (B, N, M), then given ``shape``: a tensor of its own memory
         (not a view made inside an autograd.Function)."""
         return torch.from_numpy(_core.transpose_batches(as_array(x)).reshape(shape))
+
+    def channel_fma(self, x: torch.Tensor, scale: torch.Tensor, addend: torch.Tensor) -> torch.Tensor:
+        """fma(x, scale per channel (dimension 1), addend per channel or per element), one rounding
+        (_fma.channel_fma: the C library's fma)."""
+        return channel_fma(x, scale, addend)
 
     def sqrt(self, x: torch.Tensor) -> torch.Tensor:
         """The correctly rounded float32 square root, elementwise (NumPy's: the CPU's instruction);

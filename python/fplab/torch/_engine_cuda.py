@@ -103,7 +103,7 @@ class CudaEngine:
         self.coverage = coverage
         _core.cuda_device(self.index)  # fplab.Error at once when fplab's kernels cannot run here
         #: why a choice of an op kind cannot run on the kernels ("" where it can), by (kind, schedule)
-        self._why_not: Dict[Tuple[str, str], str] = {}
+        self._why_not: Dict[tuple, str] = {}
         self.host = Engine(table, impl_seed, coverage, where=lambda kind, choice: f"cpu (from cuda: {self.why_not(kind, choice) or self.why_not(kind, choice, gemm=True)})")
         self._scratch = torch.empty(0, dtype=torch.float32, device=device)
         #: _tap_index's maps on the device by geometry: every slab and group of a layer, every step
@@ -195,11 +195,27 @@ class CudaEngine:
         return sums
 
     def dot_planes(self, op: str, op_kind: str, a: torch.Tensor, b: torch.Tensor, site: Site) -> torch.Tensor:
-        """Engine.dot_planes on the host: cuDNN's BatchNorm orders end in warp shuffles after the
-        chains, which no GEMM kernel of fplab's takes (one copy of each operand, C values back)."""
-        return self.host.dot_planes(op, op_kind, a.cpu(), b.cpu(), site,
-                                    where="cpu (from cuda: a cuDNN-form batch norm's dots run on the CPU engine)"
-                                    ).to(self.device)
+        """Engine.dot_planes's bits: on the device where the reduction kernel takes the schedule
+        with the products fused into its strided chains (cuDNN's BatchNorm orders: strided(P):seq,
+        then warp and block shuffles or trees of powers of two; _core.cuda_dot_planes), else on
+        the host (a copy of each operand there, C values back)."""
+        choice = self.table.choice(op_kind, site.layer)
+        n = a.numel() // max(1, a.shape[1])
+        key = ("dot", str(choice), n)  # a tree stage runs as shuffles for some n only
+        if key not in self._why_not:
+            self._why_not[key] = _core.cuda_dot_why_not(choice.schedule, choice.arithmetic, n)
+        why = self._why_not[key]
+        if why:
+            return self.host.dot_planes(op, op_kind, a.cpu(), b.cpu(), site, where=f"cpu (from cuda: {why})"
+                                        ).to(self.device)
+        self.coverage.emulated(op, op_kind, choice, "cuda")
+        a, b = self._dense(a), self._dense(b)
+        batch, channels = a.shape[0], a.shape[1]
+        dots = torch.empty(channels, dtype=torch.float32, device=self.device)
+        positions = a.numel() // max(1, batch * channels)
+        self._kernels(_core.cuda_dot_planes, a.data_ptr(), b.data_ptr(), (batch, channels, positions), dots.data_ptr(),
+                      choice.schedule, self.index)
+        return dots
 
     # --- convolutions, fused -------------------------------------------------------------------------
 
@@ -386,6 +402,16 @@ class CudaEngine:
     def transposed(self, x: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
         """x (B, M, N) transposed to (B, N, M), then given ``shape``: a tensor of its own memory."""
         return x.detach().transpose(1, 2).contiguous().reshape(shape)
+
+    def channel_fma(self, x: torch.Tensor, scale: torch.Tensor, addend: torch.Tensor) -> torch.Tensor:
+        """fma(x, scale per channel (dimension 1), addend per channel or per element), one rounding,
+        in one kernel of fplab's (_core.cuda_channel_fma)."""
+        x, scale, addend = self._dense(x), self._dense(scale), self._dense(addend)
+        out = torch.empty_like(x)
+        batch, channels = x.shape[0], x.shape[1]
+        self._kernels(_core.cuda_channel_fma, x.data_ptr(), scale.data_ptr(), addend.data_ptr(), addend.dim() != 1,
+                      (batch, channels, x.numel() // max(1, batch * channels)), out.data_ptr(), self.index)
+        return out
 
     def sqrt(self, x: torch.Tensor) -> torch.Tensor:
         """The correctly rounded float32 square root, elementwise (CUDA's sqrtf: IEEE without fast math)."""

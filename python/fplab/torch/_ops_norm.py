@@ -18,7 +18,8 @@ d = x - mean, the squares fused into the chains (Engine.dot_planes: per channel 
 GEMM, part 1 + c);
 invstd = the GPU's rsqrt (fplab._core.cuda_rsqrt, on the host: C values) of var + eps;
 y = fma(x, scale, shift). Backward: dbeta = S(g), dgamma = S(g·d) · invstd (fused, part 1 + c),
-dx = fma(d, a, fma(g, scale, b)). The fused multiply-adds are _fma.fma32's.
+dx = fma(d, a, fma(g, scale, b)). The fused multiply-adds are the engine's channel_fma (the C
+library's fma on the CPU, fplab's kernel on CUDA).
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from torch.autograd.function import once_differentiable
 
 from .. import _core
 from ._divide import divided
-from ._fma import channel_fma
 from ._handler import handles
 from ._native import Native, unsupported
 
@@ -139,7 +139,7 @@ def _forward_cudnn(em, op, site, x, weight, bias, running_mean, running_var, mom
     inv_std = torch.from_numpy(_core.cuda_rsqrt((var + eps).cpu().numpy())).to(x.device)
     scale = weight * inv_std  # gamma and beta are given: PyTorch sends no other batch norm to cuDNN
     shift = bias - mean * scale
-    return channel_fma(x, scale, shift), centred, inv_std
+    return em.engine.on(x).channel_fma(x, scale, shift), centred, inv_std
 
 
 def _backward_cudnn(em, op, site, gy, centred, inv_std, weight, need_x) -> tuple:
@@ -153,7 +153,8 @@ def _backward_cudnn(em, op, site, gy, centred, inv_std, weight, need_x) -> tuple
         scale = weight * inv_std
         a = -(scale * ((dgamma * inv_std) * inv_n))
         b = -(scale * (dbeta * inv_n))
-        dx = channel_fma(centred, a, channel_fma(gy, scale, b))
+        engine = em.engine.on(gy)
+        dx = engine.channel_fma(centred, a, engine.channel_fma(gy, scale, b))
     return dx, dgamma, dbeta
 
 
