@@ -43,17 +43,37 @@ def _shape(text: str) -> Tuple[int, int, int]:
     return shape
 
 
-def inputs(shape: Tuple[int, int, int], trial: int) -> Dict[str, np.ndarray]:
-    """x (B, C, S, S) with a centre and a spread per channel, gamma, beta and g, from the trial's seed."""
+def counter_values(stream: int, shape: Tuple[int, int, int]) -> np.ndarray:
+    """Uniform values in [-0.5, 0.5) of 24 random bits for every element of a (B, C, S, S) tensor,
+    a 64-bit hash (SplitMix64's finaliser, in NumPy's wrapping uint64 arithmetic) of (stream,
+    index): the same numbers on any machine with any NumPy, so that a file need not carry them."""
+    batch, channels, size = shape
+    z = np.arange(batch * channels * size * size, dtype=np.uint64) + np.uint64(stream) * np.uint64(1 << 40)
+    with np.errstate(over="ignore"):
+        z = z + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    return ((z >> np.uint64(40)).astype(np.float64) / 2.0 ** 24 - 0.5).reshape(batch, channels, size, size)
+
+
+def inputs(shape: Tuple[int, int, int], trial: int, values: str = "normal") -> Dict[str, np.ndarray]:
+    """x (B, C, S, S) with a centre and a spread per channel, gamma, beta and g, from the trial's
+    seed. values "counter": x's and g's unit values from counter_values (streams 2 trial and
+    2 trial + 1) instead of NumPy's normal draws, so that every channel can be rebuilt offline
+    (the files keep channel 0 only)."""
     batch, channels, size = shape
     rng = np.random.default_rng(1000 + trial)
     centre = rng.normal(0, 2, channels)
     spread = rng.uniform(0.25, 3, channels)
-    x = centre[None, :, None, None] + spread[None, :, None, None] * rng.standard_normal((batch, channels, size, size))
-    return {"x": x.astype(np.float32),
-            "gamma": (1 + rng.standard_normal(channels) / 4).astype(np.float32),
-            "beta": (rng.standard_normal(channels) / 4).astype(np.float32),
-            "g": (rng.standard_normal((batch, channels, size, size)) / (batch * size * size)).astype(np.float32)}
+    counter = values == "counter"  # NumPy's draws in the order the first files were made with
+    unit_x = counter_values(2 * trial, shape) * 3.4 if counter else rng.standard_normal((batch, channels, size, size))
+    x = centre[None, :, None, None] + spread[None, :, None, None] * unit_x
+    gamma = (1 + rng.standard_normal(channels) / 4).astype(np.float32)
+    beta = (rng.standard_normal(channels) / 4).astype(np.float32)
+    unit_g = counter_values(2 * trial + 1, shape) * 3.4 if counter else rng.standard_normal((batch, channels, size, size))
+    return {"x": x.astype(np.float32), "gamma": gamma, "beta": beta,
+            "g": (unit_g / (batch * size * size)).astype(np.float32)}
 
 
 def run_kernels(torch, data: Dict[str, np.ndarray], device: str) -> Dict[str, np.ndarray]:
@@ -112,6 +132,9 @@ def main(argv: List[str]) -> int:
                         "(default: %(default)s)")
     parser.add_argument("--trials", type=int, default=4, help="random inputs a shape (default: %(default)s)")
     parser.add_argument("--modes", default="default,deterministic", help="default: %(default)s")
+    parser.add_argument("--values", choices=("normal", "counter"), default="normal",
+                        help="x's and g's draws: NumPy's normal, or counter (a hash of the position, every "
+                        "channel rebuilt offline with counter_values; default: %(default)s)")
     parser.add_argument("--out", required=True, help="a folder for bn_trials_MODE.npz and bn_trials.json")
     args = parser.parse_args(argv)
     try:
@@ -131,7 +154,7 @@ def main(argv: List[str]) -> int:
     report: Dict[str, dict] = {"torch": torch.__version__, "device": args.device,
                                "gpu": torch.cuda.get_device_name() if args.device == "cuda" else "",
                                "cudnn": torch.backends.cudnn.version() if args.device == "cuda" else None,
-                               "shapes": {}}
+                               "values": args.values, "shapes": {}}
     for mode in modes:
         set_mode(torch, mode)
         arrays: Dict[str, np.ndarray] = {}
@@ -139,7 +162,7 @@ def main(argv: List[str]) -> int:
             name = "%dx%d@%d" % shape
             agree = True
             for trial in range(args.trials):
-                data = inputs(shape, trial)
+                data = inputs(shape, trial, args.values)
                 out = run_kernels(torch, data, args.device)
                 agree &= autograd_agrees(torch, data, args.device, out)
                 for key, value in {**data, **out}.items():

@@ -38,7 +38,8 @@ from typing import Callable, Dict, Iterator, List, Optional, Tuple
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 OPS = ("sum", "sum0", "nll_loss", "mm", "linear_fwd", "linear_dgrad", "linear_wgrad", "linear_bias", "conv_fwd", "conv_dgrad",
-       "conv_wgrad", "conv_bias", "bn_mean", "bn_mean_shifted", "bn_beta_grad")
+       "conv_wgrad", "conv_bias", "bn_mean", "bn_mean_shifted", "bn_mean_unit",
+       "bn_beta_grad")
 SUM_SIZES = (64, 1000, 4096, 16384)
 MM_SHAPES = ((128, 128, 4096), (1024, 1024, 1024), (64, 64, 16384))  # (M, N, K): K is the sum's n
 
@@ -214,6 +215,21 @@ def _bn_targets(dev, tensor, models: str, shape: tuple, ops: List[str]) -> Itera
             whole = round(total)
             return whole if abs(total - whole) <= count * 2.0 ** -20 else total
         yield Target(f"bn_mean_shifted-{name}", "bn_mean_shifted", shape, models, count - 1, shifted_sum, is_sum=True)
+    if "bn_mean_unit" in ops:
+        # The first block of (up to) 16 images by 16 pixels, zeros elsewhere: a kernel that merges
+        # partial means (cuDNN's 28x28 one, docs/results/calibration_torch.md) adds such a block
+        # exactly before its first merge, so its tree shows here where the whole channel's does not.
+        images, pixels = min(batch, 16), min(h * h, 16)
+
+        def unit_sum(a):
+            x.zero_()
+            x[:images, 0].view(images, h * h)[:, :pixels] = tensor(a).reshape(images, pixels)
+            running_mean, running_var = torch.zeros(channels, device=dev), torch.ones(channels, device=dev)
+            F.batch_norm(x, running_mean, running_var, weight, bias.detach(), training=True, momentum=1.0)
+            total = running_mean[0].item() * count
+            whole = round(total)
+            return whole if abs(total - whole) <= count * 2.0 ** -20 else total
+        yield Target(f"bn_mean_unit-{name}", "bn_mean_unit", shape, models, images * pixels, unit_sum, is_sum=True)
     if "bn_beta_grad" in ops:
         g = torch.zeros(batch, channels, h, h, device=dev)
 

@@ -47,6 +47,21 @@ class BnTrials(unittest.TestCase):
                 # the running statistics after one update from 0 and 1 (momentum 0.1)
                 self.assertTrue(np.allclose(data["4x3@5/1/running_mean"], 0.1 * data["4x3@5/1/mean"], rtol=1e-6))
 
+    def test_counter_values_are_splitmix64_of_the_position(self):
+        # the hash written out in Python's unbounded integers: NumPy's wrapping uint64 must agree
+        def splitmix64(z):
+            mask = (1 << 64) - 1
+            z = (z + 0x9E3779B97F4A7C15) & mask
+            z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+            z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+            return z ^ (z >> 31)
+        values = self.script.counter_values(3, (2, 3, 4)).reshape(-1)
+        expected = [(splitmix64(3 * (1 << 40) + i) >> 40) / 2.0 ** 24 - 0.5 for i in range(values.size)]
+        self.assertEqual(values.tolist(), expected)
+        inputs = self.script.inputs((2, 3, 4), 1, "counter")
+        self.assertFalse(np.array_equal(inputs["x"], self.script.inputs((2, 3, 4), 1)["x"]))
+        self.assertEqual(inputs["x"].dtype, np.float32)
+
     def test_bad_input_is_one_line(self):
         with tempfile.TemporaryDirectory() as folder:
             for argv, says in ((["--shapes", "4x3"], "BATCHxCHANNELS@SIZE"), (["--modes", "fast"], "--modes"),
