@@ -79,6 +79,8 @@ float significand_of(float x, int& k) {
 
 }  // namespace
 
+std::span<const uint8_t> cuda_rsqrt_packed_table() { return packed_table(); }
+
 int cuda_rsqrt_delta(uint32_t index) {
   return static_cast<int>((packed_table()[index >> 2] >> (2 * (index & 3))) & 3) - 2;
 }

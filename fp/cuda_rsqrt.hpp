@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 namespace fplab::fp {
 
@@ -25,5 +26,9 @@ float rsqrt_correctly_rounded(float x);
 
 // The table's entry for m in [1, 4): device minus correctly rounded, in ulps (-2 to +1).
 int cuda_rsqrt_delta(uint32_t index);
+
+// The whole table as it is kept (2^22 bytes): entry i (m of bits 0x3F800000 + i) in bits
+// 2 (i mod 4) .. 2 (i mod 4) + 1 of byte i / 4, holding the difference + 2 (GPU code reads it so).
+std::span<const uint8_t> cuda_rsqrt_packed_table();
 
 }  // namespace fplab::fp

@@ -8,6 +8,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <variant>
@@ -17,6 +18,7 @@
 #include "sim/cuda/fast_divide.hpp"
 #include "sim/cuda/gpu_exact.hpp"
 #include "sim/cuda/gpu_addition_program.hpp"
+#include "sim/cuda/gpu_batch_norm_cudnn.hpp"
 #include "sim/cuda/gpu_device.hpp"
 #include "tests/gpu_device_or_skip.hpp"
 #include "sim/cuda/gpu_gemm.hpp"
@@ -24,6 +26,7 @@
 #include "sim/cuda/gpu_plan.hpp"
 #include "sim/cuda/gpu_reduce.hpp"
 #include "sim/cuda/gpu_seeded.hpp"
+#include "fp/cuda_rsqrt.hpp"
 #include "sim/channel_dots.hpp"
 #include "sim/engine.hpp"
 #include "sim/tree_as_shuffle.hpp"
@@ -618,6 +621,25 @@ TEST_CASE("gpu segmented fused dots == sim::channel_dots bit for bit: cuDNN-form
       CHECK(same == channels);
     }
   CHECK(checked >= 38);  // all but the tree schedule's 3 and 5 terms a channel
+}
+
+TEST_CASE("gpu rsqrt of cuDNN's BatchNorm form == fp::cuda_rsqrt bit for bit") {
+  if (!have_device()) return;
+  std::vector<float> x;
+  std::mt19937 g(11);
+  std::uniform_int_distribution<uint32_t> any_bits(0, 0x7F7FFFFFu);  // every positive finite float
+  for (int i = 0; i < 200000; ++i) x.push_back(std::bit_cast<float>(any_bits(g)));
+  for (float v : {0.0f, -0.0f, 1.0f, 4.0f, 2.0f, 0.25f, 1e-45f, -1.0f, std::numeric_limits<float>::infinity(),
+                  std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::max(), 1.00001f})
+    x.push_back(v);
+  std::vector<float> on_gpu(x.size());
+  cuda_rsqrt_on_device(x.data(), x.size(), on_gpu.data());
+  size_t same = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float cpu = fp::cuda_rsqrt(x[i]);
+    same += std::bit_cast<uint32_t>(cpu) == std::bit_cast<uint32_t>(on_gpu[i]) || (std::isnan(cpu) && std::isnan(on_gpu[i]));
+  }
+  CHECK(same == x.size());
 }
 
 TEST_CASE("gpu plan: the seeded-order kernel takes GROUPS:{seq|atomic} [| all:{seq|atomic}]") {

@@ -20,6 +20,7 @@
 #include "sim/cuda/addition_program.hpp"
 #include "sim/cuda/gpu_addition_program.hpp"
 #include "sim/cuda/gpu_batch_norm.hpp"
+#include "sim/cuda/gpu_batch_norm_cudnn.hpp"
 #include "sim/cuda/gpu_conv.hpp"
 #include "sim/cuda/gpu_device.hpp"
 #include "sim/cuda/gpu_exact.hpp"
@@ -78,6 +79,7 @@ DeviceKernels& kernels_on(int device) {
 
 const float* device_floats(uintptr_t address) { return reinterpret_cast<const float*>(address); }
 float* device_floats_out(uintptr_t address) { return reinterpret_cast<float*>(address); }
+float* optional_floats(uintptr_t address) { return address ? device_floats_out(address) : nullptr; }
 
 // A reduction runs on the fast kernel where it realises the schedule deterministically (its
 // atomic combine adds in the hardware's order, not the impl seed's), else on the seeded-order one.
@@ -339,6 +341,69 @@ void cuda_channel_fma(uintptr_t x, uintptr_t scale, uintptr_t addend, bool adden
                    device_floats_out(out));
 }
 
+// A batch norm in cuDNN's form (python/fplab/torch/_ops_norm.py's _forward_cudnn), training: Σ x
+// (bn_stats, key op_ids[0]), mean = Σ x · fl(1/n), centred = x − mean, the fused dot Σ d·d in the
+// same schedule, then var, the running statistics, inv_std (the GPU's rsqrt by fplab's table),
+// scale and shift, y = fma(x, scale, shift). stats: 6 x channels device floats (rows Σ x, mean,
+// Σ d·d, inv_std, scale, shift); weight and bias given; the running statistics 0 where absent.
+void cuda_batch_norm_cudnn_forward(uintptr_t x, uintptr_t y, uintptr_t centred, uintptr_t stats, py::tuple shape,
+                                   uintptr_t weight, uintptr_t bias, uintptr_t running_mean, uintptr_t running_var,
+                                   double momentum, double eps, const sim::Schedule& schedule, int device,
+                                   uint64_t impl_seed, uint64_t op_id, uint64_t call) {
+  const gpu::PlanesShape planes = planes_of(shape);
+  const size_t c = planes.channels, n = planes.per_channel(), ld = gpu::segment_stride(planes);
+  const SumPlans plans(schedule, n);
+  const std::optional<gpu::ReductionPlan> dots = fast_plan(schedule, n);
+  if (!dots) throw gpu::NotRealisable("cuda_batch_norm_cudnn_forward: schedule '" + sim::to_string(schedule) +
+                                      "' is not the reduction kernel's (cuda_dot_why_not says why)");
+  py::gil_scoped_release unlocked;
+  const std::lock_guard<std::mutex> held(kernels_lock);
+  DeviceKernels& k = kernels_on(device);
+  float* const rows = device_floats_out(stats);
+  float *const sums = rows, *const mean = rows + c, *const squares = rows + 2 * c, *const inv_std = rows + 3 * c,
+               *const scale = rows + 4 * c, *const shift = rows + 5 * c;
+  float* const segments = k.dot_a.reserve<float>(std::max<size_t>(ld * c, 1));
+  gpu::batch_norm_segments(gpu::SegmentTerms::values, device_floats(x), nullptr, planes, segments, ld);
+  sum_segments_in_place(k, plans, segments, n, ld, c, sums, {impl_seed, op_id, call});
+  gpu::cudnn_mean_and_centred(device_floats(x), sums, planes, mean, device_floats_out(centred));
+  gpu::batch_norm_segments(gpu::SegmentTerms::values, device_floats(centred), nullptr, planes, segments, ld);
+  k.sums.run_dots_in_place(*dots, segments, segments, n, ld, c, squares);
+  gpu::cudnn_statistics({mean, squares, device_floats(weight), device_floats(bias), optional_floats(running_mean),
+                         optional_floats(running_var), momentum, eps},
+                        planes, inv_std, scale, shift);
+  gpu::channel_fma(device_floats(x), scale, shift, false, planes, device_floats_out(y));
+}
+
+// Its backward (_backward_cudnn): Σ g (bias_grad, key op_id) and the fused dot Σ g·d, dgamma,
+// and dx = fma(d, a, fma(g, scale, b)) where asked for (dx non-zero). grads: 6 x channels device
+// floats (rows dbeta, Σ g·d, dgamma, scale, a, b).
+void cuda_batch_norm_cudnn_backward(uintptr_t gy, uintptr_t centred, uintptr_t inv_std, uintptr_t weight,
+                                    uintptr_t grads, uintptr_t dx, py::tuple shape, const sim::Schedule& schedule,
+                                    int device, uint64_t impl_seed, uint64_t op_id, uint64_t call) {
+  const gpu::PlanesShape planes = planes_of(shape);
+  const size_t c = planes.channels, n = planes.per_channel(), ld = gpu::segment_stride(planes);
+  const SumPlans plans(schedule, n);
+  const std::optional<gpu::ReductionPlan> dots = fast_plan(schedule, n);
+  if (!dots) throw gpu::NotRealisable("cuda_batch_norm_cudnn_backward: schedule '" + sim::to_string(schedule) +
+                                      "' is not the reduction kernel's (cuda_dot_why_not says why)");
+  py::gil_scoped_release unlocked;
+  const std::lock_guard<std::mutex> held(kernels_lock);
+  DeviceKernels& k = kernels_on(device);
+  float* const rows = device_floats_out(grads);
+  float *const dbeta = rows, *const products = rows + c, *const dgamma = rows + 2 * c, *const scale = rows + 3 * c,
+               *const a = rows + 4 * c, *const b = rows + 5 * c;
+  float* const segments_g = k.dot_a.reserve<float>(std::max<size_t>(ld * c, 1));
+  float* const segments_d = k.dot_b.reserve<float>(std::max<size_t>(ld * c, 1));
+  gpu::batch_norm_segments(gpu::SegmentTerms::values, device_floats(gy), nullptr, planes, segments_g, ld);
+  sum_segments_in_place(k, plans, segments_g, n, ld, c, dbeta, {impl_seed, op_id, call});
+  gpu::batch_norm_segments(gpu::SegmentTerms::values, device_floats(centred), nullptr, planes, segments_d, ld);
+  k.sums.run_dots_in_place(*dots, segments_g, segments_d, n, ld, c, products);
+  gpu::cudnn_gradient_factors(dbeta, products, device_floats(inv_std), device_floats(weight), planes, dgamma, scale, a,
+                              b);
+  if (dx)
+    gpu::cudnn_input_gradient(device_floats(gy), device_floats(centred), scale, a, b, planes, device_floats_out(dx));
+}
+
 // Per channel of a and b (batch, channels, positions) the fused dot over the terms b·P + p, in the
 // schedule's order (sim::channel_dots' bits): the operands laid out as segments on the device,
 // then the reduction kernel with the products fused into its chains.
@@ -357,8 +422,6 @@ void cuda_dot_planes(uintptr_t a, uintptr_t b, py::tuple shape, uintptr_t out, c
   gpu::batch_norm_segments(gpu::SegmentTerms::values, device_floats(b), nullptr, planes, segments_b, ld);
   k.sums.run_dots_in_place(*plan, segments_a, segments_b, n, ld, planes.channels, device_floats_out(out));
 }
-
-float* optional_floats(uintptr_t address) { return address ? device_floats_out(address) : nullptr; }
 
 // BatchNorm's forward (python/fplab/torch/_ops_norm.py): in training the two sums of kind
 // bn_stats (parts 0 and 1: keys op_ids[0], op_ids[1]) over `segments` (scratch of channels x
@@ -555,6 +618,19 @@ void bind_cuda(py::module_& m) {
         "out[c] = per channel the dot of a and b (device addresses of float32 (batch, channels, positions) tensors) "
         "over the terms b*P + p, each product fused into the schedule's chains (dot_planes' bits); out: channels "
         "device floats. Enqueued on the default stream.");
+  m.def("cuda_batch_norm_cudnn_forward", &cuda_batch_norm_cudnn_forward, py::arg("x"), py::arg("y"),
+        py::arg("centred"), py::arg("stats"), py::arg("shape"), py::arg("weight"), py::arg("bias"),
+        py::arg("running_mean"), py::arg("running_var"), py::arg("momentum"), py::arg("eps"), py::arg("schedule"),
+        py::arg("device"), py::arg("impl_seed"), py::arg("op_id"), py::arg("call"),
+        "A batch norm in cuDNN's form on the device, training (fplab.torch's _forward_cudnn, the same bits): x, y, "
+        "centred (batch, channels, positions) float32 device addresses, stats 6 x channels (sums, mean, sums of "
+        "squares, inv_std, scale, shift), weight and bias given, running statistics 0 where absent; the schedule "
+        "one the reduction kernel takes with fused products (cuda_dot_why_not). Enqueued on the default stream.");
+  m.def("cuda_batch_norm_cudnn_backward", &cuda_batch_norm_cudnn_backward, py::arg("gy"), py::arg("centred"),
+        py::arg("inv_std"), py::arg("weight"), py::arg("grads"), py::arg("dx"), py::arg("shape"), py::arg("schedule"),
+        py::arg("device"), py::arg("impl_seed"), py::arg("op_id"), py::arg("call"),
+        "Its backward (_backward_cudnn): grads 6 x channels device floats (dbeta, the dot of gy and centred, dgamma, "
+        "scale, a, b), dx 0 when not wanted. Enqueued on the default stream.");
   m.def("cuda_channel_fma", &cuda_channel_fma, py::arg("x"), py::arg("scale"), py::arg("addend"),
         py::arg("addend_per_element"), py::arg("shape"), py::arg("out"), py::arg("device") = 0,
         "out = fma(x, scale[c], addend) on the device, one rounding: x, out (and addend where per element) device "

@@ -123,6 +123,15 @@ class Engine:
         """None, as conv2d_forward."""
         return None
 
+    def batch_norm_cudnn_forward(self, op: str, site: Site, x, weight, bias, running_mean, running_var,
+                                 momentum: float, eps: float) -> None:
+        """None: on the CPU cuDNN's form runs as _ops_norm's composed steps (the CUDA engine fuses them)."""
+        return None
+
+    def batch_norm_cudnn_backward(self, op: str, site: Site, gy, centred, inv_std, weight, need_x: bool) -> None:
+        """None, as batch_norm_cudnn_forward."""
+        return None
+
     def batch_norm_forward(self, op: str, site: Site, x, weight, bias, running_mean, running_var, training: bool,
                            momentum: float, eps: float) -> None:
         """None: on the CPU BatchNorm's steps run as PyTorch's operations around sum_planes

@@ -311,6 +311,57 @@ class CudaEngine:
                       self.index, self.impl_seed, (site.op_id("bn_stats", 0), site.op_id("bn_stats", 1)), site.call)
         return y, xhat, stats[3]
 
+    def _dots_on_kernels(self, op: str, op_kind: str, site: Site, n: int):
+        """The choice of ``op_kind`` where the kernels run both its sums and its fused dots for n terms
+        (each recorded once in coverage, as the composed steps' sum_planes and dot_planes record
+        them); else None, nothing recorded."""
+        choice = self.table.choice(op_kind, site.layer)
+        key = ("dot", str(choice), n)
+        if key not in self._why_not:
+            self._why_not[key] = _core.cuda_dot_why_not(choice.schedule, choice.arithmetic, n)
+        if self._why_not[key] or self.why_not(op_kind, choice):
+            return None
+        for _ in range(2):
+            self.coverage.emulated(op, op_kind, choice, "cuda")
+        return choice
+
+    def batch_norm_cudnn_forward(self, op: str, site: Site, x: torch.Tensor, weight, bias, running_mean, running_var,
+                                 momentum: float, eps: float):
+        """cuDNN's form of a batch norm in training (_ops_norm._forward_cudnn's bits) in a few of
+        fplab's kernels (sim/cuda/gpu_batch_norm_cudnn, the GPU's rsqrt on the device): (y, x -
+        mean, inv_std), or None where the kernels cannot run its sums and dots. The running
+        statistics move in place."""
+        if not all(t is None or t.is_contiguous() for t in (running_mean, running_var)):
+            return None
+        batch, channels = x.shape[0], x.shape[1]
+        choice = self._dots_on_kernels(op, "bn_stats", site, x.numel() // max(1, channels))
+        if choice is None:
+            return None
+        x, weight, bias = self._dense(x), self._dense(weight), self._dense(bias)
+        y, centred = torch.empty_like(x), torch.empty_like(x)
+        stats = torch.empty((6, channels), dtype=torch.float32, device=self.device)
+        self._kernels(_core.cuda_batch_norm_cudnn_forward, x.data_ptr(), y.data_ptr(), centred.data_ptr(),
+                      stats.data_ptr(), (batch, channels, x.numel() // max(1, batch * channels)), weight.data_ptr(),
+                      bias.data_ptr(), _address(running_mean), _address(running_var), momentum, eps, choice.schedule,
+                      self.index, self.impl_seed, site.op_id("bn_stats", 0), site.call)
+        return y, centred, stats[3]
+
+    def batch_norm_cudnn_backward(self, op: str, site: Site, gy: torch.Tensor, centred: torch.Tensor,
+                                  inv_std: torch.Tensor, weight: torch.Tensor, need_x: bool):
+        """Its backward (_ops_norm._backward_cudnn's bits): (dx or None, dgamma, dbeta), or None."""
+        batch, channels = gy.shape[0], gy.shape[1]
+        choice = self._dots_on_kernels(op, "bias_grad", site, gy.numel() // max(1, channels))
+        if choice is None:
+            return None
+        gy, centred, inv_std, weight = (self._dense(t) for t in (gy, centred, inv_std, weight))
+        grads = torch.empty((6, channels), dtype=torch.float32, device=self.device)
+        dx = torch.empty_like(gy) if need_x else None
+        self._kernels(_core.cuda_batch_norm_cudnn_backward, gy.data_ptr(), centred.data_ptr(), inv_std.data_ptr(),
+                      weight.data_ptr(), grads.data_ptr(), _address(dx),
+                      (batch, channels, gy.numel() // max(1, batch * channels)), choice.schedule, self.index,
+                      self.impl_seed, site.op_id("bias_grad", 0), site.call)
+        return dx, grads[2], grads[0]
+
     def batch_norm_backward(self, op: str, site: Site, gy: torch.Tensor, xhat: torch.Tensor, inv_std: torch.Tensor,
                             weight, training: bool, need_x: bool):
         """BatchNorm's backward in fplab's kernels: (dx or None, dgamma, dbeta), or None where the

@@ -58,8 +58,10 @@ class _BatchNorm(torch.autograd.Function):
         ctx.cudnn = (training and x.dim() > 2 and weight is not None and bias is not None and eps >= 1e-5
                      and em.table.batch_norm(site.layer) == "cudnn")
         if ctx.cudnn:
-            y, centred, inv_std = _forward_cudnn(em, op, site, x, weight, bias, running_mean, running_var, momentum,
-                                                 eps)
+            fused = em.engine.on(x).batch_norm_cudnn_forward(op, site, x, weight, bias, running_mean, running_var,
+                                                             momentum, eps)
+            y, centred, inv_std = fused if fused is not None else _forward_cudnn(
+                em, op, site, x, weight, bias, running_mean, running_var, momentum, eps)
             ctx.em, ctx.op, ctx.site, ctx.training = em, op, site, training
             ctx.save_for_backward(centred, inv_std, weight)
             return y
@@ -79,7 +81,9 @@ class _BatchNorm(torch.autograd.Function):
         need_x, need_weight, need_bias = ctx.needs_input_grad[3:6]
         with em.backward():
             if ctx.cudnn:
-                dx, dgamma, dbeta = _backward_cudnn(em, op, site, gy, xhat, inv_std, weight, need_x)
+                fused = em.engine.on(gy).batch_norm_cudnn_backward(op, site, gy, xhat, inv_std, weight, need_x)
+                dx, dgamma, dbeta = fused if fused is not None else _backward_cudnn(em, op, site, gy, xhat, inv_std,
+                                                                                    weight, need_x)
                 return (None, None, None, dx, dgamma if need_weight else None, dbeta if need_bias else None,
                         None, None, None, None, None)
             fused = em.engine.on(gy).batch_norm_backward(op, site, gy, xhat, inv_std, weight, ctx.training, need_x)

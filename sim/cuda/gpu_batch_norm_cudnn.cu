@@ -1,0 +1,201 @@
+// cuDNN's BatchNorm arithmetic on the device (gpu_batch_norm_cudnn.hpp). Every operation is a
+// correctly rounded intrinsic (the build also compiles without contraction), each one the float32
+// operation fplab.torch's composed steps make, in the same order. The GPU's rsqrt is fp::cuda_rsqrt
+// run here: the correctly rounded value on the significand in [1, 4) (double precision, a midpoint
+// settled in 128-bit integers) plus the measured table's difference, read from device memory.
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <span>
+
+#include "fp/cuda_rsqrt.hpp"
+#include "sim/cuda/cuda_check.cuh"
+#include "sim/cuda/gpu_batch_norm_cudnn.hpp"
+
+namespace fplab::sim::gpu {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr unsigned kMaxBlocks = 1u << 20;  // grid-stride loops beyond
+
+unsigned blocks_for(size_t count) {
+  const size_t blocks = (count + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < kMaxBlocks ? (blocks > 0 ? blocks : 1) : kMaxBlocks);
+}
+
+// fp::cuda_rsqrt's packed table on the current device, uploaded on first use (4 MiB a device).
+const uint8_t* rsqrt_table() {
+  static std::mutex lock;
+  static std::map<int, uint8_t*> by_device;
+  const std::lock_guard<std::mutex> held(lock);
+  int device = 0;
+  FPLAB_CUDA(cudaGetDevice(&device));
+  uint8_t*& table = by_device[device];
+  if (!table) {
+    const std::span<const uint8_t> packed = fp::cuda_rsqrt_packed_table();
+    FPLAB_CUDA(cudaMalloc(&table, packed.size()));
+    FPLAB_CUDA(cudaMemcpy(table, packed.data(), packed.size(), cudaMemcpyHostToDevice));
+  }
+  return table;
+}
+
+// 1: 1/sqrt(m) lies above h = h_units 2^-h_shift; -1 below; 0 on it (fp/cuda_rsqrt.cpp's test).
+__device__ int compare_midpoint(uint32_t m_bits, uint64_t h_units, int h_shift) {
+  const unsigned __int128 m_units = (m_bits & 0x7FFFFF) | 0x800000;
+  const int m_exponent = static_cast<int>(m_bits >> 23) - 127;
+  const unsigned __int128 lhs = static_cast<unsigned __int128>(h_units) * h_units * m_units;
+  const int power = 2 * h_shift + 23 - m_exponent;
+  const unsigned __int128 one = static_cast<unsigned __int128>(1) << power;
+  return lhs < one ? 1 : lhs > one ? -1 : 0;
+}
+
+// The float32 nearest 1/sqrt(m), m in [1, 4), ties to even.
+__device__ float rsqrt_of_significand(float m) {
+  const double approx = __ddiv_rn(1.0, __dsqrt_rn(static_cast<double>(m)));
+  const float y = __double2float_rn(approx);
+  const float others[2] = {nextafterf(y, 2.0f), nextafterf(y, 0.0f)};
+  for (const float other : others) {
+    const double middle = __dmul_rn(__dadd_rn(static_cast<double>(y), static_cast<double>(other)), 0.5);
+    if (fabs(__dsub_rn(approx, middle)) > __dmul_rn(approx, 0x1p-40)) continue;
+    const auto h_units = static_cast<uint64_t>(ldexp(middle, 26));
+    const int side = compare_midpoint(__float_as_uint(m), h_units, 26);
+    const float above = fmaxf(y, other), below = fminf(y, other);
+    if (side != 0) return side > 0 ? above : below;
+    return (__float_as_uint(below) & 1) ? above : below;
+  }
+  return y;
+}
+
+__device__ float gpu_rsqrt(float x, const uint8_t* table) {
+  if (isnan(x) || x < 0.0f) return __int_as_float(0x7fc00000);
+  if (x == 0.0f) return copysignf(__int_as_float(0x7f800000), x);
+  if (isinf(x)) return 0.0f;
+  int e = 0;
+  const float f = frexpf(x, &e);  // x = f 2^e, f in [0.5, 1)
+  const int exponent = e - 1;
+  const int k = exponent >= 0 ? exponent / 2 : -((1 - exponent) / 2);
+  const float m = ldexpf(f, e - 2 * k);  // in [1, 4)
+  const uint32_t index = __float_as_uint(m) - 0x3F800000u;
+  const int delta = static_cast<int>((table[index >> 2] >> (2 * (index & 3))) & 3) - 2;
+  return ldexpf(__uint_as_float(__float_as_uint(rsqrt_of_significand(m)) + delta), -k);
+}
+
+__global__ void mean_kernel(const float* __restrict__ sums, size_t channels, float inv_n, float* __restrict__ mean) {
+  const size_t c = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c < channels) mean[c] = __fmul_rn(sums[c], inv_n);
+}
+
+__global__ void centred_kernel(const float* __restrict__ x, const float* __restrict__ mean, size_t channels,
+                               size_t positions, size_t count, float* __restrict__ out) {
+  for (size_t e = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < count;
+       e += static_cast<size_t>(gridDim.x) * blockDim.x)
+    out[e] = __fsub_rn(x[e], mean[(e / positions) % channels]);
+}
+
+__global__ void statistics_kernel(CudnnStatistics st, size_t channels, float n, float n_less_one, float inv_n,
+                                  const uint8_t* table, float* __restrict__ inv_std, float* __restrict__ scale,
+                                  float* __restrict__ shift) {
+  const size_t c = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= channels) return;
+  const float var = __fmul_rn(st.squares[c], inv_n);
+  const double keep = 1.0 - st.momentum;
+  if (st.running_mean)
+    st.running_mean[c] = __double2float_rn(__dadd_rn(__dmul_rn(keep, static_cast<double>(st.running_mean[c])),
+                                                     __dmul_rn(st.momentum, static_cast<double>(st.mean[c]))));
+  if (st.running_var) {
+    const float unbiased = n_less_one > 0.0f ? __fdiv_rn(__fmul_rn(var, n), n_less_one) : var;
+    st.running_var[c] = __double2float_rn(__dadd_rn(__dmul_rn(keep, static_cast<double>(st.running_var[c])),
+                                                    __dmul_rn(st.momentum, static_cast<double>(unbiased))));
+  }
+  const float root = gpu_rsqrt(__fadd_rn(var, static_cast<float>(st.eps)), table);
+  const float s = __fmul_rn(st.weight[c], root);
+  inv_std[c] = root;
+  scale[c] = s;
+  shift[c] = __fsub_rn(st.bias[c], __fmul_rn(st.mean[c], s));
+}
+
+__global__ void factors_kernel(const float* __restrict__ dbeta, const float* __restrict__ dots,
+                               const float* __restrict__ inv_std, const float* __restrict__ weight, size_t channels,
+                               float inv_n, float* __restrict__ dgamma, float* __restrict__ scale, float* __restrict__ a,
+                               float* __restrict__ b) {
+  const size_t c = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= channels) return;
+  const float g = __fmul_rn(dots[c], inv_std[c]);
+  const float s = __fmul_rn(weight[c], inv_std[c]);
+  dgamma[c] = g;
+  scale[c] = s;
+  a[c] = -__fmul_rn(s, __fmul_rn(__fmul_rn(g, inv_std[c]), inv_n));
+  b[c] = -__fmul_rn(s, __fmul_rn(dbeta[c], inv_n));
+}
+
+__global__ void input_gradient_kernel(const float* __restrict__ gy, const float* __restrict__ centred,
+                                      const float* __restrict__ scale, const float* __restrict__ a,
+                                      const float* __restrict__ b, size_t channels, size_t positions, size_t count,
+                                      float* __restrict__ dx) {
+  for (size_t e = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < count;
+       e += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const size_t c = (e / positions) % channels;
+    dx[e] = __fmaf_rn(centred[e], a[c], __fmaf_rn(gy[e], scale[c], b[c]));
+  }
+}
+
+__global__ void rsqrt_kernel(const float* __restrict__ x, size_t n, const uint8_t* table, float* __restrict__ out) {
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    out[i] = gpu_rsqrt(x[i], table);
+}
+
+// fl(1/n) as float32 (n below 2^24 is exact as a float; above, rounded first, as PyTorch's full()).
+float reciprocal(size_t n) { return 1.0f / static_cast<float>(n); }
+
+}  // namespace
+
+void cudnn_mean_and_centred(const float* x, const float* sums, const PlanesShape& shape, float* mean,
+                            float* centred) {
+  if (shape.channels == 0) return;
+  mean_kernel<<<blocks_for(shape.channels), kThreads>>>(sums, shape.channels, reciprocal(shape.per_channel()), mean);
+  FPLAB_CUDA_LAUNCHED("cudnn_mean");
+  if (shape.size() == 0) return;
+  centred_kernel<<<blocks_for(shape.size()), kThreads>>>(x, mean, shape.channels, shape.positions, shape.size(),
+                                                         centred);
+  FPLAB_CUDA_LAUNCHED("cudnn_centred");
+}
+
+void cudnn_statistics(const CudnnStatistics& statistics, const PlanesShape& shape, float* inv_std, float* scale,
+                      float* shift) {
+  if (shape.channels == 0) return;
+  const size_t n = shape.per_channel();
+  statistics_kernel<<<blocks_for(shape.channels), kThreads>>>(
+      statistics, shape.channels, static_cast<float>(n), n > 1 ? static_cast<float>(n - 1) : 0.0f, reciprocal(n),
+      rsqrt_table(), inv_std, scale, shift);
+  FPLAB_CUDA_LAUNCHED("cudnn_statistics");
+}
+
+void cudnn_gradient_factors(const float* dbeta, const float* dots, const float* inv_std, const float* weight,
+                            const PlanesShape& shape, float* dgamma, float* scale, float* a, float* b) {
+  if (shape.channels == 0) return;
+  factors_kernel<<<blocks_for(shape.channels), kThreads>>>(dbeta, dots, inv_std, weight, shape.channels,
+                                                           reciprocal(shape.per_channel()), dgamma, scale, a, b);
+  FPLAB_CUDA_LAUNCHED("cudnn_gradient_factors");
+}
+
+void cudnn_input_gradient(const float* gy, const float* centred, const float* scale, const float* a, const float* b,
+                          const PlanesShape& shape, float* dx) {
+  if (shape.size() == 0) return;
+  input_gradient_kernel<<<blocks_for(shape.size()), kThreads>>>(gy, centred, scale, a, b, shape.channels,
+                                                                shape.positions, shape.size(), dx);
+  FPLAB_CUDA_LAUNCHED("cudnn_input_gradient");
+}
+
+void cuda_rsqrt_on_device(const float* x, size_t n, float* out) {
+  if (n == 0) return;
+  float* device = nullptr;
+  FPLAB_CUDA(cudaMalloc(&device, 2 * n * sizeof(float)));
+  FPLAB_CUDA(cudaMemcpy(device, x, n * sizeof(float), cudaMemcpyHostToDevice));
+  rsqrt_kernel<<<blocks_for(n), kThreads>>>(device, n, rsqrt_table(), device + n);
+  FPLAB_CUDA_LAUNCHED("cuda_rsqrt_on_device");
+  FPLAB_CUDA(cudaMemcpy(out, device + n, n * sizeof(float), cudaMemcpyDeviceToHost));
+  FPLAB_CUDA(cudaFree(device));
+}
+
+}  // namespace fplab::sim::gpu
