@@ -587,6 +587,37 @@ void cuda_conv2d_backward(uintptr_t x, uintptr_t weight, uintptr_t gy, uintptr_t
   }
 }
 
+// conv_dgrad "direct" (fplab.torch's _direct_input_grad, the same bits), one group: the input
+// gradient dx (shape: the input's (batch, channels, height, width)) from the output gradient gy
+// and the weight (out_channels, channels, k, k), `slab_images` images at a time: per slab the
+// gathered taps (rows (b, y, x), columns (c, i, j)) times the weight as (c, i, j) x channels in
+// the dgrad schedule (keyed op_id, call), the rows transposed into dx.
+void cuda_conv2d_direct_dgrad(uintptr_t gy, uintptr_t weight, uintptr_t dx, py::tuple shape, size_t out_channels,
+                              size_t kernel, size_t stride, size_t padding, const sim::Schedule& dgrad,
+                              size_t slab_images, int device, uint64_t impl_seed, uint64_t op_id, uint64_t call) {
+  const sim::ConvGeometry g = geometry_of(shape, kernel, stride, padding);
+  const DeviceGemm plan = plan_device_gemm(dgrad);
+  if (slab_images == 0) throw std::invalid_argument("cuda_conv2d_direct_dgrad: slab_images must be at least 1");
+  py::gil_scoped_release unlocked;
+  const std::lock_guard<std::mutex> held(kernels_lock);
+  DeviceKernels& k = kernels_on(device);
+  const size_t kk = kernel * kernel, pixels = g.height * g.width, depth = out_channels * kk;
+  const size_t out_plane = out_channels * g.out_h() * g.out_w();
+  float* const w_taps = k.conv_weight.reserve<float>(depth * g.channels);
+  // weight (out_channels, channels, kk) -> (out_channels, kk, channels): rows (c, i, j)
+  gpu::transpose_batches_on_device(device_floats(weight), out_channels, g.channels, kk, nullptr, w_taps);
+  const size_t images = std::min(slab_images, g.batch);
+  float* const taps = k.conv_dw.reserve<float>(images * pixels * depth);
+  float* const rows = k.conv_rows.reserve<float>(images * pixels * g.channels);
+  for (size_t first = 0; first < g.batch; first += images) {
+    const size_t count = std::min(images, g.batch - first);
+    gpu::GpuConv::dgrad_taps_on_device(g, out_channels, device_floats(gy) + first * out_plane, count, taps);
+    run_gemm(k, plan, taps, w_taps, rows, {count * pixels, g.channels, depth}, {impl_seed, op_id, call});
+    gpu::transpose_batches_on_device(rows, count, pixels, g.channels, nullptr,
+                                     device_floats_out(dx) + first * g.channels * pixels);
+  }
+}
+
 size_t cuda_workspace_bytes() {
   const std::lock_guard<std::mutex> held(kernels_lock);
   size_t bytes = 0;
@@ -631,6 +662,13 @@ void bind_cuda(py::module_& m) {
         py::arg("device"), py::arg("impl_seed"), py::arg("op_id"), py::arg("call"),
         "Its backward (_backward_cudnn): grads 6 x channels device floats (dbeta, the dot of gy and centred, dgamma, "
         "scale, a, b), dx 0 when not wanted. Enqueued on the default stream.");
+  m.def("cuda_conv2d_direct_dgrad", &cuda_conv2d_direct_dgrad, py::arg("gy"), py::arg("weight"), py::arg("dx"),
+        py::arg("shape"), py::arg("out_channels"), py::arg("kernel"), py::arg("stride"), py::arg("padding"),
+        py::arg("dgrad"), py::arg("slab_images"), py::arg("device"), py::arg("impl_seed"), py::arg("op_id"),
+        py::arg("call"),
+        "A convolution's input gradient as conv_dgrad 'direct' adds it (one group, square geometry): dx (shape, the "
+        "input's) from gy and the weight, device addresses of float32 tensors; slab_images images a GEMM (all of "
+        "them where the dgrad schedule draws noise). Enqueued on the default stream.");
   m.def("cuda_channel_fma", &cuda_channel_fma, py::arg("x"), py::arg("scale"), py::arg("addend"),
         py::arg("addend_per_element"), py::arg("shape"), py::arg("out"), py::arg("device") = 0,
         "out = fma(x, scale[c], addend) on the device, one rounding: x, out (and addend where per element) device "

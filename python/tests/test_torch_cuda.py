@@ -208,6 +208,30 @@ class CudaLayers(unittest.TestCase):
             self.assertTrue(torch.equal(grads["cuda", seed], grads["cpu", seed]), seed)
         self.assertFalse(torch.equal(grads["cuda", 3], grads["cuda", 4]))
 
+    def test_direct_input_gradients_on_the_device(self):
+        """h100-torch's conv_dgrad = "direct" (the taps by output channel, kernel row and column in
+        one chain) in one call of fplab's kernels: the CPU's bits for the input and both layers'
+        gradients, padded and strided, with slabs of one image and of all."""
+        from fplab.torch import _ops_conv
+        torch.manual_seed(10)
+        net = nn.Sequential(nn.Conv2d(3, 6, 3, padding=1), nn.ReLU(), nn.Conv2d(6, 5, 3, stride=2, padding=1),
+                            nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(5, 4))
+        x, y = torch.randn(4, 3, 11, 11), torch.randint(0, 4, (4,))
+        for slab_floats in (_ops_conv.SLAB_FLOATS, 700):  # 700: a slab an image
+            with self.subTest(slab_floats=slab_floats), mock.patch.object(_ops_conv, "SLAB_FLOATS", slab_floats):
+                got = {}
+                for device in ("cpu", "cuda"):
+                    model = copy.deepcopy(net).to(device)
+                    inputs = x.clone().to(device).requires_grad_()
+                    with fplab.torch.emulate("h100-torch", impl_seed=3, math="libm"):
+                        F.cross_entropy(model(inputs), y.to(device)).backward()
+                        if device == "cuda":
+                            where = {e.where for e in fplab.torch.coverage().emulated if e.op_kind == "dgrad"}
+                            self.assertEqual(where, {"cuda"})
+                    got[device] = [bits(t.cpu()) for t in (inputs.grad, model[0].weight.grad, model[2].weight.grad)]
+                for want, have in zip(got["cpu"], got["cuda"]):
+                    self.assertTrue(torch.equal(want, have))
+
     def test_winograd_weight_gradient_on_the_device(self):
         """h100-torch's 32->32 weight gradient at 7x7 by F(4x4, 3x3)'s transforms (conv_wgrad =
         "winograd"): the transforms as float32 torch operations on the device, the 36 sums on

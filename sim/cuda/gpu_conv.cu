@@ -264,6 +264,28 @@ void launch_col2im(const float* dcols, float* dx, const Dims& d, int64_t count) 
   FPLAB_CUDA_LAUNCHED("col2im_gather");
 }
 
+// conv_dgrad "direct"'s terms: row (b, y, x), column (c, i, j) = gy[b, c, oy, ox] with oy = (y +
+// padding − i) / stride and ox likewise where both divide and lie on the output, else +0. Indices in
+// 32 bits (dgrad_taps_on_device checks that they fit).
+__global__ void dgrad_taps_kernel(const float* __restrict__ gy, float* __restrict__ taps, uint32_t count,
+                                  uint32_t columns, uint32_t kernel, uint32_t kk, uint32_t width, uint32_t pixels,
+                                  uint32_t out_w, uint32_t out_h, uint32_t out_channels, uint32_t stride,
+                                  uint32_t padding) {
+  for (uint32_t e = blockIdx.x * blockDim.x + threadIdx.x; e < count; e += gridDim.x * blockDim.x) {
+    const uint32_t row = e / columns, column = e - row * columns;
+    const uint32_t c = column / kk, tap = column - c * kk, i = tap / kernel, j = tap - i * kernel;
+    const uint32_t b = row / pixels, p = row - b * pixels, y = p / width, x = p - y * width;
+    const int ys = static_cast<int>(y + padding) - static_cast<int>(i);
+    const int xs = static_cast<int>(x + padding) - static_cast<int>(j);
+    float term = 0.0f;
+    if (ys >= 0 && xs >= 0 && ys % stride == 0 && xs % stride == 0) {
+      const uint32_t oy = ys / stride, ox = xs / stride;
+      if (oy < out_h && ox < out_w) term = gy[((b * out_channels + c) * out_h + oy) * out_w + ox];
+    }
+    taps[e] = term;
+  }
+}
+
 void copy(float* to, const float* from, size_t count) {  // host or device, either way (unified addressing)
   if (count) FPLAB_CUDA(cudaMemcpy(to, from, count * sizeof(float), cudaMemcpyDefault));
 }
@@ -312,6 +334,21 @@ void GpuConv::col2im_on_device(const ConvGeometry& geometry, const float* dcols,
   const auto count = static_cast<int64_t>(geometry.input_size());
   if (count == 0) return;
   launch_col2im(dcols, dx, d, count);
+}
+
+void GpuConv::dgrad_taps_on_device(const ConvGeometry& geometry, size_t out_channels, const float* gy, size_t images,
+                                   float* taps) {
+  const size_t kk = geometry.kernel * geometry.kernel, columns = out_channels * kk;
+  const size_t pixels = geometry.height * geometry.width;
+  const size_t count = images * pixels * columns;
+  if (count == 0) return;
+  if (count >= (size_t{1} << 31) || images * out_channels * geometry.out_h() * geometry.out_w() >= (size_t{1} << 31))
+    throw std::invalid_argument("dgrad_taps_on_device: more than 2^31 terms or gradients at once (a smaller slab)");
+  const auto u = [](size_t v) { return static_cast<uint32_t>(v); };
+  dgrad_taps_kernel<<<blocks_for(static_cast<int64_t>(count)), kThreads>>>(
+      gy, taps, u(count), u(columns), u(geometry.kernel), u(kk), u(geometry.width), u(pixels), u(geometry.out_w()),
+      u(geometry.out_h()), u(out_channels), u(geometry.stride), u(geometry.padding));
+  FPLAB_CUDA_LAUNCHED("dgrad_taps");
 }
 
 }  // namespace fplab::sim::gpu

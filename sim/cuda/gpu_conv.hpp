@@ -40,6 +40,12 @@ class GpuConv {
   static void im2col_on_device(const ConvGeometry& geometry, const float* x, float* cols, bool transposed,
                                const uint32_t* tap_order = nullptr);
   static void col2im_on_device(const ConvGeometry& geometry, const float* dcols, float* dx);
+  // conv_dgrad "direct"'s terms for `images` images of the output gradient gy (images, out_channels,
+  // out_h, out_w; the geometry's input height and width): (images·H·W) x (out_channels·k·k), row (b,
+  // y, x), column (c, i, j) the gradient at the output position tap (i, j) of pixel (y, x) meets,
+  // +0 where it meets none (fplab.torch's Engine.dgrad_taps). Device memory, default stream.
+  static void dgrad_taps_on_device(const ConvGeometry& geometry, size_t out_channels, const float* gy, size_t images,
+                                   float* taps);
 
  private:
   DeviceBuffer x_, cols_, dcols_, dx_;

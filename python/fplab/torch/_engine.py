@@ -123,6 +123,11 @@ class Engine:
         """None, as conv2d_forward."""
         return None
 
+    def conv2d_direct_dgrad(self, op: str, site: Site, gy, weight, x_shape, stride: Pair, padding: Pair,
+                            dilation: Pair, slab_images: int) -> None:
+        """None: on the CPU conv_dgrad "direct" runs slab by slab (_ops_conv._direct_input_grad)."""
+        return None
+
     def batch_norm_cudnn_forward(self, op: str, site: Site, x, weight, bias, running_mean, running_var,
                                  momentum: float, eps: float) -> None:
         """None: on the CPU cuDNN's form runs as _ops_norm's composed steps (the CUDA engine fuses them)."""

@@ -284,6 +284,27 @@ class CudaEngine:
                       site.op_id("dgrad", 0), site.call)
         return dx, dw, db
 
+    def conv2d_direct_dgrad(self, op: str, site: Site, gy: torch.Tensor, weight: torch.Tensor, x_shape,
+                            stride: Pair, padding: Pair, dilation: Pair, slab_images: int) -> Optional[torch.Tensor]:
+        """conv_dgrad "direct"'s input gradient (one group) in one call of fplab's kernels: per slab of
+        ``slab_images`` images the gathered taps, the dgrad GEMM and the copy into dx
+        (_ops_conv._direct_input_grad's bits); None where they do not take it."""
+        kernel = tuple(weight.shape[2:])
+        if not _square(kernel, stride, padding, dilation):
+            return None
+        choice = self.table.choice("dgrad", site.layer)
+        if self.why_not("dgrad", choice, gemm=True) or choice.arithmetic.products == "rounded":
+            return None
+        batch = x_shape[0]
+        for _ in range(0, batch, slab_images):  # one GEMM a slab, as the composed steps record them
+            self.coverage.emulated(op, "dgrad", choice, "cuda")
+        gy, weight = self._dense(gy), self._dense(weight)
+        dx = torch.empty(tuple(x_shape), dtype=torch.float32, device=self.device)
+        self._kernels(_core.cuda_conv2d_direct_dgrad, gy.data_ptr(), weight.data_ptr(), dx.data_ptr(),
+                      tuple(x_shape), weight.shape[0], kernel[0], stride[0], padding[0], choice.schedule,
+                      slab_images, self.index, self.impl_seed, site.op_id("dgrad", 0), site.call)
+        return dx
+
     # --- BatchNorm, fused -------------------------------------------------------------------------
 
     def batch_norm_forward(self, op: str, site: Site, x: torch.Tensor, weight, bias, running_mean, running_var,

@@ -141,6 +141,10 @@ def _direct_input_grad(em, op, site, gy, weight, x_shape, stride, padding, dilat
     per_image = h * w * co * kh * kw
     noisy = em.table.choice("dgrad", site.layer).nondeterministic
     images = batch if noisy else max(1, min(batch, SLAB_FLOATS // per_image))
+    if groups == 1:  # on a GPU whose kernels take it: the slabs' gathers, GEMMs and copies in one call
+        fused = em.engine.on(gy).conv2d_direct_dgrad(op, site, gy, weight, x_shape, stride, padding, dilation, images)
+        if fused is not None:
+            return fused
     parts = []
     for g in range(groups):
         w_taps = weight[g * co:(g + 1) * co].permute(0, 2, 3, 1).reshape(co * kh * kw, cg).contiguous()
