@@ -113,37 +113,55 @@ class GpuBackend final : public ComputeBackend {
   gpu::GpuSegmentedReduction sums_;
 };
 
+// Why this backend cannot run `choice` for `op` ("" where it can).
+std::string choice_problem(profiles::OpKind op, const profiles::OpChoice& choice) {
+  std::string problem = arithmetic_problem(op, choice.arithmetic);
+  if (problem.empty()) {
+    try {
+      if (is_gemm(op)) {
+        const gpu::GemmRoute route = gpu::plan_any_gemm(choice.schedule);
+        const auto* tensor_cores = std::get_if<gpu::TensorCoreGemmPlan>(&route);
+        if (tensor_cores && !tensor_cores->parts.deterministic())
+          // fplab.torch folds such parts in the impl seed's order (run_seeded_on_device); this
+          // backend keys no noise
+          problem = "schedule '" + sim::to_string(choice.schedule) +
+                    "': an atomic combine of tensor-core split-K parts (fplab.torch runs it on the GPU)";
+        else if (tensor_cores && !tensor_cores->cuda_cores)
+          problem = gpu::tensor_core_gemm_why_not();  // a Hopper GPU that reproduces the model
+      } else {
+        try {
+          (void)gpu::plan_reduction(choice.schedule);
+        } catch (const gpu::NotRealisable&) {
+          if (!seeded_kernel_takes(choice.schedule)) throw;  // the reduction kernel's line says why
+        }
+      }
+    } catch (const gpu::NotRealisable& e) {
+      problem = e.what();
+    }
+  }
+  return problem;
+}
+
 }  // namespace
 
 std::vector<std::string> gpu_unsupported_ops(const profiles::OpTable& table) {
   std::vector<std::string> problems;
-  for (profiles::OpKind op : profiles::all_op_kinds) {
-    const profiles::OpChoice& choice = table[op];
-    std::string problem = arithmetic_problem(op, choice.arithmetic);
-    if (problem.empty()) {
-      try {
-        if (is_gemm(op)) {
-          const gpu::GemmRoute route = gpu::plan_any_gemm(choice.schedule);
-          const auto* tensor_cores = std::get_if<gpu::TensorCoreGemmPlan>(&route);
-          if (tensor_cores && !tensor_cores->parts.deterministic())
-            // fplab.torch folds such parts in the impl seed's order (run_seeded_on_device); this
-            // backend keys no noise
-            problem = "schedule '" + sim::to_string(choice.schedule) +
-                      "': an atomic combine of tensor-core split-K parts (fplab.torch runs it on the GPU)";
-          else if (tensor_cores && !tensor_cores->cuda_cores)
-            problem = gpu::tensor_core_gemm_why_not();  // a Hopper GPU that reproduces the model
-        } else {
-          try {
-            (void)gpu::plan_reduction(choice.schedule);
-          } catch (const gpu::NotRealisable&) {
-            if (!seeded_kernel_takes(choice.schedule)) throw;  // the reduction kernel's line says why
-          }
-        }
-      } catch (const gpu::NotRealisable& e) {
-        problem = e.what();
-      }
+  for (profiles::OpKind op : profiles::all_op_kinds)
+    if (const std::string problem = choice_problem(op, table[op]); !problem.empty())
+      problems.push_back(std::string(profiles::op_kind_name(op)) + ": " + problem);
+  // A layer rule's choices run too, on the layers it matches: refused before training, not midway.
+  // A batch norm in cuDNN's form sums on the CPU engine (models/batch_norm.cpp): its kinds are not
+  // this backend's.
+  for (size_t r = 0; r < table.layer_rules.size(); ++r) {
+    const profiles::LayerRule& rule = table.layer_rules[r];
+    const bool on_host = rule.batch_norm == profiles::BatchNormForm::cudnn;
+    for (profiles::OpKind op : profiles::all_op_kinds) {
+      const auto& choice = rule.ops[static_cast<size_t>(op)];
+      if (!choice || (on_host && (op == profiles::OpKind::bn_stats || op == profiles::OpKind::bias_grad))) continue;
+      if (const std::string problem = choice_problem(op, *choice); !problem.empty())
+        problems.push_back(std::string(profiles::op_kind_name(op)) + " in layer rule " + std::to_string(r + 1) + " (" +
+                           rule.match.describe() + "): " + problem);
     }
-    if (!problem.empty()) problems.push_back(std::string(profiles::op_kind_name(op)) + ": " + problem);
   }
   return problems;
 }

@@ -22,7 +22,8 @@
 namespace fplab::models {
 
 // Why the GPU backend cannot run `table`: one line per op kind it cannot run ("bias_grad: schedule
-// 'all:tree' is not realisable by the GPU reduction kernel: ..."); empty when it can run all seven.
+// 'all:tree' is not realisable by the GPU reduction kernel: ..."), then one per layer rule's op kind
+// ("wgrad in layer rule 2 (conv kernel=3 height=28): ..."); empty when it can run them all.
 // Needs no GPU (tensor-core GEMMs are then refused with the device's reason).
 std::vector<std::string> gpu_unsupported_ops(const profiles::OpTable& table);
 

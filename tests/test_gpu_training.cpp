@@ -50,6 +50,32 @@ TEST_CASE("gpu backend: the h100 profile's deterministic schedules and the seq p
   }
 }
 
+TEST_CASE("gpu backend: a layer rule's schedules are checked as the table's, before training") {
+  profiles::OpTable table = profiles::op_table_preset("seq");
+  profiles::LayerRule rule;
+  rule.match.kind = profiles::LayerShape::Kind::conv;
+  rule.match.height = 14;
+  profiles::OpChoice tree = table[profiles::OpKind::wgrad];
+  tree.schedule = sim::parse_schedule("all:tree");
+  rule.ops[static_cast<size_t>(profiles::OpKind::wgrad)] = tree;
+  table.layer_rules.push_back(rule);
+  const auto problems = gpu_unsupported_ops(table);
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0].rfind("wgrad in layer rule 1 (" + rule.match.describe() + "): schedule 'all:tree'", 0) == 0);
+  // a batch norm in cuDNN's form sums on the CPU engine: its kinds are not the GPU backend's
+  profiles::LayerRule bn;
+  bn.match.kind = profiles::LayerShape::Kind::batch_norm;
+  bn.batch_norm = profiles::BatchNormForm::cudnn;
+  profiles::OpChoice trees = table[profiles::OpKind::bias_grad];
+  trees.schedule = sim::parse_schedule("strided(512):seq | contig(32):tree | all:tree");
+  bn.ops[static_cast<size_t>(profiles::OpKind::bias_grad)] = trees;
+  table.layer_rules = {bn};
+  CHECK(gpu_unsupported_ops(table).empty());
+  bn.batch_norm = profiles::BatchNormForm::fplab;
+  table.layer_rules = {bn};
+  CHECK(gpu_unsupported_ops(table).size() == 1);
+}
+
 TEST_CASE("gpu backend: tables it cannot run are refused one line per op kind, naming it") {
   const auto pairwise = gpu_unsupported_ops(profiles::op_table_preset("pairwise"));  // all:tree everywhere
   REQUIRE(pairwise.size() == 7);
