@@ -12,10 +12,12 @@ M2 = fma(d, x - m, M2), r the GPU's approximate reciprocal rcp.approx), then tur
 into a partial sum fl(k m); the 512 partials are added in float32 by a butterfly over the lanes
 (xor 16, 8, 4, 2, 1), then over the warps (xor 8, 4, 2, 1); mean = fl(S r(n)). The variance's
 partials are fl(M2 + fl(fl(k dm) dm)) with dm = m - mean, added in the same tree; inv_std =
-the GPU's rsqrt of fma(Q, r(n), eps).
+the GPU's rsqrt of fma(Q, r(n), eps). The output: y = fma(inv_std, fl(gamma fl(x - mean)), beta),
+gamma first and inv_std fused last.
 
 Checked against the files of `scripts/gpu-check --only calibrate` (in FOLDER): the 128 channels of
-counter_64x16at28.npz (their inputs rebuilt with bn_trials_torch's counter values), the single
+counter_64x16at28.npz (their inputs rebuilt with bn_trials_torch's counter values; y where the file
+keeps channel 0's, trials 0 and 1), the single
 impulses of impulse_64x16at28.npz and the 19 110 pairs of impulse_pairs_64x16at28.npz. Exit
 status 0 when every one matches, 1 otherwise, 2 on a missing file.
 """
@@ -112,6 +114,12 @@ def statistics(x: np.ndarray, rsqrt_table: np.ndarray) -> Tuple[np.ndarray, np.n
     return channel_mean, inv_std
 
 
+def output(x: np.ndarray, mean: F32, inv_std: F32, gamma: F32, beta: F32) -> np.ndarray:
+    """The kernel's y for one channel's values x (any shape) from its saved statistics."""
+    scaled = (F32(gamma) * (x - F32(mean)).astype(F32)).astype(F32)
+    return fma(np.full_like(scaled, inv_std), scaled, np.full_like(scaled, beta))
+
+
 def impulse_means(positions: List[List[int]], rsqrt_table: np.ndarray) -> np.ndarray:
     """The saved mean of channel 0 when it is 0 but for a 1 at each of the listed flat positions."""
     batch, _, height = SHAPE
@@ -129,14 +137,18 @@ def check(folder: str) -> Dict[str, Tuple[int, int]]:
     found: Dict[str, Tuple[int, int]] = {}
     with np.load(os.path.join(folder, "counter_64x16at28.npz")) as saved:
         trials = sorted({int(k.split("/")[1]) for k in saved.files})
-        means, stds = (0, 0), (0, 0)
+        means, stds, outputs = (0, 0), (0, 0), (0, 0)
         for trial in trials:
             x = bn_trials_torch.inputs(SHAPE, trial, "counter")["x"]
             mean, inv_std = statistics(x, rsqrt_table)
             key = f"64x16@28/{trial}/"
             means = (means[0] + int((mean == saved[key + "mean"]).sum()), means[1] + mean.size)
             stds = (stds[0] + int((inv_std == saved[key + "invstd"]).sum()), stds[1] + inv_std.size)
+            if key + "y" in saved.files:  # channel 0's outputs, from the model's own statistics
+                y = output(x[:, 0], mean[0], inv_std[0], saved[key + "gamma"][0], saved[key + "beta"][0])
+                outputs = (outputs[0] + int((y == saved[key + "y"][:, 0]).sum()), outputs[1] + y.size)
         found["random channels: mean"], found["random channels: inv_std"] = means, stds
+        found["channel 0's outputs y"] = outputs
     pixels = SHAPE[2] * SHAPE[2]
     units = (SHAPE[0] // 16, pixels // 16)
     first = [(u // units[1]) * 16 * pixels + (u % units[1]) * 16 for u in range(units[0] * units[1])]

@@ -150,11 +150,14 @@ std::vector<std::string> gpu_unsupported_ops(const profiles::OpTable& table) {
     if (const std::string problem = choice_problem(op, table[op]); !problem.empty())
       problems.push_back(std::string(profiles::op_kind_name(op)) + ": " + problem);
   // A layer rule's choices run too, on the layers it matches: refused before training, not midway.
-  // A batch norm in cuDNN's form sums on the CPU engine (models/batch_norm.cpp): its kinds are not
-  // this backend's.
+  // A batch norm in cuDNN's form sums on the CPU engine (models/batch_norm.cpp: the shipped models'
+  // batch norms all follow convolutions, 4-D, so a rule's form is theirs): its kinds are not this
+  // backend's, unless an earlier rule may set another form for the same layers.
+  bool form_set_before = false;
   for (size_t r = 0; r < table.layer_rules.size(); ++r) {
     const profiles::LayerRule& rule = table.layer_rules[r];
-    const bool on_host = rule.batch_norm == profiles::BatchNormForm::cudnn;
+    const bool on_host = rule.batch_norm == profiles::BatchNormForm::cudnn && !form_set_before;
+    form_set_before = form_set_before || (rule.batch_norm && rule.batch_norm != profiles::BatchNormForm::cudnn);
     for (profiles::OpKind op : profiles::all_op_kinds) {
       const auto& choice = rule.ops[static_cast<size_t>(op)];
       if (!choice || (on_host && (op == profiles::OpKind::bn_stats || op == profiles::OpKind::bias_grad))) continue;

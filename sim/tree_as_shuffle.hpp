@@ -14,7 +14,9 @@ namespace fplab::sim {
 
 // The schedule with every tree stage as shfl_up, where for n terms each tree stage's groups all
 // hold a power of two of partials; nullopt where one does not, where the schedule has no tree
-// stage, or where it is not plain (Schedule::plain: the stages the GPU planner knows).
+// stage, or where it is not plain (Schedule::plain: the stages the GPU planner knows). The same
+// additions, in another order of evaluation: the same bits under a deterministic rounding (the GPU
+// kernels' round to nearest), not under stochastic rounding, whose draws follow that order.
 std::optional<Schedule> trees_as_shuffles(const Schedule& schedule, size_t n);
 
 }  // namespace fplab::sim

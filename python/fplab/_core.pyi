@@ -297,6 +297,15 @@ def exp(x: ArrayLike) -> np.ndarray:
 def log(x: ArrayLike) -> np.ndarray:
     """log of a float32 array elementwise as the C++ layers compute it (logf)."""
 
+def cudnn_nchw_why_not(batch: int, positions: int) -> str:
+    """Why the model of cuDNN's NCHW BatchNorm kernels cannot take a channel of batch x positions values
+    ('' when it can)."""
+def cudnn_nchw_forward(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray,
+                       eps: float) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """cuDNN's bn_fw_tr_1C11_kernel_NCHW on float32 planes (B, C, P): (y, mean, inv_std, var)."""
+def cudnn_nchw_backward(g: np.ndarray, x: np.ndarray, mean: np.ndarray, inv_std: np.ndarray,
+                        gamma: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """cuDNN's bn_bw_1C11_kernel_new: (dx, dgamma, dbeta)."""
 def dot_planes(a: np.ndarray, b: np.ndarray, schedule: Schedule, arithmetic: Arithmetic, impl_seed: int,
                op_ids: Sequence[int], call: int) -> np.ndarray:
     """Per channel c the dot product of the float32 planes a[:, c, :] and b[:, c, :] (B, C, P), terms

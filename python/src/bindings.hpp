@@ -40,6 +40,7 @@ void bind_dot(py::module_& m);
 void bind_matmul(py::module_& m);
 void bind_reduce_batch(py::module_& m);
 void bind_dot_planes(py::module_& m);
+void bind_cudnn_nchw(py::module_& m);
 void bind_conv_columns(py::module_& m);
 void bind_noise_key(py::module_& m);
 void bind_profiles(py::module_& m);

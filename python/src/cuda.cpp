@@ -351,11 +351,13 @@ void cuda_batch_norm_cudnn_forward(uintptr_t x, uintptr_t y, uintptr_t centred, 
                                    double momentum, double eps, const sim::Schedule& schedule, int device,
                                    uint64_t impl_seed, uint64_t op_id, uint64_t call) {
   const gpu::PlanesShape planes = planes_of(shape);
+  if (!weight || !bias) throw std::invalid_argument("cuda_batch_norm_cudnn_forward: weight and bias must be given");
   const size_t c = planes.channels, n = planes.per_channel(), ld = gpu::segment_stride(planes);
   const SumPlans plans(schedule, n);
   const std::optional<gpu::ReductionPlan> dots = fast_plan(schedule, n);
   if (!dots) throw gpu::NotRealisable("cuda_batch_norm_cudnn_forward: schedule '" + sim::to_string(schedule) +
                                       "' is not the reduction kernel's (cuda_dot_why_not says why)");
+  if (const std::string why = gpu::dot_why_not(*dots); !why.empty()) throw gpu::NotRealisable("cuda_batch_norm_cudnn_forward: " + why);
   py::gil_scoped_release unlocked;
   const std::lock_guard<std::mutex> held(kernels_lock);
   DeviceKernels& k = kernels_on(device);
@@ -381,11 +383,13 @@ void cuda_batch_norm_cudnn_backward(uintptr_t gy, uintptr_t centred, uintptr_t i
                                     uintptr_t grads, uintptr_t dx, py::tuple shape, const sim::Schedule& schedule,
                                     int device, uint64_t impl_seed, uint64_t op_id, uint64_t call) {
   const gpu::PlanesShape planes = planes_of(shape);
+  if (!weight) throw std::invalid_argument("cuda_batch_norm_cudnn_backward: weight must be given");
   const size_t c = planes.channels, n = planes.per_channel(), ld = gpu::segment_stride(planes);
   const SumPlans plans(schedule, n);
   const std::optional<gpu::ReductionPlan> dots = fast_plan(schedule, n);
   if (!dots) throw gpu::NotRealisable("cuda_batch_norm_cudnn_backward: schedule '" + sim::to_string(schedule) +
                                       "' is not the reduction kernel's (cuda_dot_why_not says why)");
+  if (const std::string why = gpu::dot_why_not(*dots); !why.empty()) throw gpu::NotRealisable("cuda_batch_norm_cudnn_backward: " + why);
   py::gil_scoped_release unlocked;
   const std::lock_guard<std::mutex> held(kernels_lock);
   DeviceKernels& k = kernels_on(device);

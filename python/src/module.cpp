@@ -15,6 +15,7 @@ PYBIND11_MODULE(_core, m) {
   bind_matmul(m);
   bind_reduce_batch(m);
   bind_dot_planes(m);
+  bind_cudnn_nchw(m);
   bind_conv_columns(m);
   bind_noise_key(m);
   bind_profiles(m);

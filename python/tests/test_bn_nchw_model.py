@@ -1,7 +1,8 @@
-"""experiments/bn_nchw_model.py: the model of cuDNN's 28x28 BatchNorm statistics against the H200's
-saved means and inverse standard deviations (docs/results/calibration_torch/bn_h200: the first
-trial's 16 random channels and a sample of the impulse pairs; the script checks all), and a
-control: the plain sum times 1/n, which the kernel does not compute, misses channels."""
+"""experiments/bn_nchw_model.py: the model of cuDNN's 28x28 BatchNorm forward against the H200's
+saved means, inverse standard deviations and outputs (docs/results/calibration_torch/bn_h200: the
+first trial's 16 random channels and channel 0's outputs, a sample of the impulse pairs; the script
+checks all), and controls: the plain sum times 1/n and the singleread kernels' output form, which
+this kernel does not compute, miss."""
 
 import contextlib
 import io
@@ -31,6 +32,14 @@ class BnNchwModel(unittest.TestCase):
         with np.load(os.path.join(FOLDER, "counter_64x16at28.npz")) as saved:
             self.assertTrue(np.array_equal(mean.view(np.uint32), saved["64x16@28/0/mean"].view(np.uint32)))
             self.assertTrue(np.array_equal(inv_std.view(np.uint32), saved["64x16@28/0/invstd"].view(np.uint32)))
+            y = self.script.output(x[:, 0], mean[0], inv_std[0], saved["64x16@28/0/gamma"][0],
+                                   saved["64x16@28/0/beta"][0])
+            self.assertTrue(np.array_equal(y.view(np.uint32), saved["64x16@28/0/y"][:, 0].view(np.uint32)))
+            # the singleread kernels' output form is not this kernel's
+            scale = saved["64x16@28/0/gamma"][0] * inv_std[0]
+            other = self.script.fma(x[:, 0], np.full_like(y, scale),
+                                    np.full_like(y, saved["64x16@28/0/beta"][0] - mean[0] * scale))
+            self.assertLess(float((other == saved["64x16@28/0/y"][:, 0]).mean()), 0.9)
             # the control: a float32 sum in any one order, times fl(1/n), is not what the kernel saved
             plain = (x.astype(np.float64).sum(axis=(0, 2, 3)).astype(np.float32) * (np.float32(1) / np.float32(50176)))
             self.assertLess(int((plain.astype(np.float32) == saved["64x16@28/0/mean"]).sum()), 16)

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "sim/cuda/cuda_check.cuh"
 #include "sim/cuda/gpu_reduce.hpp"
@@ -801,12 +802,21 @@ void GpuSegmentedReduction::run_dots_in_place(const ReductionPlan& plan, const f
                                               size_t ld, size_t count, float* results) {
   if (const std::string why = dot_why_not(plan); !why.empty()) throw NotRealisable(why);
   if (ld < n) throw std::invalid_argument("segmented dots: the segments' stride must be at least n");
+  if (n == 0) {  // sim::gemm's empty dot is +0 (the kernel's idle lanes would give -0)
+    if (count) FPLAB_CUDA(cudaMemset(results, 0, count * sizeof(float)));
+    return;
+  }
   reduce_segments(plan, a, n, ld, count, results, true, b);
 }
 
 void GpuSegmentedReduction::run_dots(const ReductionPlan& plan, const float* a, const float* b, size_t n,
                                      size_t count, float* results) {
   if (const std::string why = dot_why_not(plan); !why.empty()) throw NotRealisable(why);
+  if (n == 0) {  // +0, as run_dots_in_place
+    const std::vector<float> zeros(count, 0.0f);
+    if (count) FPLAB_CUDA(cudaMemcpy(results, zeros.data(), count * sizeof(float), cudaMemcpyDefault));
+    return;
+  }
   const size_t ld = (n + 3) / 4 * 4;
   grow(segments_, segments_capacity_, std::max<size_t>(ld * count, 1));
   grow(second_, second_capacity_, std::max<size_t>(ld * count, 1));

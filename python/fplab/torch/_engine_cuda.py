@@ -296,6 +296,9 @@ class CudaEngine:
         if self.why_not("dgrad", choice, gemm=True) or choice.arithmetic.products == "rounded":
             return None
         batch = x_shape[0]
+        if slab_images * x_shape[2] * x_shape[3] * gy.shape[1] * kernel[0] * kernel[1] >= 2 ** 31 or \
+                slab_images * gy[0].numel() >= 2 ** 31:
+            return None  # the taps' gather indexes in 32 bits: the composed steps take it
         for _ in range(0, batch, slab_images):  # one GEMM a slab, as the composed steps record them
             self.coverage.emulated(op, "dgrad", choice, "cuda")
         gy, weight = self._dense(gy), self._dense(weight)

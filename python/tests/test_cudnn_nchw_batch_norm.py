@@ -1,0 +1,57 @@
+"""fplab._core.cudnn_nchw_forward/backward (sim/cudnn_nchw_batch_norm): cuDNN's BatchNorm kernels at
+28x28 (bn_fw_tr_1C11_kernel_NCHW, bn_bw_1C11_kernel_new) against the H200's bits in
+docs/results/calibration_torch/bn_h200/counter_64x16at28.npz: every channel's mean, inverse
+standard deviation, dgamma and dbeta of the 8 trials (inputs rebuilt from their counter values),
+channel 0's y and dx of trials 0 and 1; the shapes it does not take refused in one line."""
+
+import os
+import unittest
+
+import numpy as np
+
+import fplab
+from fplab import _core
+from fplab_command import experiment_script
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "results", "calibration_torch",
+                    "bn_h200", "counter_64x16at28.npz")
+
+
+def same(a, b) -> int:
+    return int((np.asarray(a, np.float32).view(np.uint32) == np.asarray(b, np.float32).view(np.uint32)).sum())
+
+
+class CudnnNchw(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.trials = experiment_script("bn_trials_torch")
+
+    def test_the_h200s_bits(self):
+        with np.load(DATA) as saved:
+            for trial in range(8):
+                key = f"64x16@28/{trial}/"
+                inputs = self.trials.inputs((64, 16, 28), trial, "counter")
+                x, g = inputs["x"].reshape(64, 16, 784), inputs["g"].reshape(64, 16, 784)
+                y, mean, inv_std, _ = _core.cudnn_nchw_forward(x, saved[key + "gamma"], saved[key + "beta"], 1e-5)
+                dx, dgamma, dbeta = _core.cudnn_nchw_backward(g, x, mean, inv_std, saved[key + "gamma"])
+                with self.subTest(trial=trial):
+                    self.assertEqual(same(mean, saved[key + "mean"]), 16)
+                    self.assertEqual(same(inv_std, saved[key + "invstd"]), 16)
+                    self.assertEqual(same(dgamma, saved[key + "dgamma"]), 16)
+                    self.assertEqual(same(dbeta, saved[key + "dbeta"]), 16)
+                    if key + "y" in saved.files:
+                        self.assertEqual(same(y[:, 0], saved[key + "y"].reshape(64, 784)), 64 * 784)
+                        self.assertEqual(same(dx[:, 0], saved[key + "dx"].reshape(64, 784)), 64 * 784)
+
+    def test_other_shapes_are_refused(self):
+        self.assertEqual(_core.cudnn_nchw_why_not(64, 784), "")
+        for batch, positions in ((32, 784), (60, 784), (64, 1024)):
+            self.assertIn("cuDNN's NCHW BatchNorm model", _core.cudnn_nchw_why_not(batch, positions))
+            with self.assertRaises((ValueError, fplab.Error)) as raised:
+                _core.cudnn_nchw_forward(np.zeros((batch, 2, positions), np.float32), np.ones(2, np.float32),
+                                         np.zeros(2, np.float32), 1e-5)
+            self.assertEqual(len(str(raised.exception).splitlines()), 1)
+
+
+if __name__ == "__main__":
+    unittest.main()
