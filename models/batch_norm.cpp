@@ -1,10 +1,14 @@
 #include "models/batch_norm.hpp"
 
 #include <cmath>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
 
 #include "fp/cuda_rsqrt.hpp"
 #include "models/compute.hpp"
 #include "sim/channel_dots.hpp"
+#include "sim/cudnn_nchw_batch_norm.hpp"
 
 namespace fplab::models {
 namespace {
@@ -104,9 +108,14 @@ Tensor<T> BatchNorm<T>::forward(const Tensor<T>& x, Context& ctx) {
   Tensor<T> m = to_rows(x, channels_);
   // PyTorch sends only inputs with positions (3 or more dimensions) and eps >= cuDNN's least
   // (1e-5) to cuDNN; the others run its own kernel, fplab's formula here.
-  if (ctx.training && x.shape.size() > 2 && eps_ >= 1e-5 &&
-      ctx.ops->batch_norm(layer) == profiles::BatchNormForm::cudnn) {
+  const bool to_cudnn = ctx.training && x.shape.size() > 2 && eps_ >= 1e-5;
+  if (to_cudnn && ctx.ops->batch_norm(layer) == profiles::BatchNormForm::cudnn) {
     Tensor<T> y = forward_cudnn(m, ctx);
+    shape_ = x.shape;
+    return from_rows(y, x.shape);
+  }
+  if (to_cudnn && ctx.ops->batch_norm(layer) == profiles::BatchNormForm::cudnn_nchw) {
+    Tensor<T> y = forward_cudnn_nchw(m, x.shape[0]);
     shape_ = x.shape;
     return from_rows(y, x.shape);
   }
@@ -143,9 +152,10 @@ Tensor<T> BatchNorm<T>::forward(const Tensor<T>& x, Context& ctx) {
   if (ctx.training) {
     xhat_ = std::move(xhat);
     centred_ = {};
+    input_ = {};
     inv_std_ = inv_std;
     shape_ = x.shape;
-    cudnn_ = false;
+    cudnn_ = cudnn_nchw_ = false;
   }
   return from_rows(y, x.shape);
 }
@@ -185,8 +195,70 @@ Tensor<T> BatchNorm<T>::forward_cudnn(const Tensor<T>& m, Context& device_ctx) {
     }
   centred_ = std::move(centred);
   xhat_ = {};
+  input_ = {};
   cudnn_ = true;
+  cudnn_nchw_ = false;
   return y;
+}
+
+// cuDNN's kernels for larger planes (sim/cudnn_nchw_batch_norm.hpp), channel by channel on rows m
+// (N x C, N = batch x positions): their own orders, whatever the profile's schedules say. The
+// running statistics move as fplab's do, from the kernel's variance fl(Q rcp(n)).
+template <class T>
+Tensor<T> BatchNorm<T>::forward_cudnn_nchw(const Tensor<T>& m, size_t batch) {
+  if constexpr (!std::is_same_v<T, float>) {
+    throw std::invalid_argument("batch_norm = \"cudnn-nchw\": cuDNN's float32 kernels, not for another precision");
+  } else {
+    const size_t n = m.dim(0), positions = n / batch;
+    if (const std::string why = sim::cudnn_nchw_why_not(batch, positions); !why.empty())
+      throw std::invalid_argument("batch_norm = \"cudnn-nchw\" for " + describe() + ": " + why);
+    mean_.assign(channels_, 0.0f);
+    inv_std_.assign(channels_, 0.0f);
+    Tensor<T> y({n, channels_});
+    for (size_t c = 0; c < channels_; ++c) {
+      const sim::NchwPlane plane{m.ptr() + c, batch, positions, positions * channels_, channels_};
+      const sim::NchwStatistics s = sim::cudnn_nchw_statistics(plane, static_cast<float>(eps_));
+      mean_[c] = s.mean;
+      inv_std_[c] = s.inv_std;
+      const float unbiased = n > 1 ? s.var * static_cast<float>(n) / static_cast<float>(n - 1) : s.var;
+      running_mean_.data[c] = static_cast<float>((1 - momentum_) * running_mean_.data[c] + momentum_ * s.mean);
+      running_var_.data[c] = static_cast<float>((1 - momentum_) * running_var_.data[c] + momentum_ * unbiased);
+      for (size_t i = 0; i < n; ++i)
+        y.data[i * channels_ + c] =
+            sim::cudnn_nchw_output(m.data[i * channels_ + c], s, gamma_.value.data[c], beta_.value.data[c]);
+    }
+    input_ = m;
+    xhat_ = {};
+    centred_ = {};
+    cudnn_ = false;
+    cudnn_nchw_ = true;
+    return y;
+  }
+}
+
+template <class T>
+Tensor<T> BatchNorm<T>::backward_cudnn_nchw(const Tensor<T>& g) {
+  if constexpr (!std::is_same_v<T, float>) {
+    throw std::logic_error("backward_cudnn_nchw: float32 only");
+  } else {
+    const size_t n = g.dim(0), batch = shape_[0], positions = n / batch;
+    Tensor<T> dx({n, channels_});
+    for (size_t c = 0; c < channels_; ++c) {
+      const sim::NchwPlane gp{g.ptr() + c, batch, positions, positions * channels_, channels_};
+      const sim::NchwPlane xp{input_.ptr() + c, batch, positions, positions * channels_, channels_};
+      sim::NchwStatistics s;
+      s.mean = mean_[c];
+      s.inv_std = inv_std_[c];
+      const sim::NchwGradients grads = sim::cudnn_nchw_gradients(gp, xp, s);
+      gamma_.grad.data[c] = grads.dgamma;
+      beta_.grad.data[c] = grads.dbeta;
+      for (size_t i = 0; i < n; ++i)
+        dx.data[i * channels_ + c] = sim::cudnn_nchw_input_gradient(g.data[i * channels_ + c],
+                                                                    input_.data[i * channels_ + c], s, grads,
+                                                                    gamma_.value.data[c]);
+    }
+    return dx;
+  }
 }
 
 // cuDNN's bn_bw_1C11_singleread: dbeta = S(g); dgamma = S(g d) invstd, the products fused into the
@@ -222,6 +294,7 @@ Tensor<T> BatchNorm<T>::backward(const Tensor<T>& dy, Context& ctx) {
   const LayerShapeScope scope(ctx, layer);
   Tensor<T> g = to_rows(dy, channels_);
   if (cudnn_) return from_rows(backward_cudnn(g, ctx), shape_);
+  if (cudnn_nchw_) return from_rows(backward_cudnn_nchw(g), shape_);
   const size_t n = g.dim(0);
   sum_rows(ctx, profiles::OpKind::bias_grad, g.ptr(), n, channels_, beta_.grad.ptr(), 0);
   Tensor<T> gx({n, channels_});

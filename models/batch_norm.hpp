@@ -8,7 +8,8 @@
 // on inputs with positions (as PyTorch sends to cuDNN) cuDNN's
 // singleread kernels' (profiles/layer_rule.hpp, BatchNormForm), which take the variance's squares
 // and gamma's gradient as FMA chains (a per-channel dot through the same schedules) and the GPU's
-// rsqrt (fp/cuda_rsqrt.hpp).
+// rsqrt (fp/cuda_rsqrt.hpp), or its kernels for larger planes (`cudnn-nchw`:
+// sim/cudnn_nchw_batch_norm.hpp, float32 only; their orders are the kernels', not a schedule's).
 #pragma once
 
 #include "models/layer.hpp"
@@ -35,10 +36,15 @@ class BatchNorm : public Layer<T> {
   profiles::LayerShape layer_shape(const std::vector<size_t>& shape) const;
   Tensor<T> forward_cudnn(const Tensor<T>& m, Context& ctx);
   Tensor<T> backward_cudnn(const Tensor<T>& g, Context& ctx);
+  Tensor<T> forward_cudnn_nchw(const Tensor<T>& m, size_t batch);
+  Tensor<T> backward_cudnn_nchw(const Tensor<T>& g);
 
   Tensor<T> xhat_;      // (N x C) normalised training input (fplab's form)
   Tensor<T> centred_;   // (N x C) x - mean (cuDNN's form)
-  bool cudnn_ = false;  // the last training forward took cuDNN's form
+  Tensor<T> input_;     // (N x C) x (cuDNN's NCHW form)
+  std::vector<T> mean_;  // cuDNN's NCHW form
+  bool cudnn_ = false;   // the last training forward took cuDNN's form
+  bool cudnn_nchw_ = false;  // ... its NCHW kernels' form
   std::vector<T> inv_std_;
   std::vector<size_t> shape_;
 };

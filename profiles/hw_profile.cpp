@@ -218,8 +218,11 @@ struct Reader {
           has_op = true;
         } else if (k == "batch_norm") {
           const std::string form = string(value, key_full);
-          if (form != "fplab" && form != "cudnn") fail(value, key_full, "must be \"fplab\" or \"cudnn\"");
-          rule.batch_norm = form == "cudnn" ? BatchNormForm::cudnn : BatchNormForm::fplab;
+          if (form != "fplab" && form != "cudnn" && form != "cudnn-nchw")
+            fail(value, key_full, "must be \"fplab\", \"cudnn\" or \"cudnn-nchw\"");
+          rule.batch_norm = form == "cudnn"        ? BatchNormForm::cudnn
+                            : form == "cudnn-nchw" ? BatchNormForm::cudnn_nchw
+                                                   : BatchNormForm::fplab;
           has_op = true;
         } else {
           fail(value, key_full,

@@ -17,7 +17,17 @@ std::string LayerShape::describe() const {
 
 std::string_view conv_wgrad_name(ConvWgrad form) { return form == ConvWgrad::winograd ? "winograd" : "gemm"; }
 
-std::string_view batch_norm_form_name(BatchNormForm form) { return form == BatchNormForm::cudnn ? "cudnn" : "fplab"; }
+std::string_view batch_norm_form_name(BatchNormForm form) {
+  switch (form) {
+    case BatchNormForm::cudnn:
+      return "cudnn";
+    case BatchNormForm::cudnn_nchw:
+      return "cudnn-nchw";
+    case BatchNormForm::fplab:
+      break;
+  }
+  return "fplab";
+}
 
 bool LayerMatch::matches(const LayerShape& layer) const {
   const auto agrees = [](const std::optional<size_t>& want, size_t have) { return !want || *want == have; };

@@ -57,7 +57,10 @@ std::string_view conv_wgrad_name(ConvWgrad form);
 // bn_bw_1C11_singleread kernels, as revealed on an H200: the reciprocal of n first, the variance's
 // squares fused into its sum, the GPU's approximate rsqrt, y = fma(x, scale, shift), and their own
 // backward formula (docs/results/calibration_torch.md, "cuDNN's BatchNorm, bit for bit").
-enum class BatchNormForm : uint8_t { fplab, cudnn };
+// `cudnn-nchw`: the kernels cuDNN runs on larger planes, bn_fw_tr_1C11_kernel_NCHW and
+// bn_bw_1C11_kernel_new (per-thread Welford chains with the GPU's approximate reciprocal, xor trees;
+// sim/cudnn_nchw_batch_norm.hpp), measured at 64 images of 28x28 only.
+enum class BatchNormForm : uint8_t { fplab, cudnn, cudnn_nchw };
 std::string_view batch_norm_form_name(BatchNormForm form);
 
 struct LayerRule {

@@ -106,6 +106,10 @@ batch_norm = "fplab"
 [[default.layers]]
 match = { layer = "bn", height = 7, batch = 64 }
 batch_norm = "cudnn"
+
+[[default.layers]]
+match = { layer = "bn", height = 28, batch = 64 }
+batch_norm = "cudnn-nchw"
 )"), "toy.toml");
   const OpTable& t = p.default_ops;
   const LayerShape bn14{LayerShape::Kind::batch_norm, 32, 0, 0, 0, 14}, bn7{LayerShape::Kind::batch_norm, 32, 0, 0, 0, 7};
@@ -123,6 +127,8 @@ batch_norm = "cudnn"
   CHECK(sim::to_string(t.choice(OpKind::bias_grad, &conv14).schedule) == "all:seq");  // a conv at 14: not the bn rule
   CHECK(t.describe().find("layers bn height=14: bias_grad=") != std::string::npos);
   CHECK(t.describe().find("batch_norm=cudnn") != std::string::npos);
+  CHECK(t.batch_norm({LayerShape::Kind::batch_norm, 16, 0, 0, 0, 28, 64}) == BatchNormForm::cudnn_nchw);
+  CHECK(t.describe().find("layers bn height=28 batch=64: batch_norm=cudnn-nchw") != std::string::npos);
 }
 
 TEST_CASE("layer rules: malformed rules give one line naming the file, the line and the key") {
@@ -145,7 +151,7 @@ TEST_CASE("layer rules: malformed rules give one line naming the file, the line 
       {"[[default.layers]]\nmatch = { layer = \"bn\", out = 3 }\nbatch_norm = \"cudnn\"\n",
        "a batch norm is matched by in (its channels), height and batch only"},
       {"[[default.layers]]\nmatch = { layer = \"bn\" }\nbatch_norm = \"miopen\"\n",
-       "key 'default.layers.batch_norm': must be \"fplab\" or \"cudnn\""},
+       "key 'default.layers.batch_norm': must be \"fplab\", \"cudnn\" or \"cudnn-nchw\""},
       {"[[default.layers]]\nmatch = { layer = \"conv\", batch = 64 }\nwgrad = \"all:seq\"\n",
        "batch describes batch norms (layer = \"bn\") only"},
       {"[[default.layers]]\nmatch = { layer = \"bn\", height = 7 }\nfwd = \"all:seq\"\n",

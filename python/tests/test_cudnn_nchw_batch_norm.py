@@ -12,6 +12,7 @@ import numpy as np
 import fplab
 from fplab import _core
 from fplab_command import experiment_script
+from torch_reference import needs_torch, torch
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "results", "calibration_torch",
                     "bn_h200", "counter_64x16at28.npz")
@@ -42,6 +43,31 @@ class CudnnNchw(unittest.TestCase):
                     if key + "y" in saved.files:
                         self.assertEqual(same(y[:, 0], saved[key + "y"].reshape(64, 784)), 64 * 784)
                         self.assertEqual(same(dx[:, 0], saved[key + "dx"].reshape(64, 784)), 64 * 784)
+
+    @needs_torch
+    def test_fplab_torch_under_h100_torch(self):
+        """F.batch_norm at 64x16@28 under both modes of h100-torch (its cudnn-nchw rule): cuDNN's bits,
+        forward and backward, and the same from the C++ layer's kernel model as from _core's."""
+        import fplab.torch
+        import torch.nn.functional as F
+        with np.load(DATA) as saved:
+            key = "64x16@28/1/"
+            inputs = self.trials.inputs((64, 16, 28), 1, "counter")
+            for profile in ("h100-torch", "h100-torch:deterministic"):
+                x = torch.from_numpy(inputs["x"]).requires_grad_()
+                gamma = torch.from_numpy(saved[key + "gamma"].copy()).requires_grad_()
+                beta = torch.from_numpy(saved[key + "beta"].copy()).requires_grad_()
+                running_mean, running_var = torch.zeros(16), torch.ones(16)
+                with fplab.torch.emulate(profile):
+                    y = F.batch_norm(x, running_mean, running_var, gamma, beta, training=True, momentum=0.1, eps=1e-5)
+                    y.backward(torch.from_numpy(inputs["g"]))
+                with self.subTest(profile=profile):
+                    self.assertEqual(same(y.detach()[:, 0].reshape(64, 784), saved[key + "y"].reshape(64, 784)), 50176)
+                    self.assertEqual(same(x.grad[:, 0].reshape(64, 784), saved[key + "dx"].reshape(64, 784)), 50176)
+                    self.assertEqual(same(gamma.grad, saved[key + "dgamma"]), 16)
+                    self.assertEqual(same(beta.grad, saved[key + "dbeta"]), 16)
+                    # the running mean moved from the kernel's mean
+                    self.assertTrue(np.allclose(running_mean.numpy(), 0.1 * saved[key + "mean"], rtol=1e-6))
 
     def test_other_shapes_are_refused(self):
         self.assertEqual(_core.cudnn_nchw_why_not(64, 784), "")

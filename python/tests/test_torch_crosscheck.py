@@ -80,6 +80,9 @@ SMALL = dict(subset=64, batch=32, epochs=1)
 CASES = {
     "medium_cnn_all_noise": (dict(model="medium_cnn", **SMALL), "all-noise", 3),
     "small_cnn_bn_all_noise": (dict(model="small_cnn_bn", **SMALL), "all-noise", 3),
+    # h100-torch's BatchNorm rules at batch 64: cuDNN's NCHW kernels at 28x28, singleread at 14x14
+    # and 7x7, the Winograd weight gradient at 7x7
+    "small_cnn_bn_h100_torch": (dict(model="small_cnn_bn", subset=128, batch=64, epochs=1), "h100-torch", 3),
     "small_cnn_cpu_seq": (dict(model="small_cnn", **RECIPE), "cpu-seq", 1),
     "small_cnn_h100": (dict(model="small_cnn", **RECIPE), "h100", 3),
     "small_cnn_h100_deterministic": (dict(model="small_cnn", **RECIPE), "h100:deterministic", 1),
@@ -231,6 +234,20 @@ class CrossCheck(unittest.TestCase):
 
     def test_small_cnn_bn_all_noise(self):
         self.check("small_cnn_bn_all_noise")
+
+    def test_small_cnn_bn_h100_torch(self):
+        # the BatchNorm at 28x28 in cuDNN's NCHW kernels' form (sim/cudnn_nchw_batch_norm) on both
+        # sides; the control: fplab's own BatchNorm arithmetic there gives other weights
+        run, ref = self.check("small_cnn_bn_h100_torch")
+        arguments, _, impl_seed = CASES["small_cnn_bn_h100_torch"]
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "profiles", "shipped",
+                               "h100-torch.toml")) as f:
+            text = f.read().replace('name = "h100-torch"', 'name = "h100-torch-fplab-28"')
+        path = os.path.join(self.folder.name, "h100-torch-fplab-28.toml")
+        with open(path, "w") as f:
+            f.write(text.replace('batch_norm = "cudnn-nchw"', 'batch_norm = "fplab"'))
+        other = fm.train(path, impl_seed, data=self.data, **arguments)
+        self.assertNotEqual(other.weights.tobytes(), ref["parameters"].tobytes())
 
     def test_medium_cnn_all_noise(self):
         self.check("medium_cnn_all_noise")

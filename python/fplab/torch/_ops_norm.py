@@ -20,6 +20,11 @@ invstd = the GPU's rsqrt (fplab._core.cuda_rsqrt, on the host: C values) of var 
 y = fma(x, scale, shift). Backward: dbeta = S(g), dgamma = S(g·d) · invstd (fused, part 1 + c),
 dx = fma(d, a, fma(g, scale, b)). The fused multiply-adds are the engine's channel_fma (the C
 library's fma on the CPU, fplab's kernel on CUDA).
+
+``batch_norm = "cudnn-nchw"``: cuDNN's kernels for larger planes (bn_fw_tr_1C11_kernel_NCHW,
+bn_bw_1C11_kernel_new: per-thread Welford chains with the GPU's approximate reciprocal, xor trees;
+sim/cudnn_nchw_batch_norm.hpp, as models/batch_norm.cpp), their own orders whatever the schedules,
+on the host (CUDA tensors are copied there and back), for the shapes measured (64 images of 28x28).
 """
 
 from __future__ import annotations
@@ -55,8 +60,15 @@ class _BatchNorm(torch.autograd.Function):
     def forward(ctx, em, op, site, x, weight, bias, running_mean, running_var, training, momentum, eps):
         # PyTorch sends a batch norm to cuDNN only with positions (3 or more dimensions), gamma and
         # beta, and eps >= cuDNN's least (1e-5); the others run its own kernel: fplab's formula here.
-        ctx.cudnn = (training and x.dim() > 2 and weight is not None and bias is not None and eps >= 1e-5
-                     and em.table.batch_norm(site.layer) == "cudnn")
+        to_cudnn = training and x.dim() > 2 and weight is not None and bias is not None and eps >= 1e-5
+        form = em.table.batch_norm(site.layer) if to_cudnn else "fplab"
+        ctx.cudnn, ctx.nchw = form == "cudnn", form == "cudnn-nchw"
+        if ctx.nchw:
+            y, mean, inv_std = _forward_cudnn_nchw(em, op, site, x, weight, bias, running_mean, running_var, momentum,
+                                                   eps)
+            ctx.em, ctx.op, ctx.site, ctx.training = em, op, site, training
+            ctx.save_for_backward(x, mean, inv_std, weight)
+            return y
         if ctx.cudnn:
             fused = em.engine.on(x).batch_norm_cudnn_forward(op, site, x, weight, bias, running_mean, running_var,
                                                              momentum, eps)
@@ -77,8 +89,14 @@ class _BatchNorm(torch.autograd.Function):
     @once_differentiable  # computed by the C++ engine, outside autograd
     def backward(ctx, gy):
         em, op, site = ctx.em, ctx.op, ctx.site
-        xhat, inv_std, weight = ctx.saved_tensors
         need_x, need_weight, need_bias = ctx.needs_input_grad[3:6]
+        if ctx.nchw:
+            x, mean, inv_std, weight = ctx.saved_tensors
+            with em.backward():
+                dx, dgamma, dbeta = _backward_cudnn_nchw(em, op, site, gy, x, mean, inv_std, weight)
+            return (None, None, None, dx if need_x else None, dgamma if need_weight else None,
+                    dbeta if need_bias else None, None, None, None, None, None)
+        xhat, inv_std, weight = ctx.saved_tensors
         with em.backward():
             if ctx.cudnn:
                 fused = em.engine.on(gy).batch_norm_cudnn_backward(op, site, gy, xhat, inv_std, weight, need_x)
@@ -160,6 +178,47 @@ def _backward_cudnn(em, op, site, gy, centred, inv_std, weight, need_x) -> tuple
         engine = em.engine.on(gy)
         dx = engine.channel_fma(centred, a, engine.channel_fma(gy, scale, b))
     return dx, dgamma, dbeta
+
+
+def _nchw_record(em, op: str, site, op_kind: str, device: torch.device) -> None:
+    """Coverage for cuDNN's NCHW kernels' two sums (their own orders, on the CPU engine)."""
+    where = "cpu" if device.type == "cpu" else "cpu (from cuda: cuDNN's NCHW BatchNorm model runs on the CPU)"
+    choice = em.table.choice(op_kind, site.layer)
+    for _ in range(2):
+        em.engine.cpu.coverage.emulated(op, op_kind, choice, where)
+
+
+def _host_planes(t: torch.Tensor):
+    """t (B, C, ...) as a float32 NumPy array (B, C, P) on the host."""
+    return t.detach().to("cpu").contiguous().numpy().reshape(t.shape[0], t.shape[1], -1)
+
+
+def _forward_cudnn_nchw(em, op, site, x, weight, bias, running_mean, running_var, momentum, eps) -> tuple:
+    """(y, mean, inv_std) as cuDNN's bn_fw_tr_1C11_kernel_NCHW computes them (sim/cudnn_nchw_batch_norm,
+    on the host; models/batch_norm.cpp's forward_cudnn_nchw). The running statistics move as
+    _forward_cudnn's, from the kernel's variance fl(Q rcp(n))."""
+    n = x.numel() // x.shape[1]
+    why = _core.cudnn_nchw_why_not(x.shape[0], n // x.shape[0])
+    if why:
+        raise _core.Error(f'batch_norm = "cudnn-nchw" for a batch norm of {tuple(x.shape)}: {why}')
+    _nchw_record(em, op, site, "bn_stats", x.device)
+    y, mean, inv_std, var = _core.cudnn_nchw_forward(_host_planes(x), weight.detach().cpu().numpy(),
+                                                     bias.detach().cpu().numpy(), eps)
+    mean, inv_std, var = (torch.from_numpy(a).to(x.device) for a in (mean, inv_std, var))
+    if running_mean is not None:
+        running_mean.copy_(((1 - momentum) * running_mean.double() + momentum * mean.double()).float())
+    if running_var is not None:
+        unbiased = divided(var * n, n - 1) if n > 1 else var
+        running_var.copy_(((1 - momentum) * running_var.double() + momentum * unbiased.double()).float())
+    return torch.from_numpy(y).reshape(x.shape).to(x.device), mean, inv_std
+
+
+def _backward_cudnn_nchw(em, op, site, gy, x, mean, inv_std, weight) -> tuple:
+    """(dx, dgamma, dbeta) as cuDNN's bn_bw_1C11_kernel_new computes them (on the host)."""
+    _nchw_record(em, op, site, "bias_grad", gy.device)
+    dx, dgamma, dbeta = _core.cudnn_nchw_backward(_host_planes(gy), _host_planes(x), mean.cpu().numpy(),
+                                                  inv_std.cpu().numpy(), weight.detach().cpu().numpy())
+    return tuple(torch.from_numpy(a).to(gy.device) for a in (dx.reshape(gy.shape), dgamma, dbeta))
 
 
 def _backward_steps(em, op, site, gy, xhat, inv_std, weight, training, need_x) -> tuple:

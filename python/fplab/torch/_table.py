@@ -66,7 +66,7 @@ class Table:
         return "gemm"
 
     def batch_norm(self, layer: Optional["Layer"]) -> str:
-        """A batch norm's arithmetic in training: "cudnn" or "fplab", the first layer rule that
+        """A batch norm's arithmetic in training: "cudnn", "cudnn-nchw" or "fplab", the first layer rule that
         matches it and says (profiles::OpTable::batch_norm)."""
         if layer is not None:
             for rule in self.layer_rules:
