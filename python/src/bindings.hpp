@@ -21,6 +21,9 @@ namespace py = pybind11;
 // An array of doubles, C-contiguous: the caller's own array when it already is one.
 using DoubleArray = py::array_t<double, py::array::c_style | py::array::forcecast>;
 using FloatArray = py::array_t<float, py::array::c_style | py::array::forcecast>;
+// A 3-D float32 NumPy array (batch, channels, positions), C-contiguous (a copy where it is not);
+// anything else a one-line ValueError naming function and argument (dot_planes.cpp).
+FloatArray float32_planes(py::handle object, const char* function, const char* name);
 
 // `x` (any array-like of numbers) as doubles; `function` and `name` name it in the error
 // ("reduce: x must be an array of numbers"). With `one_dimensional`, anything else is refused.

@@ -13,16 +13,6 @@
 namespace fplab::python {
 namespace {
 
-FloatArray planes_of(py::handle object, const char* name) {
-  if (!py::isinstance<py::array>(object))
-    throw std::invalid_argument(std::string("cudnn_nchw: ") + name + " must be a NumPy float32 array");
-  const auto array = py::reinterpret_borrow<py::array>(object);
-  if (array.dtype().kind() != 'f' || array.dtype().itemsize() != 4 || array.ndim() != 3)
-    throw std::invalid_argument(std::string("cudnn_nchw: ") + name +
-                                " must be a 3-D float32 array (batch, channels, positions)");
-  return FloatArray::ensure(array);
-}
-
 FloatArray channel_values(py::handle object, const char* name, size_t channels) {
   const auto array = FloatArray::ensure(object);
   if (!array || array.ndim() != 1 || static_cast<size_t>(array.shape(0)) != channels)
@@ -44,7 +34,7 @@ void require(const FloatArray& a) {
 // (y, mean, inv_std, var): y the planes' shape, the others one value a channel.
 std::tuple<py::array_t<float>, py::array_t<float>, py::array_t<float>, py::array_t<float>> forward(
     py::handle x_in, py::handle gamma_in, py::handle beta_in, double eps) {
-  const FloatArray x = planes_of(x_in, "x");
+  const FloatArray x = float32_planes(x_in, "cudnn_nchw_forward", "x");
   require(x);
   const auto channels = static_cast<size_t>(x.shape(1)), positions = static_cast<size_t>(x.shape(2));
   const FloatArray gamma = channel_values(gamma_in, "gamma", channels), beta = channel_values(beta_in, "beta", channels);
@@ -72,7 +62,8 @@ std::tuple<py::array_t<float>, py::array_t<float>, py::array_t<float>, py::array
 std::tuple<py::array_t<float>, py::array_t<float>, py::array_t<float>> backward(py::handle g_in, py::handle x_in,
                                                                                 py::handle mean_in, py::handle inv_in,
                                                                                 py::handle gamma_in) {
-  const FloatArray g = planes_of(g_in, "g"), x = planes_of(x_in, "x");
+  const FloatArray g = float32_planes(g_in, "cudnn_nchw_backward", "g");
+  const FloatArray x = float32_planes(x_in, "cudnn_nchw_backward", "x");
   for (int d = 0; d < 3; ++d)
     if (g.shape(d) != x.shape(d)) throw std::invalid_argument("cudnn_nchw_backward: g and x must have the same shape");
   require(g);

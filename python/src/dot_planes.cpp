@@ -11,24 +11,25 @@
 #include "sim/channel_dots.hpp"
 
 namespace fplab::python {
-namespace {
 
-FloatArray float32_planes(py::handle object, const char* name) {
+FloatArray float32_planes(py::handle object, const char* function, const char* name) {
   if (!py::isinstance<py::array>(object))
-    throw std::invalid_argument(std::string("dot_planes: ") + name + " must be a NumPy float32 array");
+    throw std::invalid_argument(std::string(function) + ": " + name + " must be a NumPy float32 array");
   const auto array = py::reinterpret_borrow<py::array>(object);
   if (array.dtype().kind() != 'f' || array.dtype().itemsize() != 4 || array.ndim() != 3)
-    throw std::invalid_argument(std::string("dot_planes: ") + name +
+    throw std::invalid_argument(std::string(function) + ": " + name +
                                 " must be a 3-D float32 array (batch, channels, positions)");
   return FloatArray::ensure(array);
 }
+
+namespace {
 
 // Per channel c the dot product of a[:, c, :] and b[:, c, :] (B, C, P), terms in the order b·P + p,
 // keyed {impl_seed, op_ids[c], call}: sim::channel_dots, as models/batch_norm.cpp's column_dots.
 py::array_t<float> dot_planes_array(py::handle a_in, py::handle b_in, const sim::Schedule& schedule,
                                     const sim::Arithmetic& arithmetic, uint64_t impl_seed,
                                     const std::vector<uint64_t>& op_ids, uint64_t call) {
-  const FloatArray a = float32_planes(a_in, "a"), b = float32_planes(b_in, "b");
+  const FloatArray a = float32_planes(a_in, "dot_planes", "a"), b = float32_planes(b_in, "dot_planes", "b");
   for (int d = 0; d < 3; ++d)
     if (a.shape(d) != b.shape(d)) throw std::invalid_argument("dot_planes: a and b must have the same shape");
   const auto batch = static_cast<size_t>(a.shape(0)), channels = static_cast<size_t>(a.shape(1));
