@@ -110,7 +110,8 @@ float cudnn_nchw_output(float x, const NchwStatistics& s, float gamma, float bet
 
 NchwGradients cudnn_nchw_gradients(const NchwPlane& g, const NchwPlane& x, const NchwStatistics& s) {
   require(g);
-  if (g.batch != x.batch || g.pixels != x.pixels) throw std::invalid_argument("cudnn_nchw_gradients: g and x differ in shape");
+  if (g.batch != x.batch || g.pixels != x.pixels)
+    throw std::invalid_argument("cudnn_nchw_gradients: g and x differ in shape");
   Lanes sb{}, sd{};  // from +0
   for_each_in_thread_order(g.batch, g.pixels, [&](size_t w, size_t l, size_t b, size_t p) {
     const float gv = g.at(b, p), d = x.at(b, p) - s.mean;

@@ -16,8 +16,8 @@ namespace {
 FloatArray channel_values(py::handle object, const char* name, size_t channels) {
   const auto array = FloatArray::ensure(object);
   if (!array || array.ndim() != 1 || static_cast<size_t>(array.shape(0)) != channels)
-    throw std::invalid_argument(std::string("cudnn_nchw: ") + name + " must be a float32 array of one value a channel (" +
-                                std::to_string(channels) + ")");
+    throw std::invalid_argument(std::string("cudnn_nchw: ") + name +
+                                " must be a float32 array of one value a channel (" + std::to_string(channels) + ")");
   return array;
 }
 
@@ -32,12 +32,15 @@ void require(const FloatArray& a) {
 }
 
 // (y, mean, inv_std, var): y the planes' shape, the others one value a channel.
-std::tuple<py::array_t<float>, py::array_t<float>, py::array_t<float>, py::array_t<float>> forward(
-    py::handle x_in, py::handle gamma_in, py::handle beta_in, double eps) {
+std::tuple<py::array_t<float>, py::array_t<float>, py::array_t<float>, py::array_t<float>> forward(py::handle x_in,
+                                                                                                   py::handle gamma_in,
+                                                                                                   py::handle beta_in,
+                                                                                                   double eps) {
   const FloatArray x = float32_planes(x_in, "cudnn_nchw_forward", "x");
   require(x);
   const auto channels = static_cast<size_t>(x.shape(1)), positions = static_cast<size_t>(x.shape(2));
-  const FloatArray gamma = channel_values(gamma_in, "gamma", channels), beta = channel_values(beta_in, "beta", channels);
+  const FloatArray gamma = channel_values(gamma_in, "gamma", channels),
+                   beta = channel_values(beta_in, "beta", channels);
   py::array_t<float> y({x.shape(0), x.shape(1), x.shape(2)});
   py::array_t<float> mean(static_cast<py::ssize_t>(channels)), inv_std(static_cast<py::ssize_t>(channels)),
       var(static_cast<py::ssize_t>(channels));
@@ -68,7 +71,8 @@ std::tuple<py::array_t<float>, py::array_t<float>, py::array_t<float>> backward(
     if (g.shape(d) != x.shape(d)) throw std::invalid_argument("cudnn_nchw_backward: g and x must have the same shape");
   require(g);
   const auto channels = static_cast<size_t>(g.shape(1)), positions = static_cast<size_t>(g.shape(2));
-  const FloatArray mean = channel_values(mean_in, "mean", channels), inv_std = channel_values(inv_in, "inv_std", channels),
+  const FloatArray mean = channel_values(mean_in, "mean", channels),
+                   inv_std = channel_values(inv_in, "inv_std", channels),
                    gamma = channel_values(gamma_in, "gamma", channels);
   py::array_t<float> dx({g.shape(0), g.shape(1), g.shape(2)});
   py::array_t<float> dgamma(static_cast<py::ssize_t>(channels)), dbeta(static_cast<py::ssize_t>(channels));

@@ -116,8 +116,8 @@ __global__ void statistics_kernel(CudnnStatistics st, size_t channels, float n, 
 
 __global__ void factors_kernel(const float* __restrict__ dbeta, const float* __restrict__ dots,
                                const float* __restrict__ inv_std, const float* __restrict__ weight, size_t channels,
-                               float inv_n, float* __restrict__ dgamma, float* __restrict__ scale, float* __restrict__ a,
-                               float* __restrict__ b) {
+                               float inv_n, float* __restrict__ dgamma, float* __restrict__ scale,
+                               float* __restrict__ a, float* __restrict__ b) {
   const size_t c = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= channels) return;
   const float g = __fmul_rn(dots[c], inv_std[c]);
@@ -150,8 +150,7 @@ float reciprocal(size_t n) { return 1.0f / static_cast<float>(n); }
 
 }  // namespace
 
-void cudnn_mean_and_centred(const float* x, const float* sums, const PlanesShape& shape, float* mean,
-                            float* centred) {
+void cudnn_mean_and_centred(const float* x, const float* sums, const PlanesShape& shape, float* mean, float* centred) {
   if (shape.channels == 0) return;
   mean_kernel<<<blocks_for(shape.channels), kThreads>>>(sums, shape.channels, reciprocal(shape.per_channel()), mean);
   FPLAB_CUDA_LAUNCHED("cudnn_mean");
@@ -165,9 +164,9 @@ void cudnn_statistics(const CudnnStatistics& statistics, const PlanesShape& shap
                       float* shift) {
   if (shape.channels == 0) return;
   const size_t n = shape.per_channel();
-  statistics_kernel<<<blocks_for(shape.channels), kThreads>>>(
-      statistics, shape.channels, static_cast<float>(n), n > 1 ? static_cast<float>(n - 1) : 0.0f, reciprocal(n),
-      rsqrt_table(), inv_std, scale, shift);
+  statistics_kernel<<<blocks_for(shape.channels), kThreads>>>(statistics, shape.channels, static_cast<float>(n),
+                                                              n > 1 ? static_cast<float>(n - 1) : 0.0f, reciprocal(n),
+                                                              rsqrt_table(), inv_std, scale, shift);
   FPLAB_CUDA_LAUNCHED("cudnn_statistics");
 }
 

@@ -14,8 +14,7 @@
 namespace fplab::sim::gpu {
 
 // mean[c] = sums[c] · fl(1/n), and centred = x − mean[c] elementwise.
-void cudnn_mean_and_centred(const float* x, const float* sums, const PlanesShape& shape, float* mean,
-                            float* centred);
+void cudnn_mean_and_centred(const float* x, const float* sums, const PlanesShape& shape, float* mean, float* centred);
 
 // Per channel from the fused dot of the centred values (squares): var = squares · fl(1/n);
 // running statistics as batch_norm_statistics moves them (double precision, the variance unbiased
