@@ -11,51 +11,82 @@
 namespace fplab::sim {
 namespace {
 
-constexpr size_t kWarps = 16, kLanes = 32, kMeasuredCounts = 128;
-constexpr size_t kMeasuredN = 50176;  // 64 x 784: rcp.approx(n) is the correctly rounded 1/n there
+constexpr size_t kThreads = 512, kMeasuredCounts = 256;
 
-// rcp.approx.ftz.f32 of the counts 1 .. 128 minus the correctly rounded 1/k, in ulps, where not 0
-// (tools/gpu/gpu_reciprocal_table --integers 128, H200).
-constexpr std::array<std::pair<int, int>, 11> kReciprocalDeltas = {
-    {{33, -1}, {37, -1}, {61, 1}, {66, -1}, {67, 1}, {74, -1}, {75, -1}, {83, 1}, {97, 1}, {122, 1}, {123, 1}}};
+// rcp.approx.ftz.f32 of the counts 1 .. 256 minus the correctly rounded 1/k, in ulps, where not 0
+// (tools/gpu/gpu_reciprocal_table on the H200: --integers 128, and the whole [1, 2) table above).
+constexpr std::array<std::pair<int, int>, 31> kReciprocalDeltas = {
+    {{33, -1},  {37, -1},  {61, 1},   {66, -1},  {67, 1},   {74, -1},  {75, -1},  {83, 1},
+     {97, 1},   {122, 1},  {123, 1},  {132, -1}, {134, 1},  {139, -1}, {141, 1},  {148, -1},
+     {150, -1}, {165, 1},  {166, 1},  {179, 1},  {189, 1},  {193, 1},  {194, 1},  {209, 1},
+     {219, 1},  {237, 1},  {243, 1},  {244, 1},  {246, 1},  {249, 1},  {255, -1}}};
 
-float reciprocal(size_t k) {
+// The counts' reciprocals (above) and n's: rcp.approx is the correctly rounded 1/n for n = 2^k and
+// 49 2^k (25 088, 50 176, ...), the only n measured.
+float reciprocal_of(size_t k) {
   int delta = 0;
   for (const auto& [count, ulps] : kReciprocalDeltas)
     if (static_cast<size_t>(count) == k) delta = ulps;
   return std::bit_cast<float>(std::bit_cast<int32_t>(1.0f / static_cast<float>(k)) + delta);
 }
 
-using Lanes = std::array<std::array<float, kLanes>, kWarps>;
-
-// The xor butterflies' lane-0 value: lanes at the offsets given, then warps.
-template <size_t N, size_t M>
-float butterfly(Lanes v, const std::array<size_t, N>& lane_offsets, const std::array<size_t, M>& warp_offsets) {
-  for (size_t o : lane_offsets)
-    for (auto& warp : v) {
-      const auto before = warp;
-      for (size_t l = 0; l < kLanes; ++l) warp[l] = before[l] + before[l ^ o];
-    }
-  std::array<float, kWarps> w{};
-  for (size_t i = 0; i < kWarps; ++i) w[i] = v[i][0];
-  for (size_t o : warp_offsets) {
-    const auto before = w;
-    for (size_t i = 0; i < kWarps; ++i) w[i] = before[i] + before[i ^ o];
-  }
-  return w[0];
+// reciprocal_of(k) for k = 0 .. kMeasuredCounts (entry 0 unused), looked up once.
+const std::array<float, kMeasuredCounts + 1>& reciprocals() {
+  static const auto table = [] {
+    std::array<float, kMeasuredCounts + 1> t{};
+    for (size_t k = 1; k <= kMeasuredCounts; ++k) t[k] = reciprocal_of(k);
+    return t;
+  }();
+  return table;
 }
 
-constexpr std::array<size_t, 5> kForwardLanes = {16, 8, 4, 2, 1}, kBackwardLanes = {1, 2, 4, 8, 16};
-constexpr std::array<size_t, 4> kForwardWarps = {8, 4, 2, 1}, kBackwardWarps = {1, 2, 4, 8};
+bool reciprocal_of_n_measured(size_t n) {
+  while (n > 1 && n % 2 == 0) n /= 2;
+  return n == 1 || n == 49;
+}
 
-// Calls f(warp, lane, image, pixel) for every position of a batch x pixels plane, each thread's
-// positions in its order.
+// The kernels' thread layout: `pixel_lanes` consecutive threads take a row of pixels, the
+// kThreads / pixel_lanes groups of them every that-many-th image. cuDNN's template parameter: 32
+// at 14x14, 16x16 and 28x28 (196, 256 and 784 pixels), 128 at 32x32 (1024), as measured.
+size_t pixel_lanes_for(size_t pixels) {
+  switch (pixels) {
+    case 196:
+    case 256:
+    case 784:
+      return 32;
+    case 1024:
+      return 128;
+  }
+  return 0;
+}
+
+using Threads = std::array<float, kThreads>;
+
+// Thread 0's value after xor shuffles at the given offsets of thread ids, in order (every thread
+// adds its partner's value to its own at each one).
+template <size_t N>
+float xor_tree(Threads v, const std::array<size_t, N>& offsets) {
+  for (size_t o : offsets) {
+    const Threads before = v;
+    for (size_t t = 0; t < kThreads; ++t) v[t] = before[t] + before[t ^ o];
+  }
+  return v[0];
+}
+
+// The forward's tree: within a warp 16, 8, 4, 2, 1, then across warps 256, ..., 32; the backward's
+// the other way round.
+constexpr std::array<size_t, 9> kForwardTree = {16, 8, 4, 2, 1, 256, 128, 64, 32};
+constexpr std::array<size_t, 9> kBackwardTree = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+
+// Calls f(thread, image, pixel) for every position of a batch x pixels plane, each thread's
+// positions in its order (images outer, pixels inner).
 template <class F>
 void for_each_in_thread_order(size_t batch, size_t pixels, F&& f) {
-  for (size_t first = 0; first < batch; first += kWarps)
-    for (size_t chunk = 0; chunk < pixels; chunk += kLanes)
-      for (size_t w = 0; w < kWarps; ++w)
-        for (size_t l = 0; l < kLanes && chunk + l < pixels; ++l) f(w, l, first + w, chunk + l);
+  const size_t lanes = pixel_lanes_for(pixels), groups = kThreads / lanes;
+  for (size_t first = 0; first < batch; first += groups)
+    for (size_t chunk = 0; chunk < pixels; chunk += lanes)
+      for (size_t g = 0; g < groups; ++g)
+        for (size_t l = 0; l < lanes && chunk + l < pixels; ++l) f(g * lanes + l, first + g, chunk + l);
 }
 
 void require(const NchwPlane& x) {
@@ -65,39 +96,44 @@ void require(const NchwPlane& x) {
 }  // namespace
 
 std::string cudnn_nchw_why_not(size_t batch, size_t pixels) {
-  if (batch == 0 || batch % kWarps != 0)
-    return "cuDNN's NCHW BatchNorm model: the batch must be a multiple of 16 (one image a warp), not " +
+  const size_t lanes = pixel_lanes_for(pixels);
+  if (lanes == 0)
+    return "cuDNN's NCHW BatchNorm model: its thread layout is measured at 14x14, 16x16, 28x28 and 32x32, not " +
+           std::to_string(pixels) + " values an image";
+  const size_t groups = kThreads / lanes;
+  if (batch == 0 || batch % groups != 0)
+    return "cuDNN's NCHW BatchNorm model: the batch must be a multiple of " + std::to_string(groups) + ", not " +
            std::to_string(batch);
-  const size_t count = batch / kWarps * ((pixels + kLanes - 1) / kLanes);
-  if (count > kMeasuredCounts || batch * pixels != kMeasuredN)
-    return "cuDNN's NCHW BatchNorm model: the GPU's reciprocals are measured for " + std::to_string(kMeasuredN) +
-           " values a channel and at most 128 a thread, not " + std::to_string(batch * pixels);
+  const size_t count = batch / groups * ((pixels + lanes - 1) / lanes);
+  if (count > kMeasuredCounts || !reciprocal_of_n_measured(batch * pixels))
+    return "cuDNN's NCHW BatchNorm model: the GPU's reciprocals are measured for at most 256 values a thread and n = "
+           "2^k or 49 2^k values a channel, not " +
+           std::to_string(count) + " and " + std::to_string(batch * pixels);
   return "";
 }
 
 NchwStatistics cudnn_nchw_statistics(const NchwPlane& x, float eps) {
   require(x);
-  Lanes mean{}, m2{}, count{};
-  for_each_in_thread_order(x.batch, x.pixels, [&](size_t w, size_t l, size_t b, size_t p) {
+  Threads mean{}, m2{}, count{};
+  const auto& rcp = reciprocals();
+  for_each_in_thread_order(x.batch, x.pixels, [&](size_t t, size_t b, size_t p) {
     const float v = x.at(b, p);
-    const float k = count[w][l] + 1.0f;
-    count[w][l] = k;
-    const float d = v - mean[w][l];
-    mean[w][l] = std::fma(d, reciprocal(static_cast<size_t>(k)), mean[w][l]);
-    m2[w][l] = std::fma(d, v - mean[w][l], m2[w][l]);
+    const float k = count[t] + 1.0f;
+    count[t] = k;
+    const float d = v - mean[t];
+    mean[t] = std::fma(d, rcp[static_cast<size_t>(k)], mean[t]);
+    m2[t] = std::fma(d, v - mean[t], m2[t]);
   });
-  const float rn = reciprocal(x.batch * x.pixels);
-  Lanes partial{};
-  for (size_t w = 0; w < kWarps; ++w)
-    for (size_t l = 0; l < kLanes; ++l) partial[w][l] = count[w][l] * mean[w][l];
+  const float rn = 1.0f / static_cast<float>(x.batch * x.pixels);  // = rcp.approx(n) (reciprocal_of_n_measured)
+  Threads partial{};
+  for (size_t t = 0; t < kThreads; ++t) partial[t] = count[t] * mean[t];
   NchwStatistics s;
-  s.mean = butterfly(partial, kForwardLanes, kForwardWarps) * rn;
-  for (size_t w = 0; w < kWarps; ++w)
-    for (size_t l = 0; l < kLanes; ++l) {
-      const float dm = mean[w][l] - s.mean;
-      partial[w][l] = m2[w][l] + (count[w][l] * dm) * dm;
-    }
-  const float q = butterfly(partial, kForwardLanes, kForwardWarps);
+  s.mean = xor_tree(partial, kForwardTree) * rn;
+  for (size_t t = 0; t < kThreads; ++t) {
+    const float dm = mean[t] - s.mean;
+    partial[t] = m2[t] + (count[t] * dm) * dm;
+  }
+  const float q = xor_tree(partial, kForwardTree);
   s.inv_std = fp::cuda_rsqrt(std::fma(q, rn, eps));
   s.var = q * rn;
   return s;
@@ -112,16 +148,16 @@ NchwGradients cudnn_nchw_gradients(const NchwPlane& g, const NchwPlane& x, const
   require(g);
   if (g.batch != x.batch || g.pixels != x.pixels)
     throw std::invalid_argument("cudnn_nchw_gradients: g and x differ in shape");
-  Lanes sb{}, sd{};  // from +0
-  for_each_in_thread_order(g.batch, g.pixels, [&](size_t w, size_t l, size_t b, size_t p) {
+  Threads sb{}, sd{};  // from +0
+  for_each_in_thread_order(g.batch, g.pixels, [&](size_t t, size_t b, size_t p) {
     const float gv = g.at(b, p), d = x.at(b, p) - s.mean;
-    sb[w][l] = sb[w][l] + gv;
-    sd[w][l] = std::fma(gv, d, sd[w][l]);
+    sb[t] = sb[t] + gv;
+    sd[t] = std::fma(gv, d, sd[t]);
   });
-  const float rn = reciprocal(g.batch * g.pixels);
+  const float rn = 1.0f / static_cast<float>(g.batch * g.pixels);
   NchwGradients out;
-  out.dbeta = butterfly(sb, kBackwardLanes, kBackwardWarps);
-  const float dots = butterfly(sd, kBackwardLanes, kBackwardWarps);
+  out.dbeta = xor_tree(sb, kBackwardTree);
+  const float dots = xor_tree(sd, kBackwardTree);
   out.dgamma = dots * s.inv_std;
   out.k = ((dots * rn) * s.inv_std) * s.inv_std;
   out.a = out.dbeta * rn;

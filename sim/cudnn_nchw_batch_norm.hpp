@@ -1,20 +1,22 @@
 // cuDNN's BatchNorm kernels for larger planes, bn_fw_tr_1C11_kernel_NCHW and bn_bw_1C11_kernel_new
 // (H200, cuDNN 9.19; docs/results/calibration_torch.md, "The 28x28 kernels"), one channel at a
 // time: the order and arithmetic of their statistics and gradients, bit for bit where measured
-// (batch 64 at 28x28: small_cnn_bn's first BatchNorm).
+// (batch 64 at 28x28, small_cnn_bn's first BatchNorm; batch 128 at 16x16 and 32x32, a ResNet-18's,
+// and the backward at 14x14).
 //
-// 512 threads a channel: warp w (of 16) takes the images w, w + 16, ..., lane l (of 32) the pixels
-// l, l + 32, ..., images outer, pixels inner. Forward: each thread runs Welford's update with the
-// GPU's approximate reciprocal (k += 1; d = x - m; m = fma(d, rcp(k), m); M2 = fma(d, x - m, M2)),
-// turns its mean back into a partial sum fl(k m), and the 512 partials are added by xor butterflies
-// (lanes 16, 8, 4, 2, 1, then warps 8, 4, 2, 1): mean = fl(S rcp(n)); the variance's partials
-// fl(M2 + fl(fl(k dm) dm)), dm = m - mean, the same tree; inv_std = the GPU's rsqrt of
-// fma(Q, rcp(n), eps); y = fma(inv_std, fl(gamma fl(x - mean)), beta). Backward: per thread the
-// chains Sb += g and Sd = fma(g, fl(x - mean), Sd), from +0, in the same order, added by xor trees
-// of the other order (lanes 1, 2, ..., 16, then warps 1, ..., 8): dbeta = Sb, dgamma =
-// fl(Sd inv_std); dx = fl(fl(fl(fma(-d, k, g) - a) inv_std) gamma) with k = fl(fl(fl(Sd rcp(n))
-// inv_std) inv_std) and a = fl(dbeta rcp(n)). rcp is the GPU's rcp.approx.ftz.f32
-// (tools/gpu/gpu_reciprocal_table): measured at the counts 1 .. 128 and at n = 50 176.
+// 512 threads a channel. At 14x14, 16x16 and 28x28 warp w (of 16) takes the images w, w + 16, ...
+// and lane l (of 32) the pixels l, l + 32, ...; at 32x32 four groups of 128 threads take every
+// fourth image and thread l of a group the pixels l, l + 128, ...; images outer, pixels inner.
+// Forward: each thread runs Welford's update with the GPU's approximate reciprocal (k += 1;
+// d = x - m; m = fma(d, rcp(k), m); M2 = fma(d, x - m, M2)), turns its mean back into a partial
+// sum fl(k m), and the 512 partials are added by xor shuffles of thread ids 16, 8, 4, 2, 1, then
+// 256, 128, 64, 32: mean = fl(S rcp(n)); the variance's partials fl(M2 + fl(fl(k dm) dm)), dm =
+// m - mean, the same tree; inv_std = the GPU's rsqrt of fma(Q, rcp(n), eps); y = fma(inv_std,
+// fl(gamma fl(x - mean)), beta). Backward: per thread the chains Sb += g and Sd = fma(g, fl(x -
+// mean), Sd), from +0, in the same order, added by xor trees of the other order (1, 2, ..., 256):
+// dbeta = Sb, dgamma = fl(Sd inv_std); dx = fl(fl(fl(fma(-d, k, g) - a) inv_std) gamma) with
+// k = fl(fl(fl(Sd rcp(n)) inv_std) inv_std) and a = fl(dbeta rcp(n)). rcp is the GPU's
+// rcp.approx.ftz.f32 (tools/gpu/gpu_reciprocal_table): measured whole on [1, 2).
 #pragma once
 
 #include <cstddef>
@@ -30,8 +32,9 @@ struct NchwPlane {
   float at(size_t b, size_t p) const { return values[b * image_stride + p * pixel_stride]; }
 };
 
-// Why the model cannot take a channel of `batch` images of `pixels` values ("" where it can): the
-// batch a multiple of the 16 warps, each thread's count and n among the reciprocals measured.
+// Why the model cannot take a channel of `batch` images of `pixels` values ("" where it can): an
+// image size whose thread layout was measured, the batch a multiple of its image groups, each
+// thread's count (at most 256) and n (2^k or 49 2^k) among the reciprocals written down.
 std::string cudnn_nchw_why_not(size_t batch, size_t pixels);
 
 struct NchwStatistics {

@@ -1,8 +1,10 @@
-"""fplab._core.cudnn_nchw_forward/backward (sim/cudnn_nchw_batch_norm): cuDNN's BatchNorm kernels at
-28x28 (bn_fw_tr_1C11_kernel_NCHW, bn_bw_1C11_kernel_new) against the H200's bits in
-docs/results/calibration_torch/bn_h200/counter_64x16at28.npz: every channel's mean, inverse
-standard deviation, dgamma and dbeta of the 8 trials (inputs rebuilt from their counter values),
-channel 0's y and dx of trials 0 and 1; the shapes it does not take refused in one line."""
+"""fplab._core.cudnn_nchw_forward/backward (sim/cudnn_nchw_batch_norm): cuDNN's BatchNorm kernels for
+larger planes (bn_fw_tr_1C11_kernel_NCHW, bn_bw_1C11_kernel_new) against the H200's bits in
+docs/results/calibration_torch/bn_h200: at 64x16@28 (counter_64x16at28.npz) every channel's mean,
+inverse standard deviation, dgamma and dbeta of 8 trials (inputs rebuilt from their counter values)
+and channel 0's y and dx of trials 0 and 1; a ResNet-18's shapes at batch 128
+(counter_resnet_batch128.npz: 16x16, 32x32, and 14x14's backward); the shapes it does not take
+refused in one line."""
 
 import os
 import unittest
@@ -14,8 +16,10 @@ from fplab import _core
 from fplab_command import experiment_script
 from torch_reference import needs_torch, torch
 
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "results", "calibration_torch",
-                    "bn_h200", "counter_64x16at28.npz")
+FOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "results", "calibration_torch",
+                      "bn_h200")
+DATA = os.path.join(FOLDER, "counter_64x16at28.npz")
+RESNET = os.path.join(FOLDER, "counter_resnet_batch128.npz")
 
 
 def same(a, b) -> int:
@@ -69,9 +73,36 @@ class CudnnNchw(unittest.TestCase):
                     # the running mean moved from the kernel's mean
                     self.assertTrue(np.allclose(running_mean.numpy(), 0.1 * saved[key + "mean"], rtol=1e-6))
 
+    def test_a_resnet18s_shapes(self):
+        """Batch 128 at 16x16 and 32x32 (the forward kernels' template 32 and 128: 16 warps of 32
+        pixel lanes, 4 groups of 128) and the backward at 14x14 (after the singleread forward)."""
+        with np.load(RESNET) as saved:
+            for shape, forward in (((128, 128, 16), True), ((128, 64, 32), True), ((128, 128, 14), False)):
+                name = "%dx%d@%d" % shape
+                for trial in (0, 1):
+                    key = f"{name}/{trial}/"
+                    inputs = self.trials.inputs(shape, trial, "counter")
+                    batch, channels, size = shape
+                    x, g = (inputs[k].reshape(batch, channels, size * size) for k in ("x", "g"))
+                    with self.subTest(shape=name, trial=trial):
+                        if forward:
+                            y, mean, inv_std, _ = _core.cudnn_nchw_forward(x, saved[key + "gamma"], saved[key + "beta"],
+                                                                            1e-5)
+                            self.assertEqual(same(mean, saved[key + "mean"]), channels)
+                            self.assertEqual(same(inv_std, saved[key + "invstd"]), channels)
+                            if key + "y" in saved.files:
+                                self.assertEqual(same(y[:, 0], saved[key + "y"].reshape(batch, -1)), batch * size * size)
+                        mean, inv_std = saved[key + "mean"], saved[key + "invstd"]  # the forward's, whichever ran
+                        dx, dgamma, dbeta = _core.cudnn_nchw_backward(g, x, mean, inv_std, saved[key + "gamma"])
+                        self.assertEqual(same(dgamma, saved[key + "dgamma"]), channels)
+                        self.assertEqual(same(dbeta, saved[key + "dbeta"]), channels)
+                        if key + "dx" in saved.files:
+                            self.assertEqual(same(dx[:, 0], saved[key + "dx"].reshape(batch, -1)), batch * size * size)
+
     def test_other_shapes_are_refused(self):
-        self.assertEqual(_core.cudnn_nchw_why_not(64, 784), "")
-        for batch, positions in ((32, 784), (60, 784), (64, 1024)):
+        for batch, positions in ((64, 784), (32, 784), (128, 256), (128, 1024), (128, 196)):
+            self.assertEqual(_core.cudnn_nchw_why_not(batch, positions), "")
+        for batch, positions in ((60, 784), (64, 1000), (96, 784), (130, 1024), (1024, 1024)):
             self.assertIn("cuDNN's NCHW BatchNorm model", _core.cudnn_nchw_why_not(batch, positions))
             with self.assertRaises((ValueError, fplab.Error)) as raised:
                 _core.cudnn_nchw_forward(np.zeros((batch, 2, positions), np.float32), np.ones(2, np.float32),
