@@ -16,10 +16,9 @@ constexpr size_t kThreads = 512, kMeasuredCounts = 256;
 // rcp.approx.ftz.f32 of the counts 1 .. 256 minus the correctly rounded 1/k, in ulps, where not 0
 // (tools/gpu/gpu_reciprocal_table on the H200: --integers 128, and the whole [1, 2) table above).
 constexpr std::array<std::pair<int, int>, 31> kReciprocalDeltas = {
-    {{33, -1},  {37, -1},  {61, 1},   {66, -1},  {67, 1},   {74, -1},  {75, -1},  {83, 1},
-     {97, 1},   {122, 1},  {123, 1},  {132, -1}, {134, 1},  {139, -1}, {141, 1},  {148, -1},
-     {150, -1}, {165, 1},  {166, 1},  {179, 1},  {189, 1},  {193, 1},  {194, 1},  {209, 1},
-     {219, 1},  {237, 1},  {243, 1},  {244, 1},  {246, 1},  {249, 1},  {255, -1}}};
+    {{33, -1},  {37, -1}, {61, 1},   {66, -1}, {67, 1},   {74, -1},  {75, -1}, {83, 1},  {97, 1},  {122, 1}, {123, 1},
+     {132, -1}, {134, 1}, {139, -1}, {141, 1}, {148, -1}, {150, -1}, {165, 1}, {166, 1}, {179, 1}, {189, 1}, {193, 1},
+     {194, 1},  {209, 1}, {219, 1},  {237, 1}, {243, 1},  {244, 1},  {246, 1}, {249, 1}, {255, -1}}};
 
 // The counts' reciprocals (above) and n's: rcp.approx is the correctly rounded 1/n for n = 2^k and
 // 49 2^k (25 088, 50 176, ...), the only n measured.
@@ -89,17 +88,25 @@ void for_each_in_thread_order(size_t batch, size_t pixels, F&& f) {
         for (size_t l = 0; l < lanes && chunk + l < pixels; ++l) f(g * lanes + l, first + g, chunk + l);
 }
 
-void require(const NchwPlane& x) {
-  if (const std::string why = cudnn_nchw_why_not(x.batch, x.pixels); !why.empty()) throw std::invalid_argument(why);
+void require(const NchwPlane& x, bool backward) {
+  if (const std::string why = cudnn_nchw_why_not(x.batch, x.pixels, backward); !why.empty())
+    throw std::invalid_argument(why);
 }
 
 }  // namespace
 
-std::string cudnn_nchw_why_not(size_t batch, size_t pixels) {
+size_t cudnn_nchw_pixel_lanes(size_t pixels) { return pixel_lanes_for(pixels); }
+
+float cudnn_nchw_count_reciprocal(size_t k) {
+  if (k == 0 || k > kMeasuredCounts) throw std::out_of_range("cudnn_nchw_count_reciprocal: k in 1 .. 256");
+  return reciprocals()[k];
+}
+
+std::string cudnn_nchw_why_not(size_t batch, size_t pixels, bool backward) {
   const size_t lanes = pixel_lanes_for(pixels);
-  if (lanes == 0)
-    return "cuDNN's NCHW BatchNorm model: its thread layout is measured at 14x14, 16x16, 28x28 and 32x32, not " +
-           std::to_string(pixels) + " values an image";
+  if (lanes == 0 || (pixels == 196 && !backward))
+    return std::string("cuDNN's NCHW BatchNorm model: its thread layout is measured at ") +
+           (backward ? "14x14, " : "") + "16x16, 28x28 and 32x32, not " + std::to_string(pixels) + " values an image";
   const size_t groups = kThreads / lanes;
   if (batch == 0 || batch % groups != 0)
     return "cuDNN's NCHW BatchNorm model: the batch must be a multiple of " + std::to_string(groups) + ", not " +
@@ -113,7 +120,7 @@ std::string cudnn_nchw_why_not(size_t batch, size_t pixels) {
 }
 
 NchwStatistics cudnn_nchw_statistics(const NchwPlane& x, float eps) {
-  require(x);
+  require(x, false);
   Threads mean{}, m2{}, count{};
   const auto& rcp = reciprocals();
   for_each_in_thread_order(x.batch, x.pixels, [&](size_t t, size_t b, size_t p) {
@@ -145,7 +152,7 @@ float cudnn_nchw_output(float x, const NchwStatistics& s, float gamma, float bet
 }
 
 NchwGradients cudnn_nchw_gradients(const NchwPlane& g, const NchwPlane& x, const NchwStatistics& s) {
-  require(g);
+  require(g, true);
   if (g.batch != x.batch || g.pixels != x.pixels)
     throw std::invalid_argument("cudnn_nchw_gradients: g and x differ in shape");
   Threads sb{}, sd{};  // from +0

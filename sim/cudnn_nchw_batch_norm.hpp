@@ -35,7 +35,14 @@ struct NchwPlane {
 // Why the model cannot take a channel of `batch` images of `pixels` values ("" where it can): an
 // image size whose thread layout was measured, the batch a multiple of its image groups, each
 // thread's count (at most 256) and n (2^k or 49 2^k) among the reciprocals written down.
-std::string cudnn_nchw_why_not(size_t batch, size_t pixels);
+// `backward`: bn_bw_1C11_kernel_new alone, which cuDNN also runs after its singleread forward
+// (at 14x14 for batch 128, measured: there the forward model does not apply).
+std::string cudnn_nchw_why_not(size_t batch, size_t pixels, bool backward = false);
+
+// The kernels' pixel lanes for an image of `pixels` values (32 or 128; 0 where not measured) and
+// the GPU's reciprocal of a thread's count k (1 .. 256): what a device twin of the model reads.
+size_t cudnn_nchw_pixel_lanes(size_t pixels);
+float cudnn_nchw_count_reciprocal(size_t k);
 
 struct NchwStatistics {
   float mean = 0, inv_std = 0;

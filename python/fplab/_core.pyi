@@ -297,7 +297,7 @@ def exp(x: ArrayLike) -> np.ndarray:
 def log(x: ArrayLike) -> np.ndarray:
     """log of a float32 array elementwise as the C++ layers compute it (logf)."""
 
-def cudnn_nchw_why_not(batch: int, positions: int) -> str:
+def cudnn_nchw_why_not(batch: int, positions: int, backward: bool = False) -> str:
     """Why the model of cuDNN's NCHW BatchNorm kernels cannot take a channel of batch x positions values
     ('' when it can)."""
 def cudnn_nchw_forward(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray,
@@ -364,6 +364,10 @@ def cuda_batch_norm_cudnn_backward(gy: int, centred: int, inv_std: int, weight: 
 def cuda_conv2d_direct_dgrad(gy: int, weight: int, dx: int, shape: Tuple[int, int, int, int], out_channels: int,
                              kernel: int, stride: int, padding: int, dgrad: Schedule, slab_images: int, device: int,
                              impl_seed: int, op_id: int, call: int) -> None: ...
+def cuda_batch_norm_nchw_forward(x: int, weight: int, bias: int, stats: int, y: int, shape: Tuple[int, int, int],
+                                 eps: float, device: int) -> None: ...
+def cuda_batch_norm_nchw_backward(gy: int, x: int, mean: int, inv_std: int, weight: int, grads: int, dx: int,
+                                  shape: Tuple[int, int, int], device: int) -> None: ...
 def cuda_channel_fma(x: int, scale: int, addend: int, addend_per_element: bool, shape: Tuple[int, int, int], out: int,
                      device: int = 0) -> None: ...
 def cuda_dot_why_not(schedule: Schedule, arithmetic: Arithmetic, n: int) -> str: ...

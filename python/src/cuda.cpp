@@ -31,6 +31,7 @@
 #include "sim/cuda/gpu_seeded.hpp"
 #include "sim/cuda/gpu_tensor_core_gemm.hpp"
 #include "sim/cuda/gpu_transpose.hpp"
+#include "sim/cudnn_nchw_batch_norm.hpp"
 #include "sim/engine.hpp"
 #include "sim/schedule.hpp"
 #include "sim/tree_as_shuffle.hpp"
@@ -408,6 +409,36 @@ void cuda_batch_norm_cudnn_backward(uintptr_t gy, uintptr_t centred, uintptr_t i
     gpu::cudnn_input_gradient(device_floats(gy), device_floats(centred), scale, a, b, planes, device_floats_out(dx));
 }
 
+// cuDNN's NCHW BatchNorm kernels' model on the device (sim/cudnn_nchw_batch_norm's bits): stats 3 x
+// channels (mean, inv_std, var), y; the shape one cudnn_nchw_why_not accepts.
+void cuda_batch_norm_nchw_forward(uintptr_t x, uintptr_t weight, uintptr_t bias, uintptr_t stats, uintptr_t y,
+                                  py::tuple shape, double eps, int device) {
+  const gpu::PlanesShape planes = planes_of(shape);
+  if (const std::string why = sim::cudnn_nchw_why_not(planes.batch, planes.positions); !why.empty())
+    throw std::invalid_argument(why);
+  py::gil_scoped_release unlocked;
+  const std::lock_guard<std::mutex> held(kernels_lock);
+  gpu::use_device(device);
+  float* const rows = device_floats_out(stats);
+  const size_t c = planes.channels;
+  gpu::cudnn_nchw_forward(device_floats(x), device_floats(weight), device_floats(bias), planes, static_cast<float>(eps),
+                          rows, rows + c, rows + 2 * c, device_floats_out(y));
+}
+
+// Its backward: grads 2 x channels (dgamma, dbeta), dx where non-zero.
+void cuda_batch_norm_nchw_backward(uintptr_t gy, uintptr_t x, uintptr_t mean, uintptr_t inv_std, uintptr_t weight,
+                                   uintptr_t grads, uintptr_t dx, py::tuple shape, int device) {
+  const gpu::PlanesShape planes = planes_of(shape);
+  if (const std::string why = sim::cudnn_nchw_why_not(planes.batch, planes.positions, true); !why.empty())
+    throw std::invalid_argument(why);
+  py::gil_scoped_release unlocked;
+  const std::lock_guard<std::mutex> held(kernels_lock);
+  gpu::use_device(device);
+  float* const rows = device_floats_out(grads);
+  gpu::cudnn_nchw_backward(device_floats(gy), device_floats(x), device_floats(mean), device_floats(inv_std),
+                           device_floats(weight), planes, rows, rows + planes.channels, optional_floats(dx));
+}
+
 // Per channel of a and b (batch, channels, positions) the fused dot over the terms b·P + p, in the
 // schedule's order (sim::channel_dots' bits): the operands laid out as segments on the device,
 // then the reduction kernel with the products fused into its chains.
@@ -673,6 +704,14 @@ void bind_cuda(py::module_& m) {
         "A convolution's input gradient as conv_dgrad 'direct' adds it (one group, square geometry): dx (shape, the "
         "input's) from gy and the weight, device addresses of float32 tensors; slab_images images a GEMM (all of "
         "them where the dgrad schedule draws noise). Enqueued on the default stream.");
+  m.def("cuda_batch_norm_nchw_forward", &cuda_batch_norm_nchw_forward, py::arg("x"), py::arg("weight"),
+        py::arg("bias"), py::arg("stats"), py::arg("y"), py::arg("shape"), py::arg("eps"), py::arg("device"),
+        "cuDNN's NCHW BatchNorm kernels' model (fplab._core.cudnn_nchw_forward's bits) on the device: x, y (batch, "
+        "channels, positions) float32 device addresses, stats 3 x channels (mean, inv_std, var). Enqueued on the "
+        "default stream.");
+  m.def("cuda_batch_norm_nchw_backward", &cuda_batch_norm_nchw_backward, py::arg("gy"), py::arg("x"), py::arg("mean"),
+        py::arg("inv_std"), py::arg("weight"), py::arg("grads"), py::arg("dx"), py::arg("shape"), py::arg("device"),
+        "Its backward (cudnn_nchw_backward's bits): grads 2 x channels (dgamma, dbeta), dx 0 when not wanted.");
   m.def("cuda_channel_fma", &cuda_channel_fma, py::arg("x"), py::arg("scale"), py::arg("addend"),
         py::arg("addend_per_element"), py::arg("shape"), py::arg("out"), py::arg("device") = 0,
         "out = fma(x, scale[c], addend) on the device, one rounding: x, out (and addend where per element) device "

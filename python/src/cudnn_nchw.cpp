@@ -26,8 +26,9 @@ sim::NchwPlane plane(const FloatArray& a, size_t c) {
   return {a.data() + c * positions, static_cast<size_t>(a.shape(0)), positions, channels * positions, 1};
 }
 
-void require(const FloatArray& a) {
-  const std::string why = sim::cudnn_nchw_why_not(static_cast<size_t>(a.shape(0)), static_cast<size_t>(a.shape(2)));
+void require(const FloatArray& a, bool backward) {
+  const std::string why =
+      sim::cudnn_nchw_why_not(static_cast<size_t>(a.shape(0)), static_cast<size_t>(a.shape(2)), backward);
   if (!why.empty()) throw std::invalid_argument(why);
 }
 
@@ -37,7 +38,7 @@ std::tuple<py::array_t<float>, py::array_t<float>, py::array_t<float>, py::array
                                                                                                    py::handle beta_in,
                                                                                                    double eps) {
   const FloatArray x = float32_planes(x_in, "cudnn_nchw_forward", "x");
-  require(x);
+  require(x, false);
   const auto channels = static_cast<size_t>(x.shape(1)), positions = static_cast<size_t>(x.shape(2));
   const FloatArray gamma = channel_values(gamma_in, "gamma", channels),
                    beta = channel_values(beta_in, "beta", channels);
@@ -69,7 +70,7 @@ std::tuple<py::array_t<float>, py::array_t<float>, py::array_t<float>> backward(
   const FloatArray x = float32_planes(x_in, "cudnn_nchw_backward", "x");
   for (int d = 0; d < 3; ++d)
     if (g.shape(d) != x.shape(d)) throw std::invalid_argument("cudnn_nchw_backward: g and x must have the same shape");
-  require(g);
+  require(g, true);
   const auto channels = static_cast<size_t>(g.shape(1)), positions = static_cast<size_t>(g.shape(2));
   const FloatArray mean = channel_values(mean_in, "mean", channels),
                    inv_std = channel_values(inv_in, "inv_std", channels),
@@ -98,8 +99,9 @@ std::tuple<py::array_t<float>, py::array_t<float>, py::array_t<float>> backward(
 
 void bind_cudnn_nchw(py::module_& m) {
   m.def("cudnn_nchw_why_not", &sim::cudnn_nchw_why_not, py::arg("batch"), py::arg("positions"),
-        "Why the model of cuDNN's NCHW BatchNorm kernels cannot take a channel of batch x positions values: one line, "
-        "or '' when it can.");
+        py::arg("backward") = false,
+        "Why the model of cuDNN's NCHW BatchNorm kernels (backward: the backward kernel alone) cannot take a "
+        "channel of batch x positions values: one line, or '' when it can.");
   m.def("cudnn_nchw_forward", &forward, py::arg("x"), py::arg("gamma"), py::arg("beta"), py::arg("eps"),
         "cuDNN's bn_fw_tr_1C11_kernel_NCHW on float32 planes x (B, C, P): (y, mean, inv_std, var), the last three "
         "one value a channel (var: the variance for the running statistics).");

@@ -51,25 +51,29 @@ class CudnnNchw(unittest.TestCase):
     @needs_torch
     def test_fplab_torch_under_h100_torch(self):
         """F.batch_norm at 64x16@28 under both modes of h100-torch (its cudnn-nchw rule): cuDNN's bits,
-        forward and backward, and the same from the C++ layer's kernel model as from _core's."""
+        forward and backward, on the CPU and (on a GPU machine) on CUDA tensors, by the device twin."""
         import fplab.torch
         import torch.nn.functional as F
+        devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
         with np.load(DATA) as saved:
             key = "64x16@28/1/"
             inputs = self.trials.inputs((64, 16, 28), 1, "counter")
-            for profile in ("h100-torch", "h100-torch:deterministic"):
-                x = torch.from_numpy(inputs["x"]).requires_grad_()
-                gamma = torch.from_numpy(saved[key + "gamma"].copy()).requires_grad_()
-                beta = torch.from_numpy(saved[key + "beta"].copy()).requires_grad_()
-                running_mean, running_var = torch.zeros(16), torch.ones(16)
+            for profile, device in ((p, d) for p in ("h100-torch", "h100-torch:deterministic") for d in devices):
+                x = torch.from_numpy(inputs["x"]).to(device).requires_grad_()
+                gamma = torch.from_numpy(saved[key + "gamma"].copy()).to(device).requires_grad_()
+                beta = torch.from_numpy(saved[key + "beta"].copy()).to(device).requires_grad_()
+                running_mean, running_var = torch.zeros(16, device=device), torch.ones(16, device=device)
                 with fplab.torch.emulate(profile):
                     y = F.batch_norm(x, running_mean, running_var, gamma, beta, training=True, momentum=0.1, eps=1e-5)
-                    y.backward(torch.from_numpy(inputs["g"]))
-                with self.subTest(profile=profile):
-                    self.assertEqual(same(y.detach()[:, 0].reshape(64, 784), saved[key + "y"].reshape(64, 784)), 50176)
-                    self.assertEqual(same(x.grad[:, 0].reshape(64, 784), saved[key + "dx"].reshape(64, 784)), 50176)
-                    self.assertEqual(same(gamma.grad, saved[key + "dgamma"]), 16)
-                    self.assertEqual(same(beta.grad, saved[key + "dbeta"]), 16)
+                    y.backward(torch.from_numpy(inputs["g"]).to(device))
+                    self.assertEqual({e.where for e in fplab.torch.coverage().emulated}, {device})
+                y, dx = y.detach().cpu(), x.grad.cpu()
+                dgamma, dbeta, running_mean = gamma.grad.cpu(), beta.grad.cpu(), running_mean.cpu()
+                with self.subTest(profile=profile, device=device):
+                    self.assertEqual(same(y[:, 0].reshape(64, 784), saved[key + "y"].reshape(64, 784)), 50176)
+                    self.assertEqual(same(dx[:, 0].reshape(64, 784), saved[key + "dx"].reshape(64, 784)), 50176)
+                    self.assertEqual(same(dgamma, saved[key + "dgamma"]), 16)
+                    self.assertEqual(same(dbeta, saved[key + "dbeta"]), 16)
                     # the running mean moved from the kernel's mean
                     self.assertTrue(np.allclose(running_mean.numpy(), 0.1 * saved[key + "mean"], rtol=1e-6))
 
@@ -91,7 +95,8 @@ class CudnnNchw(unittest.TestCase):
                             self.assertEqual(same(mean, saved[key + "mean"]), channels)
                             self.assertEqual(same(inv_std, saved[key + "invstd"]), channels)
                             if key + "y" in saved.files:
-                                self.assertEqual(same(y[:, 0], saved[key + "y"].reshape(batch, -1)), batch * size * size)
+                                self.assertEqual(same(y[:, 0], saved[key + "y"].reshape(batch, -1)),
+                                                 batch * size * size)
                         mean, inv_std = saved[key + "mean"], saved[key + "invstd"]  # the forward's, whichever ran
                         dx, dgamma, dbeta = _core.cudnn_nchw_backward(g, x, mean, inv_std, saved[key + "gamma"])
                         self.assertEqual(same(dgamma, saved[key + "dgamma"]), channels)
@@ -99,9 +104,54 @@ class CudnnNchw(unittest.TestCase):
                         if key + "dx" in saved.files:
                             self.assertEqual(same(dx[:, 0], saved[key + "dx"].reshape(batch, -1)), batch * size * size)
 
+    @needs_torch
+    @unittest.skipUnless(torch is not None and torch.cuda.is_available()
+                         and hasattr(_core, "cuda_batch_norm_nchw_forward"),
+                         "no CUDA device (or fplab built without CUDA): the device twin is not run")
+    def test_the_device_twin(self):
+        """sim/cuda/gpu_batch_norm_cudnn's kernels give _core's (the host model's) bits at every measured
+        layout, forward and backward."""
+        for shape in ((64, 16, 28), (128, 128, 16), (128, 64, 32), (128, 32, 14)):
+            batch, channels, size = shape
+            inputs = self.trials.inputs(shape, 0, "counter")
+            x, g = (inputs[k].reshape(batch, channels, size * size) for k in ("x", "g"))
+            gamma, beta = inputs["gamma"], inputs["beta"]
+            forward = size != 14  # at 14x14 the forward is the singleread kernel: the backward alone is this one
+            if forward:
+                want_y, mean, inv_std, var = _core.cudnn_nchw_forward(x, gamma, beta, 1e-5)
+            else:
+                mean = x.mean(axis=(0, 2)).astype(np.float32)
+                inv_std = (1 / np.sqrt(x.var(axis=(0, 2)) + 1e-5)).astype(np.float32)
+            want_dx, want_dgamma, want_dbeta = _core.cudnn_nchw_backward(g, x, mean, inv_std, gamma)
+            on = {k: torch.from_numpy(v).cuda() for k, v in dict(x=x, g=g, gamma=gamma, beta=beta).items()}
+            stats = torch.empty(3, channels, device="cuda")
+            y = torch.empty_like(on["x"])
+            if forward:
+                _core.cuda_batch_norm_nchw_forward(on["x"].data_ptr(), on["gamma"].data_ptr(), on["beta"].data_ptr(),
+                                                   stats.data_ptr(), y.data_ptr(), (batch, channels, size * size),
+                                                   1e-5, torch.cuda.current_device())
+            grads, dx = torch.empty(2, channels, device="cuda"), torch.empty_like(on["x"])
+            mean_d, inv_d = torch.from_numpy(mean).cuda(), torch.from_numpy(inv_std).cuda()
+            _core.cuda_batch_norm_nchw_backward(on["g"].data_ptr(), on["x"].data_ptr(), mean_d.data_ptr(),
+                                                inv_d.data_ptr(), on["gamma"].data_ptr(), grads.data_ptr(),
+                                                dx.data_ptr(), (batch, channels, size * size),
+                                                torch.cuda.current_device())
+            torch.cuda.synchronize()
+            stats, grads = stats.cpu().numpy(), grads.cpu().numpy()
+            with self.subTest(shape=shape):
+                if forward:
+                    self.assertEqual(same(stats[0], mean) + same(stats[1], inv_std) + same(stats[2], var),
+                                     3 * channels)
+                    self.assertEqual(same(y.cpu().numpy(), want_y), want_y.size)
+                self.assertEqual(same(grads[0], want_dgamma) + same(grads[1], want_dbeta), 2 * channels)
+                self.assertEqual(same(dx.cpu().numpy(), want_dx), want_dx.size)
+
     def test_other_shapes_are_refused(self):
-        for batch, positions in ((64, 784), (32, 784), (128, 256), (128, 1024), (128, 196)):
+        for batch, positions in ((64, 784), (32, 784), (128, 256), (128, 1024)):
             self.assertEqual(_core.cudnn_nchw_why_not(batch, positions), "")
+        # at 14x14 only the backward kernel is this one (its forward the singleread kernel)
+        self.assertEqual(_core.cudnn_nchw_why_not(128, 196, backward=True), "")
+        self.assertIn("measured at 16x16", _core.cudnn_nchw_why_not(128, 196))
         for batch, positions in ((60, 784), (64, 1000), (96, 784), (130, 1024), (1024, 1024)):
             self.assertIn("cuDNN's NCHW BatchNorm model", _core.cudnn_nchw_why_not(batch, positions))
             with self.assertRaises((ValueError, fplab.Error)) as raised:

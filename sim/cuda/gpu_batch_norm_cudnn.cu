@@ -7,10 +7,12 @@
 #include <map>
 #include <mutex>
 #include <span>
+#include <string>
 
 #include "fp/cuda_rsqrt.hpp"
 #include "sim/cuda/cuda_check.cuh"
 #include "sim/cuda/gpu_batch_norm_cudnn.hpp"
+#include "sim/cudnn_nchw_batch_norm.hpp"
 
 namespace fplab::sim::gpu {
 namespace {
@@ -145,6 +147,124 @@ __global__ void rsqrt_kernel(const float* __restrict__ x, size_t n, const uint8_
     out[i] = gpu_rsqrt(x[i], table);
 }
 
+// The NCHW kernels' model on the device (sim/cudnn_nchw_batch_norm.cpp, the same operations): a
+// block of 512 threads a channel, each its chain, then xor trees through shared memory.
+constexpr int kNchwThreads = 512;
+constexpr int kNchwCounts = 256;
+
+struct NchwLayout {
+  int batch, channels, pixels, lanes;
+  float rn;                           // rcp.approx(n) (the correctly rounded 1/n where the model applies)
+  float reciprocal[kNchwCounts + 1];  // rcp.approx of the counts
+};
+
+// Thread 0's value after xor shuffles of thread ids at the offsets (each thread adds its partner's).
+template <int N>
+__device__ float nchw_tree(float* shared, float mine, const int (&offsets)[N]) {
+  const int t = threadIdx.x;
+  shared[t] = mine;
+  __syncthreads();
+  for (int i = 0; i < N; ++i) {
+    const float other = shared[t ^ offsets[i]];
+    __syncthreads();
+    shared[t] = __fadd_rn(shared[t], other);
+    __syncthreads();
+  }
+  const float root = shared[0];
+  __syncthreads();
+  return root;
+}
+
+__device__ const int kForwardTree[9] = {16, 8, 4, 2, 1, 256, 128, 64, 32};
+__device__ const int kBackwardTree[9] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+
+__global__ void __launch_bounds__(kNchwThreads)
+    nchw_statistics_kernel(const float* __restrict__ x, NchwLayout s, float eps, const uint8_t* table,
+                           float* __restrict__ mean_out, float* __restrict__ inv_out, float* __restrict__ var_out) {
+  __shared__ float shared[kNchwThreads];
+  const int c = blockIdx.x, t = threadIdx.x, groups = kNchwThreads / s.lanes, g = t / s.lanes, l = t % s.lanes;
+  float k = 0.0f, m = 0.0f, m2 = 0.0f;
+  for (int first = 0; first < s.batch; first += groups)
+    for (int p = l; p < s.pixels; p += s.lanes) {
+      const float v = x[(static_cast<size_t>(first + g) * s.channels + c) * s.pixels + p];
+      k = __fadd_rn(k, 1.0f);
+      const float d = __fsub_rn(v, m);
+      m = __fmaf_rn(d, s.reciprocal[static_cast<int>(k)], m);
+      m2 = __fmaf_rn(d, __fsub_rn(v, m), m2);
+    }
+  const float mean = __fmul_rn(nchw_tree(shared, __fmul_rn(k, m), kForwardTree), s.rn);
+  const float dm = __fsub_rn(m, mean);
+  const float q = nchw_tree(shared, __fadd_rn(m2, __fmul_rn(__fmul_rn(k, dm), dm)), kForwardTree);
+  if (t == 0) {
+    mean_out[c] = mean;
+    inv_out[c] = gpu_rsqrt(__fmaf_rn(q, s.rn, eps), table);
+    var_out[c] = __fmul_rn(q, s.rn);
+  }
+}
+
+__global__ void nchw_output_kernel(const float* __restrict__ x, const float* __restrict__ mean,
+                                   const float* __restrict__ inv_std, const float* __restrict__ weight,
+                                   const float* __restrict__ bias, size_t channels, size_t positions, size_t count,
+                                   float* __restrict__ y) {
+  for (size_t e = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < count;
+       e += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const size_t c = (e / positions) % channels;
+    y[e] = __fmaf_rn(inv_std[c], __fmul_rn(weight[c], __fsub_rn(x[e], mean[c])), bias[c]);
+  }
+}
+
+__global__ void __launch_bounds__(kNchwThreads)
+    nchw_gradients_kernel(const float* __restrict__ gy, const float* __restrict__ x, const float* __restrict__ mean,
+                          const float* __restrict__ inv_std, NchwLayout s, float* __restrict__ dgamma,
+                          float* __restrict__ dbeta, float* __restrict__ k_out, float* __restrict__ a_out) {
+  __shared__ float shared[kNchwThreads];
+  const int c = blockIdx.x, t = threadIdx.x, groups = kNchwThreads / s.lanes, g = t / s.lanes, l = t % s.lanes;
+  const float mu = mean[c];
+  float sb = 0.0f, sd = 0.0f;
+  for (int first = 0; first < s.batch; first += groups)
+    for (int p = l; p < s.pixels; p += s.lanes) {
+      const size_t at = (static_cast<size_t>(first + g) * s.channels + c) * s.pixels + p;
+      const float gv = gy[at];
+      sb = __fadd_rn(sb, gv);
+      sd = __fmaf_rn(gv, __fsub_rn(x[at], mu), sd);
+    }
+  const float beta_grad = nchw_tree(shared, sb, kBackwardTree);
+  const float dots = nchw_tree(shared, sd, kBackwardTree);
+  if (t == 0) {
+    const float inv = inv_std[c];
+    dbeta[c] = beta_grad;
+    dgamma[c] = __fmul_rn(dots, inv);
+    k_out[c] = __fmul_rn(__fmul_rn(__fmul_rn(dots, s.rn), inv), inv);
+    a_out[c] = __fmul_rn(beta_grad, s.rn);
+  }
+}
+
+__global__ void nchw_input_gradient_kernel(const float* __restrict__ gy, const float* __restrict__ x,
+                                           const float* __restrict__ mean, const float* __restrict__ inv_std,
+                                           const float* __restrict__ weight, const float* __restrict__ k,
+                                           const float* __restrict__ a, size_t channels, size_t positions, size_t count,
+                                           float* __restrict__ dx) {
+  for (size_t e = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < count;
+       e += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const size_t c = (e / positions) % channels;
+    const float d = __fsub_rn(x[e], mean[c]);
+    dx[e] = __fmul_rn(__fmul_rn(__fsub_rn(__fmaf_rn(-d, k[c], gy[e]), a[c]), inv_std[c]), weight[c]);
+  }
+}
+
+NchwLayout nchw_layout(const PlanesShape& shape, bool backward) {
+  if (const std::string why = cudnn_nchw_why_not(shape.batch, shape.positions, backward); !why.empty())
+    throw std::invalid_argument(why);
+  NchwLayout s{};
+  s.batch = static_cast<int>(shape.batch);
+  s.channels = static_cast<int>(shape.channels);
+  s.pixels = static_cast<int>(shape.positions);
+  s.lanes = static_cast<int>(cudnn_nchw_pixel_lanes(shape.positions));
+  s.rn = 1.0f / static_cast<float>(shape.per_channel());
+  for (int k = 1; k <= kNchwCounts; ++k) s.reciprocal[k] = cudnn_nchw_count_reciprocal(static_cast<size_t>(k));
+  return s;
+}
+
 // fl(1/n) as float32 (n below 2^24 is exact as a float; above, rounded first, as PyTorch's full()).
 float reciprocal(size_t n) { return 1.0f / static_cast<float>(n); }
 
@@ -184,6 +304,36 @@ void cudnn_input_gradient(const float* gy, const float* centred, const float* sc
   input_gradient_kernel<<<blocks_for(shape.size()), kThreads>>>(gy, centred, scale, a, b, shape.channels,
                                                                 shape.positions, shape.size(), dx);
   FPLAB_CUDA_LAUNCHED("cudnn_input_gradient");
+}
+
+void cudnn_nchw_forward(const float* x, const float* weight, const float* bias, const PlanesShape& shape, float eps,
+                        float* mean, float* inv_std, float* var, float* y) {
+  if (shape.size() == 0) return;
+  const NchwLayout s = nchw_layout(shape, false);
+  nchw_statistics_kernel<<<static_cast<unsigned>(shape.channels), kNchwThreads>>>(x, s, eps, rsqrt_table(), mean,
+                                                                                  inv_std, var);
+  FPLAB_CUDA_LAUNCHED("cudnn_nchw_statistics");
+  nchw_output_kernel<<<blocks_for(shape.size()), kThreads>>>(x, mean, inv_std, weight, bias, shape.channels,
+                                                             shape.positions, shape.size(), y);
+  FPLAB_CUDA_LAUNCHED("cudnn_nchw_output");
+}
+
+void cudnn_nchw_backward(const float* gy, const float* x, const float* mean, const float* inv_std, const float* weight,
+                         const PlanesShape& shape, float* dgamma, float* dbeta, float* dx) {
+  if (shape.size() == 0) return;
+  const NchwLayout s = nchw_layout(shape, true);
+  float* factors = nullptr;  // k and a, channels each
+  FPLAB_CUDA(cudaMallocAsync(reinterpret_cast<void**>(&factors), 2 * shape.channels * sizeof(float), nullptr));
+  nchw_gradients_kernel<<<static_cast<unsigned>(shape.channels), kNchwThreads>>>(gy, x, mean, inv_std, s, dgamma, dbeta,
+                                                                                 factors, factors + shape.channels);
+  FPLAB_CUDA_LAUNCHED("cudnn_nchw_gradients");
+  if (dx) {
+    nchw_input_gradient_kernel<<<blocks_for(shape.size()), kThreads>>>(gy, x, mean, inv_std, weight, factors,
+                                                                       factors + shape.channels, shape.channels,
+                                                                       shape.positions, shape.size(), dx);
+    FPLAB_CUDA_LAUNCHED("cudnn_nchw_input_gradient");
+  }
+  FPLAB_CUDA(cudaFreeAsync(factors, nullptr));
 }
 
 void cuda_rsqrt_on_device(const float* x, size_t n, float* out) {

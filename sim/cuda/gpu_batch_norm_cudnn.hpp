@@ -41,6 +41,16 @@ void cudnn_gradient_factors(const float* dbeta, const float* dots, const float* 
 void cudnn_input_gradient(const float* gy, const float* centred, const float* scale, const float* a, const float* b,
                           const PlanesShape& shape, float* dx);
 
+// cuDNN's kernels for larger planes (sim/cudnn_nchw_batch_norm.hpp, the same bits), a block of 512
+// threads a channel as theirs: training statistics into mean, inv_std and var (channels each;
+// var = fl(Q rcp(n)) for the running statistics), then y = fma(inv_std, fl(gamma fl(x - mean)),
+// beta). The shape must be one cudnn_nchw_why_not accepts (the caller checks).
+void cudnn_nchw_forward(const float* x, const float* weight, const float* bias, const PlanesShape& shape, float eps,
+                        float* mean, float* inv_std, float* var, float* y);
+// Its backward: dgamma, dbeta (channels each) and dx where not null, from the forward's mean and inv_std.
+void cudnn_nchw_backward(const float* gy, const float* x, const float* mean, const float* inv_std, const float* weight,
+                         const PlanesShape& shape, float* dgamma, float* dbeta, float* dx);
+
 // out[i] = the GPU's rsqrt of x[i] as cudnn_statistics computes it on the device (fp::cuda_rsqrt's
 // table), for the tests: x and out n values of host memory, copied through the device.
 void cuda_rsqrt_on_device(const float* x, size_t n, float* out);

@@ -128,6 +128,15 @@ class Engine:
         """None: on the CPU conv_dgrad "direct" runs slab by slab (_ops_conv._direct_input_grad)."""
         return None
 
+    def batch_norm_nchw_forward(self, x, weight, bias, eps: float) -> None:
+        """None: on the CPU cuDNN's NCHW kernels' model runs through _core.cudnn_nchw_forward
+        (_ops_norm._forward_cudnn_nchw); the CUDA engine has a device twin."""
+        return None
+
+    def batch_norm_nchw_backward(self, gy, x, mean, inv_std, weight, need_x: bool) -> None:
+        """None, as batch_norm_nchw_forward."""
+        return None
+
     def batch_norm_cudnn_forward(self, op: str, site: Site, x, weight, bias, running_mean, running_var,
                                  momentum: float, eps: float) -> None:
         """None: on the CPU cuDNN's form runs as _ops_norm's composed steps (the CUDA engine fuses them)."""

@@ -349,6 +349,30 @@ class CudaEngine:
             self.coverage.emulated(op, op_kind, choice, "cuda")
         return choice
 
+    def batch_norm_nchw_forward(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float):
+        """cuDNN's NCHW BatchNorm kernels' model on the device (sim/cuda/gpu_batch_norm_cudnn, the
+        host's bits): (y, mean, inv_std, var); the caller has checked the shape."""
+        x, weight, bias = self._dense(x), self._dense(weight), self._dense(bias)
+        batch, channels = x.shape[0], x.shape[1]
+        y = torch.empty_like(x)
+        stats = torch.empty((3, channels), dtype=torch.float32, device=self.device)
+        self._kernels(_core.cuda_batch_norm_nchw_forward, x.data_ptr(), weight.data_ptr(), bias.data_ptr(),
+                      stats.data_ptr(), y.data_ptr(), (batch, channels, x.numel() // max(1, batch * channels)), eps,
+                      self.index)
+        return y, stats[0], stats[1], stats[2]
+
+    def batch_norm_nchw_backward(self, gy: torch.Tensor, x: torch.Tensor, mean: torch.Tensor, inv_std: torch.Tensor,
+                                 weight: torch.Tensor, need_x: bool):
+        """Its backward: (dx or None, dgamma, dbeta)."""
+        gy, x, mean, inv_std, weight = (self._dense(t) for t in (gy, x, mean, inv_std, weight))
+        batch, channels = gy.shape[0], gy.shape[1]
+        grads = torch.empty((2, channels), dtype=torch.float32, device=self.device)
+        dx = torch.empty_like(gy) if need_x else None
+        self._kernels(_core.cuda_batch_norm_nchw_backward, gy.data_ptr(), x.data_ptr(), mean.data_ptr(),
+                      inv_std.data_ptr(), weight.data_ptr(), grads.data_ptr(), _address(dx),
+                      (batch, channels, gy.numel() // max(1, batch * channels)), self.index)
+        return dx, grads[0], grads[1]
+
     def batch_norm_cudnn_forward(self, op: str, site: Site, x: torch.Tensor, weight, bias, running_mean, running_var,
                                  momentum: float, eps: float):
         """cuDNN's form of a batch norm in training (_ops_norm._forward_cudnn's bits) in a few of

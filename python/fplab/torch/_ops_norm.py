@@ -24,7 +24,8 @@ library's fma on the CPU, fplab's kernel on CUDA).
 ``batch_norm = "cudnn-nchw"``: cuDNN's kernels for larger planes (bn_fw_tr_1C11_kernel_NCHW,
 bn_bw_1C11_kernel_new: per-thread Welford chains with the GPU's approximate reciprocal, xor trees;
 sim/cudnn_nchw_batch_norm.hpp, as models/batch_norm.cpp), their own orders whatever the schedules,
-on the host (CUDA tensors are copied there and back), for the shapes measured (64 images of 28x28).
+on the CPU engine or, for CUDA tensors, its device twin (sim/cuda/gpu_batch_norm_cudnn), for the
+shapes measured (64 images of 28x28; 128 of 16x16 and 32x32).
 """
 
 from __future__ import annotations
@@ -181,8 +182,8 @@ def _backward_cudnn(em, op, site, gy, centred, inv_std, weight, need_x) -> tuple
 
 
 def _nchw_record(em, op: str, site, op_kind: str, device: torch.device) -> None:
-    """Coverage for cuDNN's NCHW kernels' two sums (their own orders, on the CPU engine)."""
-    where = "cpu" if device.type == "cpu" else "cpu (from cuda: cuDNN's NCHW BatchNorm model runs on the CPU)"
+    """Coverage for cuDNN's NCHW kernels' two sums (their own orders, on the tensors' device)."""
+    where = device.type
     choice = em.table.choice(op_kind, site.layer)
     for _ in range(2):
         em.engine.cpu.coverage.emulated(op, op_kind, choice, where)
@@ -202,20 +203,28 @@ def _forward_cudnn_nchw(em, op, site, x, weight, bias, running_mean, running_var
     if why:
         raise _core.Error(f'batch_norm = "cudnn-nchw" for a batch norm of {tuple(x.shape)}: {why}')
     _nchw_record(em, op, site, "bn_stats", x.device)
-    y, mean, inv_std, var = _core.cudnn_nchw_forward(_host_planes(x), weight.detach().cpu().numpy(),
-                                                     bias.detach().cpu().numpy(), eps)
-    mean, inv_std, var = (torch.from_numpy(a).to(x.device) for a in (mean, inv_std, var))
+    fused = em.engine.on(x).batch_norm_nchw_forward(x, weight, bias, eps)
+    if fused is not None:
+        y, mean, inv_std, var = fused
+    else:
+        y, mean, inv_std, var = _core.cudnn_nchw_forward(_host_planes(x), weight.detach().cpu().numpy(),
+                                                         bias.detach().cpu().numpy(), eps)
+        y = torch.from_numpy(y).reshape(x.shape).to(x.device)
+        mean, inv_std, var = (torch.from_numpy(a).to(x.device) for a in (mean, inv_std, var))
     if running_mean is not None:
         running_mean.copy_(((1 - momentum) * running_mean.double() + momentum * mean.double()).float())
     if running_var is not None:
         unbiased = divided(var * n, n - 1) if n > 1 else var
         running_var.copy_(((1 - momentum) * running_var.double() + momentum * unbiased.double()).float())
-    return torch.from_numpy(y).reshape(x.shape).to(x.device), mean, inv_std
+    return y, mean, inv_std
 
 
 def _backward_cudnn_nchw(em, op, site, gy, x, mean, inv_std, weight) -> tuple:
-    """(dx, dgamma, dbeta) as cuDNN's bn_bw_1C11_kernel_new computes them (on the host)."""
+    """(dx, dgamma, dbeta) as cuDNN's bn_bw_1C11_kernel_new computes them."""
     _nchw_record(em, op, site, "bias_grad", gy.device)
+    fused = em.engine.on(gy).batch_norm_nchw_backward(gy, x, mean, inv_std, weight, True)
+    if fused is not None:
+        return fused
     dx, dgamma, dbeta = _core.cudnn_nchw_backward(_host_planes(gy), _host_planes(x), mean.cpu().numpy(),
                                                   inv_std.cpu().numpy(), weight.detach().cpu().numpy())
     return tuple(torch.from_numpy(a).to(gy.device) for a in (dx.reshape(gy.shape), dgamma, dbeta))
