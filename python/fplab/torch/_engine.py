@@ -128,6 +128,10 @@ class Engine:
         """None: on the CPU conv_dgrad "direct" runs slab by slab (_ops_conv._direct_input_grad)."""
         return None
 
+    def nchw_why_not(self) -> str:
+        """'': the CPU engine runs cuDNN's NCHW kernels' model itself (_core.cudnn_nchw_*)."""
+        return ""
+
     def batch_norm_nchw_forward(self, x, weight, bias, eps: float) -> None:
         """None: on the CPU cuDNN's NCHW kernels' model runs through _core.cudnn_nchw_forward
         (_ops_norm._forward_cudnn_nchw); the CUDA engine has a device twin."""

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from typing import Dict, Optional, Sequence, Tuple
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -108,6 +109,8 @@ class CudaEngine:
         self._scratch = torch.empty(0, dtype=torch.float32, device=device)
         #: _tap_index's maps on the device by geometry: every slab and group of a layer, every step
         self._tap_indices: Dict[tuple, torch.Tensor] = {}
+        #: nchw_why_not's answer, once checked
+        self._nchw_why: Optional[str] = None
 
     def why_not(self, op_kind: str, choice, gemm: Optional[bool] = None) -> str:
         """Why ``choice`` (of kind ``op_kind``) cannot run on fplab's kernels; "" where it can.
@@ -349,9 +352,44 @@ class CudaEngine:
             self.coverage.emulated(op, op_kind, choice, "cuda")
         return choice
 
+    def nchw_why_not(self) -> str:
+        """'' where the device twin of cuDNN's NCHW BatchNorm kernels' model (sim/cuda/gpu_batch_norm_cudnn)
+        has given the host model's bits (_core.cudnn_nchw_*) on a check before its first use (once an
+        engine: random channels at 28x28 and 32x32, forward and backward); else why not, and the
+        layers go through the host."""
+        if self._nchw_why is None:
+            self._nchw_why = self._nchw_check()
+        return self._nchw_why
+
+    def _nchw_check(self) -> str:
+        rng = np.random.default_rng(12)
+        for batch, pixels in ((64, 784), (128, 1024)):
+            x = (rng.standard_normal((batch, 3, pixels)) * 2 + 1).astype(np.float32)
+            g = (rng.standard_normal((batch, 3, pixels)) / (batch * pixels)).astype(np.float32)
+            gamma, beta = (1 + rng.standard_normal(3) / 4).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+            want_y, mean, inv_std, var = _core.cudnn_nchw_forward(x, gamma, beta, 1e-5)
+            want_dx, want_dgamma, want_dbeta = _core.cudnn_nchw_backward(g, x, mean, inv_std, gamma)
+            on = [torch.from_numpy(a).to(self.device) for a in (x, g, gamma, beta)]
+            y, got_mean, got_inv, got_var = self._nchw_forward(on[0], on[2], on[3], 1e-5)
+            dx, dgamma, dbeta = self._nchw_backward(on[1], on[0], got_mean, got_inv, on[2], True)
+            got = [t.cpu().numpy() for t in (y, got_mean, got_inv, got_var, dx, dgamma, dbeta)]
+            want = (want_y, mean, inv_std, var, want_dx, want_dgamma, want_dbeta)
+            if not all(np.array_equal(a.view(np.uint32), b.view(np.uint32)) for a, b in zip(got, want)):
+                return (f"the device twin of cuDNN's NCHW BatchNorm model gave other bits than the host's on a check "
+                        f"({batch} images of {pixels} values)")
+        return ""
+
     def batch_norm_nchw_forward(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float):
-        """cuDNN's NCHW BatchNorm kernels' model on the device (sim/cuda/gpu_batch_norm_cudnn, the
-        host's bits): (y, mean, inv_std, var); the caller has checked the shape."""
+        """cuDNN's NCHW BatchNorm kernels' model on the device (the host's bits): (y, mean, inv_std,
+        var), or None where its check failed (nchw_why_not); the caller has checked the shape."""
+        return None if self.nchw_why_not() else self._nchw_forward(x, weight, bias, eps)
+
+    def batch_norm_nchw_backward(self, gy: torch.Tensor, x: torch.Tensor, mean: torch.Tensor, inv_std: torch.Tensor,
+                                 weight: torch.Tensor, need_x: bool):
+        """Its backward: (dx or None, dgamma, dbeta), or None as batch_norm_nchw_forward."""
+        return None if self.nchw_why_not() else self._nchw_backward(gy, x, mean, inv_std, weight, need_x)
+
+    def _nchw_forward(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float):
         x, weight, bias = self._dense(x), self._dense(weight), self._dense(bias)
         batch, channels = x.shape[0], x.shape[1]
         y = torch.empty_like(x)
@@ -361,9 +399,8 @@ class CudaEngine:
                       self.index)
         return y, stats[0], stats[1], stats[2]
 
-    def batch_norm_nchw_backward(self, gy: torch.Tensor, x: torch.Tensor, mean: torch.Tensor, inv_std: torch.Tensor,
-                                 weight: torch.Tensor, need_x: bool):
-        """Its backward: (dx or None, dgamma, dbeta)."""
+    def _nchw_backward(self, gy: torch.Tensor, x: torch.Tensor, mean: torch.Tensor, inv_std: torch.Tensor,
+                       weight: torch.Tensor, need_x: bool):
         gy, x, mean, inv_std, weight = (self._dense(t) for t in (gy, x, mean, inv_std, weight))
         batch, channels = gy.shape[0], gy.shape[1]
         grads = torch.empty((2, channels), dtype=torch.float32, device=self.device)

@@ -182,8 +182,10 @@ def _backward_cudnn(em, op, site, gy, centred, inv_std, weight, need_x) -> tuple
 
 
 def _nchw_record(em, op: str, site, op_kind: str, device: torch.device) -> None:
-    """Coverage for cuDNN's NCHW kernels' two sums (their own orders, on the tensors' device)."""
-    where = device.type
+    """Coverage for cuDNN's NCHW kernels' two sums (their own orders): on the tensors' device, or on
+    the host for CUDA tensors where the device twin did not pass its check."""
+    why = em.engine.on(device).nchw_why_not()
+    where = f"cpu (from cuda: {why})" if why else device.type
     choice = em.table.choice(op_kind, site.layer)
     for _ in range(2):
         em.engine.cpu.coverage.emulated(op, op_kind, choice, where)
