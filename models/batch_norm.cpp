@@ -109,12 +109,17 @@ Tensor<T> BatchNorm<T>::forward(const Tensor<T>& x, Context& ctx) {
   // PyTorch sends only inputs with positions (3 or more dimensions) and eps >= cuDNN's least
   // (1e-5) to cuDNN; the others run its own kernel, fplab's formula here.
   const bool to_cudnn = ctx.training && x.shape.size() > 2 && eps_ >= 1e-5;
-  if (to_cudnn && ctx.ops->batch_norm(layer) == profiles::BatchNormForm::cudnn) {
+  const profiles::BatchNormForm form = to_cudnn ? ctx.ops->batch_norm(layer) : profiles::BatchNormForm::fplab;
+  if (form == profiles::BatchNormForm::cudnn || form == profiles::BatchNormForm::cudnn_nchw_backward) {
+    if (form == profiles::BatchNormForm::cudnn_nchw_backward)
+      if (const std::string why = sim::cudnn_nchw_why_not(x.shape[0], m.dim(0) / x.shape[0], true); !why.empty())
+        throw std::invalid_argument("batch_norm = \"cudnn-nchw-backward\" for " + describe() + ": " + why);
     Tensor<T> y = forward_cudnn(m, ctx);
+    nchw_backward_ = form == profiles::BatchNormForm::cudnn_nchw_backward;
     shape_ = x.shape;
     return from_rows(y, x.shape);
   }
-  if (to_cudnn && ctx.ops->batch_norm(layer) == profiles::BatchNormForm::cudnn_nchw) {
+  if (form == profiles::BatchNormForm::cudnn_nchw) {
     Tensor<T> y = forward_cudnn_nchw(m, x.shape[0]);
     shape_ = x.shape;
     return from_rows(y, x.shape);
@@ -236,25 +241,28 @@ Tensor<T> BatchNorm<T>::forward_cudnn_nchw(const Tensor<T>& m, size_t batch) {
   }
 }
 
+// After the singleread forward (cudnn-nchw-backward) the values are the centred ones, x - mean as
+// the forward rounded them, and the mean 0: the kernel's d = fl(x - mean) is then that value.
 template <class T>
 Tensor<T> BatchNorm<T>::backward_cudnn_nchw(const Tensor<T>& g) {
   if constexpr (!std::is_same_v<T, float>) {
     throw std::logic_error("backward_cudnn_nchw: float32 only");
   } else {
     const size_t n = g.dim(0), batch = shape_[0], positions = n / batch;
+    const Tensor<T>& values = cudnn_ ? centred_ : input_;
     Tensor<T> dx({n, channels_});
     for (size_t c = 0; c < channels_; ++c) {
       const sim::NchwPlane gp{g.ptr() + c, batch, positions, positions * channels_, channels_};
-      const sim::NchwPlane xp{input_.ptr() + c, batch, positions, positions * channels_, channels_};
+      const sim::NchwPlane xp{values.ptr() + c, batch, positions, positions * channels_, channels_};
       sim::NchwStatistics s;
-      s.mean = mean_[c];
+      s.mean = cudnn_ ? 0.0f : mean_[c];
       s.inv_std = inv_std_[c];
       const sim::NchwGradients grads = sim::cudnn_nchw_gradients(gp, xp, s);
       gamma_.grad.data[c] = grads.dgamma;
       beta_.grad.data[c] = grads.dbeta;
       for (size_t i = 0; i < n; ++i)
         dx.data[i * channels_ + c] = sim::cudnn_nchw_input_gradient(g.data[i * channels_ + c],
-                                                                    input_.data[i * channels_ + c], s, grads,
+                                                                    values.data[i * channels_ + c], s, grads,
                                                                     gamma_.value.data[c]);
     }
     return dx;
@@ -293,8 +301,8 @@ Tensor<T> BatchNorm<T>::backward(const Tensor<T>& dy, Context& ctx) {
   const profiles::LayerShape layer = layer_shape(shape_);
   const LayerShapeScope scope(ctx, layer);
   Tensor<T> g = to_rows(dy, channels_);
+  if (cudnn_nchw_ || (cudnn_ && nchw_backward_)) return from_rows(backward_cudnn_nchw(g), shape_);
   if (cudnn_) return from_rows(backward_cudnn(g, ctx), shape_);
-  if (cudnn_nchw_) return from_rows(backward_cudnn_nchw(g), shape_);
   const size_t n = g.dim(0);
   sum_rows(ctx, profiles::OpKind::bias_grad, g.ptr(), n, channels_, beta_.grad.ptr(), 0);
   Tensor<T> gx({n, channels_});

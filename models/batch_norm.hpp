@@ -45,6 +45,7 @@ class BatchNorm : public Layer<T> {
   std::vector<T> mean_;  // cuDNN's NCHW form
   bool cudnn_ = false;   // the last training forward took cuDNN's form
   bool cudnn_nchw_ = false;  // ... its NCHW kernels' form
+  bool nchw_backward_ = false;  // ... the singleread forward with the NCHW kernels' backward
   std::vector<T> inv_std_;
   std::vector<size_t> shape_;
 };

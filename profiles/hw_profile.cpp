@@ -218,11 +218,12 @@ struct Reader {
           has_op = true;
         } else if (k == "batch_norm") {
           const std::string form = string(value, key_full);
-          if (form != "fplab" && form != "cudnn" && form != "cudnn-nchw")
-            fail(value, key_full, "must be \"fplab\", \"cudnn\" or \"cudnn-nchw\"");
-          rule.batch_norm = form == "cudnn"        ? BatchNormForm::cudnn
-                            : form == "cudnn-nchw" ? BatchNormForm::cudnn_nchw
-                                                   : BatchNormForm::fplab;
+          if (form != "fplab" && form != "cudnn" && form != "cudnn-nchw" && form != "cudnn-nchw-backward")
+            fail(value, key_full, "must be \"fplab\", \"cudnn\", \"cudnn-nchw\" or \"cudnn-nchw-backward\"");
+          rule.batch_norm = form == "cudnn"                 ? BatchNormForm::cudnn
+                            : form == "cudnn-nchw"          ? BatchNormForm::cudnn_nchw
+                            : form == "cudnn-nchw-backward" ? BatchNormForm::cudnn_nchw_backward
+                                                            : BatchNormForm::fplab;
           has_op = true;
         } else {
           fail(value, key_full,

@@ -23,6 +23,8 @@ std::string_view batch_norm_form_name(BatchNormForm form) {
       return "cudnn";
     case BatchNormForm::cudnn_nchw:
       return "cudnn-nchw";
+    case BatchNormForm::cudnn_nchw_backward:
+      return "cudnn-nchw-backward";
     case BatchNormForm::fplab:
       break;
   }

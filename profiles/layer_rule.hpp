@@ -59,8 +59,10 @@ std::string_view conv_wgrad_name(ConvWgrad form);
 // backward formula (docs/results/calibration_torch.md, "cuDNN's BatchNorm, bit for bit").
 // `cudnn-nchw`: the kernels cuDNN runs on larger planes, bn_fw_tr_1C11_kernel_NCHW and
 // bn_bw_1C11_kernel_new (per-thread Welford chains with the GPU's approximate reciprocal, xor trees;
-// sim/cudnn_nchw_batch_norm.hpp), measured at 64 images of 28x28 only.
-enum class BatchNormForm : uint8_t { fplab, cudnn, cudnn_nchw };
+// sim/cudnn_nchw_batch_norm.hpp), measured at 64 images of 28x28 and 128 of 16x16 and 32x32.
+// `cudnn-nchw-backward`: the singleread forward (as `cudnn`) with bn_bw_1C11_kernel_new's backward,
+// the pair cuDNN runs at 128 images of 14x14.
+enum class BatchNormForm : uint8_t { fplab, cudnn, cudnn_nchw, cudnn_nchw_backward };
 std::string_view batch_norm_form_name(BatchNormForm form);
 
 struct LayerRule {

@@ -151,7 +151,7 @@ TEST_CASE("layer rules: malformed rules give one line naming the file, the line 
       {"[[default.layers]]\nmatch = { layer = \"bn\", out = 3 }\nbatch_norm = \"cudnn\"\n",
        "a batch norm is matched by in (its channels), height and batch only"},
       {"[[default.layers]]\nmatch = { layer = \"bn\" }\nbatch_norm = \"miopen\"\n",
-       "key 'default.layers.batch_norm': must be \"fplab\", \"cudnn\" or \"cudnn-nchw\""},
+       "key 'default.layers.batch_norm': must be \"fplab\", \"cudnn\", \"cudnn-nchw\" or \"cudnn-nchw-backward\""},
       {"[[default.layers]]\nmatch = { layer = \"conv\", batch = 64 }\nwgrad = \"all:seq\"\n",
        "batch describes batch norms (layer = \"bn\") only"},
       {"[[default.layers]]\nmatch = { layer = \"bn\", height = 7 }\nfwd = \"all:seq\"\n",

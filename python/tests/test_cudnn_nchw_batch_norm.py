@@ -105,6 +105,35 @@ class CudnnNchw(unittest.TestCase):
                             self.assertEqual(same(dx[:, 0], saved[key + "dx"].reshape(batch, -1)), batch * size * size)
 
     @needs_torch
+    def test_fplab_torch_at_a_resnet18s_shapes(self):
+        """F.batch_norm under h100-torch at batch 128: 16x16 and 32x32 in the NCHW kernels' form, 14x14 in
+        cudnn-nchw-backward's (the singleread forward, the NCHW backward): the H200's bits."""
+        import fplab.torch
+        import torch.nn.functional as F
+        with np.load(RESNET) as saved:
+            for shape in ((128, 128, 14), (128, 128, 16), (128, 64, 32)):
+                batch, channels, size = shape
+                key = "%dx%d@%d/0/" % shape
+                inputs = self.trials.inputs(shape, 0, "counter")
+                x = torch.from_numpy(inputs["x"]).requires_grad_()
+                gamma = torch.from_numpy(saved[key + "gamma"].copy()).requires_grad_()
+                beta = torch.from_numpy(saved[key + "beta"].copy()).requires_grad_()
+                running_mean = torch.zeros(channels)
+                with fplab.torch.emulate("h100-torch"):
+                    y = F.batch_norm(x, running_mean, torch.ones(channels), gamma, beta, training=True, momentum=1.0,
+                                     eps=1e-5)
+                    y.backward(torch.from_numpy(inputs["g"]))
+                with self.subTest(shape=shape):
+                    self.assertEqual(same(running_mean, saved[key + "mean"]), channels)  # momentum 1: the mean
+                    if key + "y" in saved.files:
+                        self.assertEqual(same(y.detach()[:, 0].reshape(batch, -1), saved[key + "y"].reshape(batch, -1)),
+                                         batch * size * size)
+                    self.assertEqual(same(x.grad[:, 0].reshape(batch, -1), saved[key + "dx"].reshape(batch, -1)),
+                                     batch * size * size)
+                    self.assertEqual(same(gamma.grad, saved[key + "dgamma"]), channels)
+                    self.assertEqual(same(beta.grad, saved[key + "dbeta"]), channels)
+
+    @needs_torch
     @unittest.skipUnless(torch is not None and torch.cuda.is_available()
                          and hasattr(_core, "cuda_batch_norm_nchw_forward"),
                          "no CUDA device (or fplab built without CUDA): the device twin is not run")

@@ -83,6 +83,8 @@ CASES = {
     # h100-torch's BatchNorm rules at batch 64: cuDNN's NCHW kernels at 28x28, singleread at 14x14
     # and 7x7, the Winograd weight gradient at 7x7
     "small_cnn_bn_h100_torch": (dict(model="small_cnn_bn", subset=128, batch=64, epochs=1), "h100-torch", 3),
+    # at batch 128 the 14x14 BatchNorm pairs the singleread forward with the NCHW backward
+    "small_cnn_bn_h100_torch_128": (dict(model="small_cnn_bn", subset=128, batch=128, epochs=1), "h100-torch", 3),
     "small_cnn_cpu_seq": (dict(model="small_cnn", **RECIPE), "cpu-seq", 1),
     "small_cnn_h100": (dict(model="small_cnn", **RECIPE), "h100", 3),
     "small_cnn_h100_deterministic": (dict(model="small_cnn", **RECIPE), "h100:deterministic", 1),
@@ -248,6 +250,9 @@ class CrossCheck(unittest.TestCase):
             f.write(text.replace('batch_norm = "cudnn-nchw"', 'batch_norm = "fplab"'))
         other = fm.train(path, impl_seed, data=self.data, **arguments)
         self.assertNotEqual(other.weights.tobytes(), ref["parameters"].tobytes())
+
+    def test_small_cnn_bn_h100_torch_128(self):
+        self.check("small_cnn_bn_h100_torch_128")
 
     def test_medium_cnn_all_noise(self):
         self.check("medium_cnn_all_noise")

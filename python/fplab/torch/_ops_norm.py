@@ -25,7 +25,8 @@ library's fma on the CPU, fplab's kernel on CUDA).
 bn_bw_1C11_kernel_new: per-thread Welford chains with the GPU's approximate reciprocal, xor trees;
 sim/cudnn_nchw_batch_norm.hpp, as models/batch_norm.cpp), their own orders whatever the schedules,
 on the CPU engine or, for CUDA tensors, its device twin (sim/cuda/gpu_batch_norm_cudnn), for the
-shapes measured (64 images of 28x28; 128 of 16x16 and 32x32).
+shapes measured (64 images of 28x28; 128 of 16x16 and 32x32). ``"cudnn-nchw-backward"``: the
+singleread forward (as "cudnn") with that backward kernel, the pair cuDNN runs at 128 images of 14x14.
 """
 
 from __future__ import annotations
@@ -63,7 +64,13 @@ class _BatchNorm(torch.autograd.Function):
         # beta, and eps >= cuDNN's least (1e-5); the others run its own kernel: fplab's formula here.
         to_cudnn = training and x.dim() > 2 and weight is not None and bias is not None and eps >= 1e-5
         form = em.table.batch_norm(site.layer) if to_cudnn else "fplab"
-        ctx.cudnn, ctx.nchw = form == "cudnn", form == "cudnn-nchw"
+        # cudnn-nchw-backward: the singleread forward (cudnn's), bn_bw_1C11_kernel_new's backward
+        ctx.cudnn, ctx.nchw = form in ("cudnn", "cudnn-nchw-backward"), form == "cudnn-nchw"
+        ctx.nchw_backward = form == "cudnn-nchw-backward"
+        if ctx.nchw_backward:
+            why = _core.cudnn_nchw_why_not(x.shape[0], x.numel() // (x.shape[0] * x.shape[1]), backward=True)
+            if why:
+                raise _core.Error(f'batch_norm = "cudnn-nchw-backward" for a batch norm of {tuple(x.shape)}: {why}')
         if ctx.nchw:
             y, mean, inv_std = _forward_cudnn_nchw(em, op, site, x, weight, bias, running_mean, running_var, momentum,
                                                    eps)
@@ -98,6 +105,12 @@ class _BatchNorm(torch.autograd.Function):
             return (None, None, None, dx if need_x else None, dgamma if need_weight else None,
                     dbeta if need_bias else None, None, None, None, None, None)
         xhat, inv_std, weight = ctx.saved_tensors
+        if ctx.nchw_backward:  # xhat holds x - mean as the forward rounded it: the kernel's d with a mean of 0
+            with em.backward():
+                dx, dgamma, dbeta = _backward_cudnn_nchw(em, op, site, gy, xhat, torch.zeros_like(inv_std), inv_std,
+                                                         weight)
+            return (None, None, None, dx if need_x else None, dgamma if need_weight else None,
+                    dbeta if need_bias else None, None, None, None, None, None)
         with em.backward():
             if ctx.cudnn:
                 fused = em.engine.on(gy).batch_norm_cudnn_backward(op, site, gy, xhat, inv_std, weight, need_x)

@@ -66,8 +66,8 @@ class Table:
         return "gemm"
 
     def batch_norm(self, layer: Optional["Layer"]) -> str:
-        """A batch norm's arithmetic in training: "cudnn", "cudnn-nchw" or "fplab", the first layer rule that
-        matches it and says (profiles::OpTable::batch_norm)."""
+        """A batch norm's arithmetic in training: "cudnn", "cudnn-nchw", "cudnn-nchw-backward" or "fplab",
+        the first layer rule that matches it and says (profiles::OpTable::batch_norm)."""
         if layer is not None:
             for rule in self.layer_rules:
                 if rule.batch_norm is not None and rule.matches(*layer):
