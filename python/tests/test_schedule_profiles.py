@@ -85,17 +85,23 @@ class Profiles(unittest.TestCase):
         self.assertFalse(rule.matches("linear", 16, 32))
         with self.assertRaisesRegex(fplab.Error, "layer must be 'conv', 'linear' or 'bn'"):
             rule.matches("pool", 1, 1)
-        # two Winograd weight gradients, two convolutions, three linear layers, six bias sums, six batch norms
-        self.assertEqual(len(rules["deterministic"]), 19)
+        # two Winograd weight gradients, two convolutions, three linear layers, six bias sums, ten batch norms
+        self.assertEqual(len(rules["deterministic"]), 23)
         bn = [r for r in rules["deterministic"] if r.batch_norm is not None]
         self.assertEqual([(r.match, r.batch_norm) for r in bn],
-                         [("bn height=14 batch=64", "cudnn")] + [(f"bn height={h}", "cudnn") for h in (8, 7, 4, 3, 1)])
-        self.assertTrue(bn[0].matches("bn", 32, 0, 0, 0, 14, 64))
-        self.assertFalse(bn[0].matches("bn", 32, 0, 0, 0, 14, 128))  # cuDNN's other backward kernel there
-        self.assertTrue(bn[2].matches("bn", 256, 0, 0, 0, 7, 128))
-        self.assertFalse(bn[0].matches("bn", 16, 0, 0, 0, 28, 64))
-        self.assertFalse(bn[0].matches("conv", 32, 32, 3, 1, 14))
-        self.assertEqual(sorted(bn[0].ops), ["bias_grad", "bn_stats"])
+                         [("bn height=28 batch=64", "cudnn-nchw"), ("bn height=16 batch=128", "cudnn-nchw"),
+                          ("bn height=32 batch=128", "cudnn-nchw"), ("bn height=14 batch=128", "cudnn-nchw-backward"),
+                          ("bn height=14 batch=64", "cudnn")] + [(f"bn height={h}", "cudnn") for h in (8, 7, 4, 3, 1)])
+        at14 = bn[4]
+        self.assertTrue(at14.matches("bn", 32, 0, 0, 0, 14, 64))
+        self.assertFalse(at14.matches("bn", 32, 0, 0, 0, 14, 128))  # cuDNN's other backward kernel there: bn[3]
+        self.assertTrue(bn[3].matches("bn", 32, 0, 0, 0, 14, 128))
+        self.assertTrue(bn[6].matches("bn", 256, 0, 0, 0, 7, 128))
+        self.assertFalse(at14.matches("bn", 16, 0, 0, 0, 28, 64))
+        self.assertTrue(bn[0].matches("bn", 16, 0, 0, 0, 28, 64))
+        self.assertFalse(at14.matches("conv", 32, 32, 3, 1, 14))
+        self.assertEqual(sorted(at14.ops), ["bias_grad", "bn_stats"])
+        self.assertEqual(sorted(bn[0].ops), [])  # the NCHW kernels' own orders: no schedule
         self.assertIsNone(rule.batch_norm)
         winograd = [r for r in rules["deterministic"] if r.conv_wgrad is not None]
         self.assertEqual([(r.match, r.conv_wgrad) for r in winograd],
