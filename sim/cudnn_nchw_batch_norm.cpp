@@ -13,15 +13,15 @@ namespace {
 
 constexpr size_t kThreads = 512, kMeasuredCounts = 256;
 
-// rcp.approx.ftz.f32 of the counts 1 .. 256 minus the correctly rounded 1/k, in ulps, where not 0
-// (tools/gpu/gpu_reciprocal_table on the H200: --integers 128, and the whole [1, 2) table above).
+// rcp.approx.ftz.f32 of the counts 1 .. 256 minus the correctly rounded 1/k, in ulps, where not 0,
+// measured on the H200 (tools/gpu/gpu_reciprocal_table: 1 .. 128 as its --integers lists them, 129 ..
+// 256 from its table of all of [1, 2) by the significand of k; scripts/gpu-check calibrate lists all).
 constexpr std::array<std::pair<int, int>, 31> kReciprocalDeltas = {
     {{33, -1},  {37, -1}, {61, 1},   {66, -1}, {67, 1},   {74, -1},  {75, -1}, {83, 1},  {97, 1},  {122, 1}, {123, 1},
      {132, -1}, {134, 1}, {139, -1}, {141, 1}, {148, -1}, {150, -1}, {165, 1}, {166, 1}, {179, 1}, {189, 1}, {193, 1},
      {194, 1},  {209, 1}, {219, 1},  {237, 1}, {243, 1},  {244, 1},  {246, 1}, {249, 1}, {255, -1}}};
 
-// The counts' reciprocals (above) and n's: rcp.approx is the correctly rounded 1/n for n = 2^k and
-// 49 2^k (25 088, 50 176, ...), the only n measured.
+// rcp.approx of a count (the deltas above).
 float reciprocal_of(size_t k) {
   int delta = 0;
   for (const auto& [count, ulps] : kReciprocalDeltas)
@@ -39,6 +39,8 @@ const std::array<float, kMeasuredCounts + 1>& reciprocals() {
   return table;
 }
 
+// Whether rcp.approx(n) is known to be the correctly rounded 1/n: n = 2^k and 49 2^k (25 088,
+// 50 176, ...), the channels' sizes measured.
 bool reciprocal_of_n_measured(size_t n) {
   while (n > 1 && n % 2 == 0) n /= 2;
   return n == 1 || n == 49;
