@@ -425,7 +425,8 @@ void cuda_batch_norm_nchw_forward(uintptr_t x, uintptr_t weight, uintptr_t bias,
                           rows, rows + c, rows + 2 * c, device_floats_out(y));
 }
 
-// Its backward: grads 2 x channels (dgamma, dbeta), dx where non-zero.
+// Its backward: grads 4 x channels (dgamma, dbeta, and the input gradient's two factors as
+// scratch), dx where non-zero.
 void cuda_batch_norm_nchw_backward(uintptr_t gy, uintptr_t x, uintptr_t mean, uintptr_t inv_std, uintptr_t weight,
                                    uintptr_t grads, uintptr_t dx, py::tuple shape, int device) {
   const gpu::PlanesShape planes = planes_of(shape);
@@ -436,7 +437,8 @@ void cuda_batch_norm_nchw_backward(uintptr_t gy, uintptr_t x, uintptr_t mean, ui
   gpu::use_device(device);
   float* const rows = device_floats_out(grads);
   gpu::cudnn_nchw_backward(device_floats(gy), device_floats(x), device_floats(mean), device_floats(inv_std),
-                           device_floats(weight), planes, rows, rows + planes.channels, optional_floats(dx));
+                           device_floats(weight), planes, rows, rows + planes.channels, rows + 2 * planes.channels,
+                           optional_floats(dx));
 }
 
 // Per channel of a and b (batch, channels, positions) the fused dot over the terms b·P + p, in the
@@ -711,7 +713,8 @@ void bind_cuda(py::module_& m) {
         "default stream.");
   m.def("cuda_batch_norm_nchw_backward", &cuda_batch_norm_nchw_backward, py::arg("gy"), py::arg("x"), py::arg("mean"),
         py::arg("inv_std"), py::arg("weight"), py::arg("grads"), py::arg("dx"), py::arg("shape"), py::arg("device"),
-        "Its backward (cudnn_nchw_backward's bits): grads 2 x channels (dgamma, dbeta), dx 0 when not wanted.");
+        "Its backward (cudnn_nchw_backward's bits): grads 4 x channels (dgamma, dbeta, then scratch), dx 0 when not "
+        "wanted.");
   m.def("cuda_channel_fma", &cuda_channel_fma, py::arg("x"), py::arg("scale"), py::arg("addend"),
         py::arg("addend_per_element"), py::arg("shape"), py::arg("out"), py::arg("device") = 0,
         "out = fma(x, scale[c], addend) on the device, one rounding: x, out (and addend where per element) device "

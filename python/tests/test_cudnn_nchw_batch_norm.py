@@ -159,7 +159,7 @@ class CudnnNchw(unittest.TestCase):
                 _core.cuda_batch_norm_nchw_forward(on["x"].data_ptr(), on["gamma"].data_ptr(), on["beta"].data_ptr(),
                                                    stats.data_ptr(), y.data_ptr(), (batch, channels, size * size),
                                                    1e-5, torch.cuda.current_device())
-            grads, dx = torch.empty(2, channels, device="cuda"), torch.empty_like(on["x"])
+            grads, dx = torch.empty(4, channels, device="cuda"), torch.empty_like(on["x"])
             mean_d, inv_d = torch.from_numpy(mean).cuda(), torch.from_numpy(inv_std).cuda()
             _core.cuda_batch_norm_nchw_backward(on["g"].data_ptr(), on["x"].data_ptr(), mean_d.data_ptr(),
                                                 inv_d.data_ptr(), on["gamma"].data_ptr(), grads.data_ptr(),

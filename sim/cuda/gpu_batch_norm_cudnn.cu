@@ -87,11 +87,18 @@ __global__ void mean_kernel(const float* __restrict__ sums, size_t channels, flo
   if (c < channels) mean[c] = __fmul_rn(sums[c], inv_n);
 }
 
-__global__ void centred_kernel(const float* __restrict__ x, const float* __restrict__ mean, size_t channels,
-                               size_t positions, size_t count, float* __restrict__ out) {
+// Calls f(e, c) for every element e of a (batch, channels, positions) tensor of `count` values, c
+// its channel: the grid-stride loop of the elementwise kernels below.
+template <class F>
+__device__ void for_each_element(size_t channels, size_t positions, size_t count, F&& f) {
   for (size_t e = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < count;
        e += static_cast<size_t>(gridDim.x) * blockDim.x)
-    out[e] = __fsub_rn(x[e], mean[(e / positions) % channels]);
+    f(e, (e / positions) % channels);
+}
+
+__global__ void centred_kernel(const float* __restrict__ x, const float* __restrict__ mean, size_t channels,
+                               size_t positions, size_t count, float* __restrict__ out) {
+  for_each_element(channels, positions, count, [&](size_t e, size_t c) { out[e] = __fsub_rn(x[e], mean[c]); });
 }
 
 __global__ void statistics_kernel(CudnnStatistics st, size_t channels, float n, float n_less_one, float inv_n,
@@ -134,11 +141,8 @@ __global__ void input_gradient_kernel(const float* __restrict__ gy, const float*
                                       const float* __restrict__ scale, const float* __restrict__ a,
                                       const float* __restrict__ b, size_t channels, size_t positions, size_t count,
                                       float* __restrict__ dx) {
-  for (size_t e = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < count;
-       e += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const size_t c = (e / positions) % channels;
-    dx[e] = __fmaf_rn(centred[e], a[c], __fmaf_rn(gy[e], scale[c], b[c]));
-  }
+  for_each_element(channels, positions, count,
+                   [&](size_t e, size_t c) { dx[e] = __fmaf_rn(centred[e], a[c], __fmaf_rn(gy[e], scale[c], b[c])); });
 }
 
 __global__ void rsqrt_kernel(const float* __restrict__ x, size_t n, const uint8_t* table, float* __restrict__ out) {
@@ -206,11 +210,9 @@ __global__ void nchw_output_kernel(const float* __restrict__ x, const float* __r
                                    const float* __restrict__ inv_std, const float* __restrict__ weight,
                                    const float* __restrict__ bias, size_t channels, size_t positions, size_t count,
                                    float* __restrict__ y) {
-  for (size_t e = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < count;
-       e += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const size_t c = (e / positions) % channels;
+  for_each_element(channels, positions, count, [&](size_t e, size_t c) {
     y[e] = __fmaf_rn(inv_std[c], __fmul_rn(weight[c], __fsub_rn(x[e], mean[c])), bias[c]);
-  }
+  });
 }
 
 __global__ void __launch_bounds__(kNchwThreads)
@@ -244,12 +246,10 @@ __global__ void nchw_input_gradient_kernel(const float* __restrict__ gy, const f
                                            const float* __restrict__ weight, const float* __restrict__ k,
                                            const float* __restrict__ a, size_t channels, size_t positions, size_t count,
                                            float* __restrict__ dx) {
-  for (size_t e = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < count;
-       e += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const size_t c = (e / positions) % channels;
+  for_each_element(channels, positions, count, [&](size_t e, size_t c) {
     const float d = __fsub_rn(x[e], mean[c]);
     dx[e] = __fmul_rn(__fmul_rn(__fsub_rn(__fmaf_rn(-d, k[c], gy[e]), a[c]), inv_std[c]), weight[c]);
-  }
+  });
 }
 
 NchwLayout nchw_layout(const PlanesShape& shape, bool backward) {
@@ -319,21 +319,18 @@ void cudnn_nchw_forward(const float* x, const float* weight, const float* bias, 
 }
 
 void cudnn_nchw_backward(const float* gy, const float* x, const float* mean, const float* inv_std, const float* weight,
-                         const PlanesShape& shape, float* dgamma, float* dbeta, float* dx) {
+                         const PlanesShape& shape, float* dgamma, float* dbeta, float* factors, float* dx) {
   if (shape.size() == 0) return;
   const NchwLayout s = nchw_layout(shape, true);
-  float* factors = nullptr;  // k and a, channels each
-  FPLAB_CUDA(cudaMallocAsync(reinterpret_cast<void**>(&factors), 2 * shape.channels * sizeof(float), nullptr));
+  float *const k = factors, *const a = factors + shape.channels;
   nchw_gradients_kernel<<<static_cast<unsigned>(shape.channels), kNchwThreads>>>(gy, x, mean, inv_std, s, dgamma, dbeta,
-                                                                                 factors, factors + shape.channels);
+                                                                                 k, a);
   FPLAB_CUDA_LAUNCHED("cudnn_nchw_gradients");
   if (dx) {
-    nchw_input_gradient_kernel<<<blocks_for(shape.size()), kThreads>>>(gy, x, mean, inv_std, weight, factors,
-                                                                       factors + shape.channels, shape.channels,
-                                                                       shape.positions, shape.size(), dx);
+    nchw_input_gradient_kernel<<<blocks_for(shape.size()), kThreads>>>(
+        gy, x, mean, inv_std, weight, k, a, shape.channels, shape.positions, shape.size(), dx);
     FPLAB_CUDA_LAUNCHED("cudnn_nchw_input_gradient");
   }
-  FPLAB_CUDA(cudaFreeAsync(factors, nullptr));
 }
 
 void cuda_rsqrt_on_device(const float* x, size_t n, float* out) {

@@ -47,9 +47,10 @@ void cudnn_input_gradient(const float* gy, const float* centred, const float* sc
 // beta). The shape must be one cudnn_nchw_why_not accepts (the caller checks).
 void cudnn_nchw_forward(const float* x, const float* weight, const float* bias, const PlanesShape& shape, float eps,
                         float* mean, float* inv_std, float* var, float* y);
-// Its backward: dgamma, dbeta (channels each) and dx where not null, from the forward's mean and inv_std.
+// Its backward: dgamma, dbeta (channels each) and dx where not null, from the forward's mean and
+// inv_std; `factors` 2 x channels device floats of scratch (the input gradient's k and a).
 void cudnn_nchw_backward(const float* gy, const float* x, const float* mean, const float* inv_std, const float* weight,
-                         const PlanesShape& shape, float* dgamma, float* dbeta, float* dx);
+                         const PlanesShape& shape, float* dgamma, float* dbeta, float* factors, float* dx);
 
 // out[i] = the GPU's rsqrt of x[i] as cudnn_statistics computes it on the device (fp::cuda_rsqrt's
 // table), for the tests: x and out n values of host memory, copied through the device.

@@ -403,7 +403,7 @@ class CudaEngine:
                        weight: torch.Tensor, need_x: bool):
         gy, x, mean, inv_std, weight = (self._dense(t) for t in (gy, x, mean, inv_std, weight))
         batch, channels = gy.shape[0], gy.shape[1]
-        grads = torch.empty((2, channels), dtype=torch.float32, device=self.device)
+        grads = torch.empty((4, channels), dtype=torch.float32, device=self.device)  # dgamma, dbeta, scratch
         dx = torch.empty_like(gy) if need_x else None
         self._kernels(_core.cuda_batch_norm_nchw_backward, gy.data_ptr(), x.data_ptr(), mean.data_ptr(),
                       inv_std.data_ptr(), weight.data_ptr(), grads.data_ptr(), _address(dx),
