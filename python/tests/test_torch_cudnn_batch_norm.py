@@ -7,7 +7,7 @@ and medium_cnn at 14x14 pixels and below (batch 64) and of a ResNet-18's at 8x8,
 128): cuDNN's singleread kernels, channel 0 of each. Under
 fplab.torch.emulate("h100-torch") on the CPU, whose layer rules give those layers cuDNN's
 revealed orders and arithmetic (batch_norm = "cudnn"), every element must be cuDNN's, in both
-modes; under h100 (fplab's formulas) most are not, so the check can fail. Also _fma.fma32 against
+modes; under h100 (fplab's formulas) most are not, so the check can fail. Also torch_reference.fma32 against
 exact rational arithmetic, on random values and on products that land on float32 midpoints.
 """
 
@@ -17,11 +17,10 @@ from fractions import Fraction
 
 import numpy as np
 
-from torch_reference import needs_torch, torch
+from torch_reference import fma32, needs_torch, torch
 
 if torch is not None:
     import fplab.torch
-    from fplab.torch._fma import fma32
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "data",
                     "cudnn_batch_norm_h200.npz")

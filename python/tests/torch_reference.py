@@ -134,3 +134,23 @@ def log_softmax_nll(logits, target):
     d = np.zeros_like(logp)
     d[rows, target] = -(F32(1) / F32(len(target)))
     return loss, d - torch.exp(torch.from_numpy(logp)).numpy() * seq_columns(d.T)[:, None]
+
+
+def fma32(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    """fma(a, b, c) of float32 tensors (broadcast together), one rounding, as a float32 tensor: the
+    float64 product of two float32 values is exact, TwoSum gives the float64 sum's error exactly, and
+    a sum on a float32 midpoint moves one float64 step the error's way before it is rounded."""
+    p = a.double() * b.double()
+    cd = c.double()
+    s = p + cd
+    back = s - p
+    error = (p - (s - back)) + (cd - back)  # TwoSum: s + error == p + cd exactly
+    r = s.float()
+    other = torch.nextafter(r, torch.where(r.double() > s, torch.full_like(r, -float("inf")),
+                                           torch.full_like(r, float("inf"))))
+    midpoint = (r.double() + other.double()) / 2 == s
+    fix = midpoint & (error != 0) & torch.isfinite(s)
+    if bool(fix.any()):
+        toward = torch.where(error > 0, torch.full_like(s, float("inf")), torch.full_like(s, -float("inf")))
+        r = torch.where(fix, torch.nextafter(s, toward).float(), r)
+    return r
