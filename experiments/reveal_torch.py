@@ -192,16 +192,21 @@ def _bn_targets(dev, tensor, models: str, shape: tuple, ops: List[str]) -> Itera
     name = f"{batch}x{channels}@{h}"
     x = torch.zeros(batch, channels, h, h, device=dev)
     weight, bias = torch.ones(channels, device=dev), torch.zeros(channels, device=dev, requires_grad=True)
+
+    def channel_sum() -> float:
+        """Channel 0's mean of x, read back through the running mean (momentum 1), times the count:
+        a sum's quotient brings the count back to within its rounding; anything further (a running
+        update, not a sum) is passed on as it is, for the probe to refuse."""
+        running_mean, running_var = torch.zeros(channels, device=dev), torch.ones(channels, device=dev)
+        F.batch_norm(x, running_mean, running_var, weight, bias.detach(), training=True, momentum=1.0)
+        total = running_mean[0].item() * count
+        whole = round(total)
+        return whole if abs(total - whole) <= count * 2.0 ** -20 else total
+
     if "bn_mean" in ops:
         def mean_sum(a):
             x[:, 0] = tensor(a).reshape(batch, h, h)
-            running_mean, running_var = torch.zeros(channels, device=dev), torch.ones(channels, device=dev)
-            F.batch_norm(x, running_mean, running_var, weight, bias.detach(), training=True, momentum=1.0)
-            total = running_mean[0].item() * count
-            whole = round(total)
-            # a sum's quotient brings the count back to within its rounding; anything further (a
-            # running update, not a sum) is passed on as it is, for the probe to refuse
-            return whole if abs(total - whole) <= count * 2.0 ** -20 else total
+            return channel_sum()
         yield Target(f"bn_mean-{name}", "bn_mean", shape, models, count, mean_sum, is_sum=True)
     if "bn_mean_shifted" in ops:
         # A kernel that sums x - x[0] (the channel's first value as a shift, for a one-pass variance
@@ -209,26 +214,19 @@ def _bn_targets(dev, tensor, models: str, shape: tuple, ops: List[str]) -> Itera
         # but is one over the other count - 1 values with x[0] = 0.
         def shifted_sum(a):
             x[:, 0] = torch.cat([torch.zeros(1, device=x.device), tensor(a)]).reshape(batch, h, h)
-            running_mean, running_var = torch.zeros(channels, device=dev), torch.ones(channels, device=dev)
-            F.batch_norm(x, running_mean, running_var, weight, bias.detach(), training=True, momentum=1.0)
-            total = running_mean[0].item() * count
-            whole = round(total)
-            return whole if abs(total - whole) <= count * 2.0 ** -20 else total
+            return channel_sum()
         yield Target(f"bn_mean_shifted-{name}", "bn_mean_shifted", shape, models, count - 1, shifted_sum, is_sum=True)
     if "bn_mean_unit" in ops:
-        # The first block of (up to) 16 images by 16 pixels, zeros elsewhere: a kernel that merges
-        # partial means (cuDNN's 28x28 one, docs/results/calibration_torch.md) adds such a block
-        # exactly before its first merge, so its tree shows here where the whole channel's does not.
+        # The first block of (up to) 16 images by 16 pixels, zeros elsewhere: in cuDNN's 28x28 kernel
+        # each value of such a block is another thread's, so the reveal draws the tree the threads'
+        # partials meet in (docs/results/calibration_torch.md, "The 28x28 kernels"), where the whole
+        # channel's Welford chains are no tree.
         images, pixels = min(batch, 16), min(h * h, 16)
 
         def unit_sum(a):
             x.zero_()
             x[:images, 0].view(images, h * h)[:, :pixels] = tensor(a).reshape(images, pixels)
-            running_mean, running_var = torch.zeros(channels, device=dev), torch.ones(channels, device=dev)
-            F.batch_norm(x, running_mean, running_var, weight, bias.detach(), training=True, momentum=1.0)
-            total = running_mean[0].item() * count
-            whole = round(total)
-            return whole if abs(total - whole) <= count * 2.0 ** -20 else total
+            return channel_sum()
         yield Target(f"bn_mean_unit-{name}", "bn_mean_unit", shape, models, images * pixels, unit_sum, is_sum=True)
     if "bn_beta_grad" in ops:
         g = torch.zeros(batch, channels, h, h, device=dev)
