@@ -122,6 +122,14 @@ class CudaEngine:
             self._why_not[key] = _core.cuda_why_not(gemm, choice.schedule, choice.arithmetic, self.index)
         return self._why_not[key]
 
+    def dot_why_not(self, choice, n: int) -> str:
+        """Why the reduction kernel cannot run per-channel fused dots of n terms in ``choice``'s
+        schedule and arithmetic ("" where it can; by n: a tree stage runs as shuffles for some n only)."""
+        key = ("dot", str(choice), n)
+        if key not in self._why_not:
+            self._why_not[key] = _core.cuda_dot_why_not(choice.schedule, choice.arithmetic, n)
+        return self._why_not[key]
+
     # --- around every kernel call ---------------------------------------------------------------
 
     def _kernels(self, kernel, *args) -> None:
@@ -203,11 +211,7 @@ class CudaEngine:
         then warp and block shuffles or trees of powers of two; _core.cuda_dot_planes), else on
         the host (a copy of each operand there, C values back)."""
         choice = self.table.choice(op_kind, site.layer)
-        n = a.numel() // max(1, a.shape[1])
-        key = ("dot", str(choice), n)  # a tree stage runs as shuffles for some n only
-        if key not in self._why_not:
-            self._why_not[key] = _core.cuda_dot_why_not(choice.schedule, choice.arithmetic, n)
-        why = self._why_not[key]
+        why = self.dot_why_not(choice, a.numel() // max(1, a.shape[1]))
         if why:
             return self.host.dot_planes(op, op_kind, a.cpu(), b.cpu(), site, where=f"cpu (from cuda: {why})"
                                         ).to(self.device)
@@ -343,10 +347,7 @@ class CudaEngine:
         (each recorded once in coverage, as the composed steps' sum_planes and dot_planes record
         them); else None, nothing recorded."""
         choice = self.table.choice(op_kind, site.layer)
-        key = ("dot", str(choice), n)
-        if key not in self._why_not:
-            self._why_not[key] = _core.cuda_dot_why_not(choice.schedule, choice.arithmetic, n)
-        if self._why_not[key] or self.why_not(op_kind, choice):
+        if self.dot_why_not(choice, n) or self.why_not(op_kind, choice):
             return None
         for _ in range(2):
             self.coverage.emulated(op, op_kind, choice, "cuda")
