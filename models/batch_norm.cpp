@@ -101,6 +101,15 @@ void BatchNorm<T>::initialize(const Context&) {
   std::fill(running_var_.data.begin(), running_var_.data.end(), T(1));
 }
 
+// The running statistics move by momentum in double precision, the variance unbiased as
+// var n / (n - 1) in T, whatever form computed the batch's (as PyTorch's, and fplab.torch's).
+template <class T>
+void BatchNorm<T>::move_running(size_t c, T mean, T var, size_t n) {
+  const T unbiased = n > 1 ? var * static_cast<T>(n) / static_cast<T>(n - 1) : var;
+  running_mean_.data[c] = static_cast<T>((1 - momentum_) * running_mean_.data[c] + momentum_ * mean);
+  running_var_.data[c] = static_cast<T>((1 - momentum_) * running_var_.data[c] + momentum_ * unbiased);
+}
+
 template <class T>
 Tensor<T> BatchNorm<T>::forward(const Tensor<T>& x, Context& ctx) {
   const profiles::LayerShape layer = layer_shape(x.shape);
@@ -138,9 +147,7 @@ Tensor<T> BatchNorm<T>::forward(const Tensor<T>& x, Context& ctx) {
     sum_rows(ctx, profiles::OpKind::bn_stats, squares.ptr(), n, channels_, var.data(), 1);
     for (size_t c = 0; c < channels_; ++c) {
       var[c] /= static_cast<T>(n);
-      const T unbiased = n > 1 ? var[c] * static_cast<T>(n) / static_cast<T>(n - 1) : var[c];
-      running_mean_.data[c] = static_cast<T>((1 - momentum_) * running_mean_.data[c] + momentum_ * mean[c]);
-      running_var_.data[c] = static_cast<T>((1 - momentum_) * running_var_.data[c] + momentum_ * unbiased);
+      move_running(c, mean[c], var[c], n);
     }
   } else {
     mean = running_mean_.data;
@@ -185,9 +192,7 @@ Tensor<T> BatchNorm<T>::forward_cudnn(const Tensor<T>& m, Context& device_ctx) {
   inv_std_.assign(channels_, T(0));
   for (size_t c = 0; c < channels_; ++c) {
     var[c] *= inv_n;
-    const T unbiased = n > 1 ? var[c] * static_cast<T>(n) / static_cast<T>(n - 1) : var[c];
-    running_mean_.data[c] = static_cast<T>((1 - momentum_) * running_mean_.data[c] + momentum_ * mean[c]);
-    running_var_.data[c] = static_cast<T>((1 - momentum_) * running_var_.data[c] + momentum_ * unbiased);
+    move_running(c, mean[c], var[c], n);
     inv_std_[c] = device_rsqrt<T>(var[c] + static_cast<T>(eps_));
     scale[c] = gamma_.value.data[c] * inv_std_[c];
     shift[c] = beta_.value.data[c] - mean[c] * scale[c];
@@ -225,9 +230,7 @@ Tensor<T> BatchNorm<T>::forward_cudnn_nchw(const Tensor<T>& m, size_t batch) {
       const sim::NchwStatistics s = sim::cudnn_nchw_statistics(plane, static_cast<float>(eps_));
       mean_[c] = s.mean;
       inv_std_[c] = s.inv_std;
-      const float unbiased = n > 1 ? s.var * static_cast<float>(n) / static_cast<float>(n - 1) : s.var;
-      running_mean_.data[c] = static_cast<float>((1 - momentum_) * running_mean_.data[c] + momentum_ * s.mean);
-      running_var_.data[c] = static_cast<float>((1 - momentum_) * running_var_.data[c] + momentum_ * unbiased);
+      move_running(c, s.mean, s.var, n);
       for (size_t i = 0; i < n; ++i)
         y.data[i * channels_ + c] =
             sim::cudnn_nchw_output(m.data[i * channels_ + c], s, gamma_.value.data[c], beta_.value.data[c]);

@@ -34,6 +34,7 @@ class BatchNorm : public Layer<T> {
   Parameter<T> gamma_, beta_;
   Tensor<T> running_mean_, running_var_;
   profiles::LayerShape layer_shape(const std::vector<size_t>& shape) const;
+  void move_running(size_t c, T mean, T var, size_t n);
   Tensor<T> forward_cudnn(const Tensor<T>& m, Context& ctx);
   Tensor<T> backward_cudnn(const Tensor<T>& g, Context& ctx);
   Tensor<T> forward_cudnn_nchw(const Tensor<T>& m, size_t batch);

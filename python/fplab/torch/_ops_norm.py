@@ -125,6 +125,16 @@ class _BatchNorm(torch.autograd.Function):
                 None, None, None, None, None)
 
 
+def _move_running(running_mean, running_var, mean, var, n: int, momentum: float) -> None:
+    """The running statistics (where given) move by momentum in double precision, the variance
+    unbiased as the float32 var·n / (n − 1), every form alike (models/batch_norm.cpp's move_running)."""
+    if running_mean is not None:
+        running_mean.copy_(((1 - momentum) * running_mean.double() + momentum * mean.double()).float())
+    if running_var is not None:
+        unbiased = divided(var * n, n - 1) if n > 1 else var
+        running_var.copy_(((1 - momentum) * running_var.double() + momentum * unbiased.double()).float())
+
+
 def _forward_steps(em, op, site, x, weight, bias, running_mean, running_var, training, momentum, eps) -> tuple:
     """(y, xhat, inv_std) as PyTorch operations on x's device, the sums through the engine."""
     shape = _per_channel(x)
@@ -134,11 +144,7 @@ def _forward_steps(em, op, site, x, weight, bias, running_mean, running_var, tra
         centred = x - mean.view(shape)
         var = divided(em.engine.sum_planes(op, "bn_stats", centred * centred, site, part=1), n)
         del centred
-        if running_mean is not None:
-            running_mean.copy_(((1 - momentum) * running_mean.double() + momentum * mean.double()).float())
-        if running_var is not None:
-            unbiased = divided(var * n, n - 1) if n > 1 else var
-            running_var.copy_(((1 - momentum) * running_var.double() + momentum * unbiased.double()).float())
+        _move_running(running_mean, running_var, mean, var, n, momentum)
     else:
         mean, var = running_mean, running_var
     # The correctly rounded square root and quotient, as the C++ layer's: PyTorch 2.11's CPU
@@ -166,11 +172,7 @@ def _forward_cudnn(em, op, site, x, weight, bias, running_mean, running_var, mom
     mean = em.engine.sum_planes(op, "bn_stats", x, site, part=0).to(x.device) * inv_n
     centred = x - mean.view(shape)
     var = em.engine.on(x).dot_planes(op, "bn_stats", centred, centred, site) * inv_n
-    if running_mean is not None:
-        running_mean.copy_(((1 - momentum) * running_mean.double() + momentum * mean.double()).float())
-    if running_var is not None:
-        unbiased = divided(var * n, n - 1) if n > 1 else var
-        running_var.copy_(((1 - momentum) * running_var.double() + momentum * unbiased.double()).float())
+    _move_running(running_mean, running_var, mean, var, n, momentum)
     # The GPU's rsqrt of C values, on the host: the measured table, the same bits on any device.
     inv_std = torch.from_numpy(_core.cuda_rsqrt((var + eps).cpu().numpy())).to(x.device)
     scale = weight * inv_std  # gamma and beta are given: PyTorch sends no other batch norm to cuDNN
@@ -226,11 +228,7 @@ def _forward_cudnn_nchw(em, op, site, x, weight, bias, running_mean, running_var
                                                          bias.detach().cpu().numpy(), eps)
         y = torch.from_numpy(y).reshape(x.shape).to(x.device)
         mean, inv_std, var = (torch.from_numpy(a).to(x.device) for a in (mean, inv_std, var))
-    if running_mean is not None:
-        running_mean.copy_(((1 - momentum) * running_mean.double() + momentum * mean.double()).float())
-    if running_var is not None:
-        unbiased = divided(var * n, n - 1) if n > 1 else var
-        running_var.copy_(((1 - momentum) * running_var.double() + momentum * unbiased.double()).float())
+    _move_running(running_mean, running_var, mean, var, n, momentum)
     return y, mean, inv_std
 
 
