@@ -106,8 +106,9 @@ class Fma32(unittest.TestCase):
         self.assertNotEqual(got[-3], got[-2])  # the midpoint cases did take the correction
 
     def test_channel_fma_is_fma32_with_one_factor_per_channel(self):
-        """The CPU's one-pass form (fplab._core.channel_fma) against fma32's, addend per channel and per
-        element, with values that meet float32 midpoints among them."""
+        """The CPU's one-pass form (fplab._core.channel_fma), and on a GPU machine the CUDA engine's
+        kernel (cuda_channel_fma), against fma32's, addend per channel and per element, with values
+        that meet float32 midpoints among them."""
         from fplab.torch._fma import channel_fma
         rng = np.random.default_rng(10)
         x = torch.from_numpy(rng.standard_normal((3, 4, 5, 6)).astype(np.float32))
@@ -123,6 +124,14 @@ class Fma32(unittest.TestCase):
             self.assertTrue(torch.equal(channel_fma(x, scale, addend), want))
         self.assertNotEqual(float(channel_fma(x, scale, per_channel)[0, 0, 0, 0]),
                             float(((x[0, 0, 0, 0].double() * scale[0].double()).float() + per_channel[0])))
+        if torch.cuda.is_available() and hasattr(fplab._core, "cuda_channel_fma"):  # the CUDA engine's kernel
+            for addend, broadcast in ((per_channel, per_channel.view(shape)), (per_element, per_element)):
+                on = [t.cuda().contiguous() for t in (x, scale, addend)]
+                out = torch.empty_like(on[0])
+                fplab._core.cuda_channel_fma(on[0].data_ptr(), on[1].data_ptr(), on[2].data_ptr(), addend.dim() != 1,
+                                             (3, 4, 30), out.data_ptr(), torch.cuda.current_device())
+                torch.cuda.synchronize()
+                self.assertTrue(torch.equal(out.cpu(), fma32(x, scale.view(shape), broadcast)))
 
 
 if __name__ == "__main__":
