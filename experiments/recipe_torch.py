@@ -134,6 +134,9 @@ def _arguments(argv: List[str]) -> argparse.Namespace:
     compare = commands.add_parser("compare", help="IMPL churn against a reference profile over algo seeds: one "
                                                   "run folder per algo seed (run --algo-seed), both profiles in each")
     compare.add_argument("--reference", default="native", help="the profile compared with (default: %(default)s)")
+    compare.add_argument("--later-wins", action="store_true",
+                         help="where two folders hold a profile's replicas at one seed, take the later folder's (a "
+                              "profile rerun after a change) instead of stopping; the table notes each")
     compare.add_argument("folders", nargs="+")
     figure = commands.add_parser("figure", help="diverge's curves: the median distance over pairs, step by step")
     figure.add_argument("--out", required=True, help="the figure: .png, .svg or .pdf")
@@ -425,7 +428,7 @@ def main(argv: List[str]) -> int:
             if args.command == "table":
                 sys.stdout.write(markdown(args.folders))
             elif args.command == "compare":
-                sys.stdout.write(seed_comparison(args.folders, args.reference))
+                sys.stdout.write(seed_comparison(args.folders, args.reference, args.later_wins))
             else:
                 _figure(args)
         except (OSError, KeyError, ValueError, RuntimeError) as error:

@@ -14,8 +14,8 @@ namespace {
 constexpr size_t kThreads = 512, kMeasuredCounts = 256;
 
 // rcp.approx.ftz.f32 of the counts 1 .. 256 minus the correctly rounded 1/k, in ulps, where not 0,
-// measured on the H200 (tools/gpu/gpu_reciprocal_table: 1 .. 128 as its --integers lists them, 129 ..
-// 256 from its table of all of [1, 2) by the significand of k; scripts/gpu-check calibrate lists all).
+// measured on the H200 (tools/gpu/gpu_reciprocal_table --integers 256, as scripts/gpu-check calibrate
+// runs it; 129 .. 256 agree with its table of all of [1, 2) read at the significand of k).
 constexpr std::array<std::pair<int, int>, 31> kReciprocalDeltas = {
     {{33, -1},  {37, -1}, {61, 1},   {66, -1}, {67, 1},   {74, -1},  {75, -1}, {83, 1},  {97, 1},  {122, 1}, {123, 1},
      {132, -1}, {134, 1}, {139, -1}, {141, 1}, {148, -1}, {150, -1}, {165, 1}, {166, 1}, {179, 1}, {189, 1}, {193, 1},

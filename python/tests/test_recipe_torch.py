@@ -202,7 +202,8 @@ class AgreesWithFplabRun(unittest.TestCase):
         os.makedirs(other)
         with open(os.path.join(folders[1], "summary.json")) as f:
             changed = json.load(f)
-        changed["description"] += " With TF32."
+        self.assertIn("TF32 in cuDNN's convolutions off.", changed["description"])
+        changed["description"] = changed["description"].replace("convolutions off.", "convolutions on.")
         with open(os.path.join(other, "summary.json"), "w") as f:
             json.dump(changed, f)
         with contextlib.redirect_stderr(io.StringIO()) as errors:
@@ -213,6 +214,25 @@ class AgreesWithFplabRun(unittest.TestCase):
                                                os.path.join(self.folder.name, "bad"), "--data-dir", DATA]), 2)
         self.assertIn("in two folders", errors.getvalue())
         self.assertIn("another experiment", errors.getvalue())
+        # A profile rerun alone at seed 2 (its folder has no native replicas, so no "Profile native"
+        # paragraph) replaces the first run's with --later-wins, and the table says so.
+        rerun = os.path.join(self.folder.name, "rerun-seed-2")
+        os.makedirs(rerun)
+        with open(os.path.join(folders[0], "summary.json")) as f:
+            alone = json.load(f)
+        self.assertIn("\n\nProfile native: ", alone["description"])
+        alone["description"] = alone["description"].split("\n\nProfile ")[0]
+        alone["results"] = [dict(g, churn_mean=0.5) for g in alone["results"] if g["profile"] == "h100-torch"]
+        with open(os.path.join(rerun, "summary.json"), "w") as f:
+            json.dump(alone, f)
+        with contextlib.redirect_stderr(io.StringIO()):
+            self.assertEqual(self.script.main(["compare"] + folders + [rerun]), 2)
+        table = io.StringIO()
+        with contextlib.redirect_stdout(table):
+            self.assertEqual(self.script.main(["compare", "--later-wins"] + folders + [rerun]), 0)
+        self.assertIn(f"h100-torch at seed 2: {rerun}'s, not {folders[0]}'s", table.getvalue())
+        self.assertIn("\n| 2 | ", table.getvalue())
+        self.assertIn("\n| 2 | 0.00 [0.00, 0.00] | 50.00 [", table.getvalue())  # the rerun's churn
         self.assertIn("a seed is 0 to 2^63 - 1", errors.getvalue())
 
     def test_augmentation_is_refused(self):

@@ -58,7 +58,15 @@ def _churn_cell(g: dict) -> str:
     return f"{_percent(g['churn_mean'])} [{_percent(interval[0])}, {_percent(interval[1])}]"
 
 
-def seed_comparison(folders: Sequence[str], reference: str = "native") -> str:
+def _experiment(summary: dict) -> tuple:
+    """What makes two folders one experiment: its name and description, without the paragraphs that
+    describe the profiles a folder happened to run ("Profile native: PyTorch ..."), so that a
+    profile rerun alone at a seed still compares with the reference's folder."""
+    paragraphs = (summary.get("description") or "").split("\n\n")
+    return summary.get("experiment"), "\n\n".join(p for p in paragraphs if not p.startswith("Profile "))
+
+
+def seed_comparison(folders: Sequence[str], reference: str = "native", later_wins: bool = False) -> str:
     """A profile's IMPL churn against a reference's (``native``: a real device) over several algo
     seeds, one folder per algo seed holding both, every folder the same experiment (name and
     description, which records TF32's switch): a row per seed with the seed's 95% intervals over
@@ -68,19 +76,25 @@ def seed_comparison(folders: Sequence[str], reference: str = "native") -> str:
 
     Why over seeds: which near-ties a run meets is fixed by its algo seed (weights, batches), and
     it moves the IMPL churn of that seed by more than its replica interval, on a real device and
-    in an emulation alike; a comparison at one seed can miss either way by chance."""
+    in an emulation alike; a comparison at one seed can miss either way by chance.
+
+    A profile's replicas at one seed in two folders are an error, unless ``later_wins``: then the
+    later folder's are taken (a profile rerun after a change, beside the reference's first run),
+    and a note under the table names what was replaced."""
     from fplab import _core
 
     if len(folders) < 2:
         raise ValueError("a comparison over algo seeds needs at least two folders")
     by_seed: dict = {}
+    source: dict = {}
+    replaced: List[str] = []
     first = None
     for folder in folders:
         summary = _summary(folder)
         algo = summary.get("recipe", {}).get("run", {}).get("algo_seed")
         if algo is None:
             raise ValueError(f"{folder}: its summary.json names no algo seed (recipe.run.algo_seed)")
-        what = (summary.get("experiment"), summary.get("description"))
+        what = _experiment(summary)
         if first is None:
             first = (folder, what)
         elif what != first[1]:
@@ -90,8 +104,12 @@ def seed_comparison(folders: Sequence[str], reference: str = "native") -> str:
             if g["variant"] != "impl":
                 continue
             if g["profile"] in by_seed.setdefault(int(algo), {}):
-                raise ValueError(f"{folder}: algo seed {algo} has '{g['profile']}' impl replicas in two folders")
+                if not later_wins:
+                    raise ValueError(f"{folder}: algo seed {algo} has '{g['profile']}' impl replicas in two folders "
+                                     f"(--later-wins takes the later folder's)")
+                replaced.append(f"{g['profile']} at seed {algo}: {folder}'s, not {source[int(algo), g['profile']]}'s")
             by_seed[int(algo)][g["profile"]] = g
+            source[int(algo), g["profile"]] = folder
     if len(by_seed) < 2:
         raise ValueError("the folders' impl replicas span fewer than two algo seeds")
     seeds = sorted(by_seed)
@@ -114,6 +132,8 @@ def seed_comparison(folders: Sequence[str], reference: str = "native") -> str:
             inside = "—" if not interval else "yes" if interval[0] <= g["churn_mean"] <= interval[1] else "no"
             cells += [_churn_cell(g), inside]
         lines.append(f"| {algo} | " + " | ".join(cells) + " |")
+    if replaced:
+        lines += ["", "(replicas taken from the later folder: " + "; ".join(replaced) + ".)"]
     lines += ["", "(inside: the profile's mean churn within the reference's interval over replicas; both are noisy, "
                   "so even one distribution on both sides misses it now and then.)",
               "", f"| profile | algo seeds | {reference} churn % (mean over seeds) | profile's | difference, points "
