@@ -123,6 +123,14 @@ DeviceGemm plan_device_gemm(const sim::Schedule& schedule) {
   return {false, plan_ordered_gemm(schedule)};
 }
 
+// Whether the GEMM is one FMA chain an output over all of its k terms in K order (`all:seq`, fused
+// products): what the direct input gradient's kernel computes (GpuConv::direct_dgrad_on_device).
+bool single_chain(const DeviceGemm& gemm, int64_t k) {
+  const auto* plan = std::get_if<gpu::GemmPlan>(&gemm.ordered.rest);
+  return !gemm.exact && !gemm.ordered.order && plan && plan->deterministic() && !plan->rounded_products &&
+         plan->k_order(k).empty() && plan->part_count(k) == 1;
+}
+
 void run_gemm(DeviceKernels& k, const DeviceGemm& gemm, const float* a, const float* b, float* c,
               sim::GemmShape shape, const sim::NoiseKey& key, bool a_in_order = false) {
   if (gemm.exact) return k.exact.gemm(a, b, c, shape);
@@ -643,6 +651,13 @@ void cuda_conv2d_direct_dgrad(uintptr_t gy, uintptr_t weight, uintptr_t dx, py::
   float* const w_taps = k.conv_weight.reserve<float>(depth * g.channels);
   // weight (out_channels, channels, kk) -> (out_channels, kk, channels): rows (c, i, j)
   gpu::transpose_batches_on_device(device_floats(weight), out_channels, g.channels, kk, nullptr, w_taps);
+  if (single_chain(plan, static_cast<int64_t>(depth))) {  // every image at once, no taps in memory
+    float* const rows = k.conv_rows.reserve<float>(g.batch * pixels * g.channels);
+    if (gpu::GpuConv::direct_dgrad_on_device(g, out_channels, device_floats(gy), w_taps, rows)) {
+      gpu::transpose_batches_on_device(rows, g.batch, pixels, g.channels, nullptr, device_floats_out(dx));
+      return;
+    }
+  }
   const size_t images = std::min(slab_images, g.batch);
   float* const taps = k.conv_dw.reserve<float>(images * pixels * depth);
   float* const rows = k.conv_rows.reserve<float>(images * pixels * g.channels);

@@ -208,6 +208,22 @@ class CudaLayers(unittest.TestCase):
             self.assertTrue(torch.equal(grads["cuda", seed], grads["cpu", seed]), seed)
         self.assertFalse(torch.equal(grads["cuda", 3], grads["cuda", 4]))
 
+    def _direct_gradients_agree(self, net, x, y, layers):
+        """Under h100-torch (conv_dgrad "direct") on the CPU and on the device: the input's gradient
+        and the weight gradients of net[i] for i in layers, bit for bit, every dgrad on the device."""
+        got = {}
+        for device in ("cpu", "cuda"):
+            model = copy.deepcopy(net).to(device)
+            inputs = x.clone().to(device).requires_grad_()
+            with fplab.torch.emulate("h100-torch", impl_seed=3, math="libm"):
+                F.cross_entropy(model(inputs), y.to(device)).backward()
+                if device == "cuda":
+                    where = {e.where for e in fplab.torch.coverage().emulated if e.op_kind == "dgrad"}
+                    self.assertEqual(where, {"cuda"})
+            got[device] = [bits(t.cpu()) for t in [inputs.grad] + [model[i].weight.grad for i in layers]]
+        for want, have in zip(got["cpu"], got["cuda"]):
+            self.assertTrue(torch.equal(want, have))
+
     def test_direct_input_gradients_on_the_device(self):
         """h100-torch's conv_dgrad = "direct" (the taps by output channel, kernel row and column in
         one chain) in one call of fplab's kernels: the CPU's bits for the input and both layers'
@@ -219,18 +235,17 @@ class CudaLayers(unittest.TestCase):
         x, y = torch.randn(4, 3, 11, 11), torch.randint(0, 4, (4,))
         for slab_floats in (_ops_conv.SLAB_FLOATS, 700):  # 700: a slab an image
             with self.subTest(slab_floats=slab_floats), mock.patch.object(_ops_conv, "SLAB_FLOATS", slab_floats):
-                got = {}
-                for device in ("cpu", "cuda"):
-                    model = copy.deepcopy(net).to(device)
-                    inputs = x.clone().to(device).requires_grad_()
-                    with fplab.torch.emulate("h100-torch", impl_seed=3, math="libm"):
-                        F.cross_entropy(model(inputs), y.to(device)).backward()
-                        if device == "cuda":
-                            where = {e.where for e in fplab.torch.coverage().emulated if e.op_kind == "dgrad"}
-                            self.assertEqual(where, {"cuda"})
-                    got[device] = [bits(t.cpu()) for t in (inputs.grad, model[0].weight.grad, model[2].weight.grad)]
-                for want, have in zip(got["cpu"], got["cuda"]):
-                    self.assertTrue(torch.equal(want, have))
+                self._direct_gradients_agree(net, x, y, (0, 2))
+
+    def test_direct_input_gradients_without_taps_in_memory(self):
+        """Layers wide enough for the chains that read the taps from the output gradient as they go
+        (GpuConv::direct_dgrad_on_device: 16384 rows of 64 and 128 input channels, stride 1 and 2;
+        the 1x1 layer's 4096 rows take the gathered taps): the CPU's bits."""
+        torch.manual_seed(11)
+        net = nn.Sequential(nn.Conv2d(64, 128, 3, padding=1), nn.ReLU(), nn.Conv2d(128, 64, 3, stride=2, padding=1),
+                            nn.ReLU(), nn.Conv2d(64, 64, 1, stride=2), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                            nn.Linear(64, 4))
+        self._direct_gradients_agree(net, torch.randn(16, 64, 32, 32), torch.randint(0, 4, (16,)), (0, 2, 4))
 
     def test_winograd_weight_gradient_on_the_device(self):
         """h100-torch's 32->32 weight gradient at 7x7 by F(4x4, 3x3)'s transforms (conv_wgrad =

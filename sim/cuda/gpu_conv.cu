@@ -17,6 +17,7 @@
 #include "sim/cuda/cuda_check.cuh"
 #include "sim/cuda/fast_divide.hpp"
 #include "sim/cuda/gpu_conv.hpp"
+#include "sim/cuda/gpu_gemm_tiled.hpp"
 
 namespace fplab::sim::gpu {
 namespace {
@@ -349,6 +350,26 @@ void GpuConv::dgrad_taps_on_device(const ConvGeometry& geometry, size_t out_chan
       gy, taps, u(count), u(columns), u(geometry.kernel), u(kk), u(geometry.width), u(pixels), u(geometry.out_w()),
       u(geometry.out_h()), u(out_channels), u(geometry.stride), u(geometry.padding));
   FPLAB_CUDA_LAUNCHED("dgrad_taps");
+}
+
+bool GpuConv::direct_dgrad_on_device(const ConvGeometry& geometry, size_t out_channels, const float* gy,
+                                     const float* w_taps, float* rows) {
+  const size_t m = geometry.batch * geometry.height * geometry.width, n = geometry.channels;
+  const size_t k = out_channels * geometry.kernel * geometry.kernel;
+  if (m == 0 || n == 0 || k == 0 || m >= (size_t{1} << 31) ||
+      geometry.batch * out_channels * geometry.out_h() * geometry.out_w() >= (size_t{1} << 31))
+    return false;
+  const auto mi = static_cast<int64_t>(m), ni = static_cast<int64_t>(n), ki = static_cast<int64_t>(k);
+  const KParts one{ki};
+  const detail::ChainTile tile = detail::chain_tile_for(w_taps, w_taps, mi, ni, ki, one, 1);
+  if (tile != detail::ChainTile::t128x64 && tile != detail::ChainTile::t128x128) return false;
+  const auto i = [](size_t v) { return static_cast<int>(v); };
+  const detail::DirectDgradShape shape{i(geometry.batch),   i(geometry.channels), i(geometry.height),
+                                       i(geometry.width),   i(out_channels),      i(geometry.out_h()),
+                                       i(geometry.out_w()), i(geometry.kernel),   i(geometry.stride),
+                                       i(geometry.padding)};
+  detail::launch_direct_dgrad_chains(tile, shape, gy, w_taps, rows);
+  return true;
 }
 
 }  // namespace fplab::sim::gpu

@@ -46,6 +46,12 @@ class GpuConv {
   // +0 where it meets none (fplab.torch's Engine.dgrad_taps). Device memory, default stream.
   static void dgrad_taps_on_device(const ConvGeometry& geometry, size_t out_channels, const float* gy, size_t images,
                                    float* taps);
+  // The same taps' GEMM with the weight as (c, i, j) x channels (w_taps, 16-byte aligned) in one FMA
+  // chain an output over all of K (the dgrad schedule `all:seq`), the taps read from gy as the
+  // chains need them, none in memory: rows, (batch·H·W) x channels, the GEMM's product. False
+  // (nothing run) where the wide tiles do not take the shape (the caller gathers the taps instead).
+  static bool direct_dgrad_on_device(const ConvGeometry& geometry, size_t out_channels, const float* gy,
+                                     const float* w_taps, float* rows);
 
  private:
   DeviceBuffer x_, cols_, dcols_, dx_;

@@ -21,14 +21,121 @@ namespace {
 
 constexpr int kTileK = 8;
 
-template <int BM, int BN, bool Atomic, bool Rounded>
+// Where the wide kernel's A comes from. A thread reads kLoads float4 of each K tile: float4 q is
+// row `rows[q]` of the block's (a row outside the matrix reads zeros) at K offset `offset` of the
+// tile (the same for every q), one fetch a tile, the tiles in K order from the part's start.
+// DenseRows: A itself, m x k row-major (float4 loads).
+struct DenseRows {
+  const float* a;
+
+  template <int kLoads>
+  struct Reader {
+    const float* p[kLoads];  // the row at K index k0 + offset
+    bool inside[kLoads];
+    int64_t kk;  // K index of the next fetch
+
+    __device__ Reader(const DenseRows& s, const int (&rows)[kLoads], int m, int64_t k, int64_t k0, int offset) {
+#pragma unroll
+      for (int q = 0; q < kLoads; ++q) {
+        inside[q] = rows[q] < m;
+        p[q] = s.a + static_cast<int64_t>(inside[q] ? rows[q] : 0) * k + k0 + offset;
+      }
+      kk = k0 + offset;
+    }
+    __device__ void fetch(float4 (&out)[kLoads], int64_t k1) {
+#pragma unroll
+      for (int q = 0; q < kLoads; ++q) {
+        if (inside[q] && kk + 4 <= k1) {
+          out[q] = *reinterpret_cast<const float4*>(p[q]);
+        } else {
+          float v[4];
+#pragma unroll
+          for (int e = 0; e < 4; ++e) v[e] = inside[q] && kk + e < k1 ? p[q][e] : 0.0f;
+          out[q] = make_float4(v[0], v[1], v[2], v[3]);
+        }
+        p[q] += kTileK;
+      }
+      kk += kTileK;
+    }
+  };
+};
+
+// DgradTaps: the taps of a convolution's direct input gradient (gpu_gemm_tiled.hpp), gathered
+// from the output gradient as they are read: row (b, y, x), column (c, i, j).
+struct DgradTaps {
+  DirectDgradShape s;
+  const float* gy;
+
+  template <int kLoads>
+  struct Reader {
+    const float* image[kLoads];  // the row's image's output gradient
+    int yp[kLoads], xp[kLoads];  // y + padding, x + padding
+    bool inside[kLoads];
+    int c, i, j;  // the column at K index kk
+    int64_t kk;
+    DirectDgradShape s;
+
+    __device__ Reader(const DgradTaps& t, const int (&rows)[kLoads], int m, int64_t, int64_t k0, int offset)
+        : s(t.s) {
+      const int planes = s.out_channels * s.out_h * s.out_w;
+#pragma unroll
+      for (int q = 0; q < kLoads; ++q) {
+        inside[q] = rows[q] < m;
+        const int r = inside[q] ? rows[q] : 0, b = r / (s.height * s.width), p = r - b * s.height * s.width;
+        image[q] = t.gy + static_cast<int64_t>(b) * planes;
+        yp[q] = p / s.width + s.padding;
+        xp[q] = p % s.width + s.padding;
+      }
+      kk = k0 + offset;
+      const int taps = s.kernel * s.kernel;
+      c = static_cast<int>(kk / taps);
+      const int tap = static_cast<int>(kk - int64_t{c} * taps);
+      i = tap / s.kernel;
+      j = tap - i * s.kernel;
+    }
+    __device__ void advance() {
+      if (++j == s.kernel) {
+        j = 0;
+        if (++i == s.kernel) i = 0, ++c;
+      }
+    }
+    __device__ void fetch(float4 (&out)[kLoads], int64_t k1) {
+      float v[kLoads][4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const bool column = kk + e < k1;
+#pragma unroll
+        for (int q = 0; q < kLoads; ++q) {
+          const int ys = yp[q] - i, xs = xp[q] - j;
+          bool on = column && inside[q] && ys >= 0 && xs >= 0;
+          int oy = ys, ox = xs;
+          if (s.stride != 1) {
+            on = on && ys % s.stride == 0 && xs % s.stride == 0;
+            oy = ys / s.stride, ox = xs / s.stride;
+          }
+          on = on && oy < s.out_h && ox < s.out_w;
+          v[q][e] = on ? image[q][(c * s.out_h + oy) * s.out_w + ox] : 0.0f;
+        }
+        advance();
+      }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) advance();  // the other thread's half of the tile
+#pragma unroll
+      for (int q = 0; q < kLoads; ++q) out[q] = make_float4(v[q][0], v[q][1], v[q][2], v[q][3]);
+      kk += kTileK;
+    }
+  };
+};
+
+template <int BM, int BN, bool Atomic, bool Rounded, class ARows = DenseRows>
 __global__ void __launch_bounds__((BM / 8) * (BN / 8))
-    wide_fma_chains(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ out, int m, int n,
-                    int64_t k, KParts ks) {
+    wide_fma_chains(ARows a, const float* __restrict__ b, float* __restrict__ out, int m, int n, int64_t k,
+                    KParts ks) {
   constexpr int kThreads = (BM / 8) * (BN / 8);
   constexpr int kPad = 4;  // A's transposing stores: rows 4 apart land in other banks; float4 reads stay aligned
   constexpr int kALoads = BM * kTileK / 4 / kThreads, kBLoads = BN * kTileK / 4 / kThreads;
   static_assert(kALoads >= 1 && kBLoads >= 1, "every thread loads at least one float4 of A and of B");
+  static_assert(kThreads % 2 == 0, "a thread's A loads share one K offset");
   __shared__ __align__(16) float as[2][kTileK][BM + kPad];
   __shared__ __align__(16) float bs[2][kTileK][BN];
 
@@ -40,21 +147,12 @@ __global__ void __launch_bounds__((BM / 8) * (BN / 8))
   // tile; B float4 q = K row idx / (BN / 4), column (idx % (BN / 4)) * 4. Outside the matrix or
   // the part: zeros, which the K loop never adds (it stops at the part's end).
   float4 a_next[kALoads], b_next[kBLoads];
+  int a_rows[kALoads];
+#pragma unroll
+  for (int q = 0; q < kALoads; ++q) a_rows[q] = row0 + (threadIdx.x + kThreads * q) / 2;
+  typename ARows::template Reader<kALoads> a_reader(a, a_rows, m, k, k0, (threadIdx.x % 2) * 4);
   const auto fetch = [&](int64_t kt) {
-#pragma unroll
-    for (int q = 0; q < kALoads; ++q) {
-      const int idx = threadIdx.x + kThreads * q, r = row0 + idx / 2;
-      const int64_t kk = kt + (idx % 2) * 4;
-      const float* p = a + static_cast<int64_t>(r) * k + kk;
-      if (r < m && kk + 4 <= k1) {
-        a_next[q] = *reinterpret_cast<const float4*>(p);
-      } else {
-        float v[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) v[e] = r < m && kk + e < k1 ? p[e] : 0.0f;
-        a_next[q] = make_float4(v[0], v[1], v[2], v[3]);
-      }
-    }
+    a_reader.fetch(a_next, k1);
 #pragma unroll
     for (int q = 0; q < kBLoads; ++q) {
       const int idx = threadIdx.x + kThreads * q, c = col0 + (idx % (BN / 4)) * 4;
@@ -298,9 +396,9 @@ void launch(bool atomic, const float* a, const float* b, float* out, int m, int 
   const dim3 grid(tiles_over(n, BN), tiles_over(m, BM), parts);
   constexpr int threads = (BM / 8) * (BN / 8);
   if (atomic)
-    wide_fma_chains<BM, BN, true, Rounded><<<grid, threads>>>(a, b, out, m, n, k, ks);
+    wide_fma_chains<BM, BN, true, Rounded><<<grid, threads>>>(DenseRows{a}, b, out, m, n, k, ks);
   else
-    wide_fma_chains<BM, BN, false, Rounded><<<grid, threads>>>(a, b, out, m, n, k, ks);
+    wide_fma_chains<BM, BN, false, Rounded><<<grid, threads>>>(DenseRows{a}, b, out, m, n, k, ks);
   FPLAB_CUDA_LAUNCHED("wide_fma_chains");
 }
 
@@ -403,6 +501,22 @@ void launch_tiled_chains(ChainTile tile, bool atomic, bool rounded, const float*
     launch_tile<true>(tile, atomic, a, b, out, m, n, k, ks, parts);
   else
     launch_tile<false>(tile, atomic, a, b, out, m, n, k, ks, parts);
+}
+
+void launch_direct_dgrad_chains(ChainTile tile, const DirectDgradShape& shape, const float* gy, const float* w_taps,
+                                float* rows) {
+  const int m = shape.batch * shape.height * shape.width, n = shape.channels;
+  const int64_t k = int64_t{shape.out_channels} * shape.kernel * shape.kernel;
+  const KParts one{k > 0 ? k : 1};
+  const DgradTaps taps{shape, gy};
+  if (tile == ChainTile::t128x128) {
+    const dim3 grid(tiles_over(n, 128), tiles_over(m, 128), 1);
+    wide_fma_chains<128, 128, false, false><<<grid, 256>>>(taps, w_taps, rows, m, n, k, one);
+  } else {
+    const dim3 grid(tiles_over(n, 64), tiles_over(m, 128), 1);
+    wide_fma_chains<128, 64, false, false><<<grid, 128>>>(taps, w_taps, rows, m, n, k, one);
+  }
+  FPLAB_CUDA_LAUNCHED("wide_fma_chains<DgradTaps>");
 }
 
 }  // namespace fplab::sim::gpu::detail

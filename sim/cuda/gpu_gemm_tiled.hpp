@@ -41,4 +41,17 @@ ChainTile chain_tile_for(const float* a, const float* b, int64_t m, int64_t n, i
 void launch_tiled_chains(ChainTile tile, bool atomic, bool rounded, const float* a, const float* b, float* out, int m,
                          int n, int64_t k, const KParts& ks, unsigned parts);
 
+// A convolution's direct input gradient (conv_dgrad "direct", one group) in one chain an output:
+// rows[(b, y, x) * channels + c_in] = the FMA chain, from -0, over the columns (c, i, j) in that
+// order of gy[b, c, oy, ox] * w_taps[(c, i, j) * channels + c_in], where y + padding - i =
+// oy * stride and x + padding - j = ox * stride lie on the output, else +0 (the gathered taps'
+// GEMM, models/conv_dgrad_taps.hpp, without the taps in memory). gy (batch, out_channels, out_h,
+// out_w) and rows C-contiguous device floats, w_taps 16-byte aligned; tile t128x64 or t128x128.
+struct DirectDgradShape {
+  int batch, channels, height, width;                      // the input's
+  int out_channels, out_h, out_w, kernel, stride, padding;  // the output's, the square geometry
+};
+void launch_direct_dgrad_chains(ChainTile tile, const DirectDgradShape& shape, const float* gy, const float* w_taps,
+                                float* rows);
+
 }  // namespace fplab::sim::gpu::detail
