@@ -3,8 +3,8 @@ larger planes (bn_fw_tr_1C11_kernel_NCHW, bn_bw_1C11_kernel_new) against the H20
 docs/results/calibration_torch/bn_h200: at 64x16@28 (counter_64x16at28.npz) every channel's mean,
 inverse standard deviation, dgamma and dbeta of 8 trials (inputs rebuilt from their counter values)
 and channel 0's y and dx of trials 0 and 1; a ResNet-18's shapes at batch 128
-(counter_resnet_batch128.npz: 16x16, 32x32, and 14x14's backward); the shapes it does not take
-refused in one line."""
+(counter_resnet_batch128.npz: 16x16, 32x32, and 14x14's backward) and on 28x28 images
+(counter_128x64at28.npz, both modes' bits alike); the shapes it does not take refused in one line."""
 
 import os
 import unittest
@@ -20,6 +20,7 @@ FOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "d
                       "bn_h200")
 DATA = os.path.join(FOLDER, "counter_64x16at28.npz")
 RESNET = os.path.join(FOLDER, "counter_resnet_batch128.npz")
+AT28_128 = os.path.join(FOLDER, "counter_128x64at28.npz")
 
 
 def same(a, b) -> int:
@@ -103,6 +104,25 @@ class CudnnNchw(unittest.TestCase):
                         self.assertEqual(same(dbeta, saved[key + "dbeta"]), channels)
                         if key + "dx" in saved.files:
                             self.assertEqual(same(dx[:, 0], saved[key + "dx"].reshape(batch, -1)), batch * size * size)
+
+    def test_28x28_at_batch_128(self):
+        """A ResNet-18's first BatchNorms on Fashion-MNIST (128 images of 28x28, 196 values a thread):
+        every channel's statistics and gradients of two trials, channel 0's outputs and input
+        gradients of the first (the H200 gave the same bits in both modes)."""
+        with np.load(AT28_128) as saved:
+            for trial in (0, 1):
+                key = f"128x64@28/{trial}/"
+                inputs = self.trials.inputs((128, 64, 28), trial, "counter")
+                x, g = inputs["x"].reshape(128, 64, 784), inputs["g"].reshape(128, 64, 784)
+                y, mean, inv_std, _ = _core.cudnn_nchw_forward(x, saved[key + "gamma"], saved[key + "beta"], 1e-5)
+                dx, dgamma, dbeta = _core.cudnn_nchw_backward(g, x, mean, inv_std, saved[key + "gamma"])
+                with self.subTest(trial=trial):
+                    for name, have in (("mean", mean), ("invstd", inv_std), ("dgamma", dgamma), ("dbeta", dbeta)):
+                        self.assertEqual(same(have, saved[key + name]), 64, name)
+                    if key + "y" in saved.files:
+                        self.assertEqual(same(y[:, 0], saved[key + "y"].reshape(128, 784)), 128 * 784)
+                        self.assertEqual(same(dx[:, 0], saved[key + "dx"].reshape(128, 784)), 128 * 784)
+            self.assertIn("128x64@28/0/y", saved.files)
 
     @needs_torch
     def test_fplab_torch_at_a_resnet18s_shapes(self):

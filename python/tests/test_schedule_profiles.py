@@ -85,9 +85,12 @@ class Profiles(unittest.TestCase):
         self.assertFalse(rule.matches("linear", 16, 32))
         with self.assertRaisesRegex(fplab.Error, "layer must be 'conv', 'linear' or 'bn'"):
             rule.matches("pool", 1, 1)
-        # two Winograd weight gradients, two convolutions, three linear layers, six bias sums, ten batch norms
-        self.assertEqual(len(rules["deterministic"]), 23)
+        # two Winograd weight gradients, two convolutions, three linear layers, six bias sums, eleven batch norms
+        self.assertEqual(len(rules["deterministic"]), 24)
         bn = [r for r in rules["deterministic"] if r.batch_norm is not None]
+        at28_128 = bn.pop(1)
+        self.assertEqual((at28_128.match, at28_128.batch_norm), ("bn height=28 batch=128", "cudnn-nchw"))
+        self.assertTrue(at28_128.matches("bn", 64, 0, 0, 0, 28, 128))
         self.assertEqual([(r.match, r.batch_norm) for r in bn],
                          [("bn height=28 batch=64", "cudnn-nchw"), ("bn height=16 batch=128", "cudnn-nchw"),
                           ("bn height=32 batch=128", "cudnn-nchw"), ("bn height=14 batch=128", "cudnn-nchw-backward"),
