@@ -420,7 +420,8 @@ void cuda_batch_norm_cudnn_backward(uintptr_t gy, uintptr_t centred, uintptr_t i
 // cuDNN's NCHW BatchNorm kernels' model on the device (sim/cudnn_nchw_batch_norm's bits): stats 3 x
 // channels (mean, inv_std, var), y; the shape one cudnn_nchw_why_not accepts.
 void cuda_batch_norm_nchw_forward(uintptr_t x, uintptr_t weight, uintptr_t bias, uintptr_t stats, uintptr_t y,
-                                  py::tuple shape, double eps, int device) {
+                                  py::tuple shape, double eps, int device, uintptr_t running_mean,
+                                  uintptr_t running_var, double momentum) {
   const gpu::PlanesShape planes = planes_of(shape);
   if (const std::string why = sim::cudnn_nchw_why_not(planes.batch, planes.positions); !why.empty())
     throw std::invalid_argument(why);
@@ -429,8 +430,12 @@ void cuda_batch_norm_nchw_forward(uintptr_t x, uintptr_t weight, uintptr_t bias,
   gpu::use_device(device);
   float* const rows = device_floats_out(stats);
   const size_t c = planes.channels;
+  gpu::RunningStatistics running;
+  running.mean = optional_floats(running_mean);
+  running.var = optional_floats(running_var);
+  running.momentum = momentum;
   gpu::cudnn_nchw_forward(device_floats(x), device_floats(weight), device_floats(bias), planes, static_cast<float>(eps),
-                          rows, rows + c, rows + 2 * c, device_floats_out(y));
+                          rows, rows + c, rows + 2 * c, device_floats_out(y), running);
 }
 
 // Its backward: grads 4 x channels (dgamma, dbeta, and the input gradient's two factors as
@@ -723,9 +728,11 @@ void bind_cuda(py::module_& m) {
         "them where the dgrad schedule draws noise). Enqueued on the default stream.");
   m.def("cuda_batch_norm_nchw_forward", &cuda_batch_norm_nchw_forward, py::arg("x"), py::arg("weight"),
         py::arg("bias"), py::arg("stats"), py::arg("y"), py::arg("shape"), py::arg("eps"), py::arg("device"),
+        py::arg("running_mean") = 0, py::arg("running_var") = 0, py::arg("momentum") = 0.1,
         "cuDNN's NCHW BatchNorm kernels' model (fplab._core.cudnn_nchw_forward's bits) on the device: x, y (batch, "
-        "channels, positions) float32 device addresses, stats 3 x channels (mean, inv_std, var). Enqueued on the "
-        "default stream.");
+        "channels, positions) float32 device addresses, stats 3 x channels (mean, inv_std, var); the running "
+        "statistics (channels floats each, 0 where absent) moved by momentum as fplab.torch moves them. Enqueued on "
+        "the default stream.");
   m.def("cuda_batch_norm_nchw_backward", &cuda_batch_norm_nchw_backward, py::arg("gy"), py::arg("x"), py::arg("mean"),
         py::arg("inv_std"), py::arg("weight"), py::arg("grads"), py::arg("dx"), py::arg("shape"), py::arg("device"),
         "Its backward (cudnn_nchw_backward's bits): grads 4 x channels (dgamma, dbeta, then scratch), dx 0 when not "

@@ -56,6 +56,7 @@ class CudnnNchw(unittest.TestCase):
         import fplab.torch
         import torch.nn.functional as F
         devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+        moved: dict = {}
         with np.load(DATA) as saved:
             key = "64x16@28/1/"
             inputs = self.trials.inputs((64, 16, 28), 1, "counter")
@@ -70,6 +71,8 @@ class CudnnNchw(unittest.TestCase):
                     self.assertEqual({e.where for e in fplab.torch.coverage().emulated}, {device})
                 y, dx = y.detach().cpu(), x.grad.cpu()
                 dgamma, dbeta, running_mean = gamma.grad.cpu(), beta.grad.cpu(), running_mean.cpu()
+                # moved by the device's kernel on CUDA tensors, by _move_running on the CPU: the same bits
+                moved.setdefault(profile, []).append(np.concatenate([running_mean.numpy(), running_var.cpu().numpy()]))
                 with self.subTest(profile=profile, device=device):
                     self.assertEqual(same(y[:, 0].reshape(64, 784), saved[key + "y"].reshape(64, 784)), 50176)
                     self.assertEqual(same(dx[:, 0].reshape(64, 784), saved[key + "dx"].reshape(64, 784)), 50176)
@@ -77,6 +80,9 @@ class CudnnNchw(unittest.TestCase):
                     self.assertEqual(same(dbeta, saved[key + "dbeta"]), 16)
                     # the running mean moved from the kernel's mean
                     self.assertTrue(np.allclose(running_mean.numpy(), 0.1 * saved[key + "mean"], rtol=1e-6))
+        for profile, stats in moved.items():
+            for other in stats[1:]:
+                self.assertEqual(same(other, stats[0]), 32, profile)
 
     def test_a_resnet18s_shapes(self):
         """Batch 128 at 16x16 and 32x32 (the forward kernels' template 32 and 128: 16 warps of 32

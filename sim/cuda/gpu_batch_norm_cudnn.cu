@@ -101,21 +101,29 @@ __global__ void centred_kernel(const float* __restrict__ x, const float* __restr
   for_each_element(channels, positions, count, [&](size_t e, size_t c) { out[e] = __fsub_rn(x[e], mean[c]); });
 }
 
+// Channel c's running statistics (where given) moved by momentum in double precision, the variance
+// unbiased as fl(fl(var·n) / (n − 1)) (n − 1 = 0: var itself): fplab.torch's _move_running, with
+// no contraction into fused operations.
+__device__ void move_running(float* running_mean, float* running_var, double momentum, size_t c, float mean,
+                             float var, float n, float n_less_one) {
+  const double keep = 1.0 - momentum;
+  if (running_mean)
+    running_mean[c] = __double2float_rn(__dadd_rn(__dmul_rn(keep, static_cast<double>(running_mean[c])),
+                                                  __dmul_rn(momentum, static_cast<double>(mean))));
+  if (running_var) {
+    const float unbiased = n_less_one > 0.0f ? __fdiv_rn(__fmul_rn(var, n), n_less_one) : var;
+    running_var[c] = __double2float_rn(__dadd_rn(__dmul_rn(keep, static_cast<double>(running_var[c])),
+                                                 __dmul_rn(momentum, static_cast<double>(unbiased))));
+  }
+}
+
 __global__ void statistics_kernel(CudnnStatistics st, size_t channels, float n, float n_less_one, float inv_n,
                                   const uint8_t* table, float* __restrict__ inv_std, float* __restrict__ scale,
                                   float* __restrict__ shift) {
   const size_t c = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= channels) return;
   const float var = __fmul_rn(st.squares[c], inv_n);
-  const double keep = 1.0 - st.momentum;
-  if (st.running_mean)
-    st.running_mean[c] = __double2float_rn(__dadd_rn(__dmul_rn(keep, static_cast<double>(st.running_mean[c])),
-                                                     __dmul_rn(st.momentum, static_cast<double>(st.mean[c]))));
-  if (st.running_var) {
-    const float unbiased = n_less_one > 0.0f ? __fdiv_rn(__fmul_rn(var, n), n_less_one) : var;
-    st.running_var[c] = __double2float_rn(__dadd_rn(__dmul_rn(keep, static_cast<double>(st.running_var[c])),
-                                                    __dmul_rn(st.momentum, static_cast<double>(unbiased))));
-  }
+  move_running(st.running_mean, st.running_var, st.momentum, c, st.mean[c], var, n, n_less_one);
   const float root = gpu_rsqrt(__fadd_rn(var, static_cast<float>(st.eps)), table);
   const float s = __fmul_rn(st.weight[c], root);
   inv_std[c] = root;
@@ -184,7 +192,8 @@ __device__ const int kBackwardTree[9] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
 
 __global__ void __launch_bounds__(kNchwThreads)
     nchw_statistics_kernel(const float* __restrict__ x, NchwLayout s, float eps, const uint8_t* table,
-                           float* __restrict__ mean_out, float* __restrict__ inv_out, float* __restrict__ var_out) {
+                           RunningStatistics running, float* __restrict__ mean_out, float* __restrict__ inv_out,
+                           float* __restrict__ var_out) {
   __shared__ float shared[kNchwThreads];
   const int c = blockIdx.x, t = threadIdx.x, groups = kNchwThreads / s.lanes, g = t / s.lanes, l = t % s.lanes;
   float k = 0.0f, m = 0.0f, m2 = 0.0f;
@@ -200,9 +209,11 @@ __global__ void __launch_bounds__(kNchwThreads)
   const float dm = __fsub_rn(m, mean);
   const float q = nchw_tree(shared, __fadd_rn(m2, __fmul_rn(__fmul_rn(k, dm), dm)), kForwardTree);
   if (t == 0) {
+    const float var = __fmul_rn(q, s.rn);
     mean_out[c] = mean;
     inv_out[c] = gpu_rsqrt(__fmaf_rn(q, s.rn, eps), table);
-    var_out[c] = __fmul_rn(q, s.rn);
+    var_out[c] = var;
+    move_running(running.mean, running.var, running.momentum, c, mean, var, running.n, running.n_less_one);
   }
 }
 
@@ -307,11 +318,14 @@ void cudnn_input_gradient(const float* gy, const float* centred, const float* sc
 }
 
 void cudnn_nchw_forward(const float* x, const float* weight, const float* bias, const PlanesShape& shape, float eps,
-                        float* mean, float* inv_std, float* var, float* y) {
+                        float* mean, float* inv_std, float* var, float* y, RunningStatistics running) {
   if (shape.size() == 0) return;
   const NchwLayout s = nchw_layout(shape, false);
-  nchw_statistics_kernel<<<static_cast<unsigned>(shape.channels), kNchwThreads>>>(x, s, eps, rsqrt_table(), mean,
-                                                                                  inv_std, var);
+  const size_t n = shape.per_channel();
+  running.n = static_cast<float>(n);
+  running.n_less_one = n > 1 ? static_cast<float>(n - 1) : 0.0f;
+  nchw_statistics_kernel<<<static_cast<unsigned>(shape.channels), kNchwThreads>>>(x, s, eps, rsqrt_table(), running,
+                                                                                  mean, inv_std, var);
   FPLAB_CUDA_LAUNCHED("cudnn_nchw_statistics");
   nchw_output_kernel<<<blocks_for(shape.size()), kThreads>>>(x, mean, inv_std, weight, bias, shape.channels,
                                                              shape.positions, shape.size(), y);

@@ -132,7 +132,8 @@ class Engine:
         """'': the CPU engine runs cuDNN's NCHW kernels' model itself (_core.cudnn_nchw_*)."""
         return ""
 
-    def batch_norm_nchw_forward(self, x, weight, bias, eps: float) -> None:
+    def batch_norm_nchw_forward(self, x, weight, bias, eps: float, running_mean=None, running_var=None,
+                                momentum: float = 0.1) -> None:
         """None: on the CPU cuDNN's NCHW kernels' model runs through _core.cudnn_nchw_forward
         (_ops_norm._forward_cudnn_nchw); the CUDA engine has a device twin."""
         return None

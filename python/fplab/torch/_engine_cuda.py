@@ -380,24 +380,31 @@ class CudaEngine:
                         f"({batch} images of {pixels} values)")
         return ""
 
-    def batch_norm_nchw_forward(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float):
+    def batch_norm_nchw_forward(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float,
+                                running_mean: Optional[torch.Tensor] = None,
+                                running_var: Optional[torch.Tensor] = None, momentum: float = 0.1):
         """cuDNN's NCHW BatchNorm kernels' model on the device (the host's bits): (y, mean, inv_std,
-        var), or None where its check failed (nchw_why_not); the caller has checked the shape."""
-        return None if self.nchw_why_not() else self._nchw_forward(x, weight, bias, eps)
+        var), the running statistics (where given) moved by momentum in the same launch; or None
+        where its check failed (nchw_why_not): nothing moved then. The caller has checked the shape."""
+        if self.nchw_why_not():
+            return None
+        return self._nchw_forward(x, weight, bias, eps, running_mean, running_var, momentum)
 
     def batch_norm_nchw_backward(self, gy: torch.Tensor, x: torch.Tensor, mean: torch.Tensor, inv_std: torch.Tensor,
                                  weight: torch.Tensor, need_x: bool):
         """Its backward: (dx or None, dgamma, dbeta), or None as batch_norm_nchw_forward."""
         return None if self.nchw_why_not() else self._nchw_backward(gy, x, mean, inv_std, weight, need_x)
 
-    def _nchw_forward(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float):
+    def _nchw_forward(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float,
+                      running_mean: Optional[torch.Tensor] = None, running_var: Optional[torch.Tensor] = None,
+                      momentum: float = 0.1):
         x, weight, bias = self._dense(x), self._dense(weight), self._dense(bias)
         batch, channels = x.shape[0], x.shape[1]
         y = torch.empty_like(x)
         stats = torch.empty((3, channels), dtype=torch.float32, device=self.device)
         self._kernels(_core.cuda_batch_norm_nchw_forward, x.data_ptr(), weight.data_ptr(), bias.data_ptr(),
                       stats.data_ptr(), y.data_ptr(), (batch, channels, x.numel() // max(1, batch * channels)), eps,
-                      self.index)
+                      self.index, _address(running_mean), _address(running_var), momentum)
         return y, stats[0], stats[1], stats[2]
 
     def _nchw_backward(self, gy: torch.Tensor, x: torch.Tensor, mean: torch.Tensor, inv_std: torch.Tensor,

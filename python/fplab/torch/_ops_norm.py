@@ -220,9 +220,14 @@ def _forward_cudnn_nchw(em, op, site, x, weight, bias, running_mean, running_var
     if why:
         raise _core.Error(f'batch_norm = "cudnn-nchw" for a batch norm of {tuple(x.shape)}: {why}')
     _nchw_record(em, op, site, "bn_stats", x.device)
-    fused = em.engine.on(x).batch_norm_nchw_forward(x, weight, bias, eps)
+    # Running statistics the device's kernel can move in place, in the same launch (else moved here).
+    in_place = all(t is None or t.is_contiguous() for t in (running_mean, running_var))
+    fused = em.engine.on(x).batch_norm_nchw_forward(x, weight, bias, eps, *(
+        (running_mean, running_var, momentum) if in_place else ()))
     if fused is not None:
         y, mean, inv_std, var = fused
+        if in_place:
+            return y, mean, inv_std
     else:
         y, mean, inv_std, var = _core.cudnn_nchw_forward(_host_planes(x), weight.detach().cpu().numpy(),
                                                          bias.detach().cpu().numpy(), eps)
