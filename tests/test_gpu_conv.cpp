@@ -1,8 +1,10 @@
 // A convolution's lowering on the device (sim/cuda/gpu_conv.hpp) against the CPU's
 // (models/conv2d.cpp), bit for bit: im2col against Conv2d::im2col, col2im against the col2im of
-// Conv2d::backward, on awkward shapes and inputs with -0, subnormals and mixed magnitudes; and a
-// whole Conv2d layer, forward and backward, with the GPU backend against the CPU path. Without a
-// device the GPU cases say "SKIPPED: no CUDA device" and pass.
+// Conv2d::backward, on awkward shapes and inputs with -0, subnormals and mixed magnitudes; a
+// whole Conv2d layer, forward and backward, with the GPU backend against the CPU path; and the
+// direct input gradient's chains that read their taps from the output gradient against the
+// gathered taps (models/conv_dgrad_taps.hpp) in FMA chains on the CPU. Without a device the GPU
+// cases say "SKIPPED: no CUDA device" and pass.
 #include <catch2/catch.hpp>
 
 #include <bit>
@@ -14,6 +16,7 @@
 
 #include "models/compute.hpp"
 #include "models/conv2d.hpp"
+#include "models/conv_dgrad_taps.hpp"
 #include "models/gpu_backend.hpp"
 #include "profiles/hw_profile.hpp"
 #include "sim/conv_geometry.hpp"
@@ -172,5 +175,39 @@ TEST_CASE("gpu conv: a Conv2d layer's forward and backward with the GPU backend 
       cpu_ctx.training = gpu_ctx.training = false;  // evaluation: no columns kept
       CHECK(first_difference(cpu.forward(x, cpu_ctx).data, gpu.forward(x, gpu_ctx).data) == -1);
     }
+  }
+}
+
+TEST_CASE("gpu conv: the direct input gradient's chains over taps read from gy == gathered taps, CPU FMA chains") {
+  if (!have_device()) return;
+  struct Shape {
+    size_t batch, cin, cout, h, w, kernel, stride, padding;
+  };
+  // Rows not a multiple of the 128-row tile, K not a multiple of the 8-term K tile, stride 2, a
+  // 1 x 1 kernel, padding beyond kernel - 1; each shape large enough for the wide tiles.
+  for (const Shape s : {Shape{3, 48, 36, 75, 75, 3, 1, 2}, Shape{3, 64, 20, 64, 64, 3, 2, 1},
+                        Shape{3, 52, 8, 60, 60, 1, 2, 0}, Shape{2, 48, 12, 80, 80, 3, 1, 3}}) {
+    INFO(s.batch << " x " << s.cin << " x " << s.h << " x " << s.w << " -> " << s.cout << ", kernel " << s.kernel
+                 << ", stride " << s.stride << ", padding " << s.padding);
+    const ConvGeometry g{s.batch, s.cin, s.h, s.w, s.kernel, s.stride, s.padding};
+    std::mt19937_64 rng(s.h * 1000 + s.cout);
+    const auto gy = mixed_tensor({s.batch, s.cout, g.out_h(), g.out_w()}, rng);
+    const size_t k = s.cout * s.kernel * s.kernel, m = s.batch * s.h * s.w;
+    const auto w_taps = mixed_tensor({k, s.cin}, rng);
+    std::vector<float> taps(m * k);
+    const long kk = static_cast<long>(s.kernel), st = static_cast<long>(s.stride), pad = static_cast<long>(s.padding);
+    dgrad_taps(gy.ptr(), ConvTaps{s.batch, s.cout, 0, s.cout, s.h, s.w, g.out_h(), g.out_w(), kk, kk, st, st, pad, pad,
+                                  1, 1},
+               taps.data());
+    std::vector<float> want(m * s.cin);
+    for (size_t r = 0; r < m; ++r)
+      for (size_t c = 0; c < s.cin; ++c) {
+        float chain = -0.0f;  // the chains' start, as every FMA-chain kernel's
+        for (size_t t = 0; t < k; ++t) chain = std::fma(taps[r * k + t], w_taps.data[t * s.cin + c], chain);
+        want[r * s.cin + c] = chain;
+      }
+    std::vector<float> have(want.size(), 1.0f);
+    REQUIRE(sim::gpu::GpuConv::direct_dgrad(g, s.cout, gy.ptr(), w_taps.ptr(), have.data()));
+    CHECK(first_difference(want, have) == -1);
   }
 }

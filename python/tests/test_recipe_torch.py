@@ -212,8 +212,9 @@ class AgreesWithFplabRun(unittest.TestCase):
             self.assertEqual(self.script.main(["compare", folders[0], other]), 2)  # another experiment
             self.assertEqual(self.script.main(["run", self.toml, "--algo-seed", "-1", "--out",
                                                os.path.join(self.folder.name, "bad"), "--data-dir", DATA]), 2)
-        self.assertIn("in two folders", errors.getvalue())
+        self.assertIn("a folder is given twice", errors.getvalue())
         self.assertIn("another experiment", errors.getvalue())
+        self.assertIn("a seed is 0 to 2^63 - 1", errors.getvalue())
         # A profile rerun alone at seed 2 (its folder has no native replicas, so no "Profile native"
         # paragraph) replaces the first run's with --later-wins, and the table says so.
         rerun = os.path.join(self.folder.name, "rerun-seed-2")
@@ -225,15 +226,28 @@ class AgreesWithFplabRun(unittest.TestCase):
         alone["results"] = [dict(g, churn_mean=0.5) for g in alone["results"] if g["profile"] == "h100-torch"]
         with open(os.path.join(rerun, "summary.json"), "w") as f:
             json.dump(alone, f)
-        with contextlib.redirect_stderr(io.StringIO()):
+        with contextlib.redirect_stderr(io.StringIO()) as errors:
             self.assertEqual(self.script.main(["compare"] + folders + [rerun]), 2)
+        self.assertIn("impl replicas in two folders", errors.getvalue())
         table = io.StringIO()
         with contextlib.redirect_stdout(table):
             self.assertEqual(self.script.main(["compare", "--later-wins"] + folders + [rerun]), 0)
         self.assertIn(f"h100-torch at seed 2: {rerun}'s, not {folders[0]}'s", table.getvalue())
         self.assertIn("\n| 2 | ", table.getvalue())
         self.assertIn("\n| 2 | 0.00 [0.00, 0.00] | 50.00 [", table.getvalue())  # the rerun's churn
-        self.assertIn("a seed is 0 to 2^63 - 1", errors.getvalue())
+        # ... but not a reference that ran elsewhere: its Profile paragraph must match the other seeds'
+        elsewhere = os.path.join(self.folder.name, "elsewhere-seed-3")
+        os.makedirs(elsewhere)
+        with open(os.path.join(folders[1], "summary.json")) as f:
+            moved = json.load(f)
+        moved["description"] = moved["description"].replace("\n\nProfile native: ", "\n\nProfile native: another GPU, ")
+        with open(os.path.join(elsewhere, "summary.json"), "w") as f:
+            json.dump(moved, f)
+        with contextlib.redirect_stderr(io.StringIO()) as errors:
+            self.assertEqual(self.script.main(["compare", folders[0], elsewhere]), 2)
+            self.assertEqual(self.script.main(["compare", "--later-wins", folders[0], folders[1], folders[0]]), 2)
+        self.assertIn("profile 'native' ran with other software", errors.getvalue())
+        self.assertIn("a folder is given twice", errors.getvalue())
 
     def test_augmentation_is_refused(self):
         path = os.path.join(self.folder.name, "augmented.toml")

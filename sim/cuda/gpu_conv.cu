@@ -372,4 +372,20 @@ bool GpuConv::direct_dgrad_on_device(const ConvGeometry& geometry, size_t out_ch
   return true;
 }
 
+bool GpuConv::direct_dgrad(const ConvGeometry& geometry, size_t out_channels, const float* gy, const float* w_taps,
+                           float* rows) {
+  const size_t gy_count = geometry.batch * out_channels * geometry.out_h() * geometry.out_w();
+  const size_t w_count = out_channels * geometry.kernel * geometry.kernel * geometry.channels;
+  const size_t rows_count = geometry.batch * geometry.height * geometry.width * geometry.channels;
+  DeviceBuffer gy_device, w_device, rows_device;
+  float* const d_gy = gy_device.reserve<float>(gy_count);
+  float* const d_w = w_device.reserve<float>(w_count);
+  float* const d_rows = rows_device.reserve<float>(rows_count);
+  copy(d_gy, gy, gy_count);
+  copy(d_w, w_taps, w_count);
+  if (!direct_dgrad_on_device(geometry, out_channels, d_gy, d_w, d_rows)) return false;
+  copy(rows, d_rows, rows_count);  // waits for the chains
+  return true;
+}
+
 }  // namespace fplab::sim::gpu

@@ -52,6 +52,10 @@ class GpuConv {
   // (nothing run) where the wide tiles do not take the shape (the caller gathers the taps instead).
   static bool direct_dgrad_on_device(const ConvGeometry& geometry, size_t out_channels, const float* gy,
                                      const float* w_taps, float* rows);
+  // The same on host memory, for the tests: gy and w_taps uploaded, the chains run, rows
+  // downloaded (nothing written where the function above would return false).
+  static bool direct_dgrad(const ConvGeometry& geometry, size_t out_channels, const float* gy, const float* w_taps,
+                           float* rows);
 
  private:
   DeviceBuffer x_, cols_, dcols_, dx_;

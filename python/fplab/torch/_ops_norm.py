@@ -221,7 +221,8 @@ def _forward_cudnn_nchw(em, op, site, x, weight, bias, running_mean, running_var
         raise _core.Error(f'batch_norm = "cudnn-nchw" for a batch norm of {tuple(x.shape)}: {why}')
     _nchw_record(em, op, site, "bn_stats", x.device)
     # Running statistics the device's kernel can move in place, in the same launch (else moved here).
-    in_place = all(t is None or t.is_contiguous() for t in (running_mean, running_var))
+    in_place = all(t is None or (t.is_contiguous() and t.dtype == torch.float32 and t.device == x.device)
+                   for t in (running_mean, running_var))
     fused = em.engine.on(x).batch_norm_nchw_forward(x, weight, bias, eps, *(
         (running_mean, running_var, momentum) if in_place else ()))
     if fused is not None:

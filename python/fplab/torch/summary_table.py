@@ -59,11 +59,18 @@ def _churn_cell(g: dict) -> str:
 
 
 def _experiment(summary: dict) -> tuple:
-    """What makes two folders one experiment: its name and description, without the paragraphs that
-    describe the profiles a folder happened to run ("Profile native: PyTorch ..."), so that a
-    profile rerun alone at a seed still compares with the reference's folder."""
-    paragraphs = (summary.get("description") or "").split("\n\n")
-    return summary.get("experiment"), "\n\n".join(p for p in paragraphs if not p.startswith("Profile "))
+    """What makes two folders one experiment, and what each says of its profiles: (name, the
+    description without its "Profile NAME: ..." paragraphs), and {NAME: that paragraph} (the
+    software, device and TF32 switches a profile ran with). Folders are one experiment where the
+    first parts are equal and every profile both describe is described alike, so that a profile
+    rerun alone at a seed still compares with the reference's folder, but not with another device."""
+    base, profiles = [], {}
+    for paragraph in (summary.get("description") or "").split("\n\n"):
+        if paragraph.startswith("Profile ") and ":" in paragraph:
+            profiles[paragraph[len("Profile "):paragraph.index(":")]] = paragraph
+        else:
+            base.append(paragraph)
+    return (summary.get("experiment"), "\n\n".join(base)), profiles
 
 
 def seed_comparison(folders: Sequence[str], reference: str = "native", later_wins: bool = False) -> str:
@@ -85,21 +92,29 @@ def seed_comparison(folders: Sequence[str], reference: str = "native", later_win
 
     if len(folders) < 2:
         raise ValueError("a comparison over algo seeds needs at least two folders")
+    if len({os.path.realpath(f) for f in folders}) != len(folders):
+        raise ValueError("a folder is given twice")
     by_seed: dict = {}
     source: dict = {}
     replaced: List[str] = []
+    described: dict = {}  # profile -> (its paragraph, the folder that first said it)
     first = None
     for folder in folders:
         summary = _summary(folder)
         algo = summary.get("recipe", {}).get("run", {}).get("algo_seed")
         if algo is None:
             raise ValueError(f"{folder}: its summary.json names no algo seed (recipe.run.algo_seed)")
-        what = _experiment(summary)
+        what, profiles = _experiment(summary)
         if first is None:
             first = (folder, what)
         elif what != first[1]:
             raise ValueError(f"{folder}: another experiment than {first[0]}'s (name or description, which records "
                              f"TF32's switch, differ): one experiment at several algo seeds is compared")
+        for name, paragraph in profiles.items():
+            said = described.setdefault(name, (paragraph, folder))
+            if said[0] != paragraph:
+                raise ValueError(f"{folder}: another experiment than {said[1]}'s (profile '{name}' ran with other "
+                                 f"software, device or TF32 switches)")
         for g in summary["results"]:
             if g["variant"] != "impl":
                 continue
