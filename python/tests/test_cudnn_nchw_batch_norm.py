@@ -32,22 +32,29 @@ class CudnnNchw(unittest.TestCase):
     def setUpClass(cls):
         cls.trials = experiment_script("bn_trials_torch")
 
-    def test_the_h200s_bits(self):
-        with np.load(DATA) as saved:
-            for trial in range(8):
-                key = f"64x16@28/{trial}/"
-                inputs = self.trials.inputs((64, 16, 28), trial, "counter")
-                x, g = inputs["x"].reshape(64, 16, 784), inputs["g"].reshape(64, 16, 784)
+    def _model_against_saved(self, path: str, shape: tuple, trials) -> None:
+        """_core's forward and backward on each trial's counter inputs of shape (batch, channels,
+        size) against the H200's bits saved in path: every channel's mean, inv_std, dgamma and
+        dbeta; channel 0's y and dx where the trial saved them (at least one did)."""
+        batch, channels, size = shape
+        name = "%dx%d@%d" % shape
+        with np.load(path) as saved:
+            self.assertIn(f"{name}/0/y", saved.files)
+            for trial in trials:
+                key = f"{name}/{trial}/"
+                inputs = self.trials.inputs(shape, trial, "counter")
+                x, g = (inputs[k].reshape(batch, channels, size * size) for k in ("x", "g"))
                 y, mean, inv_std, _ = _core.cudnn_nchw_forward(x, saved[key + "gamma"], saved[key + "beta"], 1e-5)
                 dx, dgamma, dbeta = _core.cudnn_nchw_backward(g, x, mean, inv_std, saved[key + "gamma"])
-                with self.subTest(trial=trial):
-                    self.assertEqual(same(mean, saved[key + "mean"]), 16)
-                    self.assertEqual(same(inv_std, saved[key + "invstd"]), 16)
-                    self.assertEqual(same(dgamma, saved[key + "dgamma"]), 16)
-                    self.assertEqual(same(dbeta, saved[key + "dbeta"]), 16)
+                with self.subTest(shape=name, trial=trial):
+                    for stat, have in (("mean", mean), ("invstd", inv_std), ("dgamma", dgamma), ("dbeta", dbeta)):
+                        self.assertEqual(same(have, saved[key + stat]), channels, stat)
                     if key + "y" in saved.files:
-                        self.assertEqual(same(y[:, 0], saved[key + "y"].reshape(64, 784)), 64 * 784)
-                        self.assertEqual(same(dx[:, 0], saved[key + "dx"].reshape(64, 784)), 64 * 784)
+                        self.assertEqual(same(y[:, 0], saved[key + "y"].reshape(batch, -1)), batch * size * size)
+                        self.assertEqual(same(dx[:, 0], saved[key + "dx"].reshape(batch, -1)), batch * size * size)
+
+    def test_the_h200s_bits(self):
+        self._model_against_saved(DATA, (64, 16, 28), range(8))
 
     @needs_torch
     def test_fplab_torch_under_h100_torch(self):
@@ -115,20 +122,7 @@ class CudnnNchw(unittest.TestCase):
         """A ResNet-18's first BatchNorms on Fashion-MNIST (128 images of 28x28, 196 values a thread):
         every channel's statistics and gradients of two trials, channel 0's outputs and input
         gradients of the first (the H200 gave the same bits in both modes)."""
-        with np.load(AT28_128) as saved:
-            for trial in (0, 1):
-                key = f"128x64@28/{trial}/"
-                inputs = self.trials.inputs((128, 64, 28), trial, "counter")
-                x, g = inputs["x"].reshape(128, 64, 784), inputs["g"].reshape(128, 64, 784)
-                y, mean, inv_std, _ = _core.cudnn_nchw_forward(x, saved[key + "gamma"], saved[key + "beta"], 1e-5)
-                dx, dgamma, dbeta = _core.cudnn_nchw_backward(g, x, mean, inv_std, saved[key + "gamma"])
-                with self.subTest(trial=trial):
-                    for name, have in (("mean", mean), ("invstd", inv_std), ("dgamma", dgamma), ("dbeta", dbeta)):
-                        self.assertEqual(same(have, saved[key + name]), 64, name)
-                    if key + "y" in saved.files:
-                        self.assertEqual(same(y[:, 0], saved[key + "y"].reshape(128, 784)), 128 * 784)
-                        self.assertEqual(same(dx[:, 0], saved[key + "dx"].reshape(128, 784)), 128 * 784)
-            self.assertIn("128x64@28/0/y", saved.files)
+        self._model_against_saved(AT28_128, (128, 64, 28), (0, 1))
 
     @needs_torch
     def test_fplab_torch_at_a_resnet18s_shapes(self):
