@@ -128,7 +128,7 @@ DeviceGemm plan_device_gemm(const sim::Schedule& schedule) {
 bool single_chain(const DeviceGemm& gemm, int64_t k) {
   const auto* plan = std::get_if<gpu::GemmPlan>(&gemm.ordered.rest);
   return !gemm.exact && !gemm.ordered.order && plan && plan->deterministic() && !plan->rounded_products &&
-         plan->k_order(k).empty() && plan->part_count(k) == 1;
+         plan->part_count(k) == 1;  // one part: no strided gathering of K either
 }
 
 void run_gemm(DeviceKernels& k, const DeviceGemm& gemm, const float* a, const float* b, float* c,
@@ -430,12 +430,9 @@ void cuda_batch_norm_nchw_forward(uintptr_t x, uintptr_t weight, uintptr_t bias,
   gpu::use_device(device);
   float* const rows = device_floats_out(stats);
   const size_t c = planes.channels;
-  gpu::RunningStatistics running;
-  running.mean = optional_floats(running_mean);
-  running.var = optional_floats(running_var);
-  running.momentum = momentum;
   gpu::cudnn_nchw_forward(device_floats(x), device_floats(weight), device_floats(bias), planes, static_cast<float>(eps),
-                          rows, rows + c, rows + 2 * c, device_floats_out(y), running);
+                          rows, rows + c, rows + 2 * c, device_floats_out(y),
+                          {optional_floats(running_mean), optional_floats(running_var), momentum});
 }
 
 // Its backward: grads 4 x channels (dgamma, dbeta, and the input gradient's two factors as

@@ -102,28 +102,29 @@ __global__ void centred_kernel(const float* __restrict__ x, const float* __restr
 }
 
 // Channel c's running statistics (where given) moved by momentum in double precision, the variance
-// unbiased as fl(fl(var·n) / (n − 1)) (n − 1 = 0: var itself): fplab.torch's _move_running, with
-// no contraction into fused operations.
+// unbiased as fl(fl(var·n) / (n − 1)) (n ≤ 1: var itself), n and n − 1 each rounded to float:
+// fplab.torch's _move_running, with no contraction into fused operations.
 __device__ void move_running(float* running_mean, float* running_var, double momentum, size_t c, float mean,
-                             float var, float n, float n_less_one) {
+                             float var, size_t n) {
   const double keep = 1.0 - momentum;
   if (running_mean)
     running_mean[c] = __double2float_rn(__dadd_rn(__dmul_rn(keep, static_cast<double>(running_mean[c])),
                                                   __dmul_rn(momentum, static_cast<double>(mean))));
   if (running_var) {
-    const float unbiased = n_less_one > 0.0f ? __fdiv_rn(__fmul_rn(var, n), n_less_one) : var;
+    const float unbiased =
+        n > 1 ? __fdiv_rn(__fmul_rn(var, static_cast<float>(n)), static_cast<float>(n - 1)) : var;
     running_var[c] = __double2float_rn(__dadd_rn(__dmul_rn(keep, static_cast<double>(running_var[c])),
                                                  __dmul_rn(momentum, static_cast<double>(unbiased))));
   }
 }
 
-__global__ void statistics_kernel(CudnnStatistics st, size_t channels, float n, float n_less_one, float inv_n,
+__global__ void statistics_kernel(CudnnStatistics st, size_t channels, size_t n, float inv_n,
                                   const uint8_t* table, float* __restrict__ inv_std, float* __restrict__ scale,
                                   float* __restrict__ shift) {
   const size_t c = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= channels) return;
   const float var = __fmul_rn(st.squares[c], inv_n);
-  move_running(st.running_mean, st.running_var, st.momentum, c, st.mean[c], var, n, n_less_one);
+  move_running(st.running_mean, st.running_var, st.momentum, c, st.mean[c], var, n);
   const float root = gpu_rsqrt(__fadd_rn(var, static_cast<float>(st.eps)), table);
   const float s = __fmul_rn(st.weight[c], root);
   inv_std[c] = root;
@@ -213,7 +214,8 @@ __global__ void __launch_bounds__(kNchwThreads)
     mean_out[c] = mean;
     inv_out[c] = gpu_rsqrt(__fmaf_rn(q, s.rn, eps), table);
     var_out[c] = var;
-    move_running(running.mean, running.var, running.momentum, c, mean, var, running.n, running.n_less_one);
+    move_running(running.mean, running.var, running.momentum, c, mean, var,
+                 static_cast<size_t>(s.batch) * static_cast<size_t>(s.pixels));
   }
 }
 
@@ -295,8 +297,7 @@ void cudnn_statistics(const CudnnStatistics& statistics, const PlanesShape& shap
                       float* shift) {
   if (shape.channels == 0) return;
   const size_t n = shape.per_channel();
-  statistics_kernel<<<blocks_for(shape.channels), kThreads>>>(statistics, shape.channels, static_cast<float>(n),
-                                                              n > 1 ? static_cast<float>(n - 1) : 0.0f, reciprocal(n),
+  statistics_kernel<<<blocks_for(shape.channels), kThreads>>>(statistics, shape.channels, n, reciprocal(n),
                                                               rsqrt_table(), inv_std, scale, shift);
   FPLAB_CUDA_LAUNCHED("cudnn_statistics");
 }
@@ -318,12 +319,9 @@ void cudnn_input_gradient(const float* gy, const float* centred, const float* sc
 }
 
 void cudnn_nchw_forward(const float* x, const float* weight, const float* bias, const PlanesShape& shape, float eps,
-                        float* mean, float* inv_std, float* var, float* y, RunningStatistics running) {
+                        float* mean, float* inv_std, float* var, float* y, const RunningStatistics& running) {
   if (shape.size() == 0) return;
   const NchwLayout s = nchw_layout(shape, false);
-  const size_t n = shape.per_channel();
-  running.n = static_cast<float>(n);
-  running.n_less_one = n > 1 ? static_cast<float>(n - 1) : 0.0f;
   nchw_statistics_kernel<<<static_cast<unsigned>(shape.channels), kNchwThreads>>>(x, s, eps, rsqrt_table(), running,
                                                                                   mean, inv_std, var);
   FPLAB_CUDA_LAUNCHED("cudnn_nchw_statistics");

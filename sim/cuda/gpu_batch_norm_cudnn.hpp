@@ -41,13 +41,11 @@ void cudnn_gradient_factors(const float* dbeta, const float* dots, const float* 
 void cudnn_input_gradient(const float* gy, const float* centred, const float* scale, const float* a, const float* b,
                           const PlanesShape& shape, float* dx);
 
-// Running statistics a forward moves where given (cudnn_statistics' way); n and n_less_one are the
-// forward's to set.
+// Running statistics a forward moves where given (cudnn_statistics' way).
 struct RunningStatistics {
   float* mean = nullptr;  // may be null
   float* var = nullptr;   // may be null
   double momentum = 0.1;
-  float n = 0.0f, n_less_one = 0.0f;
 };
 
 // cuDNN's kernels for larger planes (sim/cudnn_nchw_batch_norm.hpp, the same bits), a block of 512
@@ -55,7 +53,7 @@ struct RunningStatistics {
 // var = fl(Q rcp(n)), from which the running statistics move), then y = fma(inv_std, fl(gamma
 // fl(x - mean)), beta). The shape must be one cudnn_nchw_why_not accepts (the caller checks).
 void cudnn_nchw_forward(const float* x, const float* weight, const float* bias, const PlanesShape& shape, float eps,
-                        float* mean, float* inv_std, float* var, float* y, RunningStatistics running = {});
+                        float* mean, float* inv_std, float* var, float* y, const RunningStatistics& running = {});
 // Its backward: dgamma, dbeta (channels each) and dx where not null, from the forward's mean and
 // inv_std; `factors` 2 x channels device floats of scratch (the input gradient's k and a).
 void cudnn_nchw_backward(const float* gy, const float* x, const float* mean, const float* inv_std, const float* weight,
