@@ -64,8 +64,12 @@ def kernel_profile(profile: str, model, optimizer, x, y, steps: int, top: int, t
 
     import fplab.torch
 
+    # One emulation entered for every step, as bench_torch_emulate.py does: a new one would watch
+    # its first step's aten operations (emulate(watch="first-step")), a cost the timed steps do not have.
+    emulation = None if profile == "native" else fplab.torch.emulate(profile)
+
     def context():
-        return contextlib.nullcontext() if profile == "native" else fplab.torch.emulate(profile)
+        return contextlib.nullcontext() if emulation is None else emulation
 
     with context():
         training_step(model, optimizer, x, y)  # warm-up

@@ -3,10 +3,13 @@
 // Conv2d::backward, on awkward shapes and inputs with -0, subnormals and mixed magnitudes; a
 // whole Conv2d layer, forward and backward, with the GPU backend against the CPU path; and the
 // direct input gradient's chains that read their taps from the output gradient against the
-// gathered taps (models/conv_dgrad_taps.hpp) in FMA chains on the CPU. Without a device the GPU
-// cases say "SKIPPED: no CUDA device" and pass.
+// gathered taps (models/conv_dgrad_taps.hpp) in FMA chains on the CPU; the forward's chains that
+// read their columns from x, and the input gradient's col2im pass, against straightforward loops
+// (FMA chains, col2im's sums) on the CPU. Without a device the GPU cases say "SKIPPED: no CUDA
+// device" and pass.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -60,11 +63,14 @@ Tensor<float> mixed_tensor(std::vector<size_t> shape, std::mt19937_64& rng) {
   return t;
 }
 
-// The first index where the bits differ, or -1.
-long first_difference(const std::vector<float>& a, const std::vector<float>& b) {
+// The first index where the bits differ, or -1; `nan_alike`: any NaN matches any NaN (the CPU's
+// and the GPU's invalid operations make NaNs of other signs and payloads).
+long first_difference(const std::vector<float>& a, const std::vector<float>& b, bool nan_alike = false) {
   if (a.size() != b.size()) return 0;
-  for (size_t i = 0; i < a.size(); ++i)
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (nan_alike && std::isnan(a[i]) && std::isnan(b[i])) continue;
     if (std::bit_cast<uint32_t>(a[i]) != std::bit_cast<uint32_t>(b[i])) return static_cast<long>(i);
+  }
   return -1;
 }
 
@@ -209,5 +215,99 @@ TEST_CASE("gpu conv: the direct input gradient's chains over taps read from gy =
     std::vector<float> have(want.size(), 1.0f);
     REQUIRE(sim::gpu::GpuConv::direct_dgrad(g, s.cout, gy.ptr(), w_taps.ptr(), have.data()));
     CHECK(first_difference(want, have) == -1);
+  }
+}
+
+namespace {
+
+struct WideShape {
+  size_t batch, cin, cout, h, w, kernel, stride, padding;
+};
+
+std::string describe(const WideShape& s) {
+  return std::to_string(s.batch) + " x " + std::to_string(s.cin) + " x " + std::to_string(s.h) + " x " +
+         std::to_string(s.w) + " -> " + std::to_string(s.cout) + ", kernel " + std::to_string(s.kernel) +
+         ", stride " + std::to_string(s.stride) + ", padding " + std::to_string(s.padding);
+}
+
+}  // namespace
+
+TEST_CASE("gpu conv: the forward's chains over columns read from x == im2col, CPU FMA chains") {
+  if (!have_device()) return;
+  // Output rows not a multiple of the 128-row tile, stride 2, a 1 x 1 kernel, padding beyond
+  // kernel - 1, output channels not a multiple of the tile's 64; each shape large enough for the
+  // wide tiles.
+  for (const WideShape s : {WideShape{3, 12, 52, 75, 75, 3, 1, 2}, WideShape{3, 16, 64, 128, 128, 3, 2, 1},
+                            WideShape{3, 64, 128, 130, 130, 1, 2, 0}, WideShape{2, 4, 100, 80, 80, 3, 1, 3}}) {
+    INFO(describe(s));
+    const ConvGeometry g{s.batch, s.cin, s.h, s.w, s.kernel, s.stride, s.padding};
+    std::mt19937_64 rng(s.h * 1000 + s.cout);
+    const auto x = mixed_tensor({s.batch, s.cin, s.h, s.w}, rng);
+    const size_t k = g.taps(), m = g.rows();
+    const auto w_t = mixed_tensor({k, s.cout}, rng);
+    const long kk = static_cast<long>(s.kernel), h = static_cast<long>(s.h), w = static_cast<long>(s.w);
+    std::vector<float> want(m * s.cout);
+    for (size_t r = 0; r < m; ++r) {
+      const size_t b = r / (g.out_h() * g.out_w()), p = r % (g.out_h() * g.out_w());
+      const long y0 = static_cast<long>(p / g.out_w() * s.stride) - static_cast<long>(s.padding);
+      const long x0 = static_cast<long>(p % g.out_w() * s.stride) - static_cast<long>(s.padding);
+      for (size_t o = 0; o < s.cout; ++o) {
+        float chain = -0.0f;  // the chains' start, as every FMA-chain kernel's
+        for (size_t c = 0; c < s.cin; ++c)
+          for (long i = 0; i < kk; ++i)
+            for (long j = 0; j < kk; ++j) {
+              const long y = y0 + i, xx = x0 + j;
+              const bool inside = y >= 0 && y < h && xx >= 0 && xx < w;
+              const float v = inside ? x.data[((b * s.cin + c) * s.h + y) * s.w + xx] : 0.0f;
+              chain = std::fma(v, w_t.data[((c * kk + i) * kk + j) * s.cout + o], chain);
+            }
+        want[r * s.cout + o] = chain;
+      }
+    }
+    std::vector<float> have(want.size(), 1.0f);
+    REQUIRE(sim::gpu::GpuConv::forward(g, s.cout, x.ptr(), w_t.ptr(), have.data()));
+    CHECK(first_difference(want, have) == -1);
+  }
+}
+
+TEST_CASE("gpu conv: the input gradient's col2im pass == the columns' CPU FMA chains, then col2im") {
+  if (!have_device()) return;
+  // Input rows not a multiple of the 128-row tile, stride 2, a 1 x 1 kernel, padding beyond
+  // kernel - 1, input channels not a multiple of the tile's 64; a weight with an infinity, whose
+  // products with the zeros of offsets that miss the output col2im never adds.
+  for (const WideShape s : {WideShape{3, 52, 16, 75, 75, 3, 1, 2}, WideShape{3, 64, 24, 64, 64, 3, 2, 1},
+                            WideShape{3, 128, 64, 60, 60, 1, 2, 0}, WideShape{2, 100, 8, 80, 80, 3, 1, 3}}) {
+    INFO(describe(s));
+    const ConvGeometry g{s.batch, s.cin, s.h, s.w, s.kernel, s.stride, s.padding};
+    std::mt19937_64 rng(s.h * 1000 + s.cin);
+    const auto gy = mixed_tensor({s.batch, s.cout, g.out_h(), g.out_w()}, rng);
+    auto weight = mixed_tensor({s.cout, s.cin, s.kernel, s.kernel}, rng);
+    weight.data[weight.data.size() / 2] = INFINITY;
+    const size_t kk = s.kernel;
+    std::vector<float> want(g.input_size());  // rows (b, y, x) x cin
+    for (size_t b = 0; b < s.batch; ++b)
+      for (size_t y = 0; y < s.h; ++y)
+        for (size_t xx = 0; xx < s.w; ++xx)
+          for (size_t c = 0; c < s.cin; ++c) {
+            float total = 0.0f;  // col2im's start: dx's fill
+            for (size_t oy = 0; oy < g.out_h(); ++oy)
+              for (size_t ox = 0; ox < g.out_w(); ++ox) {
+                const long i = static_cast<long>(y + s.padding) - static_cast<long>(oy * s.stride);
+                const long j = static_cast<long>(xx + s.padding) - static_cast<long>(ox * s.stride);
+                if (i < 0 || j < 0 || i >= static_cast<long>(kk) || j >= static_cast<long>(kk)) continue;
+                const size_t tap = static_cast<size_t>(i) * kk + static_cast<size_t>(j);
+                float chain = -0.0f;  // the column's entry: its FMA chain over the output channels
+                for (size_t o = 0; o < s.cout; ++o)
+                  chain = std::fma(gy.data[((b * s.cout + o) * g.out_h() + oy) * g.out_w() + ox],
+                                   weight.data[(o * s.cin + c) * kk * kk + tap], chain);
+                total += chain;
+              }
+            want[((b * s.h + y) * s.w + xx) * s.cin + c] = total;
+          }
+    std::vector<float> have(want.size(), 1.0f);
+    REQUIRE(sim::gpu::GpuConv::col2im_dgrad(g, s.cout, gy.ptr(), weight.ptr(), have.data()));
+    CHECK(first_difference(want, have, true) == -1);
+    const auto finite = std::count_if(want.begin(), want.end(), [](float v) { return std::isfinite(v); });
+    CHECK(static_cast<size_t>(finite) > want.size() / 2);  // the infinity reaches one input channel
   }
 }

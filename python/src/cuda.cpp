@@ -49,9 +49,9 @@ struct DeviceKernels {
   gpu::GpuKOrder k_order;          // operands gathered for a schedule that first reorders K
   gpu::GpuAdditionProgram programs;  // the orders no other kernel takes: a thread an output
   gpu::GpuExact exact;               // all:exact (the `exact` profile)
-  // A convolution's intermediates: its weight as the GEMM's B (taps x C_out), the GEMM's output
-  // rows (positions x C_out, forward; the output gradient's rows, backward), the weight gradient
-  // as the GEMM makes it (taps x C_out).
+  // A convolution's intermediates: its weight as the GEMM's B (taps x C_out; backward: as the
+  // col2im pass reads it), the GEMM's output rows (positions x C_out, forward; the output
+  // gradient's rows, backward), the weight gradient as the GEMM makes it (taps x C_out).
   gpu::DeviceBuffer conv_weight, conv_rows, conv_dw;
   // A cuDNN-form batch norm's two operands as per-channel segments (cuda_dot_planes).
   gpu::DeviceBuffer dot_a, dot_b;
@@ -576,7 +576,9 @@ void cuda_col2im(uintptr_t dcols, uintptr_t dx, py::tuple shape, size_t kernel, 
 // A 2-D convolution with one group, a square kernel and stride, equal padding and no dilation
 // (fplab.torch's _ops_conv.py, forward): im2col into `cols` (scratch of rows x taps floats), the
 // weight transposed to taps x C_out, the GEMM in the fwd schedule, its rows (b, y, x) x C_out
-// transposed to y (batch, C_out, out_h, out_w) with the bias added (0: none).
+// transposed to y (batch, C_out, out_h, out_w) with the bias added (0: none). Where the GEMM is one
+// FMA chain over the taps in order and the wide tiles take it, its chains read the columns from x
+// as they go (GpuConv::forward_on_device): the same bits, no columns in memory.
 void cuda_conv2d_forward(uintptr_t x, uintptr_t weight, uintptr_t bias, uintptr_t y, uintptr_t cols, py::tuple shape,
                          size_t out_channels, size_t kernel, size_t stride, size_t padding,
                          const sim::Schedule& schedule, int device, uint64_t impl_seed, uint64_t op_id, uint64_t call) {
@@ -589,11 +591,14 @@ void cuda_conv2d_forward(uintptr_t x, uintptr_t weight, uintptr_t bias, uintptr_
   const size_t positions = g.out_h() * g.out_w(), rows = g.rows(), taps = g.taps();
   float* const w_t = k.conv_weight.reserve<float>(taps * out_channels);
   float* const out = k.conv_rows.reserve<float>(rows * out_channels);
-  // A schedule that first reorders the taps: the columns made in that order (no second copy of them)
-  gpu::GpuConv::im2col_on_device(g, device_floats(x), device_floats_out(cols), false,
-                                 tap_order.empty() ? nullptr : k.k_order.on_device(tap_order));
   gpu::transpose_batches_on_device(device_floats(weight), 1, out_channels, taps, nullptr, w_t);
-  run_gemm(k, route, device_floats(cols), w_t, out, {rows, out_channels, taps}, {impl_seed, op_id, call}, true);
+  if (!single_chain(route, static_cast<int64_t>(taps)) ||
+      !gpu::GpuConv::forward_on_device(g, out_channels, device_floats(x), w_t, out)) {
+    // A schedule that first reorders the taps: the columns made in that order (no second copy of them)
+    gpu::GpuConv::im2col_on_device(g, device_floats(x), device_floats_out(cols), false,
+                                   tap_order.empty() ? nullptr : k.k_order.on_device(tap_order));
+    run_gemm(k, route, device_floats(cols), w_t, out, {rows, out_channels, taps}, {impl_seed, op_id, call}, true);
+  }
   gpu::transpose_batches_on_device(out, g.batch, positions, out_channels, optional_floats(bias), device_floats_out(y));
 }
 
@@ -601,7 +606,10 @@ void cuda_conv2d_forward(uintptr_t x, uintptr_t weight, uintptr_t bias, uintptr_
 // weight gradient (gw, C_out x taps: 0 when not wanted) from the transposed columns (in `cols`)
 // in the wgrad schedule, the bias gradient (gb: 0 when not wanted) as the rows' column sums in the
 // bias_grad schedule keyed (impl_seed, bias_op_id, call), the input gradient (dx: 0 when not
-// wanted) from the columns' gradient (in `cols`) in the dgrad schedule and col2im.
+// wanted) from the columns' gradient (in `cols`) in the dgrad schedule and col2im; where that
+// GEMM is one FMA chain over C_out and the wide tiles take it, in one pass that reads gy as it goes
+// (GpuConv::col2im_dgrad_on_device: the same bits, neither the gradient's rows nor its columns in
+// memory).
 void cuda_conv2d_backward(uintptr_t x, uintptr_t weight, uintptr_t gy, uintptr_t cols, uintptr_t gw, uintptr_t gb,
                           uintptr_t dx, py::tuple shape, size_t out_channels, size_t kernel, size_t stride,
                           size_t padding, const sim::Schedule& wgrad, const sim::Schedule& dgrad,
@@ -627,6 +635,20 @@ void cuda_conv2d_backward(uintptr_t x, uintptr_t weight, uintptr_t gy, uintptr_t
   if (bias_plans)
     sum_batch_on(k, *bias_plans, gy_rows, rows, out_channels, true, device_floats_out(gb),
                  {impl_seed, bias_op_id, call});
+  // The input gradient's rows go to the columns' scratch, done with (the weight gradient read
+  // them before), where it holds them: not for a strided 1 x 1 kernel, whose columns are fewer than
+  // the input's elements (a buffer of their own would raise the peak memory by as much).
+  if (dgrad_plan && single_chain(*dgrad_plan, static_cast<int64_t>(out_channels)) &&
+      g.input_size() <= rows * taps) {
+    float* const w_offsets = k.conv_weight.reserve<float>(taps * out_channels);
+    float* const dx_rows = device_floats_out(cols);
+    if (gpu::GpuConv::col2im_dgrad_on_device(g, out_channels, device_floats(gy), device_floats(weight), w_offsets,
+                                             dx_rows)) {
+      gpu::transpose_batches_on_device(dx_rows, g.batch, g.height * g.width, g.channels, nullptr,
+                                       device_floats_out(dx));
+      return;
+    }
+  }
   if (dgrad_plan) {
     run_gemm(k, *dgrad_plan, gy_rows, device_floats(weight), device_floats_out(cols), {rows, taps, out_channels},
              {impl_seed, dgrad_op_id, call});

@@ -208,19 +208,21 @@ class CudaLayers(unittest.TestCase):
             self.assertTrue(torch.equal(grads["cuda", seed], grads["cpu", seed]), seed)
         self.assertFalse(torch.equal(grads["cuda", 3], grads["cuda", 4]))
 
-    def _direct_gradients_agree(self, net, x, y, layers):
-        """Under h100-torch (conv_dgrad "direct") on the CPU and on the device: the input's gradient
-        and the weight gradients of net[i] for i in layers, bit for bit, every dgrad on the device."""
+    def _direct_gradients_agree(self, net, x, y, layers, profile="h100-torch"):
+        """Under h100-torch (conv_dgrad "direct"), or another profile, on the CPU and on the device:
+        the output, the input's gradient and the weight gradients of net[i] for i in layers, bit for
+        bit, every dgrad on the device."""
         got = {}
         for device in ("cpu", "cuda"):
             model = copy.deepcopy(net).to(device)
             inputs = x.clone().to(device).requires_grad_()
-            with fplab.torch.emulate("h100-torch", impl_seed=3, math="libm"):
-                F.cross_entropy(model(inputs), y.to(device)).backward()
+            with fplab.torch.emulate(profile, impl_seed=3, math="libm"):
+                out = model(inputs)
+                F.cross_entropy(out, y.to(device)).backward()
                 if device == "cuda":
                     where = {e.where for e in fplab.torch.coverage().emulated if e.op_kind == "dgrad"}
                     self.assertEqual(where, {"cuda"})
-            got[device] = [bits(t.cpu()) for t in [inputs.grad] + [model[i].weight.grad for i in layers]]
+            got[device] = [bits(t.detach().cpu()) for t in [out, inputs.grad] + [model[i].weight.grad for i in layers]]
         for want, have in zip(got["cpu"], got["cuda"]):
             self.assertTrue(torch.equal(want, have))
 
@@ -246,6 +248,21 @@ class CudaLayers(unittest.TestCase):
                             nn.ReLU(), nn.Conv2d(64, 64, 1, stride=2), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
                             nn.Linear(64, 4))
         self._direct_gradients_agree(net, torch.randn(16, 64, 32, 32), torch.randint(0, 4, (16,)), (0, 2, 4))
+
+    def test_convolutions_without_columns_in_memory(self):
+        """h100's forward (one chain over the taps) and col2im-form input gradient (a chain over the
+        output channels per kernel offset, the offsets summed in col2im's order) on layers wide
+        enough for the chains that read x's columns and gy's terms as they go
+        (GpuConv::forward_on_device, col2im_dgrad_on_device; the narrower layers make the columns):
+        the CPU's bits, in both modes."""
+        torch.manual_seed(12)
+        net = nn.Sequential(nn.Conv2d(64, 128, 3, padding=1), nn.ReLU(), nn.Conv2d(128, 64, 3, stride=2, padding=1),
+                            nn.ReLU(), nn.Conv2d(64, 64, 1, stride=2), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                            nn.Linear(64, 4))
+        x, y = torch.randn(16, 64, 32, 32), torch.randint(0, 4, (16,))
+        for profile in ("h100", "h100:deterministic"):
+            with self.subTest(profile=profile):
+                self._direct_gradients_agree(net, x, y, (0, 2, 4), profile)
 
     def test_winograd_weight_gradient_on_the_device(self):
         """h100-torch's 32->32 weight gradient at 7x7 by F(4x4, 3x3)'s transforms (conv_wgrad =

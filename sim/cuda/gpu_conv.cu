@@ -287,6 +287,16 @@ __global__ void dgrad_taps_kernel(const float* __restrict__ gy, float* __restric
   }
 }
 
+// The weight (out_channels, channels, k·k) as the col2im pass reads it: w_offsets[(t, o) · channels
+// + c] = weight[(o · channels + c) · k·k + k·k − 1 − t], kernel offsets from the last to the first.
+__global__ void col2im_weight_kernel(const float* __restrict__ weight, float* __restrict__ w_offsets, uint32_t count,
+                                     uint32_t channels, uint32_t out_channels, uint32_t kk) {
+  for (uint32_t e = blockIdx.x * blockDim.x + threadIdx.x; e < count; e += gridDim.x * blockDim.x) {
+    const uint32_t c = e % channels, to = e / channels, o = to % out_channels, t = to / out_channels;
+    w_offsets[e] = weight[(o * channels + c) * kk + kk - 1 - t];
+  }
+}
+
 void copy(float* to, const float* from, size_t count) {  // host or device, either way (unified addressing)
   if (count) FPLAB_CUDA(cudaMemcpy(to, from, count * sizeof(float), cudaMemcpyDefault));
 }
@@ -352,40 +362,108 @@ void GpuConv::dgrad_taps_on_device(const ConvGeometry& geometry, size_t out_chan
   FPLAB_CUDA_LAUNCHED("dgrad_taps");
 }
 
+namespace {
+
+// The wide tile for m x n outputs over k terms in one part, or none where neither wide tile takes
+// the shape or the indices of the input, the output gradient or the outputs pass 32 bits.
+detail::ChainTile wide_conv_tile(const ConvGeometry& g, size_t out_channels, const float* b, size_t m, size_t n,
+                                 size_t k) {
+  constexpr size_t kLimit = size_t{1} << 31;
+  if (m == 0 || n == 0 || k == 0 || m >= kLimit || g.input_size() >= kLimit ||
+      g.batch * out_channels * g.out_h() * g.out_w() >= kLimit)
+    return detail::ChainTile::none;
+  const auto mi = static_cast<int64_t>(m), ni = static_cast<int64_t>(n), ki = static_cast<int64_t>(k);
+  const detail::ChainTile tile = detail::chain_tile_for(b, b, mi, ni, ki, KParts{ki}, 1);
+  return tile == detail::ChainTile::t128x64 || tile == detail::ChainTile::t128x128 ? tile : detail::ChainTile::none;
+}
+
+detail::ConvShape conv_shape(const ConvGeometry& g, size_t out_channels) {
+  const auto i = [](size_t v) { return static_cast<int>(v); };
+  return {i(g.batch),      i(g.channels), i(g.height), i(g.width),  i(out_channels),
+          i(g.out_h()),    i(g.out_w()),  i(g.kernel), i(g.stride), i(g.padding)};
+}
+
+// A host-memory wrapper of the functions above for the tests: `a` (a_count floats) and `b`
+// (b_count) uploaded, run(device a, device b, device rows), rows (rows_count) downloaded when it ran.
+template <class Run>
+bool on_host(const float* a, size_t a_count, const float* b, size_t b_count, float* rows, size_t rows_count,
+             const Run& run) {
+  DeviceBuffer a_device, b_device, rows_device;
+  float* const d_a = a_device.reserve<float>(a_count);
+  float* const d_b = b_device.reserve<float>(b_count);
+  float* const d_rows = rows_device.reserve<float>(rows_count);
+  copy(d_a, a, a_count);
+  copy(d_b, b, b_count);
+  if (!run(d_a, d_b, d_rows)) return false;
+  copy(rows, d_rows, rows_count);  // waits for the chains
+  return true;
+}
+
+}  // namespace
+
 bool GpuConv::direct_dgrad_on_device(const ConvGeometry& geometry, size_t out_channels, const float* gy,
                                      const float* w_taps, float* rows) {
-  const size_t m = geometry.batch * geometry.height * geometry.width, n = geometry.channels;
+  const size_t m = geometry.batch * geometry.height * geometry.width;
   const size_t k = out_channels * geometry.kernel * geometry.kernel;
-  if (m == 0 || n == 0 || k == 0 || m >= (size_t{1} << 31) ||
-      geometry.batch * out_channels * geometry.out_h() * geometry.out_w() >= (size_t{1} << 31))
-    return false;
-  const auto mi = static_cast<int64_t>(m), ni = static_cast<int64_t>(n), ki = static_cast<int64_t>(k);
-  const KParts one{ki};
-  const detail::ChainTile tile = detail::chain_tile_for(w_taps, w_taps, mi, ni, ki, one, 1);
-  if (tile != detail::ChainTile::t128x64 && tile != detail::ChainTile::t128x128) return false;
-  const auto i = [](size_t v) { return static_cast<int>(v); };
-  const detail::DirectDgradShape shape{i(geometry.batch),   i(geometry.channels), i(geometry.height),
-                                       i(geometry.width),   i(out_channels),      i(geometry.out_h()),
-                                       i(geometry.out_w()), i(geometry.kernel),   i(geometry.stride),
-                                       i(geometry.padding)};
-  detail::launch_direct_dgrad_chains(tile, shape, gy, w_taps, rows);
+  const detail::ChainTile tile = wide_conv_tile(geometry, out_channels, w_taps, m, geometry.channels, k);
+  if (tile == detail::ChainTile::none) return false;
+  detail::launch_direct_dgrad_chains(tile, conv_shape(geometry, out_channels), gy, w_taps, rows);
   return true;
 }
 
 bool GpuConv::direct_dgrad(const ConvGeometry& geometry, size_t out_channels, const float* gy, const float* w_taps,
                            float* rows) {
-  const size_t gy_count = geometry.batch * out_channels * geometry.out_h() * geometry.out_w();
-  const size_t w_count = out_channels * geometry.kernel * geometry.kernel * geometry.channels;
-  const size_t rows_count = geometry.batch * geometry.height * geometry.width * geometry.channels;
-  DeviceBuffer gy_device, w_device, rows_device;
-  float* const d_gy = gy_device.reserve<float>(gy_count);
-  float* const d_w = w_device.reserve<float>(w_count);
-  float* const d_rows = rows_device.reserve<float>(rows_count);
-  copy(d_gy, gy, gy_count);
-  copy(d_w, w_taps, w_count);
-  if (!direct_dgrad_on_device(geometry, out_channels, d_gy, d_w, d_rows)) return false;
-  copy(rows, d_rows, rows_count);  // waits for the chains
+  return on_host(gy, geometry.batch * out_channels * geometry.out_h() * geometry.out_w(), w_taps,
+                 out_channels * geometry.taps(), rows, geometry.input_size(),
+                 [&](const float* d_gy, const float* d_w, float* d_rows) {
+                   return direct_dgrad_on_device(geometry, out_channels, d_gy, d_w, d_rows);
+                 });
+}
+
+bool GpuConv::forward_on_device(const ConvGeometry& geometry, size_t out_channels, const float* x, const float* w_t,
+                                float* rows) {
+  if (geometry.kernel > 5) return false;  // Im2colTaps: a window's offsets as one 32-bit mask
+  const detail::ChainTile tile = wide_conv_tile(geometry, out_channels, w_t, geometry.rows(), out_channels,
+                                                geometry.taps());
+  if (tile == detail::ChainTile::none) return false;
+  detail::launch_forward_chains(tile, conv_shape(geometry, out_channels), x, w_t, rows);
   return true;
+}
+
+bool GpuConv::forward(const ConvGeometry& geometry, size_t out_channels, const float* x, const float* w_t,
+                      float* rows) {
+  return on_host(x, geometry.input_size(), w_t, geometry.taps() * out_channels, rows, geometry.rows() * out_channels,
+                 [&](const float* d_x, const float* d_w, float* d_rows) {
+                   return forward_on_device(geometry, out_channels, d_x, d_w, d_rows);
+                 });
+}
+
+bool GpuConv::col2im_dgrad_on_device(const ConvGeometry& geometry, size_t out_channels, const float* gy,
+                                     const float* weight, float* w_scratch, float* rows) {
+  const size_t m = geometry.batch * geometry.height * geometry.width;
+  const size_t k = geometry.kernel * geometry.kernel * out_channels;
+  if (out_channels % 8) return false;  // Col2imTaps: a fetch's 4 columns under one kernel offset
+  const detail::ChainTile tile = wide_conv_tile(geometry, out_channels, w_scratch, m, geometry.channels, k);
+  if (tile == detail::ChainTile::none) return false;
+  const auto count = static_cast<uint32_t>(k * geometry.channels);
+  col2im_weight_kernel<<<blocks_for(count), kThreads>>>(weight, w_scratch, count,
+                                                        static_cast<uint32_t>(geometry.channels),
+                                                        static_cast<uint32_t>(out_channels),
+                                                        static_cast<uint32_t>(geometry.kernel * geometry.kernel));
+  FPLAB_CUDA_LAUNCHED("col2im_weight");
+  detail::launch_col2im_dgrad_chains(tile, conv_shape(geometry, out_channels), gy, w_scratch, rows);
+  return true;
+}
+
+bool GpuConv::col2im_dgrad(const ConvGeometry& geometry, size_t out_channels, const float* gy, const float* weight,
+                           float* rows) {
+  DeviceBuffer scratch;
+  float* const w_scratch = scratch.reserve<float>(geometry.taps() * out_channels);
+  return on_host(gy, geometry.batch * out_channels * geometry.out_h() * geometry.out_w(), weight,
+                 out_channels * geometry.taps(), rows, geometry.input_size(),
+                 [&](const float* d_gy, const float* d_w, float* d_rows) {
+                   return col2im_dgrad_on_device(geometry, out_channels, d_gy, d_w, w_scratch, d_rows);
+                 });
 }
 
 }  // namespace fplab::sim::gpu

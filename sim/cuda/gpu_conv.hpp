@@ -56,6 +56,25 @@ class GpuConv {
   // downloaded (nothing written where the function above would return false).
   static bool direct_dgrad(const ConvGeometry& geometry, size_t out_channels, const float* gy, const float* w_taps,
                            float* rows);
+  // The forward's GEMM, columns times w_t (taps x out_channels, 16-byte aligned), in one FMA chain
+  // an output over the taps in im2col's order (the fwd schedule `all:seq`), the columns read from x
+  // as the chains need them: rows, rows() x out_channels. False (nothing run) where the wide tiles
+  // do not take the shape or the kernel is larger than 5 x 5 (the caller makes the columns instead).
+  static bool forward_on_device(const ConvGeometry& geometry, size_t out_channels, const float* x, const float* w_t,
+                                float* rows);
+  static bool forward(const ConvGeometry& geometry, size_t out_channels, const float* x, const float* w_t,
+                      float* rows);  // on host memory, as direct_dgrad
+  // The input gradient as the columns' gradient (gy's rows times the weight, one FMA chain over the
+  // output channels: the dgrad schedule `all:seq`) and col2im make it, in one pass with neither in
+  // memory: rows, (batch·H·W) x channels (dx's elements, each the sum from +0 of its columns'
+  // entries in col2im's order). weight: (out_channels, channels, k, k) as the layer holds it;
+  // w_scratch: taps() x out_channels device floats for its copy in the order the pass reads.
+  // False (nothing run) where the wide tiles do not take the shape or out_channels is not a
+  // multiple of 8.
+  static bool col2im_dgrad_on_device(const ConvGeometry& geometry, size_t out_channels, const float* gy,
+                                     const float* weight, float* w_scratch, float* rows);
+  static bool col2im_dgrad(const ConvGeometry& geometry, size_t out_channels, const float* gy, const float* weight,
+                           float* rows);  // on host memory, as direct_dgrad
 
  private:
   DeviceBuffer x_, cols_, dcols_, dx_;

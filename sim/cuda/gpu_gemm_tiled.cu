@@ -60,10 +60,39 @@ struct DenseRows {
   };
 };
 
+// Column kk of the columns (c, i, j) of a k x k kernel, as (c, i, j).
+__device__ void split_column(int64_t kk, int kernel, int& c, int& i, int& j) {
+  const int taps = kernel * kernel;
+  c = static_cast<int>(kk / taps);
+  const int tap = static_cast<int>(kk - int64_t{c} * taps);
+  i = tap / kernel;
+  j = tap - i * kernel;
+}
+
+// The fetch of a reader that steps through K one column at a time (advance()), each of its rows'
+// entry there value(q): this thread's 4 columns of the tile (+0 past the part's end k1), then past
+// the other thread's 4.
+template <int kLoads, class Reader>
+__device__ void fetch_by_column(Reader& r, float4 (&out)[kLoads], int64_t k1) {
+  float v[kLoads][4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const bool column = r.kk + e < k1;
+#pragma unroll
+    for (int q = 0; q < kLoads; ++q) v[q][e] = column ? r.value(q) : 0.0f;
+    r.advance();
+  }
+#pragma unroll
+  for (int e = 0; e < 4; ++e) r.advance();
+#pragma unroll
+  for (int q = 0; q < kLoads; ++q) out[q] = make_float4(v[q][0], v[q][1], v[q][2], v[q][3]);
+  r.kk += kTileK;
+}
+
 // DgradTaps: the taps of a convolution's direct input gradient (gpu_gemm_tiled.hpp), gathered
 // from the output gradient as they are read: row (b, y, x), column (c, i, j).
 struct DgradTaps {
-  DirectDgradShape s;
+  ConvShape s;
   const float* gy;
 
   template <int kLoads>
@@ -73,7 +102,7 @@ struct DgradTaps {
     bool inside[kLoads];
     int c, i, j;  // the column at K index kk
     int64_t kk;
-    DirectDgradShape s;
+    ConvShape s;
 
     __device__ Reader(const DgradTaps& t, const int (&rows)[kLoads], int m, int64_t, int64_t k0, int offset)
         : s(t.s) {
@@ -87,11 +116,7 @@ struct DgradTaps {
         xp[q] = p % s.width + s.padding;
       }
       kk = k0 + offset;
-      const int taps = s.kernel * s.kernel;
-      c = static_cast<int>(kk / taps);
-      const int tap = static_cast<int>(kk - int64_t{c} * taps);
-      i = tap / s.kernel;
-      j = tap - i * s.kernel;
+      split_column(kk, s.kernel, c, i, j);
     }
     __device__ void advance() {
       if (++j == s.kernel) {
@@ -99,38 +124,148 @@ struct DgradTaps {
         if (++i == s.kernel) i = 0, ++c;
       }
     }
-    __device__ void fetch(float4 (&out)[kLoads], int64_t k1) {
-      float v[kLoads][4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const bool column = kk + e < k1;
-#pragma unroll
-        for (int q = 0; q < kLoads; ++q) {
-          const int ys = yp[q] - i, xs = xp[q] - j;
-          bool on = column && inside[q] && ys >= 0 && xs >= 0;
-          int oy = ys, ox = xs;
-          if (s.stride != 1) {
-            on = on && ys % s.stride == 0 && xs % s.stride == 0;
-            oy = ys / s.stride, ox = xs / s.stride;
-          }
-          on = on && oy < s.out_h && ox < s.out_w;
-          v[q][e] = on ? image[q][(c * s.out_h + oy) * s.out_w + ox] : 0.0f;
-        }
-        advance();
+    __device__ float value(int q) const {
+      const int ys = yp[q] - i, xs = xp[q] - j;
+      bool on = inside[q] && ys >= 0 && xs >= 0;
+      int oy = ys, ox = xs;
+      if (s.stride != 1) {
+        on = on && ys % s.stride == 0 && xs % s.stride == 0;
+        oy = ys / s.stride, ox = xs / s.stride;
       }
+      on = on && oy < s.out_h && ox < s.out_w;
+      return on ? image[q][(c * s.out_h + oy) * s.out_w + ox] : 0.0f;
+    }
+    __device__ void fetch(float4 (&out)[kLoads], int64_t k1) { fetch_by_column(*this, out, k1); }
+  };
+};
+
+// Im2colTaps: a convolution's im2col columns (a forward's A), gathered from the input as they are
+// read: row (b, oy, ox), column (c, i, j) = x[b, c, oy * stride + i - padding, ox * stride + j -
+// padding], +0 in the padding. The kernel is at most 5 x 5: a row's offsets that fall inside the
+// input are one 32-bit mask, and a column's place relative to a row's window corner is the same
+// for every row (one running offset for all of a thread's rows).
+struct Im2colTaps {
+  ConvShape s;
+  const float* x;
+
+  template <int kLoads>
+  struct Reader {
+    int corner[kLoads];     // x's index of the row's window corner (b, 0, oy * stride - padding, ...)
+    uint32_t mask[kLoads];  // bit i * kernel + j: that offset lies inside the input
+    int c, i, j, at;        // the column at K index kk, and at = (c * height + i) * width + j
+    int64_t kk;
+    ConvShape s;
+    const float* x;
+
+    __device__ Reader(const Im2colTaps& t, const int (&rows)[kLoads], int m, int64_t, int64_t k0, int offset)
+        : s(t.s), x(t.x) {
+      const int positions = s.out_h * s.out_w, plane = s.channels * s.height * s.width;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) advance();  // the other thread's half of the tile
+      for (int q = 0; q < kLoads; ++q) {
+        const bool inside = rows[q] < m;
+        const int r = inside ? rows[q] : 0, b = r / positions, p = r - b * positions;
+        const int y0 = p / s.out_w * s.stride - s.padding, x0 = p % s.out_w * s.stride - s.padding;
+        corner[q] = b * plane + y0 * s.width + x0;
+        mask[q] = 0;
+        for (int u = 0; u < s.kernel; ++u)
+          for (int v = 0; v < s.kernel; ++v)
+            if (inside && y0 + u >= 0 && y0 + u < s.height && x0 + v >= 0 && x0 + v < s.width)
+              mask[q] |= 1u << (u * s.kernel + v);
+      }
+      kk = k0 + offset;
+      split_column(kk, s.kernel, c, i, j);
+      at = (c * s.height + i) * s.width + j;
+    }
+    __device__ void advance() {
+      ++at;
+      if (++j == s.kernel) {
+        j = 0, at += s.width - s.kernel;
+        if (++i == s.kernel) i = 0, ++c, at += (s.height - s.kernel) * s.width;
+      }
+    }
+    __device__ float value(int q) const { return mask[q] >> (i * s.kernel + j) & 1u ? x[corner[q] + at] : 0.0f; }
+    __device__ void fetch(float4 (&out)[kLoads], int64_t k1) { fetch_by_column(*this, out, k1); }
+  };
+};
+
+// Col2imTaps: the input gradient's terms in col2im's order (models/conv2d.cpp): row (b, y, x),
+// column (t, o) = gy[b, o, oy, ox] for the t-th kernel offset from the last, (i, j) = (k - 1 -
+// t / k, k - 1 - t % k), with y + padding - i = oy * stride and x + padding - j = ox * stride on
+// the output, else +0; adds(row, t): whether offset t meets an output position (col2im adds
+// nothing for it otherwise: not even the +0 chain, which a weight's infinity would make NaN).
+// out_channels is a multiple of 8, so that the 4 columns a fetch reads share one offset: a row's
+// output position is found once an offset, the fetches between step along the channels.
+struct Col2imTaps {
+  ConvShape s;
+  const float* gy;
+
+  // The output position of row `row` (pixel p of its image) under offset t, as oy * out_w + ox, or
+  // -1 where the offset meets none.
+  __device__ static int position(const ConvShape& s, int p, int t) {
+    const int ys = p / s.width + s.padding - (s.kernel - 1 - t / s.kernel);
+    const int xs = p % s.width + s.padding - (s.kernel - 1 - t % s.kernel);
+    if (ys < 0 || xs < 0 || ys % s.stride || xs % s.stride) return -1;
+    const int oy = ys / s.stride, ox = xs / s.stride;
+    return oy < s.out_h && ox < s.out_w ? oy * s.out_w + ox : -1;
+  }
+  __device__ bool adds(int row, int t) const { return position(s, row % (s.height * s.width), t) >= 0; }
+
+  template <int kLoads>
+  struct Reader {
+    const float* image[kLoads];  // the row's image's output gradient
+    int pixel[kLoads];           // the row's pixel y * width + x, -1 outside the matrix
+    const float* at[kLoads];     // gy at (image, o, the offset's output position); null: none
+    int t, o;                    // the column at K index kk
+    int64_t kk, plane;
+    ConvShape s;
+
+    __device__ void seek() {
 #pragma unroll
-      for (int q = 0; q < kLoads; ++q) out[q] = make_float4(v[q][0], v[q][1], v[q][2], v[q][3]);
+      for (int q = 0; q < kLoads; ++q) {
+        const int position = pixel[q] >= 0 ? Col2imTaps::position(s, pixel[q], t) : -1;
+        at[q] = position >= 0 ? image[q] + o * plane + position : nullptr;
+      }
+    }
+    __device__ Reader(const Col2imTaps& g, const int (&rows)[kLoads], int m, int64_t, int64_t k0, int offset)
+        : s(g.s) {
+      const int pixels = s.height * s.width;
+      plane = int64_t{s.out_h} * s.out_w;
+#pragma unroll
+      for (int q = 0; q < kLoads; ++q) {
+        const int b = rows[q] / pixels;
+        pixel[q] = rows[q] < m ? rows[q] - b * pixels : -1;
+        image[q] = g.gy + b * s.out_channels * plane;
+      }
+      kk = k0 + offset;
+      t = static_cast<int>(kk / s.out_channels);
+      o = static_cast<int>(kk - int64_t{t} * s.out_channels);
+      seek();
+    }
+    __device__ void fetch(float4 (&out)[kLoads], int64_t k1) {
+#pragma unroll
+      for (int q = 0; q < kLoads; ++q) {
+        const float* p = at[q];
+        out[q] = p && kk < k1 ? make_float4(p[0], p[plane], p[2 * plane], p[3 * plane]) : make_float4(0, 0, 0, 0);
+        if (p) at[q] = p + kTileK * plane;
+      }
       kk += kTileK;
+      o += kTileK;
+      if (o >= s.out_channels) {
+        o -= s.out_channels, ++t;
+        seek();
+      }
     }
   };
 };
 
-template <int BM, int BN, bool Atomic, bool Rounded, class ARows = DenseRows>
+// Segmented: K falls into segments of `segment` terms (a multiple of kTileK dividing the part), each
+// its own chain from -0, and an output is the sum, from +0, in K order, each addition rounded
+// (__fadd_rn), of the chains of the segments that a.adds(row, segment) names: col2im's sums of a
+// convolution's per-offset GEMMs (Col2imTaps).
+template <int BM, int BN, bool Atomic, bool Rounded, class ARows = DenseRows, bool Segmented = false>
 __global__ void __launch_bounds__((BM / 8) * (BN / 8))
     wide_fma_chains(ARows a, const float* __restrict__ b, float* __restrict__ out, int m, int n, int64_t k,
-                    KParts ks) {
+                    KParts ks, int segment = 0) {
   constexpr int kThreads = (BM / 8) * (BN / 8);
   constexpr int kPad = 4;  // A's transposing stores: rows 4 apart land in other banks; float4 reads stay aligned
   constexpr int kALoads = BM * kTileK / 4 / kThreads, kBLoads = BN * kTileK / 4 / kThreads;
@@ -184,11 +319,12 @@ __global__ void __launch_bounds__((BM / 8) * (BN / 8))
     }
   };
 
-  float acc[8][8];
+  float acc[8][8], total[8][8];
 #pragma unroll
   for (int i = 0; i < 8; ++i)
 #pragma unroll
-    for (int j = 0; j < 8; ++j) acc[i][j] = -0.0f;
+    for (int j = 0; j < 8; ++j) acc[i][j] = -0.0f, total[i][j] = 0.0f;
+  int segment_left = segment, segment_index = 0;
 
   const auto step = [&](int buf, int kk) {
     const float4 a_lo = *reinterpret_cast<const float4*>(&as[buf][kk][ty * 4]);
@@ -218,12 +354,34 @@ __global__ void __launch_bounds__((BM / 8) * (BN / 8))
         const int len = static_cast<int>(k1 - kt);
         for (int kk = 0; kk < len; ++kk) step(buf, kk);
       }
+      if constexpr (Segmented) {
+        segment_left -= kTileK;
+        if (segment_left == 0) {
+#pragma unroll
+          for (int i = 0; i < 8; ++i) {
+            const bool adds = a.adds(row0 + (i < 4 ? ty * 4 + i : BM / 2 + ty * 4 + i - 4), segment_index);
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+              if (adds) total[i][j] = __fadd_rn(total[i][j], acc[i][j]);
+              acc[i][j] = -0.0f;
+            }
+          }
+          segment_left = segment;
+          ++segment_index;
+        }
+      }
       if (more) stash(buf ^ 1);
       __syncthreads();
       buf ^= 1;
     }
   }
 
+  if constexpr (Segmented) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[i][j] = total[i][j];
+  }
   const int64_t mn = static_cast<int64_t>(m) * n;
   float* const dst = Atomic ? out : out + blockIdx.z * mn;
 #pragma unroll
@@ -503,20 +661,41 @@ void launch_tiled_chains(ChainTile tile, bool atomic, bool rounded, const float*
     launch_tile<false>(tile, atomic, a, b, out, m, n, k, ks, parts);
 }
 
-void launch_direct_dgrad_chains(ChainTile tile, const DirectDgradShape& shape, const float* gy, const float* w_taps,
-                                float* rows) {
-  const int m = shape.batch * shape.height * shape.width, n = shape.channels;
-  const int64_t k = int64_t{shape.out_channels} * shape.kernel * shape.kernel;
+// One chain (Segmented: chains) an output over A's K from `taps`, in 128 x 128 or 128 x 64 tiles.
+template <bool Segmented, class ARows>
+void launch_conv_chains(ChainTile tile, const ARows& taps, const float* b, float* rows, int m, int n, int64_t k,
+                        int segment) {
   const KParts one{k > 0 ? k : 1};
-  const DgradTaps taps{shape, gy};
   if (tile == ChainTile::t128x128) {
     const dim3 grid(tiles_over(n, 128), tiles_over(m, 128), 1);
-    wide_fma_chains<128, 128, false, false><<<grid, 256>>>(taps, w_taps, rows, m, n, k, one);
+    wide_fma_chains<128, 128, false, false, ARows, Segmented><<<grid, 256>>>(taps, b, rows, m, n, k, one, segment);
   } else {
     const dim3 grid(tiles_over(n, 64), tiles_over(m, 128), 1);
-    wide_fma_chains<128, 64, false, false><<<grid, 128>>>(taps, w_taps, rows, m, n, k, one);
+    wide_fma_chains<128, 64, false, false, ARows, Segmented><<<grid, 128>>>(taps, b, rows, m, n, k, one, segment);
   }
+}
+
+void launch_direct_dgrad_chains(ChainTile tile, const ConvShape& shape, const float* gy, const float* w_taps,
+                                float* rows) {
+  const int m = shape.batch * shape.height * shape.width, n = shape.channels;
+  launch_conv_chains<false>(tile, DgradTaps{shape, gy}, w_taps, rows, m, n,
+                            int64_t{shape.out_channels} * shape.kernel * shape.kernel, 0);
   FPLAB_CUDA_LAUNCHED("wide_fma_chains<DgradTaps>");
+}
+
+void launch_forward_chains(ChainTile tile, const ConvShape& shape, const float* x, const float* w_t, float* rows) {
+  const int m = shape.batch * shape.out_h * shape.out_w, n = shape.out_channels;
+  launch_conv_chains<false>(tile, Im2colTaps{shape, x}, w_t, rows, m, n,
+                            int64_t{shape.channels} * shape.kernel * shape.kernel, 0);
+  FPLAB_CUDA_LAUNCHED("wide_fma_chains<Im2colTaps>");
+}
+
+void launch_col2im_dgrad_chains(ChainTile tile, const ConvShape& shape, const float* gy, const float* w_offsets,
+                                float* rows) {
+  const int m = shape.batch * shape.height * shape.width, n = shape.channels;
+  launch_conv_chains<true>(tile, Col2imTaps{shape, gy}, w_offsets, rows, m, n,
+                           int64_t{shape.out_channels} * shape.kernel * shape.kernel, shape.out_channels);
+  FPLAB_CUDA_LAUNCHED("wide_fma_chains<Col2imTaps>");
 }
 
 }  // namespace fplab::sim::gpu::detail

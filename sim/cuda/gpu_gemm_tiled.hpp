@@ -41,17 +41,32 @@ ChainTile chain_tile_for(const float* a, const float* b, int64_t m, int64_t n, i
 void launch_tiled_chains(ChainTile tile, bool atomic, bool rounded, const float* a, const float* b, float* out, int m,
                          int n, int64_t k, const KParts& ks, unsigned parts);
 
-// A convolution's direct input gradient (conv_dgrad "direct", one group) in one chain an output:
-// rows[(b, y, x) * channels + c_in] = the FMA chain, from -0, over the columns (c, i, j) in that
-// order of gy[b, c, oy, ox] * w_taps[(c, i, j) * channels + c_in], where y + padding - i =
-// oy * stride and x + padding - j = ox * stride lie on the output, else +0 (the gathered taps'
-// GEMM, models/conv_dgrad_taps.hpp, without the taps in memory). gy (batch, out_channels, out_h,
-// out_w) and rows C-contiguous device floats, w_taps 16-byte aligned; tile t128x64 or t128x128.
-struct DirectDgradShape {
+// A convolution's square geometry (one group, no dilation) for the kernels below, which read A's
+// rows from a tensor as they go (no columns in memory). Each writes rows C-contiguous (device
+// floats); its right operand is 16-byte aligned; tile t128x64 or t128x128.
+struct ConvShape {
   int batch, channels, height, width;                      // the input's
   int out_channels, out_h, out_w, kernel, stride, padding;  // the output's, the square geometry
 };
-void launch_direct_dgrad_chains(ChainTile tile, const DirectDgradShape& shape, const float* gy, const float* w_taps,
+// The direct input gradient (conv_dgrad "direct") in one chain an output: rows[(b, y, x) *
+// channels + c_in] = the FMA chain, from -0, over the columns (c, i, j) in that order of gy[b, c,
+// oy, ox] * w_taps[(c, i, j) * channels + c_in], where y + padding - i = oy * stride and x +
+// padding - j = ox * stride lie on the output, else +0 (the gathered taps' GEMM,
+// models/conv_dgrad_taps.hpp). gy: (batch, out_channels, out_h, out_w).
+void launch_direct_dgrad_chains(ChainTile tile, const ConvShape& shape, const float* gy, const float* w_taps,
+                                float* rows);
+// The forward in one chain an output: rows[(b, oy, ox) * out_channels + o] = the FMA chain, from
+// -0, over the im2col columns (c, i, j) in that order of x[b, c, oy * stride + i - padding, ox *
+// stride + j - padding] (+0 in the padding) * w_t[(c, i, j) * out_channels + o]. x: (batch,
+// channels, height, width).
+void launch_forward_chains(ChainTile tile, const ConvShape& shape, const float* x, const float* w_t, float* rows);
+// The input gradient as the columns' GEMM (`all:seq` over the output channels) and col2im compute
+// it, in one pass: rows[(b, y, x) * channels + c] = +0 plus, for each kernel offset (i, j) from the
+// last to the first (col2im's order: output positions ascending), the FMA chain from -0 over o of
+// gy[b, o, oy, ox] * w_offsets[(t, o) * channels + c] (t: the offset's place in that order), a
+// chain of +0 terms where the offset meets no output position (adding it changes nothing: the
+// sum from +0 is never -0). out_channels a multiple of 8.
+void launch_col2im_dgrad_chains(ChainTile tile, const ConvShape& shape, const float* gy, const float* w_offsets,
                                 float* rows);
 
 }  // namespace fplab::sim::gpu::detail
