@@ -35,6 +35,11 @@ class ExponentBuckets {
   static constexpr size_t kPerLanePerPeriod = size_t{1} << (63 - kSignificandBits);
   static constexpr size_t kChunk = 512;  // terms decoded per vector pass
   static_assert(kChunk % kLanes == 0);
+  // Where a term's bucket index (sign and exponent times kLanes: 15 bits) and its significand fit
+  // one 64-bit entry (index above bit kIndexShift), the scatter reads one entry a term instead of
+  // two: a load fewer per term, on a loop bound by its loads.
+  static constexpr int kIndexShift = 48;
+  static constexpr uint64_t kSignificandMask = (uint64_t{1} << kIndexShift) - 1;
 
   // What a decoding pass saw since the last flush: the biased exponents [low, high] hold every
   // nonzero term, special is set if some term was inf or NaN, and zeros_counted if zeros were
@@ -77,7 +82,7 @@ class ExponentBuckets {
   // true if every a[i] and b[i] was finite; otherwise as add().
   static bool add_products(SuperAccumulator& acc, const float* a, const float* b,
                            size_t n) requires(kSignificandBits == 48) {
-    return run(acc, n, [a, b](size_t i, size_t len, uint64_t* index, uint64_t* significand, Seen& seen) {
+    return run<true>(acc, n, [a, b](size_t i, size_t len, uint64_t* entry, uint64_t*, Seen& seen) {
       // The products' exponents are bounded through the floats' exponent fields, 32-bit lanes
       // read as they are, which also show inf and NaN: bounding the products' own would take
       // 64-bit minima, which AVX2 forms only through compares and blends that share the vector
@@ -94,8 +99,9 @@ class ExponentBuckets {
         const auto bits = std::bit_cast<uint64_t>(static_cast<double>(a[i + k]) * static_cast<double>(b[i + k]));
         // Zeros get a hidden bit too; their bucket (exponent 0) is cleared unread at the end of
         // every period. Specials land in the buckets of exponent 2047, which the flush clears.
-        index[k] = (bits >> binary64::kFractionBits) * kLanes;
-        significand[k] = ((bits & binary64::kFractionMask) | binary64::kHiddenBit) >> kDroppedBits;
+        const uint64_t index = (bits >> binary64::kFractionBits) * kLanes;
+        const uint64_t significand = ((bits & binary64::kFractionMask) | binary64::kHiddenBit) >> kDroppedBits;
+        entry[k] = index << kIndexShift | significand;
       }
       seen.zeros_counted = true;
       seen.special = seen.special || a_high == binary32::kExponentMask || b_high == binary32::kExponentMask;
@@ -110,9 +116,11 @@ class ExponentBuckets {
 
  private:
   // The chunked passes: decode(i, len, index, significand, seen) fills bucket indices (without
-  // the lane) and significands of terms i .. i + len - 1 and widens seen; the scatter adds them.
-  template <class Decode>
+  // the lane) and significands of terms i .. i + len - 1 (kPacked: both in one entry, into
+  // index) and widens seen; the scatter adds them.
+  template <bool kPacked = false, class Decode>
   static bool run(SuperAccumulator& acc, size_t n, Decode decode) {
+    static_assert(!kPacked || kSignificandBits <= kIndexShift, "a significand below the packed index");
     thread_local Storage storage;  // all zero between calls
     uint64_t* word = storage.word.data();
     // Without this GCC recomputes the thread-local address (a %fs load under -fPIC) on every
@@ -130,10 +138,20 @@ class ExponentBuckets {
         decode(i, len, index, significand, seen);
         // Term k goes to lane k % kLanes: unrolled, the lane is an address displacement.
         size_t k = 0;
-        for (; k + kLanes <= len; k += kLanes) {
-          for (int l = 0; l < kLanes; ++l) word[index[k + l] + l] += significand[k + l];
+        if constexpr (kPacked) {
+          const auto add = [word](uint64_t entry, size_t lane) {
+            word[(entry >> kIndexShift) + lane] += entry & kSignificandMask;
+          };
+          for (; k + kLanes <= len; k += kLanes) {
+            for (int l = 0; l < kLanes; ++l) add(index[k + l], l);
+          }
+          for (; k < len; ++k) add(index[k], k % kLanes);
+        } else {
+          for (; k + kLanes <= len; k += kLanes) {
+            for (int l = 0; l < kLanes; ++l) word[index[k + l] + l] += significand[k + l];
+          }
+          for (; k < len; ++k) word[index[k] + k % kLanes] += significand[k];
         }
-        for (; k < len; ++k) word[index[k] + k % kLanes] += significand[k];
         i += len;
       }
       if (seen.zeros_counted) clear(word, 0);
