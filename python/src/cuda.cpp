@@ -124,7 +124,8 @@ DeviceGemm plan_device_gemm(const sim::Schedule& schedule) {
 }
 
 // Whether the GEMM is one FMA chain an output over all of its k terms in K order (`all:seq`, fused
-// products): what the direct input gradient's kernel computes (GpuConv::direct_dgrad_on_device).
+// products): what the convolutions' chains that read their operand as they go compute
+// (GpuConv::direct_dgrad_on_device, forward_on_device, col2im_dgrad_on_device).
 bool single_chain(const DeviceGemm& gemm, int64_t k) {
   const auto* plan = std::get_if<gpu::GemmPlan>(&gemm.ordered.rest);
   return !gemm.exact && !gemm.ordered.order && plan && plan->deterministic() && !plan->rounded_products &&
@@ -608,8 +609,8 @@ void cuda_conv2d_forward(uintptr_t x, uintptr_t weight, uintptr_t bias, uintptr_
 // bias_grad schedule keyed (impl_seed, bias_op_id, call), the input gradient (dx: 0 when not
 // wanted) from the columns' gradient (in `cols`) in the dgrad schedule and col2im; where that
 // GEMM is one FMA chain over C_out and the wide tiles take it, in one pass that reads gy as it goes
-// (GpuConv::col2im_dgrad_on_device: the same bits, neither the gradient's rows nor its columns in
-// memory).
+// (GpuConv::col2im_dgrad_on_device: the same bits, the columns' gradient not in memory). gy's rows
+// are made only for the steps that read them.
 void cuda_conv2d_backward(uintptr_t x, uintptr_t weight, uintptr_t gy, uintptr_t cols, uintptr_t gw, uintptr_t gb,
                           uintptr_t dx, py::tuple shape, size_t out_channels, size_t kernel, size_t stride,
                           size_t padding, const sim::Schedule& wgrad, const sim::Schedule& dgrad,
@@ -623,21 +624,28 @@ void cuda_conv2d_backward(uintptr_t x, uintptr_t weight, uintptr_t gy, uintptr_t
   const std::lock_guard<std::mutex> held(kernels_lock);
   DeviceKernels& k = kernels_on(device);
   const size_t positions = g.out_h() * g.out_w(), rows = g.rows(), taps = g.taps();
-  float* const gy_rows = k.conv_rows.reserve<float>(rows * out_channels);
-  gpu::transpose_batches_on_device(device_floats(gy), g.batch, out_channels, positions, nullptr, gy_rows);
+  float* gy_rows = nullptr;
+  const auto output_gradient_rows = [&] {
+    if (!gy_rows) {
+      gy_rows = k.conv_rows.reserve<float>(rows * out_channels);
+      gpu::transpose_batches_on_device(device_floats(gy), g.batch, out_channels, positions, nullptr, gy_rows);
+    }
+    return gy_rows;
+  };
   if (wgrad_plan) {
     float* const dw = k.conv_dw.reserve<float>(taps * out_channels);
     gpu::GpuConv::im2col_on_device(g, device_floats(x), device_floats_out(cols), true);
-    run_gemm(k, *wgrad_plan, device_floats(cols), gy_rows, dw, {taps, out_channels, rows},
+    run_gemm(k, *wgrad_plan, device_floats(cols), output_gradient_rows(), dw, {taps, out_channels, rows},
              {impl_seed, wgrad_op_id, call});
     gpu::transpose_batches_on_device(dw, 1, taps, out_channels, nullptr, device_floats_out(gw));
   }
   if (bias_plans)
-    sum_batch_on(k, *bias_plans, gy_rows, rows, out_channels, true, device_floats_out(gb),
+    sum_batch_on(k, *bias_plans, output_gradient_rows(), rows, out_channels, true, device_floats_out(gb),
                  {impl_seed, bias_op_id, call});
   // The input gradient's rows go to the columns' scratch, done with (the weight gradient read
-  // them before), where it holds them: not for a strided 1 x 1 kernel, whose columns are fewer than
-  // the input's elements (a buffer of their own would raise the peak memory by as much).
+  // them before), where it holds them: not where the columns are fewer than the input's elements
+  // (a stride above the kernel, as a strided 1 x 1 layer's), whose rows in a buffer of their own
+  // would raise the peak memory by as much.
   if (dgrad_plan && single_chain(*dgrad_plan, static_cast<int64_t>(out_channels)) &&
       g.input_size() <= rows * taps) {
     float* const w_offsets = k.conv_weight.reserve<float>(taps * out_channels);
@@ -650,8 +658,8 @@ void cuda_conv2d_backward(uintptr_t x, uintptr_t weight, uintptr_t gy, uintptr_t
     }
   }
   if (dgrad_plan) {
-    run_gemm(k, *dgrad_plan, gy_rows, device_floats(weight), device_floats_out(cols), {rows, taps, out_channels},
-             {impl_seed, dgrad_op_id, call});
+    run_gemm(k, *dgrad_plan, output_gradient_rows(), device_floats(weight), device_floats_out(cols),
+             {rows, taps, out_channels}, {impl_seed, dgrad_op_id, call});
     gpu::GpuConv::col2im_on_device(g, device_floats(cols), device_floats_out(dx));
   }
 }

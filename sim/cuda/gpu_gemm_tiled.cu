@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 
 #include "sim/cuda/cuda_check.cuh"
 
@@ -692,6 +693,9 @@ void launch_forward_chains(ChainTile tile, const ConvShape& shape, const float* 
 
 void launch_col2im_dgrad_chains(ChainTile tile, const ConvShape& shape, const float* gy, const float* w_offsets,
                                 float* rows) {
+  // Segments of whole K tiles (a segment that is not would never end: every output +0)
+  if (shape.out_channels <= 0 || shape.out_channels % kTileK)
+    throw std::invalid_argument("launch_col2im_dgrad_chains: output channels not a positive multiple of 8");
   const int m = shape.batch * shape.height * shape.width, n = shape.channels;
   launch_conv_chains<true>(tile, Col2imTaps{shape, gy}, w_offsets, rows, m, n,
                            int64_t{shape.out_channels} * shape.kernel * shape.kernel, shape.out_channels);

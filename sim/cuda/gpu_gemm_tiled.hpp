@@ -63,9 +63,9 @@ void launch_forward_chains(ChainTile tile, const ConvShape& shape, const float* 
 // The input gradient as the columns' GEMM (`all:seq` over the output channels) and col2im compute
 // it, in one pass: rows[(b, y, x) * channels + c] = +0 plus, for each kernel offset (i, j) from the
 // last to the first (col2im's order: output positions ascending), the FMA chain from -0 over o of
-// gy[b, o, oy, ox] * w_offsets[(t, o) * channels + c] (t: the offset's place in that order), a
-// chain of +0 terms where the offset meets no output position (adding it changes nothing: the
-// sum from +0 is never -0). out_channels a multiple of 8.
+// gy[b, o, oy, ox] * w_offsets[(t, o) * channels + c] (t: the offset's place in that order), for
+// the offsets that meet an output position only (col2im adds nothing for the others; their chain
+// of +0 terms would be NaN where a weight is infinite). out_channels a multiple of 8.
 void launch_col2im_dgrad_chains(ChainTile tile, const ConvShape& shape, const float* gy, const float* w_offsets,
                                 float* rows);
 
