@@ -239,6 +239,7 @@ TEST_CASE("gpu conv: the forward's chains over columns read from x == im2col, CP
   // wide tiles.
   // The last shape's grid is four waves and more of 128 x 128 blocks on an H100 or H200 (the tile
   // with one A load a thread); the others take 128 x 64.
+  size_t ran = 0;  // shapes the device's wide tiles took
   for (const WideShape s : {WideShape{3, 12, 52, 75, 75, 3, 1, 2}, WideShape{3, 16, 64, 128, 128, 3, 2, 1},
                             WideShape{3, 64, 128, 130, 130, 1, 2, 0}, WideShape{2, 4, 100, 80, 80, 3, 1, 3},
                             WideShape{4, 4, 128, 192, 192, 3, 1, 1}}) {
@@ -272,8 +273,10 @@ TEST_CASE("gpu conv: the forward's chains over columns read from x == im2col, CP
       WARN("not the wide tiles on this device (its SM count): nothing run for this shape");
       continue;
     }
+    ++ran;
     CHECK(first_difference(want, have) == -1);
   }
+  CHECK(ran > 0);  // the largest shape takes them on any device: else nothing was checked
 }
 
 TEST_CASE("gpu conv: the input gradient's col2im pass == the columns' CPU FMA chains, then col2im") {
@@ -283,6 +286,7 @@ TEST_CASE("gpu conv: the input gradient's col2im pass == the columns' CPU FMA ch
   // products with the zeros of offsets that miss the output col2im never adds.
   // (The infinity reaches offsets that miss the output in the second and third shapes: in the
   // others every offset meets every pixel.) The last shape takes 128 x 128 tiles, as above.
+  size_t ran = 0;  // shapes the device's wide tiles took
   for (const WideShape s : {WideShape{3, 52, 16, 75, 75, 3, 1, 2}, WideShape{3, 64, 24, 64, 64, 3, 2, 1},
                             WideShape{3, 128, 64, 60, 60, 1, 2, 0}, WideShape{2, 100, 8, 80, 80, 3, 1, 3},
                             WideShape{4, 128, 8, 192, 192, 3, 1, 1}}) {
@@ -319,8 +323,10 @@ TEST_CASE("gpu conv: the input gradient's col2im pass == the columns' CPU FMA ch
       WARN("not the wide tiles on this device (its SM count): nothing run for this shape");
       continue;
     }
+    ++ran;
     CHECK(first_difference(want, have, true) == -1);
     const auto finite = std::count_if(want.begin(), want.end(), [](float v) { return std::isfinite(v); });
     CHECK(static_cast<size_t>(finite) > want.size() / 2);  // the infinity reaches one input channel
   }
+  CHECK(ran > 0);  // the largest shape takes them on any device: else nothing was checked
 }
