@@ -12,6 +12,15 @@ Output: per profile, the step's time, the engine's part, and the costliest entri
 The steps then run unsynchronized under torch.profiler, which sees every kernel on the device
 (fplab's as well as PyTorch's, through CUPTI); printed are the wall time a step, the GPU's busy
 time a step (the kernels' summed durations) and the kernels that take the most of it.
+
+--host answers where the host's time goes, with the least disturbance: per configuration (native,
+then each profile) the steps run unsynchronized and the time the host takes to issue them is set
+against the wall time to their end (host close to wall: the step waits on Python, not on the
+device); then a sampling thread reads the main thread's Python stack every --interval ms over
+more steps (nothing is traced: the sampled code runs at its own speed) and prints the functions
+seen most, inclusive (anywhere on the stack) and innermost (the frame running, or the frame
+waiting on the C++ or CUDA call it made). A sample is a share of the host's time, so the
+milliseconds are shares of the measured host time.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ import argparse
 import collections
 import os
 import sys
+import threading
 import time
 import warnings
 from typing import Callable, Dict, List, Optional, Tuple
@@ -123,6 +133,106 @@ def python_profile(profile: str, model, optimizer, x, y, steps: int, top: int,
     pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(top)
 
 
+class StackSampler:
+    """A thread that reads the Python stacks of the process's other threads every ``interval``
+    seconds while on.
+
+    sys._current_frames() is read under the GIL, so a sample waits for the running thread to reach
+    a point where it yields it (a GIL-releasing call, or Python's switch interval, lowered here to
+    the sampling interval meanwhile): the time of a long call that keeps the GIL lands on the
+    frames around it. A backward pass on CUDA tensors runs on autograd's device thread while the
+    main thread waits in the engine: a sample then takes that thread's stack (under the label
+    "[autograd thread]") in place of the waiting main thread's. Labels are "file:function" with
+    the file's base name, and the line for the innermost frame."""
+
+    WAITING = "_engine_run_backward"  # torch.autograd.graph's call into the C++ engine (PyTorch 2.x)
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self.samples = 0
+        self.inclusive: collections.Counter = collections.Counter()
+        self.innermost: collections.Counter = collections.Counter()
+        self._main = threading.main_thread().ident
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._switch = sys.getswitchinterval()
+
+    def __enter__(self) -> "StackSampler":
+        sys.setswitchinterval(self.interval)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        sys.setswitchinterval(self._switch)
+
+    @staticmethod
+    def _labels(frame) -> List[str]:
+        """The stack's labels, innermost first; the innermost with its line as well."""
+        labels = []
+        line = frame.f_lineno if frame is not None else 0
+        while frame is not None:
+            code = frame.f_code
+            labels.append(f"{os.path.basename(code.co_filename)}:{code.co_name}")
+            frame = frame.f_back
+        if labels:
+            labels[0] += f":{line}"
+        return labels
+
+    def _run(self) -> None:
+        me = threading.get_ident()
+        while not self._stop.wait(self.interval):
+            frames = sys._current_frames()
+            main = self._labels(frames.get(self._main))
+            others = [self._labels(f) + ["[autograd thread]"] for ident, f in frames.items()
+                      if ident not in (me, self._main) and f is not None]
+            waiting = main and main[0].rsplit(":", 1)[0].endswith(self.WAITING)
+            stacks = others if others and waiting else [main] if main else []
+            for labels in stacks:
+                self.samples += 1
+                self.innermost[labels[0]] += 1
+                self.inclusive.update(set(labels))
+
+
+def host_profile(profile: str, model, optimizer, x, y, steps: int, top: int, interval: float,
+                 synchronize: Callable[[], None]) -> None:
+    """Prints a step's host and wall time, then where the host's time goes (sampled stacks)."""
+    import contextlib
+
+    import fplab.torch
+
+    emulation = None if profile == "native" else fplab.torch.emulate(profile)
+
+    def context():
+        return contextlib.nullcontext() if emulation is None else emulation
+
+    for _ in range(2):  # warm-up; the second after the aten watch stepped off (emulate(watch="first-step"))
+        with context():
+            training_step(model, optimizer, x, y)
+    synchronize()
+    start = time.perf_counter()
+    for _ in range(steps):
+        with context():
+            training_step(model, optimizer, x, y)
+    host = (time.perf_counter() - start) / steps
+    synchronize()
+    wall = (time.perf_counter() - start) / steps
+    with StackSampler(interval) as sampler:
+        for _ in range(steps):
+            with context():
+                training_step(model, optimizer, x, y)
+        synchronize()
+    print(f"== {profile}: host {host * 1000:.2f} ms to issue a step, wall {wall * 1000:.2f} ms "
+          f"({steps} steps unsynchronized); {sampler.samples} samples over {steps} more steps")
+    if not sampler.samples:
+        return
+    for title, counts in (("inclusive", sampler.inclusive), ("innermost", sampler.innermost)):
+        print(f"-- {title}: ms of host time a step (share of samples)")
+        for label, count in counts.most_common(top):
+            print(f"{count / sampler.samples * host * 1000:9.2f} ms {100 * count / sampler.samples:5.1f}%  {label}")
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, epilog=f"example:\n  {EXAMPLE}",
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -138,9 +248,14 @@ def main(argv: Optional[List[str]] = None) -> int:
                         help="with --kernels: also a Chrome trace per profile (PROFILE in FILE: the profile's name)")
     parser.add_argument("--python", action="store_true",
                         help="where the CPU's time goes: cProfile over the steps, not engine calls")
+    parser.add_argument("--host", action="store_true",
+                        help="host against wall time, unsynchronized, and sampled Python stacks (native first)")
+    parser.add_argument("--interval", type=float, default=0.5, help="with --host: ms between stack samples (0.5)")
     args = parser.parse_args(argv)
-    if args.kernels and args.python:
-        parser.error("--kernels and --python: one at a time")
+    if sum((args.kernels, args.python, args.host)) > 1:
+        parser.error("--kernels, --python and --host: one at a time")
+    if args.interval <= 0:
+        parser.error("--interval must be positive")
     if args.batch < 1 or args.steps < 1 or args.top < 1:
         parser.error("--batch, --steps and --top must be positive")
     if args.kernels and args.device != "cuda":
@@ -156,7 +271,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     synchronize = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
     times: Dict[Tuple[str, str, str], float] = collections.defaultdict(float)
     counts: collections.Counter = collections.Counter()
-    if not args.kernels and not args.python:
+    if not args.kernels and not args.python and not args.host:
         instrument(_engine_cuda.CudaEngine if args.device == "cuda" else _engine.Engine, times, counts, synchronize)
 
     torch.manual_seed(0)
@@ -169,6 +284,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.python:
         for profile in names:
             python_profile(profile, model, optimizer, x, y, args.steps, args.top, synchronize)
+        return 0
+    if args.host:
+        for profile in ["native"] + names:
+            host_profile(profile, model, optimizer, x, y, args.steps, args.top, args.interval / 1000, synchronize)
         return 0
     if args.kernels:
         for profile in ["native"] + names:

@@ -59,13 +59,56 @@ class Losses(unittest.TestCase):
         self.assertEqual(float(total).hex(), float(seq_columns(picked[:, None])[0]).hex())
         self.assertEqual(float(mean).hex(), float(seq_columns(picked[:, None])[0] / F32(37)).hex())
 
-    def test_an_ignored_target_runs_natively_and_says_why(self):
+    def test_ignored_targets_add_zeros_and_leave_the_mean_to_the_others(self):
         target = self.target.clone()
-        target[0] = -100
-        with fplab.torch.emulate("cpu-seq"), self.assertWarns(fplab.torch.NativeOpWarning):
+        target[[0, 5, 6]] = -100
+        target[9] = 4
+        in_range = torch.where(target < 0, 7, target)  # with ignore_index 4: row 9 and any other of class 4 ignored
+        logp = torch.randn(37, 10, requires_grad=True)
+        for ignore_index, target in ((-100, target), (4, in_range)):
+            kept = (target != ignore_index).numpy()
+            for reduction in ("mean", "sum", "none"):
+                logp.grad = None
+                with fplab.torch.emulate("cpu-seq"):
+                    loss = F.nll_loss(logp, target, ignore_index=ignore_index, reduction=reduction)
+                self.assertEqual(kinds("torch.nn.functional.nll_loss"), {"loss"} if reduction != "none" else set())
+                self.assertFalse({e.op for e in fplab.torch.coverage().native})
+                loss.backward(torch.ones_like(loss))
+                labels = np.where(kept, target.numpy(), 0)
+                picked = np.where(kept, -logp.detach().numpy()[np.arange(37), labels], F32(0))
+                want = {"sum": seq_columns(picked[:, None])[0], "none": picked,
+                        "mean": seq_columns(picked[:, None])[0] / F32(kept.sum())}[reduction]
+                np.testing.assert_array_equal(bits(loss), bits(np.asarray(want, dtype=F32)))
+                # the gradient is PyTorch's own: ignored rows 0, the others -1 (/ kept count) at the label
+                native = logp.detach().clone().requires_grad_()
+                reference = F.nll_loss(native, target, ignore_index=ignore_index, reduction=reduction)
+                reference.backward(torch.ones_like(reference))
+                np.testing.assert_array_equal(bits(logp.grad), bits(native.grad))
+        # under the C++ formulas (libm) too: an ignored example adds a 0 to the sequential sum and has
+        # no gradient, so the batch gives the bits of the batch without it
+        target = self.target.clone()
+        target[[0, 5, 6]] = -100
+        kept = target != -100
+        subset = self.logits.detach()[kept].clone().requires_grad_()
+        self.logits.grad = None
+        with fplab.torch.emulate("cpu-seq", math="libm"):
+            whole = F.cross_entropy(self.logits, target)
+            whole.backward()
+            alone = F.cross_entropy(subset, target[kept])
+            alone.backward()
+        self.assertEqual(float(whole).hex(), float(alone).hex())
+        np.testing.assert_array_equal(bits(self.logits.grad[kept]), bits(subset.grad))
+        np.testing.assert_array_equal(bits(self.logits.grad[~kept]), np.zeros((3, 10), np.uint32))
+        self.assertEqual(int(kept.sum()), 34)
+
+    def test_a_target_out_of_range_runs_natively_for_pytorch_to_refuse(self):
+        target = self.target.clone()
+        target[0] = 10
+        with fplab.torch.emulate("cpu-seq"), self.assertWarns(fplab.torch.NativeOpWarning), \
+                self.assertRaises((IndexError, RuntimeError)):
             F.cross_entropy(self.logits, target)
         reasons = {e.reason for e in fplab.torch.coverage().native if e.op == "torch.nn.functional.cross_entropy"}
-        self.assertEqual(reasons, {"targets outside 0..C-1 (ignore_index) are not emulated"})
+        self.assertEqual(reasons, {"targets outside 0..C-1 that are not ignore_index (PyTorch says why)"})
 
 
 @needs_torch

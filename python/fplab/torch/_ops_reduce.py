@@ -16,8 +16,9 @@ Op kinds (profiles/op_table.hpp):
 The formulas are PyTorch's (its CUDA and CPU kernels'): log_softmax ``(x - max) - log(sum)`` with
 the sum of ``exp(x - max)`` in the table's order, its gradient ``g - exp(y) * sum(g)``;
 cross_entropy as log_softmax, then nll_loss (losses ``-y[label]``, summed in ``loss``'s order,
-gradient ``-(g / batch)`` at the labels). With ``emulate(..., math="libm")`` they are instead the
-C++ SoftmaxCrossEntropy's (models/softmax_cross_entropy.cpp), as ``fplab train`` computes them:
+gradient ``-(g / batch)`` at the labels; an example whose target is ``ignore_index`` has loss and
+gradient 0 and the mean divides by the others' count, as PyTorch's). With
+``emulate(..., math="libm")`` they are instead the C++ SoftmaxCrossEntropy's (models/softmax_cross_entropy.cpp), as ``fplab train`` computes them:
 losses ``(log(sum) + max) - x[label]``, gradient ``(p - onehot) / batch`` with ``p = exps / sum``;
 and the exponential and logarithm themselves are the C library's (_math.py), where "torch" takes
 PyTorch's (elementwise: no order to emulate).
@@ -189,16 +190,30 @@ def _softmaxing(log: bool, functional: bool) -> Handler:
 # --- losses ---------------------------------------------------------------------------------
 
 
-def _total(em, op: str, site, losses: torch.Tensor, reduction: str) -> torch.Tensor:
-    """The per-example losses summed in ``loss``'s order (divided by their count for "mean")."""
+def _kept(target: torch.Tensor, ignore_index: int) -> tuple:
+    """(labels, kept): the targets with ignored ones (== ignore_index) read as class 0, and where
+    the targets are not ignored (bool)."""
+    kept = target != ignore_index
+    return torch.where(kept, target, torch.zeros((), dtype=target.dtype, device=target.device)), kept
+
+
+def _count(kept: torch.Tensor) -> torch.Tensor:
+    """How many examples count towards a mean: the kept ones, as float32 on their device (PyTorch's
+    nll_loss adds a weight of 1 for each, exactly)."""
+    return kept.sum(dtype=torch.float32)
+
+
+def _total(em, op: str, site, losses: torch.Tensor, reduction: str, count: torch.Tensor) -> torch.Tensor:
+    """The per-example losses summed in ``loss``'s order (divided by ``count`` for "mean"; an ignored
+    example's loss is 0, a term that changes no sum)."""
     total = em.engine.sum_rows(op, "loss", losses.reshape(-1, 1), site)[0]
-    return divided(total, losses.shape[0]) if reduction == "mean" else total
+    return torch.div(total, count) if reduction == "mean" else total
 
 
-def _scaled(d: torch.Tensor, g: torch.Tensor, reduction: str) -> torch.Tensor:
+def _scaled(d: torch.Tensor, g: torch.Tensor, reduction: str, count: torch.Tensor) -> torch.Tensor:
     """The gradient of every example's loss times the output gradient g."""
     if reduction == "mean":
-        d = divided(d, d.shape[0])
+        d = torch.div(d, count)
     return d * (g.unsqueeze(1) if reduction == "none" else g)
 
 
@@ -206,46 +221,55 @@ class _CrossEntropy(torch.autograd.Function):
     """Softmax cross-entropy of logits (N, C) with class indices (N,), as the C++ layer computes it."""
 
     @staticmethod
-    def forward(ctx, em, op, site, logits, target, reduction):
+    def forward(ctx, em, op, site, logits, target, reduction, ignore_index):
+        labels, kept = _kept(target, ignore_index)
         row_max = logits.max(dim=1, keepdim=True).values
         exps = _math.exp(em, logits - row_max)
         sums = em.engine.sum_rows(op, "softmax", exps.t(), site)
-        losses = (_math.log(em, sums) + row_max.squeeze(1)) - logits.gather(1, target.unsqueeze(1)).squeeze(1)
+        losses = (_math.log(em, sums) + row_max.squeeze(1)) - logits.gather(1, labels.unsqueeze(1)).squeeze(1)
+        losses = torch.where(kept, losses, torch.zeros((), dtype=losses.dtype, device=losses.device))
+        count = _count(kept)
         ctx.em, ctx.reduction = em, reduction
-        ctx.save_for_backward(exps / sums.unsqueeze(1), target)
-        return owned(losses if reduction == "none" else _total(em, op, site, losses, reduction))
+        ctx.save_for_backward(exps / sums.unsqueeze(1), labels, kept, count)
+        return owned(losses if reduction == "none" else _total(em, op, site, losses, reduction, count))
 
     @staticmethod
     @once_differentiable  # computed by the C++ engine, outside autograd
     def backward(ctx, g):
-        p, target = ctx.saved_tensors
+        p, labels, kept, count = ctx.saved_tensors
         with ctx.em.backward():
             d = p.clone()
-            d[torch.arange(d.shape[0], device=d.device), target] -= 1
-            return None, None, None, _scaled(d, g, ctx.reduction), None, None
+            d[torch.arange(d.shape[0], device=d.device), labels] -= 1
+            d = torch.where(kept.unsqueeze(1), d, torch.zeros((), dtype=d.dtype, device=d.device))  # ignored: none
+            return None, None, None, _scaled(d, g, ctx.reduction, count), None, None, None
 
 
 class _NllLoss(torch.autograd.Function):
     """The negative log-likelihood of log-probabilities (N, C) at class indices (N,)."""
 
     @staticmethod
-    def forward(ctx, em, op, site, logp, target, reduction):
-        losses = -logp.gather(1, target.unsqueeze(1)).squeeze(1)
+    def forward(ctx, em, op, site, logp, target, reduction, ignore_index):
+        labels, kept = _kept(target, ignore_index)
+        losses = -logp.gather(1, labels.unsqueeze(1)).squeeze(1)
+        losses = torch.where(kept, losses, torch.zeros((), dtype=losses.dtype, device=losses.device))
+        count = _count(kept)
         ctx.em, ctx.reduction, ctx.shape = em, reduction, logp.shape
-        ctx.save_for_backward(target)
-        return owned(losses if reduction == "none" else _total(em, op, site, losses, reduction))
+        ctx.save_for_backward(labels, kept, count)
+        return owned(losses if reduction == "none" else _total(em, op, site, losses, reduction, count))
 
     @staticmethod
     @once_differentiable  # computed by the C++ engine, outside autograd
     def backward(ctx, g):
-        (target,) = ctx.saved_tensors
+        labels, kept, count = ctx.saved_tensors
         with ctx.em.backward():
-            # As PyTorch's kernels: -(g / N) at each label for "mean", -g for "sum", -g[i] for "none"
+            # As PyTorch's kernels: -(g / N) at each label for "mean" (N the kept examples), -g for
+            # "sum", -g[i] for "none"; 0 for an ignored example
             if ctx.reduction == "mean":
-                g = divided(g, ctx.shape[0])
+                g = torch.div(g, count)
+            picked = torch.where(kept, -g, torch.zeros((), dtype=g.dtype, device=g.device))
             d = torch.zeros(ctx.shape, dtype=g.dtype, device=g.device)
-            d[torch.arange(ctx.shape[0], device=g.device), target] = -g
-            return None, None, None, d, None, None
+            d[torch.arange(ctx.shape[0], device=g.device), labels] = picked
+            return None, None, None, d, None, None, None
 
 
 def _cross_entropy_params(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
@@ -270,9 +294,15 @@ def _loss_inputs(p: dict) -> Optional[Native]:
         return Native("targets that are not class indices (int64) on the input's device")
     if x.dim() != 2 or target.shape != (x.shape[0],) or x.numel() == 0:
         return Native("shapes other than (N, C) with N targets are not emulated")
-    lowest, highest = torch.stack(torch.aminmax(target)).tolist()  # one wait for a CUDA device, not two
-    if lowest < 0 or highest >= x.shape[1]:
-        return Native("targets outside 0..C-1 (ignore_index) are not emulated")
+    if not isinstance(p["ignore_index"], int) or isinstance(p["ignore_index"], bool):
+        return Native("an ignore_index that is not a whole number (PyTorch says why)")
+    # A target outside 0..C-1 that is not ignore_index: PyTorch's error. Looked for on the CPU only:
+    # for CUDA targets it would wait for the GPU to finish the forward pass; a wrong target there
+    # stops the emulated gather with a device-side assertion, as it stops PyTorch's own kernel.
+    if target.device.type == "cpu":
+        wrong = (target != p["ignore_index"]) & ((target < 0) | (target >= x.shape[1]))
+        if bool(wrong.any()):
+            return Native("targets outside 0..C-1 that are not ignore_index (PyTorch says why)")
     return None
 
 
@@ -281,7 +311,7 @@ def _loss(function: type) -> Handler:
 
     def run(em, op: str, p: dict) -> Any:
         why = _loss_inputs(p)
-        return why or function.apply(em, op, em.next_site(), p["input"], p["target"], p["reduction"])
+        return why or function.apply(em, op, em.next_site(), p["input"], p["target"], p["reduction"], p["ignore_index"])
 
     return run
 
@@ -295,9 +325,9 @@ def cross_entropy(em, op: str, p: dict) -> Any:
     if why:
         return why
     if em.math == "libm":
-        return _CrossEntropy.apply(em, op, em.next_site(), p["input"], p["target"], p["reduction"])
+        return _CrossEntropy.apply(em, op, em.next_site(), p["input"], p["target"], p["reduction"], p["ignore_index"])
     logp = _Softmax.apply(em, op, em.next_site(), p["input"], 1, True)
-    return _NllLoss.apply(em, op, em.next_site(), logp, p["target"], p["reduction"])
+    return _NllLoss.apply(em, op, em.next_site(), logp, p["target"], p["reduction"], p["ignore_index"])
 nll_loss = handles(_nll_loss_params)(_loss(_NllLoss))
 
 
