@@ -1,7 +1,9 @@
 // Exact sum of 10^6 doubles, rounded once to fp64, against the naive ordered sum (s += x[i],
 // latency-bound) and, where bench/fetch_xsum.py has fetched it, xsum's large and small
-// accumulators, all in one run. Two data sets: normal(0, 1), and "wide" (random signs,
-// exponents uniform over 2^-300 .. 2^300, so the buckets of 600 exponents are in use).
+// accumulators, all in one run. Three data sets: normal(0, 1), "wide" (random signs, exponents
+// uniform over 2^-300 .. 2^300, so the buckets of 600 exponents are in use), and "relu" (the
+// normal set with its negative terms zero, as after a ReLU: a narrow band of exponents and
+// zeros, whose exponent field 0 stretches the range a chunk's exponents span).
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -35,11 +37,16 @@ const std::vector<double>& data(int64_t kind) {
     for (auto& v : x) v = std::ldexp(g() & 1 ? -significand(g) : significand(g), exponent(g));
     return x;
   }();
-  return kind == 0 ? normal : wide;
+  static const std::vector<double> relu = [] {
+    std::vector<double> x = normal;
+    for (auto& v : x) v = v < 0 ? 0.0 : v;
+    return x;
+  }();
+  return kind == 0 ? normal : kind == 1 ? wide : relu;
 }
 
 void per_term(benchmark::State& state) {
-  state.SetLabel(state.range(0) == 0 ? "normal" : "wide");
+  state.SetLabel(state.range(0) == 0 ? "normal" : state.range(0) == 1 ? "wide" : "relu");
   state.counters["ns_per_term"] = benchmark::Counter(static_cast<double>(kTerms),
                                                      benchmark::Counter::kIsIterationInvariantRate |
                                                          benchmark::Counter::kInvert);
@@ -95,11 +102,11 @@ void BM_xsum_small(benchmark::State& state) {
 
 }  // namespace
 
-BENCHMARK(BM_naive_ordered_sum)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_superaccumulator_term_by_term)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_exact_sum_of)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_naive_ordered_sum)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_superaccumulator_term_by_term)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_exact_sum_of)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
 #ifdef FPLAB_HAVE_XSUM
-BENCHMARK(BM_xsum_large)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_xsum_small)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_xsum_large)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_xsum_small)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
 #endif
 BENCHMARK_MAIN();
