@@ -23,6 +23,14 @@ std::vector<std::string> candidate_schedules(size_t n) {
   for (size_t block = 2; block < n; block *= 2)
     for (const char* inner : {"seq", "tree", "numpy_pairwise"})
       for (const char* f : folds) offer("contig(" + std::to_string(block) + "):" + inner + " | all:" + f);
+  // Split-K GEMMs: P slices of consecutive terms, each a whole number of the kernel's K tiles T
+  // but the last, their sums chained: contig(T ceil(ceil(n / P) / T)). cuBLAS's sgemm_largek
+  // kernels on an H100: K = 512 in 5 slices of 104, K = 784 in 7 of 112 (docs/results/reveal_torch.md).
+  for (size_t parts = 3; parts <= 64 && parts < n; ++parts)
+    for (size_t tile : {1, 2, 4, 8, 16, 32}) {
+      const size_t slice = (n + parts - 1) / parts, block = (slice + tile - 1) / tile * tile;
+      if (block < n) offer("contig(" + std::to_string(block) + "):seq | all:seq");
+    }
   for (int lanes : {8, 16}) offer("all:torch_cascade(" + std::to_string(lanes) + ")");  // PyTorch's CPU sum
   // PyTorch's CUDA reduction kernel in one block of T threads: each thread keeps 4 accumulators,
   // of 4 consecutive terms (vector loads of a contiguous input) or of terms T apart (a strided

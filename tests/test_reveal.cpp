@@ -77,6 +77,27 @@ TEST_CASE("PyTorch's CUDA reduction orders are among the candidates reveal names
   }
 }
 
+TEST_CASE("split-K GEMMs' slices of whole K tiles are among the candidates reveal names", "[reveal]") {
+  // cuBLAS's sgemm_largek on an H100 (docs/results/reveal_torch.md): K = 512 in slices of 104 (13
+  // tiles of 8; the last 96), K = 784 in 7 of 112; and a slice that is not a power of two, of 3
+  // tiles of 32 over 3 slices (the last 96 - 2 terms short)
+  struct Case {
+    const char* schedule;
+    size_t n;
+  };
+  for (const Case c : {Case{"contig(104):seq | all:seq", 512}, Case{"contig(112):seq | all:seq", 784},
+                       Case{"contig(96):seq | all:seq", 286}}) {
+    INFO(c.schedule << ", n = " << c.n);
+    const auto match = reveal::match_schedule(sim::schedule_addition_tree(sim::parse_schedule(c.schedule), c.n));
+    CHECK(std::find(match.schedules.begin(), match.schedules.end(), c.schedule) != match.schedules.end());
+  }
+  // a split of other slices is told apart: 5 slices of 103 (no whole tiles of 8) is not 104's tree
+  const auto other =
+      reveal::match_schedule(sim::schedule_addition_tree(sim::parse_schedule("contig(103):seq | all:seq"), 512));
+  CHECK(std::find(other.schedules.begin(), other.schedules.end(), "contig(104):seq | all:seq") ==
+        other.schedules.end());
+}
+
 TEST_CASE("NHWC convolutions' orders are among the candidates reveal names: by kernel position", "[reveal]") {
   // cuDNN's TF32 forward and input-gradient kernels of a ResNet-18 on an H200 (64 and 128 channels,
   // 3 x 3, in blocks of 32 or 16 channels; docs/results/reveal_torch.md), and a 5 x 5 kernel's FMA

@@ -85,8 +85,11 @@ class Profiles(unittest.TestCase):
         self.assertFalse(rule.matches("linear", 16, 32))
         with self.assertRaisesRegex(fplab.Error, "layer must be 'conv', 'linear' or 'bn'"):
             rule.matches("pool", 1, 1)
-        # two Winograd weight gradients, two convolutions, three linear layers, six bias sums, eleven batch norms
-        self.assertEqual(len(rules["deterministic"]), 24)
+        # two Winograd weight gradients, two convolutions, five linear layers, six bias sums, eleven batch norms
+        self.assertEqual(len(rules["deterministic"]), 26)
+        split_k = [r for r in rules["deterministic"] if r.match in ("linear in=512 out=10", "linear in=784 out=128")]
+        self.assertEqual([str(r.ops["fwd"].schedule) for r in split_k],
+                         ["contig(104):seq | all:seq", "contig(112):seq | all:seq"])
         bn = [r for r in rules["deterministic"] if r.batch_norm is not None]
         at28_128 = bn.pop(1)
         self.assertEqual((at28_128.match, at28_128.batch_norm), ("bn height=28 batch=128", "cudnn-nchw"))
