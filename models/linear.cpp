@@ -27,7 +27,7 @@ void Linear<T>::initialize(const Context& ctx) {
 template <class T>
 Tensor<T> Linear<T>::forward(const Tensor<T>& x, Context& ctx) {
   const size_t batch = x.dim(0);
-  const profiles::LayerShape layer{profiles::LayerShape::Kind::linear, in_, out_};
+  const profiles::LayerShape layer{profiles::LayerShape::Kind::linear, in_, out_, 0, 0, 0, batch};
   const LayerShapeScope scope(ctx, layer);
   if (ctx.training) input_ = x;
   Tensor<T> y({batch, out_});
@@ -40,7 +40,7 @@ Tensor<T> Linear<T>::forward(const Tensor<T>& x, Context& ctx) {
 template <class T>
 Tensor<T> Linear<T>::backward(const Tensor<T>& dy, Context& ctx) {
   const size_t batch = dy.dim(0);
-  const profiles::LayerShape layer{profiles::LayerShape::Kind::linear, in_, out_};
+  const profiles::LayerShape layer{profiles::LayerShape::Kind::linear, in_, out_, 0, 0, 0, batch};
   const LayerShapeScope scope(ctx, layer);
   // dW (in x out) = x^T (in x batch) dy (batch x out): a reduction over the batch.
   Tensor<T> xt({in_, batch});

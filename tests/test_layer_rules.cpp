@@ -91,6 +91,21 @@ TEST_CASE("layer rules: parsed, and looked up by the layer's shape") {
   CHECK(narrow[OpKind::loss].arithmetic.format.name == "fp16");
 }
 
+TEST_CASE("layer rules: a linear layer's rule may name its rows (the batch)") {
+  const HardwareProfile p = parse_hw_profile(profile_with(R"(
+[[default.layers]]
+match = { layer = "linear", in = 512, out = 10, batch = 128 }
+wgrad = "contig(8):seq | all:seq"
+)"),
+                                             "toy.toml");
+  const OpTable& t = p.default_ops;
+  const LayerShape at128{LayerShape::Kind::linear, 512, 10, 0, 0, 0, 128},
+      at64{LayerShape::Kind::linear, 512, 10, 0, 0, 0, 64};
+  CHECK(sim::to_string(t.choice(OpKind::wgrad, &at128).schedule) == "contig(8):seq | all:seq");
+  CHECK(sim::to_string(t.choice(OpKind::wgrad, &at64).schedule) == "all:seq");  // another batch: the table's
+  CHECK(t.describe().find("layers linear in=512 out=10 batch=128: wgrad=contig(8):seq | all:seq") != std::string::npos);
+}
+
 TEST_CASE("layer rules: a batch norm's rule sets its sums and its arithmetic") {
   const HardwareProfile p = parse_hw_profile(profile_with(R"(
 [[default.layers]]
@@ -153,7 +168,7 @@ TEST_CASE("layer rules: malformed rules give one line naming the file, the line 
       {"[[default.layers]]\nmatch = { layer = \"bn\" }\nbatch_norm = \"miopen\"\n",
        "key 'default.layers.batch_norm': must be \"fplab\", \"cudnn\", \"cudnn-nchw\" or \"cudnn-nchw-backward\""},
       {"[[default.layers]]\nmatch = { layer = \"conv\", batch = 64 }\nwgrad = \"all:seq\"\n",
-       "batch describes batch norms (layer = \"bn\") only"},
+       "batch describes linear layers (the rows they multiply) and batch norms, not convolutions"},
       {"[[default.layers]]\nmatch = { layer = \"bn\", height = 7 }\nfwd = \"all:seq\"\n",
        "key 'default.layers.fwd': a batch norm rule sets bn_stats, bias_grad and batch_norm only"},
       {"[[default.layers]]\nmatch = { layer = \"conv\" }\nbatch_norm = \"cudnn\"\n",

@@ -85,11 +85,14 @@ class Profiles(unittest.TestCase):
         self.assertFalse(rule.matches("linear", 16, 32))
         with self.assertRaisesRegex(fplab.Error, "layer must be 'conv', 'linear' or 'bn'"):
             rule.matches("pool", 1, 1)
-        # two Winograd weight gradients, two convolutions, five linear layers, six bias sums, eleven batch norms
-        self.assertEqual(len(rules["deterministic"]), 26)
+        # two Winograd weight gradients, two convolutions, six linear layers, six bias sums, eleven batch norms
+        self.assertEqual(len(rules["deterministic"]), 27)
         split_k = [r for r in rules["deterministic"] if r.match in ("linear in=512 out=10", "linear in=784 out=128")]
         self.assertEqual([str(r.ops["fwd"].schedule) for r in split_k],
                          ["contig(104):seq | all:seq", "contig(112):seq | all:seq"])
+        by_rows = next(r for r in rules["deterministic"] if r.match == "linear in=512 out=10 batch=128")
+        self.assertTrue(by_rows.matches("linear", 512, 10, batch=128))
+        self.assertFalse(by_rows.matches("linear", 512, 10, batch=64))
         bn = [r for r in rules["deterministic"] if r.batch_norm is not None]
         at28_128 = bn.pop(1)
         self.assertEqual((at28_128.match, at28_128.batch_norm), ("bn height=28 batch=128", "cudnn-nchw"))

@@ -84,5 +84,26 @@ class LinearUnderH100(unittest.TestCase):
                 self.assertEqual(float(y[i, j]).hex(), fma_chain(x[i].numpy(), w[j], "fp32").hex())
 
 
+@needs_torch
+class LinearUnderH100Torch(unittest.TestCase):
+    def test_a_layer_rule_may_name_the_rows(self):
+        # h100-torch: the 512 -> 10 layer's forward in cuBLAS's split K whatever the rows, its weight
+        # gradient in blocks of 8 rows at 128 rows (the ResNet-18's batch) and one chain at 64 (revealed)
+        torch.manual_seed(2)
+        layer = torch.nn.Linear(512, 10)
+        for rows, wgrad in ((128, "contig(8):seq | all:seq"), (64, "all:seq"), (32, "all:seq")):
+            with fplab.torch.emulate("h100-torch"):
+                layer(torch.randn(rows, 512)).sum().backward()
+            used = {e.op_kind: e.schedule for e in fplab.torch.coverage().emulated
+                    if e.op == "torch.nn.functional.linear"}
+            self.assertEqual(used["fwd"], "contig(104):seq | all:seq")
+            self.assertEqual(used["wgrad"], wgrad, rows)
+        # rows of an input of more dimensions count: 2 x 64 positions are 128 rows
+        with fplab.torch.emulate("h100-torch"):
+            layer(torch.randn(2, 64, 512)).sum().backward()
+        used = {e.op_kind: e.schedule for e in fplab.torch.coverage().emulated if e.op == "torch.nn.functional.linear"}
+        self.assertEqual(used["wgrad"], "contig(8):seq | all:seq")
+
+
 if __name__ == "__main__":
     unittest.main()

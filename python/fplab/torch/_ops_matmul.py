@@ -84,7 +84,7 @@ def linear(em, op: str, p: dict) -> Any:
         return Native("shapes fplab.torch does not take (or that PyTorch refuses)")
     if bias is not None and tuple(bias.shape) != (w.shape[0],):
         return Native("a bias that is not one value per output")
-    layer = ("linear", int(w.shape[1]), int(w.shape[0]), 0, 0, 0)
+    layer = ("linear", int(w.shape[1]), int(w.shape[0]), 0, 0, 0, x.numel() // x.shape[-1])  # batch: the rows
     c = gemm(em, op, x.reshape(1, -1, x.shape[-1]), w.t().unsqueeze(0), bias, layer)
     return c.reshape(*x.shape[:-1], w.shape[0])
 
