@@ -35,7 +35,7 @@ import warnings
 from typing import Callable, Dict, List, Optional, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_torch_emulate import INPUTS, resnet18, training_step  # noqa: E402
+from bench_torch_emulate import INPUTS, resnet18, step_under, training_step  # noqa: E402
 
 EXAMPLE = "PYTHONPATH=build/python python3 bench/profile_torch_emulate.py --profiles h100 --batch 8 --steps 1"
 METHODS = ("matmul", "sum_rows", "sum_planes", "im2col", "col2im", "transposed", "exp", "log", "sqrt", "conv2d_forward",
@@ -198,30 +198,21 @@ class StackSampler:
 def host_profile(profile: str, model, optimizer, x, y, steps: int, top: int, interval: float,
                  synchronize: Callable[[], None]) -> None:
     """Prints a step's host and wall time, then where the host's time goes (sampled stacks)."""
-    import contextlib
-
     import fplab.torch
 
     emulation = None if profile == "native" else fplab.torch.emulate(profile)
-
-    def context():
-        return contextlib.nullcontext() if emulation is None else emulation
-
     for _ in range(2):  # warm-up; the second after the aten watch stepped off (emulate(watch="first-step"))
-        with context():
-            training_step(model, optimizer, x, y)
+        step_under(emulation, model, optimizer, x, y)
     synchronize()
     start = time.perf_counter()
     for _ in range(steps):
-        with context():
-            training_step(model, optimizer, x, y)
+        step_under(emulation, model, optimizer, x, y)
     host = (time.perf_counter() - start) / steps
     synchronize()
     wall = (time.perf_counter() - start) / steps
     with StackSampler(interval) as sampler:
         for _ in range(steps):
-            with context():
-                training_step(model, optimizer, x, y)
+            step_under(emulation, model, optimizer, x, y)
         synchronize()
     print(f"== {profile}: host {host * 1000:.2f} ms to issue a step, wall {wall * 1000:.2f} ms "
           f"({steps} steps unsynchronized); {sampler.samples} samples over {steps} more steps")

@@ -103,7 +103,8 @@ wgrad = "contig(8):seq | all:seq"
       at64{LayerShape::Kind::linear, 512, 10, 0, 0, 0, 64};
   CHECK(sim::to_string(t.choice(OpKind::wgrad, &at128).schedule) == "contig(8):seq | all:seq");
   CHECK(sim::to_string(t.choice(OpKind::wgrad, &at64).schedule) == "all:seq");  // another batch: the table's
-  CHECK(t.describe().find("layers linear in=512 out=10 batch=128: wgrad=contig(8):seq | all:seq") != std::string::npos);
+  CHECK(t.describe().find("layers linear in=512 out=10 batch=128: wgrad=contig(8):seq | all:seq") !=
+        std::string::npos);
 }
 
 TEST_CASE("layer rules: a batch norm's rule sets its sums and its arithmetic") {

@@ -91,7 +91,7 @@ TEST_CASE("split-K GEMMs' slices of whole K tiles are among the candidates revea
     const auto match = reveal::match_schedule(sim::schedule_addition_tree(sim::parse_schedule(c.schedule), c.n));
     CHECK(std::find(match.schedules.begin(), match.schedules.end(), c.schedule) != match.schedules.end());
   }
-  // a split of other slices is told apart: 5 slices of 103 (no whole tiles of 8) is not 104's tree
+  // another cut is told apart: 5 slices of 103 (split(5)'s, not whole tiles of 8) is not 104's tree
   const auto other =
       reveal::match_schedule(sim::schedule_addition_tree(sim::parse_schedule("contig(103):seq | all:seq"), 512));
   CHECK(std::find(other.schedules.begin(), other.schedules.end(), "contig(104):seq | all:seq") ==

@@ -81,7 +81,8 @@ class RevealTorchOnTheCpu(unittest.TestCase):
         with tempfile.TemporaryDirectory() as out:
             common = ["run", "--device", "cpu", "--ops", "sum", "--shapes", "sum-1000", "--modes", "default",
                       "--tf32", "off", "--verify", "100000000", "--repeat", "1", "--out", out]
-            stopped = run_script(*common, "--budget", "4")  # 10^8 replays: far past 4 s (10^6 were not, on a 16-core Xeon)
+            # 10^8 replays: far past 4 s anywhere (10^6 were not, on a 16-core Xeon)
+            stopped = run_script(*common, "--budget", "4")
             self.assertEqual(stopped.returncode, 1, stopped.stderr)
             self.assertIn("recorded as given up", stopped.stdout)
             with open(os.path.join(out, "reveal.jsonl")) as f:

@@ -18,7 +18,8 @@ the sum of ``exp(x - max)`` in the table's order, its gradient ``g - exp(y) * su
 cross_entropy as log_softmax, then nll_loss (losses ``-y[label]``, summed in ``loss``'s order,
 gradient ``-(g / batch)`` at the labels; an example whose target is ``ignore_index`` has loss and
 gradient 0 and the mean divides by the others' count, as PyTorch's). With
-``emulate(..., math="libm")`` they are instead the C++ SoftmaxCrossEntropy's (models/softmax_cross_entropy.cpp), as ``fplab train`` computes them:
+``emulate(..., math="libm")`` they are instead the C++ SoftmaxCrossEntropy's
+(models/softmax_cross_entropy.cpp), as ``fplab train`` computes them:
 losses ``(log(sum) + max) - x[label]``, gradient ``(p - onehot) / batch`` with ``p = exps / sum``;
 and the exponential and logarithm themselves are the C library's (_math.py), where "torch" takes
 PyTorch's (elementwise: no order to emulate).
@@ -194,7 +195,7 @@ def _kept(target: torch.Tensor, ignore_index: int) -> tuple:
     """(labels, kept): the targets with ignored ones (== ignore_index) read as class 0, and where
     the targets are not ignored (bool)."""
     kept = target != ignore_index
-    return torch.where(kept, target, torch.zeros((), dtype=target.dtype, device=target.device)), kept
+    return target.masked_fill(~kept, 0), kept
 
 
 def _count(kept: torch.Tensor) -> torch.Tensor:
@@ -227,7 +228,7 @@ class _CrossEntropy(torch.autograd.Function):
         exps = _math.exp(em, logits - row_max)
         sums = em.engine.sum_rows(op, "softmax", exps.t(), site)
         losses = (_math.log(em, sums) + row_max.squeeze(1)) - logits.gather(1, labels.unsqueeze(1)).squeeze(1)
-        losses = torch.where(kept, losses, torch.zeros((), dtype=losses.dtype, device=losses.device))
+        losses = losses.masked_fill(~kept, 0)
         count = _count(kept)
         ctx.em, ctx.reduction = em, reduction
         ctx.save_for_backward(exps / sums.unsqueeze(1), labels, kept, count)
@@ -240,7 +241,7 @@ class _CrossEntropy(torch.autograd.Function):
         with ctx.em.backward():
             d = p.clone()
             d[torch.arange(d.shape[0], device=d.device), labels] -= 1
-            d = torch.where(kept.unsqueeze(1), d, torch.zeros((), dtype=d.dtype, device=d.device))  # ignored: none
+            d.masked_fill_(~kept.unsqueeze(1), 0)  # an ignored example has no gradient
             return None, None, None, _scaled(d, g, ctx.reduction, count), None, None, None
 
 
@@ -250,8 +251,7 @@ class _NllLoss(torch.autograd.Function):
     @staticmethod
     def forward(ctx, em, op, site, logp, target, reduction, ignore_index):
         labels, kept = _kept(target, ignore_index)
-        losses = -logp.gather(1, labels.unsqueeze(1)).squeeze(1)
-        losses = torch.where(kept, losses, torch.zeros((), dtype=losses.dtype, device=losses.device))
+        losses = (-logp.gather(1, labels.unsqueeze(1)).squeeze(1)).masked_fill(~kept, 0)
         count = _count(kept)
         ctx.em, ctx.reduction, ctx.shape = em, reduction, logp.shape
         ctx.save_for_backward(labels, kept, count)
@@ -266,7 +266,7 @@ class _NllLoss(torch.autograd.Function):
             # "sum", -g[i] for "none"; 0 for an ignored example
             if ctx.reduction == "mean":
                 g = torch.div(g, count)
-            picked = torch.where(kept, -g, torch.zeros((), dtype=g.dtype, device=g.device))
+            picked = torch.where(kept, -g, 0.0)  # g may be one value: broadcast over the examples
             d = torch.zeros(ctx.shape, dtype=g.dtype, device=g.device)
             d[torch.arange(ctx.shape[0], device=g.device), labels] = picked
             return None, None, None, d, None, None, None
