@@ -74,6 +74,19 @@ long first_difference(const std::vector<float>& a, const std::vector<float>& b, 
   return -1;
 }
 
+// Rows (b, position) x channels as the layer's tensor (batch, channels, positions), bias[c] added
+// as a float32 sum where given: what a planar RowsOut stores.
+std::vector<float> planar_of(const std::vector<float>& rows, size_t positions, size_t channels,
+                             const std::vector<float>* bias = nullptr) {
+  std::vector<float> out(rows.size());
+  for (size_t r = 0; r < rows.size() / channels; ++r)
+    for (size_t c = 0; c < channels; ++c) {
+      const float v = rows[r * channels + c];
+      out[(r / positions * channels + c) * positions + r % positions] = bias ? v + (*bias)[c] : v;
+    }
+  return out;
+}
+
 // Kernel 1, 3, 5, 7 x stride 1, 2, 3 x padding 0..3 x two H != W inputs of odd and even sizes x
 // batch 1, 3 x channels 1, 5: every combination where the kernel fits the padded input.
 std::vector<ConvGeometry> awkward_geometries() {
@@ -215,6 +228,11 @@ TEST_CASE("gpu conv: the direct input gradient's chains over taps read from gy =
     std::vector<float> have(want.size(), 1.0f);
     REQUIRE(sim::gpu::GpuConv::direct_dgrad(g, s.cout, gy.ptr(), w_taps.ptr(), have.data()));
     CHECK(first_difference(want, have) == -1);
+    if ((s.h * s.w) % 4 == 0) {  // stored as dx itself
+      std::vector<float> planar(want.size(), 1.0f);
+      REQUIRE(sim::gpu::GpuConv::direct_dgrad(g, s.cout, gy.ptr(), w_taps.ptr(), planar.data(), true));
+      CHECK(first_difference(planar_of(want, s.h * s.w, s.cin), planar) == -1);
+    }
   }
 }
 
@@ -239,7 +257,7 @@ TEST_CASE("gpu conv: the forward's chains over columns read from x == im2col, CP
   // wide tiles.
   // The last shape's grid is four waves and more of 128 x 128 blocks on an H100 or H200 (the tile
   // with one A load a thread); the others take 128 x 64.
-  size_t ran = 0;  // shapes the device's wide tiles took
+  size_t ran = 0, planar_ran = 0;  // shapes the device's wide tiles took; of them, stored planar
   for (const WideShape s : {WideShape{3, 12, 52, 75, 75, 3, 1, 2}, WideShape{3, 16, 64, 128, 128, 3, 2, 1},
                             WideShape{3, 64, 128, 130, 130, 1, 2, 0}, WideShape{2, 4, 100, 80, 80, 3, 1, 3},
                             WideShape{4, 4, 128, 192, 192, 3, 1, 1}}) {
@@ -275,8 +293,20 @@ TEST_CASE("gpu conv: the forward's chains over columns read from x == im2col, CP
     }
     ++ran;
     CHECK(first_difference(want, have) == -1);
+    const size_t positions = g.out_h() * g.out_w();
+    if (positions % 4 == 0) {  // stored as y itself, with and without a bias
+      std::vector<float> bias(s.cout);
+      for (float& v : bias) v = mixed_value(rng);
+      std::vector<float> planar(want.size(), 1.0f);
+      REQUIRE(sim::gpu::GpuConv::forward(g, s.cout, x.ptr(), w_t.ptr(), planar.data(), true));
+      CHECK(first_difference(planar_of(want, positions, s.cout), planar) == -1);
+      REQUIRE(sim::gpu::GpuConv::forward(g, s.cout, x.ptr(), w_t.ptr(), planar.data(), true, bias.data()));
+      CHECK(first_difference(planar_of(want, positions, s.cout, &bias), planar) == -1);
+      ++planar_ran;
+    }
   }
   CHECK(ran > 0);  // the largest shape takes them on any device: else nothing was checked
+  CHECK(planar_ran > 0);
 }
 
 TEST_CASE("gpu conv: the input gradient's col2im pass == the columns' CPU FMA chains, then col2im") {
@@ -327,6 +357,11 @@ TEST_CASE("gpu conv: the input gradient's col2im pass == the columns' CPU FMA ch
     CHECK(first_difference(want, have, true) == -1);
     const auto finite = std::count_if(want.begin(), want.end(), [](float v) { return std::isfinite(v); });
     CHECK(static_cast<size_t>(finite) > want.size() / 2);  // the infinity reaches one input channel
+    if ((s.h * s.w) % 4 == 0) {  // stored as dx itself
+      std::vector<float> planar(want.size(), 1.0f);
+      REQUIRE(sim::gpu::GpuConv::col2im_dgrad(g, s.cout, gy.ptr(), weight.ptr(), planar.data(), true));
+      CHECK(first_difference(planar_of(want, s.h * s.w, s.cin), planar, true) == -1);
+    }
   }
   CHECK(ran > 0);  // the largest shape takes them on any device: else nothing was checked
 }

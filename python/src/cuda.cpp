@@ -579,7 +579,8 @@ void cuda_col2im(uintptr_t dcols, uintptr_t dx, py::tuple shape, size_t kernel, 
 // weight transposed to taps x C_out, the GEMM in the fwd schedule, its rows (b, y, x) x C_out
 // transposed to y (batch, C_out, out_h, out_w) with the bias added (0: none). Where the GEMM is one
 // FMA chain over the taps in order and the wide tiles take it, its chains read the columns from x
-// as they go (GpuConv::forward_on_device): the same bits, no columns in memory.
+// as they go (GpuConv::forward_on_device): the same bits, no columns in memory; and where y's
+// planes are whole float4s, they store y themselves, bias added (no rows, no transpose).
 void cuda_conv2d_forward(uintptr_t x, uintptr_t weight, uintptr_t bias, uintptr_t y, uintptr_t cols, py::tuple shape,
                          size_t out_channels, size_t kernel, size_t stride, size_t padding,
                          const sim::Schedule& schedule, int device, uint64_t impl_seed, uint64_t op_id, uint64_t call) {
@@ -593,8 +594,12 @@ void cuda_conv2d_forward(uintptr_t x, uintptr_t weight, uintptr_t bias, uintptr_
   float* const w_t = k.conv_weight.reserve<float>(taps * out_channels);
   float* const out = k.conv_rows.reserve<float>(rows * out_channels);
   gpu::transpose_batches_on_device(device_floats(weight), 1, out_channels, taps, nullptr, w_t);
-  if (!single_chain(route, static_cast<int64_t>(taps)) ||
-      !gpu::GpuConv::forward_on_device(g, out_channels, device_floats(x), w_t, out)) {
+  const bool one_chain = single_chain(route, static_cast<int64_t>(taps));
+  if (one_chain && gpu::GpuConv::planar_fits(positions, device_floats(y)) &&
+      gpu::GpuConv::forward_on_device(g, out_channels, device_floats(x), w_t, device_floats_out(y),
+                                      {true, optional_floats(bias)}))
+    return;  // the chains stored y themselves, bias added
+  if (!one_chain || !gpu::GpuConv::forward_on_device(g, out_channels, device_floats(x), w_t, out)) {
     // A schedule that first reorders the taps: the columns made in that order (no second copy of them)
     gpu::GpuConv::im2col_on_device(g, device_floats(x), device_floats_out(cols), false,
                                    tap_order.empty() ? nullptr : k.k_order.on_device(tap_order));
@@ -609,7 +614,8 @@ void cuda_conv2d_forward(uintptr_t x, uintptr_t weight, uintptr_t bias, uintptr_
 // bias_grad schedule keyed (impl_seed, bias_op_id, call), the input gradient (dx: 0 when not
 // wanted) from the columns' gradient (in `cols`) in the dgrad schedule and col2im; where that
 // GEMM is one FMA chain over C_out and the wide tiles take it, in one pass that reads gy as it goes
-// (GpuConv::col2im_dgrad_on_device: the same bits, the columns' gradient not in memory). gy's rows
+// (GpuConv::col2im_dgrad_on_device: the same bits, the columns' gradient not in memory; stored
+// as dx itself where its planes are whole float4s, else as rows then transposed). gy's rows
 // are made only for the steps that read them.
 void cuda_conv2d_backward(uintptr_t x, uintptr_t weight, uintptr_t gy, uintptr_t cols, uintptr_t gw, uintptr_t gb,
                           uintptr_t dx, py::tuple shape, size_t out_channels, size_t kernel, size_t stride,
@@ -646,8 +652,14 @@ void cuda_conv2d_backward(uintptr_t x, uintptr_t weight, uintptr_t gy, uintptr_t
   // them before), where it holds them: not where the columns are fewer than the input's elements
   // (a stride above the kernel, as a strided 1 x 1 layer's), whose rows in a buffer of their own
   // would raise the peak memory by as much.
-  if (dgrad_plan && single_chain(*dgrad_plan, static_cast<int64_t>(out_channels)) &&
-      g.input_size() <= rows * taps) {
+  const bool one_chain = dgrad_plan && single_chain(*dgrad_plan, static_cast<int64_t>(out_channels));
+  if (one_chain && gpu::GpuConv::planar_fits(g.height * g.width, device_floats(dx))) {
+    float* const w_offsets = k.conv_weight.reserve<float>(taps * out_channels);
+    if (gpu::GpuConv::col2im_dgrad_on_device(g, out_channels, device_floats(gy), device_floats(weight), w_offsets,
+                                             device_floats_out(dx), {true, nullptr}))
+      return;  // the pass stored dx itself
+  }
+  if (one_chain && g.input_size() <= rows * taps) {
     float* const w_offsets = k.conv_weight.reserve<float>(taps * out_channels);
     float* const dx_rows = device_floats_out(cols);
     if (gpu::GpuConv::col2im_dgrad_on_device(g, out_channels, device_floats(gy), device_floats(weight), w_offsets,
@@ -684,6 +696,10 @@ void cuda_conv2d_direct_dgrad(uintptr_t gy, uintptr_t weight, uintptr_t dx, py::
   // weight (out_channels, channels, kk) -> (out_channels, kk, channels): rows (c, i, j)
   gpu::transpose_batches_on_device(device_floats(weight), out_channels, g.channels, kk, nullptr, w_taps);
   if (single_chain(plan, static_cast<int64_t>(depth))) {  // every image at once, no taps in memory
+    if (gpu::GpuConv::planar_fits(pixels, device_floats(dx)) &&
+        gpu::GpuConv::direct_dgrad_on_device(g, out_channels, device_floats(gy), w_taps, device_floats_out(dx),
+                                             {true, nullptr}))
+      return;  // the chains stored dx themselves
     float* const rows = k.conv_rows.reserve<float>(g.batch * pixels * g.channels);
     if (gpu::GpuConv::direct_dgrad_on_device(g, out_channels, device_floats(gy), w_taps, rows)) {
       gpu::transpose_batches_on_device(rows, g.batch, pixels, g.channels, nullptr, device_floats_out(dx));

@@ -377,69 +377,88 @@ detail::ChainTile wide_conv_tile(const ConvGeometry& g, size_t out_channels, con
   return tile == detail::ChainTile::t128x64 || tile == detail::ChainTile::t128x128 ? tile : detail::ChainTile::none;
 }
 
+detail::PlanarRows planar_rows(const RowsOut& out, size_t positions, const float* to) {
+  if (!out.planar) return {};
+  if (!GpuConv::planar_fits(positions, to))
+    throw std::invalid_argument("GpuConv: planar rows need images of a multiple of 4 positions, 16-byte aligned");
+  return {static_cast<int>(positions), out.bias};
+}
+
 detail::ConvShape conv_shape(const ConvGeometry& g, size_t out_channels) {
   const auto i = [](size_t v) { return static_cast<int>(v); };
   return {i(g.batch),      i(g.channels), i(g.height), i(g.width),  i(out_channels),
           i(g.out_h()),    i(g.out_w()),  i(g.kernel), i(g.stride), i(g.padding)};
 }
 
-// A host-memory wrapper of the functions above for the tests: `a` (a_count floats) and `b`
-// (b_count) uploaded, run(device a, device b, device rows), rows (rows_count) downloaded when it ran.
+// A host-memory wrapper of the functions above for the tests: `a` (a_count floats), `b`
+// (b_count) and `bias` (bias_count, where not null) uploaded, run(device a, device b, device rows,
+// device bias or null), rows (rows_count) downloaded when it ran.
 template <class Run>
 bool on_host(const float* a, size_t a_count, const float* b, size_t b_count, float* rows, size_t rows_count,
-             const Run& run) {
-  DeviceBuffer a_device, b_device, rows_device;
+             const Run& run, const float* bias = nullptr, size_t bias_count = 0) {
+  DeviceBuffer a_device, b_device, rows_device, bias_device;
   float* const d_a = a_device.reserve<float>(a_count);
   float* const d_b = b_device.reserve<float>(b_count);
   float* const d_rows = rows_device.reserve<float>(rows_count);
+  float* const d_bias = bias ? bias_device.reserve<float>(bias_count) : nullptr;
   copy(d_a, a, a_count);
   copy(d_b, b, b_count);
-  if (!run(d_a, d_b, d_rows)) return false;
+  if (bias) copy(d_bias, bias, bias_count);
+  if (!run(d_a, d_b, d_rows, d_bias)) return false;
   copy(rows, d_rows, rows_count);  // waits for the chains
   return true;
 }
 
 }  // namespace
 
+bool GpuConv::planar_fits(size_t positions, const float* to) {
+  return positions > 0 && positions % 4 == 0 && positions < (size_t{1} << 31) &&
+         reinterpret_cast<uintptr_t>(to) % 16 == 0;
+}
+
 bool GpuConv::direct_dgrad_on_device(const ConvGeometry& geometry, size_t out_channels, const float* gy,
-                                     const float* w_taps, float* rows) {
+                                     const float* w_taps, float* rows, const RowsOut& out) {
   const size_t m = geometry.batch * geometry.height * geometry.width;
   const size_t k = out_channels * geometry.kernel * geometry.kernel;
   const detail::ChainTile tile = wide_conv_tile(geometry, out_channels, w_taps, m, geometry.channels, k);
   if (tile == detail::ChainTile::none) return false;
-  detail::launch_direct_dgrad_chains(tile, conv_shape(geometry, out_channels), gy, w_taps, rows);
+  detail::launch_direct_dgrad_chains(tile, conv_shape(geometry, out_channels), gy, w_taps, rows,
+                                     planar_rows(out, geometry.height * geometry.width, rows));
   return true;
 }
 
 bool GpuConv::direct_dgrad(const ConvGeometry& geometry, size_t out_channels, const float* gy, const float* w_taps,
-                           float* rows) {
+                           float* rows, bool planar) {
   return on_host(gy, geometry.batch * out_channels * geometry.out_h() * geometry.out_w(), w_taps,
                  out_channels * geometry.taps(), rows, geometry.input_size(),
-                 [&](const float* d_gy, const float* d_w, float* d_rows) {
-                   return direct_dgrad_on_device(geometry, out_channels, d_gy, d_w, d_rows);
+                 [&](const float* d_gy, const float* d_w, float* d_rows, const float*) {
+                   return direct_dgrad_on_device(geometry, out_channels, d_gy, d_w, d_rows, {planar, nullptr});
                  });
 }
 
 bool GpuConv::forward_on_device(const ConvGeometry& geometry, size_t out_channels, const float* x, const float* w_t,
-                                float* rows) {
+                                float* rows, const RowsOut& out) {
   if (geometry.kernel > 5) return false;  // Im2colTaps: a window's offsets as one 32-bit mask
   const detail::ChainTile tile = wide_conv_tile(geometry, out_channels, w_t, geometry.rows(), out_channels,
                                                 geometry.taps());
   if (tile == detail::ChainTile::none) return false;
-  detail::launch_forward_chains(tile, conv_shape(geometry, out_channels), x, w_t, rows);
+  detail::launch_forward_chains(tile, conv_shape(geometry, out_channels), x, w_t, rows,
+                                planar_rows(out, geometry.out_h() * geometry.out_w(), rows));
   return true;
 }
 
 bool GpuConv::forward(const ConvGeometry& geometry, size_t out_channels, const float* x, const float* w_t,
-                      float* rows) {
-  return on_host(x, geometry.input_size(), w_t, geometry.taps() * out_channels, rows, geometry.rows() * out_channels,
-                 [&](const float* d_x, const float* d_w, float* d_rows) {
-                   return forward_on_device(geometry, out_channels, d_x, d_w, d_rows);
-                 });
+                      float* rows, bool planar, const float* bias) {
+  return on_host(
+      x, geometry.input_size(), w_t, geometry.taps() * out_channels, rows, geometry.rows() * out_channels,
+      [&](const float* d_x, const float* d_w, float* d_rows, const float* d_bias) {
+        return forward_on_device(geometry, out_channels, d_x, d_w, d_rows, {planar, d_bias});
+      },
+      bias, out_channels);
 }
 
 bool GpuConv::col2im_dgrad_on_device(const ConvGeometry& geometry, size_t out_channels, const float* gy,
-                                     const float* weight, float* w_scratch, float* rows) {
+                                     const float* weight, float* w_scratch, float* rows, const RowsOut& out) {
   const size_t m = geometry.batch * geometry.height * geometry.width;
   const size_t k = geometry.kernel * geometry.kernel * out_channels;
   if (out_channels % 8) return false;  // Col2imTaps: a fetch's 4 columns under one kernel offset
@@ -452,18 +471,20 @@ bool GpuConv::col2im_dgrad_on_device(const ConvGeometry& geometry, size_t out_ch
                                                         static_cast<uint32_t>(out_channels),
                                                         static_cast<uint32_t>(geometry.kernel * geometry.kernel));
   FPLAB_CUDA_LAUNCHED("col2im_weight");
-  detail::launch_col2im_dgrad_chains(tile, conv_shape(geometry, out_channels), gy, w_scratch, rows);
+  detail::launch_col2im_dgrad_chains(tile, conv_shape(geometry, out_channels), gy, w_scratch, rows,
+                                     planar_rows(out, geometry.height * geometry.width, rows));
   return true;
 }
 
 bool GpuConv::col2im_dgrad(const ConvGeometry& geometry, size_t out_channels, const float* gy, const float* weight,
-                           float* rows) {
+                           float* rows, bool planar) {
   DeviceBuffer scratch;
   float* const w_scratch = scratch.reserve<float>(geometry.taps() * out_channels);
   return on_host(gy, geometry.batch * out_channels * geometry.out_h() * geometry.out_w(), weight,
                  out_channels * geometry.taps(), rows, geometry.input_size(),
-                 [&](const float* d_gy, const float* d_w, float* d_rows) {
-                   return col2im_dgrad_on_device(geometry, out_channels, d_gy, d_w, w_scratch, d_rows);
+                 [&](const float* d_gy, const float* d_w, float* d_rows, const float*) {
+                   return col2im_dgrad_on_device(geometry, out_channels, d_gy, d_w, w_scratch, d_rows,
+                                                 {planar, nullptr});
                  });
 }
 

@@ -11,8 +11,21 @@
 
 namespace fplab::sim::gpu {
 
+// Where a pass that makes rows (b, position) x channels puts them: as those rows (planar false),
+// or as the layer's tensor (batch, channels, positions), bias[c] (device floats, where given)
+// added as a float32 sum: the transpose that would follow, done by the chains' stores. Planar
+// takes positions that are a multiple of 4 and a 16-byte aligned destination
+// (GpuConv::planar_fits; else std::invalid_argument).
+struct RowsOut {
+  bool planar = false;
+  const float* bias = nullptr;
+};
+
 class GpuConv {
  public:
+  // Whether rows of images of `positions` rows each can go to `to` planar (RowsOut).
+  static bool planar_fits(size_t positions, const float* to);
+
   GpuConv() = default;
   GpuConv(const GpuConv&) = delete;
   GpuConv& operator=(const GpuConv&) = delete;
@@ -51,19 +64,21 @@ class GpuConv {
   // chains need them, none in memory: rows, (batch·H·W) x channels, the GEMM's product. False
   // (nothing run) where the wide tiles do not take the shape (the caller gathers the taps instead).
   static bool direct_dgrad_on_device(const ConvGeometry& geometry, size_t out_channels, const float* gy,
-                                     const float* w_taps, float* rows);
+                                     const float* w_taps, float* rows, const RowsOut& out = {});
   // The same on host memory, for the tests: gy and w_taps uploaded, the chains run, rows
-  // downloaded (nothing written where the function above would return false).
+  // downloaded (nothing written where the function above would return false); `planar`: rows as
+  // RowsOut's planar layout (bias: host floats, uploaded, where given).
   static bool direct_dgrad(const ConvGeometry& geometry, size_t out_channels, const float* gy, const float* w_taps,
-                           float* rows);
+                           float* rows, bool planar = false);
   // The forward's GEMM, columns times w_t (taps x out_channels, 16-byte aligned), in one FMA chain
   // an output over the taps in im2col's order (the fwd schedule `all:seq`), the columns read from x
   // as the chains need them: rows, rows() x out_channels. False (nothing run) where the wide tiles
   // do not take the shape or the kernel is larger than 5 x 5 (the caller makes the columns instead).
   static bool forward_on_device(const ConvGeometry& geometry, size_t out_channels, const float* x, const float* w_t,
-                                float* rows);
+                                float* rows, const RowsOut& out = {});
+  // On host memory, as direct_dgrad; bias (host floats, out_channels of them) only with planar.
   static bool forward(const ConvGeometry& geometry, size_t out_channels, const float* x, const float* w_t,
-                      float* rows);  // on host memory, as direct_dgrad
+                      float* rows, bool planar = false, const float* bias = nullptr);
   // The input gradient as the columns' gradient (gy's rows times the weight, one FMA chain over the
   // output channels: the dgrad schedule `all:seq`) and col2im make it, in one pass with neither in
   // memory: rows, (batch·H·W) x channels (dx's elements, each the sum from +0 of its columns'
@@ -72,9 +87,9 @@ class GpuConv {
   // False (nothing run) where the wide tiles do not take the shape or out_channels is not a
   // multiple of 8.
   static bool col2im_dgrad_on_device(const ConvGeometry& geometry, size_t out_channels, const float* gy,
-                                     const float* weight, float* w_scratch, float* rows);
+                                     const float* weight, float* w_scratch, float* rows, const RowsOut& out = {});
   static bool col2im_dgrad(const ConvGeometry& geometry, size_t out_channels, const float* gy, const float* weight,
-                           float* rows);  // on host memory, as direct_dgrad
+                           float* rows, bool planar = false);  // on host memory, as direct_dgrad
 
  private:
   DeviceBuffer x_, cols_, dcols_, dx_;

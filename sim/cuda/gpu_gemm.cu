@@ -378,7 +378,7 @@ void GpuGemm::launch(const GemmPlan& plan, const float* a, const float* b, float
   // Rounded products write their chains out (the forms that fold in the kernel are fused-only).
   const OrderedForm form = plan.combine != GemmPlan::Combine::seq ? OrderedForm::by_shape
                            : plan.rounded_products               ? OrderedForm::two_passes
-                                                                 : ordered_form(plan);
+                                                                 : ordered_form(plan, a, b);
   if (form == OrderedForm::serial) {
     gemm_fma_chains<Out::serial><<<grid, kThreads>>>(a, b, c, mi, ni, kk, ks, nullptr, tickets_);
     FPLAB_CUDA_LAUNCHED("gemm_fma_chains<serial>");
@@ -421,6 +421,9 @@ const char* GpuGemm::form_name(OrderedForm form) {
 // - very few output tiles (<= 4), all blocks resident at once: the parts finish together and the
 //   last part of a tile to finish folds the others' (last_folds), saving the second launch; with
 //   more tiles that one-block-per-tile fold is slower than a second kernel spread over all outputs;
+//   and parts of >= 128 of K that the thin tile takes go to two_passes even so (H200, 2026-11-29:
+//   a ResNet-18's stem weight gradient, 27 x 64 x 131072 in 16 parts, 0.79 ms as last_folds in 16
+//   blocks of 64 x 64 outputs on 16 of 132 SMs, 0.09 ms so);
 // - parts of >= 128 of K: parts to a workspace and a second kernel folding them in order
 //   (two_passes) cost a few percent at most, whether or not the grid fits on the chip;
 // - shorter parts whose chains the wide-tile kernel runs (gpu_gemm_tiled.hpp): two_passes too, its
@@ -432,7 +435,9 @@ const char* GpuGemm::form_name(OrderedForm form) {
 //   parts add themselves into C in turn (serial), C staying in L2. This is where determinism
 //   costs most; the alternatives to serial that were timed and dropped, and why, are listed in
 //   docs/results/gpu.md, "The numbers behind sim/cuda's comments".
-GpuGemm::OrderedForm GpuGemm::ordered_form(const GemmPlan& plan) const {
+GpuGemm::OrderedForm GpuGemm::ordered_form(const GemmPlan& plan) const { return ordered_form(plan, a_, b_); }
+
+GpuGemm::OrderedForm GpuGemm::ordered_form(const GemmPlan& plan, const float* a, const float* b) const {
   if (forced_ != OrderedForm::by_shape) return forced_;
   const auto kk = static_cast<int64_t>(shape_.k);
   const KParts ks = plan.k_parts(kk);
@@ -440,7 +445,10 @@ GpuGemm::OrderedForm GpuGemm::ordered_form(const GemmPlan& plan) const {
   const int64_t tiles = ((static_cast<int64_t>(shape_.n) + kTileN - 1) / kTileN) *
                         ((static_cast<int64_t>(shape_.m) + kTileM - 1) / kTileM);
   const bool fits = tiles * count <= resident_blocks();
-  if (fits && tiles <= 4) return OrderedForm::last_folds;
+  // Long parts of a few tiles: their chains, not the second launch, are the time; the thin tile's
+  // two passes run them in 16 times the blocks.
+  const bool long_thin = ks.chunk >= 128 && tile_for(plan, a, b) == detail::ChainTile::t16x32;
+  if (fits && tiles <= 4 && !long_thin) return OrderedForm::last_folds;
   if (ks.chunk >= 128 || detail::chain_tile_shape(detail::ChainTile::t128x64, static_cast<int64_t>(shape_.m),
                                                    static_cast<int64_t>(shape_.n), kk, ks))
     return OrderedForm::two_passes;

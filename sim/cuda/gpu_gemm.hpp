@@ -48,8 +48,10 @@ class GpuGemm {
   // Bytes of device memory this object holds (operands, result, split-K parts, tickets).
   size_t workspace_bytes() const;
   // The form an ordered split-K of the loaded shape takes under `plan`: the one forced through
-  // GpuGemmProbe (benchmarks, tests), or by shape.
+  // GpuGemmProbe (benchmarks, tests), or by shape (and by the tile the operands a, b allow; the
+  // first: the loaded ones).
   OrderedForm ordered_form(const GemmPlan& plan) const;
+  OrderedForm ordered_form(const GemmPlan& plan, const float* a, const float* b) const;
   // load + run for operands that may already be on the device (a convolution's columns, gpu_conv):
   // a, b and c may each be a host or a device pointer; cudaMemcpyDefault tells which from the
   // address (unified addressing), and copies a device one on the device.

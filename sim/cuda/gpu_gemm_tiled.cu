@@ -14,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <stdexcept>
+#include <type_traits>
 
 #include "sim/cuda/cuda_check.cuh"
 
@@ -263,10 +264,41 @@ struct Col2imTaps {
 // its own chain from -0, and an output is the sum, from +0, in K order, each addition rounded
 // (__fadd_rn), of the chains of the segments that a.adds(row, segment) names: col2im's sums of a
 // convolution's per-offset GEMMs (Col2imTaps).
-template <int BM, int BN, bool Atomic, bool Rounded, class ARows = DenseRows, bool Segmented = false>
+// The wide kernel's planar stores: a thread's outputs, rows row0 + g * BM / 2 + ty * 4 + 0..3 and
+// columns col0 + h * BN / 2 + tx * 4 + 0..3, into (image, column, position), the bias added.
+template <int BM, int BN>
+__device__ void store_planar(const float (&acc)[8][8], float* dst, int m, int n, int row0, int col0, int tx, int ty,
+                             const PlanarRows& planar) {
+#pragma unroll
+  for (int g = 0; g < 2; ++g) {
+    const int r = row0 + g * (BM / 2) + ty * 4;  // m is a multiple of 4: all four rows inside or none
+    if (r >= m) continue;
+    const int image = r / planar.positions, position = r - image * planar.positions;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int c = col0 + (j / 4) * (BN / 2) + tx * 4 + j % 4;
+      if (c >= n) continue;
+      float v[4] = {acc[g * 4][j], acc[g * 4 + 1][j], acc[g * 4 + 2][j], acc[g * 4 + 3][j]};
+      if (planar.bias) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) v[e] = __fadd_rn(v[e], planar.bias[c]);
+      }
+      *reinterpret_cast<float4*>(dst + (static_cast<int64_t>(image) * n + c) * planar.positions + position) =
+          make_float4(v[0], v[1], v[2], v[3]);
+    }
+  }
+}
+
+// Planar: the rows (b, position) x n stored as (b, n, planar.positions), planar.bias[c] added (a
+// float32 sum) where given; positions a multiple of 4 and out 16-byte aligned, so that a thread's
+// 4 rows of a column that share an image (rows a multiple of 4 apart) are one float4. (Capping
+// the 128 x 128 tiles at 128 registers, for two blocks an SM, spilled and was slower on an H200:
+// fwd stage 4 of gpu_gemm_bench --tiles 0.60 against 0.50 ms, 2026-11-29.)
+template <int BM, int BN, bool Atomic, bool Rounded, class ARows = DenseRows, bool Segmented = false,
+          bool Planar = false>
 __global__ void __launch_bounds__((BM / 8) * (BN / 8))
     wide_fma_chains(ARows a, const float* __restrict__ b, float* __restrict__ out, int m, int n, int64_t k,
-                    KParts ks, int segment = 0) {
+                    KParts ks, int segment = 0, PlanarRows planar = {}) {
   constexpr int kThreads = (BM / 8) * (BN / 8);
   constexpr int kPad = 4;  // A's transposing stores: rows 4 apart land in other banks; float4 reads stay aligned
   constexpr int kALoads = BM * kTileK / 4 / kThreads, kBLoads = BN * kTileK / 4 / kThreads;
@@ -385,24 +417,29 @@ __global__ void __launch_bounds__((BM / 8) * (BN / 8))
   }
   const int64_t mn = static_cast<int64_t>(m) * n;
   float* const dst = Atomic ? out : out + blockIdx.z * mn;
+  if constexpr (Planar) {
+    store_planar<BM, BN>(acc, dst, m, n, row0, col0, tx, ty, planar);
+  } else {
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const int r = row0 + (i < 4 ? ty * 4 + i : BM / 2 + ty * 4 + i - 4);
-    if (r >= m) continue;
+    for (int i = 0; i < 8; ++i) {
+      const int r = row0 + (i < 4 ? ty * 4 + i : BM / 2 + ty * 4 + i - 4);
+      if (r >= m) continue;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int c = col0 + h * (BN / 2) + tx * 4;
-      float* const p = dst + static_cast<int64_t>(r) * n + c;
-      if constexpr (Atomic) {
+      for (int h = 0; h < 2; ++h) {
+        const int c = col0 + h * (BN / 2) + tx * 4;
+        float* const p = dst + static_cast<int64_t>(r) * n + c;
+        if constexpr (Atomic) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-          if (c + e < n) atomicAdd(p + e, acc[i][h * 4 + e]);
-      } else if (c + 4 <= n) {
-        *reinterpret_cast<float4*>(p) = make_float4(acc[i][h * 4], acc[i][h * 4 + 1], acc[i][h * 4 + 2], acc[i][h * 4 + 3]);
-      } else {
+          for (int e = 0; e < 4; ++e)
+            if (c + e < n) atomicAdd(p + e, acc[i][h * 4 + e]);
+        } else if (c + 4 <= n) {
+          *reinterpret_cast<float4*>(p) =
+              make_float4(acc[i][h * 4], acc[i][h * 4 + 1], acc[i][h * 4 + 2], acc[i][h * 4 + 3]);
+        } else {
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-          if (c + e < n) p[e] = acc[i][h * 4 + e];
+          for (int e = 0; e < 4; ++e)
+            if (c + e < n) p[e] = acc[i][h * 4 + e];
+        }
       }
     }
   }
@@ -662,43 +699,57 @@ void launch_tiled_chains(ChainTile tile, bool atomic, bool rounded, const float*
     launch_tile<false>(tile, atomic, a, b, out, m, n, k, ks, parts);
 }
 
-// One chain (Segmented: chains) an output over A's K from `taps`, in 128 x 128 or 128 x 64 tiles.
+// One chain (Segmented: chains) an output over A's K from `taps`, in 128 x 128 or 128 x 64 tiles;
+// `planar`: the rows' images `positions` rows each.
 template <bool Segmented, class ARows>
 void launch_conv_chains(ChainTile tile, const ARows& taps, const float* b, float* rows, int m, int n, int64_t k,
-                        int segment) {
+                        int segment, const PlanarRows& planar) {
+  if (planar.positions < 0 || planar.positions % 4 || reinterpret_cast<uintptr_t>(rows) % 16 ||
+      (planar.positions > 0 && m % planar.positions))
+    throw std::invalid_argument("wide_fma_chains: planar rows need images of a multiple of 4 rows, 16-byte aligned");
   const KParts one{k > 0 ? k : 1};
-  if (tile == ChainTile::t128x128) {
-    const dim3 grid(tiles_over(n, 128), tiles_over(m, 128), 1);
-    wide_fma_chains<128, 128, false, false, ARows, Segmented><<<grid, 256>>>(taps, b, rows, m, n, k, one, segment);
-  } else {
-    const dim3 grid(tiles_over(n, 64), tiles_over(m, 128), 1);
-    wide_fma_chains<128, 64, false, false, ARows, Segmented><<<grid, 128>>>(taps, b, rows, m, n, k, one, segment);
-  }
+  const auto run = [&](auto planar_form) {
+    constexpr bool kPlanar = decltype(planar_form)::value;
+    if (tile == ChainTile::t128x128) {
+      const dim3 grid(tiles_over(n, 128), tiles_over(m, 128), 1);
+      wide_fma_chains<128, 128, false, false, ARows, Segmented, kPlanar>
+          <<<grid, 256>>>(taps, b, rows, m, n, k, one, segment, planar);
+    } else {
+      const dim3 grid(tiles_over(n, 64), tiles_over(m, 128), 1);
+      wide_fma_chains<128, 64, false, false, ARows, Segmented, kPlanar>
+          <<<grid, 128>>>(taps, b, rows, m, n, k, one, segment, planar);
+    }
+  };
+  if (planar.positions > 0)
+    run(std::true_type{});
+  else
+    run(std::false_type{});
 }
 
 void launch_direct_dgrad_chains(ChainTile tile, const ConvShape& shape, const float* gy, const float* w_taps,
-                                float* rows) {
+                                float* rows, const PlanarRows& planar) {
   const int m = shape.batch * shape.height * shape.width, n = shape.channels;
   launch_conv_chains<false>(tile, DgradTaps{shape, gy}, w_taps, rows, m, n,
-                            int64_t{shape.out_channels} * shape.kernel * shape.kernel, 0);
+                            int64_t{shape.out_channels} * shape.kernel * shape.kernel, 0, planar);
   FPLAB_CUDA_LAUNCHED("wide_fma_chains<DgradTaps>");
 }
 
-void launch_forward_chains(ChainTile tile, const ConvShape& shape, const float* x, const float* w_t, float* rows) {
+void launch_forward_chains(ChainTile tile, const ConvShape& shape, const float* x, const float* w_t, float* rows,
+                           const PlanarRows& planar) {
   const int m = shape.batch * shape.out_h * shape.out_w, n = shape.out_channels;
   launch_conv_chains<false>(tile, Im2colTaps{shape, x}, w_t, rows, m, n,
-                            int64_t{shape.channels} * shape.kernel * shape.kernel, 0);
+                            int64_t{shape.channels} * shape.kernel * shape.kernel, 0, planar);
   FPLAB_CUDA_LAUNCHED("wide_fma_chains<Im2colTaps>");
 }
 
 void launch_col2im_dgrad_chains(ChainTile tile, const ConvShape& shape, const float* gy, const float* w_offsets,
-                                float* rows) {
+                                float* rows, const PlanarRows& planar) {
   // Segments of whole K tiles (a segment that is not would never end: every output +0)
   if (shape.out_channels <= 0 || shape.out_channels % kTileK)
     throw std::invalid_argument("launch_col2im_dgrad_chains: output channels not a positive multiple of 8");
   const int m = shape.batch * shape.height * shape.width, n = shape.channels;
   launch_conv_chains<true>(tile, Col2imTaps{shape, gy}, w_offsets, rows, m, n,
-                           int64_t{shape.out_channels} * shape.kernel * shape.kernel, shape.out_channels);
+                           int64_t{shape.out_channels} * shape.kernel * shape.kernel, shape.out_channels, planar);
   FPLAB_CUDA_LAUNCHED("wide_fma_chains<Col2imTaps>");
 }
 

@@ -48,18 +48,27 @@ struct ConvShape {
   int batch, channels, height, width;                      // the input's
   int out_channels, out_h, out_w, kernel, stride, padding;  // the output's, the square geometry
 };
+// Where such a kernel's rows (b, position) x n go: positions 0, as rows; else as the layer's
+// tensor (batch, n, positions), bias[c] (device floats, where given) added as a float32 sum: the
+// transpose that would follow, done by the stores. positions a multiple of 4, rows 16-byte aligned
+// (else std::invalid_argument).
+struct PlanarRows {
+  int positions = 0;
+  const float* bias = nullptr;
+};
 // The direct input gradient (conv_dgrad "direct") in one chain an output: rows[(b, y, x) *
 // channels + c_in] = the FMA chain, from -0, over the columns (c, i, j) in that order of gy[b, c,
 // oy, ox] * w_taps[(c, i, j) * channels + c_in], where y + padding - i = oy * stride and x +
 // padding - j = ox * stride lie on the output, else +0 (the gathered taps' GEMM,
 // models/conv_dgrad_taps.hpp). gy: (batch, out_channels, out_h, out_w).
 void launch_direct_dgrad_chains(ChainTile tile, const ConvShape& shape, const float* gy, const float* w_taps,
-                                float* rows);
+                                float* rows, const PlanarRows& planar = {});
 // The forward in one chain an output: rows[(b, oy, ox) * out_channels + o] = the FMA chain, from
 // -0, over the im2col columns (c, i, j) in that order of x[b, c, oy * stride + i - padding, ox *
 // stride + j - padding] (+0 in the padding) * w_t[(c, i, j) * out_channels + o]. x: (batch,
 // channels, height, width).
-void launch_forward_chains(ChainTile tile, const ConvShape& shape, const float* x, const float* w_t, float* rows);
+void launch_forward_chains(ChainTile tile, const ConvShape& shape, const float* x, const float* w_t, float* rows,
+                           const PlanarRows& planar = {});
 // The input gradient as the columns' GEMM (`all:seq` over the output channels) and col2im compute
 // it, in one pass: rows[(b, y, x) * channels + c] = +0 plus, for each kernel offset (i, j) from the
 // last to the first (col2im's order: output positions ascending), the FMA chain from -0 over o of
@@ -67,6 +76,6 @@ void launch_forward_chains(ChainTile tile, const ConvShape& shape, const float* 
 // the offsets that meet an output position only (col2im adds nothing for the others; their chain
 // of +0 terms would be NaN where a weight is infinite). out_channels a multiple of 8.
 void launch_col2im_dgrad_chains(ChainTile tile, const ConvShape& shape, const float* gy, const float* w_offsets,
-                                float* rows);
+                                float* rows, const PlanarRows& planar = {});
 
 }  // namespace fplab::sim::gpu::detail

@@ -193,6 +193,8 @@ json tile_times(const CuBlas& cublas, int reps, bool& ok) {
       {"dgrad stage 2", {32768, 1152, 128}, "seq"},    {"dgrad stage 4", {2048, 4608, 512}, "seq"},
       {"wgrad stage 1", {576, 64, 131072}, wgrad},     {"wgrad stage 2", {1152, 128, 32768}, wgrad},
       {"wgrad stage 3", {2304, 256, 8192}, wgrad},     {"wgrad stage 4", {4608, 512, 2048}, wgrad},
+      {"wgrad stem", {27, 64, 131072}, wgrad},         {"wgrad 1x1 st 2", {64, 128, 32768}, wgrad},
+      {"wgrad 1x1 st 3", {128, 256, 8192}, wgrad},     {"wgrad 1x1 st 4", {256, 512, 2048}, wgrad},
       // numpy's and h100-torch's weight gradients: one chain over the whole batch
       {"wgrad1 stem", {28, 64, 131072}, "seq"},        {"wgrad1 stage 1", {576, 64, 131072}, "seq"},
       {"wgrad1 stage 2", {1152, 128, 32768}, "seq"},   {"wgrad1 stage 3", {2304, 256, 8192}, "seq"},

@@ -244,8 +244,9 @@ class CudaEngine:
                        padding: Pair, dilation: Pair, groups: int) -> Optional[torch.Tensor]:
         """A convolution's output (B, C_out, Ho, Wo) in one call of fplab's kernels (im2col, the
         weight's transpose, the GEMM, the output's transpose with the bias: _ops_conv's composed
-        steps, the same bits), or None where they do not take it (groups, a geometry other than
-        square, a GEMM schedule they do not run): the caller composes it then."""
+        steps, the same bits; one FMA chain an output reads x and stores y itself), or None where
+        they do not take it (groups, a geometry other than square, a GEMM schedule they do not
+        run): the caller composes it then."""
         kernel = tuple(weight.shape[2:])
         if groups != 1 or not _square(kernel, stride, padding, dilation):
             return None
