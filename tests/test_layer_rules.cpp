@@ -279,6 +279,21 @@ TEST_CASE("layer rules: h100-torch's default mode draws noise only in convolutio
   CHECK(noisy_ops(p.deterministic_ops).empty());
 }
 
+TEST_CASE("layer rules: h100-torch's Winograd weight gradients, both modes, where cuDNN runs winograd_nonfused") {
+  const HardwareProfile p = find_hw_profile("h100-torch");
+  using profiles::ConvWgrad;
+  for (const OpTable* t : {&p.default_ops, &p.deterministic_ops}) {
+    CHECK(t->conv_wgrad(conv(32, 32, 7)) == ConvWgrad::winograd);   // small_cnn's
+    CHECK(t->conv_wgrad(conv(32, 64, 7)) == ConvWgrad::winograd);   // medium_cnn's
+    CHECK(t->conv_wgrad(conv(64, 128, 3)) == ConvWgrad::winograd);  // medium_cnn's
+    CHECK(t->conv_wgrad(conv(64, 128, 7)) == ConvWgrad::gemm);
+    CHECK(t->conv_wgrad(conv(32, 64, 14)) == ConvWgrad::gemm);
+    CHECK(wgrad_of(*t, conv(32, 64, 7)) == "all:seq");  // each transformed position's sum one chain
+  }
+  CHECK(p.default_ops.conv_wgrad(conv(1, 16, 28)) == ConvWgrad::gemm);  // atomics in default mode
+  CHECK(p.deterministic_ops.conv_wgrad(conv(1, 16, 28)) == ConvWgrad::winograd);
+}
+
 TEST_CASE("layer rules: h100-torch's ResNet-18 on 32x32 images, as revealed on an H200") {
   const OpTable& t = find_hw_profile("h100-torch").default_ops;
   // cuDNN's wgrad_alg0_engine: tiles of 512 output pixels of one image, added by atomics
