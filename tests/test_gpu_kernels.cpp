@@ -682,6 +682,40 @@ TEST_CASE("gpu seeded sums == sim::reduce_batch bit for bit: atomic steps in the
       }
 }
 
+TEST_CASE("gpu seeded sums, two batches keyed apart in one run == each batch's sim::reduce_batch") {
+  if (!have_device()) return;
+  // A BatchNorm's two bias-gradient sums as one run: segments (term_stride 1), the second batch
+  // starting mid-tile of the first's tiles (kBatchTileOutputs does not divide 5 or 67).
+  const char* schedules[] = {"strided(132):atomic | all:atomic", "all:atomic", "contig(7):atomic | all:seq"};
+  const std::pair<size_t, size_t> shapes[] = {{1000, 5}, {300, 67}, {20000, 2}};  // terms, outputs a batch
+  const NoiseKey first{3, 40, 9}, second{3, 41, 9};
+  for (const char* text : schedules)
+    for (const auto& [n, outputs] : shapes) {
+      const Schedule s = parse_schedule(text);
+      const auto x = floats("lognormal:" + std::to_string(2 * n * outputs), n + outputs);
+      const std::vector<double> terms(x.begin(), x.end());
+      std::vector<double> cpu_first(outputs), cpu_second(outputs);
+      // reduce_batch's terms: term t of output o at t * outputs + o; here output o's at o * n + t
+      const auto batch = [&](size_t from) {
+        std::vector<double> out(n * outputs);
+        for (size_t o = 0; o < outputs; ++o)
+          for (size_t t = 0; t < n; ++t) out[t * outputs + o] = terms[(from + o) * n + t];
+        return out;
+      };
+      reduce_batch(s, batch(0).data(), n, outputs, Arithmetic{}, first, cpu_first.data());
+      reduce_batch(s, batch(outputs).data(), n, outputs, Arithmetic{}, second, cpu_second.data());
+      const auto both = reduce_batch_seeded(s, x, {n, 2 * outputs, 1, n}, first, outputs, second);
+      INFO(text << ", " << n << " terms, 2 x " << outputs << " outputs");
+      size_t same = 0;
+      for (size_t o = 0; o < outputs; ++o) {
+        same += std::bit_cast<uint32_t>(static_cast<float>(cpu_first[o])) == std::bit_cast<uint32_t>(both[o]);
+        same += std::bit_cast<uint32_t>(static_cast<float>(cpu_second[o])) == std::bit_cast<uint32_t>(both[outputs + o]);
+      }
+      CHECK(same == 2 * outputs);
+      CHECK(reduce_batch_seeded(s, x, {n, 2 * outputs, 1, n}, first) != both);  // the second key drew its orders
+    }
+}
+
 TEST_CASE("gpu gemm, atomic combine in the impl seed's order == sim::gemm with that key") {
   if (!have_device()) return;
   const char* schedules[] = {"split(80):seq | all:atomic",  // v100's weight gradients

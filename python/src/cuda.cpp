@@ -510,11 +510,11 @@ void cuda_batch_norm_forward(uintptr_t x, uintptr_t xhat, uintptr_t y, uintptr_t
 // BatchNorm's backward: the sums of kind bias_grad (part 0 Σ gy into grads' row 0, part 1
 // Σ gy·x̂ into row 1; grads: 2 x channels device floats), then dx where it is asked for (non-zero).
 // `segments`: scratch of 2·channels x gpu::segment_stride floats (`segments_floats` of them: a
-// smaller one is refused in one line, never written past). The two sums do not depend on
-// each other: on the fast kernels (deterministic: no key tells them apart) both sets of segments
-// are laid out and summed by one launch of 2·channels segments, the two chains side by side
-// (numpy's `all:seq` sums are bound by their chains' length, not by how many run at once); the
-// seeded kernel takes them one after the other, each with its own key.
+// smaller one is refused in one line, never written past), both sets of segments laid out by one
+// launch. The two sums do not depend on each other: on the fast kernels (deterministic: no key
+// tells them apart) they are summed by one launch of 2·channels segments, the two chains side by
+// side (numpy's `all:seq` sums are bound by their chains' length, not by how many run at once);
+// the seeded kernel takes them in one set of launches too, each half with its own key.
 void cuda_batch_norm_backward(uintptr_t gy, uintptr_t xhat, uintptr_t inv_std, uintptr_t weight, uintptr_t grads,
                               uintptr_t segments, size_t segments_floats, uintptr_t dx, py::tuple shape, bool training,
                               const sim::Schedule& schedule, int device, uint64_t impl_seed, py::tuple op_ids,
@@ -525,25 +525,25 @@ void cuda_batch_norm_backward(uintptr_t gy, uintptr_t xhat, uintptr_t inv_std, u
   const SumPlans plans(schedule, planes.per_channel());
   const size_t c = planes.channels, n = planes.per_channel();
   const size_t ld = gpu::segment_stride(planes);
-  const bool together = plans.fast.has_value();
-  const size_t needed = (together ? 2 : 1) * c * ld;
+  const size_t needed = 2 * c * ld;
   if (segments_floats < needed)
     throw std::invalid_argument("cuda_batch_norm_backward: segments holds " + std::to_string(segments_floats) +
-                                " floats; " + std::to_string(needed) + " needed (" + (together ? "2 x " : "") +
-                                "channels x the segment stride)");
+                                " floats; " + std::to_string(needed) + " needed (2 x channels x the segment stride)");
   py::gil_scoped_release unlocked;
   const std::lock_guard<std::mutex> held(kernels_lock);
   DeviceKernels& k = kernels_on(device);
-  float *const dbeta = device_floats_out(grads), *const dgamma = dbeta + c;
+  float *const dbeta = device_floats_out(grads), *const dgamma = dbeta + c;  // dgamma's segments follow dbeta's too
   float* const values = device_floats_out(segments);
-  float* const products = together ? values + c * ld : values;
-  gpu::batch_norm_segments(gpu::SegmentTerms::values, device_floats(gy), nullptr, planes, values, ld);
-  if (!together) sum_segments_in_place(k, plans, values, n, ld, c, dbeta, beta_key);
-  gpu::batch_norm_segments(gpu::SegmentTerms::products, device_floats(gy), device_floats(xhat), planes, products, ld);
-  if (together)
-    sum_segments_in_place(k, plans, values, n, ld, 2 * c, dbeta, beta_key);  // dgamma is dbeta + c
-  else
-    sum_segments_in_place(k, plans, products, n, ld, c, dgamma, gamma_key);
+  gpu::batch_norm_segments(gpu::SegmentTerms::values_and_products, device_floats(gy), device_floats(xhat), planes,
+                           values, ld);
+  if (plans.fast) {
+    sum_segments_in_place(k, plans, values, n, ld, 2 * c, dbeta, beta_key);
+  } else if (plans.seeded) {
+    k.seeded.run(*plans.seeded, values, {n, 2 * c, 1, ld}, beta_key, c, gamma_key, sim::kBatchTileOutputs, dbeta);
+  } else {
+    sum_segments_in_place(k, plans, values, n, ld, c, dbeta, beta_key);
+    sum_segments_in_place(k, plans, values + c * ld, n, ld, c, dgamma, gamma_key);
+  }
   if (dx)
     gpu::batch_norm_input_gradient(training, device_floats(gy), device_floats(xhat), device_floats(inv_std),
                                    optional_floats(weight), dbeta, dgamma, planes, device_floats_out(dx));

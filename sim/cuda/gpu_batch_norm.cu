@@ -58,7 +58,9 @@ __global__ void segments_kernel(SegmentTerms terms, const float* __restrict__ x,
     const Index b = s.positions.quotient(t), p = s.positions.remainder(t);
     const Index e = (b * static_cast<Index>(s.channels.divisor()) + c) * static_cast<Index>(s.positions.divisor()) + p;
     float term = x[e];
-    if (terms == SegmentTerms::centred_squares) {
+    if (terms == SegmentTerms::values_and_products) {
+      segments[(c + static_cast<Index>(s.channels.divisor())) * ld + t] = __fmul_rn(term, other[e]);
+    } else if (terms == SegmentTerms::centred_squares) {
       const float d = __fsub_rn(term, __fdiv_rn(other[c], n));
       term = __fmul_rn(d, d);
     } else if (terms == SegmentTerms::products) {
@@ -161,7 +163,8 @@ void batch_norm_segments(SegmentTerms terms, const float* x, const float* other,
                          float* segments, size_t ld) {
   if (shape.size() == 0) return;
   if (ld < shape.per_channel()) throw std::invalid_argument("batch_norm_segments: a stride below the segments' length");
-  with_planes(shape.channels * ld, shape, [&](auto planes) {
+  const size_t segments_count = terms == SegmentTerms::values_and_products ? 2 * shape.channels : shape.channels;
+  with_planes(segments_count * ld, shape, [&](auto planes) {
     using Index = decltype(planes.count);
     segments_kernel<<<blocks_for(shape.size()), kThreads>>>(terms, x, other, planes, count_of(shape.per_channel()),
                                                             static_cast<Index>(ld), segments);

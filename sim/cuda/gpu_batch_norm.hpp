@@ -24,10 +24,11 @@ enum class SegmentTerms {
   values,           // x[b, c, p]
   centred_squares,  // d·d with d = x[b, c, p] − sums[c] / n, each rounded (the variance's terms)
   products,         // x[b, c, p] · y[b, c, p] (the scale gradient's terms: g · x̂)
+  values_and_products,  // both: x's in segment c, x·y's in segment channels + c (2·channels segments)
 };
 
-// segments (channels x n, device; channel c's terms from segments[c·ld], ld ≥ n) from x (and
-// `other`: sums for centred_squares, y for products).
+// segments (channels x n, device; channel c's terms from segments[c·ld], ld ≥ n; 2·channels of them
+// for values_and_products) from x (and `other`: sums for centred_squares, y for the products).
 void batch_norm_segments(SegmentTerms terms, const float* x, const float* other, const PlanesShape& shape,
                          float* segments, size_t ld);
 

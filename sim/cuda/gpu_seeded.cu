@@ -1,4 +1,5 @@
-// The seeded-order batched reduction (gpu_seeded.hpp). Three launches:
+// The seeded-order batched reduction (gpu_seeded.hpp). Three launches (for one batch of sums or
+// two keyed apart):
 //  1. the permutations: one warp per (tile, group) of every atomic step runs the emulation's
 //     Fisher-Yates on an index array, drawing from the same stream as the CPU (fp::CounterRng,
 //     compiled for the device), the lanes making the draws and one lane the swaps;
@@ -11,6 +12,7 @@
 #include "sim/cuda/gpu_seeded.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -129,15 +131,36 @@ __device__ void fisher_yates(int32_t* order, int64_t count, uint64_t key, uint64
   __syncwarp();
 }
 
+// The keys of a launch's tiles: one batch of sums keyed by prefix[0] (split_tile and split_output
+// past the last), or two run as one (GpuSeededReduction::run's second_key): tiles from split_tile
+// on, the outputs from split_output on, keyed by prefix[1] and counted from there. A tile's key is
+// mix_key({impl seed, op id, call, tile}) (batch_output_key), finished here from the prefix the host
+// mixed: nothing is copied to the device for it (a copy from pageable host memory would wait for
+// the stream, and so stall the host behind every kernel before it).
+struct TileKeys {
+  uint64_t prefix[2];
+  int64_t split_tile, split_output;
+
+  __device__ uint64_t key(int64_t tile) const {
+    return tile < split_tile ? fp::mix_word(prefix[0], static_cast<uint64_t>(tile))
+                             : fp::mix_word(prefix[1], static_cast<uint64_t>(tile - split_tile));
+  }
+  __device__ int64_t tile_of(int64_t output, int64_t tile_outputs) const {
+    return output < split_output ? output / tile_outputs : split_tile + (output - split_output) / tile_outputs;
+  }
+};
+
+TileKeys one_key(const NoiseKey& key) {
+  const uint64_t prefix = fp::mix_key({key.impl_seed, key.op_id, key.call});
+  return {{prefix, prefix}, INT64_MAX, INT64_MAX};
+}
+
 // One warp (block) per permutation: stage 0's, block (tile, group); stage 1's (`all:atomic`),
-// block (tile) after those. A tile's key is mix_key({impl seed, op id, call, tile})
-// (batch_output_key), finished here from the prefix the host mixed: nothing is copied to the
-// device for it (a copy from pageable host memory would wait for the stream, and so stall the
-// host behind every kernel before it). NoiseKey::stream(stage, group) = (key, (stage << 40) ^ group).
-// With `in_shared`, the permutation is made in dynamic shared memory (every count fits) and copied
-// out; else in place in global memory.
+// block (tile) after those. NoiseKey::stream(stage, group) = (the tile's key, (stage << 40) ^
+// group). With `in_shared`, the permutation is made in dynamic shared memory (every count fits)
+// and copied out; else in place in global memory.
 // tile_offset: the key's tile of the first `all:` permutation (a GEMM's slab of rows; else 0).
-__global__ void permutations(Groups gs, uint64_t key_prefix, int64_t tiles, int32_t* first_order, int32_t* second_order,
+__global__ void permutations(Groups gs, TileKeys keys, int64_t tiles, int32_t* first_order, int32_t* second_order,
                              bool first_atomic, bool second_atomic, bool in_shared, int64_t tile_offset) {
   extern __shared__ int32_t shared_order[];
   __shared__ int32_t draws[kDraws];
@@ -158,7 +181,7 @@ __global__ void permutations(Groups gs, uint64_t key_prefix, int64_t tiles, int3
     out = second_order + local * gs.count, count = gs.count, stream = uint64_t{1} << 40;
   }
   int32_t* const order = in_shared ? shared_order : out;
-  fisher_yates(order, count, fp::mix_word(key_prefix, tile), stream, draws);
+  fisher_yates(order, count, keys.key(static_cast<int64_t>(tile)), stream, draws);
   if (in_shared)
     for (int64_t k = threadIdx.x; k < count; k += 32) out[k] = order[k];
 }
@@ -208,14 +231,15 @@ __device__ float fold_terms(const Term& term, int64_t count) {
 
 // Thread (group, output): the group's terms folded in their order; into partials[g * outputs + o],
 // or the result when the first stage is the only one.
-__global__ void first_stage(const float* __restrict__ x, BatchLayout layout, Groups gs, int64_t tile_outputs,
-                            const int32_t* __restrict__ first_order, bool atomic, float* __restrict__ out) {
+__global__ void first_stage(const float* __restrict__ x, BatchLayout layout, Groups gs, TileKeys keys,
+                            int64_t tile_outputs, const int32_t* __restrict__ first_order, bool atomic,
+                            float* __restrict__ out) {
   const int64_t outputs = static_cast<int64_t>(layout.outputs);
   const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= gs.count * outputs) return;
   const int64_t g = e / outputs, o = e % outputs;
   const Group grp = group(gs, g);
-  const int32_t* order = atomic ? first_order + (o / tile_outputs) * gs.n + grp.offset : nullptr;
+  const int32_t* order = atomic ? first_order + keys.tile_of(o, tile_outputs) * gs.n + grp.offset : nullptr;
   const float* base = x + o * static_cast<int64_t>(layout.output_stride);
   const auto term = [&](int64_t k) {
     const int64_t member = atomic ? order[k] : k;
@@ -226,11 +250,12 @@ __global__ void first_stage(const float* __restrict__ x, BatchLayout layout, Gro
 }
 
 // Thread (output): the partials folded in the `all:` stage's order.
-__global__ void second_stage(const float* __restrict__ partials, int64_t groups, int64_t outputs, int64_t tile_outputs,
-                             const int32_t* __restrict__ second_order, bool atomic, float* __restrict__ results) {
+__global__ void second_stage(const float* __restrict__ partials, int64_t groups, int64_t outputs, TileKeys keys,
+                             int64_t tile_outputs, const int32_t* __restrict__ second_order, bool atomic,
+                             float* __restrict__ results) {
   const int64_t o = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (o >= outputs) return;
-  const int32_t* order = atomic ? second_order + (o / tile_outputs) * groups : nullptr;
+  const int32_t* order = atomic ? second_order + keys.tile_of(o, tile_outputs) * groups : nullptr;
   const auto partial = [&](int64_t k) { return partials[(atomic ? order[k] : k) * outputs + o]; };
   const float acc = fold_terms<16>(partial, groups);
   results[o] = acc;
@@ -268,7 +293,13 @@ size_t GpuSeededReduction::workspace_bytes() const {
 
 void GpuSeededReduction::run(const SeededPlan& plan, const float* x, const BatchLayout& layout, const NoiseKey& key,
                              size_t tile_outputs, float* results) {
+  run(plan, x, layout, key, layout.outputs, key, tile_outputs, results);
+}
+
+void GpuSeededReduction::run(const SeededPlan& plan, const float* x, const BatchLayout& layout, const NoiseKey& key,
+                             size_t second_from, const NoiseKey& second_key, size_t tile_outputs, float* results) {
   const auto n = static_cast<int64_t>(layout.n), outputs = static_cast<int64_t>(layout.outputs);
+  if (second_from > layout.outputs) throw std::invalid_argument("GpuSeededReduction::run: second_from past the outputs");
   if (outputs == 0) return;
   if (n == 0) {  // the sum of no terms: +0
     FPLAB_CUDA(cudaMemsetAsync(results, 0, layout.outputs * sizeof(float)));
@@ -276,9 +307,14 @@ void GpuSeededReduction::run(const SeededPlan& plan, const float* x, const Batch
   }
   if (n > INT32_MAX) throw NotRealisable("a seeded-order sum of more than 2^31 - 1 terms");
   tile_outputs = std::max<size_t>(tile_outputs, 1);
-  const int64_t tiles = (outputs + static_cast<int64_t>(tile_outputs) - 1) / static_cast<int64_t>(tile_outputs);
+  const auto per = static_cast<int64_t>(tile_outputs), split = static_cast<int64_t>(second_from);
+  const int64_t first_tiles = (split + per - 1) / per, tiles = first_tiles + (outputs - split + per - 1) / per;
   const Groups gs = groups_of(plan.first, n);
-  const uint64_t key_prefix = fp::mix_key({key.impl_seed, key.op_id, key.call});  // the tile is mixed in on the device
+  TileKeys keys = one_key(key);  // the tile is mixed in on the device
+  if (split < outputs) {
+    keys.prefix[1] = one_key(second_key).prefix[0];
+    keys.split_tile = first_tiles, keys.split_output = split;
+  }
   auto* first_order = plan.first_atomic ? first_order_.reserve<int32_t>(static_cast<size_t>(tiles * n)) : nullptr;
   const bool second_atomic = plan.two_stages && plan.second_atomic;
   auto* second_order = second_atomic ? second_order_.reserve<int32_t>(static_cast<size_t>(tiles * gs.count)) : nullptr;
@@ -288,23 +324,23 @@ void GpuSeededReduction::run(const SeededPlan& plan, const float* x, const Batch
     const bool in_shared = largest <= kSharedOrder;
     const size_t shared = in_shared ? static_cast<size_t>(largest) * sizeof(int32_t) : 0;
     if (permuting > INT32_MAX) throw NotRealisable("a seeded-order sum with more than 2^31 - 1 permutations");
-    permutations<<<static_cast<unsigned>(permuting), 32, shared>>>(gs, key_prefix, tiles, first_order, second_order,
+    permutations<<<static_cast<unsigned>(permuting), 32, shared>>>(gs, keys, tiles, first_order, second_order,
                                                                    plan.first_atomic, second_atomic, in_shared, 0);
     FPLAB_CUDA_LAUNCHED("seeded permutations");
   }
   const auto per_tile = static_cast<int64_t>(tile_outputs);
   if (!plan.two_stages) {  // one `all:` stage: its one group's fold is the result
-    first_stage<<<blocks_for(outputs, kFoldThreads), kFoldThreads>>>(x, layout, gs, per_tile, first_order,
+    first_stage<<<blocks_for(outputs, kFoldThreads), kFoldThreads>>>(x, layout, gs, keys, per_tile, first_order,
                                                                      plan.first_atomic, results);
     FPLAB_CUDA_LAUNCHED("seeded first stage");
     return;
   }
   auto* partials = partials_.reserve<float>(static_cast<size_t>(gs.count * outputs));
-  first_stage<<<blocks_for(gs.count * outputs, kFoldThreads), kFoldThreads>>>(x, layout, gs, per_tile, first_order,
-                                                                              plan.first_atomic, partials);
+  first_stage<<<blocks_for(gs.count * outputs, kFoldThreads), kFoldThreads>>>(x, layout, gs, keys, per_tile,
+                                                                              first_order, plan.first_atomic, partials);
   FPLAB_CUDA_LAUNCHED("seeded first stage");
-  second_stage<<<blocks_for(outputs, kFoldThreads), kFoldThreads>>>(partials, gs.count, outputs, per_tile, second_order,
-                                                                    second_atomic, results);
+  second_stage<<<blocks_for(outputs, kFoldThreads), kFoldThreads>>>(partials, gs.count, outputs, keys, per_tile,
+                                                                    second_order, second_atomic, results);
   FPLAB_CUDA_LAUNCHED("seeded second stage");
 }
 
@@ -316,8 +352,8 @@ void GpuSeededReduction::chains(const Grouping& grouping, const float* x, const 
   const auto n = static_cast<int64_t>(layout.n), outputs = static_cast<int64_t>(layout.outputs);
   if (outputs == 0 || n == 0) return;
   const Groups gs = groups_of(grouping, n);
-  first_stage<<<blocks_for(gs.count * outputs, kFoldThreads), kFoldThreads>>>(x, layout, gs, 1, nullptr, false,
-                                                                              partials);
+  first_stage<<<blocks_for(gs.count * outputs, kFoldThreads), kFoldThreads>>>(x, layout, gs, TileKeys{}, 1, nullptr,
+                                                                              false, partials);
   FPLAB_CUDA_LAUNCHED("chains of a first stage");
 }
 
@@ -334,11 +370,10 @@ void GpuSeededReduction::fold_gemm_parts(const float* parts, int64_t count, Gemm
   // The parts are the groups of the schedule's first stage: only their count enters the draws.
   Groups gs{static_cast<int>(Grouping::Kind::split), count, count, count, 1};
   auto* order = second_order_.reserve<int32_t>(static_cast<size_t>(tiles * count));
-  const uint64_t key_prefix = fp::mix_key({key.impl_seed, key.op_id, key.call});
   const bool in_shared = count <= kSharedOrder;
   const size_t shared = in_shared ? static_cast<size_t>(count) * sizeof(int32_t) : 0;
   const auto tile_offset = static_cast<int64_t>(first_row / kGemmTileRows) * tiles_per_row;
-  permutations<<<static_cast<unsigned>(tiles), 32, shared>>>(gs, key_prefix, tiles, nullptr, order, false, true,
+  permutations<<<static_cast<unsigned>(tiles), 32, shared>>>(gs, one_key(key), tiles, nullptr, order, false, true,
                                                              in_shared, tile_offset);
   FPLAB_CUDA_LAUNCHED("seeded GEMM permutations");
   gemm_parts_fold<<<blocks_for(m * n, kFoldThreads), kFoldThreads>>>(parts, count, m, n, tiles_per_row, order, c);
@@ -347,6 +382,12 @@ void GpuSeededReduction::fold_gemm_parts(const float* parts, int64_t count, Gemm
 
 std::vector<float> reduce_batch_seeded(const Schedule& schedule, std::span<const float> x, const BatchLayout& layout,
                                        const NoiseKey& key, size_t tile_outputs) {
+  return reduce_batch_seeded(schedule, x, layout, key, layout.outputs, key, tile_outputs);
+}
+
+std::vector<float> reduce_batch_seeded(const Schedule& schedule, std::span<const float> x, const BatchLayout& layout,
+                                       const NoiseKey& key, size_t second_from, const NoiseKey& second_key,
+                                       size_t tile_outputs) {
   const SeededPlan plan = plan_seeded(schedule);
   float *device_x = nullptr, *device_results = nullptr;
   std::vector<float> results(layout.outputs);
@@ -355,7 +396,7 @@ std::vector<float> reduce_batch_seeded(const Schedule& schedule, std::span<const
   try {
     if (!x.empty()) FPLAB_CUDA(cudaMemcpy(device_x, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice));
     GpuSeededReduction gpu;
-    gpu.run(plan, device_x, layout, key, tile_outputs, device_results);
+    gpu.run(plan, device_x, layout, key, second_from, second_key, tile_outputs, device_results);
     if (!results.empty())
       FPLAB_CUDA(cudaMemcpy(results.data(), device_results, results.size() * sizeof(float), cudaMemcpyDeviceToHost));
   } catch (...) {

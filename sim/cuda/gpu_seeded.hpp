@@ -37,6 +37,11 @@ class GpuSeededReduction {
   // are device pointers; enqueued on the default stream, not waited for.
   void run(const SeededPlan& plan, const float* x, const BatchLayout& layout, const NoiseKey& key,
            size_t tile_outputs, float* results);
+  // Two batches of sums in the launches of one: the outputs before `second_from` keyed by `key`, the
+  // others by `second_key`, counted from second_from (its output o there is output o - second_from
+  // of a run of its own): the bits of two runs (a BatchNorm's two bias-gradient sums).
+  void run(const SeededPlan& plan, const float* x, const BatchLayout& layout, const NoiseKey& key, size_t second_from,
+           const NoiseKey& second_key, size_t tile_outputs, float* results);
 
   // The `all:atomic` combine of a split-K GEMM's parts in the emulation's order: part p of output
   // (i, j) at parts[p * m * n + i * n + j], folded into c[i * n + j] (device pointers) in the
@@ -64,5 +69,9 @@ class GpuSeededReduction {
 // (tests, tools).
 std::vector<float> reduce_batch_seeded(const Schedule& schedule, std::span<const float> x, const BatchLayout& layout,
                                        const NoiseKey& key, size_t tile_outputs = kBatchTileOutputs);
+// The same as two batches in one run (GpuSeededReduction::run's second_key).
+std::vector<float> reduce_batch_seeded(const Schedule& schedule, std::span<const float> x, const BatchLayout& layout,
+                                       const NoiseKey& key, size_t second_from, const NoiseKey& second_key,
+                                       size_t tile_outputs = kBatchTileOutputs);
 
 }  // namespace fplab::sim::gpu
