@@ -655,14 +655,17 @@ bool chain_tile_fits(ChainTile tile, const float* a, const float* b, int64_t m, 
 // 64 x 64 on every shape they take, by 1.3-2x, even where their grid leaves SMs without a block;
 // 128 x 128 tiles beat 128 x 64 by 7-40% where their grid fills the device's resident slots for
 // four waves or more, or one wave almost exactly, and lose by 12-14% where a last, mostly empty
-// wave of large blocks is the tail (2.2 waves). 16 x 32 tiles beat 128 x 64 where the latter's
+// wave of large blocks is the tail (2.2 waves). That was with two 128 x 128 blocks an SM; at 161
+// registers a thread (since 2026-11-28) one fits, and on an H200 (2026-11-29, the same benchmark)
+// they lose at 4.4-39 waves by 3-19% and win at 0.97 and 1.94 waves (by 9% and 34%: the 128 x 64
+// grid's last wave is then mostly empty). 16 x 32 tiles beat 128 x 64 where the latter's
 // grid has blocks for at most 80 of the 132 SMs (by 1.2x at 72-80 blocks, 3.5x at 18, 7x at 5)
 // and lose by 1.4x at 128 blocks (nothing measured in between: the rule keeps to 80 of 132).
 ChainTile chain_tile_for(const float* a, const float* b, int64_t m, int64_t n, int64_t k, const KParts& ks,
                          int64_t parts) {
   if (!chain_tile_fits(ChainTile::t16x32, a, b, m, n, k, ks)) return ChainTile::none;
   struct Device {
-    int64_t sms, wide_slots;  // SMs; blocks of the 128 x 128 kernel resident at once
+    int64_t sms, wide_slots, wide_per_sm;  // SMs; blocks of the 128 x 128 kernel resident at once, an SM
   };
   // Per device: fplab.torch may drive several GPUs from one process.
   static std::mutex held;
@@ -677,7 +680,7 @@ ChainTile chain_tile_for(const float* a, const float* b, int64_t m, int64_t n, i
       int per_sm = 0, sms = 0;
       FPLAB_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, wide_fma_chains<128, 128, false, false>, 256, 0));
       FPLAB_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, id));
-      found = devices.emplace(id, Device{std::max(sms, 1), std::max<int64_t>(int64_t{per_sm} * sms, 1)}).first;
+      found = devices.emplace(id, Device{std::max(sms, 1), std::max<int64_t>(int64_t{per_sm} * sms, 1), per_sm}).first;
     }
     device = found->second;
   }
@@ -686,8 +689,9 @@ ChainTile chain_tile_for(const float* a, const float* b, int64_t m, int64_t n, i
   if (100 * narrow_blocks <= 61 * device.sms) return ChainTile::t16x32;
   if (!chain_tile_fits(ChainTile::t128x64, a, b, m, n, k, ks)) return ChainTile::none;
   const double waves = static_cast<double>(int64_t{tiles_over(m, 128)} * tiles_over(n, 128) * parts) / device.wide_slots;
-  if (chain_tile_fits(ChainTile::t128x128, a, b, m, n, k, ks) && (waves >= 4 || (waves >= 0.9 && waves <= 1)))
-    return ChainTile::t128x128;
+  const bool whole_waves = (waves >= 0.9 && waves <= 1) || (device.wide_per_sm == 1 && waves >= 1.85 && waves <= 2);
+  const bool many_waves = device.wide_per_sm >= 2 && waves >= 4;
+  if (chain_tile_fits(ChainTile::t128x128, a, b, m, n, k, ks) && (whole_waves || many_waves)) return ChainTile::t128x128;
   return ChainTile::t128x64;
 }
 
