@@ -291,12 +291,12 @@ __device__ void store_planar(const float (&acc)[8][8], float* dst, int m, int n,
 
 // Planar: the rows (b, position) x n stored as (b, n, planar.positions), planar.bias[c] added (a
 // float32 sum) where given; positions a multiple of 4 and out 16-byte aligned, so that a thread's
-// 4 rows of a column that share an image (rows a multiple of 4 apart) are one float4. (Capping
-// the 128 x 128 tiles at 128 registers, for two blocks an SM, spilled and was slower on an H200:
-// fwd stage 4 of gpu_gemm_bench --tiles 0.60 against 0.50 ms, 2026-11-29.)
+// 4 rows of a column that share an image (rows a multiple of 4 apart) are one float4. Two blocks
+// of 128 x 128 an SM (128 registers a thread, 4 bytes spilled at most; not Segmented, whose 64
+// running totals would spill): with one, the 128 x 128 tiles lost to 128 x 64 on most shapes.
 template <int BM, int BN, bool Atomic, bool Rounded, class ARows = DenseRows, bool Segmented = false,
           bool Planar = false>
-__global__ void __launch_bounds__((BM / 8) * (BN / 8))
+__global__ void __launch_bounds__((BM / 8) * (BN / 8), Segmented ? 1 : 2)
     wide_fma_chains(ARows a, const float* __restrict__ b, float* __restrict__ out, int m, int n, int64_t k,
                     KParts ks, int segment = 0, PlanarRows planar = {}) {
   constexpr int kThreads = (BM / 8) * (BN / 8);
@@ -655,9 +655,9 @@ bool chain_tile_fits(ChainTile tile, const float* a, const float* b, int64_t m, 
 // 64 x 64 on every shape they take, by 1.3-2x, even where their grid leaves SMs without a block;
 // 128 x 128 tiles beat 128 x 64 by 7-40% where their grid fills the device's resident slots for
 // four waves or more, or one wave almost exactly, and lose by 12-14% where a last, mostly empty
-// wave of large blocks is the tail (2.2 waves). That was with two 128 x 128 blocks an SM; at 161
-// registers a thread (since 2026-11-28) one fits, and on an H200 (2026-11-29, the same benchmark)
-// they lose at 4.4-39 waves by 3-19% and win at 0.97 and 1.94 waves (by 9% and 34%: the 128 x 64
+// wave of large blocks is the tail (2.2 waves). That was with two 128 x 128 blocks an SM; where one
+// fits (161 registers a thread from 2026-11-28 to 2026-11-29, KParts' 64-bit division), on an H200
+// they lost at 4.4-39 waves by 3-19% and won at 0.97 and 1.94 waves (by 9% and 34%: the 128 x 64
 // grid's last wave is then mostly empty). 16 x 32 tiles beat 128 x 64 where the latter's
 // grid has blocks for at most 80 of the 132 SMs (by 1.2x at 72-80 blocks, 3.5x at 18, 7x at 5)
 // and lose by 1.4x at 128 blocks (nothing measured in between: the rule keeps to 80 of 132).

@@ -25,12 +25,12 @@ struct KParts {
   int64_t longer = 0;   // the first `longer` parts hold chunk + 1 terms (gathered strided parts; no runs)
 
   FPLAB_K_PARTS_HD int64_t begin(int64_t z) const {
-    if (run) return (z / per_run) * run + (z % per_run) * chunk;
+    if (run) return run_of(z) * run + (z - run_of(z) * per_run) * chunk;
     return z * chunk + (z < longer ? z : longer);
   }
   // The end of part z of a sum of k terms.
   FPLAB_K_PARTS_HD int64_t end(int64_t z, int64_t k) const {
-    const int64_t limit = run && (z / per_run + 1) * run < k ? (z / per_run + 1) * run : k;
+    const int64_t limit = run && (run_of(z) + 1) * run < k ? (run_of(z) + 1) * run : k;
     const int64_t stop = begin(z) + chunk + (z < longer ? 1 : 0);
     return stop < limit ? stop : limit;
   }
@@ -40,6 +40,11 @@ struct KParts {
     if (longer) return (k - longer) / chunk;
     if (!run) return (k + chunk - 1) / chunk;
     return (k / run) * per_run + (k % run + chunk - 1) / chunk;
+  }
+  // The run of part z. Part indices and per_run are below 2^16 (a launch's gridDim.z): a 32-bit
+  // division, where a 64-bit one in a kernel's prologue cost the wide GEMM kernel 36 registers.
+  FPLAB_K_PARTS_HD int64_t run_of(int64_t z) const {
+    return static_cast<int64_t>(static_cast<uint32_t>(z) / static_cast<uint32_t>(per_run));
   }
   // Every part of a sum of k terms, k a multiple of 4, starts and ends at a multiple of 4 terms
   // (the tiled kernels' float4 loads along K never straddle a part's bounds).
