@@ -708,8 +708,9 @@ TEST_CASE("gpu seeded sums, two batches keyed apart in one run == each batch's s
       INFO(text << ", " << n << " terms, 2 x " << outputs << " outputs");
       size_t same = 0;
       for (size_t o = 0; o < outputs; ++o) {
-        same += std::bit_cast<uint32_t>(static_cast<float>(cpu_first[o])) == std::bit_cast<uint32_t>(both[o]);
-        same += std::bit_cast<uint32_t>(static_cast<float>(cpu_second[o])) == std::bit_cast<uint32_t>(both[outputs + o]);
+        const auto bits = [](double v) { return std::bit_cast<uint32_t>(static_cast<float>(v)); };
+        same += bits(cpu_first[o]) == std::bit_cast<uint32_t>(both[o]);
+        same += bits(cpu_second[o]) == std::bit_cast<uint32_t>(both[outputs + o]);
       }
       CHECK(same == 2 * outputs);
       CHECK(reduce_batch_seeded(s, x, {n, 2 * outputs, 1, n}, first) != both);  // the second key drew its orders

@@ -691,7 +691,8 @@ ChainTile chain_tile_for(const float* a, const float* b, int64_t m, int64_t n, i
   const double waves = static_cast<double>(int64_t{tiles_over(m, 128)} * tiles_over(n, 128) * parts) / device.wide_slots;
   const bool whole_waves = (waves >= 0.9 && waves <= 1) || (device.wide_per_sm == 1 && waves >= 1.85 && waves <= 2);
   const bool many_waves = device.wide_per_sm >= 2 && waves >= 4;
-  if (chain_tile_fits(ChainTile::t128x128, a, b, m, n, k, ks) && (whole_waves || many_waves)) return ChainTile::t128x128;
+  if (chain_tile_fits(ChainTile::t128x128, a, b, m, n, k, ks) && (whole_waves || many_waves))
+    return ChainTile::t128x128;
   return ChainTile::t128x64;
 }
 

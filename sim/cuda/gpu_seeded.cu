@@ -299,7 +299,8 @@ void GpuSeededReduction::run(const SeededPlan& plan, const float* x, const Batch
 void GpuSeededReduction::run(const SeededPlan& plan, const float* x, const BatchLayout& layout, const NoiseKey& key,
                              size_t second_from, const NoiseKey& second_key, size_t tile_outputs, float* results) {
   const auto n = static_cast<int64_t>(layout.n), outputs = static_cast<int64_t>(layout.outputs);
-  if (second_from > layout.outputs) throw std::invalid_argument("GpuSeededReduction::run: second_from past the outputs");
+  if (second_from > layout.outputs)
+    throw std::invalid_argument("GpuSeededReduction::run: second_from past the outputs");
   if (outputs == 0) return;
   if (n == 0) {  // the sum of no terms: +0
     FPLAB_CUDA(cudaMemsetAsync(results, 0, layout.outputs * sizeof(float)));
