@@ -5,7 +5,8 @@
 //     compiled for the device), the lanes making the draws and one lane the swaps;
 //  2. the first stage: one thread per (group, output) folds the group's terms in its order
 //     (atomic: the permutation of its tile; seq: as they come), starting from the first term, with
-//     __fadd_rn, as sim/schedule_walk.hpp's fold;
+//     __fadd_rn, as sim/schedule_walk.hpp's fold (strided groups over segments: the terms staged
+//     through shared memory first, first_stage_staged);
 //  3. the `all:` stage, if any: one thread per output folds the first stage's partials.
 // Outputs are the fastest index of every thread grid, so that a warp shares one group (one
 // permutation, read by all) and reads neighbouring terms when outputs are neighbours in memory.
@@ -249,6 +250,82 @@ __global__ void first_stage(const float* __restrict__ x, BatchLayout layout, Gro
   out[e] = acc;
 }
 
+// The first stage of a strided grouping over segments (term_stride 1), its groups' terms and
+// permutations staged through shared memory: block (output o, kStagedGroups groups g0 ..) copies
+// member m of group g0 + j to terms[m * kStagedGroups + j] (a member's row is kStagedGroups
+// consecutive terms: whole sectors, each read once) and the groups' permutations (side by side in
+// the tile's array), then one thread a group folds them as first_stage does. first_stage's threads
+// gather their terms from global memory one float at a time in a permuted order, each load a
+// 32-byte sector of which they use 4 bytes: on a ResNet-18's 32 x 32 BatchNorms (8.4 M terms a
+// sum, more than L2 holds) the loads moved 8 times the data.
+constexpr int kStagedGroups = 8, kStagedThreads = 256, kStagedUnroll = 8;
+// Members of a group at most: 48 KiB of terms a block, and as much again of permutations.
+constexpr int64_t kStagedMembers = 1536;
+
+// staged[i] = load(i) for i < count, by the block, kStagedUnroll loads in flight a thread.
+template <class T, class Load>
+__device__ void stage(T* staged, int64_t count, const Load& load) {
+  for (int64_t i0 = threadIdx.x; i0 < count; i0 += kStagedThreads * kStagedUnroll) {
+    T v[kStagedUnroll];
+#pragma unroll
+    for (int u = 0; u < kStagedUnroll; ++u) {
+      const int64_t i = i0 + u * kStagedThreads;
+      v[u] = i < count ? load(i) : T{};
+    }
+#pragma unroll
+    for (int u = 0; u < kStagedUnroll; ++u)
+      if (i0 + u * kStagedThreads < count) staged[i0 + u * kStagedThreads] = v[u];
+  }
+}
+
+// At most 64 registers (four blocks an SM): with 80, three fit, and the 16 x 16 layers' sums took
+// 56 us instead of 48 (H200, 2026-11-29).
+__global__ void __launch_bounds__(kStagedThreads, 4)
+    first_stage_staged(const float* __restrict__ x, BatchLayout layout, Groups gs, TileKeys keys,
+                       int64_t tile_outputs, const int32_t* __restrict__ first_order, bool atomic,
+                       float* __restrict__ out) {
+  extern __shared__ float terms[];  // members x kStagedGroups terms, then (atomic) the permutations
+  const int64_t group_blocks = (gs.count + kStagedGroups - 1) / kStagedGroups;
+  const int64_t o = blockIdx.x / group_blocks, g0 = (blockIdx.x % group_blocks) * kStagedGroups;
+  const int64_t last = min(g0 + kStagedGroups, gs.count) - 1;
+  const int64_t entries = (gs.n + gs.size - 1) / gs.size * kStagedGroups;  // the first group's count is the largest
+  const float* const base = x + o * static_cast<int64_t>(layout.output_stride);
+  // Entry m * kStagedGroups + j: term g0 + j + m * size; +0 past the last term or group (no fold reads it).
+  stage(terms, entries, [&](int64_t i) {
+    const int64_t j = i % kStagedGroups, t = g0 + j + (i / kStagedGroups) * gs.size;
+    return g0 + j < gs.count && t < gs.n ? base[t] : 0.0f;
+  });
+  int32_t* const orders = reinterpret_cast<int32_t*>(terms + entries);
+  const int64_t from = group(gs, g0).offset;  // a group's offset: the counts of the groups before it
+  if (atomic) {
+    const Group end = group(gs, last);
+    const int32_t* const tile_order = first_order + keys.tile_of(o, tile_outputs) * gs.n + from;
+    stage(orders, end.offset + end.count - from, [&](int64_t i) { return tile_order[i]; });
+  }
+  __syncthreads();
+  const int64_t g = g0 + threadIdx.x;
+  if (threadIdx.x >= kStagedGroups || g > last) return;
+  const Group grp = group(gs, g);
+  const int32_t* const order = orders + (grp.offset - from);
+  const auto term = [&](int64_t k) { return terms[(atomic ? order[k] : k) * kStagedGroups + threadIdx.x]; };
+  out[g * static_cast<int64_t>(layout.outputs) + o] = fold_terms<32>(term, grp.count);
+}
+
+// Whether first_stage_staged takes the first stage: strided groups over segments, more than one
+// (one is the whole sum: first_stage's one thread an output is its form), of kStagedFrom to
+// kStagedMembers members. On an H200 (a ResNet-18's BatchNorm bias gradients, batch 128, 132
+// groups a sum, 2 x C sums a launch, 2026-11-29) the staged form took 84 us instead of 230 at 993
+// members a group and 48 instead of 67 at 248, but (without the permutations staged) 63 instead of
+// 30 at 62 and 86 instead of 20 at 16: a block of 256 threads staging what 8 of them fold.
+constexpr int64_t kStagedFrom = 128;
+
+bool stages_through_shared(const Groups& gs, const BatchLayout& layout) {
+  const int64_t members = (gs.n + gs.size - 1) / gs.size;
+  return static_cast<Grouping::Kind>(gs.kind) == Grouping::Kind::strided && gs.count > 1 && layout.term_stride == 1 &&
+         members >= kStagedFrom && members <= kStagedMembers &&
+         ((gs.count + kStagedGroups - 1) / kStagedGroups) * static_cast<int64_t>(layout.outputs) <= INT32_MAX;
+}
+
 // Thread (output): the partials folded in the `all:` stage's order.
 __global__ void second_stage(const float* __restrict__ partials, int64_t groups, int64_t outputs, TileKeys keys,
                              int64_t tile_outputs, const int32_t* __restrict__ second_order, bool atomic,
@@ -337,8 +414,19 @@ void GpuSeededReduction::run(const SeededPlan& plan, const float* x, const Batch
     return;
   }
   auto* partials = partials_.reserve<float>(static_cast<size_t>(gs.count * outputs));
-  first_stage<<<blocks_for(gs.count * outputs, kFoldThreads), kFoldThreads>>>(x, layout, gs, keys, per_tile,
-                                                                              first_order, plan.first_atomic, partials);
+  if (stages_through_shared(gs, layout)) {
+    const auto blocks = static_cast<unsigned>((gs.count + kStagedGroups - 1) / kStagedGroups * outputs);
+    const size_t shared = static_cast<size_t>((n + gs.size - 1) / gs.size) * kStagedGroups *
+                          (sizeof(float) + (plan.first_atomic ? sizeof(int32_t) : 0));  // terms, permutations
+    if (shared > 48 * 1024)  // above the default limit of dynamic shared memory
+      FPLAB_CUDA(cudaFuncSetAttribute(first_stage_staged, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(shared)));
+    first_stage_staged<<<blocks, kStagedThreads, shared>>>(x, layout, gs, keys, per_tile, first_order,
+                                                           plan.first_atomic, partials);
+  } else {
+    first_stage<<<blocks_for(gs.count * outputs, kFoldThreads), kFoldThreads>>>(
+        x, layout, gs, keys, per_tile, first_order, plan.first_atomic, partials);
+  }
   FPLAB_CUDA_LAUNCHED("seeded first stage");
   second_stage<<<blocks_for(outputs, kFoldThreads), kFoldThreads>>>(partials, gs.count, outputs, keys, per_tile,
                                                                     second_order, second_atomic, results);
