@@ -462,6 +462,7 @@ bool GpuConv::col2im_dgrad_on_device(const ConvGeometry& geometry, size_t out_ch
   const size_t m = geometry.batch * geometry.height * geometry.width;
   const size_t k = geometry.kernel * geometry.kernel * out_channels;
   if (out_channels % 8) return false;  // Col2imTaps: a fetch's 4 columns under one kernel offset
+  if (geometry.kernel > 16) return false;  // Col2imTaps::offset_masks: 16 offsets a side
   if (k * geometry.channels >= (size_t{1} << 32)) return false;  // the weight's copy indexes in 32 bits
   const detail::ChainTile tile = wide_conv_tile(geometry, out_channels, w_scratch, m, geometry.channels, k);
   if (tile == detail::ChainTile::none) return false;

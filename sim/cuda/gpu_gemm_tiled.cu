@@ -193,39 +193,57 @@ struct Im2colTaps {
 // Col2imTaps: the input gradient's terms in col2im's order (models/conv2d.cpp): row (b, y, x),
 // column (t, o) = gy[b, o, oy, ox] for the t-th kernel offset from the last, (i, j) = (k - 1 -
 // t / k, k - 1 - t % k), with y + padding - i = oy * stride and x + padding - j = ox * stride on
-// the output, else +0; adds(row, t): whether offset t meets an output position (col2im adds
-// nothing for it otherwise: not even the +0 chain, which a weight's infinity would make NaN).
-// out_channels is a multiple of 8, so that the 4 columns a fetch reads share one offset: a row's
-// output position is found once an offset, the fetches between step along the channels.
+// the output, else +0. Whether offset t meets an output position at all is offset_masks' (col2im
+// adds nothing for one that does not: not even the +0 chain, which a weight's infinity would make
+// NaN). out_channels is a multiple of 8, so that the 4 columns a fetch reads share one offset: a
+// row's output position is found once an offset, the fetches between step along the channels.
+// The kernel is at most 16 x 16 (offset_masks' two 16-bit halves). Every division by the
+// geometry is made once a row, not once an offset: with the divisions in each offset's test, the
+// segmented kernel spent about a third of its instructions on them.
 struct Col2imTaps {
   ConvShape s;
   const float* gy;
 
-  // The output position of row `row` (pixel p of its image) under offset t, as oy * out_w + ox, or
-  // -1 where the offset meets none.
-  __device__ static int position(const ConvShape& s, int p, int t) {
-    const int ys = p / s.width + s.padding - (s.kernel - 1 - t / s.kernel);
-    const int xs = p % s.width + s.padding - (s.kernel - 1 - t % s.kernel);
-    if (ys < 0 || xs < 0 || ys % s.stride || xs % s.stride) return -1;
-    const int oy = ys / s.stride, ox = xs / s.stride;
-    return oy < s.out_h && ox < s.out_w ? oy * s.out_w + ox : -1;
+  // Where padded coordinate d (y + padding - i) meets an output coordinate below `out`: its index, else -1.
+  __device__ static int output_at(const ConvShape& s, int d, int out) {
+    if (d < 0) return -1;
+    if (s.stride != 1) {
+      if (d % s.stride) return -1;
+      d /= s.stride;
+    }
+    return d < out ? d : -1;
   }
-  __device__ bool adds(int row, int t) const { return position(s, row % (s.height * s.width), t) >= 0; }
+  // The kernel offsets from the last (t = a * k + b) that meet an output position for row `row`:
+  // bit a of the high half and bit b of the low half both set.
+  __device__ uint32_t offset_masks(int row) const {
+    const int p = row % (s.height * s.width), y = p / s.width, x = p - y * s.width;
+    uint32_t rows = 0, columns = 0;
+    for (int a = 0; a < s.kernel; ++a) {
+      const int i = s.kernel - 1 - a;  // the kernel row (and column) of offset index a
+      if (output_at(s, y + s.padding - i, s.out_h) >= 0) rows |= 1u << a;
+      if (output_at(s, x + s.padding - i, s.out_w) >= 0) columns |= 1u << a;
+    }
+    return rows << 16 | columns;
+  }
+  __device__ static bool meets(uint32_t masks, int a, int b) { return (masks >> (16 + a)) & (masks >> b) & 1u; }
 
   template <int kLoads>
   struct Reader {
     const float* image[kLoads];  // the row's image's output gradient
-    int pixel[kLoads];           // the row's pixel y * width + x, -1 outside the matrix
+    int yp[kLoads], xp[kLoads];  // the row's y + padding and x + padding; yp -1 outside the matrix
     const float* at[kLoads];     // gy at (image, o, the offset's output position); null: none
     int t, o;                    // the column at K index kk
+    int ta, tb;                  // t / kernel, t % kernel
     int64_t kk, plane;
     ConvShape s;
 
     __device__ void seek() {
+      const int i = s.kernel - 1 - ta, j = s.kernel - 1 - tb;
 #pragma unroll
       for (int q = 0; q < kLoads; ++q) {
-        const int position = pixel[q] >= 0 ? Col2imTaps::position(s, pixel[q], t) : -1;
-        at[q] = position >= 0 ? image[q] + o * plane + position : nullptr;
+        const int oy = yp[q] >= 0 ? output_at(s, yp[q] - i, s.out_h) : -1;
+        const int ox = oy >= 0 ? output_at(s, xp[q] - j, s.out_w) : -1;
+        at[q] = ox >= 0 ? image[q] + o * plane + oy * s.out_w + ox : nullptr;
       }
     }
     __device__ Reader(const Col2imTaps& g, const int (&rows)[kLoads], int m, int64_t, int64_t k0, int offset)
@@ -234,13 +252,15 @@ struct Col2imTaps {
       plane = int64_t{s.out_h} * s.out_w;
 #pragma unroll
       for (int q = 0; q < kLoads; ++q) {
-        const int b = rows[q] / pixels;
-        pixel[q] = rows[q] < m ? rows[q] - b * pixels : -1;
+        const int b = rows[q] / pixels, p = rows[q] - b * pixels, y = p / s.width;
+        yp[q] = rows[q] < m ? y + s.padding : -1;
+        xp[q] = p - y * s.width + s.padding;
         image[q] = g.gy + b * s.out_channels * plane;
       }
       kk = k0 + offset;
       t = static_cast<int>(kk / s.out_channels);
       o = static_cast<int>(kk - int64_t{t} * s.out_channels);
+      ta = t / s.kernel, tb = t - ta * s.kernel;
       seek();
     }
     __device__ void fetch(float4 (&out)[kLoads], int64_t k1) {
@@ -254,6 +274,7 @@ struct Col2imTaps {
       o += kTileK;
       if (o >= s.out_channels) {
         o -= s.out_channels, ++t;
+        if (++tb == s.kernel) tb = 0, ++ta;
         seek();
       }
     }
@@ -262,8 +283,8 @@ struct Col2imTaps {
 
 // Segmented: K falls into segments of `segment` terms (a multiple of kTileK dividing the part), each
 // its own chain from -0, and an output is the sum, from +0, in K order, each addition rounded
-// (__fadd_rn), of the chains of the segments that a.adds(row, segment) names: col2im's sums of a
-// convolution's per-offset GEMMs (Col2imTaps).
+// (__fadd_rn), of the chains of the segments (kernel offsets) that meet an output position for its
+// row (a.offset_masks): col2im's sums of a convolution's per-offset GEMMs (Col2imTaps).
 // The wide kernel's planar stores: a thread's outputs, rows row0 + g * BM / 2 + ty * 4 + 0..3 and
 // columns col0 + h * BN / 2 + tx * 4 + 0..3, into (image, column, position), the bias added.
 template <int BM, int BN>
@@ -294,6 +315,9 @@ __device__ void store_planar(const float (&acc)[8][8], float* dst, int m, int n,
 // 4 rows of a column that share an image (rows a multiple of 4 apart) are one float4. Two blocks
 // of 128 x 128 an SM (128 registers a thread, 4 bytes spilled at most; not Segmented, whose 64
 // running totals would spill): with one, the 128 x 128 tiles lost to 128 x 64 on most shapes.
+// The 128 x 64 forms stay unbounded (143-235 registers, two or three blocks an SM): capped for
+// four (three where Segmented) they spilled 24-260 bytes, and the ResNet-18 step's convolutions
+// in them took 13.8 ms instead of 11.6 (H200, 2026-11-29).
 template <int BM, int BN, bool Atomic, bool Rounded, class ARows = DenseRows, bool Segmented = false,
           bool Planar = false>
 __global__ void __launch_bounds__((BM / 8) * (BN / 8), Segmented ? 1 : 2)
@@ -357,7 +381,13 @@ __global__ void __launch_bounds__((BM / 8) * (BN / 8), Segmented ? 1 : 2)
   for (int i = 0; i < 8; ++i)
 #pragma unroll
     for (int j = 0; j < 8; ++j) acc[i][j] = -0.0f, total[i][j] = 0.0f;
-  int segment_left = segment, segment_index = 0;
+  int segment_left = segment;
+  int segment_a = 0, segment_b = 0;  // the segment's kernel offset index t as (t / kernel, t % kernel)
+  uint32_t offset_masks[8];          // Segmented: the thread's rows' offset_masks
+  if constexpr (Segmented) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) offset_masks[i] = a.offset_masks(row0 + (i < 4 ? ty * 4 + i : BM / 2 + ty * 4 + i - 4));
+  }
 
   const auto step = [&](int buf, int kk) {
     const float4 a_lo = *reinterpret_cast<const float4*>(&as[buf][kk][ty * 4]);
@@ -392,7 +422,7 @@ __global__ void __launch_bounds__((BM / 8) * (BN / 8), Segmented ? 1 : 2)
         if (segment_left == 0) {
 #pragma unroll
           for (int i = 0; i < 8; ++i) {
-            const bool adds = a.adds(row0 + (i < 4 ? ty * 4 + i : BM / 2 + ty * 4 + i - 4), segment_index);
+            const bool adds = ARows::meets(offset_masks[i], segment_a, segment_b);
 #pragma unroll
             for (int j = 0; j < 8; ++j) {
               if (adds) total[i][j] = __fadd_rn(total[i][j], acc[i][j]);
@@ -400,7 +430,7 @@ __global__ void __launch_bounds__((BM / 8) * (BN / 8), Segmented ? 1 : 2)
             }
           }
           segment_left = segment;
-          ++segment_index;
+          if (++segment_b == a.s.kernel) segment_b = 0, ++segment_a;
         }
       }
       if (more) stash(buf ^ 1);
