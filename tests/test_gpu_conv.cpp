@@ -315,10 +315,13 @@ TEST_CASE("gpu conv: the input gradient's col2im pass == the columns' CPU FMA ch
   // kernel - 1, input channels not a multiple of the tile's 64; a weight with an infinity, whose
   // products with the zeros of offsets that miss the output col2im never adds.
   // (The infinity reaches offsets that miss the output in the second and third shapes: in the
-  // others every offset meets every pixel.) The last shape takes 128 x 128 tiles, as above.
+  // others every offset meets every pixel.) Images not square, with 7 x 7 and 16 x 16 kernels (the
+  // largest the pass takes: its offsets' masks have 16 bits a side). The last shape takes 128 x
+  // 128 tiles, as above.
   size_t ran = 0;  // shapes the device's wide tiles took
   for (const WideShape s : {WideShape{3, 52, 16, 75, 75, 3, 1, 2}, WideShape{3, 64, 24, 64, 64, 3, 2, 1},
                             WideShape{3, 128, 64, 60, 60, 1, 2, 0}, WideShape{2, 100, 8, 80, 80, 3, 1, 3},
+                            WideShape{2, 64, 16, 72, 96, 7, 2, 3}, WideShape{1, 48, 8, 100, 124, 16, 3, 8},
                             WideShape{4, 128, 8, 192, 192, 3, 1, 1}}) {
     INFO(describe(s));
     const ConvGeometry g{s.batch, s.cin, s.h, s.w, s.kernel, s.stride, s.padding};

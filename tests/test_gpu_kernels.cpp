@@ -660,15 +660,22 @@ TEST_CASE("gpu plan: the seeded-order kernel takes GROUPS:{seq|atomic} [| all:{s
 TEST_CASE("gpu seeded sums == sim::reduce_batch bit for bit: atomic steps in the impl seed's orders") {
   if (!have_device()) return;
   const char* schedules[] = {"strided(132):atomic | all:atomic",  // h100's bias gradients
-                             "all:atomic", "strided(8):atomic | all:atomic", "contig(7):atomic | all:seq",
-                             "split(5):seq | all:atomic", "strided(3):seq | all:atomic", "all:seq"};
+                             "all:atomic",
+                             "strided(8):atomic | all:atomic",
+                             "contig(7):atomic | all:seq",
+                             "split(5):seq | all:atomic",
+                             "strided(3):seq | all:atomic",
+                             "strided(3):atomic | all:seq",
+                             "all:seq"};
   // 20000 rows: permutations longer than shared memory holds (made in global memory), and runs of
   // draws (256 at a time) ending mid-permutation. By rows (segments), strided groups of 128 to 1536
   // members are staged through shared memory (first_stage_staged): strided(132) at 20000 rows,
-  // strided(8) at 4096 and 12288 (1536 members: 96 KiB, above the default limit), strided(3) at
-  // 1000; strided(8) at 12289 rows (1537 members) and 20000 are not.
-  const std::pair<size_t, size_t> shapes[] = {{1, 1},    {10, 64},   {64, 10},   {131, 130},  {33, 7},
-                                              {1000, 3}, {4096, 2}, {12288, 2}, {12289, 2}, {20000, 2}};
+  // strided(8) at 1024 (with 130 outputs: three tiles of keys), 4096 and 12288 (1536 members: 96
+  // KiB, above the default limit), strided(3) (three groups, fewer than a block's 8) at 1000 and
+  // 4096; strided(8) at 12289 rows (1537 members) and 20000 are not.
+  const std::pair<size_t, size_t> shapes[] = {{1, 1},      {10, 64},  {64, 10},  {131, 130},
+                                              {1024, 130}, {33, 7},   {1000, 3}, {4096, 2},
+                                              {12288, 2},  {12289, 2}, {20000, 2}};
   const NoiseKey keys[] = {{3, 17, 5}, {4, 17, 5}};
   for (const char* text : schedules)
     for (const auto& [rows, cols] : shapes)

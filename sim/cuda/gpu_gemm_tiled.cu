@@ -315,7 +315,7 @@ __device__ void store_planar(const float (&acc)[8][8], float* dst, int m, int n,
 // 4 rows of a column that share an image (rows a multiple of 4 apart) are one float4. Two blocks
 // of 128 x 128 an SM (128 registers a thread, 4 bytes spilled at most; not Segmented, whose 64
 // running totals would spill): with one, the 128 x 128 tiles lost to 128 x 64 on most shapes.
-// The 128 x 64 forms stay unbounded (143-235 registers, two or three blocks an SM): capped for
+// The 128 x 64 forms stay unbounded (143-245 registers, two or three blocks an SM): capped for
 // four (three where Segmented) they spilled 24-260 bytes, and the ResNet-18 step's convolutions
 // in them took 13.8 ms instead of 11.6 (H200, 2026-11-29).
 template <int BM, int BN, bool Atomic, bool Rounded, class ARows = DenseRows, bool Segmented = false,
@@ -382,7 +382,9 @@ __global__ void __launch_bounds__((BM / 8) * (BN / 8), Segmented ? 1 : 2)
 #pragma unroll
     for (int j = 0; j < 8; ++j) acc[i][j] = -0.0f, total[i][j] = 0.0f;
   int segment_left = segment;
-  int segment_a = 0, segment_b = 0;  // the segment's kernel offset index t as (t / kernel, t % kernel)
+  // The segment's kernel offset index t as (t / kernel, t % kernel): Segmented kernels run one part
+  // of K, from K index 0 (launch_conv_chains).
+  int segment_a = 0, segment_b = 0;
   uint32_t offset_masks[8];          // Segmented: the thread's rows' offset_masks
   if constexpr (Segmented) {
 #pragma unroll
@@ -782,6 +784,8 @@ void launch_col2im_dgrad_chains(ChainTile tile, const ConvShape& shape, const fl
   // Segments of whole K tiles (a segment that is not would never end: every output +0)
   if (shape.out_channels <= 0 || shape.out_channels % kTileK)
     throw std::invalid_argument("launch_col2im_dgrad_chains: output channels not a positive multiple of 8");
+  if (shape.kernel < 1 || shape.kernel > 16)  // Col2imTaps::offset_masks: 16 offsets a side
+    throw std::invalid_argument("launch_col2im_dgrad_chains: kernel size outside 1..16");
   const int m = shape.batch * shape.height * shape.width, n = shape.channels;
   launch_conv_chains<true>(tile, Col2imTaps{shape, gy}, w_offsets, rows, m, n,
                            int64_t{shape.out_channels} * shape.kernel * shape.kernel, shape.out_channels, planar);

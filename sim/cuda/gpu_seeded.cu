@@ -253,11 +253,11 @@ __global__ void first_stage(const float* __restrict__ x, BatchLayout layout, Gro
 // The first stage of a strided grouping over segments (term_stride 1), its groups' terms and
 // permutations staged through shared memory: block (output o, kStagedGroups groups g0 ..) copies
 // member m of group g0 + j to terms[m * kStagedGroups + j] (a member's row is kStagedGroups
-// consecutive terms: whole sectors, each read once) and the groups' permutations (side by side in
-// the tile's array), then one thread a group folds them as first_stage does. first_stage's threads
-// gather their terms from global memory one float at a time in a permuted order, each load a
-// 32-byte sector of which they use 4 bytes: on a ResNet-18's 32 x 32 BatchNorms (8.4 M terms a
-// sum, more than L2 holds) the loads moved 8 times the data.
+// consecutive terms, one sector or two shared with the neighbouring blocks) and the groups'
+// permutations (side by side in the tile's array), then one thread a group folds them as
+// first_stage does. first_stage's threads gather their terms from global memory one float at a
+// time in a permuted order, each load a 32-byte sector of which they use 4 bytes: on a ResNet-18's
+// 32 x 32 BatchNorms (8.4 M terms a sum, more than L2 holds) the loads moved 8 times the data.
 constexpr int kStagedGroups = 8, kStagedThreads = 256, kStagedUnroll = 8;
 // Members of a group at most: 48 KiB of terms a block, and as much again of permutations.
 constexpr int64_t kStagedMembers = 1536;
@@ -324,6 +324,23 @@ bool stages_through_shared(const Groups& gs, const BatchLayout& layout) {
   return static_cast<Grouping::Kind>(gs.kind) == Grouping::Kind::strided && gs.count > 1 && layout.term_stride == 1 &&
          members >= kStagedFrom && members <= kStagedMembers &&
          ((gs.count + kStagedGroups - 1) / kStagedGroups) * static_cast<int64_t>(layout.outputs) <= INT32_MAX;
+}
+
+// The dynamic shared memory first_stage_staged takes for these groups (terms, and permutations
+// where atomic), allowed to the kernel where above the default 48 KiB a block; 0 where it does not
+// take them, or the device gives a block less.
+size_t staged_shared_bytes(const Groups& gs, const BatchLayout& layout, bool atomic) {
+  if (!stages_through_shared(gs, layout)) return 0;
+  const size_t bytes = static_cast<size_t>((gs.n + gs.size - 1) / gs.size) * kStagedGroups *
+                       (sizeof(float) + (atomic ? sizeof(int32_t) : 0));
+  if (bytes <= 48 * 1024) return bytes;
+  int device = 0, most = 0;
+  FPLAB_CUDA(cudaGetDevice(&device));
+  FPLAB_CUDA(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (bytes > static_cast<size_t>(most)) return 0;
+  FPLAB_CUDA(
+      cudaFuncSetAttribute(first_stage_staged, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  return bytes;
 }
 
 // Thread (output): the partials folded in the `all:` stage's order.
@@ -414,13 +431,8 @@ void GpuSeededReduction::run(const SeededPlan& plan, const float* x, const Batch
     return;
   }
   auto* partials = partials_.reserve<float>(static_cast<size_t>(gs.count * outputs));
-  if (stages_through_shared(gs, layout)) {
+  if (const size_t shared = staged_shared_bytes(gs, layout, plan.first_atomic); shared > 0) {
     const auto blocks = static_cast<unsigned>((gs.count + kStagedGroups - 1) / kStagedGroups * outputs);
-    const size_t shared = static_cast<size_t>((n + gs.size - 1) / gs.size) * kStagedGroups *
-                          (sizeof(float) + (plan.first_atomic ? sizeof(int32_t) : 0));  // terms, permutations
-    if (shared > 48 * 1024)  // above the default limit of dynamic shared memory
-      FPLAB_CUDA(cudaFuncSetAttribute(first_stage_staged, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(shared)));
     first_stage_staged<<<blocks, kStagedThreads, shared>>>(x, layout, gs, keys, per_tile, first_order,
                                                            plan.first_atomic, partials);
   } else {
