@@ -77,6 +77,9 @@ __device__ Group group(const Groups& gs, int64_t g) {
   return {0, 1, 0, 0};
 }
 
+// Members of a strided grouping's first (largest) group.
+__host__ __device__ int64_t strided_members(const Groups& gs) { return (gs.n + gs.size - 1) / gs.size; }
+
 // sim::detail::permute on the index array 0 .. count - 1, by one warp. Fisher-Yates draws
 // j = below(i) for i = count, count - 1, ..., 2, each from the next number of the stream. Lemire's
 // draw takes one number unless it rejects (probability below i / 2^64), so the draws of a run of
@@ -199,7 +202,7 @@ int64_t largest_permutation(const Groups& gs, bool first_atomic, bool second_ato
         largest = std::max(largest, std::min(gs.size, gs.n));
         break;
       case Grouping::Kind::strided:
-        largest = std::max(largest, (gs.n + gs.size - 1) / gs.size);
+        largest = std::max(largest, strided_members(gs));
         break;
       case Grouping::Kind::split:
         largest = std::max(largest, gs.chunk);
@@ -288,7 +291,7 @@ __global__ void __launch_bounds__(kStagedThreads, 4)
   const int64_t group_blocks = (gs.count + kStagedGroups - 1) / kStagedGroups;
   const int64_t o = blockIdx.x / group_blocks, g0 = (blockIdx.x % group_blocks) * kStagedGroups;
   const int64_t last = min(g0 + kStagedGroups, gs.count) - 1;
-  const int64_t entries = (gs.n + gs.size - 1) / gs.size * kStagedGroups;  // the first group's count is the largest
+  const int64_t entries = strided_members(gs) * kStagedGroups;
   const float* const base = x + o * static_cast<int64_t>(layout.output_stride);
   // Entry m * kStagedGroups + j: term g0 + j + m * size; +0 past the last term or group (no fold reads it).
   stage(terms, entries, [&](int64_t i) {
@@ -311,28 +314,24 @@ __global__ void __launch_bounds__(kStagedThreads, 4)
   out[g * static_cast<int64_t>(layout.outputs) + o] = fold_terms<32>(term, grp.count);
 }
 
-// Whether first_stage_staged takes the first stage: strided groups over segments, more than one
-// (one is the whole sum: first_stage's one thread an output is its form), of kStagedFrom to
-// kStagedMembers members. On an H200 (a ResNet-18's BatchNorm bias gradients, batch 128, 132
-// groups a sum, 2 x C sums a launch, 2026-11-29) the staged form took 84 us instead of 230 at 993
-// members a group and 48 instead of 67 at 248, but (without the permutations staged) 63 instead of
-// 30 at 62 and 86 instead of 20 at 16: a block of 256 threads staging what 8 of them fold.
-constexpr int64_t kStagedFrom = 128;
-
-bool stages_through_shared(const Groups& gs, const BatchLayout& layout) {
-  const int64_t members = (gs.n + gs.size - 1) / gs.size;
-  return static_cast<Grouping::Kind>(gs.kind) == Grouping::Kind::strided && gs.count > 1 && layout.term_stride == 1 &&
-         members >= kStagedFrom && members <= kStagedMembers &&
-         ((gs.count + kStagedGroups - 1) / kStagedGroups) * static_cast<int64_t>(layout.outputs) <= INT32_MAX;
-}
-
 // The dynamic shared memory first_stage_staged takes for these groups (terms, and permutations
 // where atomic), allowed to the kernel where above the default 48 KiB a block; 0 where it does not
-// take them, or the device gives a block less.
+// take them: unless they are strided groups over segments, more than one (one is the whole sum:
+// first_stage's one thread an output is its form), of kStagedFrom to kStagedMembers members, and
+// the device gives a block that much. On an H200 (a ResNet-18's BatchNorm bias gradients, batch
+// 128, 132 groups a sum, 2 x C sums a launch, 2026-11-29) the staged form took 84 us instead of 230
+// at 993 members a group and 48 instead of 67 at 248, but (without the permutations staged) 63
+// instead of 30 at 62 and 86 instead of 20 at 16: a block of 256 threads staging what 8 of them fold.
+constexpr int64_t kStagedFrom = 128;
+
 size_t staged_shared_bytes(const Groups& gs, const BatchLayout& layout, bool atomic) {
-  if (!stages_through_shared(gs, layout)) return 0;
-  const size_t bytes = static_cast<size_t>((gs.n + gs.size - 1) / gs.size) * kStagedGroups *
-                       (sizeof(float) + (atomic ? sizeof(int32_t) : 0));
+  if (static_cast<Grouping::Kind>(gs.kind) != Grouping::Kind::strided || gs.count < 2 || layout.term_stride != 1)
+    return 0;
+  const int64_t members = strided_members(gs);
+  if (members < kStagedFrom || members > kStagedMembers ||
+      (gs.count + kStagedGroups - 1) / kStagedGroups * static_cast<int64_t>(layout.outputs) > INT32_MAX)
+    return 0;
+  const size_t bytes = static_cast<size_t>(members) * kStagedGroups * (sizeof(float) + (atomic ? sizeof(int32_t) : 0));
   if (bytes <= 48 * 1024) return bytes;
   int device = 0, most = 0;
   FPLAB_CUDA(cudaGetDevice(&device));
