@@ -360,10 +360,17 @@ TEST_CASE("gpu conv: the input gradient's col2im pass == the columns' CPU FMA ch
     CHECK(first_difference(want, have, true) == -1);
     const auto finite = std::count_if(want.begin(), want.end(), [](float v) { return std::isfinite(v); });
     CHECK(static_cast<size_t>(finite) > want.size() / 2);  // the infinity reaches one input channel
+    // The offsets' chains apart, then folded (the form of grids short of blocks)
+    std::vector<float> apart(want.size(), 1.0f);
+    REQUIRE(sim::gpu::GpuConv::col2im_dgrad(g, s.cout, gy.ptr(), weight.ptr(), apart.data(), false, true));
+    CHECK(first_difference(want, apart, true) == -1);
     if ((s.h * s.w) % 4 == 0) {  // stored as dx itself
       std::vector<float> planar(want.size(), 1.0f);
       REQUIRE(sim::gpu::GpuConv::col2im_dgrad(g, s.cout, gy.ptr(), weight.ptr(), planar.data(), true));
       CHECK(first_difference(planar_of(want, s.h * s.w, s.cin), planar, true) == -1);
+      std::vector<float> planar_apart(want.size(), 1.0f);
+      REQUIRE(sim::gpu::GpuConv::col2im_dgrad(g, s.cout, gy.ptr(), weight.ptr(), planar_apart.data(), true, true));
+      CHECK(first_difference(planar_of(want, s.h * s.w, s.cin), planar_apart, true) == -1);
     }
   }
   CHECK(ran > 0);  // the largest shape takes them on any device: else nothing was checked

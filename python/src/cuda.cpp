@@ -655,8 +655,10 @@ void cuda_conv2d_backward(uintptr_t x, uintptr_t weight, uintptr_t gy, uintptr_t
   const bool one_chain = dgrad_plan && single_chain(*dgrad_plan, static_cast<int64_t>(out_channels));
   if (one_chain && gpu::GpuConv::planar_fits(g.height * g.width, device_floats(dx))) {
     float* const w_offsets = k.conv_weight.reserve<float>(taps * out_channels);
+    // The columns' scratch may hold the kernel offsets' chains apart, for grids short of blocks
     if (gpu::GpuConv::col2im_dgrad_on_device(g, out_channels, device_floats(gy), device_floats(weight), w_offsets,
-                                             device_floats_out(dx), {true, nullptr}))
+                                             device_floats_out(dx), {true, nullptr},
+                                             {device_floats_out(cols), rows * taps}))
       return;  // the pass stored dx itself
   }
   if (one_chain && g.input_size() <= rows * taps) {

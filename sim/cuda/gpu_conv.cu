@@ -457,8 +457,31 @@ bool GpuConv::forward(const ConvGeometry& geometry, size_t out_channels, const f
       bias, out_channels);
 }
 
+namespace {
+
+// Whether the offsets' chains go apart (Col2imParts): where the workspace holds them and the
+// one-pass grid gives the device fewer than 8 warps an SM (a deep layer's input gradient: on an
+// H200's 132 SMs, ResNet-18's 4x4 and 8x8 layers, 4 and 8 warps an SM), or always. With more
+// warps, the parts' extra traffic (k*k x rows x channels floats written, then read by the fold)
+// costs more than the blocks gain (docs/results/torch_emulate.md, 2026-11-30).
+bool col2im_in_parts(detail::ChainTile tile, const ConvGeometry& g, size_t m, const Col2imParts& parts) {
+  const size_t needed = g.kernel * g.kernel * m * g.channels;
+  if (!parts.workspace || parts.floats < needed) return false;
+  if (parts.always) return true;
+  int device = 0, sms = 0;
+  FPLAB_CUDA(cudaGetDevice(&device));
+  FPLAB_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const bool wide = tile == detail::ChainTile::t128x128;
+  const size_t blocks = (m + 127) / 128 * ((g.channels + (wide ? 127 : 63)) / (wide ? 128 : 64));
+  const size_t warps = blocks * (wide ? 8 : 4);
+  return g.kernel > 1 && warps < 8 * static_cast<size_t>(sms);
+}
+
+}  // namespace
+
 bool GpuConv::col2im_dgrad_on_device(const ConvGeometry& geometry, size_t out_channels, const float* gy,
-                                     const float* weight, float* w_scratch, float* rows, const RowsOut& out) {
+                                     const float* weight, float* w_scratch, float* rows, const RowsOut& out,
+                                     const Col2imParts& parts) {
   const size_t m = geometry.batch * geometry.height * geometry.width;
   const size_t k = geometry.kernel * geometry.kernel * out_channels;
   if (out_channels % 8) return false;  // Col2imTaps: a fetch's 4 columns under one kernel offset
@@ -472,20 +495,28 @@ bool GpuConv::col2im_dgrad_on_device(const ConvGeometry& geometry, size_t out_ch
                                                         static_cast<uint32_t>(out_channels),
                                                         static_cast<uint32_t>(geometry.kernel * geometry.kernel));
   FPLAB_CUDA_LAUNCHED("col2im_weight");
-  detail::launch_col2im_dgrad_chains(tile, conv_shape(geometry, out_channels), gy, w_scratch, rows,
-                                     planar_rows(out, geometry.height * geometry.width, rows));
+  const detail::ConvShape shape = conv_shape(geometry, out_channels);
+  const detail::PlanarRows planar = planar_rows(out, geometry.height * geometry.width, rows);
+  if (col2im_in_parts(tile, geometry, m, parts)) {
+    detail::launch_col2im_dgrad_parts(tile, shape, gy, w_scratch, parts.workspace);
+    detail::launch_col2im_fold(shape, parts.workspace, rows, planar);
+  } else {
+    detail::launch_col2im_dgrad_chains(tile, shape, gy, w_scratch, rows, planar);
+  }
   return true;
 }
 
 bool GpuConv::col2im_dgrad(const ConvGeometry& geometry, size_t out_channels, const float* gy, const float* weight,
-                           float* rows, bool planar) {
-  DeviceBuffer scratch;
+                           float* rows, bool planar, bool parts) {
+  DeviceBuffer scratch, workspace;
   float* const w_scratch = scratch.reserve<float>(geometry.taps() * out_channels);
+  const size_t part_floats = parts ? geometry.kernel * geometry.kernel * geometry.input_size() : 0;
+  const Col2imParts apart{parts ? workspace.reserve<float>(part_floats) : nullptr, part_floats, parts};
   return on_host(gy, geometry.batch * out_channels * geometry.out_h() * geometry.out_w(), weight,
                  out_channels * geometry.taps(), rows, geometry.input_size(),
                  [&](const float* d_gy, const float* d_w, float* d_rows, const float*) {
                    return col2im_dgrad_on_device(geometry, out_channels, d_gy, d_w, w_scratch, d_rows,
-                                                 {planar, nullptr});
+                                                 {planar, nullptr}, apart);
                  });
 }
 

@@ -20,6 +20,14 @@ struct RowsOut {
   bool planar = false;
   const float* bias = nullptr;
 };
+// Where col2im_dgrad_on_device may keep each kernel offset's chains apart (k·k x rows x channels
+// floats) when its grid alone would leave the GPU short of blocks: `floats` of device memory at
+// `workspace` (none: never); `always` takes that form whatever the grid (the tests).
+struct Col2imParts {
+  float* workspace = nullptr;
+  size_t floats = 0;
+  bool always = false;
+};
 
 class GpuConv {
  public:
@@ -87,9 +95,11 @@ class GpuConv {
   // False (nothing run) where the wide tiles do not take the shape or out_channels is not a
   // multiple of 8.
   static bool col2im_dgrad_on_device(const ConvGeometry& geometry, size_t out_channels, const float* gy,
-                                     const float* weight, float* w_scratch, float* rows, const RowsOut& out = {});
+                                     const float* weight, float* w_scratch, float* rows, const RowsOut& out = {},
+                                     const Col2imParts& parts = {});
+  // On host memory, as direct_dgrad; `parts`: the offsets' chains apart (Col2imParts::always).
   static bool col2im_dgrad(const ConvGeometry& geometry, size_t out_channels, const float* gy, const float* weight,
-                           float* rows, bool planar = false);  // on host memory, as direct_dgrad
+                           float* rows, bool planar = false, bool parts = false);
 
  private:
   DeviceBuffer x_, cols_, dcols_, dx_;

@@ -616,6 +616,30 @@ __global__ void __launch_bounds__(128)
   }
 }
 
+// Thread (row r, column c): +0 plus, in col2im's order, the parts (kernel offsets) that meet the
+// row's output positions, each addition rounded (__fadd_rn): launch_col2im_dgrad_chains' sums from
+// the chains launch_col2im_dgrad_parts stored (part t at parts + t * m * n). Threads run along a
+// row's columns, so that the parts' reads are coalesced; planar stores go to (image, c, position).
+__global__ void fold_col2im_parts(Col2imTaps taps, const float* __restrict__ parts, int m, int n,
+                                  float* __restrict__ out, PlanarRows planar) {
+  const int64_t mn = static_cast<int64_t>(m) * n;
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= mn) return;
+  const int r = static_cast<int>(e / n), c = static_cast<int>(e - static_cast<int64_t>(r) * n);
+  const uint32_t masks = taps.offset_masks(r);
+  const int kernel = taps.s.kernel;
+  float total = 0.0f;  // col2im's start: dx's fill
+  for (int a = 0; a < kernel; ++a)
+    for (int b = 0; b < kernel; ++b)
+      if (Col2imTaps::meets(masks, a, b)) total = __fadd_rn(total, parts[(a * kernel + b) * mn + e]);
+  if (planar.positions > 0) {
+    const int image = r / planar.positions, position = r - image * planar.positions;
+    out[(static_cast<int64_t>(image) * n + c) * planar.positions + position] = total;
+  } else {
+    out[e] = total;
+  }
+}
+
 unsigned tiles_over(int64_t extent, int tile) { return static_cast<unsigned>((extent + tile - 1) / tile); }
 
 template <int BM, int BN, bool Rounded>
@@ -790,6 +814,37 @@ void launch_col2im_dgrad_chains(ChainTile tile, const ConvShape& shape, const fl
   launch_conv_chains<true>(tile, Col2imTaps{shape, gy}, w_offsets, rows, m, n,
                            int64_t{shape.out_channels} * shape.kernel * shape.kernel, shape.out_channels, planar);
   FPLAB_CUDA_LAUNCHED("wide_fma_chains<Col2imTaps>");
+}
+
+void launch_col2im_dgrad_parts(ChainTile tile, const ConvShape& shape, const float* gy, const float* w_offsets,
+                               float* parts) {
+  if (shape.out_channels <= 0 || shape.out_channels % kTileK)
+    throw std::invalid_argument("launch_col2im_dgrad_parts: output channels not a positive multiple of 8");
+  if (shape.kernel < 1 || shape.kernel > 16)
+    throw std::invalid_argument("launch_col2im_dgrad_parts: kernel size outside 1..16");
+  const int m = shape.batch * shape.height * shape.width, n = shape.channels;
+  const int64_t k = int64_t{shape.out_channels} * shape.kernel * shape.kernel;
+  const KParts offsets{shape.out_channels};  // a part a kernel offset
+  const auto count = static_cast<unsigned>(shape.kernel * shape.kernel);
+  const Col2imTaps taps{shape, gy};
+  if (tile == ChainTile::t128x128)
+    wide_fma_chains<128, 128, false, false, Col2imTaps>
+        <<<dim3(tiles_over(n, 128), tiles_over(m, 128), count), 256>>>(taps, w_offsets, parts, m, n, k, offsets);
+  else
+    wide_fma_chains<128, 64, false, false, Col2imTaps>
+        <<<dim3(tiles_over(n, 64), tiles_over(m, 128), count), 128>>>(taps, w_offsets, parts, m, n, k, offsets);
+  FPLAB_CUDA_LAUNCHED("wide_fma_chains<Col2imTaps> (parts)");
+}
+
+void launch_col2im_fold(const ConvShape& shape, const float* parts, float* rows, const PlanarRows& planar) {
+  const int m = shape.batch * shape.height * shape.width, n = shape.channels;
+  const int64_t mn = static_cast<int64_t>(m) * n;
+  if (planar.positions < 0 || (planar.positions > 0 && m % planar.positions))
+    throw std::invalid_argument("launch_col2im_fold: planar rows need whole images");
+  constexpr int kThreads = 256;
+  fold_col2im_parts<<<static_cast<unsigned>((mn + kThreads - 1) / kThreads), kThreads>>>(Col2imTaps{shape, nullptr},
+                                                                                         parts, m, n, rows, planar);
+  FPLAB_CUDA_LAUNCHED("fold_col2im_parts");
 }
 
 }  // namespace fplab::sim::gpu::detail

@@ -77,5 +77,13 @@ void launch_forward_chains(ChainTile tile, const ConvShape& shape, const float* 
 // of +0 terms would be NaN where a weight is infinite). out_channels a multiple of 8.
 void launch_col2im_dgrad_chains(ChainTile tile, const ConvShape& shape, const float* gy, const float* w_offsets,
                                 float* rows, const PlanarRows& planar = {});
+// The same sums in two launches, for grids too short to fill the GPU: each kernel offset's chains
+// as a part of their own (k·k times the blocks), into parts (k·k x rows x channels floats: part t,
+// the offset's chain from -0 for every row, at parts + t·rows·channels), then folded in col2im's
+// order, +0 plus the parts that meet each row (launch_col2im_fold): the bits of
+// launch_col2im_dgrad_chains.
+void launch_col2im_dgrad_parts(ChainTile tile, const ConvShape& shape, const float* gy, const float* w_offsets,
+                               float* parts);
+void launch_col2im_fold(const ConvShape& shape, const float* parts, float* rows, const PlanarRows& planar = {});
 
 }  // namespace fplab::sim::gpu::detail
