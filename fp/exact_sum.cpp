@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "fp/exponent_buckets.hpp"
+#include "fp/extracted_sum.hpp"
 #include "fp/ieee_bits.hpp"
 #include "fp/superaccumulator.hpp"
 
@@ -27,10 +28,10 @@ ExactValue bucketed(const T* x, size_t n, size_t step, Mode mode) {
   // zeros), follow IEEE rules that the term-by-term path states directly.
   if (n < kFewTerms) return term_by_term(x, n, step, mode);
   SuperAccumulator acc;
-  // Contiguous terms get a loop the compiler vectorises; strided ones would be gathers.
+  // Contiguous terms get loops the compiler vectorises (extraction where their exponents allow,
+  // else buckets); strided ones would be gathers.
   const bool finite =
-      step == 1 ? detail::ExponentBuckets<kSignificandBits>::add(
-                      acc, n, [x](size_t i) { return std::bit_cast<uint64_t>(static_cast<double>(x[i])); })
+      step == 1 ? detail::ExtractedSum<kSignificandBits>::add(acc, x, n)
                 : detail::ExponentBuckets<kSignificandBits>::add(acc, n, [x, step](size_t i) {
                     return std::bit_cast<uint64_t>(static_cast<double>(x[i * step]));
                   });

@@ -176,3 +176,48 @@ TEST_CASE(
   y[10] = kInf, y[20] = -kInf;
   check_sum("inf - inf among 10^4 finite", y);
 }
+
+TEST_CASE(
+    "exact_sum_of chunks of 1024 that take 1, 2, 3 and 4+ extraction levels, mixed with chunks for "
+    "the buckets (wide, inf-free, near 2^1023), streaks of wide chunks, ties, floats, vs MPFR",
+    "[exact_sum]") {
+  // The extraction path (fp/extracted_sum.hpp) handles a chunk whose exponents span few enough
+  // bits: spans of 30, 70 and 110 bits take one, two and three levels; 200 goes to the buckets.
+  // Chunks alternate between kinds so that the buckets' runs are both short (copied) and long.
+  std::mt19937_64 rng(203);
+  std::printf("exact_sum_of extraction: seed 203\n");
+  const auto chunk = [&](std::vector<double>& x, int top, int span) {
+    for (int k = 0; k < 1024; ++k) x.push_back(random_double(rng, top - span, top));
+  };
+  for (int span : {0, 30, 60, 70, 100, 110, 130, 200}) {
+    for (int top : {0, 900, 1011, 1012, -980, -1060}) {
+      std::vector<double> x;
+      chunk(x, top, span);
+      chunk(x, top - 5, span / 2);
+      for (int w = 0; w < 20; ++w) chunk(x, 300, 600);  // a streak of wide chunks: some go unread
+      chunk(x, top, span);
+      for (int k = 0; k < 517; ++k) x.push_back(random_double(rng, top - span, top));  // a short tail
+      check_sum("extraction span " + std::to_string(span) + " top " + std::to_string(top), x);
+    }
+  }
+  // Terms of one sign, each just below 2^top: a chunk's extracted parts sum to nearly
+  // 1024 * 2^top, which stays exact only below sigma (2^(top + 11)): a sigma 4 times smaller rounds.
+  for (int top : {0, 700, -1000}) {
+    std::vector<double> same_sign;
+    for (int k = 0; k < 4096; ++k) same_sign.push_back(std::fabs(random_double(rng, top - 1, top - 1)));
+    check_sum("one sign near 2^" + std::to_string(top), same_sign);
+  }
+  // Terms on sigma's half-ulp grid (ties when added to sigma): 2^e times odd multiples of 2^-53.
+  std::vector<double> ties;
+  for (int k = 0; k < 5000; ++k) ties.push_back(std::ldexp(static_cast<double>(2 * (rng() % 1024) + 1), -53 + static_cast<int>(rng() % 12)) * ((rng() & 1) ? -1 : 1));
+  check_sum("ties", ties);
+  // Wide streaks that narrow later: the rechecked chunks find the narrow ones.
+  std::vector<double> narrowing;
+  for (int w = 0; w < 40; ++w) chunk(narrowing, 0, 600);
+  for (int w = 0; w < 40; ++w) chunk(narrowing, 0, 20);
+  check_sum("wide then narrow", narrowing);
+  // Floats take the same path converted.
+  std::vector<float> floats;
+  for (int k = 0; k < 70000; ++k) floats.push_back(static_cast<float>(random_double(rng, -60 + (k / 1024 % 3) * 40, 40)));
+  check_sum("floats in chunks of spans 100, 60, 20", floats);
+}
