@@ -178,12 +178,13 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "exact_sum_of chunks of 1024 that take 1, 2, 3 and 4+ extraction levels, mixed with chunks for "
-    "the buckets (wide, inf-free, near 2^1023), streaks of wide chunks, ties, floats, vs MPFR",
+    "exact_sum_of chunks of 1024 that take 2 and 3 extraction levels (floats: 1), mixed with chunks "
+    "for the buckets (wide, or from 2^1012), streaks of wide chunks, one sign, ties, vs MPFR",
     "[exact_sum]") {
-  // The extraction path (fp/extracted_sum.hpp) handles a chunk whose exponents span few enough
-  // bits: spans of 30, 70 and 110 bits take one, two and three levels; 200 goes to the buckets.
-  // Chunks alternate between kinds so that the buckets' runs are both short (copied) and long.
+  // The extraction path (fp/extracted_sum.hpp) takes a chunk of doubles whose exponents span up
+  // to 30 binades in two levels, up to 71 in three; wider ones, and terms from 2^1012 up (top
+  // 1011 and 1012 below), go to the buckets. Chunks alternate between kinds so that the buckets'
+  // runs are both short (copied) and long.
   std::mt19937_64 rng(203);
   std::printf("exact_sum_of extraction: seed 203\n");
   const auto chunk = [&](std::vector<double>& x, int top, int span) {
