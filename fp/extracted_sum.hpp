@@ -102,10 +102,9 @@ class ExtractedSum {
         continue;
       }
       const Magnitudes m = magnitudes(x + i, len);
-      if (m.largest >> binary64::kFractionBits == binary64::kExponentMask) return false;  // inf or NaN
-      if (m.largest == 0) continue;                                                       // zeros only: nothing to add
-      const int top = top_of(m.largest);
-      const int lowest_bit = static_cast<int>(std::max<uint64_t>(m.smallest >> binary64::kFractionBits, 1)) - 1075;
+      if (m.largest >> kHighFractionBits == binary64::kExponentMask) return false;  // inf or NaN
+      int top = top_of(m.largest);
+      const int lowest_bit = static_cast<int>(std::max<uint32_t>(m.smallest >> kHighFractionBits, 1)) - 1075;
       // The first level keeps the bits from 2^(top + kHeadroomBits - 53) up, each further one
       // kLevelBits more: as many as reach the smallest term's lowest bit.
       const int levels = 1 + (std::max(0, top - lowest_bit + kHeadroomBits - 53) + kLevelBits - 1) / kLevelBits;
@@ -115,15 +114,17 @@ class ExtractedSum {
         continue;
       }
       bucket_streak = 0;
-      uint64_t largest_rest = 0;
       // The next chunk is fetched while this one's levels run from L1: its first pass (magnitudes)
       // otherwise waited on memory for a third of the time.
-      acc.add(level(x + i, rest[0], len, sigma_of(top), largest_rest, i + 2 * kChunk <= n ? x + i + kChunk : nullptr));
+      bool rest_left = false;
+      acc.add(level(x + i, rest[0], len, sigma_of(top), rest_left, i + 2 * kChunk <= n ? x + i + kChunk : nullptr));
       int l = 1;
-      for (; l < kMaxLevels && largest_rest != 0; ++l)
-        acc.add(level(rest[(l - 1) % 2], rest[l % 2], len, sigma_of(top_of(largest_rest)), largest_rest));
-      // Beyond the estimate (it should not be): the remainders, exact, to the buckets
-      if (largest_rest != 0) stage(rest[(l - 1) % 2], len);
+      for (; l < kMaxLevels && rest_left; ++l) {
+        top = std::max(top + kHeadroomBits - 52, kLeastTop);  // |r| <= 2^-53 sigma
+        acc.add(level(rest[(l - 1) % 2], rest[l % 2], len, sigma_of(top), rest_left));
+      }
+      // Beyond the estimate (subnormals it does not see, below 2^-1042): the remainders, exact, to the buckets
+      if (rest_left) stage(rest[(l - 1) % 2], len);
     }
     if (run_end != run_begin) run_flush();
     if (staged_count) stage_flush();
@@ -131,18 +132,22 @@ class ExtractedSum {
   }
 
  private:
-  // The largest term's magnitude bits and the smallest nonzero one's (as doubles; no nonzero
-  // term: all ones).
+  // The largest term's magnitude and the smallest nonzero one's, by their high 32 bits (sign
+  // cleared: exponent and 20 fraction bits; the smallest counts only terms whose high word is
+  // nonzero, all ones if none): enough for the exponents, in 32-bit lanes whose unsigned minimum
+  // and maximum are one instruction on AVX2 (64-bit ones are a compare and a blend).
   struct Magnitudes {
-    uint64_t largest, smallest;
+    uint32_t largest, smallest;
   };
+  static constexpr int kHighFractionBits = binary64::kFractionBits - 32;
+  static constexpr int kLeastTop = -1021;  // sigma / 2 normal, so that the parts are exact
 
-  // kLanes doubles, and their bits as signed words, in GCC's vector types: one register of the
-  // target, where GCC would not vectorise the same loops written on scalars (it judged the
+  // kLanes doubles, their bits as words and as 32-bit halves, in GCC's vector types: one register
+  // of the target, where GCC would not vectorise the same loops written on scalars (it judged the
   // lane-wise form of the level loop unprofitable), and wider types' selects became scalar code.
   typedef double Doubles __attribute__((vector_size(kLanes * sizeof(double))));
   typedef int64_t Words __attribute__((vector_size(kLanes * sizeof(double))));
-  static constexpr auto kMagnitudeMask = static_cast<int64_t>(binary64::kMagnitudeMask);
+  typedef uint32_t Halves __attribute__((vector_size(kLanes * sizeof(double))));
 
   template <class T>
   static Doubles load(const T* p) {
@@ -158,50 +163,52 @@ class ExtractedSum {
     }
   }
 
+  static uint32_t high_magnitude(double v) {
+    return static_cast<uint32_t>(std::bit_cast<uint64_t>(v) >> 32) & 0x7fffffffu;
+  }
+
   template <class T>
   static Magnitudes magnitudes(const T* x, size_t len) {
-    // Signed words: AVX2 compares only signed 64-bit lanes; magnitudes' bits are below 2^63.
-    const Words none = Words{} + INT64_MAX;
-    Words largest[kChains] = {}, smallest[kChains];
-    for (auto& v : smallest) v = none;
+    Halves high;  // the high halves' magnitude bits (little-endian: the odd halves)
+    for (int h = 0; h < 2 * kLanes; ++h) high[h] = h % 2 ? 0x7fffffffu : 0u;
+    Halves largest[kChains] = {}, smallest[kChains];
+    for (auto& v : smallest) v = Halves{} + 0xffffffffu;
     size_t k = 0;
     for (; k + kChains * kLanes <= len; k += kChains * kLanes) {
 #pragma GCC unroll 4
       for (int c = 0; c < kChains; ++c) {
-        const Words bits = reinterpret_cast<Words>(load(x + k + c * kLanes)) & kMagnitudeMask;
+        const Halves bits = reinterpret_cast<Halves>(load(x + k + c * kLanes)) & high;  // low halves: 0
         largest[c] = bits > largest[c] ? bits : largest[c];
-        const Words nonzero = bits | ((bits == 0) & INT64_MAX);
+        const Halves nonzero = bits | reinterpret_cast<Halves>(bits == 0);
         smallest[c] = nonzero < smallest[c] ? nonzero : smallest[c];
       }
     }
-    int64_t most = 0, least = INT64_MAX;
+    uint32_t most = 0, least = 0xffffffffu;
     for (; k < len; ++k) {
-      const auto bits =
-          static_cast<int64_t>(std::bit_cast<uint64_t>(static_cast<double>(x[k])) & binary64::kMagnitudeMask);
+      const uint32_t bits = high_magnitude(static_cast<double>(x[k]));
       most = std::max(most, bits);
-      least = std::min(least, bits == 0 ? INT64_MAX : bits);
+      least = std::min(least, bits == 0 ? 0xffffffffu : bits);
     }
     for (int c = 0; c < kChains; ++c)
-      for (int l = 0; l < kLanes; ++l) most = std::max(most, largest[c][l]), least = std::min(least, smallest[c][l]);
-    return {static_cast<uint64_t>(most), static_cast<uint64_t>(least)};
+      for (int h = 0; h < 2 * kLanes; ++h)
+        most = std::max(most, largest[c][h]), least = std::min(least, smallest[c][h]);
+    return {most, least};
   }
 
-  // The least top with |v| < 2^top for magnitude bits v of a finite double (at least -1021, so
-  // that sigma / 2 is normal).
-  static int top_of(uint64_t bits) {
-    return static_cast<int>(std::max<uint64_t>(bits >> binary64::kFractionBits, 1)) - 1022;
-  }
+  // The least top with |v| < 2^top for the high magnitude bits of a finite double, at least
+  // kLeastTop.
+  static int top_of(uint32_t high) { return static_cast<int>(std::max<uint32_t>(high >> kHighFractionBits, 1)) - 1022; }
   static double sigma_of(int top) { return std::ldexp(1.0, top + kHeadroomBits); }
 
   // One level over in[0..len) (every |in[k]| below 2^-kHeadroomBits sigma): the exact sum of the
-  // extracted parts, the remainders into out, their largest magnitude's bits into largest_rest;
-  // `ahead` (unless null): as many terms to fetch into the cache meanwhile.
+  // extracted parts, the remainders into out, whether any is nonzero into rest_left; `ahead`
+  // (unless null): as many terms to fetch into the cache meanwhile.
   template <class T>
-  static double level(const T* __restrict in, double* __restrict out, size_t len, double sigma, uint64_t& largest_rest,
+  static double level(const T* __restrict in, double* __restrict out, size_t len, double sigma, bool& rest_left,
                       const T* ahead = nullptr) {
     const Doubles sigmas = Doubles{} + sigma;
     Doubles sums[kChains] = {};
-    Words largest[kChains] = {};
+    Words nonzero = {};
     size_t k = 0;
     for (; k + kChains * kLanes <= len; k += kChains * kLanes) {
 #pragma GCC unroll 4
@@ -212,22 +219,22 @@ class ExtractedSum {
         const Doubles r = p - q;
         std::memcpy(out + k + c * kLanes, &r, sizeof r);
         sums[c] += q;
-        const Words magnitude = reinterpret_cast<Words>(r) & kMagnitudeMask;
-        largest[c] = magnitude > largest[c] ? magnitude : largest[c];
+        nonzero |= r != 0.0;  // -0 (from a -0 term) counts as zero
       }
     }
     double total = 0.0;
-    int64_t most = 0;
+    bool any = false;
     for (; k < len; ++k) {
       const auto p = static_cast<double>(in[k]);
       const double q = (sigma + p) - sigma;
       out[k] = p - q;
       total += q;
-      most = std::max(most, static_cast<int64_t>(std::bit_cast<uint64_t>(out[k]) & binary64::kMagnitudeMask));
+      any = any || out[k] != 0.0;
     }
     for (int c = 0; c < kChains; ++c)
-      for (int l = 0; l < kLanes; ++l) total += sums[c][l], most = std::max(most, largest[c][l]);
-    largest_rest = static_cast<uint64_t>(most);
+      for (int l = 0; l < kLanes; ++l) total += sums[c][l];
+    for (int l = 0; l < kLanes; ++l) any = any || nonzero[l] != 0;
+    rest_left = any;
     return total;
   }
 };

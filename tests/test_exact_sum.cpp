@@ -208,9 +208,19 @@ TEST_CASE(
     for (int k = 0; k < 4096; ++k) same_sign.push_back(std::fabs(random_double(rng, top - 1, top - 1)));
     check_sum("one sign near 2^" + std::to_string(top), same_sign);
   }
+  // Subnormals below 2^-1042, whose high 32 bits are zero (the extraction's exponent pass reads
+  // only those): chunks of them alone and among normal terms.
+  std::vector<double> tiny;
+  for (int k = 0; k < 3000; ++k)
+    tiny.push_back(std::ldexp(static_cast<double>(rng() >> 44), -1074) * ((rng() & 1) ? -1 : 1));
+  check_sum("subnormals below 2^-1042", tiny);
+  for (size_t k = 1024; k < 2048; ++k) tiny[k] = random_double(rng, -10, 10);
+  check_sum("subnormals below 2^-1042 and a chunk of normal terms", tiny);
   // Terms on sigma's half-ulp grid (ties when added to sigma): 2^e times odd multiples of 2^-53.
   std::vector<double> ties;
-  for (int k = 0; k < 5000; ++k) ties.push_back(std::ldexp(static_cast<double>(2 * (rng() % 1024) + 1), -53 + static_cast<int>(rng() % 12)) * ((rng() & 1) ? -1 : 1));
+  for (int k = 0; k < 5000; ++k)
+    ties.push_back(std::ldexp(static_cast<double>(2 * (rng() % 1024) + 1), -53 + static_cast<int>(rng() % 12)) *
+                   ((rng() & 1) ? -1 : 1));
   check_sum("ties", ties);
   // Wide streaks that narrow later: the rechecked chunks find the narrow ones.
   std::vector<double> narrowing;
@@ -219,6 +229,7 @@ TEST_CASE(
   check_sum("wide then narrow", narrowing);
   // Floats take the same path converted.
   std::vector<float> floats;
-  for (int k = 0; k < 70000; ++k) floats.push_back(static_cast<float>(random_double(rng, -60 + (k / 1024 % 3) * 40, 40)));
+  for (int k = 0; k < 70000; ++k)
+    floats.push_back(static_cast<float>(random_double(rng, -60 + (k / 1024 % 3) * 40, 40)));
   check_sum("floats in chunks of spans 100, 60, 20", floats);
 }
