@@ -460,10 +460,11 @@ bool GpuConv::forward(const ConvGeometry& geometry, size_t out_channels, const f
 namespace {
 
 // Whether the offsets' chains go apart (Col2imParts): where the workspace holds them and the
-// one-pass grid gives the device fewer than 8 warps an SM (a deep layer's input gradient: on an
-// H200's 132 SMs, ResNet-18's 4x4 and 8x8 layers, 4 and 8 warps an SM), or always. With more
-// warps, the parts' extra traffic (k*k x rows x channels floats written, then read by the fold)
-// costs more than the blocks gain (docs/results/torch_emulate.md, 2026-11-30).
+// one-pass grid gives the device fewer than 6 warps an SM (a deep layer's input gradient: on an
+// H200's 132 SMs, ResNet-18's 4x4 layers, 3.9 warps an SM; its 8x8 ones, 7.8, take as long either
+// way), or always. With more warps, the parts' extra traffic (k*k x rows x channels floats
+// written, then read by the fold) costs more than the blocks gain (docs/results/torch_emulate.md,
+// 2026-11-30).
 bool col2im_in_parts(detail::ChainTile tile, const ConvGeometry& g, size_t m, const Col2imParts& parts) {
   const size_t needed = g.kernel * g.kernel * m * g.channels;
   if (!parts.workspace || parts.floats < needed) return false;
@@ -474,7 +475,7 @@ bool col2im_in_parts(detail::ChainTile tile, const ConvGeometry& g, size_t m, co
   const bool wide = tile == detail::ChainTile::t128x128;
   const size_t blocks = (m + 127) / 128 * ((g.channels + (wide ? 127 : 63)) / (wide ? 128 : 64));
   const size_t warps = blocks * (wide ? 8 : 4);
-  return g.kernel > 1 && warps < 8 * static_cast<size_t>(sms);
+  return g.kernel > 1 && warps < 6 * static_cast<size_t>(sms);
 }
 
 }  // namespace
