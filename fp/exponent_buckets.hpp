@@ -121,7 +121,7 @@ class ExponentBuckets {
   template <bool kPacked = false, class Decode>
   static bool run(SuperAccumulator& acc, size_t n, Decode decode) {
     static_assert(!kPacked || kSignificandBits <= kIndexShift, "a significand below the packed index");
-    thread_local Storage storage;  // all zero between calls
+    Storage& storage = thread_storage();
     uint64_t* word = storage.word.data();
     // Without this GCC recomputes the thread-local address (a %fs load under -fPIC) on every
     // scatter; as an opaque register value it stays in one.
@@ -215,6 +215,12 @@ class ExponentBuckets {
     std::array<uint64_t, 4096 * kLanes> word{};  // [sign|exponent][lane]
     std::array<__int128, 2048> total{};          // [exponent]: the flushed words' signed sum
   };
+  // All zero between calls. One a thread for every pass of this width: declared in run(), a
+  // template, each caller's decoding lambda had made another (288 KiB of every thread's storage).
+  static Storage& thread_storage() {
+    thread_local Storage storage;
+    return storage;
+  }
 };
 
 }  // namespace fplab::fp::detail

@@ -2,15 +2,16 @@
 // extraction, after Rump, Ogita and Oishi's ExtractVector ("Accurate floating-point summation",
 // 2008). For a chunk of at most 2^M - 1 terms p with |p| < 2^top and sigma = 2^(top + M):
 //   q = (sigma + p) - sigma  is exact (Sterbenz: sigma + p rounds into [sigma/2, 2 sigma]) and a
-//                            multiple of 2^-53 sigma, |q| <= |p| + 2^-53 sigma;
+//                            multiple of 2^-53 sigma (or of 2^-1074), |q| <= |p| + 2^-53 sigma;
 //   r = p - q                is exact (the rounding error of sigma + p), |r| <= 2^-53 sigma;
-// and every partial sum of the q's, in any order, is a multiple of 2^-53 sigma below sigma in
-// magnitude: exact in a double. So a chunk's exact sum is one double per level plus the
-// remainders r, which the next level takes (41 bits lower a level) until they are all zero. Four
-// floating-point operations a term and level, in vector lanes, where the exponent buckets
-// (fp/exponent_buckets.hpp) scatter each term to memory: on a Zen 3 core about half the bucket
-// pass's time for normally distributed terms, less than a plain loop of additions (bench/RESULTS.md). Chunks whose
-// exponents span too much for a few levels (or that reach 2^1012) go to the buckets instead.
+// and every partial sum of the q's, in any order, is such a multiple below sigma in magnitude:
+// exact in a double. So a chunk's exact sum is one double per level plus the remainders r, which
+// the next level takes (41 bits lower a level, down to the subnormals' grid) until they are all
+// zero. Four floating-point operations a term and level, in vector lanes, where the exponent
+// buckets (fp/exponent_buckets.hpp) scatter each term to memory: on a Zen 3 core about half the
+// bucket pass's time for normally distributed terms, less than a plain loop of additions
+// (bench/RESULTS.md). Chunks whose exponents span too much for a few levels (or that reach
+// 2^1012) go to the buckets instead.
 //
 // An implementation detail of exact_sum, not an API of its own.
 #pragma once
@@ -27,6 +28,10 @@
 #include "fp/exponent_buckets.hpp"
 #include "fp/ieee_bits.hpp"
 #include "fp/superaccumulator.hpp"
+
+#ifdef __FAST_MATH__
+#error "fp/extracted_sum.hpp: (sigma + p) - sigma must be computed as written (no -ffast-math)"
+#endif
 
 namespace fplab::fp::detail {
 
@@ -63,7 +68,7 @@ class ExtractedSum {
   // finite. Otherwise acc holds garbage (the caller starts again term by term).
   template <class T>
   static bool add(SuperAccumulator& acc, const T* x, size_t n) {
-    thread_local std::array<double, kStaged> staged;
+    std::array<double, kStaged>& staged = staged_terms();
     size_t staged_count = 0;
     size_t run_begin = 0, run_end = 0;  // the pending run of terms for the buckets
     bool finite = true;
@@ -104,10 +109,14 @@ class ExtractedSum {
       const Magnitudes m = magnitudes(x + i, len);
       if (m.largest >> kHighFractionBits == binary64::kExponentMask) return false;  // inf or NaN
       int top = top_of(m.largest);
-      const int lowest_bit = static_cast<int>(std::max<uint32_t>(m.smallest >> kHighFractionBits, 1)) - 1075;
-      // The first level keeps the bits from 2^(top + kHeadroomBits - 53) up, each further one
-      // kLevelBits more: as many as reach the smallest term's lowest bit.
-      const int levels = 1 + (std::max(0, top - lowest_bit + kHeadroomBits - 53) + kLevelBits - 1) / kLevelBits;
+      // The smallest term's least significant place, for significands of kSignificandBits bits
+      const int lowest_bit =
+          static_cast<int>(std::max<uint32_t>(m.smallest >> kHighFractionBits, 1)) - 1075 + (53 - kSignificandBits);
+      // A level's parts lie on the grid 2^(top + kHeadroomBits - 52) (half that for negative
+      // terms), and each level's top is kLevelBits below the last (down to kLeastTop, whose grid
+      // is the subnormals'): as many levels as bring that grid down to the smallest term's place
+      // leave no remainder.
+      const int levels = 1 + (std::max(0, top - lowest_bit + kHeadroomBits - 52) + kLevelBits - 1) / kLevelBits;
       if (top + kHeadroomBits > 1023 || levels > kMaxLevels) {  // sigma would overflow, or too many levels
         to_buckets(i, len);
         ++bucket_streak;
@@ -123,7 +132,8 @@ class ExtractedSum {
         top = std::max(top + kHeadroomBits - 52, kLeastTop);  // |r| <= 2^-53 sigma
         acc.add(level(rest[(l - 1) % 2], rest[l % 2], len, sigma_of(top), rest_left));
       }
-      // Beyond the estimate (subnormals it does not see, below 2^-1042): the remainders, exact, to the buckets
+      // Beyond the estimate (subnormals below 2^-1042, which the exponent pass does not see): the
+      // remainders, exact, to the buckets
       if (rest_left) stage(rest[(l - 1) % 2], len);
     }
     if (run_end != run_begin) run_flush();
@@ -132,6 +142,12 @@ class ExtractedSum {
   }
 
  private:
+  // Terms for the buckets, gathered: one buffer a thread for both term types.
+  static std::array<double, kStaged>& staged_terms() {
+    thread_local std::array<double, kStaged> staged;
+    return staged;
+  }
+
   // The largest term's magnitude and the smallest nonzero one's, by their high 32 bits (sign
   // cleared: exponent and 20 fraction bits; the smallest counts only terms whose high word is
   // nonzero, all ones if none): enough for the exponents, in 32-bit lanes whose unsigned minimum
@@ -140,7 +156,9 @@ class ExtractedSum {
     uint32_t largest, smallest;
   };
   static constexpr int kHighFractionBits = binary64::kFractionBits - 32;
-  static constexpr int kLeastTop = -1021;  // sigma / 2 normal, so that the parts are exact
+  // sigma at least 2^-1022: the grid around it is then 2^-1074 at its finest, every subnormal's
+  // place, and a level with that sigma leaves no remainder.
+  static constexpr int kLeastTop = -1022 - kHeadroomBits;
 
   // kLanes doubles, their bits as words and as 32-bit halves, in GCC's vector types: one register
   // of the target, where GCC would not vectorise the same loops written on scalars (it judged the
@@ -195,9 +213,13 @@ class ExtractedSum {
     return {most, least};
   }
 
-  // The least top with |v| < 2^top for the high magnitude bits of a finite double, at least
-  // kLeastTop.
-  static int top_of(uint32_t high) { return static_cast<int>(std::max<uint32_t>(high >> kHighFractionBits, 1)) - 1022; }
+  // The least top with |v| < 2^top for the high magnitude bits of a finite double (a subnormal's
+  // from the width of its fraction; below 2^-1042 the high word is zero), at least kLeastTop.
+  static int top_of(uint32_t high) {
+    const auto field = static_cast<int>(high >> kHighFractionBits);
+    const int top = field ? field - 1022 : static_cast<int>(std::bit_width(high)) + 32 - 1074;
+    return std::max(top, kLeastTop);
+  }
   static double sigma_of(int top) { return std::ldexp(1.0, top + kHeadroomBits); }
 
   // One level over in[0..len) (every |in[k]| below 2^-kHeadroomBits sigma): the exact sum of the

@@ -201,13 +201,23 @@ TEST_CASE(
       check_sum("extraction span " + std::to_string(span) + " top " + std::to_string(top), x);
     }
   }
-  // Terms of one sign, each just below 2^top: a chunk's extracted parts sum to nearly
-  // 1024 * 2^top, which stays exact only below sigma (2^(top + 11)): a sigma 4 times smaller rounds.
+  // Terms of one sign in [2^(top - 1), 2^top): a chunk's extracted parts sum to about
+  // 1.5 * 2^(top + 9), exact only while that stays below sigma (2^(top + 11)) on their grid (2^-53
+  // sigma for negative terms, twice that for positive ones): a sigma 4 times smaller rounds the
+  // negative chunks' sums, 8 times smaller the positive ones'.
   for (int top : {0, 700, -1000}) {
-    std::vector<double> same_sign;
-    for (int k = 0; k < 4096; ++k) same_sign.push_back(std::fabs(random_double(rng, top - 1, top - 1)));
-    check_sum("one sign near 2^" + std::to_string(top), same_sign);
+    for (double sign : {1.0, -1.0}) {
+      std::vector<double> same_sign;
+      for (int k = 0; k < 4096; ++k) same_sign.push_back(sign * std::fabs(random_double(rng, top - 1, top - 1)));
+      check_sum("one sign near " + std::string(sign < 0 ? "-" : "") + "2^" + std::to_string(top), same_sign);
+    }
   }
+  // Bits spread so that each level leaves a remainder for the next, one level beyond three
+  std::vector<double> stairs(1024, 0.0);
+  stairs[0] = 0.5 + std::ldexp(1.0, -42);
+  stairs[1] = std::ldexp(1.0, -31) + 3 * std::ldexp(1.0, -83);
+  stairs[2] = std::ldexp(1.0, -72) + std::ldexp(1.0, -124);
+  check_sum("a remainder at every level", stairs);
   // Subnormals below 2^-1042, whose high 32 bits are zero (the extraction's exponent pass reads
   // only those): chunks of them alone and among normal terms.
   std::vector<double> tiny;
