@@ -41,7 +41,7 @@ class ExtractedSum {
   static constexpr size_t kChunk = 1024;
   static constexpr int kHeadroomBits = 11;  // a chunk's 1024 terms below 2^-11 sigma each sum below sigma
   static_assert(kChunk < (size_t{1} << kHeadroomBits));
-  static constexpr int kLevelBits = 52 - kHeadroomBits;  // how much lower each level's sigma is, at least
+  static constexpr int kLevelBits = 52 - kHeadroomBits;  // how much lower each level's sigma is
   static constexpr int kMaxLevels = 3;
   // Lanes of a level's sums, as wide as the target's vectors (GCC's vector types below): each
   // lane adds its own terms, so that the adds do not wait on each other.
@@ -52,8 +52,8 @@ class ExtractedSum {
 #else
   static constexpr int kLanes = 2;
 #endif
-  // Vectors a loop keeps apart: a vector add's latency is 3-4 cycles, a compare-and-blend's 2, so
-  // one running sum and maximum would make each iteration wait for the last.
+  // Vectors a loop keeps apart: a vector add's latency is 3-4 cycles, so one running sum (or
+  // maximum) would make each iteration wait for the last.
   static constexpr int kChains = 4;
   static_assert(kChunk % (kChains * 8) == 0);
   // Terms left to the buckets: runs of this many contiguous terms go there directly, shorter ones
