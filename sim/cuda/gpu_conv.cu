@@ -472,9 +472,9 @@ bool col2im_in_parts(detail::ChainTile tile, const ConvGeometry& g, size_t m, co
   int device = 0, sms = 0;
   FPLAB_CUDA(cudaGetDevice(&device));
   FPLAB_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const bool wide = tile == detail::ChainTile::t128x128;
-  const size_t blocks = (m + 127) / 128 * ((g.channels + (wide ? 127 : 63)) / (wide ? 128 : 64));
-  const size_t warps = blocks * (wide ? 8 : 4);
+  // Blocks of 128 rows x `columns`, a thread 8 x 8 of them: columns / 16 warps a block
+  const size_t columns = tile == detail::ChainTile::t128x128 ? 128 : 64;
+  const size_t warps = (m + 127) / 128 * ((g.channels + columns - 1) / columns) * (columns / 16);
   return g.kernel > 1 && warps < 6 * static_cast<size_t>(sms);
 }
 
