@@ -70,6 +70,26 @@ struct Fp32Cut {
     return std::bit_cast<float>((down & toward_zero) | (away & ~toward_zero)) * unscale;
   }
 
+  // Whether sum_of_values holds for the format: at most 11 significant bits.
+  bool sums_of_values_land_on_ties() const { return unit_half >= (uint32_t{1} << 12); }
+
+  // sum() where a and b are values of the format (sums_of_values_land_on_ties()), without
+  // TwoSum: such a sum is exact in fp32 wherever it lands on a midpoint, so the midpoint is a
+  // tie. (Were it inexact, |a| >= |b| would need a bit of b below fp32's last at s's exponent
+  // e, so |b| < 2^(e - 24 + P) for P significant bits, while a midpoint lies at least 2^(e - P)
+  // from any value of the format, a among them: 2^(e - P) <= |b| + 2^(e - 24) fails for P <= 11.)
+  // Its scaling is exact as well: a sum below the format's least normal is exact in fp32, and
+  // one above it scales to fp32's normal range. Undecided only where out of range.
+  float sum_of_values(float a, float b, uint32_t& undecided) const {
+    const uint32_t bits = std::bit_cast<uint32_t>((a + b) * scale), t = bits + unit_half;
+    const uint32_t midpoint = static_cast<uint32_t>((t & ~keep) == 0);
+    const uint32_t away = t & keep, down = bits & keep;
+    const uint32_t tie_down = ties_to_even & static_cast<uint32_t>((down & (unit_half << 1)) == 0);
+    const uint32_t toward_zero = uint32_t{0} - (midpoint & tie_down);
+    undecided = out_of_range(bits);
+    return std::bit_cast<float>((down & toward_zero) | (away & ~toward_zero)) * unscale;
+  }
+
  private:
   // 1 where the (scaled) bits are past the threshold, not finite, or flushed.
   uint32_t out_of_range(uint32_t bits) const {

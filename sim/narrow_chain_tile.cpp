@@ -185,7 +185,7 @@ void chain_pass(const Arithmetic& ar, const Cut& cut, V scale, V unscale, const 
   constexpr bool kHeldScaled = kScaling == Scaling::factors;
   constexpr size_t kWidth = L::kWidth;
   const float cut_scale = L::first(scale), cut_unscale = L::first(unscale);
-  V acc[kRows][kVectors];
+  V acc[kRows][kVectors]{};  // set by the first block (zeroed for the compiler, which cannot see that)
   V bk[kVectors];
   Track track[kVectors];
   alignas(64) float saved[kRows][kVectors][kWidth], now[kRows][kVectors][kWidth];
@@ -288,34 +288,82 @@ void chain_tile(const Arithmetic& ar, const fp::Fp32Cut& spec, const float* a, s
   });
 }
 
-template <bool kFused, Scaling kScaling, bool kRange>
-void chain_tile_flush(const Arithmetic& ar, const fp::Fp32Cut& spec, const float* a, size_t lda, const float* b,
+template <bool kFused, Scaling kScaling>
+void chain_tile_range(const Arithmetic& ar, const fp::Fp32Cut& spec, const float* a, size_t lda, const float* b,
                       ScaledFactors scaled, size_t ldb, const GroupSpan& g, size_t mr, size_t nr, float* out,
                       size_t ldo) {
-  if (spec.flush)
-    chain_tile<kFused, kScaling, kRange, kRange>(ar, spec, a, lda, b, scaled, ldb, g, mr, nr, out, ldo);
+  if (!spec.check_range)
+    chain_tile<kFused, kScaling, false, false>(ar, spec, a, lda, b, scaled, ldb, g, mr, nr, out, ldo);
+  else if (spec.flush)
+    chain_tile<kFused, kScaling, true, true>(ar, spec, a, lda, b, scaled, ldb, g, mr, nr, out, ldo);
   else
-    chain_tile<kFused, kScaling, kRange, false>(ar, spec, a, lda, b, scaled, ldb, g, mr, nr, out, ldo);
+    chain_tile<kFused, kScaling, true, false>(ar, spec, a, lda, b, scaled, ldb, g, mr, nr, out, ldo);
 }
 
 template <bool kFused>
 void chain_tile_forms(const Arithmetic& ar, const fp::Fp32Cut& spec, const float* a, size_t lda, const float* b,
                       ScaledFactors scaled, size_t ldb, const GroupSpan& g, size_t mr, size_t nr, float* out,
                       size_t ldo) {
-  // A format narrower than fp32's range has its range checked.
   if (spec.scaled() && scaled.b)
-    chain_tile_flush<kFused, Scaling::factors, true>(ar, spec, a, lda, b, scaled, ldb, g, mr, nr, out, ldo);
+    chain_tile_range<kFused, Scaling::factors>(ar, spec, a, lda, b, scaled, ldb, g, mr, nr, out, ldo);
   else if (spec.scaled())
-    chain_tile_flush<kFused, Scaling::results, true>(ar, spec, a, lda, b, scaled, ldb, g, mr, nr, out, ldo);
-  else if (spec.check_range)
-    chain_tile_flush<kFused, Scaling::none, true>(ar, spec, a, lda, b, scaled, ldb, g, mr, nr, out, ldo);
+    chain_tile_range<kFused, Scaling::results>(ar, spec, a, lda, b, scaled, ldb, g, mr, nr, out, ldo);
   else
-    chain_tile<kFused, Scaling::none, false, false>(ar, spec, a, lda, b, scaled, ldb, g, mr, nr, out, ldo);
+    chain_tile_range<kFused, Scaling::none>(ar, spec, a, lda, b, scaled, ldb, g, mr, nr, out, ldo);
+}
+
+// Whether every value is finite: one pass of integer operations without an early exit, which
+// the compiler vectorises (std::isfinite it did not).
+bool all_finite(const float* x, size_t count) {
+  constexpr uint32_t kExponent = 0x7f800000u;
+  uint32_t special = 0;
+  for (size_t i = 0; i < count; ++i)
+    special |= static_cast<uint32_t>((std::bit_cast<uint32_t>(x[i]) & kExponent) == kExponent);
+  return special == 0;
+}
+
+// Whether no value a chain of C = A B holds or computes can reach the format's largest finite
+// value, so that its results need no range check. Rounded to nearest, a held value moves by at
+// most twice what is added to it (a value of the format, the one held, lies that close to the
+// sum), and a product rounded first is at most twice the exact one: every value of a chain over
+// any of the terms t of output (i, j) stays below 4 sum_t |a[i][t]| max_j' |b[t][j']|. The sums
+// run in float lanes the compiler vectorises (their roundings are covered by the margin below;
+// one that overflows says no).
+bool chains_stay_in_range(const float* a, const float* b, GemmShape shape, double max_finite) {
+  const auto [m, n, k] = shape;
+  constexpr size_t kLanes = 16;
+  std::vector<float> b_max(k);
+  for (size_t t = 0; t < k; ++t) {
+    const float* row = b + t * n;
+    float lanes[kLanes] = {};
+    size_t j = 0;
+    for (; j + kLanes <= n; j += kLanes)
+      for (size_t l = 0; l < kLanes; ++l) lanes[l] = std::max(lanes[l], std::fabs(row[j + l]));
+    float top = 0;
+    for (; j < n; ++j) top = std::max(top, std::fabs(row[j]));
+    for (const float x : lanes) top = std::max(top, x);
+    b_max[t] = top;
+  }
+  float bound = 0;
+  for (size_t i = 0; i < m; ++i) {
+    const float* row = a + i * k;
+    float lanes[kLanes] = {};
+    size_t t = 0;
+    for (; t + kLanes <= k; t += kLanes)
+      for (size_t l = 0; l < kLanes; ++l) lanes[l] += std::fabs(row[t + l]) * b_max[t + l];
+    float sum = 0;
+    for (; t < k; ++t) sum += std::fabs(row[t]) * b_max[t];
+    for (const float x : lanes) sum += x;
+    bound = std::max(bound, sum);
+  }
+  // The float sums lie within a relative k 2^-24 <= 2^-8 of the exact ones (k < 2^16): the margin covers them.
+  return k < (size_t{1} << 16) && 4 * double(bound) * (1 + 0x1p-6) < max_finite;
 }
 
 // scaled[i] = x[i] times scale (a power of two): whether every product is exact (undone by the
-// reciprocal bit for bit). One pass: most data scale exactly.
-bool scale_exactly(const float* x, size_t count, float scale, float* scaled) {
+// reciprocal bit for bit). One pass: most data scale exactly. Not inlined: inlined, one of its
+// calls lost the vector loop.
+[[gnu::noinline]] bool scale_exactly(const float* __restrict x, size_t count, float scale, float* __restrict scaled) {
   const float unscale = 1.0f / scale;
   uint32_t inexact = 0;  // no early exit: the loop vectorises
   for (size_t i = 0; i < count; ++i) {
@@ -350,12 +398,10 @@ bool gemm_with_narrow_chains(const Schedule& schedule, const float* a, const flo
   const std::optional<fp::Fp32Cut> cut = narrow_chain_cut(ar);
   if (!cut) return false;
   const auto [m, n, k] = shape;
-  const auto finite = [](const float* x, size_t count) {
-    bool all = true;  // no early exit: the loop vectorises
-    for (size_t i = 0; i < count; ++i) all &= std::isfinite(x[i]);
-    return all;
-  };
-  if (!finite(a, m * k) || !finite(b, k * n)) return false;
+  if (!all_finite(a, m * k) || !all_finite(b, k * n)) return false;
+  fp::Fp32Cut chains_cut = *cut;  // the chains' own: no range check where their values cannot reach it
+  if (chains_cut.check_range && !chains_cut.flush && chains_stay_in_range(a, b, shape, ar.format.max_finite()))
+    chains_cut.check_range = false;
   // The factors scaled once, where every one of them scales exactly: B's by the whole scale
   // (values of the format do: their grid is at least as coarse as fp32's subnormal one once
   // scaled), else A's and B's by half of it each (fp32 data: the whole scale, 2^-120 for e4m3,
@@ -379,22 +425,22 @@ bool gemm_with_narrow_chains(const Schedule& schedule, const float* a, const flo
   const bool chains_are_outputs = groups.size() == 1 && stages.size() == 1;  // all:seq
   // Later stages on rows of floats; a rne/rna arithmetic draws no rounding randomness.
   std::vector<fp::CounterRng> streams(kGemmTileRows * kGemmTileCols, fp::CounterRng(0));
-  TileWalker<float, Fp32CutAdd> walker(1, Fp32CutAdd{1, &ar, *cut}, ar, streams.data(), key);
+  TileWalker<float, Fp32CutAdd> walker(1, Fp32CutAdd{1, &ar, *cut, true}, ar, streams.data(), key);
   std::vector<float> rows, result;
   for (size_t j0 = 0; j0 < n; j0 += kGemmTileCols) {
     for (size_t i0 = 0; i0 < m; i0 += kGemmTileRows) {
       const size_t mr = std::min(kGemmTileRows, m - i0), nr = std::min(kGemmTileCols, n - j0), w = mr * nr;
       if (chains_are_outputs) {
-        narrow_chain_tile(ar, *cut, a + i0 * k, k, b + j0, n, groups[0], mr, nr, c + i0 * n + j0, n,
+        narrow_chain_tile(ar, chains_cut, a + i0 * k, k, b + j0, n, groups[0], mr, nr, c + i0 * n + j0, n,
                           bs ? bs + j0 : nullptr, as ? as + i0 * k : nullptr);
         continue;
       }
       rows.resize(groups.size() * w);
       for (size_t g = 0; g < groups.size(); ++g)
-        narrow_chain_tile(ar, *cut, a + i0 * k, k, b + j0, n, groups[g], mr, nr, &rows[g * w], nr,
+        narrow_chain_tile(ar, chains_cut, a + i0 * k, k, b + j0, n, groups[g], mr, nr, &rows[g * w], nr,
                           bs ? bs + j0 : nullptr, as ? as + i0 * k : nullptr);
       result.resize(w);
-      walker.reshape(w, Fp32CutAdd{w, &ar, *cut});
+      walker.reshape(w, Fp32CutAdd{w, &ar, *cut, true});
       walker.set_tile(gemm_output_key(key, i0, j0, n));
       walker.run(schedule, 1, rows.data(), w, groups.size(), result.data());
       for (size_t r = 0; r < mr; ++r) std::copy_n(&result[r * nr], nr, c + (i0 + r) * n + j0);

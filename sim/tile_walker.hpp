@@ -71,6 +71,9 @@ struct Fp32CutAdd {
   size_t width;
   const Arithmetic* arithmetic;
   fp::Fp32Cut cut;
+  // Every operand is a value of the format (the rows of narrow chains and their sums): where the
+  // format has at most 11 significant bits, the sums take Fp32Cut::sum_of_values.
+  bool values_of_format = false;
   const fp::Format* hold = nullptr;
   void operator()(float* __restrict acc, const float* __restrict x) const {
     if (hold) throw std::logic_error("Fp32CutAdd: a held stage needs the generic arithmetic");
@@ -83,10 +86,18 @@ struct Fp32CutAdd {
       const float* b = x + first;
       const fp::Fp32Cut c = cut;
       uint32_t any = 0;
-      for (size_t i = 0; i < n; ++i) {
-        old[i] = a[i];
-        a[i] = c.sum(a[i], b[i], undecided[i]);
-        any |= undecided[i];
+      if (values_of_format && c.sums_of_values_land_on_ties()) {
+        for (size_t i = 0; i < n; ++i) {
+          old[i] = a[i];
+          a[i] = c.sum_of_values(a[i], b[i], undecided[i]);
+          any |= undecided[i];
+        }
+      } else {
+        for (size_t i = 0; i < n; ++i) {
+          old[i] = a[i];
+          a[i] = c.sum(a[i], b[i], undecided[i]);
+          any |= undecided[i];
+        }
       }
       if (!any) continue;
       for (size_t i = 0; i < n; ++i)

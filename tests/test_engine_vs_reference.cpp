@@ -594,15 +594,17 @@ TEST_CASE(
   // so that blocks are redone lane by lane; "wide" data overflow and fall below the format's
   // normal range; for the formats it scales, "normal" data take A's and B's factors scaled by
   // half the scale each, "ties" B's by the whole, "tiny" (a factor of A and of B near 2^-110)
-  // neither: each result is scaled there and back; "nonfinite" (ties or normal data with an
-  // infinity or NaN in A or B), which the fast path turns away. Every column is checked.
+  // neither: each result is scaled there and back; "one line" (normal data but one row of A and
+  // one column of B whose chain passes the format's largest value: the chains skip their range
+  // check only where no chain can reach it); "nonfinite" (ties or normal data with an infinity or
+  // NaN in A or B), which the fast path turns away. Every column is checked.
   std::mt19937_64 g(37);
   std::normal_distribution<double> d;
   const char* schedules[] = {"all:seq", "split(3):seq | all:tree", "contig(33):seq | all:seq",
                              "strided(5):seq | all:atomic"};
   const char* formats[] = {"bf16",   "fp16",   "tf32", "e4m3",  "e5m2",    "float8_e4m3",
                            "e3m2fn", "e2m1fn", "e6m9", "e8m22", "e4m3fnuz" /* not taken: the generic path */};
-  enum Data { normal, ties, wide, zeros, tiny, nonfinite };
+  enum Data { normal, ties, wide, zeros, tiny, one_line, nonfinite };
   const Shape shapes[] = {{1, 1, 1}, {5, 70, 7}, {3, 130, 33}, {9, 65, 100}, {2, 3, 257}, {4, 20, 1000}};
   for (const char* text : schedules) {
     const Schedule s = parse_schedule(text);
@@ -635,6 +637,12 @@ TEST_CASE(
                   for (size_t j = 0; j < sh.n; ++j) b[t * sh.n + j] = b[(t - 1) * sh.n + j];
               }
               if (data == tiny) a[g() % a.size()] = 0x1.8p-110f, b[g() % b.size()] = -0x1.4p-109f;
+              if (data == one_line) {  // its partial sums climb to 3 times the largest value
+                const size_t row = g() % sh.m, col = g() % sh.n;
+                const double step = std::min(3 * ar.format.max_finite() / double(sh.k), 1e37);
+                for (size_t t = 0; t < sh.k; ++t)
+                  a[row * sh.k + t] = std::fabs(a[row * sh.k + t]) + 1, b[t * sh.n + col] = static_cast<float>(step);
+              }
               if (data == nonfinite) {
                 const float special[] = {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
                                          std::numeric_limits<float>::quiet_NaN()};
