@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -322,29 +323,42 @@ bool all_finite(const float* x, size_t count) {
   return special == 0;
 }
 
-// Whether no value a chain of C = A B holds or computes can reach the format's largest finite
-// value, so that its results need no range check. Rounded to nearest, a held value moves by at
-// most twice what is added to it (a value of the format, the one held, lies that close to the
-// sum), and a product rounded first is at most twice the exact one: every value of a chain over
-// any of the terms t of output (i, j) stays below 4 sum_t |a[i][t]| max_j' |b[t][j']|. The sums
-// run in float lanes the compiler vectorises (their roundings are covered by the margin below;
-// one that overflows says no).
-bool chains_stay_in_range(const float* a, const float* b, GemmShape shape, double max_finite) {
+// What one pass over A and one over B tell the chains of C = A B: whether A and B are finite,
+// and a bound on every value a chain holds or computes (below).
+struct ChainBounds {
+  bool finite = false;
+  float bound = 0;
+};
+
+// Rounded to nearest, a held value moves by at most twice what is added to it (a value of the
+// format, the one held, lies that close to the sum), and a product rounded first is at most twice
+// the exact one: every value of a chain over any of the terms t of output (i, j) stays below
+// 4 sum_t |a[i][t]| max_j' |b[t][j']|, `bound` the largest of the sums. In float lanes the compiler
+// vectorises; a non-finite factor of A makes its row's sum non-finite (B's maxima are finite), so
+// A is looked at again only where a sum is not finite (a factor, or an overflowing sum).
+ChainBounds chain_bounds(const float* a, const float* b, GemmShape shape) {
   const auto [m, n, k] = shape;
   constexpr size_t kLanes = 16;
+  constexpr uint32_t kMagnitude = 0x7fffffffu, kInfinity = 0x7f800000u;
+  // B's largest magnitude per row, as bits (their order is the magnitudes'; NaN's are above all)
   std::vector<float> b_max(k);
+  uint32_t b_top = 0;
   for (size_t t = 0; t < k; ++t) {
     const float* row = b + t * n;
-    float lanes[kLanes] = {};
+    uint32_t lanes[kLanes] = {};
     size_t j = 0;
     for (; j + kLanes <= n; j += kLanes)
-      for (size_t l = 0; l < kLanes; ++l) lanes[l] = std::max(lanes[l], std::fabs(row[j + l]));
-    float top = 0;
-    for (; j < n; ++j) top = std::max(top, std::fabs(row[j]));
-    for (const float x : lanes) top = std::max(top, x);
-    b_max[t] = top;
+      for (size_t l = 0; l < kLanes; ++l)
+        lanes[l] = std::max(lanes[l], std::bit_cast<uint32_t>(row[j + l]) & kMagnitude);
+    uint32_t top = 0;
+    for (; j < n; ++j) top = std::max(top, std::bit_cast<uint32_t>(row[j]) & kMagnitude);
+    for (const uint32_t x : lanes) top = std::max(top, x);
+    b_max[t] = std::bit_cast<float>(top);
+    b_top = std::max(b_top, top);
   }
+  if (b_top >= kInfinity) return {};
   float bound = 0;
+  uint32_t special = 0;
   for (size_t i = 0; i < m; ++i) {
     const float* row = a + i * k;
     float lanes[kLanes] = {};
@@ -354,10 +368,18 @@ bool chains_stay_in_range(const float* a, const float* b, GemmShape shape, doubl
     float sum = 0;
     for (; t < k; ++t) sum += std::fabs(row[t]) * b_max[t];
     for (const float x : lanes) sum += x;
+    special |= static_cast<uint32_t>((std::bit_cast<uint32_t>(sum) & kInfinity) == kInfinity);
     bound = std::max(bound, sum);
   }
-  // The float sums lie within a relative k 2^-24 <= 2^-8 of the exact ones (k < 2^16): the margin covers them.
-  return k < (size_t{1} << 16) && 4 * double(bound) * (1 + 0x1p-6) < max_finite;
+  if (special) return {all_finite(a, m * k), std::numeric_limits<float>::infinity()};
+  return {true, bound};
+}
+
+// Whether the chains can leave out their range check: no value of theirs can reach the format's
+// largest finite one. The float sums of `bound` lie within a relative k 2^-24 <= 2^-8 of the exact
+// ones (k < 2^16): the margin covers them.
+bool chains_stay_in_range(const ChainBounds& bounds, size_t k, double max_finite) {
+  return k < (size_t{1} << 16) && 4 * double(bounds.bound) * (1 + 0x1p-6) < max_finite;
 }
 
 // scaled[i] = x[i] times scale (a power of two): whether every product is exact (undone by the
@@ -398,9 +420,10 @@ bool gemm_with_narrow_chains(const Schedule& schedule, const float* a, const flo
   const std::optional<fp::Fp32Cut> cut = narrow_chain_cut(ar);
   if (!cut) return false;
   const auto [m, n, k] = shape;
-  if (!all_finite(a, m * k) || !all_finite(b, k * n)) return false;
+  const ChainBounds bounds = chain_bounds(a, b, shape);
+  if (!bounds.finite) return false;
   fp::Fp32Cut chains_cut = *cut;  // the chains' own: no range check where their values cannot reach it
-  if (chains_cut.check_range && !chains_cut.flush && chains_stay_in_range(a, b, shape, ar.format.max_finite()))
+  if (chains_cut.check_range && !chains_cut.flush && chains_stay_in_range(bounds, k, ar.format.max_finite()))
     chains_cut.check_range = false;
   // The factors scaled once, where every one of them scales exactly: B's by the whole scale
   // (values of the format do: their grid is at least as coarse as fp32's subnormal one once
