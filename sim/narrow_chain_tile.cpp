@@ -333,7 +333,8 @@ struct ChainBounds {
 // Rounded to nearest, a held value moves by at most twice what is added to it (a value of the
 // format, the one held, lies that close to the sum), and a product rounded first is at most twice
 // the exact one: every value of a chain over any of the terms t of output (i, j) stays below
-// 4 sum_t |a[i][t]| max_j' |b[t][j']|, `bound` the largest of the sums. In float lanes the compiler
+// 2 sum_t |a[i][t]| max_j' |b[t][j']| (products fused) or 4 times it (rounded first), `bound` the
+// largest of the sums. In float lanes the compiler
 // vectorises; a non-finite factor of A makes its row's sum non-finite (B's maxima are finite), so
 // A is looked at again only where a sum is not finite (a factor, or an overflowing sum).
 ChainBounds chain_bounds(const float* a, const float* b, GemmShape shape) {
@@ -378,8 +379,8 @@ ChainBounds chain_bounds(const float* a, const float* b, GemmShape shape) {
 // Whether the chains can leave out their range check: no value of theirs can reach the format's
 // largest finite one. The float sums of `bound` lie within a relative k 2^-24 <= 2^-8 of the exact
 // ones (k < 2^16): the margin covers them.
-bool chains_stay_in_range(const ChainBounds& bounds, size_t k, double max_finite) {
-  return k < (size_t{1} << 16) && 4 * double(bounds.bound) * (1 + 0x1p-6) < max_finite;
+bool chains_stay_in_range(const ChainBounds& bounds, size_t k, bool fused, double max_finite) {
+  return k < (size_t{1} << 16) && (fused ? 2 : 4) * double(bounds.bound) * (1 + 0x1p-6) < max_finite;
 }
 
 // scaled[i] = x[i] times scale (a power of two): whether every product is exact (undone by the
@@ -423,7 +424,8 @@ bool gemm_with_narrow_chains(const Schedule& schedule, const float* a, const flo
   const ChainBounds bounds = chain_bounds(a, b, shape);
   if (!bounds.finite) return false;
   fp::Fp32Cut chains_cut = *cut;  // the chains' own: no range check where their values cannot reach it
-  if (chains_cut.check_range && !chains_cut.flush && chains_stay_in_range(bounds, k, ar.format.max_finite()))
+  if (chains_cut.check_range && !chains_cut.flush &&
+      chains_stay_in_range(bounds, k, ar.products == Products::fused, ar.format.max_finite()))
     chains_cut.check_range = false;
   // The factors scaled once, where every one of them scales exactly: B's by the whole scale
   // (values of the format do: their grid is at least as coarse as fp32's subnormal one once
