@@ -81,16 +81,27 @@ struct Fp32Cut {
   // Its scaling is exact as well: a sum below the format's least normal is exact in fp32, and
   // one above it scales to fp32's normal range. Undecided only where out of range.
   float sum_of_values(float a, float b, uint32_t& undecided) const {
-    const uint32_t bits = std::bit_cast<uint32_t>((a + b) * scale), t = bits + unit_half;
-    const uint32_t midpoint = static_cast<uint32_t>((t & ~keep) == 0);
-    const uint32_t away = t & keep, down = bits & keep;
-    const uint32_t tie_down = ties_to_even & static_cast<uint32_t>((down & (unit_half << 1)) == 0);
-    const uint32_t toward_zero = uint32_t{0} - (midpoint & tie_down);
+    const uint32_t bits = std::bit_cast<uint32_t>((a + b) * scale);
     undecided = out_of_range(bits);
-    return std::bit_cast<float>((down & toward_zero) | (away & ~toward_zero)) * unscale;
+    return cut_at_ties(bits);
+  }
+
+  // sum_of_values where the caller knows that no sum reaches the format's largest value and that
+  // nothing is flushed (flush == 0): always decided.
+  float sum_of_values_in_range(float a, float b) const {
+    return cut_at_ties(std::bit_cast<uint32_t>((a + b) * scale));
   }
 
  private:
+  // The (scaled) bits of an exact fp32 result cut to the format, a midpoint being a tie.
+  float cut_at_ties(uint32_t bits) const {
+    const uint32_t t = bits + unit_half, midpoint = static_cast<uint32_t>((t & ~keep) == 0);
+    const uint32_t away = t & keep, down = bits & keep;
+    const uint32_t tie_down = ties_to_even & static_cast<uint32_t>((down & (unit_half << 1)) == 0);
+    const uint32_t toward_zero = uint32_t{0} - (midpoint & tie_down);
+    return std::bit_cast<float>((down & toward_zero) | (away & ~toward_zero)) * unscale;
+  }
+
   // 1 where the (scaled) bits are past the threshold, not finite, or flushed.
   uint32_t out_of_range(uint32_t bits) const {
     const uint32_t magnitude = bits & 0x7fffffffu;

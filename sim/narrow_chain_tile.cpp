@@ -383,6 +383,27 @@ bool chains_stay_in_range(const ChainBounds& bounds, size_t k, bool fused, doubl
   return k < (size_t{1} << 16) && (fused ? 2 : 4) * double(bounds.bound) * (1 + 0x1p-6) < max_finite;
 }
 
+// Whether the later stages' sums cannot reach the format's largest value either: each later stage
+// a reordering or a sequential fold (seq, rev, atomic, ring) of values of the format, whose held
+// value moves by at most twice each term it adds, so that a fold's values stay below twice its
+// terms' bounds summed; the first stage's groups share out K's terms, so after F folds every
+// value stays below 2^F times the chains' bound.
+bool later_sums_stay_in_range(const Schedule& schedule, const ChainBounds& bounds, size_t k, bool fused,
+                              double max_finite) {
+  double factor = fused ? 2 : 4;
+  for (size_t s = 1; s < schedule.stages.size(); ++s) {
+    const Stage& st = schedule.stages[s];
+    if (st.shuffle || st.reorders()) continue;
+    if (!st.reduces()) return false;  // body(M) or each(S)
+    const Reducer::Kind kind = st.reducer.kind;
+    if (kind != Reducer::Kind::seq && kind != Reducer::Kind::rev && kind != Reducer::Kind::atomic &&
+        kind != Reducer::Kind::ring)
+      return false;
+    factor *= 2;
+  }
+  return k < (size_t{1} << 16) && factor * double(bounds.bound) * (1 + 0x1p-6) < max_finite;
+}
+
 // scaled[i] = x[i] times scale (a power of two): whether every product is exact (undone by the
 // reciprocal bit for bit). One pass: most data scale exactly. Not inlined: inlined, one of its
 // calls lost the vector loop.
@@ -450,7 +471,10 @@ bool gemm_with_narrow_chains(const Schedule& schedule, const float* a, const flo
   const bool chains_are_outputs = groups.size() == 1 && stages.size() == 1;  // all:seq
   // Later stages on rows of floats; a rne/rna arithmetic draws no rounding randomness.
   std::vector<fp::CounterRng> streams(kGemmTileRows * kGemmTileCols, fp::CounterRng(0));
-  TileWalker<float, Fp32CutAdd> walker(1, Fp32CutAdd{1, &ar, *cut, true}, ar, streams.data(), key);
+  const bool sums_in_range =
+      !cut->flush &&
+      later_sums_stay_in_range(schedule, bounds, k, ar.products == Products::fused, ar.format.max_finite());
+  TileWalker<float, Fp32CutAdd> walker(1, Fp32CutAdd{1, &ar, *cut, true, sums_in_range}, ar, streams.data(), key);
   std::vector<float> rows, result;
   for (size_t j0 = 0; j0 < n; j0 += kGemmTileCols) {
     for (size_t i0 = 0; i0 < m; i0 += kGemmTileRows) {
@@ -465,7 +489,7 @@ bool gemm_with_narrow_chains(const Schedule& schedule, const float* a, const flo
         narrow_chain_tile(ar, chains_cut, a + i0 * k, k, b + j0, n, groups[g], mr, nr, &rows[g * w], nr,
                           bs ? bs + j0 : nullptr, as ? as + i0 * k : nullptr);
       result.resize(w);
-      walker.reshape(w, Fp32CutAdd{w, &ar, *cut, true});
+      walker.reshape(w, Fp32CutAdd{w, &ar, *cut, true, sums_in_range});
       walker.set_tile(gemm_output_key(key, i0, j0, n));
       walker.run(schedule, 1, rows.data(), w, groups.size(), result.data());
       for (size_t r = 0; r < mr; ++r) std::copy_n(&result[r * nr], nr, c + (i0 + r) * n + j0);

@@ -74,6 +74,8 @@ struct Fp32CutAdd {
   // Every operand is a value of the format (the rows of narrow chains and their sums): where the
   // format has at most 11 significant bits, the sums take Fp32Cut::sum_of_values.
   bool values_of_format = false;
+  // And no sum can reach the format's largest value (nothing flushed): the sums need no check.
+  bool values_in_range = false;
   const fp::Format* hold = nullptr;
   void operator()(float* __restrict acc, const float* __restrict x) const {
     if (hold) throw std::logic_error("Fp32CutAdd: a held stage needs the generic arithmetic");
@@ -86,6 +88,10 @@ struct Fp32CutAdd {
       const float* b = x + first;
       const fp::Fp32Cut c = cut;
       uint32_t any = 0;
+      if (values_of_format && values_in_range && c.sums_of_values_land_on_ties()) {
+        for (size_t i = 0; i < n; ++i) a[i] = c.sum_of_values_in_range(a[i], b[i]);
+        continue;
+      }
       if (values_of_format && c.sums_of_values_land_on_ties()) {
         for (size_t i = 0; i < n; ++i) {
           old[i] = a[i];
