@@ -334,9 +334,9 @@ struct ChainBounds {
 // format, the one held, lies that close to the sum), and a product rounded first is at most twice
 // the exact one: every value of a chain over any of the terms t of output (i, j) stays below
 // 2 sum_t |a[i][t]| max_j' |b[t][j']| (products fused) or 4 times it (rounded first), `bound` the
-// largest of the sums. In float lanes the compiler
-// vectorises; a non-finite factor of A makes its row's sum non-finite (B's maxima are finite), so
-// A is looked at again only where a sum is not finite (a factor, or an overflowing sum).
+// largest of the sums. In float lanes the compiler vectorises; a non-finite factor of A makes its
+// row's sum non-finite (B's maxima are finite), so A is looked at again only where a sum is not
+// finite (a factor, or an overflowing sum).
 ChainBounds chain_bounds(const float* a, const float* b, GemmShape shape) {
   const auto [m, n, k] = shape;
   constexpr size_t kLanes = 16;
@@ -376,32 +376,31 @@ ChainBounds chain_bounds(const float* a, const float* b, GemmShape shape) {
   return {true, bound};
 }
 
-// Whether the chains can leave out their range check: no value of theirs can reach the format's
-// largest finite one. The float sums of `bound` lie within a relative k 2^-24 <= 2^-8 of the exact
-// ones (k < 2^16): the margin covers them.
-bool chains_stay_in_range(const ChainBounds& bounds, size_t k, bool fused, double max_finite) {
-  return k < (size_t{1} << 16) && (fused ? 2 : 4) * double(bounds.bound) * (1 + 0x1p-6) < max_finite;
+// Whether `factor` times the bound stays below the format's largest finite value. The float sums
+// of `bound` lie within a relative k 2^-24 <= 2^-8 of the exact ones (k < 2^16): the margin covers
+// them. The chains' own factor is 2 (products fused) or 4 (rounded first).
+bool stays_in_range(const ChainBounds& bounds, size_t k, double factor, double max_finite) {
+  return k < (size_t{1} << 16) && factor * double(bounds.bound) * (1 + 0x1p-6) < max_finite;
 }
 
-// Whether the later stages' sums cannot reach the format's largest value either: each later stage
-// a reordering or a sequential fold (seq, rev, atomic, ring) of values of the format, whose held
-// value moves by at most twice each term it adds, so that a fold's values stay below twice its
-// terms' bounds summed; the first stage's groups share out K's terms, so after F folds every
-// value stays below 2^F times the chains' bound.
-bool later_sums_stay_in_range(const Schedule& schedule, const ChainBounds& bounds, size_t k, bool fused,
-                              double max_finite) {
-  double factor = fused ? 2 : 4;
+// What the later stages multiply the chains' bound by: each later stage a reordering or a
+// sequential fold (seq, rev, atomic, ring) of values of the format, whose held value moves by at
+// most twice each term it adds, so that a fold's values stay below twice its terms' bounds summed;
+// the first stage's groups share out K's terms, so after F folds every value stays below 2^F times
+// the chains' bound. nullopt where some later stage is another reducer.
+std::optional<double> later_stages_factor(const Schedule& schedule) {
+  double factor = 1;
   for (size_t s = 1; s < schedule.stages.size(); ++s) {
     const Stage& st = schedule.stages[s];
     if (st.shuffle || st.reorders()) continue;
-    if (!st.reduces()) return false;  // body(M) or each(S)
+    if (!st.reduces()) return std::nullopt;  // body(M) or each(S)
     const Reducer::Kind kind = st.reducer.kind;
     if (kind != Reducer::Kind::seq && kind != Reducer::Kind::rev && kind != Reducer::Kind::atomic &&
         kind != Reducer::Kind::ring)
-      return false;
+      return std::nullopt;
     factor *= 2;
   }
-  return k < (size_t{1} << 16) && factor * double(bounds.bound) * (1 + 0x1p-6) < max_finite;
+  return factor;
 }
 
 // scaled[i] = x[i] times scale (a power of two): whether every product is exact (undone by the
@@ -444,9 +443,9 @@ bool gemm_with_narrow_chains(const Schedule& schedule, const float* a, const flo
   const auto [m, n, k] = shape;
   const ChainBounds bounds = chain_bounds(a, b, shape);
   if (!bounds.finite) return false;
+  const double chains_factor = ar.products == Products::fused ? 2 : 4, max_finite = ar.format.max_finite();
   fp::Fp32Cut chains_cut = *cut;  // the chains' own: no range check where their values cannot reach it
-  if (chains_cut.check_range && !chains_cut.flush &&
-      chains_stay_in_range(bounds, k, ar.products == Products::fused, ar.format.max_finite()))
+  if (chains_cut.check_range && !chains_cut.flush && stays_in_range(bounds, k, chains_factor, max_finite))
     chains_cut.check_range = false;
   // The factors scaled once, where every one of them scales exactly: B's by the whole scale
   // (values of the format do: their grid is at least as coarse as fp32's subnormal one once
@@ -471,9 +470,9 @@ bool gemm_with_narrow_chains(const Schedule& schedule, const float* a, const flo
   const bool chains_are_outputs = groups.size() == 1 && stages.size() == 1;  // all:seq
   // Later stages on rows of floats; a rne/rna arithmetic draws no rounding randomness.
   std::vector<fp::CounterRng> streams(kGemmTileRows * kGemmTileCols, fp::CounterRng(0));
+  const std::optional<double> later_factor = later_stages_factor(schedule);
   const bool sums_in_range =
-      !cut->flush &&
-      later_sums_stay_in_range(schedule, bounds, k, ar.products == Products::fused, ar.format.max_finite());
+      !cut->flush && later_factor && stays_in_range(bounds, k, chains_factor * *later_factor, max_finite);
   TileWalker<float, Fp32CutAdd> walker(1, Fp32CutAdd{1, &ar, *cut, true, sums_in_range}, ar, streams.data(), key);
   std::vector<float> rows, result;
   for (size_t j0 = 0; j0 < n; j0 += kGemmTileCols) {
