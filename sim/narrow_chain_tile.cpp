@@ -43,14 +43,18 @@ struct Track {
   __m512i low_min, magnitude_max, magnitude_min;
 };
 struct Cut {
-  __m512i half, keep, magnitude, one;
+  __m512i half, keep, magnitude, one, drop, last;
   uint32_t threshold;
+  bool ties_to_even;
   explicit Cut(const fp::Fp32Cut& s)
       : half(_mm512_set1_epi32(static_cast<int>(s.unit_half))),
         keep(_mm512_set1_epi32(static_cast<int>(s.keep))),
         magnitude(_mm512_set1_epi32(static_cast<int>(kMagnitude))),
         one(_mm512_set1_epi32(1)),
-        threshold(s.threshold) {}
+        drop(_mm512_set1_epi32(static_cast<int>(~s.keep))),
+        last(_mm512_set1_epi32(static_cast<int>(s.unit_half << 1))),
+        threshold(s.threshold),
+        ties_to_even(s.ties_to_even != 0) {}
   static Track start() { return {_mm512_set1_epi32(-1), _mm512_setzero_si512(), _mm512_set1_epi32(-1)}; }
   Flags flags(const Track& t) const {
     return _kor_mask16(
@@ -72,6 +76,16 @@ struct Cut {
     }
     return _mm512_castsi512_ps(_mm512_and_si512(t, keep));
   }
+  // The cut of an exact result (a sum of two values of the format): a midpoint is a tie, which
+  // rna rounds away from zero as every other cut, rne toward zero where that neighbour is even.
+  V at_ties(V s) const {
+    const __m512i bits = _mm512_castps_si512(s), t = _mm512_add_epi32(bits, half);
+    const __m512i away = _mm512_and_si512(t, keep);
+    if (!ties_to_even) return _mm512_castsi512_ps(away);
+    const __m512i down = _mm512_and_si512(bits, keep);
+    const __mmask16 toward_zero = _kand_mask16(_mm512_testn_epi32_mask(t, drop), _mm512_testn_epi32_mask(down, last));
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(toward_zero, away, down));
+  }
 };
 #elif defined(__AVX2__) && defined(__FMA__)
 using Flags = __m256i;
@@ -79,14 +93,17 @@ struct Track {
   __m256i low_min, magnitude_max, magnitude_min;
 };
 struct Cut {
-  __m256i half, keep, magnitude, one;
+  __m256i half, keep, magnitude, one, last;
   uint32_t threshold;
+  bool ties_to_even;
   explicit Cut(const fp::Fp32Cut& s)
       : half(_mm256_set1_epi32(static_cast<int>(s.unit_half))),
         keep(_mm256_set1_epi32(static_cast<int>(s.keep))),
         magnitude(_mm256_set1_epi32(static_cast<int>(kMagnitude))),
         one(_mm256_set1_epi32(1)),
-        threshold(s.threshold) {}
+        last(_mm256_set1_epi32(static_cast<int>(s.unit_half << 1))),
+        threshold(s.threshold),
+        ties_to_even(s.ties_to_even != 0) {}
   static Track start() { return {_mm256_set1_epi32(-1), _mm256_setzero_si256(), _mm256_set1_epi32(-1)}; }
   // Unsigned x >= y as max(x, y) == x.
   static __m256i at_least(__m256i x, __m256i y) { return _mm256_cmpeq_epi32(_mm256_max_epu32(x, y), x); }
@@ -110,6 +127,15 @@ struct Cut {
     }
     return _mm256_castsi256_ps(_mm256_and_si256(t, keep));
   }
+  V at_ties(V s) const {
+    const __m256i bits = _mm256_castps_si256(s), t = _mm256_add_epi32(bits, half), zero = _mm256_setzero_si256();
+    const __m256i away = _mm256_and_si256(t, keep);
+    if (!ties_to_even) return _mm256_castsi256_ps(away);
+    const __m256i down = _mm256_and_si256(bits, keep);
+    const __m256i toward_zero = _mm256_and_si256(_mm256_cmpeq_epi32(_mm256_andnot_si256(keep, t), zero),
+                                                 _mm256_cmpeq_epi32(_mm256_and_si256(down, last), zero));
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(away, down, toward_zero));
+  }
 };
 #else
 using Flags = bool;
@@ -117,8 +143,9 @@ struct Track {
   uint32_t low_min, magnitude_max, magnitude_min;
 };
 struct Cut {
-  uint32_t half, keep, threshold;
-  explicit Cut(const fp::Fp32Cut& s) : half(s.unit_half), keep(s.keep), threshold(s.threshold) {}
+  uint32_t half, keep, threshold, ties_to_even;
+  explicit Cut(const fp::Fp32Cut& s)
+      : half(s.unit_half), keep(s.keep), threshold(s.threshold), ties_to_even(s.ties_to_even) {}
   static Track start() { return {~0u, 0, ~0u}; }
   Flags flags(const Track& t) const {
     return t.low_min == 0 || t.magnitude_max >= threshold || t.magnitude_min < kLeastNormal - 1;
@@ -134,6 +161,11 @@ struct Cut {
       if constexpr (kFlush) track.magnitude_min = std::min(track.magnitude_min, mag - 1);
     }
     return std::bit_cast<float>(t & keep);
+  }
+  V at_ties(V s) const {
+    const uint32_t bits = std::bit_cast<uint32_t>(s), t = bits + half, down = bits & keep;
+    const bool toward_zero = ties_to_even && (t & ~keep) == 0 && (down & (half << 1)) == 0;
+    return std::bit_cast<float>(toward_zero ? down : t & keep);
   }
 };
 #endif
@@ -313,6 +345,165 @@ void chain_tile_forms(const Arithmetic& ar, const fp::Fp32Cut& spec, const float
     chain_tile_range<kFused, Scaling::none>(ar, spec, a, lda, b, scaled, ldb, g, mr, nr, out, ldo);
 }
 
+// Where every group of the first stage holds one product and one later stage adds the
+// groups' rows in sequence (v100's weight gradients at batch 64: split(80):seq | all:atomic), each
+// output is one fold of rounded products in that stage's order: the first product rounded, each
+// next one rounded and added (the sum of two values of the format: a midpoint is a tie,
+// fp::Fp32Cut::sum_of_values). fold_pass computes it in registers, without the rows of products
+// in memory between the stages; the products' undecided cuts are redone as chain_pass's.
+
+// Steps [from, to) of one output's fold as the reference has it; `terms` the products' indices in
+// the fold's order.
+double fold_steps(const Arithmetic& ar, const float* a, const float* b, size_t ldb, const size_t* terms, size_t from,
+                  size_t to, double acc) {
+  const fp::RoundingOptions options = ar.rounding(nullptr);
+  for (size_t i = from; i < to; ++i) {
+    const double p = fp::mul(a[terms[i]], b[terms[i] * ldb], ar.format, options);
+    acc = i == 0 ? p : fp::add(acc, p, ar.format, options);
+  }
+  return acc;
+}
+
+// The sum of two values of the format held in the chains' scale, cut to the format.
+template <Scaling kScaling>
+inline V sum_of_values(V x, V y, const Cut& cut, V scale, V unscale) {
+  if constexpr (kScaling == Scaling::results) return L::mul(cut.at_ties(L::mul(L::add(x, y), scale)), unscale);
+  return cut.at_ties(L::add(x, y));
+}
+
+// The folds of a pass over kVectors vectors of columns of the tile's 4 rows, chain_pass's
+// arguments but `terms` for the group: the products' indices in the fold's order.
+template <Scaling kScaling, class Columns>
+void fold_pass(const Arithmetic& ar, const Cut& cut, V scale, V unscale, const float* const rows[kRows],
+               const float* const rows_redo[kRows], const float* b, const float* b_redo, size_t ldb,
+               const std::vector<size_t>& terms, const Columns& columns, size_t mr, float* out, size_t ldo) {
+  constexpr bool kHeldScaled = kScaling == Scaling::factors;
+  constexpr size_t kWidth = L::kWidth;
+  const float cut_scale = L::first(scale), cut_unscale = L::first(unscale);
+  const size_t count = terms.size();
+  V acc[kRows][kVectors]{};
+  V bk[kVectors];
+  Track track[kVectors];
+  alignas(64) float saved[kRows][kVectors][kWidth], now[kRows][kVectors][kWidth];
+  const auto load_b = [&](size_t t) {
+#pragma GCC unroll 4
+    for (size_t v = 0; v < kVectors; ++v) bk[v] = columns.load_held(b + t * ldb, v);
+  };
+  for (size_t block = 0; block < count; block += kBlockSteps) {
+    const size_t end = std::min(count, block + kBlockSteps);
+#pragma GCC unroll 4
+    for (size_t v = 0; v < kVectors; ++v) track[v] = Cut::start();
+    size_t i = block;
+    if (block == 0) {  // the first product, rounded
+      load_b(terms[0]);
+#pragma GCC unroll 4
+      for (size_t r = 0; r < kRows; ++r) {
+        const V x = L::broadcast(rows[r][terms[0]]);
+#pragma GCC unroll 4
+        for (size_t v = 0; v < kVectors; ++v)
+          acc[r][v] = round_to_format<kScaling, false, false>(L::mul(x, bk[v]), cut, scale, unscale, track[v]);
+      }
+      ++i;
+    } else {
+#pragma GCC unroll 4
+      for (size_t r = 0; r < kRows; ++r)
+#pragma GCC unroll 4
+        for (size_t v = 0; v < kVectors; ++v) L::store(saved[r][v], acc[r][v]);
+    }
+    for (; i < end; ++i) {
+      const size_t t = terms[i];
+      load_b(t);
+#pragma GCC unroll 4
+      for (size_t r = 0; r < kRows; ++r) {
+        const V x = L::broadcast(rows[r][t]);
+#pragma GCC unroll 4
+        for (size_t v = 0; v < kVectors; ++v) {
+          const V p = round_to_format<kScaling, false, false>(L::mul(x, bk[v]), cut, scale, unscale, track[v]);
+          acc[r][v] = sum_of_values<kScaling>(acc[r][v], p, cut, scale, unscale);
+        }
+      }
+    }
+    Flags flags[kVectors];
+    bool any = false;
+    for (size_t v = 0; v < kVectors; ++v) any |= Cut::any(flags[v] = cut.flags(track[v]));
+    if (!any) continue;
+    // Rare: a product on a midpoint of the format once fp32 had rounded it; the block redone.
+#pragma GCC unroll 4
+    for (size_t r = 0; r < kRows; ++r)
+#pragma GCC unroll 4
+      for (size_t v = 0; v < kVectors; ++v) L::store(now[r][v], acc[r][v]);
+    for (size_t v = 0; v < kVectors; ++v)
+      for (size_t l = 0; l < kWidth; ++l)
+        if (Cut::lane(flags[v], l))
+          for (size_t r = 0; r < mr; ++r) {
+            const double from = block == 0 ? 0.0 : kHeldScaled ? saved[r][v][l] * cut_unscale : saved[r][v][l];
+            const auto value = static_cast<float>(
+                fold_steps(ar, rows_redo[r], b_redo + v * kWidth + l, ldb, terms.data(), block, end, from));
+            now[r][v][l] = kHeldScaled ? value * cut_scale : value;  // exact: a value of the format
+          }
+#pragma GCC unroll 4
+    for (size_t r = 0; r < kRows; ++r)
+#pragma GCC unroll 4
+      for (size_t v = 0; v < kVectors; ++v) acc[r][v] = L::load(now[r][v]);
+  }
+#pragma GCC unroll 4
+  for (size_t r = 0; r < kRows; ++r)
+    if (r < mr)
+#pragma GCC unroll 4
+      for (size_t v = 0; v < kVectors; ++v)
+        columns.store(out + r * ldo, v, kHeldScaled ? L::mul(acc[r][v], unscale) : acc[r][v]);
+}
+
+template <Scaling kScaling>
+void fold_tile(const Arithmetic& ar, const fp::Fp32Cut& spec, const float* a, size_t lda, const float* b,
+               ScaledFactors scaled, size_t ldb, const std::vector<size_t>& terms, size_t mr, size_t nr, float* out,
+               size_t ldo) {
+  const Cut cut(spec);
+  const V scale = L::broadcast(spec.scale), unscale = L::broadcast(spec.unscale);
+  const float* a_vectors = kScaling == Scaling::factors && scaled.a ? scaled.a : a;
+  const float *rows[kRows], *rows_redo[kRows];
+  for (size_t r = 0; r < kRows; ++r) {
+    rows[r] = a_vectors + (r < mr ? r : 0) * lda;
+    rows_redo[r] = a + (r < mr ? r : 0) * lda;
+  }
+  const float* b_vectors = kScaling == Scaling::factors ? scaled.b : b;
+  for_each_column_pass<kVectors>(nr, [&](size_t c0, const auto& columns) {
+    fold_pass<kScaling>(ar, cut, scale, unscale, rows, rows_redo, b_vectors + c0, b + c0, ldb, terms, columns, mr,
+                        out + c0, ldo);
+  });
+}
+
+// A tile's folds (above) of at least one product: `spec` with no range check needed (no sum
+// reaches the format's largest value, nothing flushed) and sums of values on ties
+// (Fp32Cut::sums_of_values_land_on_ties).
+void product_fold_tile(const Arithmetic& ar, const fp::Fp32Cut& spec, const float* a, size_t lda, const float* b,
+                       size_t ldb, const std::vector<size_t>& terms, size_t mr, size_t nr, float* out, size_t ldo,
+                       const float* b_scaled, const float* a_scaled) {
+  const ScaledFactors scaled{b_scaled ? a_scaled : nullptr, b_scaled};
+  if (spec.scaled() && b_scaled)
+    fold_tile<Scaling::factors>(ar, spec, a, lda, b, scaled, ldb, terms, mr, nr, out, ldo);
+  else if (spec.scaled())
+    fold_tile<Scaling::results>(ar, spec, a, lda, b, scaled, ldb, terms, mr, nr, out, ldo);
+  else
+    fold_tile<Scaling::none>(ar, spec, a, lda, b, scaled, ldb, terms, mr, nr, out, ldo);
+}
+
+// Whether the schedule's later stages are one sequential fold of every group's row, and every
+// group of the first stage holds one product (groups_of makes no empty group): product_fold_tile's
+// case.
+bool folds_single_products(const Schedule& schedule, const std::vector<GroupSpan>& groups) {
+  using K = Reducer::Kind;
+  if (schedule.stages.size() != 2) return false;
+  if (groups.empty() || std::any_of(groups.begin(), groups.end(), [](const GroupSpan& g) { return g.count != 1; }))
+    return false;
+  const Stage& fold = schedule.stages[1];
+  if (!fold.reduces() || fold.hold) return false;
+  const K kind = fold.reducer.kind;
+  if (kind != K::seq && kind != K::rev && kind != K::atomic && kind != K::ring) return false;
+  const std::vector<GroupSpan> spans = groups_of(fold.grouping, groups.size());
+  return spans.size() == 1 && spans[0].first == 0 && spans[0].stride == 1 && spans[0].count == groups.size();
+}
+
 // Whether every value is finite: one pass of integer operations without an early exit, which
 // the compiler vectorises (std::isfinite it did not).
 bool all_finite(const float* x, size_t count) {
@@ -473,14 +664,26 @@ bool gemm_with_narrow_chains(const Schedule& schedule, const float* a, const flo
   const std::optional<double> later_factor = later_stages_factor(schedule);
   const bool sums_in_range =
       !cut->flush && later_factor && stays_in_range(bounds, k, chains_factor * *later_factor, max_finite);
+  const bool fold_products =
+      sums_in_range && cut->sums_of_values_land_on_ties() && folds_single_products(schedule, groups);
   TileWalker<float, Fp32CutAdd> walker(1, Fp32CutAdd{1, &ar, *cut, true, sums_in_range}, ar, streams.data(), key);
   std::vector<float> rows, result;
+  std::vector<size_t> terms;
   for (size_t j0 = 0; j0 < n; j0 += kGemmTileCols) {
     for (size_t i0 = 0; i0 < m; i0 += kGemmTileRows) {
       const size_t mr = std::min(kGemmTileRows, m - i0), nr = std::min(kGemmTileCols, n - j0), w = mr * nr;
       if (chains_are_outputs) {
         narrow_chain_tile(ar, chains_cut, a + i0 * k, k, b + j0, n, groups[0], mr, nr, c + i0 * n + j0, n,
                           bs ? bs + j0 : nullptr, as ? as + i0 * k : nullptr);
+        continue;
+      }
+      if (fold_products) {  // the groups' products in the fold's order
+        const std::vector<size_t> order = sequential_order(
+            stages[1].reducer, groups.size(), gemm_output_key(key, i0, j0, n), stage_id(std::nullopt, 1), 0);
+        terms.resize(order.size());
+        for (size_t i = 0; i < order.size(); ++i) terms[i] = groups[order[i]].first;
+        product_fold_tile(ar, *cut, a + i0 * k, k, b + j0, n, terms, mr, nr, c + i0 * n + j0, n, bs ? bs + j0 : nullptr,
+                          as ? as + i0 * k : nullptr);
         continue;
       }
       rows.resize(groups.size() * w);

@@ -32,6 +32,20 @@ void permute(std::vector<V>& v, fp::CounterRng rng) {
   for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[rng.below(i)]);  // Fisher-Yates
 }
 
+// The order in which a sequential reducer (seq, rev, atomic, ring) of `n` members adds them, as
+// reduce_group below does: member order[0] first. For the engine's walks of whole rows
+// (TileWalker) and the kernels that fold in that order themselves.
+inline std::vector<size_t> sequential_order(const Reducer& r, size_t n, const NoiseKey& key, uint64_t stage,
+                                            uint64_t group) {
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  if (r.kind == Reducer::Kind::rev) std::reverse(order.begin(), order.end());
+  if (r.kind == Reducer::Kind::atomic) permute(order, key.stream(stage, group));
+  if (r.kind == Reducer::Kind::ring && n > 0)
+    std::rotate(order.begin(), order.begin() + static_cast<ptrdiff_t>((key.tile + 1) % n), order.end());
+  return order;
+}
+
 template <class Ops>
 typename Ops::Value tree_reduce(Ops& ops, std::span<const typename Ops::Value> v) {
   if (v.size() == 1) return v[0];

@@ -328,12 +328,7 @@ class TileWalker {
         return;
       case K::atomic:
       case K::ring: {
-        std::vector<size_t> order(n);
-        std::iota(order.begin(), order.end(), 0);
-        if (r.kind == K::atomic)
-          permute(order, key_.stream(stage, group));
-        else
-          std::rotate(order.begin(), order.begin() + (key_.tile + 1) % n, order.end());
+        const std::vector<size_t> order = sequential_order(r, n, key_, stage, group);
         start(in, stride, g, order[0], dest, from_zero);
         for (size_t k = 1; k < n; ++k) add_(dest, row(in, stride, g, order[k]));
         return;
