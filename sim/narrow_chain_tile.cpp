@@ -188,32 +188,56 @@ inline V round_to_format(V s, const Cut& cut, V scale, V unscale, Track& track) 
 // operation at a time, from the values saved at its start.
 constexpr size_t kBlockSteps = 8;
 
+// What a step of a chain does: the product added exactly (one rounding: products fused), or
+// rounded first and added (rounded); `fold`: rounded first and added, both operands values of the
+// format, where a sum on a midpoint is a tie (Fp32Cut::sum_of_values).
+enum class Step { fused, rounded, fold };
+
+// The K indices of a chain's steps: a group's, first + i·stride (GroupSpan), or a fold's list.
+struct StridedTerms {
+  GroupSpan g;
+  size_t size() const { return g.count; }
+  size_t operator[](size_t i) const { return g.first + i * g.stride; }
+};
+struct ListedTerms {
+  const std::vector<size_t>& list;
+  size_t size() const { return list.size(); }
+  size_t operator[](size_t i) const { return list[i]; }
+};
+
 // Steps [from, to) of one output's chain as the reference has it (from == 0: starting with the
 // first product rounded), from `acc`; `a` the output's row of A, `b` its column of B.
-double chain_steps(const Arithmetic& ar, const float* a, const float* b, size_t ldb, const GroupSpan& g, size_t from,
-                   size_t to, double acc) {
+template <class Terms>
+double chain_steps(const Arithmetic& ar, bool fused, const float* a, const float* b, size_t ldb, const Terms& terms,
+                   size_t from, size_t to, double acc) {
   const fp::RoundingOptions options = ar.rounding(nullptr);
   for (size_t i = from; i < to; ++i) {
-    const size_t kk = g.first + i * g.stride;
+    const size_t kk = terms[i];
     if (i == 0) {
       acc = fp::mul(a[kk], b[kk * ldb], ar.format, options);
       continue;
     }
-    const double term = ar.products == Products::fused ? double(a[kk]) * double(b[kk * ldb])
-                                                       : fp::mul(a[kk], b[kk * ldb], ar.format, options);
+    const double term = fused ? double(a[kk]) * double(b[kk * ldb]) : fp::mul(a[kk], b[kk * ldb], ar.format, options);
     acc = fp::add(acc, term, ar.format, options);
   }
   return acc;
+}
+
+// The sum of two values of the format held in the chains' scale, cut to the format (Step::fold).
+template <Scaling kScaling>
+inline V sum_of_values(V x, V y, const Cut& cut, V scale, V unscale) {
+  if constexpr (kScaling == Scaling::results) return L::mul(cut.at_ties(L::mul(L::add(x, y), scale)), unscale);
+  return cut.at_ties(L::add(x, y));
 }
 
 // The chains of a pass over kVectors vectors of columns of the tile's 4 rows (rows past mr repeat
 // row 0 and are not stored). rows and b: the factors the vectors read (with Scaling::factors,
 // their product scaled by the cut's scale); rows_redo and b_redo: A and B as given, for the
 // redone steps.
-template <bool kFused, Scaling kScaling, bool kRange, bool kFlush, class Columns>
+template <Step kStep, Scaling kScaling, bool kRange, bool kFlush, class Terms, class Columns>
 void chain_pass(const Arithmetic& ar, const Cut& cut, V scale, V unscale, const float* const rows[kRows],
                 const float* const rows_redo[kRows], const float* b, const float* b_redo, size_t ldb,
-                const GroupSpan& g, const Columns& columns, size_t mr, float* out, size_t ldo) {
+                const Terms& terms, const Columns& columns, size_t mr, float* out, size_t ldo) {
   // Held values in the chains' own scale; the redone steps work on the values as given.
   constexpr bool kHeldScaled = kScaling == Scaling::factors;
   constexpr size_t kWidth = L::kWidth;
@@ -226,16 +250,17 @@ void chain_pass(const Arithmetic& ar, const Cut& cut, V scale, V unscale, const 
 #pragma GCC unroll 4
     for (size_t v = 0; v < kVectors; ++v) bk[v] = columns.load_held(b + t * ldb, v);
   };
-  for (size_t block = 0; block < g.count; block += kBlockSteps) {
-    const size_t end = std::min(g.count, block + kBlockSteps);
+  const size_t count = terms.size();
+  for (size_t block = 0; block < count; block += kBlockSteps) {
+    const size_t end = std::min(count, block + kBlockSteps);
 #pragma GCC unroll 4
     for (size_t v = 0; v < kVectors; ++v) track[v] = Cut::start();
     size_t i = block;
     if (block == 0) {  // the first product, rounded
-      load_b(g.first);
+      load_b(terms[0]);
 #pragma GCC unroll 4
       for (size_t r = 0; r < kRows; ++r) {
-        const V x = L::broadcast(rows[r][g.first]);
+        const V x = L::broadcast(rows[r][terms[0]]);
 #pragma GCC unroll 4
         for (size_t v = 0; v < kVectors; ++v)
           acc[r][v] = round_to_format<kScaling, kRange, kFlush>(L::mul(x, bk[v]), cut, scale, unscale, track[v]);
@@ -248,21 +273,24 @@ void chain_pass(const Arithmetic& ar, const Cut& cut, V scale, V unscale, const 
         for (size_t v = 0; v < kVectors; ++v) L::store(saved[r][v], acc[r][v]);
     }
     for (; i < end; ++i) {
-      const size_t kk = g.first + i * g.stride;
+      const size_t kk = terms[i];
       load_b(kk);
 #pragma GCC unroll 4
       for (size_t r = 0; r < kRows; ++r) {
         const V x = L::broadcast(rows[r][kk]);
 #pragma GCC unroll 4
         for (size_t v = 0; v < kVectors; ++v) {
-          V s;
-          if constexpr (kFused) {
-            s = L::fma(x, bk[v], acc[r][v]);
+          if constexpr (kStep == Step::fused) {
+            acc[r][v] =
+                round_to_format<kScaling, kRange, kFlush>(L::fma(x, bk[v], acc[r][v]), cut, scale, unscale, track[v]);
           } else {
             const V p = round_to_format<kScaling, kRange, kFlush>(L::mul(x, bk[v]), cut, scale, unscale, track[v]);
-            s = L::add(acc[r][v], p);
+            if constexpr (kStep == Step::fold)
+              acc[r][v] = sum_of_values<kScaling>(acc[r][v], p, cut, scale, unscale);
+            else
+              acc[r][v] =
+                  round_to_format<kScaling, kRange, kFlush>(L::add(acc[r][v], p), cut, scale, unscale, track[v]);
           }
-          acc[r][v] = round_to_format<kScaling, kRange, kFlush>(s, cut, scale, unscale, track[v]);
         }
       }
     }
@@ -280,8 +308,8 @@ void chain_pass(const Arithmetic& ar, const Cut& cut, V scale, V unscale, const 
         if (Cut::lane(flags[v], l))
           for (size_t r = 0; r < mr; ++r) {
             const double from = block == 0 ? 0.0 : kHeldScaled ? saved[r][v][l] * cut_unscale : saved[r][v][l];
-            const auto value =
-                static_cast<float>(chain_steps(ar, rows_redo[r], b_redo + v * kWidth + l, ldb, g, block, end, from));
+            const auto value = static_cast<float>(chain_steps(ar, kStep == Step::fused, rows_redo[r],
+                                                              b_redo + v * kWidth + l, ldb, terms, block, end, from));
             now[r][v][l] = kHeldScaled ? value * cut_scale : value;  // exact: a value of the format
           }
 #pragma GCC unroll 4
@@ -303,9 +331,9 @@ struct ScaledFactors {
   const float* b = nullptr;
 };
 
-template <bool kFused, Scaling kScaling, bool kRange, bool kFlush>
+template <Step kStep, Scaling kScaling, bool kRange, bool kFlush, class Terms>
 void chain_tile(const Arithmetic& ar, const fp::Fp32Cut& spec, const float* a, size_t lda, const float* b,
-                ScaledFactors scaled, size_t ldb, const GroupSpan& g, size_t mr, size_t nr, float* out, size_t ldo) {
+                ScaledFactors scaled, size_t ldb, const Terms& terms, size_t mr, size_t nr, float* out, size_t ldo) {
   const Cut cut(spec);
   const V scale = L::broadcast(spec.scale), unscale = L::broadcast(spec.unscale);
   const float* a_vectors = kScaling == Scaling::factors && scaled.a ? scaled.a : a;
@@ -316,176 +344,50 @@ void chain_tile(const Arithmetic& ar, const fp::Fp32Cut& spec, const float* a, s
   }
   const float* b_vectors = kScaling == Scaling::factors ? scaled.b : b;
   for_each_column_pass<kVectors>(nr, [&](size_t c0, const auto& columns) {
-    chain_pass<kFused, kScaling, kRange, kFlush>(ar, cut, scale, unscale, rows, rows_redo, b_vectors + c0, b + c0, ldb,
-                                                 g, columns, mr, out + c0, ldo);
+    chain_pass<kStep, kScaling, kRange, kFlush>(ar, cut, scale, unscale, rows, rows_redo, b_vectors + c0, b + c0, ldb,
+                                                terms, columns, mr, out + c0, ldo);
   });
 }
 
-template <bool kFused, Scaling kScaling>
+// Step::fold: its sums have no range check (the caller's bound) and decide their ties.
+template <Step kStep, Scaling kScaling, class Terms>
 void chain_tile_range(const Arithmetic& ar, const fp::Fp32Cut& spec, const float* a, size_t lda, const float* b,
-                      ScaledFactors scaled, size_t ldb, const GroupSpan& g, size_t mr, size_t nr, float* out,
+                      ScaledFactors scaled, size_t ldb, const Terms& terms, size_t mr, size_t nr, float* out,
                       size_t ldo) {
-  if (!spec.check_range)
-    chain_tile<kFused, kScaling, false, false>(ar, spec, a, lda, b, scaled, ldb, g, mr, nr, out, ldo);
+  if constexpr (kStep == Step::fold)
+    chain_tile<kStep, kScaling, false, false>(ar, spec, a, lda, b, scaled, ldb, terms, mr, nr, out, ldo);
+  else if (!spec.check_range)
+    chain_tile<kStep, kScaling, false, false>(ar, spec, a, lda, b, scaled, ldb, terms, mr, nr, out, ldo);
   else if (spec.flush)
-    chain_tile<kFused, kScaling, true, true>(ar, spec, a, lda, b, scaled, ldb, g, mr, nr, out, ldo);
+    chain_tile<kStep, kScaling, true, true>(ar, spec, a, lda, b, scaled, ldb, terms, mr, nr, out, ldo);
   else
-    chain_tile<kFused, kScaling, true, false>(ar, spec, a, lda, b, scaled, ldb, g, mr, nr, out, ldo);
+    chain_tile<kStep, kScaling, true, false>(ar, spec, a, lda, b, scaled, ldb, terms, mr, nr, out, ldo);
 }
 
-template <bool kFused>
+template <Step kStep, class Terms>
 void chain_tile_forms(const Arithmetic& ar, const fp::Fp32Cut& spec, const float* a, size_t lda, const float* b,
-                      ScaledFactors scaled, size_t ldb, const GroupSpan& g, size_t mr, size_t nr, float* out,
+                      ScaledFactors scaled, size_t ldb, const Terms& terms, size_t mr, size_t nr, float* out,
                       size_t ldo) {
   if (spec.scaled() && scaled.b)
-    chain_tile_range<kFused, Scaling::factors>(ar, spec, a, lda, b, scaled, ldb, g, mr, nr, out, ldo);
+    chain_tile_range<kStep, Scaling::factors>(ar, spec, a, lda, b, scaled, ldb, terms, mr, nr, out, ldo);
   else if (spec.scaled())
-    chain_tile_range<kFused, Scaling::results>(ar, spec, a, lda, b, scaled, ldb, g, mr, nr, out, ldo);
+    chain_tile_range<kStep, Scaling::results>(ar, spec, a, lda, b, scaled, ldb, terms, mr, nr, out, ldo);
   else
-    chain_tile_range<kFused, Scaling::none>(ar, spec, a, lda, b, scaled, ldb, g, mr, nr, out, ldo);
+    chain_tile_range<kStep, Scaling::none>(ar, spec, a, lda, b, scaled, ldb, terms, mr, nr, out, ldo);
 }
 
-// Where every group of the first stage holds one product and one later stage adds the
-// groups' rows in sequence (v100's weight gradients at batch 64: split(80):seq | all:atomic), each
-// output is one fold of rounded products in that stage's order: the first product rounded, each
-// next one rounded and added (the sum of two values of the format: a midpoint is a tie,
-// fp::Fp32Cut::sum_of_values). fold_pass computes it in registers, without the rows of products
-// in memory between the stages; the products' undecided cuts are redone as chain_pass's.
-
-// Steps [from, to) of one output's fold as the reference has it; `terms` the products' indices in
-// the fold's order.
-double fold_steps(const Arithmetic& ar, const float* a, const float* b, size_t ldb, const size_t* terms, size_t from,
-                  size_t to, double acc) {
-  const fp::RoundingOptions options = ar.rounding(nullptr);
-  for (size_t i = from; i < to; ++i) {
-    const double p = fp::mul(a[terms[i]], b[terms[i] * ldb], ar.format, options);
-    acc = i == 0 ? p : fp::add(acc, p, ar.format, options);
-  }
-  return acc;
-}
-
-// The sum of two values of the format held in the chains' scale, cut to the format.
-template <Scaling kScaling>
-inline V sum_of_values(V x, V y, const Cut& cut, V scale, V unscale) {
-  if constexpr (kScaling == Scaling::results) return L::mul(cut.at_ties(L::mul(L::add(x, y), scale)), unscale);
-  return cut.at_ties(L::add(x, y));
-}
-
-// The folds of a pass over kVectors vectors of columns of the tile's 4 rows, chain_pass's
-// arguments but `terms` for the group: the products' indices in the fold's order.
-template <Scaling kScaling, class Columns>
-void fold_pass(const Arithmetic& ar, const Cut& cut, V scale, V unscale, const float* const rows[kRows],
-               const float* const rows_redo[kRows], const float* b, const float* b_redo, size_t ldb,
-               const std::vector<size_t>& terms, const Columns& columns, size_t mr, float* out, size_t ldo) {
-  constexpr bool kHeldScaled = kScaling == Scaling::factors;
-  constexpr size_t kWidth = L::kWidth;
-  const float cut_scale = L::first(scale), cut_unscale = L::first(unscale);
-  const size_t count = terms.size();
-  V acc[kRows][kVectors]{};
-  V bk[kVectors];
-  Track track[kVectors];
-  alignas(64) float saved[kRows][kVectors][kWidth], now[kRows][kVectors][kWidth];
-  const auto load_b = [&](size_t t) {
-#pragma GCC unroll 4
-    for (size_t v = 0; v < kVectors; ++v) bk[v] = columns.load_held(b + t * ldb, v);
-  };
-  for (size_t block = 0; block < count; block += kBlockSteps) {
-    const size_t end = std::min(count, block + kBlockSteps);
-#pragma GCC unroll 4
-    for (size_t v = 0; v < kVectors; ++v) track[v] = Cut::start();
-    size_t i = block;
-    if (block == 0) {  // the first product, rounded
-      load_b(terms[0]);
-#pragma GCC unroll 4
-      for (size_t r = 0; r < kRows; ++r) {
-        const V x = L::broadcast(rows[r][terms[0]]);
-#pragma GCC unroll 4
-        for (size_t v = 0; v < kVectors; ++v)
-          acc[r][v] = round_to_format<kScaling, false, false>(L::mul(x, bk[v]), cut, scale, unscale, track[v]);
-      }
-      ++i;
-    } else {
-#pragma GCC unroll 4
-      for (size_t r = 0; r < kRows; ++r)
-#pragma GCC unroll 4
-        for (size_t v = 0; v < kVectors; ++v) L::store(saved[r][v], acc[r][v]);
-    }
-    for (; i < end; ++i) {
-      const size_t t = terms[i];
-      load_b(t);
-#pragma GCC unroll 4
-      for (size_t r = 0; r < kRows; ++r) {
-        const V x = L::broadcast(rows[r][t]);
-#pragma GCC unroll 4
-        for (size_t v = 0; v < kVectors; ++v) {
-          const V p = round_to_format<kScaling, false, false>(L::mul(x, bk[v]), cut, scale, unscale, track[v]);
-          acc[r][v] = sum_of_values<kScaling>(acc[r][v], p, cut, scale, unscale);
-        }
-      }
-    }
-    Flags flags[kVectors];
-    bool any = false;
-    for (size_t v = 0; v < kVectors; ++v) any |= Cut::any(flags[v] = cut.flags(track[v]));
-    if (!any) continue;
-    // Rare: a product on a midpoint of the format once fp32 had rounded it; the block redone.
-#pragma GCC unroll 4
-    for (size_t r = 0; r < kRows; ++r)
-#pragma GCC unroll 4
-      for (size_t v = 0; v < kVectors; ++v) L::store(now[r][v], acc[r][v]);
-    for (size_t v = 0; v < kVectors; ++v)
-      for (size_t l = 0; l < kWidth; ++l)
-        if (Cut::lane(flags[v], l))
-          for (size_t r = 0; r < mr; ++r) {
-            const double from = block == 0 ? 0.0 : kHeldScaled ? saved[r][v][l] * cut_unscale : saved[r][v][l];
-            const auto value = static_cast<float>(
-                fold_steps(ar, rows_redo[r], b_redo + v * kWidth + l, ldb, terms.data(), block, end, from));
-            now[r][v][l] = kHeldScaled ? value * cut_scale : value;  // exact: a value of the format
-          }
-#pragma GCC unroll 4
-    for (size_t r = 0; r < kRows; ++r)
-#pragma GCC unroll 4
-      for (size_t v = 0; v < kVectors; ++v) acc[r][v] = L::load(now[r][v]);
-  }
-#pragma GCC unroll 4
-  for (size_t r = 0; r < kRows; ++r)
-    if (r < mr)
-#pragma GCC unroll 4
-      for (size_t v = 0; v < kVectors; ++v)
-        columns.store(out + r * ldo, v, kHeldScaled ? L::mul(acc[r][v], unscale) : acc[r][v]);
-}
-
-template <Scaling kScaling>
-void fold_tile(const Arithmetic& ar, const fp::Fp32Cut& spec, const float* a, size_t lda, const float* b,
-               ScaledFactors scaled, size_t ldb, const std::vector<size_t>& terms, size_t mr, size_t nr, float* out,
-               size_t ldo) {
-  const Cut cut(spec);
-  const V scale = L::broadcast(spec.scale), unscale = L::broadcast(spec.unscale);
-  const float* a_vectors = kScaling == Scaling::factors && scaled.a ? scaled.a : a;
-  const float *rows[kRows], *rows_redo[kRows];
-  for (size_t r = 0; r < kRows; ++r) {
-    rows[r] = a_vectors + (r < mr ? r : 0) * lda;
-    rows_redo[r] = a + (r < mr ? r : 0) * lda;
-  }
-  const float* b_vectors = kScaling == Scaling::factors ? scaled.b : b;
-  for_each_column_pass<kVectors>(nr, [&](size_t c0, const auto& columns) {
-    fold_pass<kScaling>(ar, cut, scale, unscale, rows, rows_redo, b_vectors + c0, b + c0, ldb, terms, columns, mr,
-                        out + c0, ldo);
-  });
-}
-
-// A tile's folds (above) of at least one product: `spec` with no range check needed (no sum
-// reaches the format's largest value, nothing flushed) and sums of values on ties
-// (Fp32Cut::sums_of_values_land_on_ties).
+// Where every group of the first stage holds one product and one later stage adds the groups'
+// rows in sequence (v100's weight gradients at batch 64: split(80):seq | all:atomic), each output
+// is one chain over the products in that stage's order (Step::fold): the first product rounded,
+// each next one rounded and added, a sum of two values of the format. It runs in registers as the
+// chains do, without the rows of products in memory between the stages. `spec` with sums that
+// cannot leave the range (nothing flushed) and land on ties (Fp32Cut::sums_of_values_land_on_ties);
+// `terms` the products' indices in the fold's order, at least one.
 void product_fold_tile(const Arithmetic& ar, const fp::Fp32Cut& spec, const float* a, size_t lda, const float* b,
                        size_t ldb, const std::vector<size_t>& terms, size_t mr, size_t nr, float* out, size_t ldo,
                        const float* b_scaled, const float* a_scaled) {
   const ScaledFactors scaled{b_scaled ? a_scaled : nullptr, b_scaled};
-  if (spec.scaled() && b_scaled)
-    fold_tile<Scaling::factors>(ar, spec, a, lda, b, scaled, ldb, terms, mr, nr, out, ldo);
-  else if (spec.scaled())
-    fold_tile<Scaling::results>(ar, spec, a, lda, b, scaled, ldb, terms, mr, nr, out, ldo);
-  else
-    fold_tile<Scaling::none>(ar, spec, a, lda, b, scaled, ldb, terms, mr, nr, out, ldo);
+  chain_tile_forms<Step::fold>(ar, spec, a, lda, b, scaled, ldb, ListedTerms{terms}, mr, nr, out, ldo);
 }
 
 // Whether the schedule's later stages are one sequential fold of every group's row, and every
@@ -618,9 +520,9 @@ void narrow_chain_tile(const Arithmetic& ar, const fp::Fp32Cut& spec, const floa
   }
   const ScaledFactors scaled{b_scaled ? a_scaled : nullptr, b_scaled};
   if (ar.products == Products::fused)
-    chain_tile_forms<true>(ar, spec, a, lda, b, scaled, ldb, group, mr, nr, out, ldo);
+    chain_tile_forms<Step::fused>(ar, spec, a, lda, b, scaled, ldb, StridedTerms{group}, mr, nr, out, ldo);
   else
-    chain_tile_forms<false>(ar, spec, a, lda, b, scaled, ldb, group, mr, nr, out, ldo);
+    chain_tile_forms<Step::rounded>(ar, spec, a, lda, b, scaled, ldb, StridedTerms{group}, mr, nr, out, ldo);
 }
 
 bool gemm_with_narrow_chains(const Schedule& schedule, const float* a, const float* b, float* c, GemmShape shape,
