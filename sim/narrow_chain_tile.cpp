@@ -225,7 +225,7 @@ double chain_steps(const Arithmetic& ar, bool fused, const float* a, const float
 
 // The sum of two values of the format held in the chains' scale, cut to the format (Step::fold).
 template <Scaling kScaling>
-inline V sum_of_values(V x, V y, const Cut& cut, V scale, V unscale) {
+inline V sum_of_values_in_range(V x, V y, const Cut& cut, V scale, V unscale) {
   if constexpr (kScaling == Scaling::results) return L::mul(cut.at_ties(L::mul(L::add(x, y), scale)), unscale);
   return cut.at_ties(L::add(x, y));
 }
@@ -286,7 +286,7 @@ void chain_pass(const Arithmetic& ar, const Cut& cut, V scale, V unscale, const 
           } else {
             const V p = round_to_format<kScaling, kRange, kFlush>(L::mul(x, bk[v]), cut, scale, unscale, track[v]);
             if constexpr (kStep == Step::fold)
-              acc[r][v] = sum_of_values<kScaling>(acc[r][v], p, cut, scale, unscale);
+              acc[r][v] = sum_of_values_in_range<kScaling>(acc[r][v], p, cut, scale, unscale);
             else
               acc[r][v] =
                   round_to_format<kScaling, kRange, kFlush>(L::add(acc[r][v], p), cut, scale, unscale, track[v]);
@@ -349,7 +349,8 @@ void chain_tile(const Arithmetic& ar, const fp::Fp32Cut& spec, const float* a, s
   });
 }
 
-// Step::fold: its sums have no range check (the caller's bound) and decide their ties.
+// Step::fold: neither its products nor its sums are range-checked (the caller's bound holds them
+// below the format's largest value), and its sums decide their ties.
 template <Step kStep, Scaling kScaling, class Terms>
 void chain_tile_range(const Arithmetic& ar, const fp::Fp32Cut& spec, const float* a, size_t lda, const float* b,
                       ScaledFactors scaled, size_t ldb, const Terms& terms, size_t mr, size_t nr, float* out,

@@ -32,9 +32,10 @@ void permute(std::vector<V>& v, fp::CounterRng rng) {
   for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[rng.below(i)]);  // Fisher-Yates
 }
 
-// The order in which a sequential reducer (seq, rev, atomic, ring) of `n` members adds them, as
-// reduce_group below does: member order[0] first. For the engine's walks of whole rows
-// (TileWalker) and the kernels that fold in that order themselves.
+// The order in which a sequential reducer (seq, rev, atomic, ring) of `n` members adds them:
+// member order[0] first, the order of reduce_group below (which, the reference, keeps its own
+// code). For the engine's walks of whole rows (TileWalker) and the kernels that fold in that
+// order themselves.
 inline std::vector<size_t> sequential_order(const Reducer& r, size_t n, const NoiseKey& key, uint64_t stage,
                                             uint64_t group) {
   std::vector<size_t> order(n);

@@ -601,7 +601,7 @@ TEST_CASE(
   std::mt19937_64 g(37);
   std::normal_distribution<double> d;
   // The last three: groups of one product each for the shorter K, folded in sequence
-  // (narrow_chain_tile.cpp's fold_pass).
+  // (narrow_chain_tile.cpp's product_fold_tile, Step::fold; mutations of it fail here).
   const char* schedules[] = {"all:seq",
                              "split(3):seq | all:tree",
                              "contig(33):seq | all:seq",
@@ -643,7 +643,7 @@ TEST_CASE(
                   for (size_t i = 1; i < sh.m; ++i) a[i * sh.k + t] = -a[i * sh.k + t - 1];
                 for (size_t t = 1; t < sh.k; t += 2)
                   for (size_t j = 0; j < sh.n; ++j) b[t * sh.n + j] = b[(t - 1) * sh.n + j];
-                if (sh.m > 2)  // every product of its last column -0: their sum -0
+                if (sh.m > 2)  // A's last row -0, B's last column +0: output (m-1, n-1) a sum of -0s
                   for (size_t t = 0; t < sh.k; ++t) a[(sh.m - 1) * sh.k + t] = -0.0f;
               }
               if (data == tiny) a[g() % a.size()] = 0x1.8p-110f, b[g() % b.size()] = -0x1.4p-109f;
