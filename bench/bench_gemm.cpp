@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "fp/format.hpp"
 #include "sim/engine.hpp"
 #include "sim/reference_evaluator.hpp"
 
@@ -65,6 +66,26 @@ void BM_reference_gemm(benchmark::State& state, const char* schedule_text) {
   std::vector<double> c(kSize * kSize);
   for (auto _ : state) {
     fplab::sim::gemm_reference(schedule, a.data(), b.data(), c.data(), {kSize, kSize, kSize}, arithmetic, {1});
+    benchmark::ClobberMemory();
+  }
+  report(state);
+}
+
+// all:seq accumulated in a narrow format (sim/narrow_chain_tile.cpp), on B ~ N(0, 1), whose chains
+// stay in the format's normal range, and on B times `scale`, whose chains stay below the format's
+// least normal: on the cut's scaled grid those values are fp32 subnormals, which Intel cores
+// compute through microcode assists (bench/RESULTS.md, "subnormal assists"). Compare each pair
+// with seq_fma_chain (fp32) in the same run.
+void BM_narrow_chains(benchmark::State& state, const char* format, float scale) {
+  auto& m = matrices();
+  std::vector<float> b(m.b);
+  for (auto& x : b) x *= scale;
+  const auto schedule = fplab::sim::parse_schedule("all:seq");
+  fplab::sim::Arithmetic arithmetic;
+  arithmetic.format = fplab::fp::parse_format(format);
+  uint64_t call = 0;
+  for (auto _ : state) {
+    fplab::sim::gemm(schedule, m.a.data(), b.data(), m.c.data(), {kSize, kSize, kSize}, arithmetic, {1, 0, call++});
     benchmark::ClobberMemory();
   }
   report(state);
@@ -138,6 +159,12 @@ BENCHMARK_CAPTURE(BM_fplab_gemm, preset_tc_h100_fp16, "tc-h100-fp16")->Unit(benc
 BENCHMARK_CAPTURE(BM_fplab_gemm, preset_tc_h100_fp8, "tc-h100-fp8")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_fplab_gemm, tc_h100_fp8_e5m2, "all:fused(32,13,e5m2)")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_fplab_gemm, pairwise_tree, "all:tree")->Unit(benchmark::kMillisecond);
+// Chains of about 22 in magnitude; times 2^-20 (fp16) or 2^-12 (e4m3) below the least normal.
+BENCHMARK_CAPTURE(BM_narrow_chains, bf16_normal, "bf16", 1.0f)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_narrow_chains, fp16_normal, "fp16", 1.0f)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_narrow_chains, fp16_subnormal, "fp16", 0x1p-20f)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_narrow_chains, e4m3_normal, "e4m3", 1.0f)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_narrow_chains, e4m3_subnormal, "e4m3", 0x1p-12f)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_fplab_gemm, rev, "all:rev")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_fplab_gemm, shfl_down, "all:shfl_down")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_fplab_gemm, shfl_up, "all:shfl_up")->Unit(benchmark::kMillisecond);
