@@ -10,9 +10,12 @@
 
 #include "fp/format.hpp"
 #include "sim/engine.hpp"
+#include "sim/narrow_chain_tile.hpp"
 #include "sim/reference_evaluator.hpp"
 
 namespace {
+
+using fplab::sim::detail::NarrowChainGrid;
 
 constexpr size_t kSize = 512;
 
@@ -74,9 +77,11 @@ void BM_reference_gemm(benchmark::State& state, const char* schedule_text) {
 // all:seq accumulated in a narrow format (sim/narrow_chain_tile.cpp), on B ~ N(0, 1), whose chains
 // stay in the format's normal range, and on B times `scale`, whose chains stay below the format's
 // least normal: on the cut's scaled grid those values are fp32 subnormals, which Intel cores
-// compute through microcode assists (bench/RESULTS.md, "subnormal assists"). Compare each pair
+// compute through microcode assists (bench/RESULTS.md, "subnormal assists"). Each on the grid
+// the host picks and on both grids (sim::detail::NarrowChainGrid; bf16 has none to pick). Compare
 // with seq_fma_chain (fp32) in the same run.
-void BM_narrow_chains(benchmark::State& state, const char* format, float scale) {
+void BM_narrow_chains(benchmark::State& state, const char* format, float scale, NarrowChainGrid grid) {
+  fplab::sim::detail::set_narrow_chain_grid(grid);
   auto& m = matrices();
   std::vector<float> b(m.b);
   for (auto& x : b) x *= scale;
@@ -88,6 +93,7 @@ void BM_narrow_chains(benchmark::State& state, const char* format, float scale) 
     fplab::sim::gemm(schedule, m.a.data(), b.data(), m.c.data(), {kSize, kSize, kSize}, arithmetic, {1, 0, call++});
     benchmark::ClobberMemory();
   }
+  fplab::sim::detail::set_narrow_chain_grid(NarrowChainGrid::host);
   report(state);
 }
 
@@ -160,11 +166,18 @@ BENCHMARK_CAPTURE(BM_fplab_gemm, preset_tc_h100_fp8, "tc-h100-fp8")->Unit(benchm
 BENCHMARK_CAPTURE(BM_fplab_gemm, tc_h100_fp8_e5m2, "all:fused(32,13,e5m2)")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_fplab_gemm, pairwise_tree, "all:tree")->Unit(benchmark::kMillisecond);
 // Chains of about 22 in magnitude; times 2^-20 (fp16) or 2^-12 (e4m3) below the least normal.
-BENCHMARK_CAPTURE(BM_narrow_chains, bf16_normal, "bf16", 1.0f)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_narrow_chains, fp16_normal, "fp16", 1.0f)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_narrow_chains, fp16_subnormal, "fp16", 0x1p-20f)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_narrow_chains, e4m3_normal, "e4m3", 1.0f)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_narrow_chains, e4m3_subnormal, "e4m3", 0x1p-12f)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_narrow_chains, bf16_normal, "bf16", 1.0f, NarrowChainGrid::host)->Unit(benchmark::kMillisecond);
+#define NARROW_CHAINS(name, format, scale)                                                                        \
+  BENCHMARK_CAPTURE(BM_narrow_chains, name, format, scale, NarrowChainGrid::host)->Unit(benchmark::kMillisecond); \
+  BENCHMARK_CAPTURE(BM_narrow_chains, name##_scaled_grid, format, scale, NarrowChainGrid::scaled)                 \
+      ->Unit(benchmark::kMillisecond);                                                                            \
+  BENCHMARK_CAPTURE(BM_narrow_chains, name##_subnormal_grid, format, scale, NarrowChainGrid::subnormal)           \
+      ->Unit(benchmark::kMillisecond)
+NARROW_CHAINS(fp16_normal, "fp16", 1.0f);
+NARROW_CHAINS(fp16_subnormal, "fp16", 0x1p-20f);
+NARROW_CHAINS(e4m3_normal, "e4m3", 1.0f);
+NARROW_CHAINS(e4m3_subnormal, "e4m3", 0x1p-12f);
+#undef NARROW_CHAINS
 BENCHMARK_CAPTURE(BM_fplab_gemm, rev, "all:rev")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_fplab_gemm, shfl_down, "all:shfl_down")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_fplab_gemm, shfl_up, "all:shfl_up")->Unit(benchmark::kMillisecond);

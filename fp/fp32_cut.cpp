@@ -47,6 +47,8 @@ std::optional<Fp32Cut> Fp32Cut::of(const Format& f, const RoundingOptions& optio
   const uint32_t max_scaled =
       (static_cast<uint32_t>(f.emax() - 126 - f.emin() + binary32::kBias) << binary32::kFractionBits) | top_fraction;
   cut.threshold = max_scaled + cut.unit_half;
+  cut.own_threshold = std::bit_cast<uint32_t>(std::bit_cast<float>(cut.threshold) * cut.unscale);
+  cut.own_least_normal = std::bit_cast<uint32_t>(0x1p-126f * cut.unscale);
   cut.flush = options.flush_subnormals ? 1 : 0;
   cut.ties_to_even = options.mode == Mode::rne ? 1 : 0;
   // An IEEE format with fp32's exponent range overflows where fp32 does, to the infinity the cut

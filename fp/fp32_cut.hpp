@@ -31,6 +31,8 @@ struct Fp32Cut {
   uint32_t flush = 0;            // 1: results below the normal range are flushed, undecided there
   uint32_t ties_to_even = 1;     // 1: rne, 0: rna
   float scale = 1, unscale = 1;  // powers of two that move the format's least normal to 2^-126
+  // threshold and the format's least normal in its own scale, in fp32's bits (sum_of_values)
+  uint32_t own_threshold = 0, own_least_normal = 0;
   bool scaled() const { return scale != 1; }
 
   // The cut for a format and rounding, where one exists: formats of the ieee, fn or finite family
@@ -78,35 +80,37 @@ struct Fp32Cut {
   // tie. (Were it inexact, |a| >= |b| would need a bit of b below fp32's last at s's exponent
   // e, so |b| < 2^(e - 24 + P) for P significant bits, while a midpoint lies at least 2^(e - P)
   // from any value of the format, a among them: 2^(e - P) <= |b| + 2^(e - 24) fails for P <= 11.)
-  // Its scaling is exact as well: a sum below the format's least normal is exact in fp32, and
-  // one above it scales to fp32's normal range. Undecided only where out of range.
+  // It needs no scaling: a sum below the format's least normal is a multiple of the format's
+  // least subnormal below 2^emin, exact in fp32 and a value of the format, which the cut keeps
+  // as it is; one above is cut on the same bits as scaled. (Scaled, such a sum would be an fp32
+  // subnormal, which Intel cores take a microcode assist on.) Undecided only where out of range.
   float sum_of_values(float a, float b, uint32_t& undecided) const {
-    const uint32_t bits = std::bit_cast<uint32_t>((a + b) * scale);
-    undecided = out_of_range(bits);
+    const uint32_t bits = std::bit_cast<uint32_t>(a + b);
+    undecided = out_of_range(bits, own_threshold, own_least_normal);
     return cut_at_ties(bits);
   }
 
   // sum_of_values where the caller knows that no sum reaches the format's largest value and that
   // nothing is flushed (flush == 0): always decided.
-  float sum_of_values_in_range(float a, float b) const {
-    return cut_at_ties(std::bit_cast<uint32_t>((a + b) * scale));
-  }
+  float sum_of_values_in_range(float a, float b) const { return cut_at_ties(std::bit_cast<uint32_t>(a + b)); }
 
  private:
-  // The (scaled) bits of an exact fp32 result cut to the format, a midpoint being a tie.
+  // The bits of an exact fp32 result cut to the format, a midpoint being a tie.
   float cut_at_ties(uint32_t bits) const {
     const uint32_t t = bits + unit_half, midpoint = static_cast<uint32_t>((t & ~keep) == 0);
     const uint32_t away = t & keep, down = bits & keep;
     const uint32_t tie_down = ties_to_even & static_cast<uint32_t>((down & (unit_half << 1)) == 0);
     const uint32_t toward_zero = uint32_t{0} - (midpoint & tie_down);
-    return std::bit_cast<float>((down & toward_zero) | (away & ~toward_zero)) * unscale;
+    return std::bit_cast<float>((down & toward_zero) | (away & ~toward_zero));
   }
 
-  // 1 where the (scaled) bits are past the threshold, not finite, or flushed.
-  uint32_t out_of_range(uint32_t bits) const {
+  // 1 where the scaled bits are past the threshold, not finite, or flushed.
+  uint32_t out_of_range(uint32_t bits) const { return out_of_range(bits, threshold, 0x00800000u); }
+  // The same in any scale, given the threshold and least normal's bits in it.
+  uint32_t out_of_range(uint32_t bits, uint32_t limit, uint32_t least_normal) const {
     const uint32_t magnitude = bits & 0x7fffffffu;
-    return static_cast<uint32_t>(magnitude >= threshold) | static_cast<uint32_t>(magnitude >= 0x7f800000u) |
-           (flush & static_cast<uint32_t>(magnitude != 0) & static_cast<uint32_t>(magnitude < 0x00800000u));
+    return static_cast<uint32_t>(magnitude >= limit) | static_cast<uint32_t>(magnitude >= 0x7f800000u) |
+           (flush & static_cast<uint32_t>(magnitude != 0) & static_cast<uint32_t>(magnitude < least_normal));
   }
 };
 

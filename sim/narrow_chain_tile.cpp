@@ -1,6 +1,7 @@
 #include "sim/narrow_chain_tile.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -21,6 +22,33 @@ std::optional<fp::Fp32Cut> narrow_chain_cut(const Arithmetic& ar) {
 }
 
 namespace {
+std::atomic<NarrowChainGrid> chain_grid{NarrowChainGrid::host};
+}
+
+void set_narrow_chain_grid(NarrowChainGrid grid) { chain_grid.store(grid); }
+
+// The host's choice: Intel cores take a microcode assist on every FMA or product with a subnormal
+// operand or result (tens of times a normal step: bench/RESULTS.md, "subnormal assists"), which
+// the scaled grid makes of every value below the format's least normal; AMD's Zen cores do not,
+// and there the subnormal grid's extra operations make a step up to 2.5 times slower.
+bool narrow_chains_take_subnormal_grid() {
+  switch (chain_grid.load()) {
+    case NarrowChainGrid::scaled:
+      return false;
+    case NarrowChainGrid::subnormal:
+      return true;
+    case NarrowChainGrid::host:
+      break;
+  }
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool intel = __builtin_cpu_is("intel");
+  return intel;
+#else
+  return false;
+#endif
+}
+
+namespace {
 
 using L = FloatLanes;
 using V = L::V;
@@ -29,7 +57,38 @@ constexpr size_t kRows = kGemmTileRows;
 // Vectors of columns per pass: 4 rows of them are the independent chains in registers.
 constexpr size_t kVectors = L::kWidth == 16 ? 4 : 2;
 
-constexpr uint32_t kMagnitude = 0x7fffffffu, kLeastNormal = 0x00800000u;
+constexpr uint32_t kMagnitude = 0x7fffffffu, kLeastNormal = 0x00800000u, kOneHalf = 0x3f000000u;
+
+// A format the cut scales (fp::Fp32Cut::scale) held in fp32's own scale instead
+// (Scaling::subnormal_grid): its values from the least normal up are cut on their bits as in the
+// scaled form (the same bits of the significand), those below rounded on the format's absolute
+// grid, multiples of its least subnormal, as s / grid rounded to an integer. Its decision points
+// there, odd multiples of half the grid, are fp32 numbers, so that fp32's rounding first loses
+// nothing as before (fp/fp32_cut.hpp). Why: scaled, every value below the format's least normal
+// is an fp32 subnormal, and Intel cores take a microcode assist on each FMA and product with one
+// (bench/RESULTS.md, "subnormal assists"). `threshold` is the cut's in the scale the chains run
+// in.
+struct SubnormalGrid {
+  uint32_t least_normal = 0, threshold = 0;  // bits
+  float grid = 1, per_grid = 1;
+  // Unscaled: a format the cut scales, without flushing, whose least subnormal is an fp32 normal
+  // (every shipped one: fp16 2^-24, e4m3 2^-9, e5m2 2^-16), so that its reciprocal is finite.
+  static bool applies(const fp::Fp32Cut& s) {
+    const float grid = 0x1p-126f * s.unscale * static_cast<float>(s.unit_half << 1) * 0x1p-23f;
+    return s.scaled() && !s.flush && grid >= 0x1p-126f;
+  }
+  static SubnormalGrid of(const fp::Fp32Cut& s, bool unscaled) {
+    SubnormalGrid g;
+    g.threshold = s.threshold;
+    if (!unscaled) return g;
+    const float least_normal = 0x1p-126f * s.unscale;
+    g.least_normal = std::bit_cast<uint32_t>(least_normal);
+    g.grid = least_normal * static_cast<float>(s.unit_half << 1) * 0x1p-23f;
+    g.per_grid = 1.0f / g.grid;
+    g.threshold = std::bit_cast<uint32_t>(std::bit_cast<float>(s.threshold) * s.unscale);
+    return g;
+  }
+};
 
 // A result cut to the format, and what tells afterwards which lanes' cuts cannot be trusted: a
 // Track per vector of columns, kept across a block's steps in vector registers (mask registers
@@ -43,17 +102,22 @@ struct Track {
   __m512i low_min, magnitude_max, magnitude_min;
 };
 struct Cut {
-  __m512i half, keep, magnitude, one, drop, last;
+  __m512i half, keep, magnitude, one, drop, last, least_normal, one_half;
+  __m512 grid, per_grid;
   uint32_t threshold;
   bool ties_to_even;
-  explicit Cut(const fp::Fp32Cut& s)
+  Cut(const fp::Fp32Cut& s, const SubnormalGrid& g)
       : half(_mm512_set1_epi32(static_cast<int>(s.unit_half))),
         keep(_mm512_set1_epi32(static_cast<int>(s.keep))),
         magnitude(_mm512_set1_epi32(static_cast<int>(kMagnitude))),
         one(_mm512_set1_epi32(1)),
         drop(_mm512_set1_epi32(static_cast<int>(~s.keep))),
         last(_mm512_set1_epi32(static_cast<int>(s.unit_half << 1))),
-        threshold(s.threshold),
+        least_normal(_mm512_set1_epi32(static_cast<int>(g.least_normal))),
+        one_half(_mm512_set1_epi32(static_cast<int>(kOneHalf))),
+        grid(_mm512_set1_ps(g.grid)),
+        per_grid(_mm512_set1_ps(g.per_grid)),
+        threshold(g.threshold),
         ties_to_even(s.ties_to_even != 0) {}
   static Track start() { return {_mm512_set1_epi32(-1), _mm512_setzero_si512(), _mm512_set1_epi32(-1)}; }
   Flags flags(const Track& t) const {
@@ -76,6 +140,20 @@ struct Cut {
     }
     return _mm512_castsi512_ps(_mm512_and_si512(t, keep));
   }
+  // The same in fp32's own scale (Scaling::subnormal_grid): below the format's least normal,
+  // s / grid rounded to an integer (to nearest even; a midpoint, flagged, is redone as any).
+  template <bool kRange>
+  V on_grids(V s, Track& track) const {
+    const __m512i bits = _mm512_castps_si512(s), t = _mm512_add_epi32(bits, half);
+    const __m512i mag = _mm512_and_si512(bits, magnitude);
+    const __mmask16 below = _mm512_cmplt_epu32_mask(mag, least_normal);
+    const __m512 y = _mm512_mul_ps(s, per_grid), r = _mm512_roundscale_ps(y, _MM_FROUND_TO_NEAREST_INT);
+    const __m512i fraction = _mm512_xor_si512(_mm512_castps_si512(_mm512_abs_ps(_mm512_sub_ps(y, r))), one_half);
+    track.low_min =
+        _mm512_min_epu32(track.low_min, _mm512_mask_blend_epi32(below, _mm512_andnot_si512(keep, t), fraction));
+    if constexpr (kRange) track.magnitude_max = _mm512_max_epu32(track.magnitude_max, mag);
+    return _mm512_mask_blend_ps(below, _mm512_castsi512_ps(_mm512_and_si512(t, keep)), _mm512_mul_ps(r, grid));
+  }
   // The cut of an exact result (a sum of two values of the format): a midpoint is a tie, which
   // rna rounds away from zero as every other cut, rne toward zero where that neighbour is even.
   V at_ties(V s) const {
@@ -93,16 +171,21 @@ struct Track {
   __m256i low_min, magnitude_max, magnitude_min;
 };
 struct Cut {
-  __m256i half, keep, magnitude, one, last;
+  __m256i half, keep, magnitude, one, last, least_normal, one_half;
+  __m256 grid, per_grid;
   uint32_t threshold;
   bool ties_to_even;
-  explicit Cut(const fp::Fp32Cut& s)
+  Cut(const fp::Fp32Cut& s, const SubnormalGrid& g)
       : half(_mm256_set1_epi32(static_cast<int>(s.unit_half))),
         keep(_mm256_set1_epi32(static_cast<int>(s.keep))),
         magnitude(_mm256_set1_epi32(static_cast<int>(kMagnitude))),
         one(_mm256_set1_epi32(1)),
         last(_mm256_set1_epi32(static_cast<int>(s.unit_half << 1))),
-        threshold(s.threshold),
+        least_normal(_mm256_set1_epi32(static_cast<int>(g.least_normal))),
+        one_half(_mm256_set1_epi32(static_cast<int>(kOneHalf))),
+        grid(_mm256_set1_ps(g.grid)),
+        per_grid(_mm256_set1_ps(g.per_grid)),
+        threshold(g.threshold),
         ties_to_even(s.ties_to_even != 0) {}
   static Track start() { return {_mm256_set1_epi32(-1), _mm256_setzero_si256(), _mm256_set1_epi32(-1)}; }
   // Unsigned x >= y as max(x, y) == x.
@@ -127,6 +210,19 @@ struct Cut {
     }
     return _mm256_castsi256_ps(_mm256_and_si256(t, keep));
   }
+  template <bool kRange>
+  V on_grids(V s, Track& track) const {
+    const __m256i bits = _mm256_castps_si256(s), t = _mm256_add_epi32(bits, half);
+    const __m256i mag = _mm256_and_si256(bits, magnitude);
+    const __m256i below = _mm256_cmpgt_epi32(least_normal, mag);  // both below 2^31
+    const __m256 y = _mm256_mul_ps(s, per_grid), r = _mm256_round_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256i fraction =
+        _mm256_xor_si256(_mm256_and_si256(_mm256_castps_si256(_mm256_sub_ps(y, r)), magnitude), one_half);
+    track.low_min = _mm256_min_epu32(track.low_min, _mm256_blendv_epi8(_mm256_andnot_si256(keep, t), fraction, below));
+    if constexpr (kRange) track.magnitude_max = _mm256_max_epu32(track.magnitude_max, mag);
+    return _mm256_blendv_ps(_mm256_castsi256_ps(_mm256_and_si256(t, keep)), _mm256_mul_ps(r, grid),
+                            _mm256_castsi256_ps(below));
+  }
   V at_ties(V s) const {
     const __m256i bits = _mm256_castps_si256(s), t = _mm256_add_epi32(bits, half), zero = _mm256_setzero_si256();
     const __m256i away = _mm256_and_si256(t, keep);
@@ -143,9 +239,16 @@ struct Track {
   uint32_t low_min, magnitude_max, magnitude_min;
 };
 struct Cut {
-  uint32_t half, keep, threshold, ties_to_even;
-  explicit Cut(const fp::Fp32Cut& s)
-      : half(s.unit_half), keep(s.keep), threshold(s.threshold), ties_to_even(s.ties_to_even) {}
+  uint32_t half, keep, threshold, ties_to_even, least_normal;
+  float grid, per_grid;
+  Cut(const fp::Fp32Cut& s, const SubnormalGrid& g)
+      : half(s.unit_half),
+        keep(s.keep),
+        threshold(g.threshold),
+        ties_to_even(s.ties_to_even),
+        least_normal(g.least_normal),
+        grid(g.grid),
+        per_grid(g.per_grid) {}
   static Track start() { return {~0u, 0, ~0u}; }
   Flags flags(const Track& t) const {
     return t.low_min == 0 || t.magnitude_max >= threshold || t.magnitude_min < kLeastNormal - 1;
@@ -162,6 +265,18 @@ struct Cut {
     }
     return std::bit_cast<float>(t & keep);
   }
+  template <bool kRange>
+  V on_grids(V s, Track& track) const {
+    const uint32_t bits = std::bit_cast<uint32_t>(s), t = bits + half, mag = bits & kMagnitude;
+    if constexpr (kRange) track.magnitude_max = std::max(track.magnitude_max, mag);
+    if (mag >= least_normal) {
+      track.low_min = std::min(track.low_min, t & ~keep);
+      return std::bit_cast<float>(t & keep);
+    }
+    const float y = s * per_grid, r = std::nearbyint(y);  // to nearest even: the host's default mode
+    track.low_min = std::min(track.low_min, std::bit_cast<uint32_t>(std::fabs(y - r)) ^ kOneHalf);
+    return r * grid;
+  }
   V at_ties(V s) const {
     const uint32_t bits = std::bit_cast<uint32_t>(s), t = bits + half, down = bits & keep;
     const bool toward_zero = ties_to_even && (t & ~keep) == 0 && (down & (half << 1)) == 0;
@@ -173,14 +288,18 @@ struct Cut {
 // Where a format narrower than fp32's range is moved to the scaled grid (fp::Fp32Cut::scale):
 // none (fp32's own range), each result there and back (two multiplications a step), or the
 // factors once for the GEMM, where that is exact (B's by the whole scale, or A's and B's by half
-// of it each): the chains then run scaled, and only the outputs are scaled back.
-enum class Scaling { none, results, factors };
+// of it each): the chains then run scaled, and only the outputs are scaled back. subnormal_grid:
+// not moved, the values below the least normal rounded on the format's own grid (SubnormalGrid).
+enum class Scaling { none, results, factors, subnormal_grid };
 
 // The format's rounding of s, an fp32 result of the exact one (scaled where kScaling says).
 template <Scaling kScaling, bool kRange, bool kFlush>
 inline V round_to_format(V s, const Cut& cut, V scale, V unscale, Track& track) {
   if constexpr (kScaling == Scaling::results)
     return L::mul(cut.template operator()<kRange, kFlush>(L::mul(s, scale), track), unscale);
+  if constexpr (kScaling == Scaling::subnormal_grid) {
+    return cut.template on_grids<kRange>(s, track);
+  }
   return cut.template operator()<kRange, kFlush>(s, track);
 }
 
@@ -221,13 +340,6 @@ double chain_steps(const Arithmetic& ar, bool fused, const float* a, const float
     acc = fp::add(acc, term, ar.format, options);
   }
   return acc;
-}
-
-// The sum of two values of the format held in the chains' scale, cut to the format (Step::fold).
-template <Scaling kScaling>
-inline V sum_of_values_in_range(V x, V y, const Cut& cut, V scale, V unscale) {
-  if constexpr (kScaling == Scaling::results) return L::mul(cut.at_ties(L::mul(L::add(x, y), scale)), unscale);
-  return cut.at_ties(L::add(x, y));
 }
 
 // The chains of a pass over kVectors vectors of columns of the tile's 4 rows (rows past mr repeat
@@ -286,7 +398,7 @@ void chain_pass(const Arithmetic& ar, const Cut& cut, V scale, V unscale, const 
           } else {
             const V p = round_to_format<kScaling, kRange, kFlush>(L::mul(x, bk[v]), cut, scale, unscale, track[v]);
             if constexpr (kStep == Step::fold)
-              acc[r][v] = sum_of_values_in_range<kScaling>(acc[r][v], p, cut, scale, unscale);
+              acc[r][v] = cut.at_ties(L::add(acc[r][v], p));  // in any scale (Fp32Cut::sum_of_values)
             else
               acc[r][v] =
                   round_to_format<kScaling, kRange, kFlush>(L::add(acc[r][v], p), cut, scale, unscale, track[v]);
@@ -325,16 +437,18 @@ void chain_pass(const Arithmetic& ar, const Cut& cut, V scale, V unscale, const 
         columns.store(out + r * ldo, v, kHeldScaled ? L::mul(acc[r][v], unscale) : acc[r][v]);
 }
 
-// The scaled factors of Scaling::factors: B's (and A's where the scale is split between them).
+// The scaled factors of Scaling::factors: B's (and A's where the scale is split between them);
+// or, with subnormal_grid, none (Scaling::subnormal_grid).
 struct ScaledFactors {
   const float* a = nullptr;
   const float* b = nullptr;
+  bool subnormal_grid = false;
 };
 
 template <Step kStep, Scaling kScaling, bool kRange, bool kFlush, class Terms>
 void chain_tile(const Arithmetic& ar, const fp::Fp32Cut& spec, const float* a, size_t lda, const float* b,
                 ScaledFactors scaled, size_t ldb, const Terms& terms, size_t mr, size_t nr, float* out, size_t ldo) {
-  const Cut cut(spec);
+  const Cut cut(spec, SubnormalGrid::of(spec, kScaling == Scaling::subnormal_grid));
   const V scale = L::broadcast(spec.scale), unscale = L::broadcast(spec.unscale);
   const float* a_vectors = kScaling == Scaling::factors && scaled.a ? scaled.a : a;
   const float *rows[kRows], *rows_redo[kRows];
@@ -359,6 +473,8 @@ void chain_tile_range(const Arithmetic& ar, const fp::Fp32Cut& spec, const float
     chain_tile<kStep, kScaling, false, false>(ar, spec, a, lda, b, scaled, ldb, terms, mr, nr, out, ldo);
   else if (!spec.check_range)
     chain_tile<kStep, kScaling, false, false>(ar, spec, a, lda, b, scaled, ldb, terms, mr, nr, out, ldo);
+  else if constexpr (kScaling == Scaling::subnormal_grid)  // never flushing (SubnormalGrid::applies)
+    chain_tile<kStep, kScaling, true, false>(ar, spec, a, lda, b, scaled, ldb, terms, mr, nr, out, ldo);
   else if (spec.flush)
     chain_tile<kStep, kScaling, true, true>(ar, spec, a, lda, b, scaled, ldb, terms, mr, nr, out, ldo);
   else
@@ -369,7 +485,9 @@ template <Step kStep, class Terms>
 void chain_tile_forms(const Arithmetic& ar, const fp::Fp32Cut& spec, const float* a, size_t lda, const float* b,
                       ScaledFactors scaled, size_t ldb, const Terms& terms, size_t mr, size_t nr, float* out,
                       size_t ldo) {
-  if (spec.scaled() && scaled.b)
+  if (spec.scaled() && scaled.subnormal_grid)
+    chain_tile_range<kStep, Scaling::subnormal_grid>(ar, spec, a, lda, b, scaled, ldb, terms, mr, nr, out, ldo);
+  else if (spec.scaled() && scaled.b)
     chain_tile_range<kStep, Scaling::factors>(ar, spec, a, lda, b, scaled, ldb, terms, mr, nr, out, ldo);
   else if (spec.scaled())
     chain_tile_range<kStep, Scaling::results>(ar, spec, a, lda, b, scaled, ldb, terms, mr, nr, out, ldo);
@@ -386,8 +504,8 @@ void chain_tile_forms(const Arithmetic& ar, const fp::Fp32Cut& spec, const float
 // `terms` the products' indices in the fold's order, at least one.
 void product_fold_tile(const Arithmetic& ar, const fp::Fp32Cut& spec, const float* a, size_t lda, const float* b,
                        size_t ldb, const std::vector<size_t>& terms, size_t mr, size_t nr, float* out, size_t ldo,
-                       const float* b_scaled, const float* a_scaled) {
-  const ScaledFactors scaled{b_scaled ? a_scaled : nullptr, b_scaled};
+                       const float* b_scaled, const float* a_scaled, bool subnormal_grid) {
+  const ScaledFactors scaled{b_scaled ? a_scaled : nullptr, b_scaled, subnormal_grid};
   chain_tile_forms<Step::fold>(ar, spec, a, lda, b, scaled, ldb, ListedTerms{terms}, mr, nr, out, ldo);
 }
 
@@ -514,12 +632,12 @@ std::optional<double> later_stages_factor(const Schedule& schedule) {
 
 void narrow_chain_tile(const Arithmetic& ar, const fp::Fp32Cut& spec, const float* a, size_t lda, const float* b,
                        size_t ldb, const GroupSpan& group, size_t mr, size_t nr, float* out, size_t ldo,
-                       const float* b_scaled, const float* a_scaled) {
+                       const float* b_scaled, const float* a_scaled, bool subnormal_grid) {
   if (group.count == 0) {  // the empty sum
     for (size_t r = 0; r < mr; ++r) std::fill_n(out + r * ldo, nr, 0.0f);
     return;
   }
-  const ScaledFactors scaled{b_scaled ? a_scaled : nullptr, b_scaled};
+  const ScaledFactors scaled{b_scaled ? a_scaled : nullptr, b_scaled, subnormal_grid};
   if (ar.products == Products::fused)
     chain_tile_forms<Step::fused>(ar, spec, a, lda, b, scaled, ldb, StridedTerms{group}, mr, nr, out, ldo);
   else
@@ -548,7 +666,8 @@ bool gemm_with_narrow_chains(const Schedule& schedule, const float* a, const flo
   // scale every result there and back.
   std::optional<ScopedSpareBuffer<float>> a_scaled, b_scaled;
   const float *as = nullptr, *bs = nullptr;
-  if (cut->scaled()) {
+  const bool subnormal_grid = SubnormalGrid::applies(*cut) && narrow_chains_take_subnormal_grid();
+  if (cut->scaled() && !subnormal_grid) {
     const int whole = std::ilogb(cut->scale), half = whole / 2;
     b_scaled.emplace(k * n);
     if (scale_exactly(b, k * n, cut->scale, b_scaled->data())) {
@@ -577,7 +696,7 @@ bool gemm_with_narrow_chains(const Schedule& schedule, const float* a, const flo
       const size_t mr = std::min(kGemmTileRows, m - i0), nr = std::min(kGemmTileCols, n - j0), w = mr * nr;
       if (chains_are_outputs) {
         narrow_chain_tile(ar, chains_cut, a + i0 * k, k, b + j0, n, groups[0], mr, nr, c + i0 * n + j0, n,
-                          bs ? bs + j0 : nullptr, as ? as + i0 * k : nullptr);
+                          bs ? bs + j0 : nullptr, as ? as + i0 * k : nullptr, subnormal_grid);
         continue;
       }
       if (fold_products) {  // the groups' products in the fold's order
@@ -586,13 +705,13 @@ bool gemm_with_narrow_chains(const Schedule& schedule, const float* a, const flo
         terms.resize(order.size());
         for (size_t i = 0; i < order.size(); ++i) terms[i] = groups[order[i]].first;
         product_fold_tile(ar, *cut, a + i0 * k, k, b + j0, n, terms, mr, nr, c + i0 * n + j0, n, bs ? bs + j0 : nullptr,
-                          as ? as + i0 * k : nullptr);
+                          as ? as + i0 * k : nullptr, subnormal_grid);
         continue;
       }
       rows.resize(groups.size() * w);
       for (size_t g = 0; g < groups.size(); ++g)
         narrow_chain_tile(ar, chains_cut, a + i0 * k, k, b + j0, n, groups[g], mr, nr, &rows[g * w], nr,
-                          bs ? bs + j0 : nullptr, as ? as + i0 * k : nullptr);
+                          bs ? bs + j0 : nullptr, as ? as + i0 * k : nullptr, subnormal_grid);
       result.resize(w);
       walker.reshape(w, Fp32CutAdd{w, &ar, *cut, true, sums_in_range});
       walker.set_tile(gemm_output_key(key, i0, j0, n));

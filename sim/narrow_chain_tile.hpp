@@ -23,6 +23,15 @@ namespace fplab::sim::detail {
 // rounded); nullopt otherwise.
 std::optional<fp::Fp32Cut> narrow_chain_cut(const Arithmetic& arithmetic);
 
+// How chains in a format that the cut scales (fp::Fp32Cut::scaled) hold their values: on the
+// scaled grid, where the format's values below its least normal are fp32 subnormals, or in fp32's
+// own scale with those values rounded on the format's absolute grid (the subnormal grid). The
+// bits are the same; the speed is not: `host` (the default) takes the subnormal grid on Intel
+// CPUs, which slow down on subnormals, and the scaled one elsewhere. The tests set both.
+enum class NarrowChainGrid { host, scaled, subnormal };
+void set_narrow_chain_grid(NarrowChainGrid grid);
+bool narrow_chains_take_subnormal_grid();
+
 // Output (r, c) of the tile of mr <= 4 rows and nr <= 64 columns, out[r * ldo + c], becomes the
 // chain the reference evaluates for a `seq` group of the products a[r][t]·b[t][c], t =
 // group.first, group.first + group.stride, ... (group.count of them; none: +0): the first product
@@ -34,7 +43,7 @@ std::optional<fp::Fp32Cut> narrow_chain_cut(const Arithmetic& arithmetic);
 // two, exactly, whose product is spec.scale.
 void narrow_chain_tile(const Arithmetic& arithmetic, const fp::Fp32Cut& spec, const float* a, size_t lda,
                        const float* b, size_t ldb, const GroupSpan& group, size_t mr, size_t nr, float* out, size_t ldo,
-                       const float* b_scaled = nullptr, const float* a_scaled = nullptr);
+                       const float* b_scaled = nullptr, const float* a_scaled = nullptr, bool subnormal_grid = false);
 
 // C = A B as sim::gemm computes it, where the schedule's first stage is `seq` chains that
 // narrow_chain_tile takes (narrow_chain_cut, finite A and B, no stage formats): the chains, then

@@ -15,6 +15,7 @@
 #include "sim/engine.hpp"
 #include "sim/exact_gemm.hpp"
 #include "sim/generate.hpp"
+#include "sim/narrow_chain_tile.hpp"
 #include "sim/presets.hpp"
 #include "sim/reference_evaluator.hpp"
 #include "tests/arithmetic_of.hpp"
@@ -587,7 +588,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "engine gemm == reference: seq chains in narrow formats (fp32 vectors cut to the format) x 11 formats x rne/rna "
+    "engine gemm == reference: seq chains in narrow formats (fp32 vectors cut to the format) x 11 formats x 2 grids x "
+    "rne/rna "
     "x fused/rounded x flush/saturate x ties, wide ranges, zeros, long K") {
   // sim/narrow_chain_tile.cpp: its cut is right unless fp32's result lands on one of the format's
   // decision points; "ties" data (factors of few bits) put many results there, exactly or not,
@@ -597,7 +599,11 @@ TEST_CASE(
   // neither: each result is scaled there and back; "one line" (normal data but one row of A and
   // one column of B whose chain passes the format's largest value: the chains skip their range
   // check only where no chain can reach it); "nonfinite" (ties or normal data with an infinity or
-  // NaN in A or B), which the fast path turns away. Every column is checked.
+  // NaN in A or B), which the fast path turns away; "low ties" (factors of few bits scaled so
+  // that products land about the format's least subnormal, from a thousandth of it to a few
+  // hundred times it: results on the grid below the least normal, many of them on its midpoints,
+  // which the formats the cut scales take in fp32's own scale, SubnormalGrid). Every column is
+  // checked.
   std::mt19937_64 g(37);
   std::normal_distribution<double> d;
   // The last three: groups of one product each for the shorter K, folded in sequence
@@ -611,63 +617,75 @@ TEST_CASE(
                              "split(64):seq | all:rev"};
   const char* formats[] = {"bf16",   "fp16",   "tf32", "e4m3",  "e5m2",    "float8_e4m3",
                            "e3m2fn", "e2m1fn", "e6m9", "e8m22", "e4m3fnuz" /* not taken: the generic path */};
-  enum Data { normal, ties, wide, zeros, tiny, one_line, nonfinite };
+  enum Data { normal, ties, wide, zeros, tiny, one_line, low_ties, nonfinite };
   const Shape shapes[] = {{1, 1, 1}, {5, 70, 7}, {3, 130, 33}, {9, 65, 100}, {2, 3, 257}, {4, 20, 1000}};
-  for (const char* text : schedules) {
-    const Schedule s = parse_schedule(text);
-    const bool folds = s.stages.size() == 2 && s.stages[0].grouping.size >= 40;  // the shapes of K <= 33
-    for (const char* name : formats) {
-      for (const fp::Mode mode : {fp::Mode::rne, fp::Mode::rna}) {
-        for (const Products products : {Products::fused, Products::rounded}) {
-          for (int options = 0; options < 3; ++options) {  // plain, flush subnormals, saturate
-            Arithmetic ar = arithmetic_of(fp::parse_format(name), mode, products);
-            ar.flush_subnormals = options == 1;
-            ar.saturate = options == 2;
-            for (int data = normal; data <= nonfinite; ++data) {
-              const Shape sh = shapes[g() % (folds ? 3 : std::size(shapes))];
-              // Factors of few significant bits: their products and sums are often exactly
-              // representable, on a midpoint of the format's grid or just beside one.
-              const bool few_bits = data == ties || (data == nonfinite && g() % 2);
-              auto value = [&] {
-                if (few_bits)
-                  return std::ldexp(static_cast<float>(static_cast<int>(g() % 33) - 16), -static_cast<int>(g() % 6));
-                const double spread = data == wide ? std::exp2(std::round(d(g) * 12)) : 1.0;
-                return static_cast<float>(d(g) * spread);
-              };
-              std::vector<float> a(sh.m * sh.k), b(sh.k * sh.n);
-              for (auto& x : a) x = value();
-              for (auto& x : b) x = value();
-              if (data == zeros) {  // zero lines (+-0) and exact cancellation to zero
-                for (size_t t = 0; t < sh.k; ++t) a[t] = (t % 2) ? -0.0f : 0.0f, b[t * sh.n + sh.n - 1] = 0.0f;
-                for (size_t t = 1; t < sh.k; t += 2)
-                  for (size_t i = 1; i < sh.m; ++i) a[i * sh.k + t] = -a[i * sh.k + t - 1];
-                for (size_t t = 1; t < sh.k; t += 2)
-                  for (size_t j = 0; j < sh.n; ++j) b[t * sh.n + j] = b[(t - 1) * sh.n + j];
-                if (sh.m > 2)  // A's last row -0, B's last column +0: output (m-1, n-1) a sum of -0s
-                  for (size_t t = 0; t < sh.k; ++t) a[(sh.m - 1) * sh.k + t] = -0.0f;
+  // Formats the cut scales run on each grid (sim::detail::NarrowChainGrid), whatever the host picks.
+  struct HostGrid {
+    ~HostGrid() { sim::detail::set_narrow_chain_grid(sim::detail::NarrowChainGrid::host); }
+  } restore;
+  for (const auto grid : {sim::detail::NarrowChainGrid::scaled, sim::detail::NarrowChainGrid::subnormal})
+    for (const char* text : schedules) {
+      sim::detail::set_narrow_chain_grid(grid);
+      const Schedule s = parse_schedule(text);
+      const bool folds = s.stages.size() == 2 && s.stages[0].grouping.size >= 40;  // the shapes of K <= 33
+      for (const char* name : formats) {
+        if (grid == sim::detail::NarrowChainGrid::subnormal && fp::parse_format(name).emin() <= -126) continue;
+        for (const fp::Mode mode : {fp::Mode::rne, fp::Mode::rna}) {
+          for (const Products products : {Products::fused, Products::rounded}) {
+            for (int options = 0; options < 3; ++options) {  // plain, flush subnormals, saturate
+              Arithmetic ar = arithmetic_of(fp::parse_format(name), mode, products);
+              ar.flush_subnormals = options == 1;
+              ar.saturate = options == 2;
+              for (int data = normal; data <= nonfinite; ++data) {
+                const Shape sh = shapes[g() % (folds ? 3 : std::size(shapes))];
+                // Factors of few significant bits: their products and sums are often exactly
+                // representable, on a midpoint of the format's grid or just beside one.
+                const bool few_bits = data == ties || data == low_ties || (data == nonfinite && g() % 2);
+                // low_ties: each factor times the square root of the least subnormal, 2^((emin - m) / 2)
+                const int low = data == low_ties ? (ar.format.emin() - ar.format.man_bits) / 2 : 0;
+                auto value = [&] {
+                  if (few_bits)
+                    return std::ldexp(static_cast<float>(static_cast<int>(g() % 33) - 16),
+                                      low - static_cast<int>(g() % 6));
+                  const double spread = data == wide ? std::exp2(std::round(d(g) * 12)) : 1.0;
+                  return static_cast<float>(d(g) * spread);
+                };
+                std::vector<float> a(sh.m * sh.k), b(sh.k * sh.n);
+                for (auto& x : a) x = value();
+                for (auto& x : b) x = value();
+                if (data == zeros) {  // zero lines (+-0) and exact cancellation to zero
+                  for (size_t t = 0; t < sh.k; ++t) a[t] = (t % 2) ? -0.0f : 0.0f, b[t * sh.n + sh.n - 1] = 0.0f;
+                  for (size_t t = 1; t < sh.k; t += 2)
+                    for (size_t i = 1; i < sh.m; ++i) a[i * sh.k + t] = -a[i * sh.k + t - 1];
+                  for (size_t t = 1; t < sh.k; t += 2)
+                    for (size_t j = 0; j < sh.n; ++j) b[t * sh.n + j] = b[(t - 1) * sh.n + j];
+                  if (sh.m > 2)  // A's last row -0, B's last column +0: output (m-1, n-1) a sum of -0s
+                    for (size_t t = 0; t < sh.k; ++t) a[(sh.m - 1) * sh.k + t] = -0.0f;
+                }
+                if (data == tiny) a[g() % a.size()] = 0x1.8p-110f, b[g() % b.size()] = -0x1.4p-109f;
+                if (data == one_line) {  // its partial sums climb to 3 times the largest value
+                  const size_t row = g() % sh.m, col = g() % sh.n;
+                  const double step = std::min(3 * ar.format.max_finite() / double(sh.k), 1e37);
+                  for (size_t t = 0; t < sh.k; ++t)
+                    a[row * sh.k + t] = std::fabs(a[row * sh.k + t]) + 1, b[t * sh.n + col] = static_cast<float>(step);
+                }
+                if (data == nonfinite) {
+                  const float special[] = {std::numeric_limits<float>::infinity(),
+                                           -std::numeric_limits<float>::infinity(),
+                                           std::numeric_limits<float>::quiet_NaN()};
+                  auto& side = g() % 2 ? a : b;
+                  side[g() % side.size()] = special[g() % 3];
+                }
+                check_gemm(s, a, b, sh, ar,
+                           std::string(name) + " data " + std::to_string(data) + " options " + std::to_string(options) +
+                               (grid == sim::detail::NarrowChainGrid::subnormal ? " subnormal grid" : " scaled grid"),
+                           true);
               }
-              if (data == tiny) a[g() % a.size()] = 0x1.8p-110f, b[g() % b.size()] = -0x1.4p-109f;
-              if (data == one_line) {  // its partial sums climb to 3 times the largest value
-                const size_t row = g() % sh.m, col = g() % sh.n;
-                const double step = std::min(3 * ar.format.max_finite() / double(sh.k), 1e37);
-                for (size_t t = 0; t < sh.k; ++t)
-                  a[row * sh.k + t] = std::fabs(a[row * sh.k + t]) + 1, b[t * sh.n + col] = static_cast<float>(step);
-              }
-              if (data == nonfinite) {
-                const float special[] = {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
-                                         std::numeric_limits<float>::quiet_NaN()};
-                auto& side = g() % 2 ? a : b;
-                side[g() % side.size()] = special[g() % 3];
-              }
-              check_gemm(s, a, b, sh, ar,
-                         std::string(name) + " data " + std::to_string(data) + " options " + std::to_string(options),
-                         true);
             }
           }
         }
       }
     }
-  }
 }
 
 TEST_CASE(
