@@ -148,7 +148,9 @@ struct Cut {
     const __m512i mag = _mm512_and_si512(bits, magnitude);
     const __mmask16 below = _mm512_cmplt_epu32_mask(mag, least_normal);
     const __m512 y = _mm512_mul_ps(s, per_grid), r = _mm512_roundscale_ps(y, _MM_FROUND_TO_NEAREST_INT);
-    const __m512i fraction = _mm512_xor_si512(_mm512_castps_si512(_mm512_abs_ps(_mm512_sub_ps(y, r))), one_half);
+    // |y - r| ^ one_half as ternary logic 0x6A, (A & B) ^ C: zero at a midpoint
+    const __m512i fraction =
+        _mm512_ternarylogic_epi32(_mm512_castps_si512(_mm512_sub_ps(y, r)), magnitude, one_half, 0x6A);
     track.low_min =
         _mm512_min_epu32(track.low_min, _mm512_mask_blend_epi32(below, _mm512_andnot_si512(keep, t), fraction));
     if constexpr (kRange) track.magnitude_max = _mm512_max_epu32(track.magnitude_max, mag);
