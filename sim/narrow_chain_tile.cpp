@@ -128,16 +128,19 @@ struct Cut {
   }
   static bool lane(Flags f, size_t l) { return (f >> l) & 1u; }
   static bool any(Flags f) { return f != 0; }
+  // Whether a lane's track (Scaling::normal_part) saw a nonzero magnitude below the format's
+  // least normal (on the subnormal grid's scale).
+  bool below_least_normal(const Track& t) const {
+    return _mm512_cmplt_epu32_mask(t.magnitude_min, _mm512_sub_epi32(least_normal, one)) != 0;
+  }
   // Round half away from zero on the bits (a tie, the one case where rne differs, is flagged).
   template <bool kRange, bool kFlush>
   V operator()(V s, Track& track) const {
     const __m512i bits = _mm512_castps_si512(s), t = _mm512_add_epi32(bits, half);
     track.low_min = _mm512_min_epu32(track.low_min, _mm512_andnot_si512(keep, t));
-    if constexpr (kRange) {
-      const __m512i mag = _mm512_and_si512(bits, magnitude);
-      track.magnitude_max = _mm512_max_epu32(track.magnitude_max, mag);
-      if constexpr (kFlush) track.magnitude_min = _mm512_min_epu32(track.magnitude_min, _mm512_sub_epi32(mag, one));
-    }
+    const __m512i mag = _mm512_and_si512(bits, magnitude);
+    if constexpr (kRange) track.magnitude_max = _mm512_max_epu32(track.magnitude_max, mag);
+    if constexpr (kFlush) track.magnitude_min = _mm512_min_epu32(track.magnitude_min, _mm512_sub_epi32(mag, one));
     return _mm512_castsi512_ps(_mm512_and_si512(t, keep));
   }
   // The same in fp32's own scale (Scaling::subnormal_grid): below the format's least normal,
@@ -201,15 +204,17 @@ struct Cut {
   }
   static bool lane(Flags f, size_t l) { return (_mm256_movemask_ps(_mm256_castsi256_ps(f)) >> l) & 1; }
   static bool any(Flags f) { return !_mm256_testz_si256(f, f); }
+  bool below_least_normal(const Track& t) const {
+    const __m256i floor = _mm256_sub_epi32(least_normal, one);
+    return _mm256_movemask_ps(_mm256_castsi256_ps(at_least(t.magnitude_min, floor))) != 0xff;
+  }
   template <bool kRange, bool kFlush>
   V operator()(V s, Track& track) const {
     const __m256i bits = _mm256_castps_si256(s), t = _mm256_add_epi32(bits, half);
     track.low_min = _mm256_min_epu32(track.low_min, _mm256_andnot_si256(keep, t));
-    if constexpr (kRange) {
-      const __m256i mag = _mm256_and_si256(bits, magnitude);
-      track.magnitude_max = _mm256_max_epu32(track.magnitude_max, mag);
-      if constexpr (kFlush) track.magnitude_min = _mm256_min_epu32(track.magnitude_min, _mm256_sub_epi32(mag, one));
-    }
+    const __m256i mag = _mm256_and_si256(bits, magnitude);
+    if constexpr (kRange) track.magnitude_max = _mm256_max_epu32(track.magnitude_max, mag);
+    if constexpr (kFlush) track.magnitude_min = _mm256_min_epu32(track.magnitude_min, _mm256_sub_epi32(mag, one));
     return _mm256_castsi256_ps(_mm256_and_si256(t, keep));
   }
   template <bool kRange>
@@ -257,14 +262,13 @@ struct Cut {
   }
   static bool lane(Flags f, size_t) { return f; }
   static bool any(Flags f) { return f; }
+  bool below_least_normal(const Track& t) const { return t.magnitude_min < least_normal - 1; }
   template <bool kRange, bool kFlush>
   V operator()(V s, Track& track) const {
     const uint32_t bits = std::bit_cast<uint32_t>(s), t = bits + half, mag = bits & kMagnitude;
     track.low_min = std::min(track.low_min, t & ~keep);
-    if constexpr (kRange) {
-      track.magnitude_max = std::max(track.magnitude_max, mag);
-      if constexpr (kFlush) track.magnitude_min = std::min(track.magnitude_min, mag - 1);
-    }
+    if constexpr (kRange) track.magnitude_max = std::max(track.magnitude_max, mag);
+    if constexpr (kFlush) track.magnitude_min = std::min(track.magnitude_min, mag - 1);
     return std::bit_cast<float>(t & keep);
   }
   template <bool kRange>
@@ -291,17 +295,18 @@ struct Cut {
 // none (fp32's own range), each result there and back (two multiplications a step), or the
 // factors once for the GEMM, where that is exact (B's by the whole scale, or A's and B's by half
 // of it each): the chains then run scaled, and only the outputs are scaled back. subnormal_grid:
-// not moved, the values below the least normal rounded on the format's own grid (SubnormalGrid).
-enum class Scaling { none, results, factors, subnormal_grid };
+// not moved, the values below the least normal rounded on the format's own grid (SubnormalGrid);
+// normal_part: subnormal_grid's blocks tried as if no value fell below the least normal (the cut
+// on the bits alone, half the operations), each value's magnitude tracked to tell afterwards.
+enum class Scaling { none, results, factors, subnormal_grid, normal_part };
 
 // The format's rounding of s, an fp32 result of the exact one (scaled where kScaling says).
 template <Scaling kScaling, bool kRange, bool kFlush>
 inline V round_to_format(V s, const Cut& cut, V scale, V unscale, Track& track) {
   if constexpr (kScaling == Scaling::results)
     return L::mul(cut.template operator()<kRange, kFlush>(L::mul(s, scale), track), unscale);
-  if constexpr (kScaling == Scaling::subnormal_grid) {
-    return cut.template on_grids<kRange>(s, track);
-  }
+  if constexpr (kScaling == Scaling::subnormal_grid) return cut.template on_grids<kRange>(s, track);
+  if constexpr (kScaling == Scaling::normal_part) return cut.template operator()<kRange, true>(s, track);
   return cut.template operator()<kRange, kFlush>(s, track);
 }
 
@@ -365,8 +370,9 @@ void chain_pass(const Arithmetic& ar, const Cut& cut, V scale, V unscale, const 
     for (size_t v = 0; v < kVectors; ++v) bk[v] = columns.load_held(b + t * ldb, v);
   };
   const size_t count = terms.size();
-  for (size_t block = 0; block < count; block += kBlockSteps) {
-    const size_t end = std::min(count, block + kBlockSteps);
+  // The block's steps from the values held at its start (the first block: from its first
+  // product, rounded), each result rounded as kHow says.
+  const auto steps = [&]<Scaling kHow>(size_t block, size_t end) {
 #pragma GCC unroll 4
     for (size_t v = 0; v < kVectors; ++v) track[v] = Cut::start();
     size_t i = block;
@@ -377,14 +383,9 @@ void chain_pass(const Arithmetic& ar, const Cut& cut, V scale, V unscale, const 
         const V x = L::broadcast(rows[r][terms[0]]);
 #pragma GCC unroll 4
         for (size_t v = 0; v < kVectors; ++v)
-          acc[r][v] = round_to_format<kScaling, kRange, kFlush>(L::mul(x, bk[v]), cut, scale, unscale, track[v]);
+          acc[r][v] = round_to_format<kHow, kRange, kFlush>(L::mul(x, bk[v]), cut, scale, unscale, track[v]);
       }
       ++i;
-    } else {
-#pragma GCC unroll 4
-      for (size_t r = 0; r < kRows; ++r)
-#pragma GCC unroll 4
-        for (size_t v = 0; v < kVectors; ++v) L::store(saved[r][v], acc[r][v]);
     }
     for (; i < end; ++i) {
       const size_t kk = terms[i];
@@ -396,17 +397,52 @@ void chain_pass(const Arithmetic& ar, const Cut& cut, V scale, V unscale, const 
         for (size_t v = 0; v < kVectors; ++v) {
           if constexpr (kStep == Step::fused) {
             acc[r][v] =
-                round_to_format<kScaling, kRange, kFlush>(L::fma(x, bk[v], acc[r][v]), cut, scale, unscale, track[v]);
+                round_to_format<kHow, kRange, kFlush>(L::fma(x, bk[v], acc[r][v]), cut, scale, unscale, track[v]);
           } else {
-            const V p = round_to_format<kScaling, kRange, kFlush>(L::mul(x, bk[v]), cut, scale, unscale, track[v]);
+            const V p = round_to_format<kHow, kRange, kFlush>(L::mul(x, bk[v]), cut, scale, unscale, track[v]);
             if constexpr (kStep == Step::fold)
               acc[r][v] = cut.at_ties(L::add(acc[r][v], p));  // in any scale (Fp32Cut::sum_of_values)
             else
-              acc[r][v] =
-                  round_to_format<kScaling, kRange, kFlush>(L::add(acc[r][v], p), cut, scale, unscale, track[v]);
+              acc[r][v] = round_to_format<kHow, kRange, kFlush>(L::add(acc[r][v], p), cut, scale, unscale, track[v]);
           }
         }
       }
+    }
+  };
+  // On the subnormal grid a block is first tried as Scaling::normal_part; where some value fell
+  // below the format's least normal it is run again in full, and the next `wait` blocks go
+  // straight to the full form (doubling after each miss, up to 16; reset by a hit).
+  size_t wait = 0, backoff = 1;
+  for (size_t block = 0; block < count; block += kBlockSteps) {
+    const size_t end = std::min(count, block + kBlockSteps);
+    if (block > 0)
+#pragma GCC unroll 4
+      for (size_t r = 0; r < kRows; ++r)
+#pragma GCC unroll 4
+        for (size_t v = 0; v < kVectors; ++v) L::store(saved[r][v], acc[r][v]);
+    if constexpr (kScaling == Scaling::subnormal_grid) {
+      bool done = false;
+      if (wait == 0) {
+        steps.template operator()<Scaling::normal_part>(block, end);
+        bool below = false;
+        for (size_t v = 0; v < kVectors; ++v) below |= cut.below_least_normal(track[v]);
+        done = !below;
+        if (below) {
+          if (block > 0)
+#pragma GCC unroll 4
+            for (size_t r = 0; r < kRows; ++r)
+#pragma GCC unroll 4
+              for (size_t v = 0; v < kVectors; ++v) acc[r][v] = L::load(saved[r][v]);
+          wait = backoff, backoff = std::min<size_t>(2 * backoff, 16);
+        } else {
+          backoff = 1;
+        }
+      } else {
+        --wait;
+      }
+      if (!done) steps.template operator()<Scaling::subnormal_grid>(block, end);
+    } else {
+      steps.template operator()<kScaling>(block, end);
     }
     Flags flags[kVectors];
     bool any = false;
