@@ -15,6 +15,7 @@
 #pragma once
 
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 
@@ -31,8 +32,11 @@ struct Fp32Cut {
   uint32_t flush = 0;            // 1: results below the normal range are flushed, undecided there
   uint32_t ties_to_even = 1;     // 1: rne, 0: rna
   float scale = 1, unscale = 1;  // powers of two that move the format's least normal to 2^-126
-  // threshold and the format's least normal in its own scale, in fp32's bits (sum_of_values)
+  // threshold and the format's least normal in its own scale, in fp32's bits (sum, sum_of_values)
   uint32_t own_threshold = 0, own_least_normal = 0;
+  // 1.5 · 2^23 times the format's least subnormal u (fp32's spacing between 2^23 u and 2^24 u is
+  // u), and u / 2: sum's rounding below the least normal
+  float grid_magic = 0, half_grid = 0;
   bool scaled() const { return scale != 1; }
 
   // The cut for a format and rounding, where one exists: formats of the ieee, fn or finite family
@@ -51,25 +55,35 @@ struct Fp32Cut {
 
   // The format's rounding of a + b (floats): as operator() on their fp32 sum, but a sum on a
   // midpoint is decided too, by the sum's error (TwoSum, exact): above or below the midpoint, or
-  // on it (a tie). Undecided only where the sum is not finite or out of range, or on a midpoint
-  // that scaling moved it to.
+  // on it (a tie). It runs in the format's own scale, so that no value becomes an fp32 subnormal
+  // (which Intel cores take a microcode assist on): from the least normal up the sum is cut on its
+  // bits, below it rounded on the format's absolute grid, multiples of its least subnormal u, by
+  // fp32's own addition at spacing u. Undecided only where the sum is not finite or out of range.
   float sum(float a, float b, uint32_t& undecided) const {
     const float s = a + b, z = s - a, error = (a - (s - z)) + (b - z);
-    const float scaled = s * scale;
-    const uint32_t bits = std::bit_cast<uint32_t>(scaled), t = bits + unit_half;
-    const uint32_t midpoint = static_cast<uint32_t>((t & ~keep) == 0);
-    const uint32_t exact_scaling =
-        static_cast<uint32_t>(std::bit_cast<uint32_t>(scaled * unscale) == std::bit_cast<uint32_t>(s));
-    const uint32_t away = t & keep, down = bits & keep;
-    // At a midpoint: toward zero where the exact sum lies below it in magnitude (an error of the
-    // other sign), or on it (a tie) where nearest-even keeps the smaller neighbour.
+    const uint32_t bits = std::bit_cast<uint32_t>(s), magnitude = bits & 0x7fffffffu;
     const uint32_t error_bits = std::bit_cast<uint32_t>(error);
     const uint32_t inexact = static_cast<uint32_t>((error_bits & 0x7fffffffu) != 0);
-    const uint32_t below = inexact & ((error_bits ^ bits) >> 31);
+    const uint32_t below = inexact & ((error_bits ^ bits) >> 31);  // the exact sum nearer zero than s
+    // On the bits: at a midpoint, toward zero where the exact sum lies below it in magnitude, or
+    // on it (a tie) where nearest-even keeps the smaller neighbour.
+    const uint32_t t = bits + unit_half, midpoint = static_cast<uint32_t>((t & ~keep) == 0);
+    const uint32_t away = t & keep, down = bits & keep;
     const uint32_t tie_down = (inexact ^ 1u) & ties_to_even & static_cast<uint32_t>((down & (unit_half << 1)) == 0);
     const uint32_t toward_zero = uint32_t{0} - (midpoint & (below | tie_down));
-    undecided = (midpoint & (exact_scaling ^ 1u)) | out_of_range(bits);
-    return std::bit_cast<float>((down & toward_zero) | (away & ~toward_zero)) * unscale;
+    const uint32_t cut = (down & toward_zero) | (away & ~toward_zero);
+    // On the grid: |s| to the nearest even multiple of u; at a midpoint, the neighbour toward zero
+    // where the exact sum lies below it, that even one on a tie under rne, else the one away.
+    const float m = std::bit_cast<float>(magnitude), r = (m + grid_magic) - grid_magic;
+    const uint32_t grid_midpoint = static_cast<uint32_t>(std::fabs(m - r) == half_grid);
+    const uint32_t lower = uint32_t{0} - (grid_midpoint & below);
+    const uint32_t upper = uint32_t{0} - (grid_midpoint & (below ^ 1u) & (inexact | (ties_to_even ^ 1u)));
+    uint32_t on_grid = std::bit_cast<uint32_t>(r);
+    on_grid = (on_grid & ~lower) | (std::bit_cast<uint32_t>(m - half_grid) & lower);
+    on_grid = (on_grid & ~upper) | (std::bit_cast<uint32_t>(m + half_grid) & upper);
+    const uint32_t small = uint32_t{0} - static_cast<uint32_t>(magnitude < own_least_normal);
+    undecided = out_of_range(bits, own_threshold, own_least_normal);
+    return std::bit_cast<float>((cut & ~small) | ((on_grid | (bits & 0x80000000u)) & small));
   }
 
   // Whether sum_of_values holds for the format: at most 11 significant bits.

@@ -211,8 +211,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "arithmetic add_each of floats whose fp32 sum lands on a midpoint of the format: decided by the sum's error "
-    "(above, below, a tie), rne and rna, both signs, bf16 and fp16, and where fp16's scaling moved it there",
+    "arithmetic add_each of floats whose fp32 sum lands on a midpoint of the format, decided by the sum's error "
+    "(above, below, a tie), rne and rna, both signs, bf16, fp16 and e4m3, on their subnormal grids too",
     "[arithmetic]") {
   // fp::Fp32Cut::sum: the fp32 sum of two floats rounded to fp32 lands on a midpoint of the
   // format; the exact sum lies above it, below it, or on it.
@@ -232,9 +232,19 @@ TEST_CASE(
       {"fp16", fp16_mid, -0x1p-40f, 1.0, 1.0},                       // scaled, exactly
       {"fp16", fp16_mid, 0x1p-40f, 1.0 + 0x1p-10, 1.0 + 0x1p-10},    //
       {"fp16", fp16_mid, 0.0f, 1.0, 1.0 + 0x1p-10},                  //
-      {"fp16", fp16_sub_mid, 0x1p-40f, 0x1p-23, 0x1p-23},            // scaling moved it onto the midpoint
-      {"fp16", fp16_sub_mid, -0x1p-40f, 0x1p-24, 0x1p-24},           //
+      {"fp16", fp16_sub_mid, 0x1p-60f, 0x1p-23, 0x1p-23},            // onto a midpoint of the subnormal grid
+      {"fp16", fp16_sub_mid, -0x1p-60f, 0x1p-24, 0x1p-24},           //
       {"fp16", fp16_sub_mid, 0.0f, 0x1p-23, 0x1p-23},                // a subnormal tie: even is up
+      {"fp16", -fp16_sub_mid, -0x1p-60f, -0x1p-23, -0x1p-23},        // the same, negative
+      {"fp16", -fp16_sub_mid, 0x1p-60f, -0x1p-24, -0x1p-24},         //
+      {"fp16", 0x1.4p-23f, 0.0f, 0x1p-23, 0x1.8p-23},                // a subnormal tie whose even is down
+      {"fp16", 0x1p-26f, -0x1p-40f, 0.0, 0.0},                       // toward zero from a quarter of u
+      {"fp16", -0x1p-25f, 0x1p-40f, -0.0, -0.0},                     // below half of u, negative: -0
+      {"fp16", 0x1.ffcp-15f, 0x1p-40f, 0x1p-14, 0x1p-14},            // just past the top midpoint: the least normal
+      {"e4m3", 0x1.8p-9f, 0x1p-50f, 0x1p-8, 0x1p-8},                 // e4m3's subnormal grid (u = 2^-9)
+      {"e4m3", 0x1.8p-9f, -0x1p-50f, 0x1p-9, 0x1p-9},                //
+      {"e4m3", 0x1.8p-9f, 0.0f, 0x1p-8, 0x1p-8},                     //
+      {"e4m3", 0x1.4p-8f, 0.0f, 0x1p-8, 0x1.8p-8},                   // 5u / 2: even is 2u
   };
   for (const Case& c : cases)
     for (const fp::Mode mode : {fp::Mode::rne, fp::Mode::rna}) {
