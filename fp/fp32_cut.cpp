@@ -50,8 +50,11 @@ std::optional<Fp32Cut> Fp32Cut::of(const Format& f, const RoundingOptions& optio
   cut.own_threshold = std::bit_cast<uint32_t>(std::bit_cast<float>(cut.threshold) * cut.unscale);
   cut.own_least_normal = std::bit_cast<uint32_t>(0x1p-126f * cut.unscale);
   const float least_subnormal = 0x1p-126f * cut.unscale * power_of_two(-f.man_bits);  // exact, maybe an fp32 subnormal
-  cut.grid_magic = 0x1.8p23f * least_subnormal;
-  cut.half_grid = 0.5f * least_subnormal;
+  if (cut.scaled()) {
+    cut.grid_magic = 0x1.8p23f * least_subnormal;
+    cut.half_grid = 0.5f * least_subnormal;
+    cut.grid_limit = cut.own_least_normal;
+  }
   cut.flush = options.flush_subnormals ? 1 : 0;
   cut.ties_to_even = options.mode == Mode::rne ? 1 : 0;
   // An IEEE format with fp32's exponent range overflows where fp32 does, to the infinity the cut

@@ -35,8 +35,11 @@ struct Fp32Cut {
   // threshold and the format's least normal in its own scale, in fp32's bits (sum, sum_of_values)
   uint32_t own_threshold = 0, own_least_normal = 0;
   // 1.5 · 2^23 times the format's least subnormal u (fp32's spacing between 2^23 u and 2^24 u is
-  // u), and u / 2: sum's rounding below the least normal
+  // u), and u / 2: sum's rounding below grid_limit, the least normal's bits for a format the cut
+  // scales; 0 (and the two 0) for one whose subnormals are fp32's, whose bits the cut takes as
+  // they are (and so that no operation has a subnormal operand, which Intel cores assist)
   float grid_magic = 0, half_grid = 0;
+  uint32_t grid_limit = 0;
   bool scaled() const { return scale != 1; }
 
   // The cut for a format and rounding, where one exists: formats of the ieee, fn or finite family
@@ -81,7 +84,7 @@ struct Fp32Cut {
     uint32_t on_grid = std::bit_cast<uint32_t>(r);
     on_grid = (on_grid & ~lower) | (std::bit_cast<uint32_t>(m - half_grid) & lower);
     on_grid = (on_grid & ~upper) | (std::bit_cast<uint32_t>(m + half_grid) & upper);
-    const uint32_t small = uint32_t{0} - static_cast<uint32_t>(magnitude < own_least_normal);
+    const uint32_t small = uint32_t{0} - static_cast<uint32_t>(magnitude < grid_limit);
     undecided = out_of_range(bits, own_threshold, own_least_normal);
     return std::bit_cast<float>((cut & ~small) | ((on_grid | (bits & 0x80000000u)) & small));
   }
