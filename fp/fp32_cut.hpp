@@ -7,11 +7,13 @@
 // to fp32 first, then cutting to the format, therefore gives the format's rounding of x unless
 // the fp32 result lands exactly on a decision point (x may then lie on either side of it); such a
 // result is reported undecided (its cut-off bits were exactly half a unit), as are results past
-// the format's largest finite value (and, with flushing, below its least normal one). A format
-// whose normal range starts above fp32's is scaled first, so that its least normal value becomes
-// fp32's and its subnormals are cut at the same bits as its normal values: the scaling is one more
-// rounding onto a grid that holds every decision point. The host must keep subnormals (no FTZ or
-// DAZ: of() returns nullopt where they are set).
+// the format's largest finite value (and, with flushing, below its least normal one). Below the
+// least normal of a format whose normal range starts above fp32's the grid is absolute (multiples
+// of its least subnormal): operator() scales such a format first, so that its least normal value
+// becomes fp32's and its subnormals are cut at the same bits as its normal values (one more
+// rounding onto a grid that holds every decision point); sum() and sum_of_values() work in the
+// format's own scale instead (no fp32 subnormals, which Intel cores assist). The host must keep
+// subnormals (no FTZ or DAZ: of() returns nullopt where they are set).
 #pragma once
 
 #include <bit>

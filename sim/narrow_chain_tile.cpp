@@ -40,7 +40,7 @@ bool narrow_chains_take_subnormal_grid() {
     case NarrowChainGrid::host:
       break;
   }
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(__x86_64__)
   static const bool intel = __builtin_cpu_is("intel");
   return intel;
 #else
@@ -72,7 +72,8 @@ struct SubnormalGrid {
   uint32_t least_normal = 0, threshold = 0;  // bits
   float grid = 1, per_grid = 1;
   // Unscaled: a format the cut scales, without flushing, whose least subnormal is an fp32 normal
-  // (every shipped one: fp16 2^-24, e4m3 2^-9, e5m2 2^-16), so that its reciprocal is finite.
+  // (every scaled one shipped or tested: fp16 2^-24, e4m3 2^-9, e5m2 2^-16, e6m9, e3m2fn,
+  // e2m1fn), so that its reciprocal is finite.
   static bool applies(const fp::Fp32Cut& s) {
     const float grid = 0x1p-126f * s.unscale * static_cast<float>(s.unit_half << 1) * 0x1p-23f;
     return s.scaled() && !s.flush && grid >= 0x1p-126f;
@@ -94,8 +95,9 @@ struct SubnormalGrid {
 // Track per vector of columns, kept across a block's steps in vector registers (mask registers
 // ORed every step made a serial chain of mask operations), read out as Flags at the block's end.
 // Track: the least cut-off part seen (0 at a midpoint), the largest magnitude (past the
-// threshold: overflow), the least magnitude less one (below the least normal: flushed; zero
-// wraps around, so it never counts).
+// threshold: overflow), the least magnitude less one (below the least normal: flushed, or on the
+// subnormal grid a block whose trial on the bits alone failed; zero wraps around, so it never
+// counts).
 #if defined(__AVX512F__)
 using Flags = __mmask16;
 struct Track {
@@ -300,7 +302,9 @@ struct Cut {
 // on the bits alone, half the operations), each value's magnitude tracked to tell afterwards.
 enum class Scaling { none, results, factors, subnormal_grid, normal_part };
 
-// The format's rounding of s, an fp32 result of the exact one (scaled where kScaling says).
+// The format's rounding of s, an fp32 result of the exact one (scaled where kScaling says; with
+// normal_part, only where no value of the block falls below the least normal, which the Track
+// tells).
 template <Scaling kScaling, bool kRange, bool kFlush>
 inline V round_to_format(V s, const Cut& cut, V scale, V unscale, Track& track) {
   if constexpr (kScaling == Scaling::results)
@@ -523,7 +527,7 @@ template <Step kStep, class Terms>
 void chain_tile_forms(const Arithmetic& ar, const fp::Fp32Cut& spec, const float* a, size_t lda, const float* b,
                       ScaledFactors scaled, size_t ldb, const Terms& terms, size_t mr, size_t nr, float* out,
                       size_t ldo) {
-  if (spec.scaled() && scaled.subnormal_grid)
+  if (scaled.subnormal_grid && SubnormalGrid::applies(spec))
     chain_tile_range<kStep, Scaling::subnormal_grid>(ar, spec, a, lda, b, scaled, ldb, terms, mr, nr, out, ldo);
   else if (spec.scaled() && scaled.b)
     chain_tile_range<kStep, Scaling::factors>(ar, spec, a, lda, b, scaled, ldb, terms, mr, nr, out, ldo);

@@ -44,6 +44,9 @@ bool narrow_chains_take_subnormal_grid();
 void narrow_chain_tile(const Arithmetic& arithmetic, const fp::Fp32Cut& spec, const float* a, size_t lda,
                        const float* b, size_t ldb, const GroupSpan& group, size_t mr, size_t nr, float* out, size_t ldo,
                        const float* b_scaled = nullptr, const float* a_scaled = nullptr, bool subnormal_grid = false);
+// subnormal_grid: the chains of a format spec scales run in fp32's own scale instead (see
+// NarrowChainGrid), where the format allows it (no flushing, a least subnormal that is an fp32
+// normal); ignored otherwise. b_scaled and a_scaled are then not read.
 
 // C = A B as sim::gemm computes it, where the schedule's first stage is `seq` chains that
 // narrow_chain_tile takes (narrow_chain_cut, finite A and B, no stage formats): the chains, then
