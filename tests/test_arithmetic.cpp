@@ -241,6 +241,10 @@ TEST_CASE(
       {"fp16", 0x1p-26f, -0x1p-40f, 0.0, 0.0},                       // toward zero from a quarter of u
       {"fp16", -0x1p-25f, 0x1p-40f, -0.0, -0.0},                     // below half of u, negative: -0
       {"fp16", 0x1.ffcp-15f, 0x1p-40f, 0x1p-14, 0x1p-14},            // just past the top midpoint: the least normal
+      {"fp16", 0x1.ffcp-15f, -0x1p-40f, 0x1.ff8p-15, 0x1.ff8p-15},   // ... just under it
+      {"fp16", 0x1.ffcp-15f, 0.0f, 0x1p-14, 0x1p-14},                // ... on it: the least normal is even
+      {"e4m3", 0x1.ep-7f, 0x1p-40f, 0x1p-6, 0x1p-6},                 // e4m3's top midpoint
+      {"e4m3", 0x1.ep-7f, -0x1p-40f, 0x1.cp-7, 0x1.cp-7},            //
       {"e4m3", 0x1.8p-9f, 0x1p-50f, 0x1p-8, 0x1p-8},                 // e4m3's subnormal grid (u = 2^-9)
       {"e4m3", 0x1.8p-9f, -0x1p-50f, 0x1p-9, 0x1p-9},                //
       {"e4m3", 0x1.8p-9f, 0.0f, 0x1p-8, 0x1p-8},                     //
