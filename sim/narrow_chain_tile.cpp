@@ -74,19 +74,15 @@ struct SubnormalGrid {
   // Unscaled: a format the cut scales, without flushing, whose least subnormal is an fp32 normal
   // (every scaled one shipped or tested: fp16 2^-24, e4m3 2^-9, e5m2 2^-16, e6m9, e3m2fn,
   // e2m1fn), so that its reciprocal is finite.
-  static bool applies(const fp::Fp32Cut& s) {
-    const float grid = 0x1p-126f * s.unscale * static_cast<float>(s.unit_half << 1) * 0x1p-23f;
-    return s.scaled() && !s.flush && grid >= 0x1p-126f;
-  }
+  static bool applies(const fp::Fp32Cut& s) { return s.scaled() && !s.flush && 2 * s.half_grid >= 0x1p-126f; }
+  // The cut's own-scale fields (Fp32Cut::own_*, half_grid), as the chains' Cut takes them.
   static SubnormalGrid of(const fp::Fp32Cut& s, bool unscaled) {
     SubnormalGrid g;
-    g.threshold = s.threshold;
+    g.threshold = unscaled ? s.own_threshold : s.threshold;
     if (!unscaled) return g;
-    const float least_normal = 0x1p-126f * s.unscale;
-    g.least_normal = std::bit_cast<uint32_t>(least_normal);
-    g.grid = least_normal * static_cast<float>(s.unit_half << 1) * 0x1p-23f;
+    g.least_normal = s.own_least_normal;
+    g.grid = 2 * s.half_grid;
     g.per_grid = 1.0f / g.grid;
-    g.threshold = std::bit_cast<uint32_t>(std::bit_cast<float>(s.threshold) * s.unscale);
     return g;
   }
 };
