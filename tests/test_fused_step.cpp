@@ -15,6 +15,7 @@
 
 #include "fp/format.hpp"
 #include "fp/round.hpp"
+#include "sim/cuda/fused_grid_step.hpp"
 #include "sim/cuda/fused_step.hpp"
 #include "sim/tensor_core.hpp"
 
@@ -29,11 +30,14 @@ struct Range {
   int y_shift = 0;  // y's exponents: x's range moved by this much
 };
 
-// `format`: the factors' values; `model_input`: the format the model holds them in (fp64 for
-// factors taken as they are, sim::fused_input_conversion's `none`), `format` when null.
-template <int N>
-void check_format(const fp::Format& format, fp::Mode input_mode, int emin, uint64_t seed, int fraction_bits = 25,
-                  const fp::Format* model_input = nullptr) {
+// Steps of N products on data of every range above: `format` the factors' values, `model_input`
+// the format the model holds them in (fp64 for factors taken as they are, sim::fused_input_conversion's
+// `none`), `format` when null. For each, check(acc, x, y, count, want) with want from
+// sim::fused_multiply_add; check returns false after a failed CHECK, which ends the run. The
+// number of steps checked.
+template <int N, class Check>
+size_t for_each_step(const fp::Format& format, fp::Mode input_mode, uint64_t seed, int fraction_bits,
+                     const fp::Format* model_input, Check check) {
   sim::FusedAddSpec spec;
   spec.products = N;
   spec.fraction_bits = fraction_bits;
@@ -78,18 +82,73 @@ void check_format(const fp::Format& format, fp::Mode input_mode, int emin, uint6
       if (share(rng) < 0.05) acc = std::ldexp(static_cast<float>(normal(rng)), -140);  // subnormal
       const auto want = static_cast<float>(sim::fused_multiply_add(
           acc, std::span<const double>(xd, count), std::span<const double>(yd, count), spec));
-      const float got = sim::gpu::fused_step<N>(acc, x, y, count, emin, fraction_bits);
-      if (std::bit_cast<uint32_t>(want) != std::bit_cast<uint32_t>(got)) {
-        std::string terms;
-        for (int i = 0; i < count; ++i) terms += " " + std::to_string(x[i]) + "*" + std::to_string(y[i]);
-        INFO(format.name << " F=" << fraction_bits << " " << r.what << ": acc " << acc << ", products" << terms);
-        CHECK(std::bit_cast<uint32_t>(got) == std::bit_cast<uint32_t>(want));
-        return;
-      }
+      if (!check(acc, x, y, count, want, r.what)) return checked;
       ++checked;
     }
   }
-  CHECK(checked == std::size(ranges) * 20000);
+  return checked;
+}
+
+constexpr size_t kSteps = 8 * 20000;  // every range's trials
+
+std::string step_text(float acc, const float* x, const float* y, int count) {
+  std::string text = "acc " + std::to_string(acc) + ", products";
+  for (int i = 0; i < count; ++i) text += " " + std::to_string(x[i]) + "*" + std::to_string(y[i]);
+  return text;
+}
+
+template <int N>
+void check_format(const fp::Format& format, fp::Mode input_mode, int emin, uint64_t seed, int fraction_bits = 25,
+                  const fp::Format* model_input = nullptr) {
+  const size_t checked = for_each_step<N>(
+      format, input_mode, seed, fraction_bits, model_input,
+      [&](float acc, const float(&x)[N], const float(&y)[N], int count, float want, const char* what) {
+        const float got = sim::gpu::fused_step<N>(acc, x, y, count, emin, fraction_bits);
+        if (std::bit_cast<uint32_t>(want) == std::bit_cast<uint32_t>(got)) return true;
+        INFO(format.name << " F=" << fraction_bits << " " << what << ": " << step_text(acc, x, y, count));
+        CHECK(std::bit_cast<uint32_t>(got) == std::bit_cast<uint32_t>(want));
+        return false;
+      });
+  CHECK(checked == kSteps);
+}
+
+// The grid form (fused_grid_step.hpp) in value type V: where it takes a step, fused_multiply_add's
+// bits; it must take most ordinary steps (else the kernel would live on its fallback) and leave
+// every step with an infinity, a NaN or a -0 accumulator to fused_step.
+template <class V, int N>
+void check_grid_form(const fp::Format& format, fp::Mode input_mode, int emin, uint64_t seed, int fraction_bits,
+                     const fp::Format* model_input = nullptr) {
+  namespace grid = sim::gpu::fused_grid;
+  size_t taken = 0, ordinary = 0, ordinary_taken = 0;
+  const size_t checked = for_each_step<N>(
+      format, input_mode, seed, fraction_bits, model_input,
+      [&](float acc, const float(&x)[N], const float(&y)[N], int count, float want, const char* what) {
+        V xv[N], yv[N];
+        int x_code[N], y_code[N];
+        bool special = std::isinf(acc) || std::isnan(acc) || (acc == 0 && std::signbit(acc));
+        for (int i = 0; i < N; ++i) {  // past count: zeros, as the kernel stages them
+          xv[i] = x[i], yv[i] = y[i];
+          x_code[i] = grid::factor_code(x[i], emin), y_code[i] = grid::factor_code(y[i], emin);
+          special = special || !std::isfinite(x[i]) || !std::isfinite(y[i]);
+        }
+        float got = acc;
+        const bool in_form = grid::sum_fits_int32(N, fraction_bits)
+                                 ? grid::grid_step<V, int32_t, N>(got, xv, yv, x_code, y_code, fraction_bits)
+                                 : grid::grid_step<V, int64_t, N>(got, xv, yv, x_code, y_code, fraction_bits);
+        const bool is_ordinary = std::string(what) == "ordinary";
+        ordinary += is_ordinary, ordinary_taken += is_ordinary && in_form, taken += in_form;
+        INFO(format.name << " F=" << fraction_bits << " " << what << ": " << step_text(acc, x, y, count));
+        if (special && in_form) {
+          CHECK_FALSE(in_form);
+          return false;
+        }
+        if (!in_form || std::bit_cast<uint32_t>(want) == std::bit_cast<uint32_t>(got)) return true;
+        CHECK(std::bit_cast<uint32_t>(got) == std::bit_cast<uint32_t>(want));
+        return false;
+      });
+  CHECK(checked == kSteps);
+  CHECK(ordinary_taken * 10 >= ordinary * 8);  // -0 accumulators are the ordinary steps it leaves
+  CHECK(taken > kSteps / 3);  // ordinary and zeros steps, and a share of the others
 }
 
 }  // namespace
@@ -125,4 +184,18 @@ TEST_CASE("fused_step: the cases the tensor cores give otherwise") {
   const float zero[8] = {-0.0f}, pos[8] = {1.0f};
   CHECK(std::bit_cast<uint32_t>(sim::gpu::fused_step<8>(-0.0f, zero, pos, 1, -126)) == 0x80000000u);
   CHECK(std::bit_cast<uint32_t>(sim::gpu::fused_step<8>(0.0f, zero, pos, 1, -126)) == 0u);
+}
+
+TEST_CASE("grid_step == fused_multiply_add where it takes the step: every model the CUDA cores run") {
+  check_grid_form<float, 4>(fp::fp16(), fp::Mode::rne, -14, 11, 23);   // tc-v100
+  check_grid_form<float, 4>(fp::tf32(), fp::Mode::rz, -126, 12, 24);   // tc-a100-tf32
+  check_grid_form<float, 8>(fp::fp16(), fp::Mode::rne, -14, 13, 24);   // tc-a100
+  check_grid_form<float, 8>(fp::bf16(), fp::Mode::rne, -126, 14, 24);  // tc-a100-bf16
+  check_grid_form<float, 8>(fp::tf32(), fp::Mode::rne, -126, 15, 25);
+  check_grid_form<float, 16>(fp::bf16(), fp::Mode::rne, -126, 16, 25);  // an int64 sum
+  check_grid_form<float, 16>(fp::fp16(), fp::Mode::rne, -14, 17, 0);    // the coarsest grid
+  const fp::Format held = fp::fp64();  // tc-turing-unconverted: fp32 factors in doubles
+  check_grid_form<double, 4>(fp::fp32(), fp::Mode::rne, -149, 18, 23, &held);
+  check_grid_form<double, 8>(fp::fp32(), fp::Mode::rne, -149, 19, 25, &held);
+  check_grid_form<double, 2>(fp::fp32(), fp::Mode::rne, -149, 20, 5, &held);
 }

@@ -1,9 +1,9 @@
 // GEMMs of the tensor-core models whose fused steps no mma instruction of this GPU computes
 // (tc-a100-tf32: 4 products and 24 fraction bits a step; tc-v100, tc-a100, tc-a100-bf16; and
 // tc-turing-unconverted, fp32 factors as they are): every step in software on CUDA cores, the
-// model's own (fused_step.hpp, held to sim::fused_multiply_add bit for bit), one output a thread.
-// Far slower than tensor cores, far faster than the host's engine a GPU tensor would otherwise go
-// to. No CUDA types here.
+// model's own (fused_grid_step.hpp, and fused_step.hpp outside its form; both held to
+// sim::fused_multiply_add bit for bit), 4 x 4 outputs a thread. Slower than tensor cores, far
+// faster than the host's engine a GPU tensor would otherwise go to. No CUDA types here.
 #pragma once
 
 #include <cstdint>
