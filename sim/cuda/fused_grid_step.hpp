@@ -14,8 +14,8 @@
 // or rounded there) scales to less than one unit, and the result, >= 2^(E - F) or zero, is a
 // normal float or +0 that no rounding of the final scaling touches. A step with no nonzero term
 // and a +0 accumulator gives +0 on both sides. Outside the form (infinities, NaNs, a -0
-// accumulator, whose sign rule is fused_step's, results that could round past FLT_MAX or fall
-// below 2^-125) a caller takes fused_step. Compiled for the device in gpu_fused_gemm.cu and for
+// accumulator, whose sign rule is fused_step's, a subnormal one, results that could round past
+// FLT_MAX or fall below 2^-125) a caller takes fused_step. Compiled for the device in gpu_fused_gemm.cu and for
 // the host in tests/test_fused_step.cpp, which holds grid_step to fused_multiply_add.
 #pragma once
 
@@ -43,11 +43,14 @@ FPLAB_HOST_DEVICE inline int factor_code(float x, int emin) {
   return fused_step_detail::reference_exponent(x, emin);
 }
 
-// An accumulator's code (fp32's emin); a -0 is outside the form (fused_step's sign rule).
+// An accumulator's code: its exponent where it is a normal float, kNoTerms for +0; kSpecialCode,
+// outside the form, for everything else (a -0, whose sign rule is fused_step's; subnormals, which
+// only a step outside the form gives; infinities and NaNs). A few bit operations: the kernel asks
+// it of every output at every step.
 FPLAB_HOST_DEVICE inline int accumulator_code(float acc) {
-  if (acc == 0) return std::signbit(acc) ? kSpecialCode : kNoTerms;
-  if (!std::isfinite(acc)) return kSpecialCode;
-  return fused_step_detail::reference_exponent(acc, -126);
+  const uint32_t bits = fused_step_detail::bits_of(acc), biased = (bits >> 23) & 0xffu;
+  if (bits == 0) return kNoTerms;
+  return biased - 1u < 254u ? static_cast<int>(biased) - 127 : kSpecialCode;
 }
 
 FPLAB_HOST_DEVICE inline bool in_form(int e, int fraction_bits) {

@@ -24,48 +24,63 @@ namespace {
 
 using namespace fused_grid;
 
-constexpr int kTile = 64, kStage = 32, kThreads = 256, kSide = 4;  // kSide x kSide outputs a thread
-constexpr int kPitch = kTile + 4;                                  // a staged row: 16-byte aligned, rows 4 banks apart
+constexpr int kStage = 32, kThreads = 256;
+// A block's outputs: 16 x 16 threads of Side x Side outputs each (4: 64 x 64, 2: 32 x 32, four
+// times the blocks for GEMMs of few outputs); a staged row of the tile, 16-byte aligned.
+template <int Side>
+constexpr int kTileOf = 16 * Side;
+template <int Side>
+constexpr int kPitchOf = kTileOf<Side> + 4;
 
 // The value type of a model's products (fused_grid_step.hpp): exact in a float for factors of at
 // most 12 significant bits, in a double for fp32 factors taken as they are.
 template <Factors F>
 using ValueOf = std::conditional_t<F == Factors::none, double, float>;
 
-// Four consecutive staged values or codes (16-byte aligned for floats and doubles, 8 for codes).
-__device__ inline void load_four(float (&to)[kSide], const float* from) {
-  const float4 v = *reinterpret_cast<const float4*>(from);
-  to[0] = v.x, to[1] = v.y, to[2] = v.z, to[3] = v.w;
+// Side consecutive staged values or codes in one or two vector loads (every such run starts at a
+// multiple of its size, or of 16 bytes, in the staged arrays).
+template <class T, int Side>
+struct alignas(Side * sizeof(T) < 16 ? Side * sizeof(T) : 16) Run {
+  T x[Side];
+};
+template <int Side, class T, class From>
+__device__ inline void load_side(T (&to)[Side], const From* from) {
+  const Run<T, Side> run = *reinterpret_cast<const Run<T, Side>*>(from);
+#pragma unroll
+  for (int i = 0; i < Side; ++i) to[i] = run.x[i];
 }
-__device__ inline void load_four(double (&to)[kSide], const double* from) {
-  const double2 v = reinterpret_cast<const double2*>(from)[0], w = reinterpret_cast<const double2*>(from)[1];
-  to[0] = v.x, to[1] = v.y, to[2] = w.x, to[3] = w.y;
+
+// Two int16 codes in one word (low: the first), as the 16-bit lanes of add.s16x2 / max.s16x2 take
+// them; every code and code sum fits (|x| <= 2 kSpecialCode).
+__device__ inline uint32_t code_pair(int low, int high) {
+  return (static_cast<uint32_t>(low) & 0xffffu) | static_cast<uint32_t>(high) << 16;
 }
-__device__ inline void load_four(int (&to)[kSide], const int16_t* from) {
-  const short4 v = *reinterpret_cast<const short4*>(from);
-  to[0] = v.x, to[1] = v.y, to[2] = v.z, to[3] = v.w;
-}
+__device__ inline int low_code(uint32_t pair) { return static_cast<int16_t>(pair & 0xffffu); }
+__device__ inline int high_code(uint32_t pair) { return static_cast<int32_t>(pair) >> 16; }
 
 // One output's step outside the form: fused_step over the staged factors (rare; kept out of line
 // so that the grid form's registers are its own).
-template <class V, int N>
+template <class V, int N, int Pitch>
 __device__ __noinline__ float step_outside_form(float acc, const V* x, const V* y, int count, int emin,
                                                 int fraction_bits) {
   float xs[N], ys[N];
   for (int i = 0; i < N; ++i)
-    xs[i] = static_cast<float>(x[i * kPitch]), ys[i] = static_cast<float>(y[i * kPitch]);  // fp32 values: exact
+    xs[i] = static_cast<float>(x[i * Pitch]), ys[i] = static_cast<float>(y[i * Pitch]);  // fp32 values: exact
   return fused_step<N>(acc, xs, ys, count, emin, fraction_bits);
 }
 
-template <Factors F, int N, class Sum>
+template <Factors F, int N, class Sum, int kSide>
 __global__ void __launch_bounds__(kThreads, 2)  // two blocks an SM: at most 128 registers
     fused_chains(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ out, int64_t m,
                  int64_t n, int64_t k, int64_t chunk, int fraction_bits) {
   static_assert(kStage % N == 0, "a step within one stage");
   using V = ValueOf<F>;
+  constexpr int kTile = kTileOf<kSide>, kPitch = kPitchOf<kSide>;
   __shared__ __align__(16) V sa[kStage][kPitch];                            // A's factors, term by term: sa[t][row]
   __shared__ __align__(16) V sb[kStage][kPitch];                            // B's: sb[t][column]
-  __shared__ __align__(16) int16_t ca[kStage][kPitch], cb[kStage][kPitch];  // their codes
+  // Their codes: A's twice in a word (one operand of a pair of B's columns), B's as int16.
+  __shared__ __align__(16) uint32_t ca[kStage][kPitch];
+  __shared__ __align__(16) int16_t cb[kStage][kPitch];
   const int thread = threadIdx.x, tx = thread % (kTile / kSide), ty = thread / (kTile / kSide);
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kTile, col0 = static_cast<int64_t>(blockIdx.y) * kTile;
   const int64_t begin = static_cast<int64_t>(blockIdx.z) * chunk, end = k < begin + chunk ? k : begin + chunk;
@@ -80,28 +95,37 @@ __global__ void __launch_bounds__(kThreads, 2)  // two blocks an SM: at most 128
     for (int i = thread; i < kTile * kStage; i += kThreads) {
       const int r = i / kStage, t = i % kStage;  // A's row r, term t: consecutive threads, consecutive terms
       const float x = row0 + r < m && t < live ? model_value<F>(a[(row0 + r) * k + k0 + t]) : 0.0f;
-      sa[t][r] = x, ca[t][r] = static_cast<int16_t>(factor_code(x, emin));
+      const int x_code = factor_code(x, emin);
+      sa[t][r] = x, ca[t][r] = code_pair(x_code, x_code);
       const int s = i / kTile, c = i % kTile;  // B's term s, column c
       const float y = col0 + c < n && s < live ? model_value<F>(b[(k0 + s) * n + col0 + c]) : 0.0f;
       sb[s][c] = y, cb[s][c] = static_cast<int16_t>(factor_code(y, emin));
     }
     __syncthreads();
     for (int t = 0; t < live; t += N) {
+      // The largest code of each output, two columns in a word: max(x + y, e) on 16-bit lanes is one
+      // DPX instruction on sm_90 (__viaddmax_s16x2), half the integer work of the step's products.
+      uint32_t top[kSide][kSide / 2];
+#pragma unroll
+      for (int r = 0; r < kSide; ++r)
+#pragma unroll
+        for (int h = 0; h < kSide / 2; ++h)
+          top[r][h] = code_pair(accumulator_code(acc[r][2 * h]), accumulator_code(acc[r][2 * h + 1]));
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        uint32_t x[kSide], y[kSide / 2];
+        load_side<kSide>(x, &ca[t + j][ty * kSide]);
+        load_side<kSide / 2>(y, &cb[t + j][tx * kSide]);
+#pragma unroll
+        for (int r = 0; r < kSide; ++r)
+#pragma unroll
+          for (int h = 0; h < kSide / 2; ++h) top[r][h] = __viaddmax_s16x2(x[r], y[h], top[r][h]);
+      }
       int e[kSide][kSide];  // the largest code, then the grid's exponent
 #pragma unroll
       for (int r = 0; r < kSide; ++r)
 #pragma unroll
-        for (int c = 0; c < kSide; ++c) e[r][c] = accumulator_code(acc[r][c]);
-#pragma unroll
-      for (int j = 0; j < N; ++j) {
-        int x[kSide], y[kSide];
-        load_four(x, &ca[t + j][ty * kSide]);
-        load_four(y, &cb[t + j][tx * kSide]);
-#pragma unroll
-        for (int r = 0; r < kSide; ++r)
-#pragma unroll
-          for (int c = 0; c < kSide; ++c) e[r][c] = max(e[r][c], x[r] + y[c]);
-      }
+        for (int h = 0; h < kSide / 2; ++h) e[r][2 * h] = low_code(top[r][h]), e[r][2 * h + 1] = high_code(top[r][h]);
       unsigned outside = 0;
       V scale[kSide][kSide];
       Sum sum[kSide][kSide];
@@ -117,8 +141,8 @@ __global__ void __launch_bounds__(kThreads, 2)  // two blocks an SM: at most 128
 #pragma unroll
       for (int j = 0; j < N; ++j) {
         V x[kSide], y[kSide];
-        load_four(x, &sa[t + j][ty * kSide]);
-        load_four(y, &sb[t + j][tx * kSide]);
+        load_side<kSide>(x, &sa[t + j][ty * kSide]);
+        load_side<kSide>(y, &sb[t + j][tx * kSide]);
 #pragma unroll
         for (int r = 0; r < kSide; ++r)
 #pragma unroll
@@ -129,8 +153,8 @@ __global__ void __launch_bounds__(kThreads, 2)  // two blocks an SM: at most 128
 #pragma unroll
         for (int c = 0; c < kSide; ++c)
           acc[r][c] = outside & (1u << (r * kSide + c))
-                          ? step_outside_form<V, N>(acc[r][c], &sa[t][ty * kSide + r], &sb[t][tx * kSide + c],
-                                                    min(N, live - t), emin, fraction_bits)
+                          ? step_outside_form<V, N, kPitch>(acc[r][c], &sa[t][ty * kSide + r], &sb[t][tx * kSide + c],
+                                                            min(N, live - t), emin, fraction_bits)
                           : rounded_sum(sum[r][c]) * power_of_two<float>(e[r][c]);
     }
     __syncthreads();
@@ -144,62 +168,72 @@ __global__ void __launch_bounds__(kThreads, 2)  // two blocks an SM: at most 128
     }
 }
 
-template <Factors F, int N>
-void launch(dim3 grid, int fraction_bits, const float* a, const float* b, float* out, int64_t m, int64_t n, int64_t k,
-            int64_t chunk) {
+template <Factors F, int N, int Side>
+void launch_tiles(int fraction_bits, const float* a, const float* b, float* out, int64_t m, int64_t n, int64_t k,
+                  int64_t chunk, unsigned parts) {
+  constexpr int tile = kTileOf<Side>;
+  const int64_t row_tiles = (m + tile - 1) / tile, col_tiles = (n + tile - 1) / tile;
+  if (row_tiles > INT_MAX || col_tiles > 65535 || parts > 65535)
+    throw std::invalid_argument("fused steps on CUDA cores: " + std::to_string(m) + " x " + std::to_string(n) +
+                                " outputs in " + std::to_string(parts) + " parts exceed the kernel's grid (at most " +
+                                std::to_string(65535 * tile) + " columns and 65535 parts)");
+  const dim3 grid(static_cast<unsigned>(row_tiles), static_cast<unsigned>(col_tiles), parts);
   if (sum_fits_int32(N, fraction_bits))
-    fused_chains<F, N, int32_t><<<grid, kThreads>>>(a, b, out, m, n, k, chunk, fraction_bits);
+    fused_chains<F, N, int32_t, Side><<<grid, kThreads>>>(a, b, out, m, n, k, chunk, fraction_bits);
   else
-    fused_chains<F, N, int64_t><<<grid, kThreads>>>(a, b, out, m, n, k, chunk, fraction_bits);
+    fused_chains<F, N, int64_t, Side><<<grid, kThreads>>>(a, b, out, m, n, k, chunk, fraction_bits);
+}
+
+template <Factors F, int N>
+void launch(bool small_tiles, int fraction_bits, const float* a, const float* b, float* out, int64_t m, int64_t n,
+            int64_t k, int64_t chunk, unsigned parts) {
+  if (small_tiles)
+    launch_tiles<F, N, 2>(fraction_bits, a, b, out, m, n, k, chunk, parts);
+  else
+    launch_tiles<F, N, 4>(fraction_bits, a, b, out, m, n, k, chunk, parts);
 }
 
 template <Factors F>
-void launch_by_steps(int products, dim3 grid, int fraction_bits, const float* a, const float* b, float* out, int64_t m,
-                     int64_t n, int64_t k, int64_t chunk) {
+void launch_by_steps(int products, bool small_tiles, int fraction_bits, const float* a, const float* b, float* out,
+                     int64_t m, int64_t n, int64_t k, int64_t chunk, unsigned parts) {
   switch (products) {
     case 1:
-      return launch<F, 1>(grid, fraction_bits, a, b, out, m, n, k, chunk);
+      return launch<F, 1>(small_tiles, fraction_bits, a, b, out, m, n, k, chunk, parts);
     case 2:
-      return launch<F, 2>(grid, fraction_bits, a, b, out, m, n, k, chunk);
+      return launch<F, 2>(small_tiles, fraction_bits, a, b, out, m, n, k, chunk, parts);
     case 4:
-      return launch<F, 4>(grid, fraction_bits, a, b, out, m, n, k, chunk);
+      return launch<F, 4>(small_tiles, fraction_bits, a, b, out, m, n, k, chunk, parts);
     case 8:
-      return launch<F, 8>(grid, fraction_bits, a, b, out, m, n, k, chunk);
+      return launch<F, 8>(small_tiles, fraction_bits, a, b, out, m, n, k, chunk, parts);
     default:
-      return launch<F, 16>(grid, fraction_bits, a, b, out, m, n, k, chunk);
+      return launch<F, 16>(small_tiles, fraction_bits, a, b, out, m, n, k, chunk, parts);
   }
 }
 
 }  // namespace
 
 void launch_fused_chains(Reducer::Input factors, int products, int fraction_bits, const float* a, const float* b,
-                         float* out, int64_t m, int64_t n, int64_t k, int64_t chunk, unsigned parts) {
+                         float* out, int64_t m, int64_t n, int64_t k, int64_t chunk, unsigned parts, bool small_tiles) {
   const std::string why = fused_steps_why_not(products, fraction_bits, factors);
   if (!why.empty()) throw std::invalid_argument(why);
-  const int64_t row_tiles = (m + kTile - 1) / kTile, col_tiles = (n + kTile - 1) / kTile;
-  if (row_tiles > INT_MAX || col_tiles > 65535 || parts > 65535)
-    throw std::invalid_argument("fused steps on CUDA cores: " + std::to_string(m) + " x " + std::to_string(n) +
-                                " outputs in " + std::to_string(parts) + " parts exceed the kernel's grid (at most " +
-                                std::to_string(65535 * kTile) + " columns and 65535 parts)");
-  const dim3 grid(static_cast<unsigned>(row_tiles), static_cast<unsigned>(col_tiles), parts);
   switch (factors) {
     case Factors::tf32:
-      launch_by_steps<Factors::tf32>(products, grid, fraction_bits, a, b, out, m, n, k, chunk);
+      launch_by_steps<Factors::tf32>(products, small_tiles, fraction_bits, a, b, out, m, n, k, chunk, parts);
       break;
     case Factors::tf32rne:
-      launch_by_steps<Factors::tf32rne>(products, grid, fraction_bits, a, b, out, m, n, k, chunk);
+      launch_by_steps<Factors::tf32rne>(products, small_tiles, fraction_bits, a, b, out, m, n, k, chunk, parts);
       break;
     case Factors::tf32rna:
-      launch_by_steps<Factors::tf32rna>(products, grid, fraction_bits, a, b, out, m, n, k, chunk);
+      launch_by_steps<Factors::tf32rna>(products, small_tiles, fraction_bits, a, b, out, m, n, k, chunk, parts);
       break;
     case Factors::bf16:
-      launch_by_steps<Factors::bf16>(products, grid, fraction_bits, a, b, out, m, n, k, chunk);
+      launch_by_steps<Factors::bf16>(products, small_tiles, fraction_bits, a, b, out, m, n, k, chunk, parts);
       break;
     case Factors::fp16:
-      launch_by_steps<Factors::fp16>(products, grid, fraction_bits, a, b, out, m, n, k, chunk);
+      launch_by_steps<Factors::fp16>(products, small_tiles, fraction_bits, a, b, out, m, n, k, chunk, parts);
       break;
     default:  // none: fused_steps_why_not takes no other
-      launch_by_steps<Factors::none>(products, grid, fraction_bits, a, b, out, m, n, k, chunk);
+      launch_by_steps<Factors::none>(products, small_tiles, fraction_bits, a, b, out, m, n, k, chunk, parts);
   }
   FPLAB_CUDA_LAUNCHED("fused-step GEMM on CUDA cores");
 }

@@ -13,10 +13,12 @@
 
 namespace fplab::sim::gpu::detail {
 
-// Every part z < parts of every output (a model fused_steps_why_not of gpu_plan.hpp takes) of C = A B (row-major, device memory): the chain of fused
-// steps over K in [z * chunk, min(k, (z + 1) * chunk)) from +0, N products a step counted from the
-// part's start, into out[z * m * n + i * n + j]. Enqueued on the default stream.
+// Every part z < parts of every output (a model fused_steps_why_not of gpu_plan.hpp takes) of C = A B (row-major,
+// device memory): the chain of fused steps over K in [z * chunk, min(k, (z + 1) * chunk)) from +0, N products a step
+// counted from the part's start, into out[z * m * n + i * n + j]. Enqueued on the default stream. Blocks of 64 x 64
+// outputs, or with small_tiles 32 x 32 (four times the blocks, for GEMMs whose blocks would not
+// fill the GPU); the same bits either way.
 void launch_fused_chains(Reducer::Input factors, int products, int fraction_bits, const float* a, const float* b,
-                         float* out, int64_t m, int64_t n, int64_t k, int64_t chunk, unsigned parts);
+                         float* out, int64_t m, int64_t n, int64_t k, int64_t chunk, unsigned parts, bool small_tiles);
 
 }  // namespace fplab::sim::gpu::detail

@@ -416,7 +416,7 @@ void GpuTensorCoreGemm::write_parts(const TensorCoreGemmPlan& plan, const float*
   if (plan.cuda_cores) {  // a model no mma instruction here computes: its steps in software
     detail::launch_fused_chains(plan.factors, plan.step_products, plan.fraction_bits, a, b, target,
                                 static_cast<int64_t>(shape.m), static_cast<int64_t>(shape.n), k, chunk,
-                                static_cast<unsigned>(count));
+                                static_cast<unsigned>(count), block == TensorCoreBlock::narrow);
   } else {
     switch (plan.factors) {
       case Factors::tf32rne:

@@ -35,7 +35,8 @@ std::string tensor_core_gemm_why_not();
 std::string tensor_core_gemm_device_why_not();
 
 // The kernel's blocks: 64 x 64 outputs (wide) or 32 x 16 (narrow: many more blocks for a GEMM of
-// few outputs); chosen by shape, the same bits either way.
+// few outputs; the fused steps on CUDA cores take 32 x 32 then); chosen by shape, the same bits
+// either way.
 enum class TensorCoreBlock { wide, narrow };
 
 class GpuTensorCoreGemm {
