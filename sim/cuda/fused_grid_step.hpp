@@ -14,9 +14,10 @@
 // or rounded there) scales to less than one unit, and the result, >= 2^(E - F) or zero, is a
 // normal float or +0 that no rounding of the final scaling touches. A step with no nonzero term
 // and a +0 accumulator gives +0 on both sides. Outside the form (infinities, NaNs, a -0
-// accumulator, whose sign rule is fused_step's, a subnormal one, results that could round past
-// FLT_MAX or fall below 2^-125) a caller takes fused_step. Compiled for the device in gpu_fused_gemm.cu and for
-// the host in tests/test_fused_step.cpp, which holds grid_step to fused_multiply_add.
+// accumulator without nonzero products, whose sign rule is fused_step's, results that could round
+// past FLT_MAX or fall below 2^-125) a caller takes fused_step. Compiled for the device in
+// gpu_fused_gemm.cu and for the host in tests/test_fused_step.cpp, which holds grid_step to
+// fused_multiply_add.
 #pragma once
 
 #include <bit>
@@ -43,14 +44,14 @@ FPLAB_HOST_DEVICE inline int factor_code(float x, int emin) {
   return fused_step_detail::reference_exponent(x, emin);
 }
 
-// An accumulator's code: its exponent where it is a normal float, kNoTerms for +0; kSpecialCode,
-// outside the form, for everything else (a -0, whose sign rule is fused_step's; subnormals, which
-// only a step outside the form gives; infinities and NaNs). A few bit operations: the kernel asks
-// it of every output at every step.
+// An accumulator's code: kNoTerms for +0, else its biased exponent less 127 — its reference
+// exponent for a normal float; above the form for infinities and NaNs; -127, below every form's
+// E, for a -0 or a subnormal, which is right wherever a product sets E (their reference exponent,
+// -126, is below it) and leaves the step outside the form otherwise (fused_step's sign rule for
+// -0). Four integer operations: the kernel asks it of every output at every step.
 FPLAB_HOST_DEVICE inline int accumulator_code(float acc) {
-  const uint32_t bits = fused_step_detail::bits_of(acc), biased = (bits >> 23) & 0xffu;
-  if (bits == 0) return kNoTerms;
-  return biased - 1u < 254u ? static_cast<int>(biased) - 127 : kSpecialCode;
+  const uint32_t bits = fused_step_detail::bits_of(acc);
+  return bits == 0 ? kNoTerms : static_cast<int>((bits >> 23) & 0xffu) - 127;
 }
 
 FPLAB_HOST_DEVICE inline bool in_form(int e, int fraction_bits) {

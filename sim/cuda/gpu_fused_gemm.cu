@@ -58,15 +58,29 @@ __device__ inline uint32_t code_pair(int low, int high) {
 __device__ inline int low_code(uint32_t pair) { return static_cast<int16_t>(pair & 0xffffu); }
 __device__ inline int high_code(uint32_t pair) { return static_cast<int32_t>(pair) >> 16; }
 
-// One output's step outside the form: fused_step over the staged factors (rare; kept out of line
-// so that the grid form's registers are its own).
-template <class V, int N, int Pitch>
-__device__ __noinline__ float step_outside_form(float acc, const V* x, const V* y, int count, int emin,
-                                                int fraction_bits) {
-  float xs[N], ys[N];
-  for (int i = 0; i < N; ++i)
-    xs[i] = static_cast<float>(x[i * Pitch]), ys[i] = static_cast<float>(y[i * Pitch]);  // fp32 values: exact
-  return fused_step<N>(acc, xs, ys, count, emin, fraction_bits);
+// One output's whole chain by fused_step (fused_step.hpp), its factors read from A and B again:
+// for the rare outputs with a step outside the grid form (kept out of line so that the grid
+// form's registers are its own).
+template <Factors F, int N>
+__device__ __noinline__ float chain_outside_form(const float* a, const float* b, int64_t n, int64_t k, int64_t row,
+                                                 int64_t col, int64_t begin, int64_t end, int fraction_bits) {
+  float acc = 0.0f;
+  for (int64_t t = begin; t < end; t += N) {
+    const int count = static_cast<int>(end - t < N ? end - t : N);
+    float x[N] = {}, y[N] = {};
+    for (int j = 0; j < count; ++j)
+      x[j] = model_value<F>(a[row * k + t + j]), y[j] = model_value<F>(b[(t + j) * n + col]);
+    acc = fused_step<N>(acc, x, y, count, factor_emin<F>, fraction_bits);
+  }
+  return acc;
+}
+
+// x + y with the wrap-around of two's complement (a lane outside the form may sum garbage; its
+// result is computed again).
+template <class Sum>
+__device__ inline Sum wrapping_add(Sum x, int32_t y) {
+  using Unsigned = std::make_unsigned_t<Sum>;
+  return static_cast<Sum>(static_cast<Unsigned>(x) + static_cast<Unsigned>(static_cast<Sum>(y)));
 }
 
 template <Factors F, int N, class Sum, int kSide>
@@ -90,6 +104,7 @@ __global__ void __launch_bounds__(kThreads, 2)  // two blocks an SM: at most 128
   for (int r = 0; r < kSide; ++r)
 #pragma unroll
     for (int c = 0; c < kSide; ++c) acc[r][c] = 0.0f;
+  unsigned outside = 0;  // outputs with a step outside the form: their chains go to fused_step at the end
   for (int64_t k0 = begin; k0 < end; k0 += kStage) {
     const int live = static_cast<int>(end - k0 < kStage ? end - k0 : kStage);
     for (int i = thread; i < kTile * kStage; i += kThreads) {
@@ -126,14 +141,13 @@ __global__ void __launch_bounds__(kThreads, 2)  // two blocks an SM: at most 128
       for (int r = 0; r < kSide; ++r)
 #pragma unroll
         for (int h = 0; h < kSide / 2; ++h) e[r][2 * h] = low_code(top[r][h]), e[r][2 * h + 1] = high_code(top[r][h]);
-      unsigned outside = 0;
       V scale[kSide][kSide];
       Sum sum[kSide][kSide];
 #pragma unroll
       for (int r = 0; r < kSide; ++r)
 #pragma unroll
         for (int c = 0; c < kSide; ++c) {
-          if (!in_form(e[r][c], fraction_bits)) outside |= 1u << (r * kSide + c), e[r][c] = fraction_bits;
+          if (!in_form(e[r][c], fraction_bits)) outside |= 1u << (r * kSide + c);
           e[r][c] = grid_exponent(e[r][c], fraction_bits);
           scale[r][c] = power_of_two<V>(-e[r][c]);
           sum[r][c] = units(static_cast<V>(acc[r][c]) * scale[r][c]);
@@ -146,16 +160,12 @@ __global__ void __launch_bounds__(kThreads, 2)  // two blocks an SM: at most 128
 #pragma unroll
         for (int r = 0; r < kSide; ++r)
 #pragma unroll
-          for (int c = 0; c < kSide; ++c) sum[r][c] += units(x[r] * y[c] * scale[r][c]);
+          for (int c = 0; c < kSide; ++c) sum[r][c] = wrapping_add(sum[r][c], units(x[r] * y[c] * scale[r][c]));
       }
 #pragma unroll
       for (int r = 0; r < kSide; ++r)
 #pragma unroll
-        for (int c = 0; c < kSide; ++c)
-          acc[r][c] = outside & (1u << (r * kSide + c))
-                          ? step_outside_form<V, N, kPitch>(acc[r][c], &sa[t][ty * kSide + r], &sb[t][tx * kSide + c],
-                                                            min(N, live - t), emin, fraction_bits)
-                          : rounded_sum(sum[r][c]) * power_of_two<float>(e[r][c]);
+        for (int c = 0; c < kSide; ++c) acc[r][c] = rounded_sum(sum[r][c]) * power_of_two<float>(e[r][c]);
     }
     __syncthreads();
   }
@@ -164,7 +174,11 @@ __global__ void __launch_bounds__(kThreads, 2)  // two blocks an SM: at most 128
 #pragma unroll
     for (int c = 0; c < kSide; ++c) {
       const int64_t row = row0 + ty * kSide + r, col = col0 + tx * kSide + c;
-      if (row < m && col < n) out[blockIdx.z * m * n + row * n + col] = acc[r][c];
+      if (row >= m || col >= n) continue;
+      const float result = outside & (1u << (r * kSide + c))
+                               ? chain_outside_form<F, N>(a, b, n, k, row, col, begin, end, fraction_bits)
+                               : acc[r][c];
+      out[blockIdx.z * m * n + row * n + col] = result;
     }
 }
 
