@@ -1,10 +1,11 @@
 // The fused-step GEMM on CUDA cores of gpu_fused_gemm.hpp. A block of 256 threads computes 64 x 64
 // outputs of one part, each thread 4 x 4 of them (a row's factors serve four outputs, a column's
-// four); the factors pass through shared memory 32 K at a time, converted to the model's input
-// format and coded (fused_grid_step.hpp) once as they are staged (32: a multiple of every N taken,
-// so that a step never straddles two stages). Each step is the grid form of fused_grid_step.hpp:
-// the largest code sum, then per product a multiply, a scaling and one conversion to an integer;
-// an output whose step leaves the form takes fused_step (fused_step.hpp) for that step.
+// four), or 32 x 32 in 2 x 2 (small tiles); the factors pass through shared memory 32 K at a time,
+// converted to the model's input format and coded (fused_grid_step.hpp) once as they are staged
+// (32: a multiple of every N taken, so that a step never straddles two stages). Each step is the
+// grid form of fused_grid_step.hpp: the largest code sum, then per product a multiply, a scaling
+// and one conversion to an integer; an output with a step outside the form has its whole chain
+// computed again by fused_step (fused_step.hpp) at the end.
 #include <algorithm>
 #include <climits>
 #include <cstdint>

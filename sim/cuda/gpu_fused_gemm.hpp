@@ -2,7 +2,7 @@
 // (tc-a100-tf32: 4 products and 24 fraction bits a step; tc-v100, tc-a100, tc-a100-bf16; and
 // tc-turing-unconverted, fp32 factors as they are): every step in software on CUDA cores, the
 // model's own (fused_grid_step.hpp, and fused_step.hpp outside its form; both held to
-// sim::fused_multiply_add bit for bit), 4 x 4 outputs a thread. Slower than tensor cores, far
+// sim::fused_multiply_add bit for bit), 4 x 4 or 2 x 2 outputs a thread. Slower than tensor cores, far
 // faster than the host's engine a GPU tensor would otherwise go to. No CUDA types here.
 #pragma once
 
