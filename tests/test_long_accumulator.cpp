@@ -1,8 +1,10 @@
-// The GPU's exact sums (sim/cuda/long_accumulator.hpp), compiled for the host: every dot product
-// and every sum of values it rounds == the reference evaluator's `all:exact` in fp32 (to nearest
-// even), bit for bit, on data chosen to reach each branch: wide exponent ranges, subnormal factors
-// and results, signed zeros (all negative, mixed, cancelling), exact cancellation leaving tiny
-// remainders, ties to even, overflow past fp32's range, infinities and NaNs.
+// The GPU's exact sums (sim/cuda/long_accumulator.hpp and certified_sum.hpp), compiled for the
+// host: every dot product and every sum of values the long accumulator rounds == the reference
+// evaluator's `all:exact` in fp32 (to nearest even), bit for bit, on data chosen to reach each
+// branch: wide exponent ranges, subnormal factors and results, signed zeros (all negative, mixed,
+// cancelling), exact cancellation leaving tiny remainders, ties to even, overflow past fp32's
+// range, infinities and NaNs; and every sum the certified sum certifies == the long accumulator's,
+// which it must certify for nearly all ordinary data and must not for sums on fp32's midpoints.
 #include <catch2/catch.hpp>
 
 #include <array>
@@ -11,8 +13,11 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "fp/mpfr_reference.hpp"
+#include "sim/cuda/certified_sum.hpp"
 #include "sim/cuda/long_accumulator.hpp"
 #include "sim/reference_evaluator.hpp"
 #include "sim/schedule.hpp"
@@ -113,4 +118,93 @@ TEST_CASE("long accumulator == the reference's all:exact in fp32: dot products a
   CHECK(nans > 20);
   // no terms: +0
   CHECK(std::bit_cast<uint32_t>(gpu::LongAccumulator{}.round_to_fp32()) == 0u);
+}
+
+TEST_CASE("certified sum == long accumulator wherever it certifies; it certifies ordinary sums, not midpoints") {
+  std::mt19937_64 g(31);
+  size_t certified = 0, tried = 0, ordinary = 0, ordinary_certified = 0;
+  for (Data data : {Data::normal, Data::wide, Data::subnormal, Data::zeros, Data::negative_zeros, Data::cancelling,
+                    Data::ties, Data::overflow, Data::tiny_sums, Data::special})
+    for (size_t k : {size_t{1}, size_t{2}, size_t{3}, size_t{17}, size_t{256}, size_t{1001}, size_t{5000}})
+      for (int rep = 0; rep < 40; ++rep) {
+        std::vector<float> a, b;
+        fill(data, g, k, a, b);
+        gpu::LongAccumulator exact_dot, exact_sum;
+        gpu::CertifiedSum dot, sum, first_part, second_part;
+        for (size_t t = 0; t < k; ++t) {
+          exact_dot.add_product(a[t], b[t]), exact_sum.add_value(a[t]);
+          dot.add_product(a[t], b[t]), sum.add_value(a[t]);
+          (t < k / 3 ? first_part : second_part).add_product(a[t], b[t]);
+        }
+        first_part.merge(second_part);
+        const float want_dot = exact_dot.round_to_fp32(), want_sum = exact_sum.round_to_fp32();
+        for (const auto& [got, want, what] : {std::tuple{&dot, want_dot, "dot"}, std::tuple{&sum, want_sum, "sum"},
+                                              std::tuple{&first_part, want_dot, "dot in two parts"}}) {
+          float result = 0;
+          const bool sure = got->rounded_to_fp32(&result);
+          ++tried, certified += sure;
+          if (data == Data::normal) ++ordinary, ordinary_certified += sure;
+          INFO("data " << static_cast<int>(data) << ", k " << k << ", rep " << rep << ", " << what << ": " << result
+                       << " want " << want);
+          if (sure) REQUIRE(std::bit_cast<uint32_t>(result) == std::bit_cast<uint32_t>(want));
+        }
+      }
+  CHECK(ordinary_certified == ordinary);  // normal data: nowhere near a midpoint
+  CHECK(certified * 10 > tried * 9);      // the GPU's fast path for nearly every sum of every kind
+  // Sums exactly on an fp32 midpoint whose cascade rounded (a pair of large terms that cancel):
+  // never certified, and the long accumulator's result is the tie rounded to even.
+  std::uniform_int_distribution<int> large(80, 120);  // 2^28 and more a double ulp: the small terms are lost
+  for (int rep = 0; rep < 2000; ++rep) {
+    const float below =
+        std::ldexp(1.0f + static_cast<float>(g() % (1u << 23)) * 0x1p-23f, static_cast<int>(g() % 40) - 20);
+    const float half_ulp = std::ldexp(std::nextafter(below, INFINITY) - below, -1);
+    const float big = std::ldexp(1.0f, large(g));
+    // two orders in which a small term meets the large one (so an addition rounds)
+    for (const std::vector<float>& terms :
+         {std::vector<float>{below, half_ulp, big, -big}, std::vector<float>{big, below, -big, half_ulp}}) {
+      gpu::CertifiedSum sum;
+      gpu::LongAccumulator exact;
+      for (float x : terms) sum.add_product(x, 1.0f), exact.add_value(x);
+      float result = 0;
+      INFO("midpoint above " << below << ", cancelling pair " << big);
+      CHECK_FALSE(sum.rounded_to_fp32(&result));
+      const float even = std::bit_cast<uint32_t>(below) % 2 ? std::nextafter(below, INFINITY) : below;
+      CHECK(std::bit_cast<uint32_t>(exact.round_to_fp32()) == std::bit_cast<uint32_t>(even));
+    }
+  }
+  float empty = -1.0f;  // no terms: +0, as the long accumulator
+  CHECK(gpu::CertifiedSum{}.rounded_to_fp32(&empty));
+  CHECK(std::bit_cast<uint32_t>(empty) == 0u);
+}
+
+TEST_CASE("certified sum: the exact sum (MPFR) lies within its error bound of its estimate") {
+  // big, k terms it swallows (of both signs, so their sum in the errors rounds far more than the
+  // result's magnitude), -big; and the data kinds above, in two parts merged
+  std::mt19937_64 g(37);
+  std::normal_distribution<float> d;
+  double largest_share = 0;  // of the bound the error used: the cases must come near it
+  for (int rep = 0; rep < 400; ++rep) {
+    const size_t k = 1 + g() % 3000;
+    const float big = std::ldexp(1.0f, 40 + static_cast<int>(g() % 60));
+    std::vector<float> terms = {big};
+    for (size_t t = 0; t < k; ++t) terms.push_back(std::ldexp(d(g), static_cast<int>(g() % 30) - 15));
+    terms.push_back(-big);
+    gpu::CertifiedSum first, second;
+    fp::reference::ExactSum exact;
+    for (size_t t = 0; t < terms.size(); ++t) {
+      (t < terms.size() / 2 ? first : second).add_value(terms[t]);
+      exact.add(terms[t]);
+    }
+    first.merge(second);
+    const fp::reference::Exact value = exact.value(fp::Mode::rne);
+    REQUIRE(value.kind == fp::reference::Kind::finite);
+    fp::reference::Real error(200);
+    mpfr_sub_d(error.get(), value.value.get(), first.estimate(), MPFR_RNDN);  // exact at 200 bits here
+    mpfr_abs(error.get(), error.get(), MPFR_RNDN);
+    INFO("rep " << rep << ", k " << k << ": error " << mpfr_get_d(error.get(), MPFR_RNDU) << ", bound "
+                << first.error_bound());
+    REQUIRE(mpfr_cmp_d(error.get(), first.error_bound()) <= 0);
+    largest_share = std::max(largest_share, mpfr_get_d(error.get(), MPFR_RNDU) / first.error_bound());
+  }
+  CHECK(largest_share > 1e-3);
 }

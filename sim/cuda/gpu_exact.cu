@@ -1,11 +1,14 @@
-// The exact GEMM and sums (gpu_exact.hpp): a thread an output, its LongAccumulator in the thread's
-// local memory. In the GEMM the outputs of a row are neighbours in a warp: B's reads are
-// consecutive, A's one address for the warp.
+// The exact GEMM and sums (gpu_exact.hpp): a thread an output, its terms first in a certified
+// double sum (certified_sum.hpp: a product and eight double additions a term); where that cannot
+// certify its rounding (a sum near an fp32 midpoint, an exact zero's sign unknown, infinities,
+// NaNs), the same terms again in a LongAccumulator in the thread's local memory. In the GEMM the
+// outputs of a row are neighbours in a warp: B's reads are consecutive, A's one address for the warp.
 #include "sim/cuda/gpu_exact.hpp"
 
 #include <algorithm>
 #include <string>
 
+#include "sim/cuda/certified_sum.hpp"
 #include "sim/cuda/cuda_check.cuh"
 #include "sim/cuda/device_buffer.hpp"
 #include "sim/cuda/gemm_round_trip.hpp"
@@ -17,67 +20,76 @@ namespace {
 
 constexpr int kThreads = 128;
 
-__global__ void __launch_bounds__(kThreads) exact_gemm_kernel(const float* __restrict__ a, const float* __restrict__ b,
-                                                              float* __restrict__ c, size_t m, size_t n, size_t k) {
-  const size_t outputs = m * n;
-  for (size_t o = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < outputs;
-       o += static_cast<size_t>(gridDim.x) * blockDim.x) {
+// Output o's terms [begin, end) of the GEMM (products) or of the batch (values), added to Sum.
+struct GemmTerms {
+  const float* a;
+  const float* b;
+  size_t n, k;
+  template <class Sum>
+  __device__ void add(Sum& sum, size_t o, size_t begin, size_t end) const {
     const size_t i = o / n, j = o - i * n;
-    LongAccumulator acc;
     const float* row = a + i * k;
-    for (size_t t = 0; t < k; ++t) acc.add_product(row[t], b[t * n + j]);
-    c[o] = acc.round_to_fp32();
+    for (size_t t = begin; t < end; ++t) sum.add_product(row[t], b[t * n + j]);
   }
-}
-
-__global__ void __launch_bounds__(kThreads) exact_sums_kernel(const float* __restrict__ x, BatchLayout layout,
-                                                              float* __restrict__ results) {
-  for (size_t o = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < layout.outputs;
-       o += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    LongAccumulator acc;
+  __device__ size_t count() const { return k; }
+};
+struct BatchTerms {
+  const float* x;
+  BatchLayout layout;
+  template <class Sum>
+  __device__ void add(Sum& sum, size_t o, size_t begin, size_t end) const {
     const float* base = x + o * layout.output_stride;
-    for (size_t t = 0; t < layout.n; ++t) acc.add_value(base[t * layout.term_stride]);
-    results[o] = acc.round_to_fp32();
+    for (size_t t = begin; t < end; ++t) sum.add_value(base[t * layout.term_stride]);
   }
+  __device__ size_t count() const { return layout.n; }
+};
+
+// Output o's sum rounded to fp32 from its certified sum, or from all its terms again exactly (kept
+// out of line: rare, and its accumulator lives in local memory).
+template <class Terms>
+__device__ __noinline__ float exact_again(const Terms& terms, size_t o) {
+  LongAccumulator acc;
+  terms.add(acc, o, 0, terms.count());
+  return acc.round_to_fp32();
+}
+template <class Terms>
+__device__ float rounded(const CertifiedSum& sum, const Terms& terms, size_t o) {
+  float result;
+  return sum.rounded_to_fp32(&result) ? result : exact_again(terms, o);
 }
 
-// The same in parts of K: part z of output o accumulates terms [z chunk, (z + 1) chunk) into
-// parts[z * outputs + o]; merge_parts adds an output's parts and rounds.
-__global__ void __launch_bounds__(kThreads) exact_gemm_parts(const float* __restrict__ a, const float* __restrict__ b,
-                                                             LongAccumulator* __restrict__ parts, size_t m, size_t n,
-                                                             size_t k, size_t chunk, size_t count) {
-  const size_t outputs = m * n;
-  for (size_t e = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < outputs * count;
-       e += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const size_t z = e / outputs, o = e - z * outputs, i = o / n, j = o - i * n;
-    LongAccumulator acc;
-    const float* row = a + i * k;
-    for (size_t t = z * chunk, end = min(k, t + chunk); t < end; ++t) acc.add_product(row[t], b[t * n + j]);
-    parts[e] = acc;
-  }
-}
-
-__global__ void __launch_bounds__(kThreads) exact_sums_parts(const float* __restrict__ x, BatchLayout layout,
-                                                             LongAccumulator* __restrict__ parts, size_t chunk,
-                                                             size_t count) {
-  const size_t outputs = layout.outputs;
-  for (size_t e = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < outputs * count;
-       e += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const size_t z = e / outputs, o = e - z * outputs;
-    LongAccumulator acc;
-    const float* base = x + o * layout.output_stride;
-    for (size_t t = z * chunk, end = min(layout.n, t + chunk); t < end; ++t) acc.add_value(base[t * layout.term_stride]);
-    parts[e] = acc;
-  }
-}
-
-__global__ void __launch_bounds__(kThreads) merge_parts(const LongAccumulator* __restrict__ parts, size_t outputs,
-                                                        size_t count, float* __restrict__ results) {
+template <class Terms>
+__global__ void __launch_bounds__(kThreads) exact_kernel(Terms terms, size_t outputs, float* __restrict__ results) {
   for (size_t o = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < outputs;
        o += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    LongAccumulator acc = parts[o];
-    for (size_t z = 1; z < count; ++z) acc.merge(parts[z * outputs + o]);
-    results[o] = acc.round_to_fp32();
+    CertifiedSum sum;
+    terms.add(sum, o, 0, terms.count());
+    results[o] = rounded(sum, terms, o);
+  }
+}
+
+// The same in parts of K: part z of output o sums terms [z chunk, (z + 1) chunk) into
+// parts[z * outputs + o]; merge_parts adds an output's parts and rounds.
+template <class Terms>
+__global__ void __launch_bounds__(kThreads)
+    exact_parts(Terms terms, size_t outputs, CertifiedSum* __restrict__ parts, size_t chunk, size_t count) {
+  for (size_t e = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < outputs * count;
+       e += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const size_t z = e / outputs, o = e - z * outputs, begin = z * chunk;
+    CertifiedSum sum;
+    terms.add(sum, o, begin, min(terms.count(), begin + chunk));
+    parts[e] = sum;
+  }
+}
+
+template <class Terms>
+__global__ void __launch_bounds__(kThreads) merge_parts(Terms terms, const CertifiedSum* __restrict__ parts,
+                                                        size_t outputs, size_t count, float* __restrict__ results) {
+  for (size_t o = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < outputs;
+       o += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    CertifiedSum sum = parts[o];
+    for (size_t z = 1; z < count; ++z) sum.merge(parts[z * outputs + o]);
+    results[o] = rounded(sum, terms, o);
   }
 }
 
@@ -88,7 +100,7 @@ size_t parts_for(size_t outputs, size_t k) {
   constexpr size_t kMinChunk = 1024, kWantThreads = size_t{1} << 20, kBudget = size_t{256} << 20;
   if (outputs == 0 || k < 2 * kMinChunk || outputs >= kWantThreads) return 1;
   const size_t by_threads = (kWantThreads + outputs - 1) / outputs, by_length = k / kMinChunk;
-  const size_t by_memory = std::max<size_t>(1, kBudget / (outputs * sizeof(LongAccumulator)));
+  const size_t by_memory = std::max<size_t>(1, kBudget / (outputs * sizeof(CertifiedSum)));
   return std::max<size_t>(1, std::min({by_threads, by_length, by_memory, size_t{64}}));
 }
 
@@ -102,41 +114,34 @@ void check_terms(size_t terms) {
     throw NotRealisable("an exact sum of " + std::to_string(terms) + " terms on the GPU (at most 2^31 - 1)");
 }
 
-}  // namespace
-
-void GpuExact::gemm(const float* a, const float* b, float* c, GemmShape shape) {
-  const size_t outputs = shape.m * shape.n;
+// Every output's terms summed exactly and rounded, in parts of K where that fills the GPU; the
+// parts' sums in `workspace`.
+template <class Terms>
+void run_exact(DeviceBuffer& workspace, const Terms& terms, size_t outputs, size_t k, float* results) {
   if (outputs == 0) return;
-  check_terms(shape.k);
-  const size_t count = parts_for(outputs, shape.k);
+  check_terms(k);
+  const size_t count = parts_for(outputs, k);
   if (count == 1) {
-    exact_gemm_kernel<<<blocks_for(outputs), kThreads>>>(a, b, c, shape.m, shape.n, shape.k);
-    FPLAB_CUDA_LAUNCHED("exact_gemm_kernel");
+    exact_kernel<<<blocks_for(outputs), kThreads>>>(terms, outputs, results);
+    FPLAB_CUDA_LAUNCHED("exact sums");
     return;
   }
-  const size_t chunk = (shape.k + count - 1) / count;
-  auto* parts = parts_.reserve<LongAccumulator>(outputs * count);
-  exact_gemm_parts<<<blocks_for(outputs * count), kThreads>>>(a, b, parts, shape.m, shape.n, shape.k, chunk, count);
-  FPLAB_CUDA_LAUNCHED("exact_gemm_parts");
-  merge_parts<<<blocks_for(outputs), kThreads>>>(parts, outputs, count, c);
+  const size_t chunk = (k + count - 1) / count;
+  auto* parts = workspace.reserve<CertifiedSum>(outputs * count);
+  exact_parts<<<blocks_for(outputs * count), kThreads>>>(terms, outputs, parts, chunk, count);
+  FPLAB_CUDA_LAUNCHED("exact sums in parts");
+  merge_parts<<<blocks_for(outputs), kThreads>>>(terms, parts, outputs, count, results);
   FPLAB_CUDA_LAUNCHED("exact merge_parts");
 }
 
+}  // namespace
+
+void GpuExact::gemm(const float* a, const float* b, float* c, GemmShape shape) {
+  run_exact(parts_, GemmTerms{a, b, shape.n, shape.k}, shape.m * shape.n, shape.k, c);
+}
+
 void GpuExact::sums(const float* x, const BatchLayout& layout, float* results) {
-  if (layout.outputs == 0) return;
-  check_terms(layout.n);
-  const size_t count = parts_for(layout.outputs, layout.n);
-  if (count == 1) {
-    exact_sums_kernel<<<blocks_for(layout.outputs), kThreads>>>(x, layout, results);
-    FPLAB_CUDA_LAUNCHED("exact_sums_kernel");
-    return;
-  }
-  const size_t chunk = (layout.n + count - 1) / count;
-  auto* parts = parts_.reserve<LongAccumulator>(layout.outputs * count);
-  exact_sums_parts<<<blocks_for(layout.outputs * count), kThreads>>>(x, layout, parts, chunk, count);
-  FPLAB_CUDA_LAUNCHED("exact_sums_parts");
-  merge_parts<<<blocks_for(layout.outputs), kThreads>>>(parts, layout.outputs, count, results);
-  FPLAB_CUDA_LAUNCHED("exact merge_parts");
+  run_exact(parts_, BatchTerms{x, layout}, layout.outputs, layout.n, results);
 }
 
 std::vector<float> exact_gemm_on_gpu(const float* a, const float* b, GemmShape shape) {

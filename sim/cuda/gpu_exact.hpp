@@ -1,8 +1,10 @@
 // The `exact` profile on the GPU: every output of a GEMM, or every sum of a batch, as the exact sum
-// of its terms rounded once to fp32 to nearest even (long_accumulator.hpp, a thread an output), so
-// that the result is sim::gemm's or sim::reduce_batch's for `all:exact` bit for bit. Slower than
-// the chains (a term is some thirty integer operations and three read-modify-writes of the
-// thread's local memory), but on the device. No CUDA types in this header.
+// of its terms rounded once to fp32 to nearest even, so that the result is sim::gemm's or
+// sim::reduce_batch's for `all:exact` bit for bit: a thread an output, its terms in a certified
+// double sum (certified_sum.hpp, a product and eight double additions a term), and only where
+// that cannot certify the rounding once more in a fixed-point accumulator (long_accumulator.hpp,
+// some thirty integer operations and three read-modify-writes of local memory a term). No CUDA
+// types in this header.
 #pragma once
 
 #include <cstddef>
