@@ -49,6 +49,12 @@ int run_round(const RoundArgs& args) {
     const fp::Rounded below = fp::round_exact(exact, format, {fp::Mode::rd});
     const fp::Rounded above = fp::round_exact(exact, format, {fp::Mode::ru});
     const double approx = fp::parse_double(text);
+    // "no value of F lies below (or above) it; the nearest above (below) is N (bits)"
+    auto nothing_beyond = [&](bool nothing_below, const fp::Rounded& nearest) {
+      std::printf("  no value of %s lies %s it; the nearest %s is %s (%s)\n", format.name.c_str(),
+                  nothing_below ? "below" : "above", nothing_below ? "above" : "below",
+                  fp::format_double(nearest.value).c_str(), bits_hex(nearest.bits, format.width()).c_str());
+    };
     if (!args.json) {
       std::printf("%s in %s (%d exponent bits, %d fraction bits)\n", text.c_str(), format.name.c_str(), format.exp_bits,
                   format.man_bits);
@@ -58,12 +64,11 @@ int run_round(const RoundArgs& args) {
                     bits_hex(below.bits, format.width()).c_str());
       else if (std::isnan(below.value) && std::isnan(above.value))  // e8m0: no zero, no negatives
         std::printf("  no value of %s lies on either side of it\n", format.name.c_str());
-      else if (std::isnan(below.value) || std::isnan(above.value)) {
-        const fp::Rounded& side = std::isnan(below.value) ? above : below;
-        std::printf("  no value of %s lies %s it; the nearest %s is %s (%s)\n", format.name.c_str(),
-                    std::isnan(below.value) ? "below" : "above", std::isnan(below.value) ? "above" : "below",
-                    fp::format_double(side.value).c_str(), bits_hex(side.bits, format.width()).c_str());
-      } else
+      else if (std::isnan(below.value) || std::isnan(above.value))
+        nothing_beyond(std::isnan(below.value), std::isnan(below.value) ? above : below);
+      else if (below.bits == above.bits)  // past the largest of a format without infinities (MX FP4: 7)
+        nothing_beyond(std::signbit(below.value), below);
+      else
         std::printf("  lies between %s (%s) and %s (%s)\n", fp::format_double(below.value).c_str(),
                     bits_hex(below.bits, format.width()).c_str(), fp::format_double(above.value).c_str(),
                     bits_hex(above.bits, format.width()).c_str());

@@ -28,8 +28,10 @@ bool device_available(std::string* why) {
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess || count == 0) {
     if (why)
-      *why = status == cudaSuccess || status == cudaErrorNoDevice
-                 ? "no CUDA device"
+      // A machine without a driver answers "driver version is insufficient": say so plainly.
+      *why = status == cudaSuccess || status == cudaErrorNoDevice ? "no CUDA device"
+             : status == cudaErrorInsufficientDriver
+                 ? "no CUDA device (no NVIDIA driver here, or one older than the CUDA runtime fplab was built with)"
                  : std::string("no CUDA device (") + cudaGetErrorString(status) + ")";
     cudaGetLastError();  // clear the sticky status for whoever asks next
     return false;

@@ -322,6 +322,12 @@ class Json(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertEqual(r.stdout.splitlines()[1].strip(), line, text)
             self.assertNotIn("between nan", r.stdout)
+        # e2m1fn has no infinities: past its largest both neighbours are +-6, not "between 6 and 6"
+        for text, line in (("7", "no value of e2m1fn lies above it; the nearest below is 6 (0x7)"),
+                           ("-7", "no value of e2m1fn lies below it; the nearest above is -6 (0xf)")):
+            r = run("round", text, "--format", "e2m1fn", "--mode", "rne")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stdout.splitlines()[1].strip(), line, text)
 
     def test_round_sr_with_given_bits_and_saturated_infinities(self):
         # 1.3 in e2m1fn lies 0.6 of the way from 1 to 1.5: truncated to 4 bits 9/16, so random
