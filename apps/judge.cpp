@@ -68,7 +68,12 @@ void print_exact_lines(const Judge& judge, const fp::Format& format, const char*
 std::string error_text(const Judge& judge, double value) {
   if (std::isinf(value) && std::isfinite(judge.exact())) return "overflow";
   char buffer[96];
-  std::snprintf(buffer, sizeof buffer, "%+.6g = %+.3f ulps", judge.error(value), judge.ulps(value));
+  // An exact sum of 0 has the smallest subnormal as its ulp: billions of billions of them say less
+  // than the plain error does.
+  if (judge.exact() == 0 && value != 0)
+    std::snprintf(buffer, sizeof buffer, "%+.6g (the exact sum is 0)", judge.error(value));
+  else
+    std::snprintf(buffer, sizeof buffer, "%+.6g = %+.3f ulps", judge.error(value), judge.ulps(value));
   return buffer;
 }
 
