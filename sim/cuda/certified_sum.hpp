@@ -28,6 +28,8 @@ class CertifiedSum {
  public:
   FPLAB_HOST_DEVICE void add_product(float a, float b) { add_term(static_cast<double>(a) * static_cast<double>(b)); }
   FPLAB_HOST_DEVICE void add_value(float x) { add_term(static_cast<double>(x)); }
+  // The same for fp32 values already held in doubles (a tiled kernel stages them so).
+  FPLAB_HOST_DEVICE void add_product(double a, double b) { add_term(a * b); }
 
   // value += other's value (the parts of a sum taken in pieces of its terms).
   FPLAB_HOST_DEVICE void merge(const CertifiedSum& other) {

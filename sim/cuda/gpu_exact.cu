@@ -1,11 +1,13 @@
-// The exact GEMM and sums (gpu_exact.hpp): a thread an output, its terms first in a certified
-// double sum (certified_sum.hpp: a product and eight double additions a term); where that cannot
-// certify its rounding (a sum near an fp32 midpoint, an exact zero's sign unknown, infinities,
-// NaNs), the same terms again in a LongAccumulator in the thread's local memory. In the GEMM the
-// outputs of a row are neighbours in a warp: B's reads are consecutive, A's one address for the warp.
+// The exact GEMM and sums (gpu_exact.hpp): each output's terms first in a certified double sum
+// (certified_sum.hpp: a product and eight double additions a term) — the GEMM's in tiles of 32 x 32
+// outputs, 2 x 2 a thread, its factors staged in shared memory as doubles; a batch's sums a thread
+// an output — and where that cannot certify its rounding (a sum near an fp32 midpoint, an exact
+// zero's sign unknown, infinities, NaNs), the same terms again in a LongAccumulator in the
+// thread's local memory.
 #include "sim/cuda/gpu_exact.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <string>
 
 #include "sim/cuda/certified_sum.hpp"
@@ -66,6 +68,53 @@ __global__ void __launch_bounds__(kThreads) exact_kernel(Terms terms, size_t out
     terms.add(sum, o, 0, terms.count());
     results[o] = rounded(sum, terms, o);
   }
+}
+
+// The GEMM's certified sums in tiles: a block of 16 x 16 threads computes 32 x 32 outputs of part z
+// (K in [z chunk, (z + 1) chunk)), each thread 2 x 2 of them, the factors staged in shared memory 32
+// terms at a time, converted to doubles once there (not once a product). kParts: each output's
+// certified sum goes to parts[z * m * n + o] for merge_parts; otherwise its rounding to results.
+constexpr int kTile = 32, kTileStage = 32, kTileThreads = 256;
+
+template <bool kParts>
+__global__ void __launch_bounds__(kTileThreads)
+    exact_gemm_tiles(GemmTerms terms, size_t m, size_t chunk, float* __restrict__ results,
+                     CertifiedSum* __restrict__ parts) {
+  __shared__ double sa[kTileStage][kTile + 1];  // sa[t][row]
+  __shared__ double sb[kTileStage][kTile + 1];  // sb[t][column]
+  const size_t n = terms.n, k = terms.k;
+  const int thread = threadIdx.x, tx = thread % 16, ty = thread / 16;
+  const size_t row0 = static_cast<size_t>(blockIdx.x) * kTile, col0 = static_cast<size_t>(blockIdx.y) * kTile;
+  const size_t begin = blockIdx.z * chunk, end = min(k, begin + chunk);
+  CertifiedSum sum[2][2];
+  for (size_t k0 = begin; k0 < end; k0 += kTileStage) {
+    const int live = static_cast<int>(min(end - k0, static_cast<size_t>(kTileStage)));
+    for (int i = thread; i < kTile * kTileStage; i += kTileThreads) {
+      const int r = i / kTileStage, t = i % kTileStage;  // A's row r, term t: consecutive threads, consecutive terms
+      sa[t][r] = row0 + r < m && t < live ? terms.a[(row0 + r) * k + k0 + t] : 0.0f;
+      const int s = i / kTile, c = i % kTile;  // B's term s, column c
+      sb[s][c] = col0 + c < n && s < live ? terms.b[(k0 + s) * n + col0 + c] : 0.0f;
+    }
+    __syncthreads();
+    for (int t = 0; t < live; ++t) {
+      const double x[2] = {sa[t][2 * ty], sa[t][2 * ty + 1]}, y[2] = {sb[t][2 * tx], sb[t][2 * tx + 1]};
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) sum[r][c].add_product(x[r], y[c]);
+    }
+    __syncthreads();
+  }
+  for (int r = 0; r < 2; ++r)
+    for (int c = 0; c < 2; ++c) {
+      const size_t row = row0 + 2 * ty + r, col = col0 + 2 * tx + c;
+      if (row >= m || col >= n) continue;
+      const size_t o = row * n + col;
+      if constexpr (kParts)
+        parts[blockIdx.z * m * n + o] = sum[r][c];
+      else
+        results[o] = rounded(sum[r][c], terms, o);
+    }
 }
 
 // The same in parts of K: part z of output o sums terms [z chunk, (z + 1) chunk) into
@@ -137,7 +186,24 @@ void run_exact(DeviceBuffer& workspace, const Terms& terms, size_t outputs, size
 }  // namespace
 
 void GpuExact::gemm(const float* a, const float* b, float* c, GemmShape shape) {
-  run_exact(parts_, GemmTerms{a, b, shape.n, shape.k}, shape.m * shape.n, shape.k, c);
+  const size_t outputs = shape.m * shape.n;
+  const size_t row_tiles = (shape.m + kTile - 1) / kTile, col_tiles = (shape.n + kTile - 1) / kTile;
+  const GemmTerms terms{a, b, shape.n, shape.k};
+  if (outputs == 0 || row_tiles > INT_MAX || col_tiles > 65535)  // (the grid's limits: one thread an output)
+    return run_exact(parts_, terms, outputs, shape.k, c);
+  check_terms(shape.k);
+  const size_t count = parts_for(outputs, shape.k), chunk = (shape.k + count - 1) / count;
+  const dim3 grid(static_cast<unsigned>(row_tiles), static_cast<unsigned>(col_tiles), static_cast<unsigned>(count));
+  if (count == 1) {
+    exact_gemm_tiles<false><<<grid, kTileThreads>>>(terms, shape.m, chunk, c, nullptr);
+    FPLAB_CUDA_LAUNCHED("exact GEMM");
+    return;
+  }
+  auto* parts = parts_.reserve<CertifiedSum>(outputs * count);
+  exact_gemm_tiles<true><<<grid, kTileThreads>>>(terms, shape.m, chunk, nullptr, parts);
+  FPLAB_CUDA_LAUNCHED("exact GEMM in parts");
+  merge_parts<<<blocks_for(outputs), kThreads>>>(terms, parts, outputs, count, c);
+  FPLAB_CUDA_LAUNCHED("exact merge_parts");
 }
 
 void GpuExact::sums(const float* x, const BatchLayout& layout, float* results) {
