@@ -12,9 +12,10 @@
 // interval holds a rounding boundary (a sum on or within about n^2 2^-106 of its terms' magnitude
 // from an fp32 midpoint, or an exact zero's neighbourhood without every addition exact) or the
 // terms an infinity or a NaN. A sum whose every addition was exact is its exact value: a zero
-// there takes the terms' sign rule (-0 where every term had a negative sign). Per term: one product, eight double additions. Compiled for the device in gpu_exact.cu
-// and for the host in tests/test_certified_sum.cpp, which holds every certified result to the long
-// accumulator's.
+// there takes the terms' sign rule (-0 where every term had a negative sign). Per term: one
+// product, eight double additions. Compiled for the device in gpu_exact.cu and for the host in
+// tests/test_long_accumulator.cpp, which holds every certified result to the long accumulator's
+// and the error bound to MPFR's exact sum.
 #pragma once
 
 #include <cmath>
@@ -26,10 +27,11 @@ namespace fplab::sim::gpu {
 
 class CertifiedSum {
  public:
-  FPLAB_HOST_DEVICE void add_product(float a, float b) { add_term(static_cast<double>(a) * static_cast<double>(b)); }
-  FPLAB_HOST_DEVICE void add_value(float x) { add_term(static_cast<double>(x)); }
-  // The same for fp32 values already held in doubles (a tiled kernel stages them so).
+  // a b for fp32 values a and b, given as floats or already held in doubles (a tiled kernel stages
+  // them so): the product is exact in a double.
   FPLAB_HOST_DEVICE void add_product(double a, double b) { add_term(a * b); }
+  FPLAB_HOST_DEVICE void add_product(float a, float b) { add_product(static_cast<double>(a), static_cast<double>(b)); }
+  FPLAB_HOST_DEVICE void add_value(float x) { add_term(static_cast<double>(x)); }
 
   // value += other's value (the parts of a sum taken in pieces of its terms).
   FPLAB_HOST_DEVICE void merge(const CertifiedSum& other) {

@@ -81,16 +81,13 @@ FPLAB_HOST_DEVICE inline V power_of_two(int p) {
 
 // A term (a product, or the accumulator) already scaled to units of the grid, below 2^31 in
 // magnitude, cut toward zero to an integer.
-FPLAB_HOST_DEVICE inline int32_t units(float scaled) {
+template <class V>
+FPLAB_HOST_DEVICE inline int32_t units(V scaled) {
 #ifdef __CUDA_ARCH__
-  return __float2int_rz(scaled);
-#else
-  return static_cast<int32_t>(scaled);
-#endif
-}
-FPLAB_HOST_DEVICE inline int32_t units(double scaled) {
-#ifdef __CUDA_ARCH__
-  return __double2int_rz(scaled);
+  if constexpr (sizeof(V) == 4)
+    return __float2int_rz(scaled);
+  else
+    return __double2int_rz(scaled);
 #else
   return static_cast<int32_t>(scaled);
 #endif
@@ -103,17 +100,15 @@ constexpr bool sum_fits_int32(int products, int fraction_bits) {
          (int64_t{1} << 31);
 }
 
-// The sum of units rounded toward zero to fp32, in units of the grid (exact below 2^53).
-FPLAB_HOST_DEVICE inline float rounded_sum(int32_t sum) {
+// The sum of units (int32 or int64) rounded toward zero to fp32, in units of the grid (exact
+// below 2^53).
+template <class Sum>
+FPLAB_HOST_DEVICE inline float rounded_sum(Sum sum) {
 #ifdef __CUDA_ARCH__
-  return __int2float_rz(sum);
-#else
-  return fused_step_detail::toward_zero(static_cast<double>(sum));
-#endif
-}
-FPLAB_HOST_DEVICE inline float rounded_sum(int64_t sum) {
-#ifdef __CUDA_ARCH__
-  return __ll2float_rz(sum);
+  if constexpr (sizeof(Sum) == 4)
+    return __int2float_rz(sum);
+  else
+    return __ll2float_rz(sum);
 #else
   return fused_step_detail::toward_zero(static_cast<double>(sum));
 #endif

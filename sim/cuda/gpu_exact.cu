@@ -7,7 +7,6 @@
 #include "sim/cuda/gpu_exact.hpp"
 
 #include <algorithm>
-#include <climits>
 #include <string>
 
 #include "sim/cuda/certified_sum.hpp"
@@ -60,6 +59,7 @@ __device__ float rounded(const CertifiedSum& sum, const Terms& terms, size_t o) 
   return sum.rounded_to_fp32(&result) ? result : exact_again(terms, o);
 }
 
+// A batch's sums, a thread an output.
 template <class Terms>
 __global__ void __launch_bounds__(kThreads) exact_kernel(Terms terms, size_t outputs, float* __restrict__ results) {
   for (size_t o = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < outputs;
@@ -72,8 +72,9 @@ __global__ void __launch_bounds__(kThreads) exact_kernel(Terms terms, size_t out
 
 // The GEMM's certified sums in tiles: a block of 16 x 16 threads computes 32 x 32 outputs of part z
 // (K in [z chunk, (z + 1) chunk)), each thread 2 x 2 of them, the factors staged in shared memory 32
-// terms at a time, converted to doubles once there (not once a product). kParts: each output's
-// certified sum goes to parts[z * m * n + o] for merge_parts; otherwise its rounding to results.
+// terms at a time, converted to doubles once there (not once a product); the blocks stride over the
+// tiles (any shape fits the grid). kParts: each output's certified sum goes to parts[z * m * n + o]
+// for merge_parts; otherwise its rounding to results.
 constexpr int kTile = 32, kTileStage = 32, kTileThreads = 256;
 
 template <bool kParts>
@@ -83,42 +84,45 @@ __global__ void __launch_bounds__(kTileThreads)
   __shared__ double sa[kTileStage][kTile + 1];  // sa[t][row]
   __shared__ double sb[kTileStage][kTile + 1];  // sb[t][column]
   const size_t n = terms.n, k = terms.k;
+  const size_t col_tiles = (n + kTile - 1) / kTile, tiles = (m + kTile - 1) / kTile * col_tiles;
   const int thread = threadIdx.x, tx = thread % 16, ty = thread / 16;
-  const size_t row0 = static_cast<size_t>(blockIdx.x) * kTile, col0 = static_cast<size_t>(blockIdx.y) * kTile;
   const size_t begin = blockIdx.z * chunk, end = min(k, begin + chunk);
-  CertifiedSum sum[2][2];
-  for (size_t k0 = begin; k0 < end; k0 += kTileStage) {
-    const int live = static_cast<int>(min(end - k0, static_cast<size_t>(kTileStage)));
-    for (int i = thread; i < kTile * kTileStage; i += kTileThreads) {
-      const int r = i / kTileStage, t = i % kTileStage;  // A's row r, term t: consecutive threads, consecutive terms
-      sa[t][r] = row0 + r < m && t < live ? terms.a[(row0 + r) * k + k0 + t] : 0.0f;
-      const int s = i / kTile, c = i % kTile;  // B's term s, column c
-      sb[s][c] = col0 + c < n && s < live ? terms.b[(k0 + s) * n + col0 + c] : 0.0f;
-    }
-    __syncthreads();
-    for (int t = 0; t < live; ++t) {
-      const double x[2] = {sa[t][2 * ty], sa[t][2 * ty + 1]}, y[2] = {sb[t][2 * tx], sb[t][2 * tx + 1]};
+  for (size_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const size_t row0 = tile / col_tiles * kTile, col0 = tile % col_tiles * kTile;
+    CertifiedSum sum[2][2];
+    for (size_t k0 = begin; k0 < end; k0 += kTileStage) {
+      const int live = static_cast<int>(min(end - k0, static_cast<size_t>(kTileStage)));
+      for (int i = thread; i < kTile * kTileStage; i += kTileThreads) {
+        const int r = i / kTileStage, t = i % kTileStage;  // A's row r, term t: consecutive threads, consecutive terms
+        sa[t][r] = row0 + r < m && t < live ? terms.a[(row0 + r) * k + k0 + t] : 0.0f;
+        const int s = i / kTile, c = i % kTile;  // B's term s, column c
+        sb[s][c] = col0 + c < n && s < live ? terms.b[(k0 + s) * n + col0 + c] : 0.0f;
+      }
+      __syncthreads();
+      for (int t = 0; t < live; ++t) {
+        const double x[2] = {sa[t][2 * ty], sa[t][2 * ty + 1]}, y[2] = {sb[t][2 * tx], sb[t][2 * tx + 1]};
 #pragma unroll
-      for (int r = 0; r < 2; ++r)
+        for (int r = 0; r < 2; ++r)
 #pragma unroll
-        for (int c = 0; c < 2; ++c) sum[r][c].add_product(x[r], y[c]);
+          for (int c = 0; c < 2; ++c) sum[r][c].add_product(x[r], y[c]);
+      }
+      __syncthreads();
     }
-    __syncthreads();
+    for (int r = 0; r < 2; ++r)
+      for (int c = 0; c < 2; ++c) {
+        const size_t row = row0 + 2 * ty + r, col = col0 + 2 * tx + c;
+        if (row >= m || col >= n) continue;
+        const size_t o = row * n + col;
+        if constexpr (kParts)
+          parts[blockIdx.z * m * n + o] = sum[r][c];
+        else
+          results[o] = rounded(sum[r][c], terms, o);
+      }
   }
-  for (int r = 0; r < 2; ++r)
-    for (int c = 0; c < 2; ++c) {
-      const size_t row = row0 + 2 * ty + r, col = col0 + 2 * tx + c;
-      if (row >= m || col >= n) continue;
-      const size_t o = row * n + col;
-      if constexpr (kParts)
-        parts[blockIdx.z * m * n + o] = sum[r][c];
-      else
-        results[o] = rounded(sum[r][c], terms, o);
-    }
 }
 
-// The same in parts of K: part z of output o sums terms [z chunk, (z + 1) chunk) into
-// parts[z * outputs + o]; merge_parts adds an output's parts and rounds.
+// exact_kernel's sums in parts of K: part z of output o sums terms [z chunk, (z + 1) chunk) into
+// parts[z * outputs + o]; merge_parts adds an output's parts and rounds (either kernel's parts).
 template <class Terms>
 __global__ void __launch_bounds__(kThreads)
     exact_parts(Terms terms, size_t outputs, CertifiedSum* __restrict__ parts, size_t chunk, size_t count) {
@@ -163,22 +167,19 @@ void check_terms(size_t terms) {
     throw NotRealisable("an exact sum of " + std::to_string(terms) + " terms on the GPU (at most 2^31 - 1)");
 }
 
-// Every output's terms summed exactly and rounded, in parts of K where that fills the GPU; the
-// parts' sums in `workspace`.
-template <class Terms>
-void run_exact(DeviceBuffer& workspace, const Terms& terms, size_t outputs, size_t k, float* results) {
+// Every output's terms summed exactly and rounded: whole() launches the one-pass kernel, or, where
+// parts of K fill the GPU better, in_parts(parts, chunk, count) the parts' kernel (their certified
+// sums in `workspace`) and merge_parts rounds.
+template <class Terms, class Whole, class InParts>
+void run_exact(DeviceBuffer& workspace, const Terms& terms, size_t outputs, size_t k, float* results, Whole whole,
+               InParts in_parts) {
   if (outputs == 0) return;
   check_terms(k);
   const size_t count = parts_for(outputs, k);
-  if (count == 1) {
-    exact_kernel<<<blocks_for(outputs), kThreads>>>(terms, outputs, results);
-    FPLAB_CUDA_LAUNCHED("exact sums");
-    return;
-  }
+  if (count == 1) return whole();
   const size_t chunk = (k + count - 1) / count;
   auto* parts = workspace.reserve<CertifiedSum>(outputs * count);
-  exact_parts<<<blocks_for(outputs * count), kThreads>>>(terms, outputs, parts, chunk, count);
-  FPLAB_CUDA_LAUNCHED("exact sums in parts");
+  in_parts(parts, chunk, count);
   merge_parts<<<blocks_for(outputs), kThreads>>>(terms, parts, outputs, count, results);
   FPLAB_CUDA_LAUNCHED("exact merge_parts");
 }
@@ -186,28 +187,34 @@ void run_exact(DeviceBuffer& workspace, const Terms& terms, size_t outputs, size
 }  // namespace
 
 void GpuExact::gemm(const float* a, const float* b, float* c, GemmShape shape) {
-  const size_t outputs = shape.m * shape.n;
-  const size_t row_tiles = (shape.m + kTile - 1) / kTile, col_tiles = (shape.n + kTile - 1) / kTile;
   const GemmTerms terms{a, b, shape.n, shape.k};
-  if (outputs == 0 || row_tiles > INT_MAX || col_tiles > 65535)  // (the grid's limits: one thread an output)
-    return run_exact(parts_, terms, outputs, shape.k, c);
-  check_terms(shape.k);
-  const size_t count = parts_for(outputs, shape.k), chunk = (shape.k + count - 1) / count;
-  const dim3 grid(static_cast<unsigned>(row_tiles), static_cast<unsigned>(col_tiles), static_cast<unsigned>(count));
-  if (count == 1) {
-    exact_gemm_tiles<false><<<grid, kTileThreads>>>(terms, shape.m, chunk, c, nullptr);
-    FPLAB_CUDA_LAUNCHED("exact GEMM");
-    return;
-  }
-  auto* parts = parts_.reserve<CertifiedSum>(outputs * count);
-  exact_gemm_tiles<true><<<grid, kTileThreads>>>(terms, shape.m, chunk, nullptr, parts);
-  FPLAB_CUDA_LAUNCHED("exact GEMM in parts");
-  merge_parts<<<blocks_for(outputs), kThreads>>>(terms, parts, outputs, count, c);
-  FPLAB_CUDA_LAUNCHED("exact merge_parts");
+  const size_t tiles = (shape.m + kTile - 1) / kTile * ((shape.n + kTile - 1) / kTile);
+  const auto blocks = static_cast<unsigned>(std::clamp<size_t>(tiles, 1, size_t{1} << 20));
+  run_exact(
+      parts_, terms, shape.m * shape.n, shape.k, c,
+      [&] {
+        exact_gemm_tiles<false><<<blocks, kTileThreads>>>(terms, shape.m, shape.k, c, nullptr);
+        FPLAB_CUDA_LAUNCHED("exact GEMM");
+      },
+      [&](CertifiedSum* parts, size_t chunk, size_t count) {
+        exact_gemm_tiles<true>
+            <<<dim3(blocks, 1, static_cast<unsigned>(count)), kTileThreads>>>(terms, shape.m, chunk, nullptr, parts);
+        FPLAB_CUDA_LAUNCHED("exact GEMM in parts");
+      });
 }
 
 void GpuExact::sums(const float* x, const BatchLayout& layout, float* results) {
-  run_exact(parts_, BatchTerms{x, layout}, layout.outputs, layout.n, results);
+  const BatchTerms terms{x, layout};
+  run_exact(
+      parts_, terms, layout.outputs, layout.n, results,
+      [&] {
+        exact_kernel<<<blocks_for(layout.outputs), kThreads>>>(terms, layout.outputs, results);
+        FPLAB_CUDA_LAUNCHED("exact sums");
+      },
+      [&](CertifiedSum* parts, size_t chunk, size_t count) {
+        exact_parts<<<blocks_for(layout.outputs * count), kThreads>>>(terms, layout.outputs, parts, chunk, count);
+        FPLAB_CUDA_LAUNCHED("exact sums in parts");
+      });
 }
 
 std::vector<float> exact_gemm_on_gpu(const float* a, const float* b, GemmShape shape) {
