@@ -2,8 +2,10 @@
 // - in double, with the 36 sums in double, it is the convolution's weight gradient: against the
 //   direct sum over (image, output position) to 1e-12 of the gradient's norm, for tile counts that
 //   divide the output and that do not, padding 0 and 1, one to four channels;
-// - each fp32 transform has the bits of a straightforward evaluator written here from the three
-//   matrices (rows of coefficients, products rounded, terms left to right, columns then rows);
+// - each fp32 stage has the bits of cuDNN's kernels on an H200, on the chip's own sample of
+//   every stage (tests/data/cudnn_winograd_h200.bin): input and output-gradient tiles, the 36
+//   GEMMs' orders, the sums' transform; the whole-tensor transforms place every tile where the
+//   GEMMs read it;
 // - in fp32 through a layer (Conv2d under a profile whose rule says conv_wgrad = "winograd"), the
 //   weight gradient is within 1e-5 of the GEMM form's (normwise) and not equal to it, while the
 //   output, input gradient and bias gradient keep their bits; the rule's wgrad schedule orders the
@@ -11,14 +13,19 @@
 #include <catch2/catch.hpp>
 
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <random>
 #include <vector>
 
 #include "models/context.hpp"
 #include "models/conv2d.hpp"
 #include "profiles/hw_profile.hpp"
+#include "sim/reference_evaluator.hpp"
+#include "sim/schedule.hpp"
 #include "sim/winograd_wgrad.hpp"
 
 using namespace fplab;
@@ -100,62 +107,104 @@ TEST_CASE("winograd weight gradient: in double, the convolution's weight gradien
 
 namespace {
 
-// A transform as its matrix: out[r] = sum over t of coef[r][t] * in[t], evaluated as the
-// implementation promises: terms with a zero coefficient skipped, +-1 a sign only, other products
-// rounded, added left to right.
-template <size_t Rows, size_t Cols>
-using Matrix = std::array<std::array<float, Cols>, Rows>;
+// tests/data/cudnn_winograd_h200.bin (experiments/winograd_fit.py fixture, from the workspace of
+// cuDNN 9.19's winograd_nonfused kernels on an H200: experiments/winograd_workspace_torch.py):
+// 128 input tiles and 128 output-gradient tiles with their transforms, 128 sums with their weight
+// gradients, GEMM outputs with their terms (one FMA chain; the gemv of a one-channel input).
+struct ChipSample {
+  uint32_t data_tiles = 0, delta_tiles = 0, sums = 0, chains = 0, chain_terms = 0, gemvs = 0, gemv_terms = 0;
+  std::vector<float> data_in, data_out, delta_in, delta_out, output_in, output_out, chain_u, chain_v, chain_m, gemv_u,
+      gemv_v, gemv_m;
+};
 
-template <size_t Rows, size_t Cols>
-std::array<float, Rows> evaluate(const Matrix<Rows, Cols>& coef, const std::array<float, Cols>& in) {
-  std::array<float, Rows> out{};
-  for (size_t r = 0; r < Rows; ++r) {
-    bool first = true;
-    float acc = 0;
-    for (size_t t = 0; t < Cols; ++t) {
-      const float c = coef[r][t];
-      if (c == 0) continue;
-      const float term = c == 1 ? in[t] : c == -1 ? -in[t] : c * in[t];
-      acc = first ? term : acc + term;
-      first = false;
-    }
-    out[r] = acc;
-  }
-  return out;
+ChipSample read_chip_sample() {
+  std::ifstream file(FPLAB_SOURCE_DIR "/tests/data/cudnn_winograd_h200.bin", std::ios::binary);
+  REQUIRE(file);
+  char magic[8];
+  file.read(magic, 8);
+  REQUIRE(std::string(magic, 7) == "FPWINO1");
+  ChipSample s;
+  for (uint32_t* count : {&s.data_tiles, &s.delta_tiles, &s.sums, &s.chains, &s.chain_terms, &s.gemvs, &s.gemv_terms})
+    file.read(reinterpret_cast<char*>(count), 4);
+  const auto read = [&](std::vector<float>& into, size_t count) {
+    into.resize(count);
+    file.read(reinterpret_cast<char*>(into.data()), static_cast<std::streamsize>(count * 4));
+    REQUIRE(file.gcount() == static_cast<std::streamsize>(count * 4));
+  };
+  read(s.data_in, s.data_tiles * 36);
+  read(s.data_out, s.data_tiles * 36);
+  read(s.delta_in, s.delta_tiles * 16);
+  read(s.delta_out, s.delta_tiles * 36);
+  read(s.output_in, s.sums * 36);
+  read(s.output_out, s.sums * 9);
+  read(s.chain_u, s.chains * s.chain_terms);
+  read(s.chain_v, s.chains * s.chain_terms);
+  read(s.chain_m, s.chains);
+  read(s.gemv_u, s.gemvs * s.gemv_terms);
+  read(s.gemv_v, s.gemvs * s.gemv_terms);
+  read(s.gemv_m, s.gemvs);
+  file.peek();
+  CHECK(file.eof());
+  return s;
 }
 
-const float kSixth = 1.0f / 6.0f, kTwelfth = 1.0f / 12.0f, kTwentyFourth = 1.0f / 24.0f;
-const Matrix<6, 6> kBt = {{{4, 0, -5, 0, 1, 0},
-                           {0, -4, -4, 1, 1, 0},
-                           {0, 4, -4, -1, 1, 0},
-                           {0, -2, -1, 2, 1, 0},
-                           {0, 2, -1, -2, 1, 0},
-                           {0, 4, 0, -5, 0, 1}}};
-const Matrix<6, 4> kA = {{{1, 0, 0, 0}, {1, 1, 1, 1}, {1, -1, 1, -1}, {1, 2, 4, 8}, {1, -2, 4, -8}, {0, 0, 0, 1}}};
-const Matrix<3, 6> kGt = {{{0.25f, -kSixth, -kSixth, kTwentyFourth, kTwentyFourth, 0},
-                           {0, -kSixth, kSixth, kTwelfth, -kTwelfth, 0},
-                           {0, -kSixth, -kSixth, kSixth, kSixth, 1}}};
+template <size_t N>
+sim::WinogradTile<float, N> tile_at(const std::vector<float>& values, size_t index) {
+  sim::WinogradTile<float, N> t{};
+  for (size_t r = 0; r < N; ++r)
+    for (size_t q = 0; q < N; ++q) t[r][q] = values[(index * N + r) * N + q];
+  return t;
+}
 
-// out = L X R^T for a tile X (In x In): columns first (L), then rows (R).
-template <size_t Out, size_t In>
-std::array<std::array<float, Out>, Out> both_ways(const Matrix<Out, In>& l, const std::array<std::array<float, In>, In>& x) {
-  std::array<std::array<float, In>, Out> cols{};
-  for (size_t q = 0; q < In; ++q) {
-    std::array<float, In> column{};
-    for (size_t r = 0; r < In; ++r) column[r] = x[r][q];
-    const auto t = evaluate(l, column);
-    for (size_t r = 0; r < Out; ++r) cols[r][q] = t[r];
+// Elements of `got` whose bits differ from values[index * N * N ...].
+template <size_t N>
+size_t differing(const sim::WinogradTile<float, N>& got, const std::vector<float>& values, size_t index) {
+  size_t count = 0;
+  for (size_t r = 0; r < N; ++r)
+    for (size_t q = 0; q < N; ++q)
+      count += std::bit_cast<uint32_t>(got[r][q]) != std::bit_cast<uint32_t>(values[(index * N + r) * N + q]);
+  return count;
+}
+
+size_t differing_sums(const sim::Schedule& schedule, const std::vector<float>& u, const std::vector<float>& v,
+                      const std::vector<float>& chip, size_t terms) {
+  size_t count = 0;
+  for (size_t i = 0; i < chip.size(); ++i) {
+    const std::vector<double> a(u.begin() + i * terms, u.begin() + (i + 1) * terms),
+        b(v.begin() + i * terms, v.begin() + (i + 1) * terms);
+    const auto sum = static_cast<float>(sim::dot_reference(schedule, a, b, sim::Arithmetic{}, sim::NoiseKey{0}));
+    count += std::bit_cast<uint32_t>(sum) != std::bit_cast<uint32_t>(chip[i]);
   }
-  std::array<std::array<float, Out>, Out> out{};
-  for (size_t r = 0; r < Out; ++r) out[r] = evaluate(l, cols[r]);
-  return out;
+  return count;
 }
 
 }  // namespace
 
-TEST_CASE("winograd weight gradient: each fp32 transform has the matrices' bits") {
+TEST_CASE("winograd weight gradient: every stage has the bits of cuDNN's kernels on an H200") {
+  const ChipSample chip = read_chip_sample();
+  size_t data = 0, delta = 0, output = 0;
+  for (size_t i = 0; i < chip.data_tiles; ++i)
+    data += differing(sim::winograd_data_tile(tile_at<6>(chip.data_in, i)), chip.data_out, i);
+  for (size_t i = 0; i < chip.delta_tiles; ++i)
+    delta += differing(sim::winograd_delta_tile(tile_at<4>(chip.delta_in, i)), chip.delta_out, i);
+  for (size_t i = 0; i < chip.sums; ++i)
+    output += differing(sim::winograd_output_tile(tile_at<6>(chip.output_in, i)), chip.output_out, i);
+  CHECK(chip.data_tiles == 128);
+  CHECK(data == 0);
+  CHECK(delta == 0);
+  CHECK(output == 0);
+  // The 36 GEMMs: one FMA chain from +0 over (image, tile) in order; cuBLAS's gemv where the input
+  // has one channel. Either order on the other's sums differs: the sample tells them apart.
+  const sim::Schedule chain = sim::parse_schedule("all:seq"),
+                      gemv = sim::parse_schedule("strided(32):seq | all:shfl_down");
+  CHECK(differing_sums(chain, chip.chain_u, chip.chain_v, chip.chain_m, chip.chain_terms) == 0);
+  CHECK(differing_sums(gemv, chip.gemv_u, chip.gemv_v, chip.gemv_m, chip.gemv_terms) == 0);
+  CHECK(differing_sums(chain, chip.gemv_u, chip.gemv_v, chip.gemv_m, chip.gemv_terms) > 0);
+}
+
+TEST_CASE("winograd weight gradient: the whole-tensor transforms place every tile's transform") {
   // Two images, 2 input and 3 output channels, 9x7 (tiles of 4 that overrun both edges), padding 1
-  // and 0.
+  // and 0; each tile gathered here and transformed alone must land where the GEMMs read it.
   const size_t padding = GENERATE(1, 0);
   const WinogradWgradShape s{2, 2, 3, 9, 7, padding};
   const long pad = static_cast<long>(padding);
@@ -174,26 +223,26 @@ TEST_CASE("winograd weight gradient: each fp32 transform has the matrices' bits"
     for (size_t ty = 0; ty < s.tiles_y(); ++ty)
       for (size_t tx = 0; tx < s.tiles_x(); ++tx, ++t) {
         for (size_t c = 0; c < s.in_channels; ++c) {
-          std::array<std::array<float, 6>, 6> tile{};
+          sim::WinogradTile<float, 6> tile{};
           for (long r = 0; r < 6; ++r)
             for (long q = 0; q < 6; ++q) {
               const long y = static_cast<long>(4 * ty) + r - pad, xx = static_cast<long>(4 * tx) + q - pad;
               tile[r][q] = y >= 0 && y < h && xx >= 0 && xx < w ? x[((b * s.in_channels + c) * s.height + y) * s.width + xx] : 0.0f;
             }
-          const auto want = both_ways(kBt, tile);
+          const auto want = sim::winograd_data_tile(tile);
           for (size_t p = 0; p < 36; ++p) {
             const float got = v[(p * n + t) * s.in_channels + c];
             if (std::memcmp(&got, &want[p / 6][p % 6], sizeof got) != 0) ++mismatches;
           }
         }
         for (size_t k = 0; k < s.out_channels; ++k) {
-          std::array<std::array<float, 4>, 4> tile{};
+          sim::WinogradTile<float, 4> tile{};
           for (size_t r = 0; r < 4; ++r)
             for (size_t q = 0; q < 4; ++q) {
               const size_t y = 4 * ty + r, xx = 4 * tx + q;
               tile[r][q] = y < s.out_h() && xx < s.out_w() ? dy[((b * s.out_channels + k) * s.out_h() + y) * s.out_w() + xx] : 0.0f;
             }
-          const auto want = both_ways(kA, tile);
+          const auto want = sim::winograd_delta_tile(tile);
           for (size_t p = 0; p < 36; ++p) {
             const float got = u[(p * s.out_channels + k) * n + t];
             if (std::memcmp(&got, &want[p / 6][p % 6], sizeof got) != 0) ++mismatches;
@@ -203,7 +252,7 @@ TEST_CASE("winograd weight gradient: each fp32 transform has the matrices' bits"
   CHECK(t == n);
   CHECK(mismatches == 0);
 
-  // The output transform, on sums of every size.
+  // The output transform, on sums of every size, into fplab's weight layout.
   const size_t kc = s.out_channels * s.in_channels;
   auto m = normal<float>(36 * kc, 13);
   m[7] = 1e25f;
@@ -212,9 +261,9 @@ TEST_CASE("winograd weight gradient: each fp32 transform has the matrices' bits"
   sim::winograd_output_transform(m.data(), s.out_channels, s.in_channels, dw.data());
   for (size_t k = 0; k < s.out_channels; ++k)
     for (size_t c = 0; c < s.in_channels; ++c) {
-      std::array<std::array<float, 6>, 6> tile{};
+      sim::WinogradTile<float, 6> tile{};
       for (size_t p = 0; p < 36; ++p) tile[p / 6][p % 6] = m[p * kc + k * s.in_channels + c];
-      const auto want = both_ways(kGt, tile);
+      const auto want = sim::winograd_output_tile(tile);
       for (size_t i = 0; i < 3; ++i)
         for (size_t j = 0; j < 3; ++j) {
           const float got = dw[(c * 9 + i * 3 + j) * s.out_channels + k];

@@ -6,6 +6,7 @@ import unittest
 import numpy as np
 
 import os
+import sys
 import tempfile
 
 from torch_reference import (conv2d_forward, conv2d_input_grad, conv2d_input_grad_direct, conv2d_weight_grad,
@@ -113,40 +114,15 @@ class Conv2dUnderCpuSeq(unittest.TestCase):
         self.assertFalse(np.array_equal(bits(want[0]), bits(want[1])))
 
 
-# F(4x4, 3x3)'s matrices for the weight gradient (docs/profiles.md, conv_wgrad): B^T, A, G^T.
-_SIXTH, _TWELFTH, _TWENTY_FOURTH = np.float32(1) / np.float32(6), np.float32(1) / np.float32(12), np.float32(1) / np.float32(24)
-_BT = [[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0], [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0],
-       [0, 4, 0, -5, 0, 1]]
-_A = [[1, 0, 0, 0], [1, 1, 1, 1], [1, -1, 1, -1], [1, 2, 4, 8], [1, -2, 4, -8], [0, 0, 0, 1]]
-_GT = [[np.float32(0.25), -_SIXTH, -_SIXTH, _TWENTY_FOURTH, _TWENTY_FOURTH, 0],
-       [0, -_SIXTH, _SIXTH, _TWELFTH, -_TWELFTH, 0],
-       [0, -_SIXTH, -_SIXTH, _SIXTH, _SIXTH, 1]]
-
-
-def _rows(matrix, values):
-    """matrix (R x T) times values (T, ...) along the first axis, in float32: per row the nonzero
-    terms left to right, a coefficient of +-1 a sign only, other products rounded."""
-    out = []
-    for row in matrix:
-        acc = None
-        for coef, v in zip(row, values):
-            if coef == 0:
-                continue
-            term = v if coef == 1 else -v if coef == -1 else np.float32(coef) * v
-            acc = term if acc is None else (acc + term).astype(np.float32)
-        out.append(acc.astype(np.float32))
-    return np.stack(out)
-
-
-def _both_ways(matrix, tile):
-    """matrix tile matrix^T for tiles (T, T, ...): columns first, then rows."""
-    columns = _rows(matrix, tile)                       # (R, T, ...)
-    return np.swapaxes(_rows(matrix, np.swapaxes(columns, 0, 1)), 0, 1)  # (R, R, ...)
+# cuDNN's Winograd arithmetic in NumPy, written apart from fplab's (experiments/winograd_fit.py: the
+# model the chip's workspace was checked against): tiles (..., T, T) in, (R, R, ...) out.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "experiments"))
+import winograd_fit  # noqa: E402
 
 
 def winograd_weight_grad_seq(x, g, padding):
-    """The Winograd weight gradient under cpu-seq's arithmetic (every product rounded, left folds),
-    straight from the matrices: x (B, C, H, W), g (B, K, Ho, Wo) -> (K, C, 3, 3)."""
+    """The Winograd weight gradient with cuDNN's transforms and the 36 sums under cpu-seq's arithmetic
+    (every product rounded, left folds): x (B, C, H, W), g (B, K, Ho, Wo) -> (K, C, 3, 3)."""
     batch, channels, h, w = x.shape
     cout, ho, wo = g.shape[1:]
     ty, tx = (ho + 3) // 4, (wo + 3) // 4
@@ -158,15 +134,54 @@ def winograd_weight_grad_seq(x, g, padding):
     for b in range(batch):
         for i in range(ty):
             for j in range(tx):
-                v = _both_ways(_BT, np.moveaxis(xp[b, :, 4 * i:4 * i + 6, 4 * j:4 * j + 6], 0, -1))  # (6, 6, C)
-                u = _both_ways(_A, np.moveaxis(gp[b, :, 4 * i:4 * i + 4, 4 * j:4 * j + 4], 0, -1))  # (6, 6, K)
+                v = winograd_fit.data_tiles(xp[b, :, 4 * i:4 * i + 6, 4 * j:4 * j + 6])  # (6, 6, C)
+                u = winograd_fit.delta_tiles(gp[b, :, 4 * i:4 * i + 4, 4 * j:4 * j + 4])  # (6, 6, K)
                 m = (m + (u[:, :, :, None] * v[:, :, None, :]).astype(np.float32)).astype(np.float32)
-    return np.moveaxis(_both_ways(_GT, m), (0, 1), (2, 3))  # (K, C, 3, 3)
+    return np.moveaxis(winograd_fit.output_tiles(m), (0, 1), (2, 3))  # (K, C, 3, 3)
+
+
+def chip_sample():
+    """tests/data/cudnn_winograd_h200.bin (experiments/winograd_fit.py fixture): cuDNN's stages on an H200."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "data", "cudnn_winograd_h200.bin")
+    with open(path, "rb") as f:
+        raw = f.read()
+    assert raw[:8] == winograd_fit.MAGIC
+    data, delta, sums, chains, chain_terms, gemvs, gemv_terms = np.frombuffer(raw[8:36], "<u4")
+    values = np.frombuffer(raw[36:], "<f4")
+    sizes = [("data_in", data * 36), ("data_out", data * 36), ("delta_in", delta * 16), ("delta_out", delta * 36),
+             ("output_in", sums * 36), ("output_out", sums * 9)]
+    out, at = {}, 0
+    for name, size in sizes:
+        out[name], at = values[at:at + size], at + size
+    return out
+
+
+@needs_torch
+class WinogradAgainstTheChip(unittest.TestCase):
+    """fplab.torch's Winograd transforms (CPU tensors, the engine's fma) give cuDNN's bits on the
+    chip's own tiles."""
+
+    def test_every_transform(self):
+        from types import SimpleNamespace
+        from fplab.torch import _fma, _winograd
+        chip = chip_sample()
+        fma = _winograd._engine_fma(SimpleNamespace(channel_fma=_fma.channel_fma))  # the CPU engine's
+        cases = [(_winograd.data_tiles(torch.from_numpy(chip["data_in"].reshape(-1, 6, 6).copy())), chip["data_out"], 36),
+                 (_winograd.delta_tiles(torch.from_numpy(chip["delta_in"].reshape(-1, 4, 4).copy()), fma),
+                  chip["delta_out"], 36),
+                 (_winograd.output_tiles(torch.from_numpy(chip["output_in"].reshape(-1, 6, 6).copy())),
+                  chip["output_out"], 9)]
+        for got, want, size in cases:
+            np.testing.assert_array_equal(bits(got).reshape(-1, size), want.view(np.uint32).reshape(-1, size))
+        # The NumPy model of the tests above gives them too.
+        np.testing.assert_array_equal(
+            bits(np.moveaxis(winograd_fit.delta_tiles(chip["delta_in"].reshape(-1, 4, 4)), (0, 1), (-2, -1))).reshape(-1),
+            chip["delta_out"].view(np.uint32))
 
 
 @needs_torch
 class WinogradWeightGradient(unittest.TestCase):
-    """conv_wgrad = "winograd" under cpu-seq's arithmetic against the matrices evaluated in NumPy."""
+    """conv_wgrad = "winograd" under cpu-seq's arithmetic against cuDNN's transforms evaluated in NumPy."""
 
     @classmethod
     def setUpClass(cls):

@@ -1,18 +1,19 @@
-"""A 3x3 stride-1 convolution's weight gradient by F(4x4, 3x3)'s transforms, where a profile's layer
-rule says ``conv_wgrad = "winograd"`` (cuDNN's winograd_nonfused: docs/results/calibration_torch.md).
+"""A 3x3 stride-1 convolution's weight gradient the way cuDNN's winograd_nonfused kernels compute it,
+where a profile's layer rule says ``conv_wgrad = "winograd"`` (docs/results/calibration_torch.md,
+"cuDNN's Winograd, bit for bit").
 
-The bits of the C++ layer's (sim/winograd_wgrad.cpp, models/conv2d.cpp): the input in 6x6 tiles
-and the output gradient in 4x4 tiles transformed (B^T X B and A dY A^T, columns first, then rows;
-each output a left-to-right sum of products rounded in fp32, no product where the coefficient is
-+-1), per transformed position p the engine's GEMM over (image, tile) in the wgrad schedule
-(reduction part p), and the 36 sums transformed back (G^T M G). The transforms are float32 torch
-operations, one rounding each, on the tensors' own device, so that CPU and CUDA tensors give the
-same bits; only the 36 GEMMs go through fplab's engine.
+The bits of the C++ layer's (sim/winograd_wgrad.cpp, models/conv2d.cpp), which are cuDNN's on an
+H200: the input in 6x6 tiles and the output gradient in 4x4 tiles transformed (D X D^T and A' dY A'^T,
+columns first, then rows; each output in cuDNN's order of roundings, A''s products fused), per
+transformed position p the engine's GEMM over (image, tile) in the wgrad schedule (reduction part
+p), and the 36 sums transformed back (O M O^T, one of O's rows in float64). The transforms are torch
+operations on the tensors' own device (the fused multiply-adds the engine's channel_fma), so that
+CPU and CUDA tensors give the same bits; only the 36 GEMMs go through fplab's engine.
 """
 
 from __future__ import annotations
 
-from typing import List, Sequence
+from typing import Callable, List, Sequence
 
 import numpy as np
 import torch
@@ -20,44 +21,77 @@ import torch.nn.functional as F
 
 POSITIONS = 36
 
-# G's entries as float32 values (Python floats holding them exactly): T(1) / T(6) etc. in the C++.
-_QUARTER = float(np.float32(0.25))
-_SIXTH = float(np.float32(1) / np.float32(6))
-_TWELFTH = float(np.float32(1) / np.float32(12))
-_TWENTY_FOURTH = float(np.float32(1) / np.float32(24))
+# A''s constants as float32 values (Python floats holding them exactly): T(2) / T(3) etc. in the C++.
+_TWO_THIRDS = float(np.float32(2) / np.float32(3))
+_FOUR_THIRDS = float(np.float32(4) / np.float32(3))
+_EIGHT_THIRDS = float(np.float32(8) / np.float32(3))
+_THIRD = float(np.float32(1) / np.float32(3))
+
+Fma = Callable[[float, torch.Tensor, torch.Tensor], torch.Tensor]  # fma(c, a, b): c * a + b, one rounding
 
 
 def _data(x: Sequence[torch.Tensor]) -> List[torch.Tensor]:
-    """B^T (6 x 6) applied along one axis: six slices in, six out."""
-    return [(x[0] * 4 + x[2] * -5) + x[4],
-            ((x[1] * -4 + x[2] * -4) + x[3]) + x[4],
-            ((x[1] * 4 + x[2] * -4) - x[3]) + x[4],
-            ((x[1] * -2 - x[2]) + x[3] * 2) + x[4],
-            ((x[1] * 2 - x[2]) + x[3] * -2) + x[4],
-            (x[1] * 4 + x[3] * -5) + x[5]]
+    """D (6 x 6) along one axis: six slices in, six out; products rounded."""
+    return [(x[0] * 0.25 + x[2] * -1.25) + x[4],
+            (x[1] * -0.25 + x[3]) + (x[2] * -0.25 + x[4]),
+            (x[1] * 0.25 - x[3]) + (x[2] * -0.25 + x[4]),
+            (x[1] * -0.5 + x[3] * 0.5) + (x[4] - x[2]),
+            (x[1] * 0.5 - x[3] * 0.5) + (x[4] - x[2]),
+            (x[1] * 0.25 + x[3] * -1.25) + x[5]]
 
 
-def _delta(d: Sequence[torch.Tensor]) -> List[torch.Tensor]:
-    """A (6 x 4), A^T being F(4x4, 3x3)'s output transform, along one axis: four slices in, six out."""
-    return [d[0],
-            ((d[0] + d[1]) + d[2]) + d[3],
-            ((d[0] - d[1]) + d[2]) - d[3],
-            ((d[0] + d[1] * 2) + d[2] * 4) + d[3] * 8,
-            ((d[0] + d[1] * -2) + d[2] * 4) + d[3] * -8,
-            d[3]]
+def _delta(d: Sequence[torch.Tensor], fma: Fma, fused_pairs: bool = True) -> List[torch.Tensor]:
+    """A' (6 x 4) along one axis: four slices in, six out; rows 1 and 2 with their products rounded
+    where ``fused_pairs`` is false (cuDNN's row pass of the tile's last row)."""
+    def pairs(sign: float) -> torch.Tensor:
+        c = sign * _TWO_THIRDS
+        if not fused_pairs:
+            return (d[0] * _TWO_THIRDS + d[2] * _TWO_THIRDS) + (d[1] * c + d[3] * c)
+        return fma(_TWO_THIRDS, d[0], d[2] * _TWO_THIRDS) + fma(c, d[1], d[3] * c)
+
+    even = fma(-_EIGHT_THIRDS, d[0], d[2] * -_TWO_THIRDS)
+    return [d[0] * 4, pairs(1.0), pairs(-1.0), even + fma(-_FOUR_THIRDS, d[1], d[3] * -_THIRD),
+            even + fma(_FOUR_THIRDS, d[1], d[3] * _THIRD), d[3]]
 
 
 def _output(m: Sequence[torch.Tensor]) -> List[torch.Tensor]:
-    """G^T (3 x 6), G being F(4x4, 3x3)'s filter transform, along one axis: six slices in, three out."""
-    return [(((m[0] * _QUARTER + m[1] * -_SIXTH) + m[2] * -_SIXTH) + m[3] * _TWENTY_FOURTH) + m[4] * _TWENTY_FOURTH,
-            ((m[1] * -_SIXTH + m[2] * _SIXTH) + m[3] * _TWELFTH) + m[4] * -_TWELFTH,
-            (((m[1] * -_SIXTH + m[2] * -_SIXTH) + m[3] * _SIXTH) + m[4] * _SIXTH) + m[5]]
+    """O (3 x 6) along one axis: six slices in, three out; the middle row's halves added in float64."""
+    sum12, sum34 = m[1] + m[2], m[3] + m[4]
+    middle = ((m[1] - m[2]).double() + m[3].double() * 0.5) - m[4].double() * 0.5
+    return [(m[0] + sum12) + sum34, middle.float(), (sum12 + m[5]) + sum34 * 0.25]
 
 
-def _both_ways(tiles: torch.Tensor, transform) -> torch.Tensor:
-    """transform applied to the columns of every tile (its second-last axis), then to the rows."""
+def _both_ways(tiles: torch.Tensor, transform, last_row=None) -> torch.Tensor:
+    """transform applied to the columns of every tile (its second-last axis), then to the rows;
+    ``last_row``, if given, instead of ``transform`` on the last row."""
     columns = torch.stack(transform(tiles.unbind(-2)), dim=-2)
-    return torch.stack(transform(columns.unbind(-1)), dim=-1)
+    rows = columns.unbind(-2)
+    out = [transform(r.unbind(-1)) for r in rows[:-1]] + [(last_row or transform)(rows[-1].unbind(-1))]
+    return torch.stack([torch.stack(r, dim=-1) for r in out], dim=-2)
+
+
+def _engine_fma(engine) -> Fma:
+    """fma(c, a, b) elementwise through the engine's channel_fma (one channel, the scale c)."""
+    def fma(c: float, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        a, b = torch.broadcast_tensors(a, b)
+        scale = torch.tensor([c], dtype=torch.float32, device=a.device)
+        return engine.channel_fma(a.reshape(1, 1, -1), scale, b.reshape(1, 1, -1)).reshape(a.shape)
+    return fma
+
+
+def data_tiles(tiles: torch.Tensor) -> torch.Tensor:
+    """D X D^T of (..., 6, 6) tiles."""
+    return _both_ways(tiles, _data)
+
+
+def delta_tiles(tiles: torch.Tensor, fma: Fma) -> torch.Tensor:
+    """A' dY A'^T of (..., 4, 4) tiles, -> (..., 6, 6)."""
+    return _both_ways(tiles, lambda d: _delta(d, fma), lambda d: _delta(d, fma, fused_pairs=False))
+
+
+def output_tiles(m: torch.Tensor) -> torch.Tensor:
+    """O M O^T of (..., 6, 6) sums, -> (..., 3, 3)."""
+    return _both_ways(m, _output)
 
 
 def fits(weight: torch.Tensor, stride, padding, dilation, groups: int) -> bool:
@@ -79,9 +113,10 @@ def weight_grad(em, op: str, site, x: torch.Tensor, gy: torch.Tensor, padding: i
     x_tiles = F.pad(x, (padding, 4 * tiles_x + 2 - w - padding, padding, 4 * tiles_y + 2 - h - padding))
     x_tiles = x_tiles.unfold(2, 6, 4).unfold(3, 6, 4)  # (B, C, ty, tx, 6, 6)
     g_tiles = F.pad(gy, (0, 4 * tiles_x - wo, 0, 4 * tiles_y - ho)).unfold(2, 4, 4).unfold(3, 4, 4)
-    v = _both_ways(x_tiles, _data).permute(4, 5, 0, 2, 3, 1).reshape(POSITIONS, terms, channels)
-    u = _both_ways(g_tiles, _delta).permute(4, 5, 1, 0, 2, 3).reshape(POSITIONS, cout, terms)
+    fma = _engine_fma(em.engine.on(x))
+    v = data_tiles(x_tiles).permute(4, 5, 0, 2, 3, 1).reshape(POSITIONS, terms, channels)
+    u = delta_tiles(g_tiles, fma).permute(4, 5, 1, 0, 2, 3).reshape(POSITIONS, cout, terms)
     sums = [em.engine.matmul(op, "wgrad", u[p].contiguous(), v[p].contiguous(), site, part=p)
             for p in range(POSITIONS)]
     m = torch.stack(sums).reshape(6, 6, cout, channels).permute(2, 3, 0, 1)  # (C_out, C, 6, 6)
-    return _both_ways(m, _output).contiguous()
+    return output_tiles(m).contiguous()
