@@ -2,6 +2,7 @@
 """cuDNN's Winograd weight gradient, stage by stage: the workspace it leaves behind.
 
   experiments/winograd_workspace_torch.py --shapes 64x32x32@7 --trials 3 --impulses --out DIR
+  experiments/winograd_workspace_torch.py --shapes 64x32x32@7 --tf32 --out DIR
 
 cuDNN's `winograd_nonfused` weight gradient (what PyTorch runs for small_cnn's 32->32 layer at 7x7
 and medium_cnn's 3x3 layers: docs/results/step_compare.md) is four kernels that pass their results
@@ -19,6 +20,9 @@ workspace it fills with a sentinel first, and keeps what the kernels wrote:
   positions, and for each the workspace's nonzero words (index, value): where the transforms of
   each tile land, and their coefficients;
 - the kernels' names (torch.profiler) of one call.
+
+With --tf32 the call allows tensor cores (cuDNN's default math, what PyTorch sets with
+torch.backends.cudnn.allow_tf32, its default) and PyTorch's reference runs so too.
 
 One .npz a shape (written under a temporary name, then renamed) and impulses.json in --out.
 Read offline by experiments/winograd_fit.py.
@@ -42,7 +46,7 @@ from winograd_error import _shape  # noqa: E402  (BATCHxINxOUT@SIZE)
 
 SENTINEL = 0x7FBADBAD  # a NaN no kernel writes: the words still holding it were not written
 WINOGRAD_NONFUSED = 5  # cudnnConvolutionBwdFilterAlgo_t
-NCHW, FLOAT, CROSS_CORRELATION, FMA_MATH = 0, 0, 1, 3
+NCHW, FLOAT, CROSS_CORRELATION, DEFAULT_MATH, FMA_MATH = 0, 0, 1, 0, 3
 
 
 def _cudnn_library():
@@ -59,7 +63,7 @@ def _cudnn_library():
 class WinogradWgrad:
     """cudnnConvolutionBackwardFilter with WINOGRAD_NONFUSED for one shape, on torch's stream."""
 
-    def __init__(self, torch, shape: Tuple[int, int, int, int]):
+    def __init__(self, torch, shape: Tuple[int, int, int, int], tf32: bool = False):
         self.torch = torch
         self.lib = lib = _cudnn_library()
         lib.cudnnGetErrorString.restype = ctypes.c_char_p
@@ -77,7 +81,9 @@ class WinogradWgrad:
         self._check(lib.cudnnCreateConvolutionDescriptor(ctypes.byref(self.conv)), "cudnnCreateConvolutionDescriptor")
         self._check(lib.cudnnSetConvolution2dDescriptor(self.conv, 1, 1, 1, 1, 1, 1, CROSS_CORRELATION, FLOAT),
                     "cudnnSetConvolution2dDescriptor")
-        self._check(lib.cudnnSetConvolutionMathType(self.conv, FMA_MATH), "cudnnSetConvolutionMathType")
+        # PyTorch's choice: FMA math with TF32 off, the default (tensor cores allowed) with it on
+        self._check(lib.cudnnSetConvolutionMathType(self.conv, DEFAULT_MATH if tf32 else FMA_MATH),
+                    "cudnnSetConvolutionMathType")
         size_bytes = ctypes.c_size_t()
         self._check(lib.cudnnGetConvolutionBackwardFilterWorkspaceSize(
             self.handle, self.x_desc, self.dy_desc, self.conv, self.w_desc, WINOGRAD_NONFUSED,
@@ -166,6 +172,8 @@ def main(argv: List[str]) -> int:
                         help="BATCHxINxOUT@SIZE,... (default 64x32x32@7)")
     parser.add_argument("--trials", type=int, default=2, help="random draws a shape (default 2)")
     parser.add_argument("--impulses", action="store_true", help="single ones in x and dy, for the first shape")
+    parser.add_argument("--tf32", action="store_true",
+                        help="TF32 allowed, as PyTorch's default switches allow it in cuDNN (default: off)")
     parser.add_argument("--out", required=True, help="folder for the .npz files and impulses.json")
     args = parser.parse_args(argv)
     if args.trials < 1:
@@ -176,14 +184,14 @@ def main(argv: List[str]) -> int:
         return 1
     torch.backends.cudnn.deterministic = True
     torch.backends.cudnn.benchmark = False
-    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = args.tf32
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.use_deterministic_algorithms(True)
     os.makedirs(args.out, exist_ok=True)
     print(f"device {torch.cuda.get_device_name()}, PyTorch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}")
     for index, shape in enumerate(args.shapes):
         name = "{}x{}x{}@{}".format(*shape)
-        wgrad = WinogradWgrad(torch, shape)
+        wgrad = WinogradWgrad(torch, shape, args.tf32)
         batch, cin, cout, size = shape
         gen = torch.Generator().manual_seed(7000 + index)
         arrays: Dict[str, np.ndarray] = {"shape": np.array(shape), "workspace_words": np.array(wgrad.words)}
