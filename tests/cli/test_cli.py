@@ -328,6 +328,12 @@ class Json(unittest.TestCase):
             r = run("round", text, "--format", "e2m1fn", "--mode", "rne")
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertEqual(r.stdout.splitlines()[1].strip(), line, text)
+        # e4m3 has no infinities and no value past 448 on either side of inf: say where it ends
+        for text, line in (("inf", "e4m3 has no infinities; its finite values end at 448 (0x7e)"),
+                           ("-inf", "e4m3 has no infinities; its finite values end at -448 (0xfe)")):
+            r = run("round", text, "--format", "e4m3", "--saturate-infinities")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stdout.splitlines()[1].strip(), line, text)
 
     def test_round_sr_with_given_bits_and_saturated_infinities(self):
         # 1.3 in e2m1fn lies 0.6 of the way from 1 to 1.5: truncated to 4 bits 9/16, so random
