@@ -95,7 +95,9 @@ void print_mode(const char* mode, const profiles::OpTable& table) {
   for (const auto& rule : table.layer_rules) {
     std::printf("  in layers %s:\n", rule.match.describe().c_str());
     if (rule.conv_wgrad == profiles::ConvWgrad::winograd)
-      std::printf("    weight gradient by Winograd F(4x4, 3x3) transforms; wgrad orders the 36 sums over (image, tile)\n");
+      std::printf(
+          "    weight gradient by cuDNN's Winograd F(4x4, 3x3) transforms; wgrad orders the 36 sums over (image, "
+          "tile)\n");
     if (rule.batch_norm == profiles::BatchNormForm::cudnn)
       std::printf("    batch norm in training in cuDNN's arithmetic (its singleread kernels' formulas, the GPU's rsqrt)\n");
     for (auto k : profiles::all_op_kinds)

@@ -9,8 +9,8 @@ kernel's dw and its workspace, whose three regions are (the probe's impulses loc
 V (36, terms, C), the input's tiles transformed; U (36, terms, K), the output gradient's; M (36, K,
 C), their 36 GEMMs over (image, tile). `check` computes each stage from the previous one's chip
 values with the model below (a NumPy evaluation of the orders sim/winograd_wgrad.cpp takes, written
-separately from it; fused multiply-adds through float64, whose double rounding differs from a true
-fma once in ~2^28) and prints the share of identical bits; `fixture` writes a sample of every stage
+separately from it; fused multiply-adds correctly rounded through float64 by rounding to odd)
+and prints the share of identical bits; `fixture` writes a sample of every stage
 (inputs and the chip's outputs) that tests/test_winograd_wgrad.cpp and python/tests hold fplab to.
 
 How the model was found (docs/results/calibration_torch.md, "cuDNN's Winograd, bit for bit"): single
@@ -51,8 +51,21 @@ def _mul(c, a):
     return _f32(_wide(np.float32(c)) * _wide(a))
 
 
+def _fma_exact_product(p, b):
+    """float32(p + b) correctly rounded, for an exact float64 p (a product of two floats) and a
+    float32 b: the float64 sum rounded to odd (its TwoSum error sets the last bit), from which the
+    rounding to float32 is the exact sum's."""
+    b = _wide(b)
+    s = p + b
+    bp = s - p
+    error = (p - (s - bp)) + (b - bp)
+    even = (s.view(np.int64) & 1) == 0
+    return _f32(np.where((error != 0) & even & np.isfinite(s), np.nextafter(s, np.where(error > 0, np.inf, -np.inf)), s))
+
+
 def _fma(c, a, b):
-    return _f32(_wide(np.float32(c)) * _wide(a) + _wide(b))
+    """fma(c, a, b) in float32, one rounding."""
+    return _fma_exact_product(_wide(np.float32(c)) * _wide(a), b)
 
 
 def data_row(i: int, x):
@@ -116,7 +129,7 @@ def fma_chains(u, v):
     """(P, T, K) x (P, T, C) -> (P, K, C): one FMA chain over t from +0 per output."""
     acc = np.zeros((u.shape[0], u.shape[2], v.shape[2]), np.float32)
     for t in range(u.shape[1]):
-        acc = _f32(_wide(u[:, t, :, None]) * _wide(v[:, t, None, :]) + _wide(acc))
+        acc = _fma_exact_product(_wide(u[:, t, :, None]) * _wide(v[:, t, None, :]), acc)
     return acc
 
 
@@ -125,7 +138,7 @@ def gemv_order(u, v):
     warp's halving sums (lane l adds lane l + w for w = 16, 8, 4, 2, 1)."""
     lanes = [np.float32(0)] * 32
     for t in range(u.size):
-        lanes[t % 32] = _f32(_wide(u[t]) * _wide(v[t]) + _wide(lanes[t % 32]))
+        lanes[t % 32] = _fma_exact_product(_wide(u[t]) * _wide(v[t]), lanes[t % 32])
     width = 16
     while width:
         lanes = [_add(lanes[l], lanes[l + width]) if l < width else lanes[l] for l in range(32)]

@@ -46,8 +46,8 @@ struct LayerMatch {
 };
 
 // How a convolution's weight gradient is computed. `gemm`: the columns' transpose times the output
-// gradient, each weight's sum over (image, position) in the wgrad schedule. `winograd`: F(4x4, 3x3)'s
-// transforms (sim/winograd_wgrad.hpp), the 36 transformed-domain sums over (image, tile) in the wgrad
+// gradient, each weight's sum over (image, position) in the wgrad schedule. `winograd`: cuDNN's F(4x4, 3x3)
+// transforms and roundings (sim/winograd_wgrad.hpp), the 36 transformed-domain sums over (image, tile) in the wgrad
 // schedule: cuDNN's winograd_nonfused kernels, 3x3 stride-1 layers only.
 enum class ConvWgrad : uint8_t { gemm, winograd };
 std::string_view conv_wgrad_name(ConvWgrad form);

@@ -126,6 +126,7 @@ ChipSample read_chip_sample() {
   ChipSample s;
   for (uint32_t* count : {&s.data_tiles, &s.delta_tiles, &s.sums, &s.chains, &s.chain_terms, &s.gemvs, &s.gemv_terms})
     file.read(reinterpret_cast<char*>(count), 4);
+  REQUIRE(file);
   const auto read = [&](std::vector<float>& into, size_t count) {
     into.resize(count);
     file.read(reinterpret_cast<char*>(into.data()), static_cast<std::streamsize>(count * 4));
@@ -200,6 +201,7 @@ TEST_CASE("winograd weight gradient: every stage has the bits of cuDNN's kernels
   CHECK(differing_sums(chain, chip.chain_u, chip.chain_v, chip.chain_m, chip.chain_terms) == 0);
   CHECK(differing_sums(gemv, chip.gemv_u, chip.gemv_v, chip.gemv_m, chip.gemv_terms) == 0);
   CHECK(differing_sums(chain, chip.gemv_u, chip.gemv_v, chip.gemv_m, chip.gemv_terms) > 0);
+  CHECK(differing_sums(gemv, chip.chain_u, chip.chain_v, chip.chain_m, chip.chain_terms) > 0);
 }
 
 TEST_CASE("winograd weight gradient: the whole-tensor transforms place every tile's transform") {

@@ -66,8 +66,8 @@ void bind_profiles(py::module_& m) {
             if (!r.conv_wgrad) return std::nullopt;
             return std::string(profiles::conv_wgrad_name(*r.conv_wgrad));
           },
-          "How a convolution's weight gradient is computed in these layers: 'winograd' (F(4x4, 3x3)'s transforms, "
-          "wgrad ordering the 36 sums), 'gemm', or None where the rule does not say.")
+          "How a convolution's weight gradient is computed in these layers: 'winograd' (cuDNN's F(4x4, 3x3) "
+          "transforms, wgrad ordering the 36 sums), 'gemm', or None where the rule does not say.")
       .def_property_readonly(
           "batch_norm",
           [](const profiles::LayerRule& r) -> std::optional<std::string> {

@@ -85,8 +85,8 @@ class Profiles(unittest.TestCase):
         self.assertFalse(rule.matches("linear", 16, 32))
         with self.assertRaisesRegex(fplab.Error, "layer must be 'conv', 'linear' or 'bn'"):
             rule.matches("pool", 1, 1)
-        # four Winograd weight gradients, two convolutions, six linear layers, six bias sums, eleven batch norms
-        self.assertEqual(len(rules["deterministic"]), 29)
+        # eight Winograd weight gradients, two convolutions, six linear layers, six bias sums, eleven batch norms
+        self.assertEqual(len(rules["deterministic"]), 33)
         split_k = [r for r in rules["deterministic"] if r.match in ("linear in=512 out=10", "linear in=784 out=128")]
         self.assertEqual([str(r.ops["fwd"].schedule) for r in split_k],
                          ["contig(104):seq | all:seq", "contig(112):seq | all:seq"])
@@ -117,7 +117,10 @@ class Profiles(unittest.TestCase):
                          [("conv in=1 out=16 kernel=3 stride=1 height=28", "winograd"),
                           ("conv in=32 out=32 kernel=3 stride=1 height=7", "winograd"),
                           ("conv in=32 out=64 kernel=3 stride=1 height=7", "winograd"),
-                          ("conv in=64 out=128 kernel=3 stride=1 height=3", "winograd")])
+                          ("conv in=64 out=128 kernel=3 stride=1 height=3", "winograd")]
+                         + [(f"conv in={c} out={c} kernel=3 stride=1 height={h}", "winograd")
+                            for c, h in ((64, 32), (128, 16), (256, 8), (512, 4))])
+        self.assertEqual(str(winograd[0].ops["wgrad"].schedule), "strided(32):seq | all:shfl_down")  # cuBLAS's gemv
         self.assertFalse(winograd[3].matches("conv", 64, 128, 3, 1, 7))
         self.assertTrue(winograd[1].matches("conv", 32, 32, 3, 1, 7))
         self.assertIsNone(rule.conv_wgrad)

@@ -15,7 +15,7 @@ output tiles meet the same sums: the columns ``cols`` (B·Ho·Wo rows, C·kh·kw
   column): the output gradient's taps gathered into (B·H·W) x (C_out·kh·kw) rows, times the weight
   as (C_out·kh·kw) x C (a tap off the output is a zero term), as the C++ Conv2d computes it;
 - weight gradient where a layer rule says conv_wgrad = "winograd" (cuDNN's Winograd kernels): by
-  F(4x4, 3x3)'s transforms and 36 ``wgrad`` GEMMs over (image, tile) (_winograd.py), 3x3 stride-1
+  cuDNN's F(4x4, 3x3) transforms and roundings and 36 ``wgrad`` GEMMs over (image, tile) (_winograd.py), 3x3 stride-1
   convolutions of one group.
 
 The copies between layouts (im2col, the transposed columns of the weight gradient, NCHW and the

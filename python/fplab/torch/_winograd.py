@@ -65,17 +65,21 @@ def _both_ways(tiles: torch.Tensor, transform, last_row=None) -> torch.Tensor:
     """transform applied to the columns of every tile (its second-last axis), then to the rows;
     ``last_row``, if given, instead of ``transform`` on the last row."""
     columns = torch.stack(transform(tiles.unbind(-2)), dim=-2)
-    rows = columns.unbind(-2)
-    out = [transform(r.unbind(-1)) for r in rows[:-1]] + [(last_row or transform)(rows[-1].unbind(-1))]
-    return torch.stack([torch.stack(r, dim=-1) for r in out], dim=-2)
+    if last_row is None:
+        return torch.stack(transform(columns.unbind(-1)), dim=-1)
+    rows = torch.stack(transform(columns[..., :-1, :].unbind(-1)), dim=-1)
+    return torch.cat([rows, torch.stack(last_row(columns[..., -1, :].unbind(-1)), dim=-1).unsqueeze(-2)], dim=-2)
 
 
 def _engine_fma(engine) -> Fma:
     """fma(c, a, b) elementwise through the engine's channel_fma (one channel, the scale c)."""
+    scales = {}  # c -> its one-element tensor on the device: made once, not at every call
+
     def fma(c: float, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         a, b = torch.broadcast_tensors(a, b)
-        scale = torch.tensor([c], dtype=torch.float32, device=a.device)
-        return engine.channel_fma(a.reshape(1, 1, -1), scale, b.reshape(1, 1, -1)).reshape(a.shape)
+        if c not in scales:
+            scales[c] = torch.tensor([c], dtype=torch.float32, device=a.device)
+        return engine.channel_fma(a.reshape(1, 1, -1), scales[c], b.reshape(1, 1, -1)).reshape(a.shape)
     return fma
 
 
