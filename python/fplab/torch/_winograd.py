@@ -30,28 +30,42 @@ _THIRD = float(np.float32(1) / np.float32(3))
 Fma = Callable[[float, torch.Tensor, torch.Tensor], torch.Tensor]  # fma(c, a, b): c * a + b, one rounding
 
 
+def _data_row(x: Sequence[torch.Tensor], i: int) -> torch.Tensor:
+    """Row i of D (6 x 6) along one axis: six slices in; products rounded."""
+    if i == 0:
+        return (x[0] * 0.25 + x[2] * -1.25) + x[4]
+    if i in (1, 2):
+        return (x[1] * (-0.25 if i == 1 else 0.25) + (x[3] if i == 1 else -x[3])) + (x[2] * -0.25 + x[4])
+    if i in (3, 4):
+        half = -0.5 if i == 3 else 0.5
+        return (x[1] * half + x[3] * -half) + (x[4] - x[2])
+    return (x[1] * 0.25 + x[3] * -1.25) + x[5]
+
+
 def _data(x: Sequence[torch.Tensor]) -> List[torch.Tensor]:
-    """D (6 x 6) along one axis: six slices in, six out; products rounded."""
-    return [(x[0] * 0.25 + x[2] * -1.25) + x[4],
-            (x[1] * -0.25 + x[3]) + (x[2] * -0.25 + x[4]),
-            (x[1] * 0.25 - x[3]) + (x[2] * -0.25 + x[4]),
-            (x[1] * -0.5 + x[3] * 0.5) + (x[4] - x[2]),
-            (x[1] * 0.5 - x[3] * 0.5) + (x[4] - x[2]),
-            (x[1] * 0.25 + x[3] * -1.25) + x[5]]
+    """D (6 x 6) along one axis: six slices in, six out."""
+    return [_data_row(x, i) for i in range(6)]
 
 
-def _delta(d: Sequence[torch.Tensor], fma: Fma, fused_pairs: bool = True) -> List[torch.Tensor]:
-    """A' (6 x 4) along one axis: four slices in, six out; rows 1 and 2 with their products rounded
+def _delta_row(d: Sequence[torch.Tensor], i: int, fma: Fma, fused_pairs: bool = True) -> torch.Tensor:
+    """Row i of A' (6 x 4) along one axis: four slices in; rows 1 and 2 with their products rounded
     where ``fused_pairs`` is false (cuDNN's row pass of the tile's last row)."""
-    def pairs(sign: float) -> torch.Tensor:
-        c = sign * _TWO_THIRDS
+    if i == 0:
+        return d[0] * 4
+    if i == 5:
+        return d[3]
+    if i in (1, 2):
+        c = _TWO_THIRDS if i == 1 else -_TWO_THIRDS
         if not fused_pairs:
             return (d[0] * _TWO_THIRDS + d[2] * _TWO_THIRDS) + (d[1] * c + d[3] * c)
         return fma(_TWO_THIRDS, d[0], d[2] * _TWO_THIRDS) + fma(c, d[1], d[3] * c)
+    sign = -1.0 if i == 3 else 1.0
+    return fma(-_EIGHT_THIRDS, d[0], d[2] * -_TWO_THIRDS) + fma(sign * _FOUR_THIRDS, d[1], d[3] * (sign * _THIRD))
 
-    even = fma(-_EIGHT_THIRDS, d[0], d[2] * -_TWO_THIRDS)
-    return [d[0] * 4, pairs(1.0), pairs(-1.0), even + fma(-_FOUR_THIRDS, d[1], d[3] * -_THIRD),
-            even + fma(_FOUR_THIRDS, d[1], d[3] * _THIRD), d[3]]
+
+def _delta(d: Sequence[torch.Tensor], fma: Fma, fused_pairs: bool = True) -> List[torch.Tensor]:
+    """A' (6 x 4) along one axis: four slices in, six out."""
+    return [_delta_row(d, i, fma, fused_pairs) for i in range(6)]
 
 
 def _output(m: Sequence[torch.Tensor]) -> List[torch.Tensor]:
@@ -118,9 +132,18 @@ def weight_grad(em, op: str, site, x: torch.Tensor, gy: torch.Tensor, padding: i
     x_tiles = x_tiles.unfold(2, 6, 4).unfold(3, 6, 4)  # (B, C, ty, tx, 6, 6)
     g_tiles = F.pad(gy, (0, 4 * tiles_x - wo, 0, 4 * tiles_y - ho)).unfold(2, 4, 4).unfold(3, 4, 4)
     fma = _engine_fma(em.engine.on(x))
-    v = data_tiles(x_tiles).permute(4, 5, 0, 2, 3, 1).reshape(POSITIONS, terms, channels)
-    u = delta_tiles(g_tiles, fma).permute(4, 5, 1, 0, 2, 3).reshape(POSITIONS, cout, terms)
-    sums = [em.engine.matmul(op, "wgrad", u[p].contiguous(), v[p].contiguous(), site, part=p)
-            for p in range(POSITIONS)]
+    # One row i of the 6x6 domain at a time, column pass and row pass, and its six positions'
+    # GEMMs before the next: the transformed tensors never exist whole (a ResNet-18's 64-channel
+    # layer at batch 128 would hold 2 x 75 MB of them, and their copies).
+    x_rows, g_rows = x_tiles.unbind(-2), g_tiles.unbind(-2)
+    sums = []
+    for i in range(6):
+        v = torch.stack(_data(_data_row(x_rows, i).unbind(-1)), dim=-1)
+        u = torch.stack(_delta(_delta_row(g_rows, i, fma).unbind(-1), fma, fused_pairs=i != 5), dim=-1)
+        v = v.permute(4, 0, 2, 3, 1).reshape(6, terms, channels)
+        u = u.permute(4, 1, 0, 2, 3).reshape(6, cout, terms)
+        sums += [em.engine.matmul(op, "wgrad", u[j].contiguous(), v[j].contiguous(), site, part=6 * i + j)
+                 for j in range(6)]
+        del u, v
     m = torch.stack(sums).reshape(6, 6, cout, channels).permute(2, 3, 0, 1)  # (C_out, C, 6, 6)
     return output_tiles(m).contiguous()
