@@ -264,9 +264,10 @@ class CudaLayers(unittest.TestCase):
         self._direct_gradients_agree(net, x, y, (0, 2, 4), "h100")
 
     def test_winograd_weight_gradient_on_the_device(self):
-        """h100-torch's 32->32 weight gradient at 7x7 by F(4x4, 3x3)'s transforms (conv_wgrad =
-        "winograd"): the transforms as float32 torch operations on the device, the 36 sums on
-        fplab's kernels, the CPU's bits."""
+        """h100-torch's 32->32 weight gradient at 7x7 by cuDNN's Winograd transforms (conv_wgrad =
+        "winograd"): the transforms as torch operations on the device (their fused multiply-adds
+        fplab's channel_fma kernel), the 36 sums on fplab's kernels, the CPU's bits (which
+        test_torch_conv holds to the chip's own, tests/data/cudnn_winograd_h200.bin)."""
         torch.manual_seed(9)
         net = nn.Sequential(nn.Conv2d(32, 32, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
                             nn.Linear(32, 5))
