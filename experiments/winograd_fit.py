@@ -207,7 +207,8 @@ def check(folder: str) -> int:
             shares = [_same(v, p.v), _same(u, p.u), _same(m, p.m), _same(dw, p.dw)]
             worst = min(worst, *shares)
             name = "{}x{}x{}@{}".format(p.batch, p.c, p.k, p.size)
-            print(f"| {name} | {trial} | {shares[0]:.2%} | {shares[1]:.2%} | {shares[2]:.2%} | `{order}` | {shares[3]:.2%} |")
+            cell = order.replace("|", "\\|")  # a Markdown table's cell
+            print(f"| {name} | {trial} | {shares[0]:.2%} | {shares[1]:.2%} | {shares[2]:.2%} | `{cell}` | {shares[3]:.2%} |")
     return 0 if worst == 1.0 else 1
 
 
