@@ -62,15 +62,16 @@ int run_round(const RoundArgs& args) {
       if (below.bits == above.bits && !below.inexact)
         std::printf("  exactly representable: %s  bits %s\n", fp::format_double(below.value).c_str(),
                     bits_hex(below.bits, format.width()).c_str());
-      else if (const fp::Rounded largest = fp::round_exact(
-                   fp::parse_number(fp::format_double(std::copysign(format.max_finite(), approx))), format, {});
-               std::isinf(approx) && std::isnan(below.value) && std::isnan(above.value) && !std::isnan(largest.value)) {
-        // e4m3: no infinities, so neither neighbour exists; say where the format ends
-        std::printf("  %s has no infinities; its finite values end at %s (%s)\n", format.name.c_str(),
-                    fp::format_double(largest.value).c_str(), bits_hex(largest.bits, format.width()).c_str());
-      } else if (std::isnan(below.value) && std::isnan(above.value))  // e8m0: no zero, no negatives
-        std::printf("  no value of %s lies on either side of it\n", format.name.c_str());
-      else if (std::isnan(below.value) || std::isnan(above.value))
+      else if (std::isnan(below.value) && std::isnan(above.value)) {
+        // Neither neighbour: past an e4m3's 448 (no infinities: say where it ends) or e8m0's
+        // missing zero and negatives.
+        const fp::Rounded end = fp::round_double(std::copysign(format.max_finite(), approx), format, {});
+        if (std::isinf(approx) && !std::isnan(end.value))
+          std::printf("  %s has no infinities; its finite values end at %s (%s)\n", format.name.c_str(),
+                      fp::format_double(end.value).c_str(), bits_hex(end.bits, format.width()).c_str());
+        else
+          std::printf("  no value of %s lies on either side of it\n", format.name.c_str());
+      } else if (std::isnan(below.value) || std::isnan(above.value))
         nothing_beyond(std::isnan(below.value), std::isnan(below.value) ? above : below);
       else if (below.bits == above.bits)  // past the largest of a format without infinities (MX FP4: 7)
         nothing_beyond(std::signbit(below.value), below);

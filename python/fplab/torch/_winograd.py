@@ -75,14 +75,16 @@ def _output(m: Sequence[torch.Tensor]) -> List[torch.Tensor]:
     return [(m[0] + sum12) + sum34, middle.float(), (sum12 + m[5]) + sum34 * 0.25]
 
 
-def _both_ways(tiles: torch.Tensor, transform, last_row=None) -> torch.Tensor:
-    """transform applied to the columns of every tile (its second-last axis), then to the rows;
-    ``last_row``, if given, instead of ``transform`` on the last row."""
-    columns = torch.stack(transform(tiles.unbind(-2)), dim=-2)
-    if last_row is None:
-        return torch.stack(transform(columns.unbind(-1)), dim=-1)
-    rows = torch.stack(transform(columns[..., :-1, :].unbind(-1)), dim=-1)
-    return torch.cat([rows, torch.stack(last_row(columns[..., -1, :].unbind(-1)), dim=-1).unsqueeze(-2)], dim=-2)
+def _data_positions(x_rows: Sequence[torch.Tensor], i: int) -> List[torch.Tensor]:
+    """Row i of D X D^T: the column pass's row i of the tiles (their rows ``x_rows``), then the row
+    pass: the six positions (i, 0..5)."""
+    return _data(_data_row(x_rows, i).unbind(-1))
+
+
+def _delta_positions(d_rows: Sequence[torch.Tensor], i: int, fma: Fma) -> List[torch.Tensor]:
+    """Row i of A' dY A'^T, the six positions (i, 0..5); row 5 (dY's last row as it is) with the
+    2/3-products of its row pass rounded, as cuDNN's kernel computes it."""
+    return _delta(_delta_row(d_rows, i, fma).unbind(-1), fma, fused_pairs=i != 5)
 
 
 def _engine_fma(engine) -> Fma:
@@ -99,17 +101,20 @@ def _engine_fma(engine) -> Fma:
 
 def data_tiles(tiles: torch.Tensor) -> torch.Tensor:
     """D X D^T of (..., 6, 6) tiles."""
-    return _both_ways(tiles, _data)
+    rows = tiles.unbind(-2)
+    return torch.stack([torch.stack(_data_positions(rows, i), dim=-1) for i in range(6)], dim=-2)
 
 
 def delta_tiles(tiles: torch.Tensor, fma: Fma) -> torch.Tensor:
     """A' dY A'^T of (..., 4, 4) tiles, -> (..., 6, 6)."""
-    return _both_ways(tiles, lambda d: _delta(d, fma), lambda d: _delta(d, fma, fused_pairs=False))
+    rows = tiles.unbind(-2)
+    return torch.stack([torch.stack(_delta_positions(rows, i, fma), dim=-1) for i in range(6)], dim=-2)
 
 
 def output_tiles(m: torch.Tensor) -> torch.Tensor:
-    """O M O^T of (..., 6, 6) sums, -> (..., 3, 3)."""
-    return _both_ways(m, _output)
+    """O M O^T of (..., 6, 6) sums, -> (..., 3, 3): columns first, then rows."""
+    columns = torch.stack(_output(m.unbind(-2)), dim=-2)
+    return torch.stack(_output(columns.unbind(-1)), dim=-1)
 
 
 def fits(weight: torch.Tensor, stride, padding, dilation, groups: int) -> bool:
@@ -138,8 +143,8 @@ def weight_grad(em, op: str, site, x: torch.Tensor, gy: torch.Tensor, padding: i
     x_rows, g_rows = x_tiles.unbind(-2), g_tiles.unbind(-2)
     sums = []
     for i in range(6):
-        v = torch.stack(_data(_data_row(x_rows, i).unbind(-1)), dim=-1)
-        u = torch.stack(_delta(_delta_row(g_rows, i, fma).unbind(-1), fma, fused_pairs=i != 5), dim=-1)
+        v = torch.stack(_data_positions(x_rows, i), dim=-1)
+        u = torch.stack(_delta_positions(g_rows, i, fma), dim=-1)
         v = v.permute(4, 0, 2, 3, 1).reshape(6, terms, channels)
         u = u.permute(4, 1, 0, 2, 3).reshape(6, cout, terms)
         sums += [em.engine.matmul(op, "wgrad", u[j].contiguous(), v[j].contiguous(), site, part=6 * i + j)
