@@ -265,9 +265,8 @@ class CudaLayers(unittest.TestCase):
 
     def test_winograd_weight_gradient_on_the_device(self):
         """h100-torch's 32->32 weight gradient at 7x7 by cuDNN's Winograd transforms (conv_wgrad =
-        "winograd"): the transforms as torch operations on the device (their fused multiply-adds
-        fplab's channel_fma kernel), the 36 sums on fplab's kernels, the CPU's bits (which
-        test_torch_conv holds to the chip's own, tests/data/cudnn_winograd_h200.bin)."""
+        "winograd"): the transforms and the 36 sums on fplab's kernels (one call), the CPU's bits
+        (which test_torch_conv holds to the chip's own, tests/data/cudnn_winograd_h200.bin)."""
         torch.manual_seed(9)
         net = nn.Sequential(nn.Conv2d(32, 32, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
                             nn.Linear(32, 5))
@@ -290,6 +289,47 @@ class CudaLayers(unittest.TestCase):
             grads[device, profile] = bits(model[0].weight.grad.cpu())
         self.assertTrue(torch.equal(grads["cuda", "h100-torch"], grads["cpu", "h100-torch"]))
         self.assertFalse(torch.equal(grads["cpu", "h100-torch"], grads["cpu", "h100-torch:gemm"]))
+
+    def test_winograd_shapes_on_the_device(self):
+        """conv_wgrad = "winograd" for every 3x3 stride-1 layer of h100 (a fixed-order split-K
+        wgrad), of h100 with one FMA chain a weight (cuDNN's order: a row's six GEMMs in one launch
+        where C and the terms are multiples of 4) and of v100 (atomic parts, seeded per position):
+        fplab's Winograd kernels on the device (sim/cuda/gpu_winograd.cu and the 36 GEMMs in one
+        call) give the CPU's bits, for tiles past both edges, no padding, one input channel, and
+        more terms than one block of threads."""
+        folder = tempfile.TemporaryDirectory()
+        self.addCleanup(folder.cleanup)
+        shipped = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "profiles", "shipped")
+        rule = '\n[[default.layers]]\nmatch = { layer = "conv", kernel = 3, stride = 1 }\nconv_wgrad = "winograd"\n'
+        variants = {"h100": ("h100", {}), "h100-chain": ("h100", {'wgrad = "split(16):seq | all:seq"': 'wgrad = "all:seq"'}),
+                    "v100": ("v100", {})}
+        for name, (base, replaced) in variants.items():
+            with open(os.path.join(shipped, base + ".toml")) as f:
+                text = f.read().replace(f'name = "{base}"', f'name = "{name}-winograd"')
+            for old, new in replaced.items():
+                self.assertIn(old, text)
+                text = text.replace(old, new)
+            with open(os.path.join(folder.name, name + "-winograd.toml"), "w") as f:
+                f.write(text.replace("\n[deterministic]", rule + "\n[deterministic]"))
+        for batch, channels, out, h, w, padding in ((3, 4, 5, 7, 7, 1), (2, 2, 3, 9, 6, 1), (1, 3, 2, 10, 10, 0),
+                                                    (5, 1, 16, 28, 28, 1), (40, 8, 8, 20, 20, 1)):
+            torch.manual_seed(batch + channels + h)
+            conv = nn.Conv2d(channels, out, 3, padding=padding)
+            x = torch.randn(batch, channels, h, w) * torch.exp(torch.randn(batch, channels, h, w))
+            g = torch.randn(batch, out, h + 2 * padding - 2, w + 2 * padding - 2)
+            for name in variants:
+                with self.subTest(shape=(batch, channels, out, h, w, padding), profile=name):
+                    grads = {}
+                    for device in ("cpu", "cuda"):
+                        layer = copy.deepcopy(conv).to(device)
+                        path = os.path.join(folder.name, name + "-winograd.toml")
+                        with fplab.torch.emulate(path, impl_seed=5):
+                            layer(x.to(device)).backward(g.to(device))
+                        wgrads = [e for e in fplab.torch.coverage().emulated if e.op_kind == "wgrad"]
+                        grads[device] = bits(layer.weight.grad.cpu())
+                        self.assertEqual(sum(e.count for e in wgrads), 36, device)  # the 36 position GEMMs
+                        self.assertEqual({e.where for e in wgrads}, {device}, device)
+                    self.assertTrue(torch.equal(grads["cuda"], grads["cpu"]))
 
     def test_kernel_position_orders_on_the_device(self):
         """cuDNN's orders of a 3x3 convolution's terms by kernel position (h100-torch-tf32's TF32

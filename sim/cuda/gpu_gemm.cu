@@ -598,6 +598,23 @@ void GpuGemm::run_on_device(const GemmPlan& plan, const float* a, const float* b
   launch(plan, a, b, c);
 }
 
+void GpuGemm::run_batched_on_device(const GemmPlan& plan, const float* a, const float* b, float* c, GemmShape shape,
+                                    size_t batches, int64_t a_step, int64_t b_step) {
+  shape_ = shape;
+  const auto kk = static_cast<int64_t>(shape.k);
+  const KParts ks = plan.k_parts(kk);
+  const bool one_chain = plan.deterministic() && ks.count(kk) == 1 && plan.k_order(kk).empty();
+  const bool steps_aligned = a_step % 4 == 0 && b_step % 4 == 0;
+  if (one_chain && steps_aligned && batches <= 65535 && shape.m * shape.n > 0 && kk > 0 &&
+      reinterpret_cast<uintptr_t>(c) % 16 == 0 && tile_for(plan, a, b) == detail::ChainTile::t16x32) {
+    detail::launch_thin_batched(plan.rounded_products, a, b, c, static_cast<int>(shape.m), static_cast<int>(shape.n),
+                                kk, static_cast<unsigned>(batches), a_step, b_step);
+    return;
+  }
+  const size_t mn = shape.m * shape.n;
+  for (size_t z = 0; z < batches; ++z) run_on_device(plan, a + z * a_step, b + z * b_step, c + z * mn, shape);
+}
+
 void GpuGemm::run_seeded_on_device(const GemmPlan& plan, GpuSeededReduction& fold, const NoiseKey& key,
                                    const float* a, const float* b, float* c, GemmShape shape) {
   shape_ = shape;

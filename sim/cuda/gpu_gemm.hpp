@@ -61,6 +61,12 @@ class GpuGemm {
   // the default stream; returns without waiting. A, B and C are not kept: load() before run()
   // again.
   void run_on_device(const GemmPlan& plan, const float* a, const float* b, float* c, GemmShape shape);
+  // run_on_device for `batches` GEMMs of one shape, GEMM z on a + z * a_step and b + z * b_step into
+  // c + z * m * n: one launch of the 16 x 32 kernel where the plan is one FMA chain an output over
+  // K and that tile is the one its shape takes (the transformed GEMMs of a Winograd weight
+  // gradient: few outputs, a long K), else run_on_device once a GEMM. The same bits either way.
+  void run_batched_on_device(const GemmPlan& plan, const float* a, const float* b, float* c, GemmShape shape,
+                             size_t batches, int64_t a_step, int64_t b_step);
   // run_on_device with an atomic combine (`split(S):seq | all:atomic`, ...) in the emulation's
   // order instead of the hardware's: the parts written to the workspace, then folded by `fold` in
   // the permutation each output tile draws from `key` (GpuSeededReduction::fold_gemm_parts), so

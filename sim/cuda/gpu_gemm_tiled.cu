@@ -495,10 +495,18 @@ __device__ __forceinline__ void copy16_async(float* to, const float* from, bool 
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(from), "r"(inside ? 16 : 0));
 }
 
+// A batch of GEMMs of one shape in one launch (launch_thin_batched): gridDim.z runs over the
+// batch, entry z's operands at a + z * a_step and b + z * b_step, its one chain an output over
+// all of K into out + z * m * n. Off (the default): gridDim.z runs over the K parts.
+struct ThinBatch {
+  int64_t a_step = 0, b_step = 0;
+  bool on = false;
+};
+
 template <bool Atomic, bool Rounded>
 __global__ void __launch_bounds__(128)
     thin_fma_chains(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ out, int m, int n,
-                    int64_t k, KParts ks) {
+                    int64_t k, KParts ks, ThinBatch batch) {
   constexpr int BM = 16, BN = 32, KT = 64, kThreads = 128, S = kThinStages;
   constexpr int kLdA = KT + 4;  // A's rows 68 floats apart: the rows a warp reads fall in other banks
   constexpr int kACopies = BM * KT / 4 / kThreads, kBCopies = KT * BN / 4 / kThreads;
@@ -508,7 +516,12 @@ __global__ void __launch_bounds__(128)
 
   const int tx = threadIdx.x % (BN / 2), ty = threadIdx.x / (BN / 2);  // columns tx*2 + 0..1, rows ty*2 + 0..1
   const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
-  const int64_t k0 = ks.begin(blockIdx.z), k1 = ks.end(blockIdx.z, k);
+  const int64_t part = batch.on ? 0 : blockIdx.z;
+  if (batch.on) {
+    a += blockIdx.z * batch.a_step;
+    b += blockIdx.z * batch.b_step;
+  }
+  const int64_t k0 = ks.begin(part), k1 = ks.end(part, k);
   const int64_t stages = k1 > k0 ? (k1 - k0 + KT - 1) / KT : 0;
 
   // This thread's copies: A's row q / 16 at K offset (q % 16) * 4 and B's K row q / 8 at columns
@@ -659,9 +672,9 @@ void launch_thin(bool atomic, const float* a, const float* b, float* out, int m,
                  unsigned parts) {
   const dim3 grid(tiles_over(n, 32), tiles_over(m, 16), parts);
   if (atomic)
-    thin_fma_chains<true, Rounded><<<grid, 128>>>(a, b, out, m, n, k, ks);
+    thin_fma_chains<true, Rounded><<<grid, 128>>>(a, b, out, m, n, k, ks, ThinBatch{});
   else
-    thin_fma_chains<false, Rounded><<<grid, 128>>>(a, b, out, m, n, k, ks);
+    thin_fma_chains<false, Rounded><<<grid, 128>>>(a, b, out, m, n, k, ks, ThinBatch{});
   FPLAB_CUDA_LAUNCHED("thin_fma_chains");
 }
 
@@ -758,6 +771,19 @@ void launch_tiled_chains(ChainTile tile, bool atomic, bool rounded, const float*
     launch_tile<true>(tile, atomic, a, b, out, m, n, k, ks, parts);
   else
     launch_tile<false>(tile, atomic, a, b, out, m, n, k, ks, parts);
+}
+
+void launch_thin_batched(bool rounded, const float* a, const float* b, float* out, int m, int n, int64_t k,
+                         unsigned batches, int64_t a_step, int64_t b_step) {
+  if (batches > 65535) throw std::invalid_argument("launch_thin_batched: at most 65535 GEMMs a launch");
+  const dim3 grid(tiles_over(n, 32), tiles_over(m, 16), batches);
+  const KParts whole{k > 0 ? k : 1};
+  const ThinBatch batch{a_step, b_step, true};
+  if (rounded)
+    thin_fma_chains<false, true><<<grid, 128>>>(a, b, out, m, n, k, whole, batch);
+  else
+    thin_fma_chains<false, false><<<grid, 128>>>(a, b, out, m, n, k, whole, batch);
+  FPLAB_CUDA_LAUNCHED("thin_fma_chains (batched)");
 }
 
 // One chain (Segmented: chains) an output over A's K from `taps`, in 128 x 128 or 128 x 64 tiles;

@@ -41,6 +41,13 @@ ChainTile chain_tile_for(const float* a, const float* b, int64_t m, int64_t n, i
 void launch_tiled_chains(ChainTile tile, bool atomic, bool rounded, const float* a, const float* b, float* out, int m,
                          int n, int64_t k, const KParts& ks, unsigned parts);
 
+// `batches` GEMMs of one shape in one launch of the 16 x 32 kernel: GEMM z multiplies a + z * a_step
+// by b + z * b_step into out + z * m * n, one chain an output over all of K from -0, as
+// launch_tiled_chains with one part. Every entry's operands as chain_tile_fits(t16x32) takes them
+// (the steps multiples of 4 floats), out 16-byte aligned (n, a multiple of 4, keeps every entry's so).
+void launch_thin_batched(bool rounded, const float* a, const float* b, float* out, int m, int n, int64_t k,
+                         unsigned batches, int64_t a_step, int64_t b_step);
+
 // A convolution's square geometry (one group, no dilation) for the kernels below, which read A's
 // rows from a tensor as they go (no columns in memory). Each writes rows C-contiguous (device
 // floats); its right operand is 16-byte aligned; tile t128x64 or t128x128.

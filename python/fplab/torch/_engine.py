@@ -128,6 +128,11 @@ class Engine:
         """None: on the CPU conv_dgrad "direct" runs slab by slab (_ops_conv._direct_input_grad)."""
         return None
 
+    def winograd_weight_grad(self, op: str, site: Site, x, gy, padding: int) -> None:
+        """None: on the CPU the Winograd transforms run a row at a time as torch operations
+        (_winograd.weight_grad); the CUDA engine runs them in one call of its kernels."""
+        return None
+
     def nchw_why_not(self) -> str:
         """'': the CPU engine runs cuDNN's NCHW kernels' model itself (_core.cudnn_nchw_*)."""
         return ""

@@ -49,6 +49,7 @@ from ._coverage import CoverageRecorder
 from ._engine import Engine, output_size
 from ._keys import Site
 from ._table import Table
+from ._winograd import POSITIONS as WINOGRAD_POSITIONS
 
 Pair = Tuple[int, int]
 
@@ -291,6 +292,35 @@ class CudaEngine:
                       self.index, self.impl_seed, site.op_id("wgrad", 0), site.op_id("bias_grad", 0),
                       site.op_id("dgrad", 0), site.call)
         return dx, dw, db
+
+    def winograd_weight_grad(self, op: str, site: Site, x: torch.Tensor, gy: torch.Tensor,
+                             padding: int) -> Optional[torch.Tensor]:
+        """conv_wgrad "winograd"'s weight gradient (K, C, 3, 3) in one call of fplab's kernels: the
+        transforms a row of six positions at a time and the 36 wgrad GEMMs (_winograd.weight_grad's
+        bits); None where the GEMM kernels do not take the schedule (the caller composes it then)."""
+        chosen = self._on_kernels(op, ("wgrad",), site, sums=WINOGRAD_POSITIONS)
+        if chosen is None:
+            return None
+        x, gy = self._dense(x), self._dense(gy)
+        batch, channels, h, w = x.shape
+        cout, ho, wo = gy.shape[1], gy.shape[2], gy.shape[3]
+        terms = batch * ((ho + 3) // 4) * ((wo + 3) // 4)
+        dw = torch.empty((cout, channels, 3, 3), dtype=torch.float32, device=self.device)
+        # The 36 sums, then v and u (one row of six positions each) in the scratch memory, each at a
+        # multiple of 4 floats (16-byte aligned: the GEMM kernels' float4 loads): no tensor of this
+        # call's own raises the step's peak (a 512-channel layer's sums alone are 38 MB).
+        def aligned(floats: int) -> int:
+            return (floats + 3) // 4 * 4
+
+        v_at = aligned(WINOGRAD_POSITIONS * cout * channels)
+        u_at = v_at + aligned(6 * terms * channels)
+        scratch = self.scratch(1, u_at + 6 * cout * terms).data_ptr()
+        self._kernels(_core.cuda_winograd_wgrad, x.data_ptr(), gy.data_ptr(), scratch + 4 * v_at, scratch + 4 * u_at,
+                      scratch, dw.data_ptr(),
+                      (batch, channels, cout, h, w, padding), chosen["wgrad"].schedule, self.index, self.impl_seed,
+                      [site.op_id("wgrad", p) for p in range(WINOGRAD_POSITIONS)], site.call,
+                      chosen["wgrad"].arithmetic.products == "rounded")
+        return dw
 
     def conv2d_direct_dgrad(self, op: str, site: Site, gy: torch.Tensor, weight: torch.Tensor, x_shape,
                             stride: Pair, padding: Pair, dilation: Pair, slab_images: int) -> Optional[torch.Tensor]:

@@ -7,8 +7,10 @@ H200: the input in 6x6 tiles and the output gradient in 4x4 tiles transformed (D
 columns first, then rows; each output in cuDNN's order of roundings, A''s products fused), per
 transformed position p the engine's GEMM over (image, tile) in the wgrad schedule (reduction part
 p), and the 36 sums transformed back (O M O^T, one of O's rows in float64). The transforms are torch
-operations on the tensors' own device (the fused multiply-adds the engine's channel_fma), so that
-CPU and CUDA tensors give the same bits; only the 36 GEMMs go through fplab's engine.
+operations on the CPU (the fused multiply-adds the engine's channel_fma) and only the 36 GEMMs go
+through fplab's engine; on a CUDA device the engine runs all of it in one call of its kernels
+(sim/cuda/gpu_winograd.cu, the same transforms as the C++ layer's), where they take the schedule,
+else the same torch operations there. Either way the same bits.
 """
 
 from __future__ import annotations
@@ -128,6 +130,9 @@ def fits(weight: torch.Tensor, stride, padding, dilation, groups: int) -> bool:
 def weight_grad(em, op: str, site, x: torch.Tensor, gy: torch.Tensor, padding: int) -> torch.Tensor:
     """dW (C_out, C, 3, 3) of y = conv2d(x, W, stride 1, padding) for x (B, C, H, W) and the output
     gradient gy (B, C_out, Ho, Wo), the 36 sums in ``wgrad``'s schedule for ``site``'s layer."""
+    on_kernels = em.engine.on(x).winograd_weight_grad(op, site, x, gy, padding)
+    if on_kernels is not None:
+        return on_kernels
     batch, channels, h, w = x.shape
     cout, ho, wo = gy.shape[1], gy.shape[2], gy.shape[3]
     tiles_y, tiles_x = (ho + 3) // 4, (wo + 3) // 4
