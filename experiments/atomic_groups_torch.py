@@ -170,10 +170,15 @@ def run(args: argparse.Namespace) -> int:
         print("Error: --runs must be at least 2", file=sys.stderr)
         return 2
     layers = [parse_layer(text) for text in args.layers.split(",")]
+    image_sets = [[parse_images(text, layer[0]) for text in args.images.split(";")] for layer in layers]
     if args.profile:
         import fplab
 
-        fplab.profile(args.profile.split(":")[0])  # an unknown name stops here with fplab's one line
+        try:
+            fplab.profile(args.profile.split(":")[0])
+        except fplab.Error as e:
+            print(f"Error: --profile: {e}", file=sys.stderr)
+            return 2
     from fplab.torch.census import set_torch_mode
 
     os.makedirs(args.out, exist_ok=True)
@@ -183,9 +188,9 @@ def run(args: argparse.Namespace) -> int:
     print("| layer | images | source | outputs varying | labels (last part: count) | groups | shapes |")
     print("|---|---|---|---|---|---|---|")
     with open(os.path.join(args.out, "groups.jsonl"), "a") as out:
-        for layer in layers:
-            for image_text in args.images.split(";"):
-                images = parse_images(image_text, layer[0])
+        for layer, images_of_layer in zip(layers, image_sets):
+            for images in images_of_layer:
+                image_text = ",".join(map(str, images))
                 row = {"layer": "x".join(map(str, layer)), "images": list(images), "source": source,
                        "device": args.device, "runs": args.runs,
                        "gpu": torch.cuda.get_device_name() if args.device == "cuda" else "",
