@@ -76,8 +76,21 @@ FPLAB_WINOGRAD_HD inline void output_1d(const T (&m)[6], T (&out)[3]) {
   out[2] = (sum12 + m[5]) + T(0.25) * sum34;
 }
 
-// Row i of D X D^T of a 6 x 6 tile (x[r][q]): the column pass's row i, then its row pass; out[j]
-// is position (i, j).
+// D X D^T of a 6 x 6 tile (x[r][q]) into out[i][j]: the column pass, then each row's.
+template <class T>
+FPLAB_WINOGRAD_HD inline void data_tile(const T (&x)[6][6], T (&out)[6][6]) {
+  T columns[6][6];  // columns[r][q]: row r of D times the tile's column q
+  for (int q = 0; q < 6; ++q) {
+    const T column[6] = {x[0][q], x[1][q], x[2][q], x[3][q], x[4][q], x[5][q]};
+    T transformed[6];
+    data_1d(column, transformed);
+    for (int r = 0; r < 6; ++r) columns[r][q] = transformed[r];
+  }
+  for (int i = 0; i < 6; ++i) data_1d(columns[i], out[i]);
+}
+
+// Row i of D X D^T alone (out[j]: position (i, j)), the same values as data_tile's row i: the
+// device computes one row of positions at a time.
 template <class T>
 FPLAB_WINOGRAD_HD inline void data_row(const T (&x)[6][6], int i, T (&out)[6]) {
   T row[6];
@@ -90,8 +103,21 @@ FPLAB_WINOGRAD_HD inline void data_row(const T (&x)[6][6], int i, T (&out)[6]) {
   data_1d(row, out);
 }
 
-// Row i of A' dY A'^T of a 4 x 4 tile (dy[r][q]); row 5 (dY's last row as it is) with the
+// A' dY A'^T of a 4 x 4 tile (dy[r][q]) into out[i][j]; row 5 (dY's last row as it is) with the
 // 2/3-products of its row pass rounded, as cuDNN's kernel computes it.
+template <class T>
+FPLAB_WINOGRAD_HD inline void delta_tile(const T (&dy)[4][4], T (&out)[6][6]) {
+  T columns[6][4];
+  for (int q = 0; q < 4; ++q) {
+    const T column[4] = {dy[0][q], dy[1][q], dy[2][q], dy[3][q]};
+    T transformed[6];
+    delta_1d(column, true, transformed);
+    for (int r = 0; r < 6; ++r) columns[r][q] = transformed[r];
+  }
+  for (int i = 0; i < 6; ++i) delta_1d(columns[i], i != 5, out[i]);
+}
+
+// Row i of A' dY A'^T alone, the same values as delta_tile's row i.
 template <class T>
 FPLAB_WINOGRAD_HD inline void delta_row(const T (&dy)[4][4], int i, T (&out)[6]) {
   T row[4];

@@ -3,44 +3,38 @@
 #include "sim/winograd_transforms.hpp"
 
 namespace fplab::sim {
+
+namespace {
+
+// The transforms of sim/winograd_transforms.hpp on std::array tiles: `transform` from an N x N
+// tile to an M x M one, through plain arrays (the form the device code takes too).
+template <size_t M, class T, size_t N, class Transform>
+WinogradTile<T, M> on_tile(const WinogradTile<T, N>& in, Transform transform) {
+  T plain_in[N][N], plain_out[M][M];
+  for (size_t r = 0; r < N; ++r)
+    for (size_t q = 0; q < N; ++q) plain_in[r][q] = in[r][q];
+  transform(plain_in, plain_out);
+  WinogradTile<T, M> out{};
+  for (size_t r = 0; r < M; ++r)
+    for (size_t q = 0; q < M; ++q) out[r][q] = plain_out[r][q];
+  return out;
+}
+
+}  // namespace
+
 template <class T>
 WinogradTile<T, 6> winograd_data_tile(const WinogradTile<T, 6>& x) {
-  T tile[6][6];
-  for (size_t r = 0; r < 6; ++r)
-    for (size_t q = 0; q < 6; ++q) tile[r][q] = x[r][q];
-  WinogradTile<T, 6> out{};
-  for (int i = 0; i < 6; ++i) {
-    T row[6];
-    winograd::data_row(tile, i, row);
-    for (size_t j = 0; j < 6; ++j) out[i][j] = row[j];
-  }
-  return out;
+  return on_tile<6>(x, [](const T(&in)[6][6], T(&out)[6][6]) { winograd::data_tile(in, out); });
 }
 
 template <class T>
 WinogradTile<T, 6> winograd_delta_tile(const WinogradTile<T, 4>& dy) {
-  T tile[4][4];
-  for (size_t r = 0; r < 4; ++r)
-    for (size_t q = 0; q < 4; ++q) tile[r][q] = dy[r][q];
-  WinogradTile<T, 6> out{};
-  for (int i = 0; i < 6; ++i) {
-    T row[6];
-    winograd::delta_row(tile, i, row);
-    for (size_t j = 0; j < 6; ++j) out[i][j] = row[j];
-  }
-  return out;
+  return on_tile<6>(dy, [](const T(&in)[4][4], T(&out)[6][6]) { winograd::delta_tile(in, out); });
 }
 
 template <class T>
 WinogradTile<T, 3> winograd_output_tile(const WinogradTile<T, 6>& m) {
-  T tile[6][6], weights[3][3];
-  for (size_t r = 0; r < 6; ++r)
-    for (size_t q = 0; q < 6; ++q) tile[r][q] = m[r][q];
-  winograd::output_tile(tile, weights);
-  WinogradTile<T, 3> out{};
-  for (size_t r = 0; r < 3; ++r)
-    for (size_t q = 0; q < 3; ++q) out[r][q] = weights[r][q];
-  return out;
+  return on_tile<3>(m, [](const T(&in)[6][6], T(&out)[3][3]) { winograd::output_tile(in, out); });
 }
 
 template <class T>

@@ -288,7 +288,6 @@ void cuda_winograd_wgrad(uintptr_t x, uintptr_t gy, uintptr_t v, uintptr_t u, ui
   s.height = shape[3].cast<size_t>();
   s.width = shape[4].cast<size_t>();
   s.padding = shape[5].cast<size_t>();
-  if (s.padding > 1) throw std::invalid_argument("cuda_winograd_wgrad: padding 0 or 1 (a 3x3 kernel's)");
   if (s.height + 2 * s.padding < 3 || s.width + 2 * s.padding < 3)
     throw std::invalid_argument("cuda_winograd_wgrad: the image is smaller than the 3x3 kernel");
   const MatmulRoute route = matmul_route(schedule, rounded_products);
@@ -297,8 +296,9 @@ void cuda_winograd_wgrad(uintptr_t x, uintptr_t gy, uintptr_t v, uintptr_t u, ui
   const std::lock_guard<std::mutex> held(kernels_lock);
   DeviceKernels& kernels = kernels_on(device);
   float *v_rows = device_floats_out(v), *u_rows = device_floats_out(u), *sums = device_floats_out(m);
-  // A deterministic FMA-chain plan over K in order (cuDNN's own: one chain from +0) takes a row's
-  // six GEMMs in one launch where its shape runs on the thin kernel (run_batched_on_device).
+  // A deterministic FMA-chain plan over K in order goes to run_batched_on_device, which takes a
+  // row's six GEMMs in one launch where the plan is one chain an output (cuDNN's order) and the
+  // shape runs on the thin kernel, else runs them one by one.
   const gpu::GemmPlan* batched = nullptr;
   if (route.gemm && !route.gemm->exact && route.gemm->k_order(static_cast<int64_t>(terms)).empty())
     if (const auto* plan = std::get_if<gpu::GemmPlan>(&route.gemm->ordered.rest); plan && plan->deterministic())

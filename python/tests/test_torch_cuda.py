@@ -295,8 +295,8 @@ class CudaLayers(unittest.TestCase):
         wgrad), of h100 with one FMA chain a weight (cuDNN's order: a row's six GEMMs in one launch
         where C and the terms are multiples of 4) and of v100 (atomic parts, seeded per position):
         fplab's Winograd kernels on the device (sim/cuda/gpu_winograd.cu and the 36 GEMMs in one
-        call) give the CPU's bits, for tiles past both edges, no padding, one input channel, and
-        more terms than one block of threads."""
+        call) give the CPU's bits, for tiles past both edges, no padding, a padding of 2, one
+        input channel, more terms than one block of threads and GEMMs of several thin tiles."""
         folder = tempfile.TemporaryDirectory()
         self.addCleanup(folder.cleanup)
         shipped = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "profiles", "shipped")
@@ -311,8 +311,11 @@ class CudaLayers(unittest.TestCase):
                 text = text.replace(old, new)
             with open(os.path.join(folder.name, name + "-winograd.toml"), "w") as f:
                 f.write(text.replace("\n[deterministic]", rule + "\n[deterministic]"))
+        # the batched launch for h100-chain where C and the terms are multiples of 4: (3, 4, 5, ...), (40, 8, 8,
+        # ...) and (4, 36, 40, ...), whose GEMMs are 3 x 2 thin tiles each
         for batch, channels, out, h, w, padding in ((3, 4, 5, 7, 7, 1), (2, 2, 3, 9, 6, 1), (1, 3, 2, 10, 10, 0),
-                                                    (5, 1, 16, 28, 28, 1), (40, 8, 8, 20, 20, 1)):
+                                                    (5, 1, 16, 28, 28, 1), (40, 8, 8, 20, 20, 1),
+                                                    (4, 36, 40, 12, 12, 1), (2, 4, 4, 6, 7, 2)):
             torch.manual_seed(batch + channels + h)
             conv = nn.Conv2d(channels, out, 3, padding=padding)
             x = torch.randn(batch, channels, h, w) * torch.exp(torch.randn(batch, channels, h, w))

@@ -297,7 +297,8 @@ class CudaEngine:
                              padding: int) -> Optional[torch.Tensor]:
         """conv_wgrad "winograd"'s weight gradient (K, C, 3, 3) in one call of fplab's kernels: the
         transforms a row of six positions at a time and the 36 wgrad GEMMs (_winograd.weight_grad's
-        bits); None where the GEMM kernels do not take the schedule (the caller composes it then)."""
+        bits); None where the GEMM kernels do not take the schedule or its products are rounded
+        (_on_kernels: the caller composes it then, the GEMMs one by one)."""
         chosen = self._on_kernels(op, ("wgrad",), site, sums=WINOGRAD_POSITIONS)
         if chosen is None:
             return None

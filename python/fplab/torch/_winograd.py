@@ -121,8 +121,8 @@ def output_tiles(m: torch.Tensor) -> torch.Tensor:
 
 def fits(weight: torch.Tensor, stride, padding, dilation, groups: int) -> bool:
     """Whether the transforms take the convolution: 3x3, stride 1, no dilation, one group, the same
-    padding on every side (the C++ layer's only form; a rule admits 3x3 stride-1 layers only, and
-    the others, which no C++ model has, keep the GEMM form)."""
+    padding on every side (the form of the C++ layer, which takes any padding; a rule admits 3x3
+    stride-1 layers only, and the others, which no C++ model has, keep the GEMM form)."""
     return (tuple(weight.shape[2:]) == (3, 3) and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1)
             and groups == 1 and padding[0] == padding[1])
 
