@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sim/cuda/cuda_check.cuh"
+#include "sim/cuda/device_buffer.hpp"
 #include "sim/cuda/gpu_gemm.hpp"
 #include "sim/cuda/gpu_gemm_probe.hpp"
 #include "sim/cuda/gpu_timing.cuh"
@@ -534,6 +535,21 @@ void gemm(const Schedule& schedule, const float* a, const float* b, float* c, Ge
   plan.rounded_products = rounded_products;
   GpuGemm gpu(a, b, shape);
   gpu.run(plan, c);
+}
+
+void gemm_batched(const Schedule& schedule, const float* a, const float* b, float* c, GemmShape shape, size_t batches) {
+  const GemmPlan plan = plan_gemm(schedule);
+  const size_t a_floats = shape.m * shape.k, b_floats = shape.k * shape.n, c_floats = shape.m * shape.n;
+  DeviceBuffer da, db, dc;
+  float* a_on = da.reserve<float>(batches * a_floats);
+  float* b_on = db.reserve<float>(batches * b_floats);
+  float* c_on = dc.reserve<float>(batches * c_floats);
+  FPLAB_CUDA(cudaMemcpy(a_on, a, batches * a_floats * sizeof(float), cudaMemcpyHostToDevice));
+  FPLAB_CUDA(cudaMemcpy(b_on, b, batches * b_floats * sizeof(float), cudaMemcpyHostToDevice));
+  GpuGemm gpu;
+  gpu.run_batched_on_device(plan, a_on, b_on, c_on, shape, batches, static_cast<int64_t>(a_floats),
+                            static_cast<int64_t>(b_floats));
+  FPLAB_CUDA(cudaMemcpy(c, c_on, batches * c_floats * sizeof(float), cudaMemcpyDeviceToHost));
 }
 
 // The seeded combine's parts take count x rows x n floats (p100's input gradients of a ResNet-18

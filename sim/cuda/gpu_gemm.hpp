@@ -102,6 +102,9 @@ class GpuGemm {
 // it is added (sim::gemm with products = "rounded").
 void gemm(const Schedule& schedule, const float* a, const float* b, float* c, GemmShape shape,
           bool rounded_products = false);
+// `batches` GEMMs of one shape (A z at a + z * m * k, B z at b + z * k * n, C z at c + z * m * n,
+// host memory) through run_batched_on_device: uploaded, run, waited for and downloaded (tests).
+void gemm_batched(const Schedule& schedule, const float* a, const float* b, float* c, GemmShape shape, size_t batches);
 // The same with an atomic combine in the order the key draws: sim::gemm(..., key)'s bits.
 void gemm_seeded(const Schedule& schedule, const float* a, const float* b, float* c, GemmShape shape,
                  const NoiseKey& key, bool rounded_products = false);
