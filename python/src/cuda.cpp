@@ -239,45 +239,36 @@ std::string cuda_device(int device) {
   return gpu::device_info().describe();
 }
 
-// How C = A B runs a schedule: the FMA-chain kernels' route, or (rounded products in an order they
-// do not take) an addition program, a thread an output. Throws NotRealisable where neither does.
-struct MatmulRoute {
-  std::optional<DeviceGemm> gemm;  // none: the addition program
-};
-
-MatmulRoute matmul_route(const sim::Schedule& schedule, bool rounded_products) {
-  if (!rounded_products) return {plan_device_gemm(schedule)};
-  if (std::optional<OrderedGemmRoute> chains = rounded_chains(schedule)) return {DeviceGemm{false, *chains}};
-  if (const std::string why = gpu::addition_program_why_not(schedule); !why.empty()) throw gpu::NotRealisable(why);
-  return {};
-}
-
-// Enqueues C = A B by `route`; the caller holds kernels_lock.
-void enqueue_matmul(DeviceKernels& k, const MatmulRoute& route, const sim::Schedule& schedule, const float* a,
-                    const float* b, float* c, sim::GemmShape shape, const sim::NoiseKey& key) {
-  if (route.gemm)
-    run_gemm(k, *route.gemm, a, b, c, shape, key);
-  else
-    k.programs.run_gemm_rounded(schedule, a, b, c, shape);
-}
-
 void cuda_matmul(uintptr_t a, uintptr_t b, uintptr_t c, size_t m, size_t n, size_t k, const sim::Schedule& schedule,
                  int device, uint64_t impl_seed, uint64_t op_id, uint64_t call, bool rounded_products) {
-  const MatmulRoute route = matmul_route(schedule, rounded_products);
+  // rounded products: the FMA-chain kernels where they take the order
+  const std::optional<OrderedGemmRoute> chains = rounded_products ? rounded_chains(schedule) : std::nullopt;
+  if (rounded_products) {
+    if (!chains) {  // else an addition program, a thread an output
+      if (const std::string why = gpu::addition_program_why_not(schedule); !why.empty()) throw gpu::NotRealisable(why);
+      py::gil_scoped_release unlocked;
+      const std::lock_guard<std::mutex> held(kernels_lock);
+      kernels_on(device).programs.run_gemm_rounded(schedule, device_floats(a), device_floats(b), device_floats_out(c),
+                                                   {m, n, k});
+      return;
+    }
+  }
+  const DeviceGemm route = chains ? DeviceGemm{false, *chains} : plan_device_gemm(schedule);
   py::gil_scoped_release unlocked;
   const std::lock_guard<std::mutex> held(kernels_lock);
-  enqueue_matmul(kernels_on(device), route, schedule, device_floats(a), device_floats(b), device_floats_out(c),
-                 {m, n, k}, {impl_seed, op_id, call});
+  run_gemm(kernels_on(device), route, device_floats(a), device_floats(b), device_floats_out(c), {m, n, k},
+           {impl_seed, op_id, call});
 }
 
 // cuDNN's Winograd weight gradient of a 3x3 stride-1 convolution (sim/winograd_wgrad.hpp):
 // x (batch, C, H, W) and gy (batch, K, out_h, out_w) to dw (K, C, 3, 3), the 36 GEMMs (K x terms
-// by terms x C) as cuda_matmul runs them in `schedule`, position p's keyed by op_ids[p]; the
-// transforms one row of six positions at a time into v (6 x terms x C floats) and u (6 x K x
-// terms), the sums into m (36 x K x C). shape: (batch, C, K, H, W, padding).
+// by terms x C, fused products: fplab.torch composes rounded ones itself) as cuda_matmul runs
+// them in `schedule`, position p's keyed by op_ids[p]; the transforms one row of six positions at
+// a time into v (6 x terms x C floats) and u (6 x K x terms), the sums into m (36 x K x C).
+// shape: (batch, C, K, H, W, padding).
 void cuda_winograd_wgrad(uintptr_t x, uintptr_t gy, uintptr_t v, uintptr_t u, uintptr_t m, uintptr_t dw,
                          py::tuple shape, const sim::Schedule& schedule, int device, uint64_t impl_seed,
-                         const std::vector<uint64_t>& op_ids, uint64_t call, bool rounded_products) {
+                         const std::vector<uint64_t>& op_ids, uint64_t call) {
   if (shape.size() != 6) throw std::invalid_argument("cuda_winograd_wgrad: shape is (batch, C, K, H, W, padding)");
   if (op_ids.size() != sim::kWinogradPositions)
     throw std::invalid_argument("cuda_winograd_wgrad: op_ids must hold one key for each of the 36 positions");
@@ -290,7 +281,7 @@ void cuda_winograd_wgrad(uintptr_t x, uintptr_t gy, uintptr_t v, uintptr_t u, ui
   s.padding = shape[5].cast<size_t>();
   if (s.height + 2 * s.padding < 3 || s.width + 2 * s.padding < 3)
     throw std::invalid_argument("cuda_winograd_wgrad: the image is smaller than the 3x3 kernel");
-  const MatmulRoute route = matmul_route(schedule, rounded_products);
+  const DeviceGemm gemm = plan_device_gemm(schedule);
   const size_t terms = s.terms(), kc = s.out_channels * s.in_channels;
   py::gil_scoped_release unlocked;
   const std::lock_guard<std::mutex> held(kernels_lock);
@@ -300,8 +291,8 @@ void cuda_winograd_wgrad(uintptr_t x, uintptr_t gy, uintptr_t v, uintptr_t u, ui
   // row's six GEMMs in one launch where the plan is one chain an output (cuDNN's order) and the
   // shape runs on the thin kernel, else runs them one by one.
   const gpu::GemmPlan* batched = nullptr;
-  if (route.gemm && !route.gemm->exact && route.gemm->k_order(static_cast<int64_t>(terms)).empty())
-    if (const auto* plan = std::get_if<gpu::GemmPlan>(&route.gemm->ordered.rest); plan && plan->deterministic())
+  if (!gemm.exact && gemm.k_order(static_cast<int64_t>(terms)).empty())
+    if (const auto* plan = std::get_if<gpu::GemmPlan>(&gemm.ordered.rest); plan && plan->deterministic())
       batched = plan;
   for (int row = 0; row < 6; ++row) {
     gpu::winograd_data_row(device_floats(x), s, row, v_rows);
@@ -314,8 +305,8 @@ void cuda_winograd_wgrad(uintptr_t x, uintptr_t gy, uintptr_t v, uintptr_t u, ui
     }
     for (size_t j = 0; j < 6; ++j) {
       const size_t p = 6 * static_cast<size_t>(row) + j;
-      enqueue_matmul(kernels, route, schedule, u_rows + j * s.out_channels * terms, v_rows + j * terms * s.in_channels,
-                     sums + p * kc, {s.out_channels, s.in_channels, terms}, {impl_seed, op_ids[p], call});
+      run_gemm(kernels, gemm, u_rows + j * s.out_channels * terms, v_rows + j * terms * s.in_channels, sums + p * kc,
+               {s.out_channels, s.in_channels, terms}, {impl_seed, op_ids[p], call});
     }
   }
   gpu::winograd_output(sums, s.out_channels, s.in_channels, device_floats_out(dw));
@@ -859,14 +850,15 @@ void bind_cuda(py::module_& m) {
         "device memory; c must not overlap a or b. An atomic combine of split-K parts in the order the noise key "
         "(impl_seed, op_id, call; tiles of 4 x 64 outputs) draws, as matmul; rounded_products: every product "
         "rounded to float32 before it is added (products='rounded'). Enqueued on the default stream.");
-  m.def("cuda_winograd_wgrad", &cuda_winograd_wgrad, py::arg("x"), py::arg("gy"), py::arg("v"), py::arg("u"),
-        py::arg("m"), py::arg("dw"), py::arg("shape"), py::arg("schedule"), py::arg("device") = 0,
-        py::arg("impl_seed") = 0, py::arg("op_ids") = std::vector<uint64_t>{}, py::arg("call") = 0,
-        py::arg("rounded_products") = false,
-        "dw (K, C, 3, 3) of a 3x3 stride-1 convolution by cuDNN's Winograd transforms and 36 GEMMs as cuda_matmul runs "
-        "them (position p keyed by op_ids[p]): x (batch, C, H, W), gy (batch, K, out_h, out_w); scratch v (6 x terms "
-        "x C floats), u (6 x K x terms), m (36 x K x C), terms = batch x tiles; shape (batch, C, K, H, W, padding). "
-        "Device addresses of float32 memory; enqueued on the default stream.");
+  m.def(
+      "cuda_winograd_wgrad", &cuda_winograd_wgrad, py::arg("x"), py::arg("gy"), py::arg("v"), py::arg("u"),
+      py::arg("m"), py::arg("dw"), py::arg("shape"), py::arg("schedule"), py::arg("device") = 0,
+      py::arg("impl_seed") = 0, py::arg("op_ids") = std::vector<uint64_t>{}, py::arg("call") = 0,
+      "dw (K, C, 3, 3) of a 3x3 stride-1 convolution by cuDNN's Winograd transforms and 36 GEMMs of fused products as "
+      "cuda_matmul runs them (position p keyed by op_ids[p]): x (batch, C, H, W), gy (batch, K, out_h, out_w); scratch "
+      "v (6 x terms "
+      "x C floats), u (6 x K x terms), m (36 x K x C), terms = batch x tiles; shape (batch, C, K, H, W, padding). "
+      "Device addresses of float32 memory; enqueued on the default stream.");
   m.def("cuda_sum_segments", &cuda_sum_segments, py::arg("x"), py::arg("n"), py::arg("count"), py::arg("out"),
         py::arg("schedule"), py::arg("device") = 0, py::arg("impl_seed") = 0, py::arg("op_id") = 0, py::arg("call") = 0,
         "out[s] = the reduction of x[s*n : s*n + n] for s < count in the schedule's order (float32 device memory); "

@@ -319,8 +319,7 @@ class CudaEngine:
         self._kernels(_core.cuda_winograd_wgrad, x.data_ptr(), gy.data_ptr(), scratch + 4 * v_at, scratch + 4 * u_at,
                       scratch, dw.data_ptr(),
                       (batch, channels, cout, h, w, padding), chosen["wgrad"].schedule, self.index, self.impl_seed,
-                      [site.op_id("wgrad", p) for p in range(WINOGRAD_POSITIONS)], site.call,
-                      chosen["wgrad"].arithmetic.products == "rounded")
+                      [site.op_id("wgrad", p) for p in range(WINOGRAD_POSITIONS)], site.call)
         return dw
 
     def conv2d_direct_dgrad(self, op: str, site: Site, gy: torch.Tensor, weight: torch.Tensor, x_shape,
