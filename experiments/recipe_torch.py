@@ -15,9 +15,17 @@ profiles beside PyTorch's own kernels, in the same training program.
 ``run`` reads the file as ``fplab run`` does (the same checks and defaults), builds the model with
 fplab's initial weights (fplab.torch.models.build), takes the training subset ``fplab run`` takes
 (fplab._core.training_examples of the run's algo seed) and trains every (profile, variant, replica)
-through fplab.torch.experiment: the emulated profiles through fplab.torch.emulate with the C library's
-exp and log (math="libm", as fplab's C++ layers), ``native`` with PyTorch's own kernels on the
-device. It writes ``fplab run``'s files into --out; --resume keeps the replicas already there.
+through fplab.torch.experiment: the emulated profiles through fplab.torch.emulate, ``native`` with
+PyTorch's own kernels on the device. It writes ``fplab run``'s files into --out; --resume keeps the
+replicas already there.
+
+``--math`` says whose exp and log the emulated replicas take, and with them the loss's formulas:
+``libm`` (the default) the C library's and fplab's C++ layers' (SoftmaxCrossEntropy), so that the
+replicas are the bits ``fplab run`` gives; ``torch`` PyTorch's own composition (log_softmax, then
+nll_loss) with the device's exp and log, as PyTorch's kernels on that device compute them. Set
+beside a GPU's ``native`` replicas, take ``torch``: with ``libm`` every step's loss gradient
+differs from the chip's in the last bits, so the emulation trains from another trajectory than the
+chip's from the first step on (``diverge --against``; docs/results/calibration_torch.md).
 
 Why: ``fplab run`` replays a recipe in fplab's C++ trainer, a real GPU trains it in PyTorch. Both
 here run one program, so that an emulated profile's churn and a real device's can be compared with
@@ -31,11 +39,14 @@ exact match).
 
 ``diverge`` trains pairs of replicas of the IMPL variant in lockstep (the same weights and batches,
 impl seeds run.impl_seed + 2p and + 2p + 1 for an emulated profile; two runs of PyTorch's default mode for
-``native``) and writes the L2 distance between the pair's weights after every step to a CSV
+``native``, of its deterministic mode for ``native:deterministic``) and writes the L2 distance between the pair's weights after every step to a CSV
 (profile, pair, step, l2; the L2 of fplab run's reports, || w1 / ||w1|| - w2 / ||w2|| ||) — with
 ``--tensors K`` also, for the first K steps, per parameter tensor and per layer what differs — with a table of the median over pairs at a few steps on stdout: where
 two profiles' final churn differs, whether the distance starts apart (the size of a step's noise)
-or grows apart (the training's amplification of it).
+or grows apart (the training's amplification of it). With ``--against PROFILE`` each pair's second
+twin trains under PROFILE: ``--profiles native:deterministic --against h100-torch:deterministic``
+says after which step (epoch, batch, batch size) a device's deterministic training and its emulation
+first part, and with ``--tensors K`` in which tensor and layer.
 
 ``compare`` sets a profile's IMPL churn beside a reference's (``native``) over several algo seeds,
 one ``run`` folder per seed: which near-ties a run meets (two max-pool inputs an ulp apart, say) is
@@ -108,19 +119,30 @@ def _arguments(argv: List[str]) -> argparse.Namespace:
     run.add_argument("--tf32", choices=("off", "on"), default="off",
                      help="PyTorch's TF32 switches for the native replicas (default: off; 'on' turns on TF32 in "
                           "cuDNN's convolutions only, PyTorch's default)")
+    run.add_argument("--math", choices=("libm", "torch"), default="libm",
+                     help="the emulated replicas' exp, log and loss: the C library's and fplab's C++ layers' "
+                          "(default: fplab run's bits) or PyTorch's on the device (beside a GPU's native replicas)")
     run.add_argument("--out", required=True, help="the results folder")
     run.add_argument("--resume", action="store_true", help="keep the replicas already in --out")
     run.add_argument("--algo-seed", type=int, help="the run's algo seed (default: the file's run.algo_seed): "
                                                    "initial weights, training subset, batch order")
     diverge = commands.add_parser("diverge", help="the weight distance of IMPL pairs trained in lockstep, step by step")
     diverge.add_argument("recipe", help="an experiment TOML file (experiments/*.toml)")
-    diverge.add_argument("--profiles", required=True, help="comma-separated profile names, 'native' for PyTorch's own")
+    diverge.add_argument("--profiles", required=True,
+                         help="comma-separated profile names, 'native' for PyTorch's own kernels in its default "
+                              "mode, 'native:deterministic' in its deterministic mode")
     diverge.add_argument("--pairs", type=int, default=4, help="pairs per profile (default: %(default)s)")
     diverge.add_argument("--data-dir", default=DEFAULT_DATA, help="the four IDX files (default: %(default)s)")
     diverge.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default: %(default)s)")
     diverge.add_argument("--tf32", choices=("off", "on"), default="off", help="as for run (default: off)")
+    diverge.add_argument("--math", choices=("libm", "torch"), default="libm", help="as for run (default: libm)")
     diverge.add_argument("--out", required=True, help="the CSV file (written whole: a temporary name, then renamed)")
     diverge.add_argument("--algo-seed", type=int, help="as for run (default: the file's run.algo_seed)")
+    diverge.add_argument("--against", default="", metavar="PROFILE",
+                         help="train each pair's second twin under PROFILE instead of the first's profile: where "
+                              "two setups given the same weights and batches part, step by step (native, "
+                              "native:deterministic or an emulated profile; e.g. --profiles native:deterministic "
+                              "--against h100-torch:deterministic)")
     diverge.add_argument("--steps", type=int, default=0, metavar="S",
                          help="stop every pair after S steps, or at the run's end if sooner (default: 0, the "
                               "recipe's whole run)")
@@ -189,18 +211,25 @@ def _run(args: argparse.Namespace) -> None:
     setting = Setting(args)
     recipe, data = setting.recipe, setting.data
     training, run = recipe["training"], recipe["run"]
+    profiles = args.profiles.split(",") if args.profiles else run["profiles"]
+    # The emulated profiles' exp and log in a paragraph of each (recipe_torch.py compare sets runs of
+    # one experiment side by side; what an emulated profile computed with is the profile's to say)
+    emulated = "".join(f"\n\nProfile {p}: emulated by fplab.torch, exp, log and the loss: {args.math}."
+                       for p in profiles if p != "native")
     fplab.torch.experiment(
-        setting.model_fn, setting.train, setting.test, training,
-        args.profiles.split(",") if args.profiles else run["profiles"],
+        setting.model_fn, setting.train, setting.test, training, profiles,
         args.variants.split(",") if args.variants else run["variants"],
         args.replicas if args.replicas is not None else run["replicas"], args.out,
         name=recipe["name"], description=f"{recipe['description']} Trained in PyTorch (experiments/recipe_torch.py); "
-                                         f"TF32 in cuDNN's convolutions {args.tf32}.",
+                                         f"TF32 in cuDNN's convolutions {args.tf32}.{emulated}",
         class_names=data.class_names, loss_fn=setting.loss_fn, algo_seed=run["algo_seed"],
-        impl_seed=run["impl_seed"], resume=args.resume, device=args.device, math="libm", workers=args.workers)
+        impl_seed=run["impl_seed"], resume=args.resume, device=args.device, math=args.math, workers=args.workers)
 
 
 _DIVERGE_STEPS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000)
+
+#: diverge's names for PyTorch's own kernels: whether each runs in deterministic mode
+_NATIVE_MODES = {"native": False, "native:deterministic": True}
 
 
 _TENSOR_HEADER = ("profile,pair,step,tensor,elements,gradient_differing,gradient_max_difference,gradient_max,"
@@ -293,7 +322,7 @@ def _diverge(args: argparse.Namespace) -> None:
     import fplab
     from fplab import _core
     from fplab.torch import emulate
-    from fplab.torch._native_run import NativeMode
+    from fplab.torch._native_run import NativeMode, prepare_deterministic_cublas
     from fplab.torch._table import load_table
     from fplab.torch.models import Optimizer
 
@@ -307,9 +336,11 @@ def _diverge(args: argparse.Namespace) -> None:
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise fplab.Error(f"recipe_torch.py diverge: --device {args.device}, but this PyTorch sees no CUDA device")
     profiles = args.profiles.split(",")
-    for profile in profiles:  # every name resolved before anything trains
-        if profile != _core.NATIVE_PROFILE:
+    for profile in profiles + ([args.against] if args.against else []):  # resolved before anything trains
+        if profile not in _NATIVE_MODES:
             load_table(profile)
+    if any(_NATIVE_MODES.get(p) for p in profiles + [args.against]):
+        prepare_deterministic_cublas(torch.device(args.device))  # before this process's first GEMM
     setting = Setting(args)
     training, run = setting.recipe["training"], setting.recipe["run"]
     x, y = (t.to(args.device) for t in setting.train)
@@ -320,8 +351,10 @@ def _diverge(args: argparse.Namespace) -> None:
     rows = ["profile,pair,step,l2"]
     tensor_rows, layer_rows = [_TENSOR_HEADER], [_LAYER_HEADER]
     medians = {}
+    first_differences = []
     for profile in profiles:
-        native = profile == _core.NATIVE_PROFILE
+        second = args.against or profile
+        label = profile if second == profile else f"{profile} vs {second}"
         curves = []
         for pair in range(args.pairs):
             twins = []
@@ -334,10 +367,11 @@ def _diverge(args: argparse.Namespace) -> None:
                                       training.get("momentum", 0.9), training.get("weight_decay", 0.0),
                                       decay_every=training.get("lr_decay_every", 0),
                                       decay_factor=training.get("lr_decay_factor", 0.1))
-                mode = NativeMode(False) if native else emulate(profile, run["impl_seed"] + 2 * pair + member,
-                                                                math="libm")
+                name = profile if member == 0 else second
+                mode = (NativeMode(_NATIVE_MODES[name]) if name in _NATIVE_MODES
+                        else emulate(name, run["impl_seed"] + 2 * pair + member, math=args.math))
                 twins.append((model, trained, optimizer, mode))
-            curve, step = [], 0
+            curve, step, first_difference = [], 0, None
             names = [name for name, p in twins[0][0].named_parameters() if p.requires_grad]
             for epoch in range(training["epochs"]):
                 if step >= last:
@@ -360,16 +394,21 @@ def _diverge(args: argparse.Namespace) -> None:
                         optimizer.step(epoch)
                     step += 1
                     if step <= args.tensors:
-                        tensor_rows += _tensor_rows(profile, pair, step, names, gradients, twins[0][1], twins[1][1])
-                        layer_rows += _layer_rows(profile, pair, step, twins[0][0].descriptions, *layers)
+                        tensor_rows += _tensor_rows(label, pair, step, names, gradients, twins[0][1], twins[1][1])
+                        layer_rows += _layer_rows(label, pair, step, twins[0][0].descriptions, *layers)
                     with torch.no_grad():  # fplab run's L2: || w1 / ||w1|| - w2 / ||w2|| ||
                         w1, w2 = (torch.cat([p.double().reshape(-1) for p in t[1]]) for t in twins)
                         l2 = float(torch.linalg.norm(w1 / torch.linalg.norm(w1) - w2 / torch.linalg.norm(w2)))
+                        if first_difference is None and bool((w1 != w2).any()):
+                            first_difference = (step, epoch, b, len(chosen))
                     curve.append(l2)
-                    rows.append(f"{profile},{pair},{step},{l2:.9g}")
+                    rows.append(f"{label},{pair},{step},{l2:.9g}")
             curves.append(curve)
-            print(f"{profile} pair {pair}: L2 {curve[-1]:.4g} after {step} steps", file=sys.stderr, flush=True)
-        medians[profile] = np.median(np.array(curves), axis=0)
+            where = ("weights equal throughout" if first_difference is None else
+                     "weights first differ after step {} (epoch {}, batch {} of {} examples)".format(*first_difference))
+            print(f"{label} pair {pair}: L2 {curve[-1]:.4g} after {step} steps; {where}", file=sys.stderr, flush=True)
+            first_differences.append((label, pair, where))
+        medians[label] = np.median(np.array(curves), axis=0)
     _write_whole(args.out, rows)
     if args.tensors:
         _write_whole(_tensors_path(args.out), tensor_rows)
@@ -379,6 +418,8 @@ def _diverge(args: argparse.Namespace) -> None:
     print("|---|" + "---|" * len(steps))
     for profile, median in medians.items():
         print(f"| {profile} | " + " | ".join(f"{median[s - 1]:.3g}" for s in steps) + " |")
+    for label, pair, where in first_differences:
+        print(f"{label}, pair {pair}: {where}")
 
 
 def _figure(args: argparse.Namespace) -> None:

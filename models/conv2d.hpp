@@ -35,7 +35,7 @@ class Conv2d : public Layer<T> {
   }
   // What a profile's layer rules see of this layer on an input of shape `in`.
   profiles::LayerShape layer_shape(const std::vector<size_t>& in) const {
-    return {profiles::LayerShape::Kind::conv, cin_, cout_, kernel_, stride_, in[2]};
+    return {profiles::LayerShape::Kind::conv, cin_, cout_, kernel_, stride_, in[2], in[0]};
   }
 
   size_t cin_, cout_, kernel_, stride_, padding_;

@@ -184,8 +184,6 @@ struct Reader {
       fail(node, full, "kernel, stride and height describe convolutions, not linear layers");
     if (match.kind == LayerShape::Kind::batch_norm && (match.out || match.kernel || match.stride))
       fail(node, full, "a batch norm is matched by in (its channels), height and batch only");
-    if (match.kind == LayerShape::Kind::conv && match.batch)
-      fail(node, full, "batch describes linear layers (the rows they multiply) and batch norms, not convolutions");
     return match;
   }
 

@@ -24,15 +24,17 @@ struct OpChoice {
 
 // The layer whose reductions run now: a fully connected layer (in, out features; batch = the rows
 // it multiplies: cuBLAS picks its kernels by the GEMM's shape, and a weight gradient's sum runs
-// over them) or a 2-D convolution (in, out channels, a square kernel, stride, the input's height)
-// or a batch normalisation (in = its channels, height = its input's, 1 for one value a channel per
-// example; batch = the examples it normalises over: cuDNN picks its kernels by the values a channel).
+// over them), a 2-D convolution (in, out channels, a square kernel, stride, the input's height;
+// batch = its images: PyTorch picks a bias gradient's reduction by the number of terms, images x
+// pixels) or a batch normalisation (in = its channels, height = its input's, 1 for one value a
+// channel per example; batch = the examples it normalises over: cuDNN picks its kernels by the
+// values a channel).
 struct LayerShape {
   enum class Kind : uint8_t { linear, conv, batch_norm };
   Kind kind = Kind::linear;
   size_t in = 0, out = 0;
   size_t kernel = 0, stride = 0, height = 0;  // convolutions (and a batch norm's height)
-  size_t batch = 0;                           // linear layers and batch norms
+  size_t batch = 0;                           // rows, images or examples (above)
   std::string describe() const;               // "conv(16->32, 3x3, stride 1) at 14 pixels"
 };
 std::string_view layer_kind_name(LayerShape::Kind kind);  // "linear", "conv", "bn"

@@ -151,8 +151,10 @@ TEST_CASE("layer rules: malformed rules give one line naming the file, the line 
   TempDir dir;
   const std::pair<std::string, std::string> cases[] = {
       {"[[default.layers]]\nwgrad = \"all:seq\"\n", "key 'default.layers': needs match = { layer = \"conv\", ... }"},
-      {"[[default.layers]]\nmatch = { layer = \"conv\" }\n", "sets no operation (fwd, dgrad, wgrad, bias_grad, bn_stats, conv_wgrad or batch_norm)"},
-      {"[[default.layers]]\nmatch = { kernel = 3 }\nwgrad = \"all:seq\"\n", "needs layer = \"conv\", \"linear\" or \"bn\""},
+      {"[[default.layers]]\nmatch = { layer = \"conv\" }\n",
+       "sets no operation (fwd, dgrad, wgrad, bias_grad, bn_stats, conv_wgrad or batch_norm)"},
+      {"[[default.layers]]\nmatch = { kernel = 3 }\nwgrad = \"all:seq\"\n",
+       "needs layer = \"conv\", \"linear\" or \"bn\""},
       {"[[default.layers]]\nmatch = { layer = \"pool\" }\nwgrad = \"all:seq\"\n",
        "key 'default.layers.match.layer': must be \"conv\", \"linear\" or \"bn\""},
       {"[[default.layers]]\nmatch = { layer = \"conv\", heigth = 3 }\nwgrad = \"all:seq\"\n",
@@ -162,14 +164,13 @@ TEST_CASE("layer rules: malformed rules give one line naming the file, the line 
       {"[[default.layers]]\nmatch = { layer = \"linear\", kernel = 3 }\nwgrad = \"all:seq\"\n",
        "kernel, stride and height describe convolutions, not linear layers"},
       {"[[default.layers]]\nmatch = { layer = \"conv\" }\nsoftmax = \"all:seq\"\n",
-       "key 'default.layers.softmax': unknown key (known here: match, fwd, dgrad, wgrad, bias_grad, bn_stats, conv_wgrad, "
+       "key 'default.layers.softmax': unknown key (known here: match, fwd, dgrad, wgrad, bias_grad, bn_stats, "
+       "conv_wgrad, "
        "batch_norm)"},
       {"[[default.layers]]\nmatch = { layer = \"bn\", out = 3 }\nbatch_norm = \"cudnn\"\n",
        "a batch norm is matched by in (its channels), height and batch only"},
       {"[[default.layers]]\nmatch = { layer = \"bn\" }\nbatch_norm = \"miopen\"\n",
        "key 'default.layers.batch_norm': must be \"fplab\", \"cudnn\", \"cudnn-nchw\" or \"cudnn-nchw-backward\""},
-      {"[[default.layers]]\nmatch = { layer = \"conv\", batch = 64 }\nwgrad = \"all:seq\"\n",
-       "batch describes linear layers (the rows they multiply) and batch norms, not convolutions"},
       {"[[default.layers]]\nmatch = { layer = \"bn\", height = 7 }\nfwd = \"all:seq\"\n",
        "key 'default.layers.fwd': a batch norm rule sets bn_stats, bias_grad and batch_norm only"},
       {"[[default.layers]]\nmatch = { layer = \"conv\" }\nbatch_norm = \"cudnn\"\n",
@@ -264,6 +265,38 @@ fwd = "all:rev"
   models::Linear<float> matched(64, 8), unmatched(64, 9);
   CHECK(pass(matched, rules, 1, {32, 64}).first != pass(matched, plain, 1, {32, 64}).first);
   CHECK(pass(unmatched, rules, 1, {32, 64}) == pass(unmatched, plain, 1, {32, 64}));
+}
+
+TEST_CASE("layer rules: a convolution's rule may name its images (the batch)") {
+  // PyTorch picks a bias gradient's reduction by its terms, images x pixels: h100-torch's 14x14 rule
+  // at 32 images is not its rule at 64.
+  const HardwareProfile p = parse_hw_profile(profile_with(R"(
+[[default.layers]]
+match = { layer = "conv", height = 14, batch = 32 }
+wgrad = "all:rev"
+)"),
+                                             "toy.toml");
+  const OpTable& rules = p.default_ops;
+  const OpTable& plain = p.deterministic_ops;
+  LayerShape at32 = conv(4, 8, 14), at64 = conv(4, 8, 14);
+  at32.batch = 32;
+  at64.batch = 64;
+  CHECK(wgrad_of(rules, at32) == "all:rev");
+  CHECK(wgrad_of(rules, at64) == "all:seq");
+  // The C++ layer tells the rules its batch: at 32 images the rule reverses the weight gradient's sums.
+  models::Conv2d<float> layer(4, 8, 3, 1, 1);
+  CHECK(pass(layer, rules, 1, {32, 4, 14, 14}).second != pass(layer, plain, 1, {32, 4, 14, 14}).second);
+  CHECK(pass(layer, rules, 1, {16, 4, 14, 14}) == pass(layer, plain, 1, {16, 4, 14, 14}));
+  const HardwareProfile shipped = find_hw_profile("h100-torch");
+  for (const OpTable* t : {&shipped.default_ops, &shipped.deterministic_ops}) {
+    LayerShape c = conv(16, 32, 14);
+    c.batch = 32;
+    CHECK(sim::to_string(t->choice(OpKind::bias_grad, &c).schedule) ==
+          "strided(128):seq | strided(32):seq | all:shfl_down");
+    c.batch = 64;
+    CHECK(sim::to_string(t->choice(OpKind::bias_grad, &c).schedule) ==
+          "strided(2048):seq | strided(512):seq | contig(32):shfl_down | all:shfl_down");
+  }
 }
 
 TEST_CASE("layer rules: h100-torch's default mode draws noise only in convolutions' weight gradients (and one dgrad)") {

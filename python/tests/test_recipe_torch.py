@@ -11,6 +11,10 @@
   its per-layer table a row per layer output, output gradient and max-pool input and step;
 - `run --algo-seed S` trains the recipe at another algo seed; `compare` of two such folders (native
   and h100-torch in each) prints a row per seed and the mean of the seeds' churn differences;
+- `diverge --against PROFILE` trains each pair's second twin under another profile and says after
+  which step the weights first differ (never, for a deterministic table against itself);
+- `run --math torch` trains with PyTorch's exp, log and loss (other weights than the default's,
+  the C library's), and its summary says so in the profile's paragraph;
 - what the script does not take (augmentation) is refused in one line before anything is trained.
 """
 
@@ -172,6 +176,51 @@ class AgreesWithFplabRun(unittest.TestCase):
                                    "--out", short, "--data-dir", DATA])
         self.assertEqual(rc, 0)
         self.assertEqual(rows(short), curve[:2])  # the same pair, stopped after two steps
+
+    def test_diverge_against_another_profile(self):
+        # --against: each pair's second twin under another profile. A deterministic table against
+        # itself stays equal; against another it parts at step 1, and the tables say where.
+        out = os.path.join(self.folder.name, "against.csv")
+        printed = io.StringIO()
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(printed):
+            rc = self.script.main(["diverge", self.toml, "--profiles", "h100-torch:deterministic", "--against",
+                                   "h100-torch:deterministic", "--pairs", "1", "--steps", "2", "--math", "torch",
+                                   "--out", out, "--data-dir", DATA])
+        self.assertEqual(rc, 0)
+        self.assertIn("h100-torch:deterministic, pair 0: weights equal throughout", printed.getvalue())
+        self.assertEqual({float(r["l2"]) for r in rows(out)}, {0.0})
+        printed = io.StringIO()
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(printed):
+            rc = self.script.main(["diverge", self.toml, "--profiles", "h100-torch:deterministic", "--against",
+                                   "cpu-seq:deterministic", "--pairs", "1", "--steps", "2", "--tensors", "1",
+                                   "--out", out, "--data-dir", DATA])
+        self.assertEqual(rc, 0)
+        label = "h100-torch:deterministic vs cpu-seq:deterministic"
+        self.assertIn(f"{label}, pair 0: weights first differ after step 1 (epoch 0, batch 0 of 64 examples)",
+                      printed.getvalue())
+        self.assertEqual({r["profile"] for r in rows(out)}, {label})
+        tensors = rows(os.path.join(self.folder.name, "against.tensors.csv"))
+        self.assertTrue(any(int(r["weight_differing"]) for r in tensors))
+        errors = io.StringIO()
+        with contextlib.redirect_stderr(errors):
+            rc = self.script.main(["diverge", self.toml, "--profiles", "h100-torch", "--against", "no-such-chip",
+                                   "--out", out, "--data-dir", DATA])
+        self.assertEqual(rc, 2)
+        self.assertIn("no-such-chip", errors.getvalue())
+        self.assertEqual(len(errors.getvalue().strip().splitlines()), 1)
+
+    def test_math_torch_trains_otherwise(self):
+        # --math torch: PyTorch's exp, log and loss instead of the C library's and fplab's C++ layer's.
+        self.assertEqual(self.rc, 0)
+        out = os.path.join(self.folder.name, "math-torch")
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            rc = self.script.main(["run", self.toml, "--out", out, "--data-dir", DATA, "--math", "torch"])
+        self.assertEqual(rc, 0)
+        libm, mine = rows(os.path.join(self.py_out, "replicas.csv")), rows(os.path.join(out, "replicas.csv"))
+        self.assertNotEqual([r["weights_sha256"] for r in mine], [r["weights_sha256"] for r in libm])
+        with open(os.path.join(out, "summary.json")) as f:
+            description = json.load(f)["description"]
+        self.assertIn("Profile h100-torch: emulated by fplab.torch, exp, log and the loss: torch.", description)
 
     def test_compare_over_algo_seeds(self):
         self.assertEqual(self.rc, 0)

@@ -85,8 +85,11 @@ class Profiles(unittest.TestCase):
         self.assertFalse(rule.matches("linear", 16, 32))
         with self.assertRaisesRegex(fplab.Error, "layer must be 'conv', 'linear' or 'bn'"):
             rule.matches("pool", 1, 1)
-        # eight Winograd weight gradients, two convolutions, six linear layers, six bias sums, eleven batch norms
-        self.assertEqual(len(rules["deterministic"]), 33)
+        # eight Winograd weight gradients, two convolutions, six linear layers, seven bias sums, eleven batch norms
+        self.assertEqual(len(rules["deterministic"]), 34)
+        at32 = next(r for r in rules["deterministic"] if r.match == "conv height=14 batch=32")
+        self.assertTrue(at32.matches("conv", 16, 32, 3, 1, 14, 32))  # the batch's images
+        self.assertFalse(at32.matches("conv", 16, 32, 3, 1, 14, 64))
         split_k = [r for r in rules["deterministic"] if r.match in ("linear in=512 out=10", "linear in=784 out=128")]
         self.assertEqual([str(r.ops["fwd"].schedule) for r in split_k],
                          ["contig(104):seq | all:seq", "contig(112):seq | all:seq"])

@@ -203,9 +203,9 @@ def conv2d(em, op: str, p: dict) -> Any:
     if xb.shape[2] + 2 * padding[0] < reach[0] or xb.shape[3] + 2 * padding[1] < reach[1]:
         return Native("a kernel larger than the padded input (PyTorch says why)")
     # As the C++ Conv2d describes itself to layer rules: a square kernel and stride, or 0 (no rule
-    # naming a kernel or stride matches then).
+    # naming a kernel or stride matches then), and the batch's images.
     layer = ("conv", int(xb.shape[1]), int(cout), int(kh) if kh == kw and dilation == (1, 1) else 0,
-             stride[0] if stride[0] == stride[1] else 0, int(xb.shape[2]))
+             stride[0] if stride[0] == stride[1] else 0, int(xb.shape[2]), int(xb.shape[0]))
     y = _Conv2d.apply(em, op, replace(em.next_site(), layer=layer), xb, weight, bias, stride, padding, dilation,
                       groups)
     return y if batched else y.squeeze(0)
