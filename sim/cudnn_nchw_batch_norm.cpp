@@ -140,7 +140,7 @@ NchwStatistics cudnn_nchw_statistics(const NchwPlane& x, float eps) {
   s.mean = xor_tree(partial, kForwardTree) * rn;
   for (size_t t = 0; t < kThreads; ++t) {
     const float dm = mean[t] - s.mean;
-    partial[t] = m2[t] + (count[t] * dm) * dm;
+    partial[t] = std::fma(count[t], dm * dm, m2[t]);  // the square rounded, then fused with the count
   }
   const float q = xor_tree(partial, kForwardTree);
   s.inv_std = fp::cuda_rsqrt(std::fma(q, rn, eps));

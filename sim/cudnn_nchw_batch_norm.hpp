@@ -10,13 +10,13 @@
 // Forward: each thread runs Welford's update with the GPU's approximate reciprocal (k += 1;
 // d = x - m; m = fma(d, rcp(k), m); M2 = fma(d, x - m, M2)), turns its mean back into a partial
 // sum fl(k m), and the 512 partials are added by xor shuffles of thread ids 16, 8, 4, 2, 1, then
-// 256, 128, 64, 32: mean = fl(S rcp(n)); the variance's partials fl(M2 + fl(fl(k dm) dm)), dm =
-// m - mean, the same tree; inv_std = the GPU's rsqrt of fma(Q, rcp(n), eps); y = fma(inv_std,
-// fl(gamma fl(x - mean)), beta). Backward: per thread the chains Sb += g and Sd = fma(g, fl(x -
-// mean), Sd), from +0, in the same order, added by xor trees of the other order (1, 2, ..., 256):
-// dbeta = Sb, dgamma = fl(Sd inv_std); dx = fl(fl(fl(fma(-d, k, g) - a) inv_std) gamma) with
-// k = fl(fl(fl(Sd rcp(n)) inv_std) inv_std) and a = fl(dbeta rcp(n)). rcp is the GPU's
-// rcp.approx.ftz.f32 (tools/gpu/gpu_reciprocal_table): measured whole on [1, 2).
+// 256, 128, 64, 32: mean = fl(S rcp(n)); the variance's partials fma(k, fl(dm dm), M2), dm =
+// m - mean, the same tree (fl(M2 + fl(fl(k dm) dm)) differs in channels whose threads' means lie
+// apart: a trained layer's, docs/results/calibration_torch.md); inv_std = the GPU's rsqrt of fma(Q, rcp(n), eps); y =
+// fma(inv_std, fl(gamma fl(x - mean)), beta). Backward: per thread the chains Sb += g and Sd = fma(g, fl(x - mean),
+// Sd), from +0, in the same order, added by xor trees of the other order (1, 2, ..., 256): dbeta = Sb, dgamma = fl(Sd
+// inv_std); dx = fl(fl(fl(fma(-d, k, g) - a) inv_std) gamma) with k = fl(fl(fl(Sd rcp(n)) inv_std) inv_std) and a =
+// fl(dbeta rcp(n)). rcp is the GPU's rcp.approx.ftz.f32 (tools/gpu/gpu_reciprocal_table): measured whole on [1, 2).
 #pragma once
 
 #include <cstddef>

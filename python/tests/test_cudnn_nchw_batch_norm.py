@@ -4,7 +4,10 @@ docs/results/calibration_torch/bn_h200: at 64x16@28 (counter_64x16at28.npz) ever
 inverse standard deviation, dgamma and dbeta of 8 trials (inputs rebuilt from their counter values)
 and channel 0's y and dx of trials 0 and 1; a ResNet-18's shapes at batch 128
 (counter_resnet_batch128.npz: 16x16, 32x32, and 14x14's backward) and on 28x28 images
-(counter_128x64at28.npz, both modes' bits alike); the shapes it does not take refused in one line."""
+(counter_128x64at28.npz, both modes' bits alike); a trained layer's channel, whose threads' means lie
+apart (trained_step7_64x16at28.npz: small_cnn_bn's first BatchNorm at step 7 of `batchnorm`, algo seed 1,
+the one channel where the variance's partials fl(M2 + fl(fl(k dm) dm)) missed the chip's inv_std by an
+ulp and fma(k, fl(dm dm), M2) does not); the shapes it does not take refused in one line."""
 
 import os
 import unittest
@@ -21,6 +24,7 @@ FOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "d
 DATA = os.path.join(FOLDER, "counter_64x16at28.npz")
 RESNET = os.path.join(FOLDER, "counter_resnet_batch128.npz")
 AT28_128 = os.path.join(FOLDER, "counter_128x64at28.npz")
+TRAINED = os.path.join(FOLDER, "trained_step7_64x16at28.npz")
 
 
 def same(a, b) -> int:
@@ -55,6 +59,13 @@ class CudnnNchw(unittest.TestCase):
 
     def test_the_h200s_bits(self):
         self._model_against_saved(DATA, (64, 16, 28), range(8))
+
+    def test_a_trained_layers_channel(self):
+        # The chip's outputs of the first four images follow from its mean and inv_std: all 3136 equal.
+        with np.load(TRAINED) as saved:
+            x = saved["x"].reshape(64, 1, 784)
+            y, _, _, _ = _core.cudnn_nchw_forward(x, saved["gamma"], saved["beta"], 1e-5)
+            self.assertEqual(same(y[:4, 0], saved["y"]), 4 * 784)
 
     @needs_torch
     def test_fplab_torch_under_h100_torch(self):

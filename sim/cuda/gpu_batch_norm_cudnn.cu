@@ -208,7 +208,7 @@ __global__ void __launch_bounds__(kNchwThreads)
     }
   const float mean = __fmul_rn(nchw_tree(shared, __fmul_rn(k, m), kForwardTree), s.rn);
   const float dm = __fsub_rn(m, mean);
-  const float q = nchw_tree(shared, __fadd_rn(m2, __fmul_rn(__fmul_rn(k, dm), dm)), kForwardTree);
+  const float q = nchw_tree(shared, __fmaf_rn(k, __fmul_rn(dm, dm), m2), kForwardTree);
   if (t == 0) {
     const float var = __fmul_rn(q, s.rn);
     mean_out[c] = mean;
