@@ -37,16 +37,19 @@ replicas differ in weights, order and dropout, not in which examples they see (f
 subset per algo seed too when data.train_subset is set; use the impl and control variants for an
 exact match).
 
-``diverge`` trains pairs of replicas of the IMPL variant in lockstep (the same weights and batches,
-impl seeds run.impl_seed + 2p and + 2p + 1 for an emulated profile; two runs of PyTorch's default mode for
-``native``, of its deterministic mode for ``native:deterministic``) and writes the L2 distance between the pair's weights after every step to a CSV
-(profile, pair, step, l2; the L2 of fplab run's reports, || w1 / ||w1|| - w2 / ||w2|| ||) — with
-``--tensors K`` also, for the first K steps, per parameter tensor and per layer what differs — with a table of the median over pairs at a few steps on stdout: where
-two profiles' final churn differs, whether the distance starts apart (the size of a step's noise)
-or grows apart (the training's amplification of it). With ``--against PROFILE`` each pair's second
-twin trains under PROFILE: ``--profiles native:deterministic --against h100-torch:deterministic``
-says after which step (epoch, batch, batch size) a device's deterministic training and its emulation
-first part, and with ``--tensors K`` in which tensor and layer.
+``diverge`` trains pairs of replicas of the IMPL variant in lockstep (the same weights and
+batches, impl seeds run.impl_seed + 2p and + 2p + 1 for an emulated profile; two runs of PyTorch's
+default mode for ``native``, of its deterministic mode for ``native:deterministic``) and writes the
+L2 distance between the pair's weights after every step to a CSV (profile, pair, step, l2; the L2
+of fplab run's reports, || w1 / ||w1|| - w2 / ||w2|| ||) — with ``--tensors K`` also, for the first
+K steps, per parameter tensor and per layer what differs — with a table of the median over pairs at
+a few steps on stdout: where two profiles' final churn differs, whether the distance starts apart
+(the size of a step's noise) or grows apart (the training's amplification of it). With
+``--against PROFILE`` each pair's second twin trains under PROFILE: ``--profiles
+native:deterministic --against h100-torch:deterministic`` says after which step (epoch, batch,
+batch size) a device's deterministic training and its emulation first part, and with ``--tensors
+K`` in which tensor and layer. (A process that trains a ``native:deterministic`` twin sets
+cuBLAS's deterministic workspace, :4096:8, for its default-mode twins too.)
 
 ``compare`` sets a profile's IMPL churn beside a reference's (``native``) over several algo seeds,
 one ``run`` folder per seed: which near-ties a run meets (two max-pool inputs an ulp apart, say) is
@@ -211,17 +214,13 @@ def _run(args: argparse.Namespace) -> None:
     setting = Setting(args)
     recipe, data = setting.recipe, setting.data
     training, run = recipe["training"], recipe["run"]
-    profiles = args.profiles.split(",") if args.profiles else run["profiles"]
-    # The emulated profiles' exp and log in a paragraph of each (recipe_torch.py compare sets runs of
-    # one experiment side by side; what an emulated profile computed with is the profile's to say)
-    emulated = "".join(f"\n\nProfile {p}: emulated by fplab.torch, exp, log and the loss: {args.math}."
-                       for p in profiles if p != "native")
     fplab.torch.experiment(
-        setting.model_fn, setting.train, setting.test, training, profiles,
+        setting.model_fn, setting.train, setting.test, training,
+        args.profiles.split(",") if args.profiles else run["profiles"],
         args.variants.split(",") if args.variants else run["variants"],
         args.replicas if args.replicas is not None else run["replicas"], args.out,
         name=recipe["name"], description=f"{recipe['description']} Trained in PyTorch (experiments/recipe_torch.py); "
-                                         f"TF32 in cuDNN's convolutions {args.tf32}.{emulated}",
+                                         f"TF32 in cuDNN's convolutions {args.tf32}.",
         class_names=data.class_names, loss_fn=setting.loss_fn, algo_seed=run["algo_seed"],
         impl_seed=run["impl_seed"], resume=args.resume, device=args.device, math=args.math, workers=args.workers)
 

@@ -89,7 +89,8 @@ void bind_profiles(py::module_& m) {
           },
           py::arg("layer"), py::arg("in_"), py::arg("out"), py::arg("kernel") = 0, py::arg("stride") = 0,
           py::arg("height") = 0, py::arg("batch") = 0,
-          "Whether it applies to a layer: 'conv' (in/out channels, square kernel, stride, input height), "
+          "Whether it applies to a layer: 'conv' (in/out channels, square kernel, stride, input height; batch: its "
+          "images), "
           "'linear' (in/out features; batch: the rows it multiplies) or 'bn' (in: channels; height; batch).")
       .def("__str__", &profiles::describe_rule)
       .def("__repr__", [](const profiles::LayerRule& r) {

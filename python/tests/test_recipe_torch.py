@@ -13,6 +13,8 @@
   and h100-torch in each) prints a row per seed and the mean of the seeds' churn differences;
 - `diverge --against PROFILE` trains each pair's second twin under another profile and says after
   which step the weights first differ (never, for a deterministic table against itself);
+- a recipe whose last batch holds 32 images takes h100-torch's rule for that batch in both trainers
+  (fplab.torch and the C++ Conv2d tell layer rules the batch), with the same predictions;
 - `run --math torch` trains with PyTorch's exp, log and loss (other weights than the default's,
   the C library's), and its summary says so in the profile's paragraph;
 - what the script does not take (augmentation) is refused in one line before anything is trained.
@@ -221,6 +223,42 @@ class AgreesWithFplabRun(unittest.TestCase):
         with open(os.path.join(out, "summary.json")) as f:
             description = json.load(f)["description"]
         self.assertIn("Profile h100-torch: emulated by fplab.torch, exp, log and the loss: torch.", description)
+
+    def test_a_last_batch_of_32_takes_its_rule(self):
+        # 224 examples in batches of 64 end with 32 images, whose 14x14 bias gradient h100-torch
+        # sums in PyTorch's small form (a rule naming the batch). Both trainers tell the rules the
+        # batch: without the rule (its batch made 33) each gives other weights, and with it the
+        # two give the same predictions.
+        binary = fplab_binary()
+        if binary is None:
+            self.skipTest("no fplab binary: set FPLAB_BINARY or build the fplab target beside the package")
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "profiles", "shipped",
+                               "h100-torch.toml")) as f:
+            shipped = f.read()
+        self.assertEqual(shipped.count('height = 14, batch = 32 }'), 2)  # both modes
+        without = os.path.join(self.folder.name, "no-rule.toml")
+        with open(without, "w") as f:
+            f.write(shipped.replace('name = "h100-torch"', 'name = "no-rule"', 1)
+                    .replace('height = 14, batch = 32 }', 'height = 14, batch = 33 }'))
+        toml = os.path.join(self.folder.name, "last32.toml")
+        with open(toml, "w") as f:
+            f.write(RECIPE.replace("train_subset = 192", "train_subset = 224")
+                    .replace('profiles = ["h100-torch"]', f'profiles = ["h100-torch", "{without}"]')
+                    .replace('variants = ["impl"]', 'variants = ["control"]'))
+        py_out, cpp_out = os.path.join(self.folder.name, "last32-py"), os.path.join(self.folder.name, "last32-cpp")
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            self.assertEqual(self.script.main(["run", toml, "--out", py_out, "--data-dir", DATA]), 0)
+        done = subprocess.run([binary, "run", toml, "--out", cpp_out, "--data-dir", DATA, "--quiet", "--jobs", "1"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        for out in (py_out, cpp_out):
+            first = {r["profile"]: r["weights_sha256"] for r in rows(os.path.join(out, "replicas.csv"))
+                     if r["replica"] == "0"}
+            self.assertEqual(len(first), 2)
+            self.assertNotEqual(*first.values())  # the rule moved the last step's bias gradient
+        same = ("profile", "replica", "train_loss", "predictions_sha256")
+        self.assertEqual([{k: r[k] for k in same} for r in rows(os.path.join(py_out, "replicas.csv"))],
+                         [{k: r[k] for k in same} for r in rows(os.path.join(cpp_out, "replicas.csv"))])
 
     def test_compare_over_algo_seeds(self):
         self.assertEqual(self.rc, 0)

@@ -320,6 +320,8 @@ class Native(unittest.TestCase):
                                              replicas=2, out=os.path.join(folder, "native"), name="user mlp",
                                              progress=False)
             self.assertIn("Profile native: PyTorch " + torch.__version__, results.summary["description"])
+            self.assertIn("Profile cpu-seq: emulated by fplab.torch, exp, log and the loss: torch.",
+                          results.summary["description"])
         self.assertEqual(torch.are_deterministic_algorithms_enabled(), before)  # put back as it was
         by_group = {(g["profile"], g["variant"]): g for g in results.summary["results"]}
         self.assertTrue(by_group["native", "control"]["identical_replicas"])

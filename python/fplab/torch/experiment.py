@@ -112,7 +112,8 @@ def experiment(model_fn: Callable[[int], nn.Module], train_data: Data, test_data
     locked and marked as ``fplab run`` does it: one holding this experiment's replicas needs
     ``resume=True`` (keep those trained with the same recipe, model and data) or ``force=True``.
     ``loss_fn(output, y)`` defaults to F.cross_entropy; ``math="libm"`` takes the C library's exp
-    and log, as fplab's C++ layers (fplab.torch.emulate). ``device`` ("cpu", the default, or
+    and log, as fplab's C++ layers (fplab.torch.emulate); the description says which, per emulated
+    profile. ``device`` ("cpu", the default, or
     "cuda[:N]") is where the replicas train: the model (made by model_fn on the CPU) and the data
     are moved there, and a CUDA device runs fplab's CUDA kernels, with the CPU's bits
     (docs/python.md, "On a GPU"). ``progress`` prints one line per replica on stderr.
@@ -163,6 +164,12 @@ def experiment(model_fn: Callable[[int], nn.Module], train_data: Data, test_data
         backend = _native_run.backend(device)
         description = (description + "\n\n" if description else "") + f"Profile native: {backend}."
         _native_run.prepare_deterministic_cublas(device)  # before any GEMM of this process, if possible
+    # Whose exp, log and loss each emulated profile took: a run set beside another (recipe_torch.py
+    # compare) must have computed them alike.
+    for profile in profiles:
+        if profile != NATIVE:
+            description = ((description + "\n\n" if description else "") +
+                           f"Profile {profile}: emulated by fplab.torch, exp, log and the loss: {math}.")
     for seed_name, seed in (("algo_seed", algo_seed), ("impl_seed", impl_seed)):
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
             raise Error(f"{_WHO}: {seed_name} must be a whole number from 0 to 2^63 - 1, not {seed!r}")

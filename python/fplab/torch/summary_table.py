@@ -61,13 +61,14 @@ def _churn_cell(g: dict) -> str:
 def _experiment(summary: dict) -> tuple:
     """What makes two folders one experiment, and what each says of its profiles: (name, the
     description without its "Profile NAME: ..." paragraphs), and {NAME: that paragraph} (the
-    software, device and TF32 switches a profile ran with). Folders are one experiment where the
+    software, device and TF32 switches a profile ran with; an emulated profile's exp, log and loss,
+    which folders written before 2026-11-30 do not say). Folders are one experiment where the
     first parts are equal and every profile both describe is described alike, so that a profile
     rerun alone at a seed still compares with the reference's folder, but not with another device."""
     base, profiles = [], {}
     for paragraph in (summary.get("description") or "").split("\n\n"):
-        if paragraph.startswith("Profile ") and ":" in paragraph:
-            profiles[paragraph[len("Profile "):paragraph.index(":")]] = paragraph
+        if paragraph.startswith("Profile ") and ": " in paragraph:  # a name may hold ":" (NAME:deterministic)
+            profiles[paragraph[len("Profile "):paragraph.index(": ")]] = paragraph
         else:
             base.append(paragraph)
     return (summary.get("experiment"), "\n\n".join(base)), profiles
