@@ -105,6 +105,23 @@ class AgreesWithFplabRun(unittest.TestCase):
     def tearDownClass(cls):
         cls.folder.cleanup()
 
+    def _trained_both_ways(self, recipe: str, stem: str) -> tuple:
+        """(recipe_torch.py run's folder, fplab run's folder) of the recipe text, written to STEM.toml
+        (skips the test without the fplab binary)."""
+        binary = fplab_binary()
+        if binary is None:
+            self.skipTest("no fplab binary: set FPLAB_BINARY or build the fplab target beside the package")
+        toml = os.path.join(self.folder.name, f"{stem}.toml")
+        with open(toml, "w") as f:
+            f.write(recipe)
+        py_out, cpp_out = os.path.join(self.folder.name, f"{stem}-py"), os.path.join(self.folder.name, f"{stem}-cpp")
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            self.assertEqual(self.script.main(["run", toml, "--out", py_out, "--data-dir", DATA]), 0)
+        done = subprocess.run([binary, "run", toml, "--out", cpp_out, "--data-dir", DATA, "--quiet", "--jobs", "1"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        return py_out, cpp_out
+
     def test_same_replicas_as_fplab_run(self):
         binary = fplab_binary()
         if binary is None:
@@ -125,19 +142,9 @@ class AgreesWithFplabRun(unittest.TestCase):
 
     def test_dropout_masks_follow_the_step(self):
         # fplab's dropout masks are keyed by the training step: an mlp with dropout trained both ways.
-        binary = fplab_binary()
-        if binary is None:
-            self.skipTest("no fplab binary: set FPLAB_BINARY or build the fplab target beside the package")
-        toml = os.path.join(self.folder.name, "dropout.toml")
-        with open(toml, "w") as f:
-            f.write(RECIPE.replace('name = "small_cnn"', 'name = "mlp"\nhidden = [32]\ndropout = 0.3')
-                    .replace('profiles = ["h100-torch"]', 'profiles = ["cpu-seq"]'))
-        py_out, cpp_out = os.path.join(self.folder.name, "dropout-py"), os.path.join(self.folder.name, "dropout-cpp")
-        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
-            self.assertEqual(self.script.main(["run", toml, "--out", py_out, "--data-dir", DATA]), 0)
-        done = subprocess.run([binary, "run", toml, "--out", cpp_out, "--data-dir", DATA, "--quiet", "--jobs", "1"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        self.assertEqual(done.returncode, 0, done.stderr)
+        py_out, cpp_out = self._trained_both_ways(
+            RECIPE.replace('name = "small_cnn"', 'name = "mlp"\nhidden = [32]\ndropout = 0.3')
+            .replace('profiles = ["h100-torch"]', 'profiles = ["cpu-seq"]'), "dropout")
         same = ("replica", "train_loss", "predictions_sha256")
         self.assertEqual([{k: r[k] for k in same} for r in rows(os.path.join(py_out, "replicas.csv"))],
                          [{k: r[k] for k in same} for r in rows(os.path.join(cpp_out, "replicas.csv"))])
@@ -229,9 +236,6 @@ class AgreesWithFplabRun(unittest.TestCase):
         # sums in PyTorch's small form (a rule naming the batch). Both trainers tell the rules the
         # batch: without the rule (its batch made 33) each gives other weights, and with it the
         # two give the same predictions.
-        binary = fplab_binary()
-        if binary is None:
-            self.skipTest("no fplab binary: set FPLAB_BINARY or build the fplab target beside the package")
         with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "profiles", "shipped",
                                "h100-torch.toml")) as f:
             shipped = f.read()
@@ -240,17 +244,10 @@ class AgreesWithFplabRun(unittest.TestCase):
         with open(without, "w") as f:
             f.write(shipped.replace('name = "h100-torch"', 'name = "no-rule"', 1)
                     .replace('height = 14, batch = 32 }', 'height = 14, batch = 33 }'))
-        toml = os.path.join(self.folder.name, "last32.toml")
-        with open(toml, "w") as f:
-            f.write(RECIPE.replace("train_subset = 192", "train_subset = 224")
-                    .replace('profiles = ["h100-torch"]', f'profiles = ["h100-torch", "{without}"]')
-                    .replace('variants = ["impl"]', 'variants = ["control"]'))
-        py_out, cpp_out = os.path.join(self.folder.name, "last32-py"), os.path.join(self.folder.name, "last32-cpp")
-        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
-            self.assertEqual(self.script.main(["run", toml, "--out", py_out, "--data-dir", DATA]), 0)
-        done = subprocess.run([binary, "run", toml, "--out", cpp_out, "--data-dir", DATA, "--quiet", "--jobs", "1"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        self.assertEqual(done.returncode, 0, done.stderr)
+        py_out, cpp_out = self._trained_both_ways(
+            RECIPE.replace("train_subset = 192", "train_subset = 224")
+            .replace('profiles = ["h100-torch"]', f'profiles = ["h100-torch", "{without}"]')
+            .replace('variants = ["impl"]', 'variants = ["control"]'), "last32")
         for out in (py_out, cpp_out):
             first = {r["profile"]: r["weights_sha256"] for r in rows(os.path.join(out, "replicas.csv"))
                      if r["replica"] == "0"}
