@@ -139,6 +139,10 @@ def _arguments(argv: List[str]) -> argparse.Namespace:
     diverge.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default: %(default)s)")
     diverge.add_argument("--tf32", choices=("off", "on"), default="off", help="as for run (default: off)")
     diverge.add_argument("--math", choices=("libm", "torch"), default="libm", help="as for run (default: libm)")
+    diverge.add_argument("--culprit", default="", metavar="NPZ",
+                         help="at the first step where the twins part (weights equal before it), the block that "
+                              "computed the first differing value from equal inputs, saved for an offline fit: its "
+                              "input, output gradient, parameters and both twins' values (NumPy .npz, written whole)")
     diverge.add_argument("--out", required=True, help="the CSV file (written whole: a temporary name, then renamed)")
     diverge.add_argument("--algo-seed", type=int, help="as for run (default: the file's run.algo_seed)")
     diverge.add_argument("--against", default="", metavar="PROFILE",
@@ -260,18 +264,22 @@ _LAYER_HEADER = "profile,pair,step,layer,block,value,elements,differing,max_diff
 class LayerWatch:
     """Forward hooks on a FplabNet's blocks for one pass: each block's output and, after the
     backward pass, its output's gradient; a max-pool block's input too (which window's largest
-    element wins)."""
+    element wins); with ``inputs``, every block's input in ``self.inputs`` (for --culprit)."""
 
-    def __init__(self, model) -> None:
+    def __init__(self, model, inputs: bool = False) -> None:
         from fplab.torch.models import MaxPool
 
         self.values: dict = {}
+        self.inputs: dict = {}
+        self.keep_inputs = inputs
         self.handles = [block.register_forward_hook(self._hook(i, isinstance(block, MaxPool)))
                         for i, block in enumerate(model.blocks)]
 
     def _hook(self, index: int, pool: bool):
         def hook(module, inputs, output):
             self.values[index, "output"] = output.detach().clone()
+            if self.keep_inputs:
+                self.inputs[index] = inputs[0].detach().clone()
             if pool:
                 self.values[index, "input"] = inputs[0].detach().clone()
             if output.requires_grad:
@@ -303,6 +311,58 @@ def _layer_rows(profile: str, pair: int, step: int, descriptions, first: dict, s
         rows.append(f"{profile},{pair},{step},{index},\"{descriptions[index]}\",{value},{a.numel()},"
                     f"{int((a != b).sum())},{float(difference.max()):.6g},{float(a.abs().max()):.6g},{flips}")
     return rows
+
+
+def _culprit(blocks: int, watches, gradients, names) -> tuple:
+    """Where a step of two twins that started it with equal weights first parts, as (block, what,
+    twin 0's value, twin 1's value), or None: in the forward pass the first block whose output
+    differs (its input is equal: the block before it agreed); else, in the backward pass, from the
+    last block down, a block whose output gradient differs (the loss's gradient if it is the last
+    block, else the next block's input gradient: what = "loss gradient" or "input gradient"), or
+    whose parameters' gradient differs (what = "gradient of NAME")."""
+    first, second = watches[0].values, watches[1].values
+    for i in range(blocks):
+        if (i, "output") in first and not bool((first[i, "output"] == second[i, "output"]).all()):
+            return i, "output", first[i, "output"], second[i, "output"]
+    by_block: dict = {}
+    for name, g0, g1 in zip(names, gradients[0], gradients[1]):
+        by_block.setdefault(int(name.split(".")[1]), []).append((name, g0, g1))
+    for j in reversed(range(blocks)):
+        if (j, "gradient") in first and not bool((first[j, "gradient"] == second[j, "gradient"]).all()):
+            return ((j, "loss gradient") if j == blocks - 1 else (j + 1, "input gradient")) + (
+                first[j, "gradient"], second[j, "gradient"])
+        for name, g0, g1 in by_block.get(j, []):
+            if not bool((g0 == g1).all()):
+                return j, f"gradient of {name}", g0, g1
+    return None
+
+
+def _save_culprit(path: str, step: int, found: tuple, model, watch, before: dict) -> str:
+    """found (of _culprit) with what an offline fit needs, as an .npz written whole: the block's
+    input and output gradient (twin 0's, equal in both), its parameters before the step's update,
+    and both twins' differing values; returns a line saying what was saved."""
+    import os
+
+    import numpy as np
+
+    block, what, a, b = found
+    description = "the loss" if what == "loss gradient" else model.descriptions[block]
+    arrays = {"step": np.array(step), "block": np.array(block), "twin0": a.cpu().numpy(), "twin1": b.cpu().numpy()}
+    if block in watch.inputs:
+        arrays["input"] = watch.inputs[block].cpu().numpy()
+    if what == "loss gradient":
+        arrays["input"] = watch.values[block, "output"].cpu().numpy()  # the logits
+    elif (block, "gradient") in watch.values:
+        arrays["output_gradient"] = watch.values[block, "gradient"].cpu().numpy()
+    prefix = f"blocks.{block}."
+    arrays.update({"parameter:" + k[len(prefix):]: v.cpu().numpy() for k, v in before.items() if k.startswith(prefix)})
+    folder, base = os.path.split(os.path.abspath(path))
+    temporary = os.path.join(folder, f".{base}.tmp.npz")
+    np.savez_compressed(temporary, what=np.array(what), description=np.array(description), **arrays)
+    os.replace(temporary, path)
+    differing = int((a != b).sum())
+    return (f"culprit at step {step}: block {block} ({description}), its {what}: {differing} of {a.numel()} "
+            f"elements differ; saved to {path}")
 
 
 def _write_whole(path: str, rows: List[str]) -> None:
@@ -351,6 +411,7 @@ def _diverge(args: argparse.Namespace) -> None:
     tensor_rows, layer_rows = [_TENSOR_HEADER], [_LAYER_HEADER]
     medians = {}
     first_differences = []
+    culprit_line = ""
     for profile in profiles:
         second = args.against or profile
         label = profile if second == profile else f"{profile} vs {second}"
@@ -378,19 +439,27 @@ def _diverge(args: argparse.Namespace) -> None:
                 order = torch.from_numpy(np.asarray(_core.epoch_order(n, run["algo_seed"], epoch), dtype=np.int64))
                 for b in range(min(batches, last - step)):
                     chosen = order[b * size:(b + 1) * size].to(args.device)
-                    gradients, layers = [], []
+                    gradients, layers, watches, before = [], [], [], {}
+                    hunting = bool(args.culprit) and not culprit_line and first_difference is None
                     for model, trained, optimizer, mode in twins:
                         model.set_step(step)  # fplab's dropout masks, keyed by the step
                         for p in trained:
                             p.grad = None
-                        watch = LayerWatch(model) if step < args.tensors else None
+                        watch = LayerWatch(model, inputs=hunting) if step < args.tensors or hunting else None
                         with mode:
                             setting.loss_fn(model(x[chosen]), y[chosen]).backward()
                         if watch is not None:
                             watch.close()
                             layers.append(watch.values)
+                            watches.append(watch)
                             gradients.append([p.grad.detach().clone() for p in trained])
+                        if hunting and not before:  # the first twin's parameters, before the update
+                            before = {k: v.detach().clone() for k, v in model.named_parameters()}
                         optimizer.step(epoch)
+                    found = _culprit(len(twins[0][0].blocks), watches, gradients, names) if hunting else None
+                    if found is not None:
+                        culprit_line = _save_culprit(args.culprit, step + 1, found, twins[0][0], watches[0], before)
+                        print(culprit_line, file=sys.stderr, flush=True)
                     step += 1
                     if step <= args.tensors:
                         tensor_rows += _tensor_rows(label, pair, step, names, gradients, twins[0][1], twins[1][1])
@@ -419,6 +488,8 @@ def _diverge(args: argparse.Namespace) -> None:
         print(f"| {profile} | " + " | ".join(f"{median[s - 1]:.3g}" for s in steps) + " |")
     for label, pair, where in first_differences:
         print(f"{label}, pair {pair}: {where}")
+    if args.culprit:
+        print(culprit_line or "no culprit: the twins never parted (nothing saved)")
 
 
 def _figure(args: argparse.Namespace) -> None:

@@ -15,6 +15,8 @@
   which step the weights first differ (never, for a deterministic table against itself);
 - a recipe whose last batch holds 32 images takes h100-torch's rule for that batch in both trainers
   (fplab.torch and the C++ Conv2d tell layer rules the batch), with the same predictions;
+- `diverge --culprit NPZ` names and saves the block where two twins that started a step alike part
+  (a weight gradient's order changed: that gradient alone), and says so when they never part;
 - `run --math torch` trains with PyTorch's exp, log and loss (other weights than the default's,
   the C library's), and its summary says so in the profile's paragraph;
 - what the script does not take (augmentation) is refused in one line before anything is trained.
@@ -28,6 +30,8 @@ import os
 import subprocess
 import tempfile
 import unittest
+
+import numpy as np
 
 from fplab_command import DATA, experiment_script, fplab_binary
 from torch_reference import needs_torch, torch
@@ -217,6 +221,43 @@ class AgreesWithFplabRun(unittest.TestCase):
         self.assertEqual(rc, 2)
         self.assertIn("no-such-chip", errors.getvalue())
         self.assertEqual(len(errors.getvalue().strip().splitlines()), 1)
+
+    def test_diverge_names_the_culprit(self):
+        # --culprit: a copy of h100-torch whose deterministic 14x14 weight gradient is one chain parts
+        # from h100-torch at step 1 in that gradient alone (block 3 of small_cnn), saved for a fit.
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "profiles", "shipped",
+                               "h100-torch.toml")) as f:
+            shipped = f.read()
+        rule = 'match = { layer = "conv", kernel = 3, height = 14 }\nwgrad = "strided(32):seq | all:shfl_down"'
+        self.assertEqual(shipped.count(rule), 1)
+        changed = os.path.join(self.folder.name, "one-chain.toml")
+        with open(changed, "w") as f:
+            f.write(shipped.replace(rule, rule.replace("strided(32):seq | all:shfl_down", "all:seq"))
+                    .replace('name = "h100-torch"', 'name = "one-chain"', 1))
+        out, saved = os.path.join(self.folder.name, "culprit.csv"), os.path.join(self.folder.name, "culprit.npz")
+        printed = io.StringIO()
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(printed):
+            rc = self.script.main(["diverge", self.toml, "--profiles", "h100-torch:deterministic", "--against",
+                                   f"{changed}:deterministic", "--pairs", "1", "--steps", "2", "--culprit", saved,
+                                   "--out", out, "--data-dir", DATA])
+        self.assertEqual(rc, 0)
+        self.assertIn("culprit at step 1: block 3 (conv2d(16->32, 3x3, stride 1, pad 1)), its gradient of "
+                      "blocks.3.weight", printed.getvalue())
+        with np.load(saved) as culprit:
+            self.assertEqual(str(culprit["what"]), "gradient of blocks.3.weight")
+            self.assertEqual(culprit["input"].shape, (64, 16, 14, 14))
+            self.assertEqual(culprit["output_gradient"].shape, (64, 32, 14, 14))
+            self.assertEqual(culprit["parameter:weight"].shape, (32, 16, 3, 3))
+            self.assertFalse(np.array_equal(culprit["twin0"], culprit["twin1"]))
+        never = os.path.join(self.folder.name, "never.npz")
+        printed = io.StringIO()
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(printed):
+            rc = self.script.main(["diverge", self.toml, "--profiles", "h100-torch:deterministic", "--against",
+                                   "h100-torch:deterministic", "--pairs", "1", "--steps", "2", "--culprit", never,
+                                   "--out", out, "--data-dir", DATA])
+        self.assertEqual(rc, 0)
+        self.assertIn("no culprit: the twins never parted (nothing saved)", printed.getvalue())
+        self.assertFalse(os.path.exists(never))
 
     def test_math_torch_trains_otherwise(self):
         # --math torch: PyTorch's exp, log and loss instead of the C library's and fplab's C++ layer's.
