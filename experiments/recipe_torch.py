@@ -278,10 +278,12 @@ class LayerWatch:
     def _hook(self, index: int, pool: bool):
         def hook(module, inputs, output):
             self.values[index, "output"] = output.detach().clone()
-            if self.keep_inputs:
-                self.inputs[index] = inputs[0].detach().clone()
-            if pool:
-                self.values[index, "input"] = inputs[0].detach().clone()
+            if self.keep_inputs or pool:
+                kept = inputs[0].detach().clone()
+                if self.keep_inputs:
+                    self.inputs[index] = kept
+                if pool:
+                    self.values[index, "input"] = kept
             if output.requires_grad:
                 output.register_hook(lambda g: self.values.__setitem__((index, "gradient"), g.detach().clone()))
         return hook
@@ -348,14 +350,15 @@ def _save_culprit(path: str, step: int, found: tuple, model, watch, before: dict
     block, what, a, b = found
     description = "the loss" if what == "loss gradient" else model.descriptions[block]
     arrays = {"step": np.array(step), "block": np.array(block), "twin0": a.cpu().numpy(), "twin1": b.cpu().numpy()}
-    if block in watch.inputs:
+    if what == "loss gradient":  # the loss has no parameters; its input is the logits
+        arrays["input"] = watch.values[block, "output"].cpu().numpy()
+    else:
         arrays["input"] = watch.inputs[block].cpu().numpy()
-    if what == "loss gradient":
-        arrays["input"] = watch.values[block, "output"].cpu().numpy()  # the logits
-    elif (block, "gradient") in watch.values:
-        arrays["output_gradient"] = watch.values[block, "gradient"].cpu().numpy()
-    prefix = f"blocks.{block}."
-    arrays.update({"parameter:" + k[len(prefix):]: v.cpu().numpy() for k, v in before.items() if k.startswith(prefix)})
+        if (block, "gradient") in watch.values:
+            arrays["output_gradient"] = watch.values[block, "gradient"].cpu().numpy()
+        prefix = f"blocks.{block}."
+        arrays.update({"parameter:" + k[len(prefix):]: v.cpu().numpy() for k, v in before.items()
+                       if k.startswith(prefix)})
     folder, base = os.path.split(os.path.abspath(path))
     temporary = os.path.join(folder, f".{base}.tmp.npz")
     np.savez_compressed(temporary, what=np.array(what), description=np.array(description), **arrays)

@@ -856,9 +856,8 @@ void bind_cuda(py::module_& m) {
       py::arg("impl_seed") = 0, py::arg("op_ids") = std::vector<uint64_t>{}, py::arg("call") = 0,
       "dw (K, C, 3, 3) of a 3x3 stride-1 convolution by cuDNN's Winograd transforms and 36 GEMMs of fused products as "
       "cuda_matmul runs them (position p keyed by op_ids[p]): x (batch, C, H, W), gy (batch, K, out_h, out_w); scratch "
-      "v (6 x terms "
-      "x C floats), u (6 x K x terms), m (36 x K x C), terms = batch x tiles; shape (batch, C, K, H, W, padding). "
-      "Device addresses of float32 memory; enqueued on the default stream.");
+      "v (6 x terms x C floats), u (6 x K x terms), m (36 x K x C), terms = batch x tiles; shape (batch, C, K, H, W, "
+      "padding). Device addresses of float32 memory; enqueued on the default stream.");
   m.def("cuda_sum_segments", &cuda_sum_segments, py::arg("x"), py::arg("n"), py::arg("count"), py::arg("out"),
         py::arg("schedule"), py::arg("device") = 0, py::arg("impl_seed") = 0, py::arg("op_id") = 0, py::arg("call") = 0,
         "out[s] = the reduction of x[s*n : s*n + n] for s < count in the schedule's order (float32 device memory); "

@@ -58,6 +58,13 @@ replicas = 2
 """
 
 
+def shipped_h100_torch() -> str:
+    """The text of the shipped profiles/shipped/h100-torch.toml (tests change a line of a copy)."""
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "profiles", "shipped",
+                           "h100-torch.toml")) as f:
+        return f.read()
+
+
 def rows(path):
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
@@ -125,6 +132,15 @@ class AgreesWithFplabRun(unittest.TestCase):
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.assertEqual(done.returncode, 0, done.stderr)
         return py_out, cpp_out
+
+    def _against(self, first: str, second: str, out: str, *more: str) -> tuple:
+        """(exit status, what it printed) of diverge: one pair, two steps, the second twin under
+        `second`."""
+        printed = io.StringIO()
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(printed):
+            rc = self.script.main(["diverge", self.toml, "--profiles", first, "--against", second, "--pairs", "1",
+                                   "--steps", "2", "--out", out, "--data-dir", DATA, *more])
+        return rc, printed.getvalue()
 
     def test_same_replicas_as_fplab_run(self):
         binary = fplab_binary()
@@ -194,23 +210,15 @@ class AgreesWithFplabRun(unittest.TestCase):
         # --against: each pair's second twin under another profile. A deterministic table against
         # itself stays equal; against another it parts at step 1, and the tables say where.
         out = os.path.join(self.folder.name, "against.csv")
-        printed = io.StringIO()
-        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(printed):
-            rc = self.script.main(["diverge", self.toml, "--profiles", "h100-torch:deterministic", "--against",
-                                   "h100-torch:deterministic", "--pairs", "1", "--steps", "2", "--math", "torch",
-                                   "--out", out, "--data-dir", DATA])
+        rc, printed = self._against("h100-torch:deterministic", "h100-torch:deterministic", out, "--math", "torch")
         self.assertEqual(rc, 0)
-        self.assertIn("h100-torch:deterministic, pair 0: weights equal throughout", printed.getvalue())
+        self.assertIn("h100-torch:deterministic, pair 0: weights equal throughout", printed)
         self.assertEqual({float(r["l2"]) for r in rows(out)}, {0.0})
-        printed = io.StringIO()
-        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(printed):
-            rc = self.script.main(["diverge", self.toml, "--profiles", "h100-torch:deterministic", "--against",
-                                   "cpu-seq:deterministic", "--pairs", "1", "--steps", "2", "--tensors", "1",
-                                   "--out", out, "--data-dir", DATA])
+        rc, printed = self._against("h100-torch:deterministic", "cpu-seq:deterministic", out, "--tensors", "1")
         self.assertEqual(rc, 0)
         label = "h100-torch:deterministic vs cpu-seq:deterministic"
         self.assertIn(f"{label}, pair 0: weights first differ after step 1 (epoch 0, batch 0 of 64 examples)",
-                      printed.getvalue())
+                      printed)
         self.assertEqual({r["profile"] for r in rows(out)}, {label})
         tensors = rows(os.path.join(self.folder.name, "against.tensors.csv"))
         self.assertTrue(any(int(r["weight_differing"]) for r in tensors))
@@ -225,9 +233,7 @@ class AgreesWithFplabRun(unittest.TestCase):
     def test_diverge_names_the_culprit(self):
         # --culprit: a copy of h100-torch whose deterministic 14x14 weight gradient is one chain parts
         # from h100-torch at step 1 in that gradient alone (block 3 of small_cnn), saved for a fit.
-        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "profiles", "shipped",
-                               "h100-torch.toml")) as f:
-            shipped = f.read()
+        shipped = shipped_h100_torch()
         rule = 'match = { layer = "conv", kernel = 3, height = 14 }\nwgrad = "strided(32):seq | all:shfl_down"'
         self.assertEqual(shipped.count(rule), 1)
         changed = os.path.join(self.folder.name, "one-chain.toml")
@@ -235,14 +241,10 @@ class AgreesWithFplabRun(unittest.TestCase):
             f.write(shipped.replace(rule, rule.replace("strided(32):seq | all:shfl_down", "all:seq"))
                     .replace('name = "h100-torch"', 'name = "one-chain"', 1))
         out, saved = os.path.join(self.folder.name, "culprit.csv"), os.path.join(self.folder.name, "culprit.npz")
-        printed = io.StringIO()
-        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(printed):
-            rc = self.script.main(["diverge", self.toml, "--profiles", "h100-torch:deterministic", "--against",
-                                   f"{changed}:deterministic", "--pairs", "1", "--steps", "2", "--culprit", saved,
-                                   "--out", out, "--data-dir", DATA])
+        rc, printed = self._against("h100-torch:deterministic", f"{changed}:deterministic", out, "--culprit", saved)
         self.assertEqual(rc, 0)
         self.assertIn("culprit at step 1: block 3 (conv2d(16->32, 3x3, stride 1, pad 1)), its gradient of "
-                      "blocks.3.weight", printed.getvalue())
+                      "blocks.3.weight", printed)
         with np.load(saved) as culprit:
             self.assertEqual(str(culprit["what"]), "gradient of blocks.3.weight")
             self.assertEqual(culprit["input"].shape, (64, 16, 14, 14))
@@ -250,13 +252,9 @@ class AgreesWithFplabRun(unittest.TestCase):
             self.assertEqual(culprit["parameter:weight"].shape, (32, 16, 3, 3))
             self.assertFalse(np.array_equal(culprit["twin0"], culprit["twin1"]))
         never = os.path.join(self.folder.name, "never.npz")
-        printed = io.StringIO()
-        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(printed):
-            rc = self.script.main(["diverge", self.toml, "--profiles", "h100-torch:deterministic", "--against",
-                                   "h100-torch:deterministic", "--pairs", "1", "--steps", "2", "--culprit", never,
-                                   "--out", out, "--data-dir", DATA])
+        rc, printed = self._against("h100-torch:deterministic", "h100-torch:deterministic", out, "--culprit", never)
         self.assertEqual(rc, 0)
-        self.assertIn("no culprit: the twins never parted (nothing saved)", printed.getvalue())
+        self.assertIn("no culprit: the twins never parted (nothing saved)", printed)
         self.assertFalse(os.path.exists(never))
 
     def test_math_torch_trains_otherwise(self):
@@ -277,9 +275,7 @@ class AgreesWithFplabRun(unittest.TestCase):
         # sums in PyTorch's small form (a rule naming the batch). Both trainers tell the rules the
         # batch: without the rule (its batch made 33) each gives other weights, and with it the
         # two give the same predictions.
-        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "profiles", "shipped",
-                               "h100-torch.toml")) as f:
-            shipped = f.read()
+        shipped = shipped_h100_torch()
         self.assertEqual(shipped.count('height = 14, batch = 32 }'), 2)  # both modes
         without = os.path.join(self.folder.name, "no-rule.toml")
         with open(without, "w") as f:

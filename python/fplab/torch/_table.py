@@ -22,9 +22,9 @@ MODES = ("default", "deterministic")
 
 
 #: A layer as layer rules see it: ("conv", in channels, out channels, square kernel, stride, input
-#: height, images), ("linear", in features, out features, 0, 0, 0, rows multiplied: the batch, times the
-#: positions of an input of more dimensions) or ("bn", channels, 0, 0, 0, input height (1 without
-#: one), batch); 0 where a convolution's kernel or stride is not square, so that no rule naming one
+#: height, images), ("linear", in features, out features, 0, 0, 0, rows multiplied: the batch,
+#: times the positions of an input of more dimensions) or ("bn", channels, 0, 0, 0, input height (1
+#: without one), batch); 0 where a convolution's kernel or stride is not square, so that no rule naming one
 #: matches it.
 Layer = Tuple[Union[str, int], ...]
 

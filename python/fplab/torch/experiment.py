@@ -113,9 +113,9 @@ def experiment(model_fn: Callable[[int], nn.Module], train_data: Data, test_data
     ``resume=True`` (keep those trained with the same recipe, model and data) or ``force=True``.
     ``loss_fn(output, y)`` defaults to F.cross_entropy; ``math="libm"`` takes the C library's exp
     and log, as fplab's C++ layers (fplab.torch.emulate); the description says which, per emulated
-    profile. ``device`` ("cpu", the default, or
-    "cuda[:N]") is where the replicas train: the model (made by model_fn on the CPU) and the data
-    are moved there, and a CUDA device runs fplab's CUDA kernels, with the CPU's bits
+    profile. ``device`` ("cpu", the default, or "cuda[:N]") is where the replicas train: the model
+    (made by model_fn on the CPU) and the data are moved there, and a CUDA device runs fplab's CUDA
+    kernels, with the CPU's bits
     (docs/python.md, "On a GPU"). ``progress`` prints one line per replica on stderr.
     ``workers`` > 1 trains that many replicas at a time in worker processes on the same device (worth it
     on a GPU, which one emulated replica leaves idle much of the time); model_fn and loss_fn must
