@@ -1,8 +1,8 @@
 // The GEMM path of sim/fused_first_stage.hpp.
 //
-// Assumptions: a group's members are the products of its terms in the order groups_of() lists
-// them, and the fused reducer reduces every group (one member included) as fused_dot from +0
-// (schedule_walk.hpp's reduce_group, whole_group.cpp), on exact products whatever
+// Assumptions: a group's members are the products of its terms in the order groups_of() (or
+// deal_hands() for a first deal(P,B)[all:fused]) lists them, and the fused reducer reduces every group (one member
+// included) as fused_dot from +0 (schedule_walk.hpp's reduce_group, whole_group.cpp), on exact products whatever
 // Arithmetic::products says unless products are rounded first (Products::rounded: not taken here).
 #include "sim/fused_first_stage.hpp"
 
@@ -16,9 +16,22 @@
 
 namespace fplab::sim::detail {
 
+namespace {
+
+// The first stage's fused reduction: the stage itself, or the one stage all:fused inside a first
+// deal(P,B)[...] (every hand one chain); null for any other.
+const Stage* fused_reduction(const Stage& first) {
+  if (first.deal > 0)
+    return first.inner.size() == 1 && first.inner[0].reduces() && first.inner[0].grouping.kind == Grouping::Kind::all
+               ? fused_reduction(first.inner[0])
+               : nullptr;
+  return first.reduces() && first.reducer.kind == Reducer::Kind::fused ? &first : nullptr;
+}
+
+}  // namespace
+
 bool fused_first_stage(const Schedule& schedule, const Arithmetic& arithmetic) {
-  return !schedule.stages.empty() && schedule.stages[0].reduces() &&
-         schedule.stages[0].reducer.kind == Reducer::Kind::fused && arithmetic.native_float() &&
+  return !schedule.stages.empty() && fused_reduction(schedule.stages[0]) && arithmetic.native_float() &&
          arithmetic.products != Products::rounded && !schedule.has_stage_formats();
 }
 
@@ -26,13 +39,19 @@ void gemm_with_fused_first_stage(const Schedule& schedule, const float* a, const
                                  const Arithmetic& arithmetic, const NoiseKey& key) {
   const auto [m, n, k] = shape;
   const Stage& first = schedule.stages[0];
-  const FusedAddSpec spec = fused_reducer_spec(first.reducer, arithmetic);
+  const FusedAddSpec spec = fused_reducer_spec(fused_reduction(first)->reducer, arithmetic);
   const FusedFactors factors(a, b, m, n, k, spec);
-  const auto groups = groups_of(first.grouping, k);
-  std::vector<std::vector<uint32_t>> group_terms(groups.size());
-  for (size_t g = 0; g < groups.size(); ++g)
-    for (size_t t = 0; t < groups[g].count; ++t)
-      group_terms[g].push_back(static_cast<uint32_t>(groups[g].first + t * groups[g].stride));
+  std::vector<std::vector<uint32_t>> group_terms;
+  if (first.deal > 0) {  // a hand's terms, its blocks in order
+    for (const std::vector<size_t>& hand : deal_hands(first.deal, first.deal_block, k))
+      group_terms.emplace_back(hand.begin(), hand.end());
+  } else {
+    for (const GroupSpan& g : groups_of(first.grouping, k)) {
+      group_terms.emplace_back();
+      for (size_t t = 0; t < g.count; ++t) group_terms.back().push_back(static_cast<uint32_t>(g.first + t * g.stride));
+    }
+  }
+  const std::vector<std::vector<uint32_t>>& groups = group_terms;
   // One group and nothing after it (all:fused): its chains are the outputs.
   const bool chains_are_outputs = groups.size() == 1 && schedule.stages.size() == 1;
   constexpr size_t kTile = kGemmTileRows * kGemmTileCols;

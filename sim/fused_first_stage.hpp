@@ -1,5 +1,6 @@
 // Internal to sim/: the GEMM path for schedules whose first stage is a tensor-core fused(N,F)
-// reducer on the products (all:fused, split(S):fused | ..., contig(G):fused | ...), in native
+// reducer on the products (all:fused, split(S):fused | ..., contig(G):fused | ...,
+// deal(P,B)[all:fused] | ...), in native
 // fp32 arithmetic with exact products. Each group's chain of fused steps runs for a tile of
 // outputs at once through FusedFactors::dot_tile (the whole chain in vector registers where the
 // grid form takes the spec: sim/fused_grid.hpp); later stages are the engine's TileWalker. Same

@@ -223,15 +223,14 @@ void run_tiles(const Schedule& schedule, const float* a, const float* b, float* 
   const auto [m, n, k] = shape;
   // The leading stages: shuffles and lane permutations, then the first reduction; after it every
   // partial is a value. A body(M)[...] first leaves the n mod M products after it unreduced, and
-  // an each(S)[...] reduces its runs through stages of its own, so then the walk over product
-  // terms takes the whole schedule.
+  // an each(S)[...] or deal(P,B)[...] reduces its runs or hands through stages of its own, so then the walk over
+  // product terms takes the whole schedule.
   size_t leading_end = 0;
   const auto& stages = schedule.stages;
   while (leading_end < stages.size() && (stages[leading_end].shuffle || stages[leading_end].reorders()))
     ++leading_end;
-  leading_end = leading_end < stages.size() && (stages[leading_end].body > 0 || stages[leading_end].each > 0)
-                    ? stages.size()
-                    : std::min(leading_end + 1, stages.size());
+  leading_end = leading_end < stages.size() && stages[leading_end].nests() ? stages.size()
+                                                                           : std::min(leading_end + 1, stages.size());
   // One rounding stream per output (only the generic arithmetic draws from them).
   std::vector<fp::CounterRng> streams(kGemmTileRows * kGemmTileCols, fp::CounterRng(0));
   ProductTermOps<T, Add> ops(ar);

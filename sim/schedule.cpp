@@ -68,7 +68,8 @@ class Reader {
     skip_spaces();
     if (done()) fail("empty schedule");
     s.stages = pipeline();
-    if (!done()) fail(text_[pos_] == ']' ? "']' closes no body(M)[ or each(S)[" : "expected '|' between stages");
+    if (!done())
+      fail(text_[pos_] == ']' ? "']' closes no body(M)[, each(S)[ or deal(P,B)[" : "expected '|' between stages");
     return s;
   }
 
@@ -98,10 +99,17 @@ class Reader {
       expect(')');
       return st;
     }
-    if (word == "body" || word == "each") {
-      const std::string what = word == "body" ? "body(M)" : "each(S)";
+    if (word == "body" || word == "each" || word == "deal") {
+      const std::string what = word == "body" ? "body(M)" : word == "each" ? "each(S)" : "deal(P,B)";
       expect('(');
-      (word == "body" ? st.body : st.each) = number(1, int64_t{1} << 40, word == "body" ? "body multiple M" : "run length S");
+      if (word == "deal") {
+        st.deal = number(1, 65535, "deal hands P");
+        expect(',');
+        st.deal_block = number(1, int64_t{1} << 40, "deal block length B");
+      } else {
+        (word == "body" ? st.body : st.each) =
+            number(1, int64_t{1} << 40, word == "body" ? "body multiple M" : "run length S");
+      }
       expect(')');
       expect('[');
       skip_spaces();
@@ -109,9 +117,11 @@ class Reader {
       const size_t inside = pos_;
       st.inner = pipeline();
       if (!take(']')) fail(done() ? what + "[ is not closed by ']'" : "expected '|' or ']' in " + what + "[...]");
-      if (st.each > 0 && (Schedule{st.inner}.nondeterministic()))
-        fail_at(inside, "each(S)[...] takes deterministic stages only (an atomic or a shuffle inside would need an order "
-                          "of its own for every run)");
+      if ((st.each > 0 || st.deal > 0) && (Schedule{st.inner}.nondeterministic()))
+        fail_at(inside, what +
+                            "[...] takes deterministic stages only (an atomic or a shuffle inside would need an "
+                            "order of its own for every " +
+                            (st.deal > 0 ? "hand)" : "run)"));
       return st;
     }
     if (word == "contig" || word == "strided" || word == "split") {
@@ -125,10 +135,10 @@ class Reader {
       st.grouping.kind = Grouping::Kind::all;
     } else {
       fail_at(start, word.empty() ? "expected a stage (contig(G), strided(P), split(S), all, shuffle, perm(...), "
-                                    "cols(R), body(M)[...] or each(S)[...])"
+                                    "cols(R), body(M)[...], each(S)[...] or deal(P,B)[...])"
                                   : "unknown grouping '" + std::string(word) +
                                         "' (known: contig(G), strided(P), split(S), all, shuffle, perm(...), cols(R), "
-                                        "body(M)[...], each(S)[...])");
+                                        "body(M)[...], each(S)[...], deal(P,B)[...])");
     }
     expect(':');
     st.reducer = reducer();
@@ -331,8 +341,10 @@ std::string to_string(const Stage& st) {
     for (size_t k = 0; k < st.perm.size(); ++k) text += (k ? "," : "") + std::to_string(st.perm[k]);
     return text + ")";
   }
-  if (st.body > 0 || st.each > 0) {
-    std::string text = st.body > 0 ? "body(" + std::to_string(st.body) + ")[" : "each(" + std::to_string(st.each) + ")[";
+  if (st.nests()) {
+    std::string text = st.body > 0   ? "body(" + std::to_string(st.body) + ")["
+                       : st.each > 0 ? "each(" + std::to_string(st.each) + ")["
+                                     : "deal(" + std::to_string(st.deal) + "," + std::to_string(st.deal_block) + ")[";
     for (size_t k = 0; k < st.inner.size(); ++k) text += (k ? " | " : "") + to_string(st.inner[k]);
     return text + "]";
   }
@@ -379,8 +391,7 @@ bool Schedule::has_stage_formats() const {
 }
 
 bool Schedule::plain() const {
-  return !any_stage(stages,
-                    [](const Stage& st) { return st.reorders() || st.body > 0 || st.each > 0 || st.format; });
+  return !any_stage(stages, [](const Stage& st) { return st.reorders() || st.nests() || st.format; });
 }
 
 bool Schedule::order_independent() const {

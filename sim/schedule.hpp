@@ -3,7 +3,7 @@
 //
 //   schedule := stage (" | " stage)*
 //   stage    := "shuffle" | "perm(" p0 "," p1 ... ")" | "cols(" R ")" | "body(" M ")[" schedule "]"
-//             | "each(" S ")[" schedule "]"
+//             | "each(" S ")[" schedule "]" | "deal(" P "," B ")[" schedule "]"
 //             | grouping ":" reducer ["@" FORMAT [">" HOLD]]
 //   grouping := "contig(" G ")" | "strided(" P ")" | "split(" S ")" | "all"
 //   reducer  := seq | rev | tree | shfl_down | shfl_up | shfl_xor | atomic | ring | kahan
@@ -22,8 +22,12 @@
 // the other n mod M, which pass through; each(S)[...] runs its stages on every run of S consecutive
 // partials (the last may be shorter) on its own and lists what they leave, run after run (a kernel
 // whose tiles restart at every image: cuDNN's weight gradient, per image in tiles of 512 pixels,
-// is each(784)[contig(512):seq] | all:atomic at 28 x 28); "@FORMAT" makes a stage add in FORMAT (its results are
-// held in it) instead of the arithmetic's format.
+// is each(784)[contig(512):seq] | all:atomic at 28 x 28); deal(P,B)[...] deals blocks of B
+// consecutive partials to P hands in turn (block i to hand i mod P) and runs its stages on every hand
+// on its own, its blocks in order, listing what they leave hand after hand (split-K slices that take
+// every P-th tile of K: cuDNN's TF32 weight gradient at 14 x 14 on an H200 is
+// deal(90,64)[all:fused(8,25,tf32rna)] | cols(89) | all:seq); "@FORMAT" makes a stage add in FORMAT
+// (its results are held in it) instead of the arithmetic's format.
 //
 // The canonical text has single spaces around '|' and no other spaces; parse(print(s)) == s.
 #pragma once
@@ -127,7 +131,11 @@ struct Stage {
   // shorter), their results listed run after run. Its stages are deterministic (no atomic or
   // shuffle: one order serves every run).
   int64_t each = 0;
-  std::vector<Stage> inner;  // of body(M) or each(S)
+  // deal(P,B)[inner]: blocks of deal_block consecutive partials dealt to `deal` hands in turn, inner
+  // run on every hand apart (its blocks in order), their results listed hand after hand.
+  // Deterministic stages only, as in each(S).
+  int64_t deal = 0, deal_block = 0;
+  std::vector<Stage> inner;  // of body(M), each(S) or deal(P,B)
   Grouping grouping;
   Reducer reducer;
   // "@FORMAT": the format this stage adds in and holds its results in; none: the arithmetic's.
@@ -137,8 +145,10 @@ struct Stage {
   // and tree, shfl_*, numpy_pairwise, torch_cascade, cub_reduce).
   std::optional<fp::Format> hold;
   bool operator==(const Stage&) const = default;
-  // A grouping:reducer stage (not shuffle, perm, cols, body or each).
-  bool reduces() const { return !shuffle && !reorders() && body == 0 && each == 0; }
+  // A grouping:reducer stage (not shuffle, perm, cols, body, each or deal).
+  bool reduces() const { return !shuffle && !reorders() && !nests(); }
+  // body(M)[...], each(S)[...] or deal(P,B)[...]: stages of its own on parts of the list.
+  bool nests() const { return body > 0 || each > 0 || deal > 0; }
   // perm(...) or cols(R): a fixed reordering of the list.
   bool reorders() const { return !perm.empty() || cols > 0; }
   // A held sequential reduction starts from zero: acc = 0, then acc = HOLD(FORMAT(acc + x)) per
@@ -159,7 +169,8 @@ struct Schedule {
   bool order_independent() const;
   // True if a stage, at any depth, adds in a format of its own ("@FORMAT").
   bool has_stage_formats() const;
-  // True if it uses only the stages the GPU planner and CUDA kernels know: no perm, cols, body, each or @.
+  // True if it uses only the stages the GPU planner and CUDA kernels know: no perm, cols, body, each,
+  // deal or @.
   bool plain() const;
 };
 

@@ -212,6 +212,17 @@ inline std::vector<size_t> cols_order(int64_t row, size_t n) {
   return order;
 }
 
+// deal(P,B): the hands of `n` partials, each the indices of its blocks in order (block i of B
+// consecutive partials to hand i mod P; a last, shorter block stays one). Empty hands are none.
+inline std::vector<std::vector<size_t>> deal_hands(int64_t hands, int64_t block, size_t n) {
+  const auto p = static_cast<size_t>(hands), b = static_cast<size_t>(block);
+  const size_t blocks = (n + b - 1) / b;
+  std::vector<std::vector<size_t>> out(std::min(p, blocks));
+  for (size_t i = 0; i < blocks; ++i)
+    for (size_t at = i * b; at < std::min(n, i * b + b); ++at) out[i % p].push_back(at);
+  return out;
+}
+
 // The order of `n` partials after a reordering stage (perm or cols).
 inline std::vector<size_t> reorder_order(const Stage& st, size_t n) {
   return st.cols > 0 ? cols_order(st.cols, n) : perm_order(st.perm, n);
@@ -244,7 +255,8 @@ inline std::optional<std::vector<size_t>> fixed_order(const Stage& st, size_t n)
 }
 
 // The noise-stream id of stage s of a list of stages: top-level stages are numbered from 0; the
-// stages inside the body(M)[...] or each(S)[...] that is stage `parent` apart from every top-level one.
+// stages inside the body(M)[...], each(S)[...] or deal(P,B)[...] that is stage `parent` apart from
+// every top-level one.
 inline uint64_t stage_id(std::optional<uint64_t> parent, size_t s) { return parent ? ((*parent + 1) << 16) + s : s; }
 
 template <class Ops>
@@ -279,6 +291,18 @@ std::vector<typename Ops::Value> walk_list(Ops& ops, const std::vector<Stage>& s
       std::vector<V> next(list.begin() + static_cast<ptrdiff_t>(body), list.end());
       inside = walk_list(ops, st.inner, 0, st.inner.size(), std::move(inside), key, id);
       next.insert(next.end(), inside.begin(), inside.end());
+      list = std::move(next);
+      continue;
+    }
+    if (st.deal > 0) {  // every hand on its own, what each leaves listed in hand order
+      std::vector<V> next;
+      for (const std::vector<size_t>& hand : deal_hands(st.deal, st.deal_block, list.size())) {
+        std::vector<V> members;
+        members.reserve(hand.size());
+        for (size_t i : hand) members.push_back(list[i]);
+        std::vector<V> left = walk_list(ops, st.inner, 0, st.inner.size(), std::move(members), key, id);
+        next.insert(next.end(), std::make_move_iterator(left.begin()), std::make_move_iterator(left.end()));
+      }
       list = std::move(next);
       continue;
     }

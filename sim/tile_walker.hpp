@@ -176,6 +176,19 @@ class TileWalker {
         for (size_t r = body; r < count; ++r) std::copy_n(in + r * stride, w_, &next[(r - body) * w_]);
         std::copy_n(inner.data(), left * w_, &next[(count - body) * w_]);
         count = count - body + left;
+      } else if (st.deal > 0) {
+        // Every hand's rows gathered, its stages run on them; what each leaves, hand after hand.
+        std::vector<T> hand_rows, inner, inner_next, joined;
+        size_t rows = 0;
+        for (const std::vector<size_t>& hand : deal_hands(st.deal, st.deal_block, count)) {
+          hand_rows.resize(hand.size() * w_);
+          for (size_t r = 0; r < hand.size(); ++r) std::copy_n(in + hand[r] * stride, w_, &hand_rows[r * w_]);
+          const size_t left = walk(st.inner, 0, id, hand_rows.data(), w_, hand.size(), inner, inner_next);
+          joined.insert(joined.end(), inner.begin(), inner.begin() + static_cast<ptrdiff_t>(left * w_));
+          rows += left;
+        }
+        next = std::move(joined);
+        count = rows;
       } else if (st.each > 0) {
         // Every run of S rows on its own; what each run's stages leave, run after run.
         const size_t run = static_cast<size_t>(st.each);

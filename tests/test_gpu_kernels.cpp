@@ -225,6 +225,31 @@ TEST_CASE("gpu plan: strided(P):seq | all:R maps onto runs of the operands gathe
     }
 }
 
+TEST_CASE("gpu plan: deal(P,B)[...] hands map onto runs of the operands gathered hand by hand") {
+  // Gathered in k_order, the parts' runs hold the grammar's hands: hand j the blocks j, j + P, ...
+  // of B terms, in order (a last, shorter block; fewer blocks than hands; one block: nothing gathered).
+  for (const auto& [hands, block] : {std::pair<int64_t, int64_t>{90, 64}, {4, 8}, {3, 5}, {7, 1}, {1, 16}})
+    for (int64_t k : {int64_t{1}, int64_t{5}, int64_t{8}, int64_t{13}, int64_t{100}, int64_t{6272}, int64_t{12544},
+                      int64_t{12545}, int64_t{64 * 91 + 7}}) {
+      const std::string text =
+          "deal(" + std::to_string(hands) + "," + std::to_string(block) + ")[all:fused(tc-h100-tf32)] | all:seq";
+      const GemmPlan plan = plan_tensor_core_gemm(parse_schedule(text)).parts;
+      std::vector<size_t> order = plan.k_order(k);
+      if (order.empty())
+        for (int64_t t = 0; t < k; ++t) order.push_back(static_cast<size_t>(t));
+      REQUIRE(order.size() == static_cast<size_t>(k));
+      std::vector<std::vector<size_t>> expected(static_cast<size_t>(std::min(hands, (k + block - 1) / block)));
+      for (int64_t t = 0; t < k; ++t)
+        expected[static_cast<size_t>(t / block % hands)].push_back(static_cast<size_t>(t));
+      const KParts ks = plan.k_parts(k);
+      std::vector<std::vector<size_t>> got;
+      for (int64_t z = 0; z < ks.count(k); ++z)
+        got.emplace_back(order.begin() + ks.begin(z), order.begin() + ks.end(z, k));
+      INFO(text << " over " << k);
+      CHECK(got == expected);
+    }
+}
+
 TEST_CASE("gpu plan: a first stage that only reorders K is gathered, the rest on a kernel; deterministic only") {
   const OrderedGemmRoute tf32 = plan_ordered_gemm(parse_schedule("each(288)[cols(9)] | all:fused(8,25,tf32rne)"));
   REQUIRE(tf32.order);

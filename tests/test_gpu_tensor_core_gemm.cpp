@@ -14,6 +14,8 @@
 #include <random>
 #include <string>
 #include <tuple>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "sim/cuda/gpu_plan.hpp"
@@ -93,6 +95,28 @@ TEST_CASE("tensor-core gemm plan: the tc-h100 models' chains and ordered split-K
   CHECK(plan_tensor_core_gemm(parse_schedule("all:fused(tc-h100-fp16)")).products() == 16);
 }
 
+TEST_CASE(
+    "tensor-core gemm plan: deal(P,B)[all:fused] | cols(R) | all:seq: dealt parts folded in the reordered order") {
+  const TensorCoreGemmPlan plan =
+      plan_tensor_core_gemm(parse_schedule("deal(90,64)[all:fused(tc-h100-tf32-rna)] | cols(89) | all:seq"));
+  CHECK(plan.factors == Reducer::Input::tf32rna);
+  CHECK_FALSE(plan.cuda_cores);
+  CHECK(plan.parts.parts == GemmPlan::Parts::dealt);
+  CHECK(plan.parts.part_count(12544) == 90);
+  CHECK(plan.parts.part_count(64 * 10 + 3) == 11);  // a hand a tile, the last one short
+  const std::vector<size_t> fold = plan.fold_order(12544);
+  REQUIRE(fold.size() == 90);
+  CHECK(fold[0] == 0);
+  CHECK(fold[1] == 89);
+  CHECK(fold[2] == 1);
+  CHECK(fold[89] == 88);
+  CHECK(plan_tensor_core_gemm(parse_schedule("deal(4,8)[all:fused(tc-h100-tf32)] | all:seq")).fold_order(100).empty());
+  // The route a convolution's GEMM takes: the tensor-core plan, nothing gathered in front of it.
+  const OrderedGemmRoute route = plan_ordered_gemm(parse_schedule("deal(4,8)[all:fused(tc-h100-bf16)] | all:seq"));
+  CHECK_FALSE(route.order);
+  CHECK(std::holds_alternative<TensorCoreGemmPlan>(route.rest));
+}
+
 TEST_CASE("tensor-core gemm plan: models no H100 instruction computes go to fused steps on CUDA cores") {
   for (const char* model : kSoftwareModels) {
     INFO(model);
@@ -110,10 +134,12 @@ TEST_CASE("tensor-core gemm plan: models no H100 instruction computes go to fuse
 }
 
 TEST_CASE("tensor-core gemm plan: other models and orders are refused in one line") {
-  for (const char* text : {"all:fused(tc-h100-fp8)", "all:fused(32,13,e4m3)", "all:fused(8,26,tf32)",
-                           "all:fused(3,23,tf32)", "split(16):fused(tc-h100-tf32) | all:tree",
-                           "split(4):fused(tc-h100-tf32) | all:shfl_down", "all:seq",
-                           "strided(4):fused(tc-h100-tf32) | all:seq"}) {
+  for (const char* text :
+       {"all:fused(tc-h100-fp8)", "all:fused(32,13,e4m3)", "all:fused(8,26,tf32)", "all:fused(3,23,tf32)",
+        "split(16):fused(tc-h100-tf32) | all:tree", "split(4):fused(tc-h100-tf32) | all:shfl_down", "all:seq",
+        "strided(4):fused(tc-h100-tf32) | all:seq", "deal(4,8)[all:fused(tc-h100-tf32)] | all:tree",
+        "deal(4,8)[all:fused(tc-a100)] | all:seq", "deal(4,8)[contig(8):fused(tc-h100-tf32)] | all:seq",
+        "deal(4,8)[all:fused(tc-h100-tf32)] | contig(2):seq | all:seq"}) {
     INFO(text);
     try {
       plan_tensor_core_gemm(parse_schedule(text));
@@ -141,6 +167,24 @@ TEST_CASE("tensor-core gemm == sim::gemm bit for bit: every tc-h100 model, chain
         check_against_cpu(text, a, b, shape, "normal data");
       }
     }
+}
+
+TEST_CASE("tensor-core gemm == sim::gemm bit for bit: dealt split-K slices, folded in a reordered order") {
+  if (!hopper()) return;
+  // cuDNN's TF32 weight gradient of small_cnn's 16 -> 32 layer at 14 x 14 (batch 64: K = 12 544), and
+  // dealt tiles with a last short one, fewer tiles than hands, one hand.
+  const std::pair<std::string, GemmShape> cases[] = {
+      {"deal(90,64)[all:fused(tc-h100-tf32-rna)] | cols(89) | all:seq", {144, 32, 12544}},
+      {"deal(90,64)[all:fused(tc-h100-tf32-rna)] | cols(89) | all:seq", {144, 32, 6272}},
+      {"deal(7,24)[all:fused(tc-h100-tf32-rne)] | cols(3) | all:seq", {70, 130, 1001}},
+      {"deal(7,24)[all:fused(tc-h100-bf16)] | perm(2,0,1) | all:seq", {17, 9, 100}},
+      {"deal(3,40)[all:fused(tc-h100-fp16)] | all:seq", {129, 65, 13}},
+      {"deal(1,16)[all:fused(tc-h100-tf32)] | all:seq", {64, 64, 257}}};
+  for (const auto& [text, shape] : cases) {
+    const auto a = data(shape.m * shape.k, shape.k, -3, 3, 0.0, false);
+    const auto b = data(shape.k * shape.n, shape.k + 1, -3, 3, 0.0, false);
+    check_against_cpu(text, a, b, shape, "normal data");
+  }
 }
 
 TEST_CASE("tensor-core gemm == sim::gemm where the chip and the model part: overflow, underflow, zeros, specials") {

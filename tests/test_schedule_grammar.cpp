@@ -31,8 +31,13 @@ std::vector<Stage> random_stages(std::mt19937_64& g, int depth) {
     } else if (pick == 2 && depth < 3) {
       st.body = 1 + static_cast<int64_t>(g() % 100);
       st.inner = random_stages(g, depth + 1);
-    } else if (pick == 3 && depth < 3) {  // each(S)[...] takes deterministic stages only
-      st.each = 1 + static_cast<int64_t>(g() % 1000);
+    } else if (pick == 3 && depth < 3) {  // each(S)[...] and deal(P,B)[...] take deterministic stages only
+      if (g() % 2) {
+        st.each = 1 + static_cast<int64_t>(g() % 1000);
+      } else {
+        st.deal = 1 + static_cast<int64_t>(g() % 200);
+        st.deal_block = 1 + static_cast<int64_t>(g() % 100);
+      }
       do st.inner = random_stages(g, depth + 1);
       while (Schedule{st.inner}.nondeterministic());
     } else {
@@ -207,6 +212,27 @@ TEST_CASE("schedule grammar: each(S)[...] prints canonically, is no plain stage,
   CHECK_THROWS_WITH(parse_schedule("each(0)[all:seq] | all:seq"), Catch::Contains("run length S"));
   CHECK_THROWS_WITH(parse_schedule("each(4)[] | all:seq"), Catch::Contains("expected a stage inside each(S)[...]"));
   CHECK_THROWS_WITH(parse_schedule("each(4)[all:seq | all:seq"), Catch::Contains("each(S)[ is not closed by ']'"));
+}
+
+TEST_CASE("schedule grammar: deal(P,B)[...] prints canonically, is no plain stage, refuses noise inside") {
+  const Schedule s = parse_schedule(" deal( 90 , 64 ) [ all : fused(tc-h100-tf32-rna) ] | cols(89) | all:seq ");
+  CHECK(to_string(s) == "deal(90,64)[all:fused(8,25,tf32rna)] | cols(89) | all:seq");
+  REQUIRE(s.stages.size() == 3);
+  CHECK(s.stages[0].deal == 90);
+  CHECK(s.stages[0].deal_block == 64);
+  CHECK(s.stages[0].nests());
+  CHECK_FALSE(s.stages[0].reduces());
+  CHECK_FALSE(s.plain());
+  CHECK_FALSE(s.nondeterministic());
+  CHECK(parse_schedule(to_string(s)) == s);
+  CHECK(to_string(parse_schedule("deal(3,4)[each(2)[all:seq] | all:tree] | all:atomic")) ==
+        "deal(3,4)[each(2)[all:seq] | all:tree] | all:atomic");
+  CHECK_THROWS_WITH(parse_schedule("deal(4,2)[all:atomic] | all:seq"),
+                    Catch::Contains("deal(P,B)[...] takes deterministic stages only") && Catch::Contains("every hand"));
+  CHECK_THROWS_WITH(parse_schedule("deal(0,2)[all:seq] | all:seq"), Catch::Contains("deal hands P"));
+  CHECK_THROWS_WITH(parse_schedule("deal(4)[all:seq] | all:seq"), Catch::Contains("expected ','"));
+  CHECK_THROWS_WITH(parse_schedule("deal(4,0)[all:seq] | all:seq"), Catch::Contains("deal block length B"));
+  CHECK_THROWS_WITH(parse_schedule("deal(4,2)[] | all:seq"), Catch::Contains("expected a stage inside deal(P,B)[...]"));
 }
 
 TEST_CASE("schedule grammar: perm, body(M)[...] and @FORMAT print canonically and read their parts") {

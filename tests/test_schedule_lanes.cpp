@@ -339,3 +339,93 @@ TEST_CASE("each(784)[contig(512):seq] | all:seq == cuDNN's weight-gradient tiles
   CHECK(schedule_addition_tree(parse_schedule("each(5)[contig(3):seq] | all:seq"), 12).text() ==
         "((((((0+1)+2)+(3+4))+((5+6)+7))+(8+9))+(10+11))");
 }
+
+namespace {
+
+// The slices added in fp32 in the order cols(R) reads them: rows of R, column by column (R = P - 1:
+// slice 0, then P - 1 from the second row, then 1, 2, ...).
+float fold_columns(const std::vector<float>& slice, size_t row) {
+  std::vector<size_t> fold;
+  for (size_t col = 0; col < std::min(row, slice.size()); ++col)
+    for (size_t at = col; at < slice.size(); at += row) fold.push_back(at);
+  float sum = slice[fold[0]];
+  for (size_t f = 1; f < fold.size(); ++f) sum += slice[fold[f]];
+  return sum;
+}
+
+}  // namespace
+
+TEST_CASE("deal(P,B)[...] | cols(R) | all:seq == split-K slices of dealt tiles written out, reference and GEMM") {
+  // Tiles of B terms dealt to P slices in turn (tile t to slice t mod P), every slice one FMA chain
+  // over its tiles in order, the slices then added in the order cols(P - 1) reads them: 0, P - 1,
+  // 1, 2, ..., P - 2 (the fold cuDNN's TF32 weight gradient at 14 x 14 showed: docs/results/reveal_torch.md).
+  std::mt19937_64 g(29);
+  std::normal_distribution<float> d;
+  const Arithmetic ar;
+  for (const auto& [hands, block] : {std::pair<size_t, size_t>{4, 8}, {3, 5}, {7, 16}, {5, 1}})
+    for (size_t k : {size_t{1}, size_t{7}, size_t{40}, size_t{37}, size_t{3 * 8 * 4 + 3}, size_t{501}}) {
+      const Schedule dealt =
+          parse_schedule("deal(" + std::to_string(hands) + "," + std::to_string(block) + ")[all:seq] | cols(" +
+                         std::to_string(hands - 1 ? hands - 1 : 1) + ") | all:seq");
+      const size_t m = 3, n = 2;
+      std::vector<float> a(m * k), b(k * n), c(m * n);
+      for (auto& v : a) v = d(g) * std::exp2(std::floor(2 * d(g)));
+      for (auto& v : b) v = d(g);
+      gemm(dealt, a.data(), b.data(), c.data(), {m, n, k}, ar);
+      const size_t tiles = (k + block - 1) / block, used = std::min(hands, tiles);
+      for (size_t i = 0; i < m; ++i)
+        for (size_t j = 0; j < n; ++j) {
+          std::vector<float> slice(used);
+          for (size_t s = 0; s < used; ++s) {
+            bool first = true;
+            for (size_t t = s; t < tiles; t += hands)
+              for (size_t at = t * block; at < std::min(k, t * block + block); ++at) {
+                slice[s] = first ? a[i * k + at] * b[at * n + j] : std::fma(a[i * k + at], b[at * n + j], slice[s]);
+                first = false;
+              }
+          }
+          const float sum = fold_columns(slice, hands - 1 ? hands - 1 : 1);
+          std::vector<double> x(k), y(k);
+          for (size_t t = 0; t < k; ++t) x[t] = a[i * k + t], y[t] = b[t * n + j];
+          INFO(to_string(dealt) << " over K = " << k << ", output " << i << "," << j);
+          CHECK(same_bits(dot_reference(dealt, x, y, ar), sum));
+          CHECK(same_bits(c[i * n + j], sum));
+        }
+    }
+  CHECK(schedule_addition_tree(parse_schedule("deal(2,2)[all:seq] | all:seq"), 7).text() ==
+        "((((0+1)+4)+5)+((2+3)+6))");
+}
+
+TEST_CASE("deal(P,B)[all:fused(...)]: every slice the tensor-core chain of its tiles gathered, GEMM and reference") {
+  // The GEMM's path for a fused first stage against chains computed on each slice's gathered terms.
+  std::mt19937_64 g(31);
+  std::normal_distribution<float> d;
+  const Arithmetic ar;
+  const Schedule dealt = parse_schedule("deal(5,16)[all:fused(8,25,tf32rna)] | cols(4) | all:seq");
+  const Schedule chain = parse_schedule("all:fused(8,25,tf32rna)");
+  for (size_t k : {size_t{9}, size_t{16 * 5}, size_t{16 * 13 + 5}, size_t{1000}}) {
+    const size_t m = 4, n = 3;
+    std::vector<float> a(m * k), b(k * n), c(m * n);
+    for (auto& v : a) v = d(g);
+    for (auto& v : b) v = d(g);
+    gemm(dealt, a.data(), b.data(), c.data(), {m, n, k}, ar);
+    const size_t tiles = (k + 15) / 16, used = std::min<size_t>(5, tiles);
+    for (size_t i = 0; i < m; ++i)
+      for (size_t j = 0; j < n; ++j) {
+        std::vector<float> slice(used);
+        for (size_t s = 0; s < used; ++s) {
+          std::vector<double> x, y;
+          for (size_t t = s; t < tiles; t += 5)
+            for (size_t at = t * 16; at < std::min(k, t * 16 + 16); ++at)
+              x.push_back(a[i * k + at]), y.push_back(b[at * n + j]);
+          slice[s] = static_cast<float>(dot_reference(chain, x, y, ar));
+        }
+        const float sum = fold_columns(slice, 4);
+        std::vector<double> x(k), y(k);
+        for (size_t t = 0; t < k; ++t) x[t] = a[i * k + t], y[t] = b[t * n + j];
+        INFO("K = " << k << ", output " << i << "," << j);
+        CHECK(same_bits(dot_reference(dealt, x, y, ar), sum));
+        CHECK(same_bits(c[i * n + j], sum));
+      }
+  }
+}

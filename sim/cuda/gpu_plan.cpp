@@ -1,6 +1,7 @@
 #include "sim/cuda/gpu_plan.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <optional>
 #include <tuple>
 #include <utility>
@@ -19,7 +20,7 @@ constexpr int64_t kMaxBlocks = (int64_t{1} << 31) - 1;  // gridDim.x
   throw NotRealisable("schedule '" + to_string(s) + "' is not realisable by the GPU " + kernel + " kernel: " + why);
 }
 
-bool is(const Stage& st, GK g, RK r) { return !st.shuffle && st.grouping.kind == g && st.reducer.kind == r; }
+bool is(const Stage& st, GK g, RK r) { return st.reduces() && st.grouping.kind == g && st.reducer.kind == r; }
 
 std::optional<WarpOrder> warp_order(RK r) {
   switch (r) {
@@ -245,6 +246,8 @@ int64_t GemmPlan::chunk(int64_t k) const {
       return size;
     case Parts::strided:  // fewer terms than parts: one a part (the empty ones are no parts)
       return std::max<int64_t>(k / size, 1);
+    case Parts::dealt:  // whole blocks a hand (the first hands one more)
+      return (k + block - 1) / block / size * block;
   }
   return k;
 }
@@ -253,6 +256,14 @@ KParts GemmPlan::k_parts(int64_t k) const {
   KParts p;
   p.chunk = chunk(k);
   if (parts == Parts::strided && k >= size) p.longer = k % size;
+  if (parts == Parts::dealt && k > 0) {
+    const int64_t blocks = (k + block - 1) / block;
+    p.unit = block;
+    p.longer = blocks % size;
+    p.hands = std::min(blocks, size);
+    p.short_part = (blocks - 1) % size;
+    p.shortfall = blocks * block - k;
+  }
   if (run) {
     p.run = run;
     p.per_run = (run + p.chunk - 1) / p.chunk;
@@ -263,8 +274,30 @@ KParts GemmPlan::k_parts(int64_t k) const {
 int64_t GemmPlan::part_count(int64_t k) const { return k_parts(k).count(k); }
 
 std::vector<size_t> GemmPlan::k_order(int64_t k) const {
+  if (parts == Parts::dealt) {
+    if (k <= block) return {};  // one block: one hand, in order
+    std::vector<size_t> order;
+    order.reserve(static_cast<size_t>(k));
+    for (const std::vector<size_t>& hand : sim::detail::deal_hands(size, block, static_cast<size_t>(k)))
+      order.insert(order.end(), hand.begin(), hand.end());
+    return order;
+  }
   if (parts != Parts::strided || k <= size) return {};  // P or fewer terms: one a part, in order
   return sim::detail::cols_order(size, static_cast<size_t>(k));
+}
+
+std::vector<size_t> TensorCoreGemmPlan::fold_order(int64_t k) const {
+  if (fold_reorders.empty()) return {};
+  const auto count = static_cast<size_t>(parts.part_count(k));
+  std::vector<size_t> order(count);
+  std::iota(order.begin(), order.end(), size_t{0});
+  for (const Stage& reorder : fold_reorders) {
+    std::vector<size_t> next;
+    next.reserve(count);
+    for (size_t i : sim::detail::reorder_order(reorder, count)) next.push_back(order[i]);
+    order = std::move(next);
+  }
+  return order;
 }
 
 std::vector<size_t> OrderedGemmRoute::k_order(int64_t k) const {
@@ -333,10 +366,40 @@ GemmPlan plan_gemm(const Schedule& s) {
   return plan;
 }
 
+namespace {
+
+// deal(P,B)[all:fused(N,F,IN)] | [perm(...) | cols(R) ...] | all:seq: the plan of its hands'
+// chains, or nothing for another schedule.
+std::optional<TensorCoreGemmPlan> plan_dealt_tensor_core_gemm(const Schedule& s) {
+  const auto& st = s.stages;
+  if (st.size() < 2 || st[0].deal == 0) return std::nullopt;
+  constexpr const char* kernel = "tensor-core GEMM";
+  const Stage& hands = st[0];
+  if (hands.inner.size() != 1 || !is(hands.inner[0], GK::all, RK::fused) || hands.inner[0].format)
+    reject(s, kernel, "deal(P,B)[...] takes one stage all:fused(N,F,IN)");
+  for (size_t i = 1; i + 1 < st.size(); ++i)
+    if (!st[i].reorders()) reject(s, kernel, "between deal(P,B)[...] and all:seq only perm(...) and cols(R) stages");
+  if (!is(st.back(), GK::all, RK::seq) || st.back().format)
+    reject(s, kernel, "deal(P,B)[...]'s hands are added by all:seq");
+  TensorCoreGemmPlan plan = plan_tensor_core_gemm(Schedule{{hands.inner[0]}});
+  if (plan.cuda_cores) reject(s, kernel, "deal(P,B)[...] runs on the tensor cores' own steps only (tc-h100 models)");
+  plan.parts.parts = GemmPlan::Parts::dealt;
+  plan.parts.size = hands.deal;
+  plan.parts.block = hands.deal_block;
+  plan.fold_reorders.assign(st.begin() + 1, st.end() - 1);
+  return plan;
+}
+
+}  // namespace
+
 TensorCoreGemmPlan plan_tensor_core_gemm(const Schedule& s) {
   constexpr const char* kernel = "tensor-core GEMM";
   const auto& st = s.stages;
-  if (!s.plain()) reject(s, kernel, "perm, cols(R), body(M)[...], each(S)[...] and @FORMAT stages have no GPU kernel");
+  if (std::optional<TensorCoreGemmPlan> dealt = plan_dealt_tensor_core_gemm(s)) return *dealt;
+  if (!s.plain())
+    reject(s, kernel,
+           "perm, cols(R), body(M)[...], each(S)[...], deal(P,B)[...] (but as deal(P,B)[all:fused(N,F,IN)] | "
+           "all:seq) and @FORMAT stages have no GPU kernel");
   const bool one = st.size() == 1 && !st[0].shuffle && st[0].grouping.kind == GK::all;
   const bool parts = st.size() == 2 && !st[0].shuffle && !st[1].shuffle &&
                      (st[0].grouping.kind == GK::split || st[0].grouping.kind == GK::contig) &&
@@ -382,7 +445,8 @@ std::string fused_steps_why_not(int products, int fraction_bits, Reducer::Input 
 }
 
 GemmRoute plan_any_gemm(const Schedule& schedule) {
-  if (!schedule.stages.empty() && schedule.stages[0].reducer.kind == RK::fused) return plan_tensor_core_gemm(schedule);
+  if (!schedule.stages.empty() && (schedule.stages[0].reducer.kind == RK::fused || schedule.stages[0].deal > 0))
+    return plan_tensor_core_gemm(schedule);
   return plan_gemm(schedule);
 }
 

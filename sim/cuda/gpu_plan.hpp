@@ -91,10 +91,11 @@ struct ReductionPlan {
 ReductionPlan plan_reduction(const Schedule& schedule);
 
 struct GemmPlan {
-  enum class Parts : uint8_t { one, split, contig, strided };
+  enum class Parts : uint8_t { one, split, contig, strided, dealt };
   enum class Combine : uint8_t { seq, tree, atomic };
   Parts parts = Parts::one;
-  int64_t size = 0;  // S of split(S), G of contig(G), P of strided(P)
+  int64_t size = 0;   // S of split(S), G of contig(G), P of strided(P) and of deal(P,B)
+  int64_t block = 0;  // B of deal(P,B)
   int64_t run = 0;   // R of each(R)[contig(G):seq] (parts contig, restarting every R terms); 0: none
   Combine combine = Combine::seq;
   // Not the schedule's but the arithmetic's (products = "rounded": cpu-seq, tpu-v3): every
@@ -104,7 +105,7 @@ struct GemmPlan {
   int64_t chunk(int64_t k) const;  // terms of K a part holds (the last may hold fewer; strided: the first more)
   KParts k_parts(int64_t k) const;  // strided: the parts of the gathered operands
   // The order in which the operands' K is gathered for the kernel (strided parts: cols(P), part by
-  // part); empty where they are read as they are.
+  // part; dealt parts: hand by hand); empty where they are read as they are.
   std::vector<size_t> k_order(int64_t k) const;
   int64_t part_count(int64_t k) const;
   bool deterministic() const { return combine != Combine::atomic; }
@@ -113,8 +114,10 @@ struct GemmPlan {
 // Throws NotRealisable: "schedule 'X' is not realisable by the GPU GEMM kernel: <why>".
 GemmPlan plan_gemm(const Schedule& schedule);
 
-// The tensor-core GEMM (gpu_tensor_core_gemm.hpp) realises `all:fused(N,F,IN)` and
-// `{split(S)|contig(G)}:fused(N,F,IN) | all:{seq|atomic}`. On the GPU's own tensor cores where the
+// The tensor-core GEMM (gpu_tensor_core_gemm.hpp) realises `all:fused(N,F,IN)`,
+// `{split(S)|contig(G)}:fused(N,F,IN) | all:{seq|atomic}` and
+// `deal(P,B)[all:fused(N,F,IN)] | [perm(...) or cols(R) stages |] all:seq` (split-K slices that take
+// every P-th tile of B terms, folded in the order the reorderings give). On the GPU's own tensor cores where the
 // step is one mma.sync instruction of a Hopper GPU (docs/results/tensor-cores-h100.md): F = 25 and IN
 // tf32, tf32rne or tf32rna (N = 8), bf16 or fp16 (N = 16) — tc-h100-tf32, -tf32-rne, -tf32-rna,
 // -bf16, -fp16; every other model with N in 1, 2, 4, 8, 16, F <= 25 and IN one of those or none
@@ -123,7 +126,9 @@ GemmPlan plan_gemm(const Schedule& schedule);
 // in order in fp32, or by atomics in the order the impl seed draws (run_seeded_on_device).
 struct TensorCoreGemmPlan {
   Reducer::Input factors = Reducer::Input::tf32;  // tf32, tf32rne, tf32rna, bf16 or fp16 (none: CUDA cores)
-  GemmPlan parts;  // Parts::one, or split/contig parts combined by Combine::seq or ::atomic
+  GemmPlan parts;  // Parts::one, or split/contig/dealt parts combined by Combine::seq or ::atomic
+  // The perm/cols stages between dealt parts and their fold: the parts are added in their order.
+  std::vector<Stage> fold_reorders;
   // A model no H100 mma instruction computes (another N or F, or unconverted factors): its fused
   // steps in software on CUDA cores (gpu_fused_gemm.hpp), step_products and fraction_bits its own.
   bool cuda_cores = false;
@@ -131,6 +136,8 @@ struct TensorCoreGemmPlan {
 
   // The products an H100 mma.sync adds in one step for these factors.
   int products() const { return factors == Reducer::Input::bf16 || factors == Reducer::Input::fp16 ? 16 : 8; }
+  // The parts of a sum of k terms in the order they are added (empty: 0, 1, 2, ...).
+  std::vector<size_t> fold_order(int64_t k) const;
 };
 
 // Throws NotRealisable: "schedule 'X' is not realisable by the GPU tensor-core GEMM kernel: <why>".

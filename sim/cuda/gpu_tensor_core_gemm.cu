@@ -194,7 +194,7 @@ constexpr int kMinBlocks = WM * WN > 1 ? 3 : 5;
 template <Factors F, int WM, int WN>
 __global__ void __launch_bounds__(kThreads, kMinBlocks<WM, WN>)
     tensor_core_gemm_kernel(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ c, int m,
-                            int n, int64_t k, int64_t chunk, size_t part_stride) {
+                            int n, int64_t k, KParts parts, size_t part_stride) {
   using In = Inputs<F>;
   using Block = BlockShape<WM, WN>;
   constexpr int kBlockRows = Block::rows, kBlockCols = Block::cols, kLdB = Block::ld_b, kStages = Block::stages;
@@ -204,7 +204,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<WM, WN>)
   __shared__ float sa[kStages][kBlockRows][kLdA];  // A, [row][K]
   __shared__ float sb[kStages][kStageK][kLdB];     // B, [K][column]
   const int row0 = blockIdx.x * kBlockRows, col0 = blockIdx.y * kBlockCols;
-  const int64_t k0 = static_cast<int64_t>(blockIdx.z) * chunk, k1 = min(k, k0 + chunk);
+  const int64_t k0 = parts.begin(blockIdx.z), k1 = parts.end(blockIdx.z, k);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int wr = (warp / 2) * 16 * WM, wc = (warp % 2) * 8 * WN;  // the warp's outputs within the block
   const bool interior = row0 + kBlockRows <= m && col0 + kBlockCols <= n;  // every output stored
@@ -346,22 +346,33 @@ __global__ void fold_parts(const float* __restrict__ parts, size_t outputs, int6
   }
 }
 
+// The same with the parts added in `order` (order[0] first): deal(P,B)[...] | cols(R) | all:seq.
+__global__ void fold_parts_in_order(const float* __restrict__ parts, size_t outputs, int64_t count,
+                                    const uint32_t* __restrict__ order, float* __restrict__ c) {
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < outputs;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    float sum = parts[order[0] * outputs + i];
+    for (int64_t p = 1; p < count; ++p) sum = __fadd_rn(sum, parts[order[p] * outputs + i]);
+    c[i] = sum;
+  }
+}
+
 template <Factors F, int WM, int WN>
-void launch_blocks(const float* a, const float* b, float* c, GemmShape s, int64_t chunk, int64_t count) {
+void launch_blocks(const float* a, const float* b, float* c, GemmShape s, const KParts& parts, int64_t count) {
   using Block = BlockShape<WM, WN>;
   const dim3 grid(static_cast<unsigned>((s.m + Block::rows - 1) / Block::rows),
                   static_cast<unsigned>((s.n + Block::cols - 1) / Block::cols), static_cast<unsigned>(count));
   tensor_core_gemm_kernel<F, WM, WN><<<grid, kThreads>>>(a, b, c, static_cast<int>(s.m), static_cast<int>(s.n),
-                                                         static_cast<int64_t>(s.k), chunk, s.m * s.n);
+                                                         static_cast<int64_t>(s.k), parts, s.m * s.n);
 }
 
 template <Factors F>
-void launch(TensorCoreBlock block, const float* a, const float* b, float* c, GemmShape s, int64_t chunk,
+void launch(TensorCoreBlock block, const float* a, const float* b, float* c, GemmShape s, const KParts& parts,
             int64_t count) {
   if (block == TensorCoreBlock::narrow)
-    launch_blocks<F, 1, 1>(a, b, c, s, chunk, count);
+    launch_blocks<F, 1, 1>(a, b, c, s, parts, count);
   else
-    launch_blocks<F, 2, 4>(a, b, c, s, chunk, count);
+    launch_blocks<F, 2, 4>(a, b, c, s, parts, count);
 }
 
 // The current device's SMs, asked once per device (fplab.torch may drive several).
@@ -402,7 +413,7 @@ std::string tensor_core_gemm_device_why_not() {
 }
 
 void GpuTensorCoreGemm::write_parts(const TensorCoreGemmPlan& plan, const float* a, const float* b, float* target,
-                                    GemmShape shape, int64_t chunk, int64_t count) {
+                                    GemmShape shape, const KParts& parts, int64_t count) {
   const auto k = static_cast<int64_t>(shape.k);
   const TensorCoreBlock block = forced_block_ ? *forced_block_ : block_for(shape, count);
   const size_t block_cols = block == TensorCoreBlock::wide ? WideBlock::cols : NarrowBlock::cols;
@@ -415,24 +426,24 @@ void GpuTensorCoreGemm::write_parts(const TensorCoreGemmPlan& plan, const float*
                                 std::to_string(65535 * block_cols) + " columns and 2147483583 rows)");
   if (plan.cuda_cores) {  // a model no mma instruction here computes: its steps in software
     detail::launch_fused_chains(plan.factors, plan.step_products, plan.fraction_bits, a, b, target,
-                                static_cast<int64_t>(shape.m), static_cast<int64_t>(shape.n), k, chunk,
+                                static_cast<int64_t>(shape.m), static_cast<int64_t>(shape.n), k, parts.chunk,
                                 static_cast<unsigned>(count), block == TensorCoreBlock::narrow);
   } else {
     switch (plan.factors) {
       case Factors::tf32rne:
-        launch<Factors::tf32rne>(block, a, b, target, shape, chunk, count);
+        launch<Factors::tf32rne>(block, a, b, target, shape, parts, count);
         break;
       case Factors::tf32rna:
-        launch<Factors::tf32rna>(block, a, b, target, shape, chunk, count);
+        launch<Factors::tf32rna>(block, a, b, target, shape, parts, count);
         break;
       case Factors::bf16:
-        launch<Factors::bf16>(block, a, b, target, shape, chunk, count);
+        launch<Factors::bf16>(block, a, b, target, shape, parts, count);
         break;
       case Factors::fp16:
-        launch<Factors::fp16>(block, a, b, target, shape, chunk, count);
+        launch<Factors::fp16>(block, a, b, target, shape, parts, count);
         break;
       default:  // tf32: plan_tensor_core_gemm takes no other for the tensor cores
-        launch<Factors::tf32>(block, a, b, target, shape, chunk, count);
+        launch<Factors::tf32>(block, a, b, target, shape, parts, count);
     }
   }
   FPLAB_CUDA_LAUNCHED("tensor-core GEMM kernel");
@@ -447,12 +458,26 @@ void GpuTensorCoreGemm::run_on_device(const TensorCoreGemmPlan& plan, const floa
     return;
   }
   const auto k = static_cast<int64_t>(shape.k);
-  const int64_t chunk = plan.parts.chunk(k), count = plan.parts.part_count(k);
+  const KParts parts = plan.parts.k_parts(k);
+  const int64_t count = parts.count(k);
+  if (const std::vector<size_t> order = plan.parts.k_order(k); !order.empty()) {
+    // dealt parts: the operands gathered hand by hand, each hand then a run of K (k_parts.hpp)
+    const GpuKOrder::Operands gathered = k_order_.gather(order, a, b, shape);
+    a = gathered.a, b = gathered.b;
+  }
   float* target = count > 1 ? parts_.reserve<float>(static_cast<size_t>(count) * outputs) : c;
-  write_parts(plan, a, b, target, shape, chunk, count);
+  write_parts(plan, a, b, target, shape, parts, count);
   if (count > 1) {
     const auto blocks = static_cast<unsigned>(std::min<size_t>((outputs + 255) / 256, 65535));
-    fold_parts<<<blocks, 256>>>(target, outputs, count, c);
+    const std::vector<size_t> fold = plan.fold_order(k);
+    if (fold.empty()) {
+      fold_parts<<<blocks, 256>>>(target, outputs, count, c);
+    } else {
+      const std::vector<uint32_t> host(fold.begin(), fold.end());
+      uint32_t* const device_order = fold_order_.reserve<uint32_t>(host.size());
+      FPLAB_CUDA(cudaMemcpy(device_order, host.data(), host.size() * sizeof(uint32_t), cudaMemcpyHostToDevice));
+      fold_parts_in_order<<<blocks, 256>>>(target, outputs, count, device_order, c);
+    }
     FPLAB_CUDA_LAUNCHED("tensor-core GEMM part fold");
   }
 }
@@ -468,14 +493,14 @@ void GpuTensorCoreGemm::run_seeded_on_device(const TensorCoreGemmPlan& plan, Gpu
   const auto k = static_cast<int64_t>(shape.k);
   const int64_t count = k ? plan.parts.part_count(k) : 1;
   if (plan.parts.deterministic() || count <= 1 || shape.m * shape.n == 0) return run_on_device(plan, a, b, c, shape);
-  const int64_t chunk = plan.parts.chunk(k);
+  const KParts parts = plan.parts.k_parts(k);
   const size_t rows = kSeededPartsBudget / (static_cast<size_t>(count) * shape.n);
   const size_t slab = std::max<size_t>(kGemmTileRows, rows / kGemmTileRows * kGemmTileRows);
   for (size_t row = 0; row < shape.m; row += slab) {
     const GemmShape part{std::min(slab, shape.m - row), shape.n, shape.k};
-    float* const parts = parts_.reserve<float>(static_cast<size_t>(count) * part.m * part.n);
-    write_parts(plan, a + row * shape.k, b, parts, part, chunk, count);
-    fold.fold_gemm_parts(parts, count, part, key, c + row * shape.n, row);
+    float* const slab_parts = parts_.reserve<float>(static_cast<size_t>(count) * part.m * part.n);
+    write_parts(plan, a + row * shape.k, b, slab_parts, part, parts, count);
+    fold.fold_gemm_parts(slab_parts, count, part, key, c + row * shape.n, row);
   }
 }
 

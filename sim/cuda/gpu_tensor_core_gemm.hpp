@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "sim/cuda/device_buffer.hpp"
+#include "sim/cuda/gpu_k_order.hpp"
 #include "sim/cuda/gpu_plan.hpp"
 #include "sim/cuda/gpu_seeded.hpp"
 #include "sim/engine.hpp"
@@ -60,7 +61,9 @@ class GpuTensorCoreGemm {
   // pointer (unified addressing tells which); copied through the object's buffers, and waited for.
   void run_unified(const TensorCoreGemmPlan& plan, const float* a, const float* b, float* c, GemmShape shape);
 
-  size_t workspace_bytes() const { return parts_.bytes() + a_.bytes() + b_.bytes() + c_.bytes(); }
+  size_t workspace_bytes() const {
+    return parts_.bytes() + fold_order_.bytes() + k_order_.workspace_bytes() + a_.bytes() + b_.bytes() + c_.bytes();
+  }
 
   // Tests: every GEMM in these blocks, whatever its shape (none: by shape).
   void force_block(std::optional<TensorCoreBlock> block) { forced_block_ = block; }
@@ -68,10 +71,12 @@ class GpuTensorCoreGemm {
  private:
   // Every part's chains of the shape into target (count x m x n floats; C itself for one part).
   void write_parts(const TensorCoreGemmPlan& plan, const float* a, const float* b, float* target, GemmShape shape,
-                   int64_t chunk, int64_t count);
+                   const KParts& parts, int64_t count);
 
   std::optional<TensorCoreBlock> forced_block_;
   DeviceBuffer parts_;   // split-K parts
+  DeviceBuffer fold_order_;  // the order the parts are added in, where not theirs
+  GpuKOrder k_order_;        // dealt parts' operands, gathered hand by hand
   DeviceBuffer a_, b_, c_;  // run_unified's operands
 };
 
