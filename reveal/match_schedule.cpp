@@ -1,5 +1,6 @@
 #include "reveal/match_schedule.hpp"
 
+#include <algorithm>
 #include <set>
 
 #include "sim/presets.hpp"
@@ -77,10 +78,66 @@ std::vector<std::string> candidate_schedules(size_t n) {
   return out;
 }
 
+namespace {
+
+// Split-K slices of dealt tiles (cuDNN's TF32 weight gradients on an H200: docs/results/reveal_torch.md),
+// read off the tree: the operands of the additions that fold its top (from the root down through
+// nodes of two children) are the hands; P their count, B the run of consecutive terms the hand of
+// term 0 starts with. Offered as deal(P,B)[CHAIN] | all:seq and with the fold that starts 0, P - 1
+// (cols(P - 1)), CHAIN each tensor-core chain and all:seq.
+std::vector<std::string> dealt_candidates(const sim::AdditionTree& tree) {
+  const size_t n = tree.terms;
+  if (n < 4 || tree.root < n) return {};
+  std::vector<size_t> hands, open{tree.root};
+  while (!open.empty()) {
+    const size_t id = open.back();
+    open.pop_back();
+    const auto& children = id >= n ? tree.nodes[id - n] : std::vector<size_t>{};
+    if (children.size() == 2)
+      open.insert(open.end(), children.begin(), children.end());
+    else
+      hands.push_back(id);
+  }
+  if (hands.size() < 2 || hands.size() * 2 > n) return {};
+  // B: the run of consecutive terms 0, 1, ... under the hand that holds term 0
+  size_t block = 0;
+  for (size_t hand : hands) {
+    std::vector<size_t> stack{hand}, terms;
+    while (!stack.empty()) {
+      const size_t id = stack.back();
+      stack.pop_back();
+      if (id < n)
+        terms.push_back(id);
+      else
+        stack.insert(stack.end(), tree.nodes[id - n].begin(), tree.nodes[id - n].end());
+    }
+    std::sort(terms.begin(), terms.end());
+    if (terms.empty() || terms[0] != 0) continue;
+    while (block < terms.size() && terms[block] == block) ++block;
+    break;
+  }
+  if (block == 0) return {};
+  const size_t p = hands.size();
+  std::vector<std::string> chains{"all:seq"};
+  for (const auto& preset : sim::presets())
+    if (preset.name.rfind("tc-", 0) == 0) chains.push_back(sim::to_string(sim::parse_schedule(preset.example)));
+  std::vector<std::string> out;
+  const std::string deal = "deal(" + std::to_string(p) + "," + std::to_string(block) + ")[";
+  for (const std::string& chain : chains) {
+    out.push_back(deal + chain + "] | all:seq");
+    if (p > 2) out.push_back(deal + chain + "] | cols(" + std::to_string(p - 1) + ") | all:seq");
+  }
+  return out;
+}
+
+}  // namespace
+
 ScheduleMatch match_schedule(const sim::AdditionTree& revealed) {
   ScheduleMatch m;
   const std::string want = revealed.text();
-  for (const auto& text : candidate_schedules(revealed.terms)) {
+  std::vector<std::string> candidates = candidate_schedules(revealed.terms);
+  for (std::string& dealt : dealt_candidates(revealed)) candidates.push_back(std::move(dealt));
+  for (const auto& text : candidates) {
     sim::AdditionTree tree;
     try {
       tree = sim::schedule_addition_tree(sim::parse_schedule(text), revealed.terms);

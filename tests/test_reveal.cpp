@@ -116,6 +116,28 @@ TEST_CASE("NHWC convolutions' orders are among the candidates reveal names: by k
   }
 }
 
+TEST_CASE("split-K slices of dealt tiles are among the candidates reveal names, read off the tree", "[reveal]") {
+  // cuDNN's TF32 weight gradients on an H200 (docs/results/reveal_torch.md): small_cnn's 16 -> 32 at
+  // 14 x 14 and 64 or 32 images, its 1 -> 16 at 28 x 28; a fold in hand order, and FMA chains
+  struct Case {
+    const char* schedule;
+    size_t n;
+  };
+  for (const Case c : {Case{"deal(90,64)[all:fused(8,25,tf32rna)] | cols(89) | all:seq", 12544},
+                       Case{"deal(90,64)[all:fused(8,25,tf32rna)] | cols(89) | all:seq", 6272},
+                       Case{"deal(20,64)[all:fused(8,25,tf32rna)] | cols(19) | all:seq", 4000},
+                       Case{"deal(6,16)[all:fused(8,25,tf32)] | all:seq", 500}}) {
+    INFO(c.schedule << ", n = " << c.n);
+    const auto match = reveal::match_schedule(sim::schedule_addition_tree(sim::parse_schedule(c.schedule), c.n));
+    CHECK(std::find(match.schedules.begin(), match.schedules.end(), c.schedule) != match.schedules.end());
+  }
+  // the fold's order is told apart: slices in hand order are not cols(P - 1)'s tree
+  const auto in_order = reveal::match_schedule(
+      sim::schedule_addition_tree(sim::parse_schedule("deal(9,16)[all:fused(8,25,tf32rna)] | all:seq"), 1000));
+  CHECK(std::find(in_order.schedules.begin(), in_order.schedules.end(),
+                  "deal(9,16)[all:fused(8,25,tf32rna)] | cols(8) | all:seq") == in_order.schedules.end());
+}
+
 TEST_CASE("a sequential sum takes about 2n calls either way, a balanced tree n log2 n / 2", "[reveal]") {
   const size_t n = 1024;
   for (const char* chain : {"all:seq", "all:rev"}) {  // the pivot is random: neither end is a worst case
