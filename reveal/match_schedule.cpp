@@ -82,7 +82,7 @@ namespace {
 
 // Split-K slices of dealt tiles (cuDNN's TF32 weight gradients on an H200: docs/results/reveal_torch.md),
 // read off the tree: the operands of the additions that fold its top (from the root down through
-// nodes of two children) are the hands; P their count, B the run of consecutive terms the hand of
+// additions of two partial sums) are the hands; P their count, B the run of consecutive terms the hand of
 // term 0 starts with. Offered as deal(P,B)[CHAIN] | all:seq and with the fold that starts 0, P - 1
 // (cols(P - 1)), CHAIN each tensor-core chain and all:seq.
 std::vector<std::string> dealt_candidates(const sim::AdditionTree& tree) {
@@ -93,7 +93,9 @@ std::vector<std::string> dealt_candidates(const sim::AdditionTree& tree) {
     const size_t id = open.back();
     open.pop_back();
     const auto& children = id >= n ? tree.nodes[id - n] : std::vector<size_t>{};
-    if (children.size() == 2)
+    // A fold's addition adds two partial sums; one with a term is a hand's own step (an FMA chain's,
+    // or a tensor-core chain's last step of one product), so the hand starts there.
+    if (children.size() == 2 && children[0] >= n && children[1] >= n)
       open.insert(open.end(), children.begin(), children.end());
     else
       hands.push_back(id);

@@ -126,7 +126,9 @@ TEST_CASE("split-K slices of dealt tiles are among the candidates reveal names, 
   for (const Case c : {Case{"deal(90,64)[all:fused(8,25,tf32rna)] | cols(89) | all:seq", 12544},
                        Case{"deal(90,64)[all:fused(8,25,tf32rna)] | cols(89) | all:seq", 6272},
                        Case{"deal(20,64)[all:fused(8,25,tf32rna)] | cols(19) | all:seq", 4000},
-                       Case{"deal(6,16)[all:fused(8,25,tf32)] | all:seq", 500}}) {
+                       Case{"deal(6,16)[all:fused(8,25,tf32)] | all:seq", 500},
+                       Case{"deal(6,16)[all:fused(8,25,tf32)] | all:seq", 6 * 16 * 3 + 9},  // a last step of one
+                       Case{"deal(5,16)[all:seq] | cols(4) | all:seq", 300}}) {
     INFO(c.schedule << ", n = " << c.n);
     const auto match = reveal::match_schedule(sim::schedule_addition_tree(sim::parse_schedule(c.schedule), c.n));
     CHECK(std::find(match.schedules.begin(), match.schedules.end(), c.schedule) != match.schedules.end());

@@ -204,7 +204,8 @@ std::string ReductionPlan::describe(int64_t n) const {
 ReductionPlan plan_reduction(const Schedule& s) {
   auto fail = [&](const std::string& why) { reject(s, "reduction", why); };
   if (s.stages.empty()) fail("empty schedule");
-  if (!s.plain()) fail("perm, cols(R), body(M)[...], each(S)[...] and @FORMAT stages have no GPU kernel");
+  if (!s.plain())
+    fail("perm, cols(R), body(M)[...], each(S)[...], deal(P,B)[...] and @FORMAT stages have no GPU kernel");
   ReductionPlan plan;
   if (s.stages.size() == 1 && is(s.stages[0], GK::all, RK::seq)) {  // a left fold: one thread of one warp
     plan.first.contiguous = true;
@@ -275,7 +276,7 @@ int64_t GemmPlan::part_count(int64_t k) const { return k_parts(k).count(k); }
 
 std::vector<size_t> GemmPlan::k_order(int64_t k) const {
   if (parts == Parts::dealt) {
-    if (k <= block) return {};  // one block: one hand, in order
+    if ((k + block - 1) / block <= size) return {};  // a block a hand (or one hand): in order already
     std::vector<size_t> order;
     order.reserve(static_cast<size_t>(k));
     for (const std::vector<size_t>& hand : sim::detail::deal_hands(size, block, static_cast<size_t>(k)))
@@ -327,8 +328,9 @@ GemmPlan plan_gemm(const Schedule& s) {
   // after it must be plain.
   const bool restarts = !st.empty() && st[0].each > 0;
   if (!Schedule{std::vector<Stage>(st.begin() + (restarts ? 1 : 0), st.end())}.plain())
-    reject(s, "GEMM", "perm, cols(R), body(M)[...], each(S)[...] (but a first each(R)[contig(G):seq]) and @FORMAT stages "
-                      "have no GPU kernel");
+    reject(s, "GEMM",
+           "perm, cols(R), body(M)[...], each(S)[...] (but a first each(R)[contig(G):seq]), deal(P,B)[...] "
+           "(on the tensor-core GEMM only) and @FORMAT stages have no GPU kernel");
   GemmPlan plan;
   if (st.size() == 1 && is(st[0], GK::all, RK::seq)) return plan;
   const bool parts = st.size() == 2 && !st[1].shuffle && st[1].grouping.kind == GK::all &&
@@ -480,7 +482,8 @@ SeededPlan plan_seeded(const Schedule& schedule) {
                          "' is not realisable by the GPU seeded-order kernel: " + why);
   };
   const auto& stages = schedule.stages;
-  if (!schedule.plain()) throw refuse("perm, cols(R), body(M)[...], each(S)[...] and @FORMAT stages have no GPU kernel");
+  if (!schedule.plain())
+    throw refuse("perm, cols(R), body(M)[...], each(S)[...], deal(P,B)[...] and @FORMAT stages have no GPU kernel");
   if (stages.empty() || stages.size() > 2) throw refuse("it takes one or two stages");
   auto ordered = [](const Stage& st) {
     return !st.shuffle && (st.reducer.kind == Reducer::Kind::seq || st.reducer.kind == Reducer::Kind::atomic);

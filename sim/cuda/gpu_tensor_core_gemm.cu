@@ -473,10 +473,8 @@ void GpuTensorCoreGemm::run_on_device(const TensorCoreGemmPlan& plan, const floa
     if (fold.empty()) {
       fold_parts<<<blocks, 256>>>(target, outputs, count, c);
     } else {
-      const std::vector<uint32_t> host(fold.begin(), fold.end());
-      uint32_t* const device_order = fold_order_.reserve<uint32_t>(host.size());
-      FPLAB_CUDA(cudaMemcpy(device_order, host.data(), host.size() * sizeof(uint32_t), cudaMemcpyHostToDevice));
-      fold_parts_in_order<<<blocks, 256>>>(target, outputs, count, device_order, c);
+      // uploaded once per order and kept (GpuKOrder's cache), not copied on every call
+      fold_parts_in_order<<<blocks, 256>>>(target, outputs, count, fold_orders_.on_device(fold), c);
     }
     FPLAB_CUDA_LAUNCHED("tensor-core GEMM part fold");
   }

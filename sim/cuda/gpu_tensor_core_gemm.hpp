@@ -62,7 +62,8 @@ class GpuTensorCoreGemm {
   void run_unified(const TensorCoreGemmPlan& plan, const float* a, const float* b, float* c, GemmShape shape);
 
   size_t workspace_bytes() const {
-    return parts_.bytes() + fold_order_.bytes() + k_order_.workspace_bytes() + a_.bytes() + b_.bytes() + c_.bytes();
+    return parts_.bytes() + fold_orders_.workspace_bytes() + k_order_.workspace_bytes() + a_.bytes() + b_.bytes() +
+           c_.bytes();
   }
 
   // Tests: every GEMM in these blocks, whatever its shape (none: by shape).
@@ -75,7 +76,7 @@ class GpuTensorCoreGemm {
 
   std::optional<TensorCoreBlock> forced_block_;
   DeviceBuffer parts_;   // split-K parts
-  DeviceBuffer fold_order_;  // the order the parts are added in, where not theirs
+  GpuKOrder fold_orders_;    // the orders the parts are added in, where not theirs (on the device, kept)
   GpuKOrder k_order_;        // dealt parts' operands, gathered hand by hand
   DeviceBuffer a_, b_, c_;  // run_unified's operands
 };
