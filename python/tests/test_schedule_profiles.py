@@ -85,8 +85,8 @@ class Profiles(unittest.TestCase):
         self.assertFalse(rule.matches("linear", 16, 32))
         with self.assertRaisesRegex(fplab.Error, "layer must be 'conv', 'linear' or 'bn'"):
             rule.matches("pool", 1, 1)
-        # eight Winograd weight gradients, two convolutions, six linear layers, seven bias sums, eleven batch norms
-        self.assertEqual(len(rules["deterministic"]), 34)
+        # eight Winograd weight gradients, two convolutions, six linear layers, seven bias sums, twelve batch norms
+        self.assertEqual(len(rules["deterministic"]), 35)
         at32 = next(r for r in rules["deterministic"] if r.match == "conv height=14 batch=32")
         self.assertTrue(at32.matches("conv", 16, 32, 3, 1, 14, 32))  # the batch's images
         self.assertFalse(at32.matches("conv", 16, 32, 3, 1, 14, 64))
@@ -97,6 +97,10 @@ class Profiles(unittest.TestCase):
         self.assertTrue(by_rows.matches("linear", 512, 10, batch=128))
         self.assertFalse(by_rows.matches("linear", 512, 10, batch=64))
         bn = [r for r in rules["deterministic"] if r.batch_norm is not None]
+        at28_8 = bn.pop(0)  # the last batch of small_cnn_bn's recipes: the singleread kernels
+        self.assertEqual((at28_8.match, at28_8.batch_norm), ("bn height=28 batch=8", "cudnn"))
+        self.assertTrue(at28_8.matches("bn", 16, 0, 0, 0, 28, 8))
+        self.assertFalse(at28_8.matches("bn", 16, 0, 0, 0, 28, 64))
         at28_128 = bn.pop(1)
         self.assertEqual((at28_128.match, at28_128.batch_norm), ("bn height=28 batch=128", "cudnn-nchw"))
         self.assertTrue(at28_128.matches("bn", 64, 0, 0, 0, 28, 128))
