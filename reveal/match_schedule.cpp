@@ -132,6 +132,88 @@ std::vector<std::string> dealt_candidates(const sim::AdditionTree& tree) {
   return out;
 }
 
+// Whether node `id` adds two partial sums (a fold's addition), not a term into a chain.
+bool adds_partials(const sim::AdditionTree& tree, size_t id) {
+  const size_t n = tree.terms;
+  return id >= n && tree.nodes[id - n].size() == 2 && tree.nodes[id - n][0] >= n && tree.nodes[id - n][1] >= n;
+}
+
+// The terms under node `id`, in increasing order.
+std::vector<size_t> terms_under(const sim::AdditionTree& tree, size_t id) {
+  std::vector<size_t> stack{id}, terms;
+  while (!stack.empty()) {
+    const size_t at = stack.back();
+    stack.pop_back();
+    if (at < tree.terms)
+      terms.push_back(at);
+    else
+      stack.insert(stack.end(), tree.nodes[at - tree.terms].begin(), tree.nodes[at - tree.terms].end());
+  }
+  std::sort(terms.begin(), terms.end());
+  return terms;
+}
+
+// Chains added one after another in some order of their own (cuDNN's fp32 dgrad_engine on an H200:
+// one FMA chain per kernel position, the nine added 4, 8, 0, 5, 1, 6, 2, 7, 3;
+// docs/results/reveal_torch.md): where the tree's top is a left fold of P hands, each hand the
+// terms of one residue mod P, or of one hand of deal(P,B), offered with that order as a perm.
+std::vector<std::string> fold_order_candidates(const sim::AdditionTree& tree) {
+  if (!adds_partials(tree, tree.root)) return {};
+  std::vector<size_t> spine_hands;  // from the top down
+  size_t at = tree.root;
+  for (;;) {
+    const auto& children = tree.nodes[at - tree.terms];
+    const bool first = adds_partials(tree, children[0]), second = adds_partials(tree, children[1]);
+    if (first && second) return {};  // a tree of folds, not one chain of them
+    if (!first && !second) {
+      spine_hands.push_back(children[1]), spine_hands.push_back(children[0]);
+      break;
+    }
+    spine_hands.push_back(first ? children[1] : children[0]);
+    at = first ? children[0] : children[1];
+  }
+  const size_t p = spine_hands.size();
+  if (p < 3 || 2 * p > tree.terms) return {};
+  std::vector<std::vector<size_t>> hands;
+  for (auto h = spine_hands.rbegin(); h != spine_hands.rend(); ++h) hands.push_back(terms_under(tree, *h));
+  auto perm_of = [&](auto index_of) -> std::string {
+    std::vector<bool> seen(p, false);
+    std::string text = "perm(";
+    for (size_t k = 0; k < p; ++k) {
+      const size_t index = index_of(hands[k]);
+      if (index >= p || seen[index]) return {};
+      seen[index] = true;
+      text += (k ? "," : "") + std::to_string(index);
+    }
+    return text + ")";
+  };
+  std::vector<std::string> out;
+  // strided(P): every hand one residue mod P
+  const std::string by_residue = perm_of([&](const std::vector<size_t>& terms) {
+    for (size_t t : terms)
+      if (t % p != terms[0] % p) return p;
+    return terms[0] % p;
+  });
+  if (!by_residue.empty()) out.push_back("strided(" + std::to_string(p) + "):seq | " + by_residue + " | all:seq");
+  // deal(P,B): hand h starts with block h
+  size_t block = 0;
+  for (const auto& terms : hands)
+    if (terms[0] == 0)
+      while (block < terms.size() && terms[block] == block) ++block;
+  if (block > 0) {
+    const std::string by_block = perm_of([&](const std::vector<size_t>& terms) { return terms[0] / block; });
+    if (!by_block.empty()) {
+      std::vector<std::string> chains{"all:seq"};
+      for (const auto& preset : sim::presets())
+        if (preset.name.rfind("tc-", 0) == 0) chains.push_back(sim::to_string(sim::parse_schedule(preset.example)));
+      for (const std::string& chain : chains)
+        out.push_back("deal(" + std::to_string(p) + "," + std::to_string(block) + ")[" + chain + "] | " + by_block +
+                      " | all:seq");
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 ScheduleMatch match_schedule(const sim::AdditionTree& revealed) {
@@ -139,6 +221,7 @@ ScheduleMatch match_schedule(const sim::AdditionTree& revealed) {
   const std::string want = revealed.text();
   std::vector<std::string> candidates = candidate_schedules(revealed.terms);
   for (std::string& dealt : dealt_candidates(revealed)) candidates.push_back(std::move(dealt));
+  for (std::string& ordered : fold_order_candidates(revealed)) candidates.push_back(std::move(ordered));
   for (const auto& text : candidates) {
     sim::AdditionTree tree;
     try {

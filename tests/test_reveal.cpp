@@ -140,6 +140,22 @@ TEST_CASE("split-K slices of dealt tiles are among the candidates reveal names, 
                   "deal(9,16)[all:fused(8,25,tf32rna)] | cols(8) | all:seq") == in_order.schedules.end());
 }
 
+TEST_CASE("chains added in an order of their own are named with that order as a perm", "[reveal]") {
+  // cuDNN's fp32 dgrad_engine on an H200 (32 -> 32 at 7 x 7, 32 images, default mode with TF32 on):
+  // one FMA chain per kernel position over 32 channels, added 4, 8, 0, 5, 1, 6, 2, 7, 3; and dealt
+  // slices folded in another order than cols(P - 1)'s
+  struct Case {
+    const char* schedule;
+    size_t n;
+  };
+  for (const Case c : {Case{"strided(9):seq | perm(4,8,0,5,1,6,2,7,3) | all:seq", 288},
+                       Case{"deal(5,16)[all:fused(8,25,tf32rna)] | perm(3,1,4,0,2) | all:seq", 400}}) {
+    INFO(c.schedule << ", n = " << c.n);
+    const auto match = reveal::match_schedule(sim::schedule_addition_tree(sim::parse_schedule(c.schedule), c.n));
+    CHECK(std::find(match.schedules.begin(), match.schedules.end(), c.schedule) != match.schedules.end());
+  }
+}
+
 TEST_CASE("a sequential sum takes about 2n calls either way, a balanced tree n log2 n / 2", "[reveal]") {
   const size_t n = 1024;
   for (const char* chain : {"all:seq", "all:rev"}) {  // the pivot is random: neither end is a worst case
