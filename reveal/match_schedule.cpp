@@ -80,58 +80,6 @@ std::vector<std::string> candidate_schedules(size_t n) {
 
 namespace {
 
-// Split-K slices of dealt tiles (cuDNN's TF32 weight gradients on an H200: docs/results/reveal_torch.md),
-// read off the tree: the operands of the additions that fold its top (from the root down through
-// additions of two partial sums) are the hands; P their count, B the run of consecutive terms the hand of
-// term 0 starts with. Offered as deal(P,B)[CHAIN] | all:seq and with the fold that starts 0, P - 1
-// (cols(P - 1)), CHAIN each tensor-core chain and all:seq.
-std::vector<std::string> dealt_candidates(const sim::AdditionTree& tree) {
-  const size_t n = tree.terms;
-  if (n < 4 || tree.root < n) return {};
-  std::vector<size_t> hands, open{tree.root};
-  while (!open.empty()) {
-    const size_t id = open.back();
-    open.pop_back();
-    const auto& children = id >= n ? tree.nodes[id - n] : std::vector<size_t>{};
-    // A fold's addition adds two partial sums; one with a term is a hand's own step (an FMA chain's,
-    // or a tensor-core chain's last step of one product), so the hand starts there.
-    if (children.size() == 2 && children[0] >= n && children[1] >= n)
-      open.insert(open.end(), children.begin(), children.end());
-    else
-      hands.push_back(id);
-  }
-  if (hands.size() < 2 || hands.size() * 2 > n) return {};
-  // B: the run of consecutive terms 0, 1, ... under the hand that holds term 0
-  size_t block = 0;
-  for (size_t hand : hands) {
-    std::vector<size_t> stack{hand}, terms;
-    while (!stack.empty()) {
-      const size_t id = stack.back();
-      stack.pop_back();
-      if (id < n)
-        terms.push_back(id);
-      else
-        stack.insert(stack.end(), tree.nodes[id - n].begin(), tree.nodes[id - n].end());
-    }
-    std::sort(terms.begin(), terms.end());
-    if (terms.empty() || terms[0] != 0) continue;
-    while (block < terms.size() && terms[block] == block) ++block;
-    break;
-  }
-  if (block == 0) return {};
-  const size_t p = hands.size();
-  std::vector<std::string> chains{"all:seq"};
-  for (const auto& preset : sim::presets())
-    if (preset.name.rfind("tc-", 0) == 0) chains.push_back(sim::to_string(sim::parse_schedule(preset.example)));
-  std::vector<std::string> out;
-  const std::string deal = "deal(" + std::to_string(p) + "," + std::to_string(block) + ")[";
-  for (const std::string& chain : chains) {
-    out.push_back(deal + chain + "] | all:seq");
-    if (p > 2) out.push_back(deal + chain + "] | cols(" + std::to_string(p - 1) + ") | all:seq");
-  }
-  return out;
-}
-
 // Whether node `id` adds two partial sums (a fold's addition), not a term into a chain.
 bool adds_partials(const sim::AdditionTree& tree, size_t id) {
   const size_t n = tree.terms;
@@ -151,6 +99,53 @@ std::vector<size_t> terms_under(const sim::AdditionTree& tree, size_t id) {
   }
   std::sort(terms.begin(), terms.end());
   return terms;
+}
+
+// What a dealt hand's chain may be: an FMA chain, or any tensor-core chain of the tc-* presets.
+std::vector<std::string> hand_chains() {
+  std::vector<std::string> chains{"all:seq"};
+  for (const auto& preset : sim::presets())
+    if (preset.name.rfind("tc-", 0) == 0) chains.push_back(sim::to_string(sim::parse_schedule(preset.example)));
+  return chains;
+}
+
+// Split-K slices of dealt tiles (cuDNN's TF32 weight gradients on an H200: docs/results/reveal_torch.md),
+// read off the tree: the operands of the additions that fold its top (from the root down through
+// additions of two partial sums) are the hands; P their count, B the run of consecutive terms the hand of
+// term 0 starts with. Offered as deal(P,B)[CHAIN] | all:seq and with the fold that starts 0, P - 1
+// (cols(P - 1)), CHAIN each tensor-core chain and all:seq.
+std::vector<std::string> dealt_candidates(const sim::AdditionTree& tree) {
+  const size_t n = tree.terms;
+  if (n < 4 || tree.root < n) return {};
+  std::vector<size_t> hands, open{tree.root};
+  while (!open.empty()) {
+    const size_t id = open.back();
+    open.pop_back();
+    // A fold's addition adds two partial sums; one with a term is a hand's own step (an FMA chain's,
+    // or a tensor-core chain's last step of one product), so the hand starts there.
+    if (adds_partials(tree, id))
+      open.insert(open.end(), tree.nodes[id - n].begin(), tree.nodes[id - n].end());
+    else
+      hands.push_back(id);
+  }
+  if (hands.size() < 2 || hands.size() * 2 > n) return {};
+  // B: the run of consecutive terms 0, 1, ... under the hand that holds term 0
+  size_t block = 0;
+  for (size_t hand : hands) {
+    const std::vector<size_t> terms = terms_under(tree, hand);
+    if (terms.empty() || terms[0] != 0) continue;
+    while (block < terms.size() && terms[block] == block) ++block;
+    break;
+  }
+  if (block == 0) return {};
+  const size_t p = hands.size();
+  std::vector<std::string> out;
+  const std::string deal = "deal(" + std::to_string(p) + "," + std::to_string(block) + ")[";
+  for (const std::string& chain : hand_chains()) {
+    out.push_back(deal + chain + "] | all:seq");
+    if (p > 2) out.push_back(deal + chain + "] | cols(" + std::to_string(p - 1) + ") | all:seq");
+  }
+  return out;
 }
 
 // Chains added one after another in some order of their own (cuDNN's fp32 dgrad_engine on an H200:
@@ -203,10 +198,7 @@ std::vector<std::string> fold_order_candidates(const sim::AdditionTree& tree) {
   if (block > 0) {
     const std::string by_block = perm_of([&](const std::vector<size_t>& terms) { return terms[0] / block; });
     if (!by_block.empty()) {
-      std::vector<std::string> chains{"all:seq"};
-      for (const auto& preset : sim::presets())
-        if (preset.name.rfind("tc-", 0) == 0) chains.push_back(sim::to_string(sim::parse_schedule(preset.example)));
-      for (const std::string& chain : chains)
+      for (const std::string& chain : hand_chains())
         out.push_back("deal(" + std::to_string(p) + "," + std::to_string(block) + ")[" + chain + "] | " + by_block +
                       " | all:seq");
     }
