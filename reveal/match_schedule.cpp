@@ -1,9 +1,12 @@
 #include "reveal/match_schedule.hpp"
 
 #include <algorithm>
+#include <numeric>
+#include <optional>
 #include <set>
 
 #include "sim/presets.hpp"
+#include "sim/schedule_walk.hpp"
 #include "sim/schedule.hpp"
 
 namespace fplab::reveal {
@@ -109,50 +112,14 @@ std::vector<std::string> hand_chains() {
   return chains;
 }
 
-// Split-K slices of dealt tiles (cuDNN's TF32 weight gradients on an H200: docs/results/reveal_torch.md),
-// read off the tree: the operands of the additions that fold its top (from the root down through
-// additions of two partial sums) are the hands; P their count, B the run of consecutive terms the hand of
-// term 0 starts with. Offered as deal(P,B)[CHAIN] | all:seq and with the fold that starts 0, P - 1
-// (cols(P - 1)), CHAIN each tensor-core chain and all:seq.
-std::vector<std::string> dealt_candidates(const sim::AdditionTree& tree) {
-  const size_t n = tree.terms;
-  if (n < 4 || tree.root < n) return {};
-  std::vector<size_t> hands, open{tree.root};
-  while (!open.empty()) {
-    const size_t id = open.back();
-    open.pop_back();
-    // A fold's addition adds two partial sums; one with a term is a hand's own step (an FMA chain's,
-    // or a tensor-core chain's last step of one product), so the hand starts there.
-    if (adds_partials(tree, id))
-      open.insert(open.end(), tree.nodes[id - n].begin(), tree.nodes[id - n].end());
-    else
-      hands.push_back(id);
-  }
-  if (hands.size() < 2 || hands.size() * 2 > n) return {};
-  // B: the run of consecutive terms 0, 1, ... under the hand that holds term 0
-  size_t block = 0;
-  for (size_t hand : hands) {
-    const std::vector<size_t> terms = terms_under(tree, hand);
-    if (terms.empty() || terms[0] != 0) continue;
-    while (block < terms.size() && terms[block] == block) ++block;
-    break;
-  }
-  if (block == 0) return {};
-  const size_t p = hands.size();
-  std::vector<std::string> out;
-  const std::string deal = "deal(" + std::to_string(p) + "," + std::to_string(block) + ")[";
-  for (const std::string& chain : hand_chains()) {
-    out.push_back(deal + chain + "] | all:seq");
-    if (p > 2) out.push_back(deal + chain + "] | cols(" + std::to_string(p - 1) + ") | all:seq");
-  }
-  return out;
-}
-
-// Chains added one after another in some order of their own (cuDNN's fp32 dgrad_engine on an H200:
-// one FMA chain per kernel position, the nine added 4, 8, 0, 5, 1, 6, 2, 7, 3;
-// docs/results/reveal_torch.md): where the tree's top is a left fold of P hands, each hand the
-// terms of one residue mod P, or of one hand of deal(P,B), offered with that order as a perm.
-std::vector<std::string> fold_order_candidates(const sim::AdditionTree& tree) {
+// Chains added one after another (cuDNN's TF32 weight gradients on an H200: split-K slices of
+// dealt tiles, folded 0, P - 1, 1, 2, ...; its fp32 dgrad_engine: one FMA chain per kernel
+// position, the nine added 4, 8, 0, 5, 1, 6, 2, 7, 3; docs/results/reveal_torch.md), read off the
+// tree: where its top is a left fold of P hands (from the root down through additions of two
+// partial sums), each hand the terms of one residue mod P (strided(P):seq) or of one hand of
+// deal(P,B) (B the run of consecutive terms the hand of term 0 starts with; CHAIN each tensor-core
+// chain and all:seq), offered with the fold's order: none, cols(P - 1), or a perm.
+std::vector<std::string> folded_chain_candidates(const sim::AdditionTree& tree) {
   if (!adds_partials(tree, tree.root)) return {};
   std::vector<size_t> spine_hands;  // from the top down
   size_t at = tree.root;
@@ -168,41 +135,45 @@ std::vector<std::string> fold_order_candidates(const sim::AdditionTree& tree) {
     at = first ? children[0] : children[1];
   }
   const size_t p = spine_hands.size();
-  if (p < 3 || 2 * p > tree.terms) return {};
-  std::vector<std::vector<size_t>> hands;
+  if (2 * p > tree.terms) return {};
+  std::vector<std::vector<size_t>> hands;  // in the fold's order
   for (auto h = spine_hands.rbegin(); h != spine_hands.rend(); ++h) hands.push_back(terms_under(tree, *h));
-  auto perm_of = [&](auto index_of) -> std::string {
+  // The fold's stages before all:seq when hand k has index index_of(hand k); "" if not P distinct.
+  auto fold_of = [&](auto index_of) -> std::optional<std::string> {
+    std::vector<size_t> order;
+    for (const auto& terms : hands) order.push_back(index_of(terms));
+    std::sort(order.begin(), order.begin() + 2);  // the first addition's two hands commute
     std::vector<bool> seen(p, false);
-    std::string text = "perm(";
-    for (size_t k = 0; k < p; ++k) {
-      const size_t index = index_of(hands[k]);
-      if (index >= p || seen[index]) return {};
+    for (size_t index : order) {
+      if (index >= p || seen[index]) return std::nullopt;
       seen[index] = true;
-      text += (k ? "," : "") + std::to_string(index);
     }
-    return text + ")";
+    std::vector<size_t> in_order(p), by_columns;
+    std::iota(in_order.begin(), in_order.end(), size_t{0});
+    if (order == in_order) return std::string();
+    if (p > 2) by_columns = sim::detail::cols_order(static_cast<int64_t>(p - 1), p);
+    if (order == by_columns) return "cols(" + std::to_string(p - 1) + ") | ";
+    std::string text = "perm(";
+    for (size_t k = 0; k < p; ++k) text += (k ? "," : "") + std::to_string(order[k]);
+    return text + ") | ";
   };
   std::vector<std::string> out;
-  // strided(P): every hand one residue mod P
-  const std::string by_residue = perm_of([&](const std::vector<size_t>& terms) {
+  const auto by_residue = fold_of([&](const std::vector<size_t>& terms) {
     for (size_t t : terms)
       if (t % p != terms[0] % p) return p;
     return terms[0] % p;
   });
-  if (!by_residue.empty()) out.push_back("strided(" + std::to_string(p) + "):seq | " + by_residue + " | all:seq");
-  // deal(P,B): hand h starts with block h
-  size_t block = 0;
+  if (by_residue) out.push_back("strided(" + std::to_string(p) + "):seq | " + *by_residue + "all:seq");
+  size_t block = 0;  // deal(P,B): hand h starts with block h
   for (const auto& terms : hands)
     if (terms[0] == 0)
       while (block < terms.size() && terms[block] == block) ++block;
-  if (block > 0) {
-    const std::string by_block = perm_of([&](const std::vector<size_t>& terms) { return terms[0] / block; });
-    if (!by_block.empty()) {
-      for (const std::string& chain : hand_chains())
-        out.push_back("deal(" + std::to_string(p) + "," + std::to_string(block) + ")[" + chain + "] | " + by_block +
-                      " | all:seq");
-    }
-  }
+  const auto by_block =
+      block > 0 ? fold_of([&](const std::vector<size_t>& terms) { return terms[0] / block; }) : std::nullopt;
+  if (by_block)
+    for (const std::string& chain : hand_chains())
+      out.push_back("deal(" + std::to_string(p) + "," + std::to_string(block) + ")[" + chain + "] | " + *by_block +
+                    "all:seq");
   return out;
 }
 
@@ -212,8 +183,9 @@ ScheduleMatch match_schedule(const sim::AdditionTree& revealed) {
   ScheduleMatch m;
   const std::string want = revealed.text();
   std::vector<std::string> candidates = candidate_schedules(revealed.terms);
-  for (std::string& dealt : dealt_candidates(revealed)) candidates.push_back(std::move(dealt));
-  for (std::string& ordered : fold_order_candidates(revealed)) candidates.push_back(std::move(ordered));
+  const std::set<std::string> usual(candidates.begin(), candidates.end());
+  for (std::string& folded : folded_chain_candidates(revealed))
+    if (!usual.count(folded)) candidates.push_back(std::move(folded));
   for (const auto& text : candidates) {
     sim::AdditionTree tree;
     try {

@@ -41,17 +41,16 @@ void gemm_with_fused_first_stage(const Schedule& schedule, const float* a, const
   const Stage& first = schedule.stages[0];
   const FusedAddSpec spec = fused_reducer_spec(fused_reduction(first)->reducer, arithmetic);
   const FusedFactors factors(a, b, m, n, k, spec);
-  std::vector<std::vector<uint32_t>> group_terms;
+  std::vector<std::vector<uint32_t>> groups;  // each group's terms
   if (first.deal > 0) {  // a hand's terms, its blocks in order
     for (const std::vector<size_t>& hand : deal_hands(first.deal, first.deal_block, k))
-      group_terms.emplace_back(hand.begin(), hand.end());
+      groups.emplace_back(hand.begin(), hand.end());
   } else {
     for (const GroupSpan& g : groups_of(first.grouping, k)) {
-      group_terms.emplace_back();
-      for (size_t t = 0; t < g.count; ++t) group_terms.back().push_back(static_cast<uint32_t>(g.first + t * g.stride));
+      groups.emplace_back();
+      for (size_t t = 0; t < g.count; ++t) groups.back().push_back(static_cast<uint32_t>(g.first + t * g.stride));
     }
   }
-  const std::vector<std::vector<uint32_t>>& groups = group_terms;
   // One group and nothing after it (all:fused): its chains are the outputs.
   const bool chains_are_outputs = groups.size() == 1 && schedule.stages.size() == 1;
   constexpr size_t kTile = kGemmTileRows * kGemmTileCols;
@@ -63,7 +62,7 @@ void gemm_with_fused_first_stage(const Schedule& schedule, const float* a, const
     for (size_t i0 = 0; i0 < m; i0 += kGemmTileRows) {
       const size_t mr = std::min(kGemmTileRows, m - i0), nr = std::min(kGemmTileCols, n - j0), w = mr * nr;
       for (size_t g = 0; g < groups.size(); ++g) {
-        factors.dot_tile(chains.data(), i0, mr, j0, nr, group_terms[g], spec);
+        factors.dot_tile(chains.data(), i0, mr, j0, nr, groups[g], spec);
         std::copy_n(chains.data(), w, &rows[g * w]);  // fp32 values
       }
       const float* outputs = rows.data();

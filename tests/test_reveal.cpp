@@ -38,6 +38,12 @@ reveal::SumFunction schedule_as_function(const sim::Schedule& schedule) {
 
 reveal::SharedFunction target(const std::string& symbol) { return {FPLAB_REVEAL_TARGETS, symbol}; }
 
+// Whether reveal names `schedule` among the schedules that give its own tree of n terms.
+bool names_its_tree(const std::string& schedule, size_t n) {
+  const auto match = reveal::match_schedule(sim::schedule_addition_tree(sim::parse_schedule(schedule), n));
+  return std::find(match.schedules.begin(), match.schedules.end(), schedule) != match.schedules.end();
+}
+
 }  // namespace
 
 TEST_CASE("a schedule probed as a black box reveals its own tree", "[reveal]") {
@@ -72,8 +78,7 @@ TEST_CASE("PyTorch's CUDA reduction orders are among the candidates reveal names
                        Case{"strided(128):seq | strided(32):seq | all:shfl_down", 3136},
                        Case{"strided(2048):seq | strided(512):seq | contig(32):shfl_down | all:shfl_down", 12544}}) {
     INFO(c.schedule << ", n = " << c.n);
-    const auto match = reveal::match_schedule(sim::schedule_addition_tree(sim::parse_schedule(c.schedule), c.n));
-    CHECK(std::find(match.schedules.begin(), match.schedules.end(), c.schedule) != match.schedules.end());
+    CHECK(names_its_tree(c.schedule, c.n));
   }
 }
 
@@ -88,8 +93,7 @@ TEST_CASE("split-K GEMMs' slices of whole K tiles are among the candidates revea
   for (const Case c : {Case{"contig(104):seq | all:seq", 512}, Case{"contig(112):seq | all:seq", 784},
                        Case{"contig(96):seq | all:seq", 286}}) {
     INFO(c.schedule << ", n = " << c.n);
-    const auto match = reveal::match_schedule(sim::schedule_addition_tree(sim::parse_schedule(c.schedule), c.n));
-    CHECK(std::find(match.schedules.begin(), match.schedules.end(), c.schedule) != match.schedules.end());
+    CHECK(names_its_tree(c.schedule, c.n));
   }
   // another cut is told apart: 5 slices of 103 (split(5)'s, not whole tiles of 8) is not 104's tree
   const auto other =
@@ -111,8 +115,7 @@ TEST_CASE("NHWC convolutions' orders are among the candidates reveal names: by k
                        Case{"each(144)[cols(9)] | all:fused(8,25,tf32rna)", 576},
                        Case{"cols(25) | all:seq", 150}}) {
     INFO(c.schedule << ", n = " << c.n);
-    const auto match = reveal::match_schedule(sim::schedule_addition_tree(sim::parse_schedule(c.schedule), c.n));
-    CHECK(std::find(match.schedules.begin(), match.schedules.end(), c.schedule) != match.schedules.end());
+    CHECK(names_its_tree(c.schedule, c.n));
   }
 }
 
@@ -130,8 +133,7 @@ TEST_CASE("split-K slices of dealt tiles are among the candidates reveal names, 
                        Case{"deal(6,16)[all:fused(8,25,tf32)] | all:seq", 6 * 16 * 3 + 9},  // a last step of one
                        Case{"deal(5,16)[all:seq] | cols(4) | all:seq", 300}}) {
     INFO(c.schedule << ", n = " << c.n);
-    const auto match = reveal::match_schedule(sim::schedule_addition_tree(sim::parse_schedule(c.schedule), c.n));
-    CHECK(std::find(match.schedules.begin(), match.schedules.end(), c.schedule) != match.schedules.end());
+    CHECK(names_its_tree(c.schedule, c.n));
   }
   // the fold's order is told apart: slices in hand order are not cols(P - 1)'s tree
   const auto in_order = reveal::match_schedule(
@@ -143,16 +145,16 @@ TEST_CASE("split-K slices of dealt tiles are among the candidates reveal names, 
 TEST_CASE("chains added in an order of their own are named with that order as a perm", "[reveal]") {
   // cuDNN's fp32 dgrad_engine on an H200 (32 -> 32 at 7 x 7, 32 images, default mode with TF32 on):
   // one FMA chain per kernel position over 32 channels, added 4, 8, 0, 5, 1, 6, 2, 7, 3; and dealt
-  // slices folded in another order than cols(P - 1)'s
+  // slices folded in another order than cols(P - 1)'s (named with the first addition's two hands
+  // in increasing order: they commute)
   struct Case {
     const char* schedule;
     size_t n;
   };
   for (const Case c : {Case{"strided(9):seq | perm(4,8,0,5,1,6,2,7,3) | all:seq", 288},
-                       Case{"deal(5,16)[all:fused(8,25,tf32rna)] | perm(3,1,4,0,2) | all:seq", 400}}) {
+                       Case{"deal(5,16)[all:fused(8,25,tf32rna)] | perm(1,3,4,0,2) | all:seq", 400}}) {
     INFO(c.schedule << ", n = " << c.n);
-    const auto match = reveal::match_schedule(sim::schedule_addition_tree(sim::parse_schedule(c.schedule), c.n));
-    CHECK(std::find(match.schedules.begin(), match.schedules.end(), c.schedule) != match.schedules.end());
+    CHECK(names_its_tree(c.schedule, c.n));
   }
 }
 
