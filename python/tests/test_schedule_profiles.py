@@ -85,8 +85,8 @@ class Profiles(unittest.TestCase):
         self.assertFalse(rule.matches("linear", 16, 32))
         with self.assertRaisesRegex(fplab.Error, "layer must be 'conv', 'linear' or 'bn'"):
             rule.matches("pool", 1, 1)
-        # eight Winograd weight gradients, two convolutions, six linear layers, seven bias sums, twelve batch norms
-        self.assertEqual(len(rules["deterministic"]), 35)
+        # eight Winograd weight gradients, two convolutions, eight linear layers, nine bias sums, thirteen batch norms
+        self.assertEqual(len(rules["deterministic"]), 41)
         at32 = next(r for r in rules["deterministic"] if r.match == "conv height=14 batch=32")
         self.assertTrue(at32.matches("conv", 16, 32, 3, 1, 14, 32))  # the batch's images
         self.assertFalse(at32.matches("conv", 16, 32, 3, 1, 14, 64))
@@ -97,22 +97,27 @@ class Profiles(unittest.TestCase):
         self.assertTrue(by_rows.matches("linear", 512, 10, batch=128))
         self.assertFalse(by_rows.matches("linear", 512, 10, batch=64))
         bn = [r for r in rules["deterministic"] if r.batch_norm is not None]
-        at28_8 = bn.pop(0)  # the last batch of small_cnn_bn's recipes: the singleread kernels
+        at28_8, at14_8 = bn.pop(0), bn.pop(0)  # the last batch of small_cnn_bn's recipes: the singleread kernels
         self.assertEqual((at28_8.match, at28_8.batch_norm), ("bn height=28 batch=8", "cudnn"))
+        self.assertEqual((at14_8.match, at14_8.batch_norm), ("bn height=14 batch=8", "cudnn"))
         self.assertTrue(at28_8.matches("bn", 16, 0, 0, 0, 28, 8))
         self.assertFalse(at28_8.matches("bn", 16, 0, 0, 0, 28, 64))
+        self.assertTrue(at14_8.matches("bn", 32, 0, 0, 0, 14, 8))
+        self.assertFalse(at14_8.matches("bn", 32, 0, 0, 0, 28, 8))
         at28_128 = bn.pop(1)
         self.assertEqual((at28_128.match, at28_128.batch_norm), ("bn height=28 batch=128", "cudnn-nchw"))
         self.assertTrue(at28_128.matches("bn", 64, 0, 0, 0, 28, 128))
         self.assertEqual([(r.match, r.batch_norm) for r in bn],
                          [("bn height=28 batch=64", "cudnn-nchw"), ("bn height=16 batch=128", "cudnn-nchw"),
                           ("bn height=32 batch=128", "cudnn-nchw"), ("bn height=14 batch=128", "cudnn-nchw-backward"),
-                          ("bn height=14 batch=64", "cudnn")] + [(f"bn height={h}", "cudnn") for h in (8, 7, 4, 3, 1)])
+                          ("bn height=14 batch=64", "cudnn"), ("bn height=8", "cudnn"), ("bn height=7 batch=8", "cudnn")]
+                         + [(f"bn height={h}", "cudnn") for h in (7, 4, 3, 1)])
         at14 = bn[4]
         self.assertTrue(at14.matches("bn", 32, 0, 0, 0, 14, 64))
         self.assertFalse(at14.matches("bn", 32, 0, 0, 0, 14, 128))  # cuDNN's other backward kernel there: bn[3]
         self.assertTrue(bn[3].matches("bn", 32, 0, 0, 0, 14, 128))
-        self.assertTrue(bn[6].matches("bn", 256, 0, 0, 0, 7, 128))
+        self.assertTrue(bn[7].matches("bn", 256, 0, 0, 0, 7, 128))
+        self.assertFalse(bn[6].matches("bn", 256, 0, 0, 0, 7, 128))  # the 8-image rule
         self.assertFalse(at14.matches("bn", 16, 0, 0, 0, 28, 64))
         self.assertTrue(bn[0].matches("bn", 16, 0, 0, 0, 28, 64))
         self.assertFalse(at14.matches("conv", 32, 32, 3, 1, 14))

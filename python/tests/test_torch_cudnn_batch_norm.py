@@ -7,10 +7,12 @@ and medium_cnn at 14x14 pixels and below (batch 64) and of a ResNet-18's at 8x8,
 128): cuDNN's singleread kernels, channel 0 of each. Under
 fplab.torch.emulate("h100-torch") on the CPU, whose layer rules give those layers cuDNN's
 revealed orders and arithmetic (batch_norm = "cudnn"), every element must be cuDNN's, in both
-modes; under h100 (fplab's formulas) most are not, so the check can fail. A trained layer's outputs
-at 8 images of 28x28 (docs/results/calibration_torch/bn_h200/trained_step79_8x16at28.npz: small_cnn_bn's
-first BatchNorm at step 79 of `batchnorm`, its last batch, two channels kept) are cuDNN's singleread
-kernels' too, under h100-torch and h100-torch-tf32. Also torch_reference.fma32 against
+modes; under h100 (fplab's formulas) most are not, so the check can fail. Trained layers' outputs
+at 8 images (docs/results/calibration_torch/bn_h200/trained_step79_8x16at28.npz and
+trained_step79_8x32at14.npz: small_cnn_bn's two BatchNorms at step 79 of `batchnorm`, its last
+batch, two channels of each kept) are cuDNN's singleread kernels' too, under h100-torch and
+h100-torch-tf32, and so is the gamma gradient of the third (7x7, four channels of
+trained_step79_8x32at7_backward.npz), whose warps meet by shuffles up. Also torch_reference.fma32 against
 exact rational arithmetic, on random values and on products that land on float32 midpoints.
 """
 
@@ -27,8 +29,10 @@ if torch is not None:
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "data",
                     "cudnn_batch_norm_h200.npz")
-TRAINED_28_BATCH8 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "results",
-                                 "calibration_torch", "bn_h200", "trained_step79_8x16at28.npz")
+TRAINED_BATCH8 = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "results",
+                               "calibration_torch", "bn_h200", name)
+                  for name in ("trained_step79_8x16at28.npz", "trained_step79_8x32at14.npz")]
+TRAINED_7_BATCH8_BACKWARD = os.path.join(os.path.dirname(TRAINED_BATCH8[0]), "trained_step79_8x32at7_backward.npz")
 
 
 def _emulated(profile: str, x, gamma, beta, g, device="cpu"):
@@ -75,13 +79,17 @@ class CudnnBatchNorm(unittest.TestCase):
             self.assertEqual(_same(dgamma, d["dgamma"][:1]), 1.0)
             self.assertEqual(_same(dbeta, d["dbeta"][:1]), 1.0)
 
-    def test_a_trained_layer_at_8_images_of_28x28(self):
-        with np.load(TRAINED_28_BATCH8) as z:
+    def test_trained_layers_at_8_images(self):
+        for path in TRAINED_BATCH8:
+            self.check_trained_layer(path)
+
+    def check_trained_layer(self, path):
+        with np.load(path) as z:
             x, w, b, chip = (torch.from_numpy(z[k]) for k in ("input", "weight", "bias", "chip_y"))
         devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
         for device in devices:
             for profile in ("h100-torch", "h100-torch:deterministic", "h100-torch-tf32:deterministic", "h100"):
-                with self.subTest(device=device, profile=profile):
+                with self.subTest(fixture=os.path.basename(path), device=device, profile=profile):
                     with fplab.torch.emulate(profile):
                         y = torch.nn.functional.batch_norm(x.to(device), None, None, w.to(device), b.to(device),
                                                            training=True, eps=1e-5)
@@ -90,6 +98,18 @@ class CudnnBatchNorm(unittest.TestCase):
                         self.assertLess(same, 0.9)
                     else:
                         self.assertEqual(same, 1.0)
+
+    def test_a_trained_layers_gamma_gradient_at_8_images_of_7x7(self):
+        # 392 values a channel: the backward's 13 warps meet as by shuffles up (the 7x7 batch-8 rule);
+        # the tree of the other singleread rules gives 0 of these 4 channels
+        with np.load(TRAINED_7_BATCH8_BACKWARD) as z:
+            x, g, w, b, chip = (z[k] for k in ("input", "output_gradient", "weight", "bias", "chip_dgamma"))
+        devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+        for device in devices:
+            for profile in ("h100-torch", "h100-torch:deterministic", "h100-torch-tf32:deterministic"):
+                with self.subTest(device=device, profile=profile):
+                    _, _, dgamma, _ = _emulated(profile, x, w, b, g, device=device)
+                    self.assertEqual(_same(dgamma, chip), 1.0)
 
     def test_fplab_formulas_differ(self):
         """The control: h100's BatchNorm (fplab's formulas, other orders) misses many of cuDNN's bits."""
