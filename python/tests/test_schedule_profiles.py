@@ -85,8 +85,8 @@ class Profiles(unittest.TestCase):
         self.assertFalse(rule.matches("linear", 16, 32))
         with self.assertRaisesRegex(fplab.Error, "layer must be 'conv', 'linear' or 'bn'"):
             rule.matches("pool", 1, 1)
-        # eight Winograd weight gradients, two convolutions, eight linear layers, nine bias sums, thirteen batch norms
-        self.assertEqual(len(rules["deterministic"]), 41)
+        # eight Winograd weight gradients, three convolutions, eight linear layers, nine bias sums, thirteen batch norms
+        self.assertEqual(len(rules["deterministic"]), 42)
         at32 = next(r for r in rules["deterministic"] if r.match == "conv height=14 batch=32")
         self.assertTrue(at32.matches("conv", 16, 32, 3, 1, 14, 32))  # the batch's images
         self.assertFalse(at32.matches("conv", 16, 32, 3, 1, 14, 64))
@@ -125,6 +125,10 @@ class Profiles(unittest.TestCase):
         self.assertEqual(sorted(bn[0].ops), [])  # the NCHW kernels' own orders: no schedule
         self.assertIsNone(rule.batch_norm)
         winograd = [r for r in rules["deterministic"] if r.conv_wgrad is not None]
+        at8 = winograd.pop(0)  # the last batch of small_cnn_bn's recipes: cuDNN leaves Winograd
+        self.assertEqual((at8.match, at8.conv_wgrad), ("conv in=1 out=16 kernel=3 stride=1 height=28 batch=8", "gemm"))
+        self.assertTrue(at8.matches("conv", 1, 16, 3, 1, 28, 8))
+        self.assertFalse(at8.matches("conv", 1, 16, 3, 1, 28, 64))
         self.assertEqual([(r.match, r.conv_wgrad) for r in winograd],
                          [("conv in=1 out=16 kernel=3 stride=1 height=28", "winograd"),
                           ("conv in=32 out=32 kernel=3 stride=1 height=7", "winograd"),
