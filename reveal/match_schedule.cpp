@@ -177,6 +177,35 @@ std::vector<std::string> folded_chain_candidates(const sim::AdditionTree& tree) 
   return out;
 }
 
+// Hands that chain their terms in runs and add the runs (cuBLAS's small-N GEMM on an H200: K dealt
+// to 16 threads, each chaining its terms 16 at a time), read off the chain that starts at term 0:
+// B its run of consecutive terms, P B the step to its next term, R its length; offered as
+// deal(P,B)[contig(R):seq | all:seq] with the hands folded in order or by cols(P - 1).
+std::vector<std::string> dealt_run_candidates(const sim::AdditionTree& tree) {
+  const size_t n = tree.terms;
+  std::vector<size_t> parent(tree.nodes.size() + n, n + tree.nodes.size());
+  for (size_t k = 0; k < tree.nodes.size(); ++k)
+    for (size_t child : tree.nodes[k]) parent[child] = n + k;
+  // Up from term 0 while each addition brings in one more term: the chain's top.
+  size_t top = 0;
+  while (parent[top] < n + tree.nodes.size()) {
+    const auto& children = tree.nodes[parent[top] - n];
+    if (children.size() != 2 || (children[0] >= n && children[1] >= n)) break;
+    top = parent[top];
+  }
+  const std::vector<size_t> chain = terms_under(tree, top);
+  size_t block = 0;
+  while (block < chain.size() && chain[block] == block) ++block;
+  if (block == 0 || block >= chain.size() || chain[block] % block != 0) return {};
+  const size_t p = chain[block] / block, run = chain.size();
+  if (p < 2 || run < 2 || 2 * p > n) return {};
+  const std::string head = "deal(" + std::to_string(p) + "," + std::to_string(block) + ")[contig(" +
+                           std::to_string(run) + "):seq | all:seq] | ";
+  std::vector<std::string> out{head + "all:seq"};
+  if (p > 2) out.push_back(head + "cols(" + std::to_string(p - 1) + ") | all:seq");
+  return out;
+}
+
 }  // namespace
 
 ScheduleMatch match_schedule(const sim::AdditionTree& revealed) {
@@ -186,6 +215,8 @@ ScheduleMatch match_schedule(const sim::AdditionTree& revealed) {
   const std::set<std::string> usual(candidates.begin(), candidates.end());
   for (std::string& folded : folded_chain_candidates(revealed))
     if (!usual.count(folded)) candidates.push_back(std::move(folded));
+  for (std::string& dealt : dealt_run_candidates(revealed))
+    if (!usual.count(dealt)) candidates.push_back(std::move(dealt));
   for (const auto& text : candidates) {
     sim::AdditionTree tree;
     try {

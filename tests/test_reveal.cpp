@@ -158,6 +158,25 @@ TEST_CASE("chains added in an order of their own are named with that order as a 
   }
 }
 
+TEST_CASE("hands that chain their terms in runs are named", "[reveal]") {
+  // cuBLAS's gemmSN_TN_kernel on an H200 (a linear layer's forward at 8 rows, 288 -> 32): K dealt
+  // to 16 threads, each chaining its terms in runs of 16 and adding the runs, the threads chained;
+  // with 32 terms each hand is one chain (strided(16)'s tree, named either way)
+  struct Case {
+    const char* schedule;
+    size_t n;
+  };
+  for (const Case c : {Case{"deal(16,1)[contig(16):seq | all:seq] | all:seq", 288},
+                       Case{"deal(4,2)[contig(3):seq | all:seq] | cols(3) | all:seq", 100}}) {
+    INFO(c.schedule << ", n = " << c.n);
+    CHECK(names_its_tree(c.schedule, c.n));
+  }
+  const auto one_chain = reveal::match_schedule(
+      sim::schedule_addition_tree(sim::parse_schedule("deal(16,1)[contig(16):seq | all:seq] | all:seq"), 32));
+  CHECK(std::find(one_chain.schedules.begin(), one_chain.schedules.end(), "strided(16):seq | all:seq") !=
+        one_chain.schedules.end());
+}
+
 TEST_CASE("a sequential sum takes about 2n calls either way, a balanced tree n log2 n / 2", "[reveal]") {
   const size_t n = 1024;
   for (const char* chain : {"all:seq", "all:rev"}) {  // the pivot is random: neither end is a worst case
