@@ -180,7 +180,8 @@ std::vector<std::string> folded_chain_candidates(const sim::AdditionTree& tree) 
 // Hands that chain their terms in runs and add the runs (cuBLAS's small-N GEMM on an H200: K dealt
 // to 16 threads, each chaining its terms 16 at a time), read off the chain that starts at term 0:
 // B its run of consecutive terms, P B the step to its next term, R its length; offered as
-// deal(P,B)[contig(R):seq | all:seq] with the hands folded in order or by cols(P - 1).
+// deal(P,B)[contig(R):seq | all:seq] with the hands folded in order or by cols(P - 1). Hands of
+// tensor-core steps chained in runs are not read (a fused step is no chain of single terms).
 std::vector<std::string> dealt_run_candidates(const sim::AdditionTree& tree) {
   const size_t n = tree.terms;
   std::vector<size_t> parent(tree.nodes.size() + n, n + tree.nodes.size());
@@ -197,8 +198,10 @@ std::vector<std::string> dealt_run_candidates(const sim::AdditionTree& tree) {
   size_t block = 0;
   while (block < chain.size() && chain[block] == block) ++block;
   if (block == 0 || block >= chain.size() || chain[block] % block != 0) return {};
-  const size_t p = chain[block] / block, run = chain.size();
-  if (p < 2 || run < 2 || 2 * p > n) return {};
+  const size_t p = chain[block] / block, run = chain.size();  // p >= 2: chain[block] > block
+  size_t hand = 0;                                            // the terms of the hand of term 0: blocks 0, p, 2p, ...
+  for (size_t start = 0; start < n; start += p * block) hand += std::min(block, n - start);
+  if (run >= hand || 2 * p > n) return {};  // one chain a hand: deal(P,B)[all:seq], named above
   const std::string head = "deal(" + std::to_string(p) + "," + std::to_string(block) + ")[contig(" +
                            std::to_string(run) + "):seq | all:seq] | ";
   std::vector<std::string> out{head + "all:seq"};

@@ -85,7 +85,7 @@ class Profiles(unittest.TestCase):
         self.assertFalse(rule.matches("linear", 16, 32))
         with self.assertRaisesRegex(fplab.Error, "layer must be 'conv', 'linear' or 'bn'"):
             rule.matches("pool", 1, 1)
-        # eight Winograd weight gradients, three convolutions, eight linear layers, nine bias sums, thirteen batch norms
+        # eight Winograd weight gradients, three convolutions, eight linear layers, nine bias sums, fourteen batch norms
         self.assertEqual(len(rules["deterministic"]), 42)
         at32 = next(r for r in rules["deterministic"] if r.match == "conv height=14 batch=32")
         self.assertTrue(at32.matches("conv", 16, 32, 3, 1, 14, 32))  # the batch's images
