@@ -78,6 +78,13 @@ std::vector<std::string> candidate_schedules(size_t n) {
       for (const std::string& chain : tensor_cores) offer(lead + chain);
     }
   }
+  // cuDNN's singleread BatchNorm kernels (a channel's statistics and its backward's sums): 512
+  // threads each chain every 512th term, a warp's 32 partials meet by shuffles down (forward) or in
+  // a tree (backward), then the warps likewise, or as by shuffles up where a channel holds fewer
+  // values than threads (docs/results/reveal_torch.md, "The last batch: 8 images").
+  for (const char* warps :
+       {"contig(32):shfl_down | all:shfl_down", "contig(32):tree | all:tree", "contig(32):tree | all:shfl_up"})
+    if (n > 32) offer(std::string("strided(512):seq | ") + warps);
   return out;
 }
 

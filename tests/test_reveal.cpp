@@ -177,6 +177,22 @@ TEST_CASE("hands that chain their terms in runs are named", "[reveal]") {
         one_chain.schedules.end());
 }
 
+TEST_CASE("cuDNN's singleread BatchNorm sums are named", "[reveal]") {
+  // a channel of 8 images at 28 x 28, 14 x 14 and 7 x 7 (fewer values than the kernel's 512 threads)
+  // and of 64 at 14 x 14: the backward's tree, and the forward's shuffles
+  struct Case {
+    const char* schedule;
+    size_t n;
+  };
+  for (const Case c : {Case{"strided(512):seq | contig(32):tree | all:tree", 6272},
+                       Case{"strided(512):seq | contig(32):tree | all:tree", 1568},
+                       Case{"strided(512):seq | contig(32):tree | all:shfl_up", 392},
+                       Case{"strided(512):seq | contig(32):shfl_down | all:shfl_down", 12544}}) {
+    INFO(c.schedule << ", n = " << c.n);
+    CHECK(names_its_tree(c.schedule, c.n));
+  }
+}
+
 TEST_CASE("a sequential sum takes about 2n calls either way, a balanced tree n log2 n / 2", "[reveal]") {
   const size_t n = 1024;
   for (const char* chain : {"all:seq", "all:rev"}) {  // the pivot is random: neither end is a worst case
