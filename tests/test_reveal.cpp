@@ -44,6 +44,19 @@ bool names_its_tree(const std::string& schedule, size_t n) {
   return std::find(match.schedules.begin(), match.schedules.end(), schedule) != match.schedules.end();
 }
 
+// A schedule at a number of terms where reveal must name its tree.
+struct Named {
+  const char* schedule;
+  size_t n;
+};
+
+void check_names_their_trees(std::initializer_list<Named> cases) {
+  for (const Named c : cases) {
+    INFO(c.schedule << ", n = " << c.n);
+    CHECK(names_its_tree(c.schedule, c.n));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("a schedule probed as a black box reveals its own tree", "[reveal]") {
@@ -68,33 +81,20 @@ TEST_CASE("a schedule probed as a black box reveals its own tree", "[reveal]") {
 
 TEST_CASE("PyTorch's CUDA reduction orders are among the candidates reveal names", "[reveal]") {
   // The orders revealed on an H100/H200 (docs/results/reveal_torch.md), at the sizes measured
-  struct Case {
-    const char* schedule;
-    size_t n;
-  };
-  for (const Case c : {Case{"strided(512):seq | contig(4):seq | all:shfl_down", 1000},  // torch.sum
-                       Case{"strided(2048):seq | contig(4):seq | all:shfl_down", 4096},
-                       Case{"strided(16):seq | strided(4):seq | all:shfl_down", 64},  // a bias gradient
-                       Case{"strided(128):seq | strided(32):seq | all:shfl_down", 3136},
-                       Case{"strided(2048):seq | strided(512):seq | contig(32):shfl_down | all:shfl_down", 12544}}) {
-    INFO(c.schedule << ", n = " << c.n);
-    CHECK(names_its_tree(c.schedule, c.n));
-  }
+  check_names_their_trees(
+      {Named{"strided(512):seq | contig(4):seq | all:shfl_down", 1000},  // torch.sum
+       Named{"strided(2048):seq | contig(4):seq | all:shfl_down", 4096},
+       Named{"strided(16):seq | strided(4):seq | all:shfl_down", 64},  // a bias gradient
+       Named{"strided(128):seq | strided(32):seq | all:shfl_down", 3136},
+       Named{"strided(2048):seq | strided(512):seq | contig(32):shfl_down | all:shfl_down", 12544}});
 }
 
 TEST_CASE("split-K GEMMs' slices of whole K tiles are among the candidates reveal names", "[reveal]") {
   // cuBLAS's sgemm_largek on an H100 (docs/results/reveal_torch.md): K = 512 in slices of 104 (13
   // tiles of 8; the last 96), K = 784 in 7 of 112; and a slice that is not a power of two, of 3
   // tiles of 32 over 3 slices (the last 96 - 2 terms short)
-  struct Case {
-    const char* schedule;
-    size_t n;
-  };
-  for (const Case c : {Case{"contig(104):seq | all:seq", 512}, Case{"contig(112):seq | all:seq", 784},
-                       Case{"contig(96):seq | all:seq", 286}}) {
-    INFO(c.schedule << ", n = " << c.n);
-    CHECK(names_its_tree(c.schedule, c.n));
-  }
+  check_names_their_trees({Named{"contig(104):seq | all:seq", 512}, Named{"contig(112):seq | all:seq", 784},
+                           Named{"contig(96):seq | all:seq", 286}});
   // another cut is told apart: 5 slices of 103 (split(5)'s, not whole tiles of 8) is not 104's tree
   const auto other =
       reveal::match_schedule(sim::schedule_addition_tree(sim::parse_schedule("contig(103):seq | all:seq"), 512));
@@ -106,35 +106,21 @@ TEST_CASE("NHWC convolutions' orders are among the candidates reveal names: by k
   // cuDNN's TF32 forward and input-gradient kernels of a ResNet-18 on an H200 (64 and 128 channels,
   // 3 x 3, in blocks of 32 or 16 channels; docs/results/reveal_torch.md), and a 5 x 5 kernel's FMA
   // chain over 6 channels
-  struct Case {
-    const char* schedule;
-    size_t n;
-  };
-  for (const Case c : {Case{"each(288)[cols(9)] | all:fused(8,25,tf32rne)", 576},
-                       Case{"each(288)[perm(8,7,6,5,4,3,2,1,0) | cols(9)] | all:fused(8,25,tf32rne)", 1152},
-                       Case{"each(144)[cols(9)] | all:fused(8,25,tf32rna)", 576},
-                       Case{"cols(25) | all:seq", 150}}) {
-    INFO(c.schedule << ", n = " << c.n);
-    CHECK(names_its_tree(c.schedule, c.n));
-  }
+  check_names_their_trees({Named{"each(288)[cols(9)] | all:fused(8,25,tf32rne)", 576},
+                           Named{"each(288)[perm(8,7,6,5,4,3,2,1,0) | cols(9)] | all:fused(8,25,tf32rne)", 1152},
+                           Named{"each(144)[cols(9)] | all:fused(8,25,tf32rna)", 576},
+                           Named{"cols(25) | all:seq", 150}});
 }
 
 TEST_CASE("split-K slices of dealt tiles are among the candidates reveal names, read off the tree", "[reveal]") {
   // cuDNN's TF32 weight gradients on an H200 (docs/results/reveal_torch.md): small_cnn's 16 -> 32 at
   // 14 x 14 and 64 or 32 images, its 1 -> 16 at 28 x 28; a fold in hand order, and FMA chains
-  struct Case {
-    const char* schedule;
-    size_t n;
-  };
-  for (const Case c : {Case{"deal(90,64)[all:fused(8,25,tf32rna)] | cols(89) | all:seq", 12544},
-                       Case{"deal(90,64)[all:fused(8,25,tf32rna)] | cols(89) | all:seq", 6272},
-                       Case{"deal(20,64)[all:fused(8,25,tf32rna)] | cols(19) | all:seq", 4000},
-                       Case{"deal(6,16)[all:fused(8,25,tf32)] | all:seq", 500},
-                       Case{"deal(6,16)[all:fused(8,25,tf32)] | all:seq", 6 * 16 * 3 + 9},  // a last step of one
-                       Case{"deal(5,16)[all:seq] | cols(4) | all:seq", 300}}) {
-    INFO(c.schedule << ", n = " << c.n);
-    CHECK(names_its_tree(c.schedule, c.n));
-  }
+  check_names_their_trees({Named{"deal(90,64)[all:fused(8,25,tf32rna)] | cols(89) | all:seq", 12544},
+                           Named{"deal(90,64)[all:fused(8,25,tf32rna)] | cols(89) | all:seq", 6272},
+                           Named{"deal(20,64)[all:fused(8,25,tf32rna)] | cols(19) | all:seq", 4000},
+                           Named{"deal(6,16)[all:fused(8,25,tf32)] | all:seq", 500},
+                           Named{"deal(6,16)[all:fused(8,25,tf32)] | all:seq", 6 * 16 * 3 + 9},  // a last step of one
+                           Named{"deal(5,16)[all:seq] | cols(4) | all:seq", 300}});
   // the fold's order is told apart: slices in hand order are not cols(P - 1)'s tree
   const auto in_order = reveal::match_schedule(
       sim::schedule_addition_tree(sim::parse_schedule("deal(9,16)[all:fused(8,25,tf32rna)] | all:seq"), 1000));
@@ -147,30 +133,16 @@ TEST_CASE("chains added in an order of their own are named with that order as a 
   // one FMA chain per kernel position over 32 channels, added 4, 8, 0, 5, 1, 6, 2, 7, 3; and dealt
   // slices folded in another order than cols(P - 1)'s (named with the first addition's two hands
   // in increasing order: they commute)
-  struct Case {
-    const char* schedule;
-    size_t n;
-  };
-  for (const Case c : {Case{"strided(9):seq | perm(4,8,0,5,1,6,2,7,3) | all:seq", 288},
-                       Case{"deal(5,16)[all:fused(8,25,tf32rna)] | perm(1,3,4,0,2) | all:seq", 400}}) {
-    INFO(c.schedule << ", n = " << c.n);
-    CHECK(names_its_tree(c.schedule, c.n));
-  }
+  check_names_their_trees({Named{"strided(9):seq | perm(4,8,0,5,1,6,2,7,3) | all:seq", 288},
+                           Named{"deal(5,16)[all:fused(8,25,tf32rna)] | perm(1,3,4,0,2) | all:seq", 400}});
 }
 
 TEST_CASE("hands that chain their terms in runs are named", "[reveal]") {
   // cuBLAS's gemmSN_TN_kernel on an H200 (a linear layer's forward at 8 rows, 288 -> 32): K dealt
   // to 16 threads, each chaining its terms in runs of 16 and adding the runs, the threads chained;
   // with 32 terms each hand is one chain (strided(16)'s tree, named either way)
-  struct Case {
-    const char* schedule;
-    size_t n;
-  };
-  for (const Case c : {Case{"deal(16,1)[contig(16):seq | all:seq] | all:seq", 288},
-                       Case{"deal(4,2)[contig(3):seq | all:seq] | cols(3) | all:seq", 100}}) {
-    INFO(c.schedule << ", n = " << c.n);
-    CHECK(names_its_tree(c.schedule, c.n));
-  }
+  check_names_their_trees({Named{"deal(16,1)[contig(16):seq | all:seq] | all:seq", 288},
+                           Named{"deal(4,2)[contig(3):seq | all:seq] | cols(3) | all:seq", 100}});
   const auto one_chain = reveal::match_schedule(
       sim::schedule_addition_tree(sim::parse_schedule("deal(16,1)[contig(16):seq | all:seq] | all:seq"), 32));
   CHECK(std::find(one_chain.schedules.begin(), one_chain.schedules.end(), "strided(16):seq | all:seq") !=
@@ -180,17 +152,10 @@ TEST_CASE("hands that chain their terms in runs are named", "[reveal]") {
 TEST_CASE("cuDNN's singleread BatchNorm sums are named", "[reveal]") {
   // a channel of 8 images at 28 x 28, 14 x 14 and 7 x 7 (fewer values than the kernel's 512 threads)
   // and of 64 at 14 x 14: the backward's tree, and the forward's shuffles
-  struct Case {
-    const char* schedule;
-    size_t n;
-  };
-  for (const Case c : {Case{"strided(512):seq | contig(32):tree | all:tree", 6272},
-                       Case{"strided(512):seq | contig(32):tree | all:tree", 1568},
-                       Case{"strided(512):seq | contig(32):tree | all:shfl_up", 392},
-                       Case{"strided(512):seq | contig(32):shfl_down | all:shfl_down", 12544}}) {
-    INFO(c.schedule << ", n = " << c.n);
-    CHECK(names_its_tree(c.schedule, c.n));
-  }
+  check_names_their_trees({Named{"strided(512):seq | contig(32):tree | all:tree", 6272},
+                           Named{"strided(512):seq | contig(32):tree | all:tree", 1568},
+                           Named{"strided(512):seq | contig(32):tree | all:shfl_up", 392},
+                           Named{"strided(512):seq | contig(32):shfl_down | all:shfl_down", 12544}});
 }
 
 TEST_CASE("a sequential sum takes about 2n calls either way, a balanced tree n log2 n / 2", "[reveal]") {
