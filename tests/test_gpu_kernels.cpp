@@ -529,13 +529,14 @@ TEST_CASE("gpu gemm: every output tile, forced, == sim::gemm (ragged edges, shor
   if (!have_device()) return;
   using detail::ChainTile;
   // n and k multiples of 4 (the tiled kernels' float4 loads) with m, n off the tiles; some K not
-  // a multiple of the wide kernel's 8 or the thin one's 32, parts of K a multiple of 4 or not
+  // a multiple of the wide kernel's 8 or the thin ones' 64 and 32, parts of K a multiple of 4 or not
   // (then the 64 x 64 kernel runs).
-  // {20, 36, 2052}: a thin GEMM (few outputs, K past many of the thin tile's 32-step stages);
+  // {20, 36, 2052}: a thin GEMM (few outputs, K past many of the thin tiles' stages); {40, 68, 1032}
+  // in 32 x 64 tiles: two rows and two columns of them, the last ones mostly empty;
   // {20, 36, 2064}: split(4) parts of 516 terms, a multiple of 4 that ends inside a stage, so that
   // split-K and the atomic combine run in the tiled kernels too.
-  const GemmShape shapes[] = {{300, 260, 1000}, {129, 132, 12}, {1, 64, 8}, {257, 68, 36}, {130, 100, 1004},
-                              {20, 36, 2052}, {20, 36, 2064}};
+  const GemmShape shapes[] = {{300, 260, 1000}, {129, 132, 12}, {1, 64, 8},     {257, 68, 36},
+                              {130, 100, 1004}, {20, 36, 2052}, {20, 36, 2064}, {40, 68, 1032}};
   for (const auto& shape : shapes)
     for (const char* text : {"seq", "split(10):seq | all:seq", "splitk-tree(5)", "split(4):seq | all:seq",
                              "split(4):seq | all:atomic", "each(516)[contig(256):seq] | all:seq",
@@ -560,7 +561,8 @@ TEST_CASE("gpu gemm: every output tile, forced, == sim::gemm (ragged edges, shor
       sim::gemm(s, a.data(), b.data(), cpu.data(), shape, Arithmetic{});
       GpuGemm gpu(a.data(), b.data(), shape);
       GpuGemmProbe::force_ordered_form(gpu, GpuGemm::OrderedForm::two_passes);  // parts written out
-      for (ChainTile tile : {ChainTile::none, ChainTile::t128x128, ChainTile::t128x64, ChainTile::t16x32}) {
+      for (ChainTile tile :
+           {ChainTile::none, ChainTile::t128x128, ChainTile::t128x64, ChainTile::t16x32, ChainTile::t32x64}) {
         GpuGemmProbe::force_tile(gpu, tile);
         std::fill(out.begin(), out.end(), std::nanf(""));
         gpu.run(plan_gemm(s), out.data());

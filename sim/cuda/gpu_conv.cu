@@ -373,7 +373,7 @@ detail::ChainTile wide_conv_tile(const ConvGeometry& g, size_t out_channels, con
       g.batch * out_channels * g.out_h() * g.out_w() >= kLimit)
     return detail::ChainTile::none;
   const auto mi = static_cast<int64_t>(m), ni = static_cast<int64_t>(n), ki = static_cast<int64_t>(k);
-  const detail::ChainTile tile = detail::chain_tile_for(b, b, mi, ni, ki, KParts{ki}, 1);
+  const detail::ChainTile tile = detail::wide_tile_for(b, b, mi, ni, ki, KParts{ki}, 1);
   return tile == detail::ChainTile::t128x64 || tile == detail::ChainTile::t128x128 ? tile : detail::ChainTile::none;
 }
 

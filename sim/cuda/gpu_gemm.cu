@@ -448,7 +448,8 @@ GpuGemm::OrderedForm GpuGemm::ordered_form(const GemmPlan& plan, const float* a,
   const bool fits = tiles * count <= resident_blocks();
   // Long parts of a few tiles: their chains, not the second launch, are the time; the thin tile's
   // two passes run them in 16 times the blocks.
-  const bool long_thin = ks.chunk >= 128 && tile_for(plan, a, b) == detail::ChainTile::t16x32;
+  const detail::ChainTile tile = tile_for(plan, a, b);
+  const bool long_thin = ks.chunk >= 128 && (tile == detail::ChainTile::t16x32 || tile == detail::ChainTile::t32x64);
   if (fits && tiles <= 4 && !long_thin) return OrderedForm::last_folds;
   if (ks.chunk >= 128 || detail::chain_tile_shape(detail::ChainTile::t128x64, static_cast<int64_t>(shape_.m),
                                                    static_cast<int64_t>(shape_.n), kk, ks))

@@ -503,18 +503,25 @@ struct ThinBatch {
   bool on = false;
 };
 
-template <bool Atomic, bool Rounded>
+// TM x TN outputs a thread, 128 threads a block as 8 rows of 16 (BM = 8 TM rows, BN = 16 TN
+// columns), K staged KT at a time. The thin tile (2 x 2, KT 64) for the fewest outputs; the
+// medium tile (4 x 4, KT 32) where a long-K GEMM's split-K parts give enough blocks of 32 x 64:
+// a K step's shared-memory loads feed 16 FMAs instead of 4 (the thin tile keeps the L1 95% busy
+// with them on a ResNet-18's 576 x 64 weight gradient in 16 parts: H200, 2026-12-01).
+template <bool Atomic, bool Rounded, int TM, int TN, int KT>
 __global__ void __launch_bounds__(128)
     thin_fma_chains(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ out, int m, int n,
                     int64_t k, KParts ks, ThinBatch batch) {
-  constexpr int BM = 16, BN = 32, KT = 64, kThreads = 128, S = kThinStages;
-  constexpr int kLdA = KT + 4;  // A's rows 68 floats apart: the rows a warp reads fall in other banks
+  static_assert((TN == 2 || TN == 4) && TM % 2 == 0 && KT % 4 == 0, "float2 or float4 rows of B, float4 of A");
+  constexpr int kThreads = 128, BM = 8 * TM, BN = 16 * TN, S = kThinStages;
+  constexpr int kLdA = KT + 4;  // A's rows KT + 4 floats apart: the rows a warp reads fall in other banks
   constexpr int kACopies = BM * KT / 4 / kThreads, kBCopies = KT * BN / 4 / kThreads;
   static_assert(kACopies * kThreads * 4 == BM * KT && kBCopies * kThreads * 4 == KT * BN, "whole copies a thread");
   __shared__ __align__(16) float as[S][BM][kLdA];
   __shared__ __align__(16) float bs[S][KT][BN];
+  using BRow = std::conditional_t<TN == 4, float4, float2>;
 
-  const int tx = threadIdx.x % (BN / 2), ty = threadIdx.x / (BN / 2);  // columns tx*2 + 0..1, rows ty*2 + 0..1
+  const int tx = threadIdx.x % (BN / TN), ty = threadIdx.x / (BN / TN);  // columns tx*TN + .., rows ty*TM + ..
   const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
   const int64_t part = batch.on ? 0 : blockIdx.z;
   if (batch.on) {
@@ -524,10 +531,11 @@ __global__ void __launch_bounds__(128)
   const int64_t k0 = ks.begin(part), k1 = ks.end(part, k);
   const int64_t stages = k1 > k0 ? (k1 - k0 + KT - 1) / KT : 0;
 
-  // This thread's copies: A's row q / 16 at K offset (q % 16) * 4 and B's K row q / 8 at columns
-  // (q % 8) * 4, for q = threadIdx.x + 128 j. n, k and every part's bounds are multiples of 4
-  // (chain_tile_fits), so a copy is all inside or all outside; outside: zeros, which the K loop
-  // never adds. Rows and columns outside read from a row or column inside (never used).
+  // This thread's copies: A's row q / (KT / 4) at K offset (q % (KT / 4)) * 4 and B's K row
+  // q / (BN / 4) at columns (q % (BN / 4)) * 4, for q = threadIdx.x + 128 j. n, k and every part's
+  // bounds are multiples of 4 (chain_tile_fits), so a copy is all inside or all outside; outside:
+  // zeros, which the K loop never adds. Rows and columns outside read from a row or column inside
+  // (never used).
   const float* from_a[kACopies];
   const float* from_b[kBCopies];
   int to_a[kACopies], to_b[kBCopies], k_of_a[kACopies], k_of_b[kBCopies];
@@ -571,42 +579,58 @@ __global__ void __launch_bounds__(128)
     next_k += KT;
     next_buf = next_buf + 1 == S ? 0 : next_buf + 1;
   };
+  // B's TN columns of this thread at K row kk of a stage
+  const auto b_row = [&](const float* b_cols, int kk, float(&v)[TN]) {
+    const BRow r = *reinterpret_cast<const BRow*>(b_cols + kk * BN);
+    v[0] = r.x, v[1] = r.y;
+    if constexpr (TN == 4) v[2] = r.z, v[3] = r.w;
+  };
 
-  float acc[2][2] = {{-0.0f, -0.0f}, {-0.0f, -0.0f}};
+  float acc[TM][TN];
+#pragma unroll
+  for (int i = 0; i < TM; ++i)
+#pragma unroll
+    for (int j = 0; j < TN; ++j) acc[i][j] = -0.0f;
   for (int i = 0; i < S - 1; ++i) issue();
   int buf = 0;
   for (int64_t i = 0; i < stages; ++i) {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(S - 2) : "memory");  // stage i has landed
     __syncthreads();  // ... for every thread; and the buffer of stage i - 1 is free again
     issue();
-    const float* const a_rows = &as[buf][ty * 2][0];
-    const float* const b_cols = &bs[buf][0][tx * 2];
+    const float* const a_rows = &as[buf][ty * TM][0];
+    const float* const b_cols = &bs[buf][0][tx * TN];
     const int64_t kt = k0 + i * KT;
     if (kt + KT <= k1) {
-      // Four K steps at a time: A's two rows as float4, B's two columns as float2 a step.
+      // Four K steps at a time: A's rows as float4, B's columns as one float2 or float4 a step.
 #pragma unroll
       for (int kk = 0; kk < KT; kk += 4) {
-        const float4 a0 = *reinterpret_cast<const float4*>(a_rows + kk);
-        const float4 a1 = *reinterpret_cast<const float4*>(a_rows + kLdA + kk);
-        const float r0[4] = {a0.x, a0.y, a0.z, a0.w}, r1[4] = {a1.x, a1.y, a1.z, a1.w};
+        float r[TM][4];
+#pragma unroll
+        for (int row = 0; row < TM; ++row) {
+          const float4 v = *reinterpret_cast<const float4*>(a_rows + row * kLdA + kk);
+          r[row][0] = v.x, r[row][1] = v.y, r[row][2] = v.z, r[row][3] = v.w;
+        }
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const float2 bv = *reinterpret_cast<const float2*>(b_cols + (kk + e) * BN);
-          acc[0][0] = chain_step<Rounded>(r0[e], bv.x, acc[0][0]);
-          acc[0][1] = chain_step<Rounded>(r0[e], bv.y, acc[0][1]);
-          acc[1][0] = chain_step<Rounded>(r1[e], bv.x, acc[1][0]);
-          acc[1][1] = chain_step<Rounded>(r1[e], bv.y, acc[1][1]);
+          float bv[TN];
+          b_row(b_cols, kk + e, bv);
+#pragma unroll
+          for (int row = 0; row < TM; ++row)
+#pragma unroll
+            for (int c = 0; c < TN; ++c) acc[row][c] = chain_step<Rounded>(r[row][e], bv[c], acc[row][c]);
         }
       }
     } else {
       const int len = static_cast<int>(k1 - kt);
       for (int kk = 0; kk < len; ++kk) {
-        const float x0 = a_rows[kk], x1 = a_rows[kLdA + kk];
-        const float2 bv = *reinterpret_cast<const float2*>(b_cols + kk * BN);
-        acc[0][0] = chain_step<Rounded>(x0, bv.x, acc[0][0]);
-        acc[0][1] = chain_step<Rounded>(x0, bv.y, acc[0][1]);
-        acc[1][0] = chain_step<Rounded>(x1, bv.x, acc[1][0]);
-        acc[1][1] = chain_step<Rounded>(x1, bv.y, acc[1][1]);
+        float bv[TN];
+        b_row(b_cols, kk, bv);
+#pragma unroll
+        for (int row = 0; row < TM; ++row) {
+          const float x = a_rows[row * kLdA + kk];
+#pragma unroll
+          for (int c = 0; c < TN; ++c) acc[row][c] = chain_step<Rounded>(x, bv[c], acc[row][c]);
+        }
       }
     }
     buf = buf + 1 == S ? 0 : buf + 1;
@@ -616,18 +640,27 @@ __global__ void __launch_bounds__(128)
   const int64_t mn = static_cast<int64_t>(m) * n;
   float* const dst = Atomic ? out : out + blockIdx.z * mn;
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int r = row0 + ty * 2 + i, c = col0 + tx * 2;
-    if (r >= m || c >= n) continue;
+  for (int i = 0; i < TM; ++i) {
+    const int r = row0 + ty * TM + i, c = col0 + tx * TN;
+    if (r >= m || c >= n) continue;  // n is a multiple of 4: a thread's columns all inside or all outside
     float* const p = dst + static_cast<int64_t>(r) * n + c;
     if constexpr (Atomic) {
-      atomicAdd(p, acc[i][0]);
-      atomicAdd(p + 1, acc[i][1]);
+#pragma unroll
+      for (int j = 0; j < TN; ++j) atomicAdd(p + j, acc[i][j]);
+    } else if constexpr (TN == 4) {
+      *reinterpret_cast<float4*>(p) = make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
     } else {
       *reinterpret_cast<float2*>(p) = make_float2(acc[i][0], acc[i][1]);
     }
   }
 }
+
+// The thin tile: 16 x 32 outputs a block, K 64 a stage. The medium tile: 32 x 64, K 32 a stage
+// (its three stages in the same 38 KB of shared memory).
+template <bool Atomic, bool Rounded>
+constexpr auto thin_kernel = thin_fma_chains<Atomic, Rounded, 2, 2, 64>;
+template <bool Atomic, bool Rounded>
+constexpr auto medium_kernel = thin_fma_chains<Atomic, Rounded, 4, 4, 32>;
 
 // Thread (row r, column c): +0 plus, in col2im's order, the parts (kernel offsets) that meet the
 // row's output positions, each addition rounded (__fadd_rn): launch_col2im_dgrad_chains' sums from
@@ -667,15 +700,16 @@ void launch(bool atomic, const float* a, const float* b, float* out, int m, int 
   FPLAB_CUDA_LAUNCHED("wide_fma_chains");
 }
 
+// The thin tile (medium: false) or the medium one.
 template <bool Rounded>
-void launch_thin(bool atomic, const float* a, const float* b, float* out, int m, int n, int64_t k, KParts ks,
-                 unsigned parts) {
-  const dim3 grid(tiles_over(n, 32), tiles_over(m, 16), parts);
-  if (atomic)
-    thin_fma_chains<true, Rounded><<<grid, 128>>>(a, b, out, m, n, k, ks, ThinBatch{});
-  else
-    thin_fma_chains<false, Rounded><<<grid, 128>>>(a, b, out, m, n, k, ks, ThinBatch{});
-  FPLAB_CUDA_LAUNCHED("thin_fma_chains");
+void launch_thin(bool medium, bool atomic, const float* a, const float* b, float* out, int m, int n, int64_t k,
+                 KParts ks, unsigned parts) {
+  const int bm = medium ? 32 : 16, bn = medium ? 64 : 32;
+  const dim3 grid(tiles_over(n, bn), tiles_over(m, bm), parts);
+  const auto kernel = medium ? (atomic ? medium_kernel<true, Rounded> : medium_kernel<false, Rounded>)
+                             : (atomic ? thin_kernel<true, Rounded> : thin_kernel<false, Rounded>);
+  kernel<<<grid, 128>>>(a, b, out, m, n, k, ks, ThinBatch{});
+  FPLAB_CUDA_LAUNCHED(medium ? "thin_fma_chains (32 x 64)" : "thin_fma_chains");
 }
 
 template <bool Rounded>
@@ -683,8 +717,8 @@ void launch_tile(ChainTile tile, bool atomic, const float* a, const float* b, fl
                  const KParts& ks, unsigned parts) {
   if (tile == ChainTile::t128x128)
     launch<128, 128, Rounded>(atomic, a, b, out, m, n, k, ks, parts);
-  else if (tile == ChainTile::t16x32)
-    launch_thin<Rounded>(atomic, a, b, out, m, n, k, ks, parts);
+  else if (tile == ChainTile::t16x32 || tile == ChainTile::t32x64)
+    launch_thin<Rounded>(tile == ChainTile::t32x64, atomic, a, b, out, m, n, k, ks, parts);
   else
     launch<128, 64, Rounded>(atomic, a, b, out, m, n, k, ks, parts);
 }
@@ -703,6 +737,8 @@ const char* chain_tile_name(ChainTile tile) {
       return "128x64";
     case ChainTile::t16x32:
       return "16x32";
+    case ChainTile::t32x64:
+      return "32x64";
   }
   return "?";
 }
@@ -710,8 +746,9 @@ const char* chain_tile_name(ChainTile tile) {
 bool chain_tile_shape(ChainTile tile, int64_t m, int64_t n, int64_t k, const KParts& ks) {
   if (tile == ChainTile::none) return true;
   if (n % 4 || k % 4 || !ks.aligned4()) return false;
-  if (tiles_over(m, tile == ChainTile::t16x32 ? 16 : 128) > 65535u) return false;
-  if (tile == ChainTile::t16x32) return true;
+  const bool thin = tile == ChainTile::t16x32 || tile == ChainTile::t32x64;
+  if (tiles_over(m, tile == ChainTile::t16x32 ? 16 : tile == ChainTile::t32x64 ? 32 : 128) > 65535u) return false;
+  if (thin) return true;
   return tile == ChainTile::t128x64 ? n >= 48 : n >= 96;
 }
 
@@ -719,6 +756,31 @@ bool chain_tile_fits(ChainTile tile, const float* a, const float* b, int64_t m, 
                      const KParts& ks) {
   return chain_tile_shape(tile, m, n, k, ks) && (tile == ChainTile::none || (aligned16(a) && aligned16(b)));
 }
+
+namespace {
+
+struct Device {
+  int64_t sms, wide_slots, wide_per_sm;  // SMs; blocks of the 128 x 128 kernel resident at once, an SM
+};
+
+// The current device's (fplab.torch may drive several GPUs from one process).
+Device current_device() {
+  static std::mutex held;
+  static std::map<int, Device> devices;
+  int id = 0;
+  FPLAB_CUDA(cudaGetDevice(&id));
+  const std::lock_guard<std::mutex> lock(held);
+  auto found = devices.find(id);
+  if (found == devices.end()) {
+    int per_sm = 0, sms = 0;
+    FPLAB_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, wide_fma_chains<128, 128, false, false>, 256, 0));
+    FPLAB_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, id));
+    found = devices.emplace(id, Device{std::max(sms, 1), std::max<int64_t>(int64_t{per_sm} * sms, 1), per_sm}).first;
+  }
+  return found->second;
+}
+
+}  // namespace
 
 // Measured on an H100 (docs/results/torch_emulate.md: gpu_gemm_bench --tiles): 128 x 64 tiles beat
 // 64 x 64 on every shape they take, by 1.3-2x, even where their grid leaves SMs without a block;
@@ -730,29 +792,10 @@ bool chain_tile_fits(ChainTile tile, const float* a, const float* b, int64_t m, 
 // grid's last wave is then mostly empty). 16 x 32 tiles beat 128 x 64 where the latter's
 // grid has blocks for at most 80 of the 132 SMs (by 1.2x at 72-80 blocks, 3.5x at 18, 7x at 5)
 // and lose by 1.4x at 128 blocks (nothing measured in between: the rule keeps to 80 of 132).
-ChainTile chain_tile_for(const float* a, const float* b, int64_t m, int64_t n, int64_t k, const KParts& ks,
-                         int64_t parts) {
+ChainTile wide_tile_for(const float* a, const float* b, int64_t m, int64_t n, int64_t k, const KParts& ks,
+                        int64_t parts) {
   if (!chain_tile_fits(ChainTile::t16x32, a, b, m, n, k, ks)) return ChainTile::none;
-  struct Device {
-    int64_t sms, wide_slots, wide_per_sm;  // SMs; blocks of the 128 x 128 kernel resident at once, an SM
-  };
-  // Per device: fplab.torch may drive several GPUs from one process.
-  static std::mutex held;
-  static std::map<int, Device> devices;
-  int id = 0;
-  FPLAB_CUDA(cudaGetDevice(&id));
-  Device device{};
-  {
-    const std::lock_guard<std::mutex> lock(held);
-    auto found = devices.find(id);
-    if (found == devices.end()) {
-      int per_sm = 0, sms = 0;
-      FPLAB_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, wide_fma_chains<128, 128, false, false>, 256, 0));
-      FPLAB_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, id));
-      found = devices.emplace(id, Device{std::max(sms, 1), std::max<int64_t>(int64_t{per_sm} * sms, 1), per_sm}).first;
-    }
-    device = found->second;
-  }
+  const Device device = current_device();
   // 128 x 64 blocks for at most 61% of the SMs: the others would idle while each thread steps 64 chains.
   const int64_t narrow_blocks = int64_t{tiles_over(m, 128)} * tiles_over(n, 64) * parts;
   if (100 * narrow_blocks <= 61 * device.sms) return ChainTile::t16x32;
@@ -763,6 +806,19 @@ ChainTile chain_tile_for(const float* a, const float* b, int64_t m, int64_t n, i
   if (chain_tile_fits(ChainTile::t128x128, a, b, m, n, k, ks) && (whole_waves || many_waves))
     return ChainTile::t128x128;
   return ChainTile::t128x64;
+}
+
+// The 32 x 64 tile against the others on a ResNet-18 step's GEMMs (H200, 2026-12-01, gpu_gemm_bench
+// --tiles; docs/results/torch_emulate.md): 0.27-0.28 ms on every 9.7-GFLOP shape whose grid gives
+// it 1.5 blocks an SM or more (288 to 16384 blocks), where 128 x 64 took 0.28-0.38 and 16 x 32
+// 0.47-0.49 (the stage-1 weight gradient in 16 parts: 0.39 against 0.49); 128 x 128 where the waves
+// favour it stayed ahead (0.24-0.31). With fewer blocks (64-72) the thin tile's 16 x 32 won.
+ChainTile chain_tile_for(const float* a, const float* b, int64_t m, int64_t n, int64_t k, const KParts& ks,
+                         int64_t parts) {
+  const ChainTile wide = wide_tile_for(a, b, m, n, k, ks, parts);
+  if (wide == ChainTile::none || wide == ChainTile::t128x128) return wide;
+  const int64_t medium_blocks = int64_t{tiles_over(m, 32)} * tiles_over(n, 64) * parts;
+  return 2 * medium_blocks >= 3 * current_device().sms ? ChainTile::t32x64 : wide;
 }
 
 void launch_tiled_chains(ChainTile tile, bool atomic, bool rounded, const float* a, const float* b, float* out, int m,
@@ -780,9 +836,9 @@ void launch_thin_batched(bool rounded, const float* a, const float* b, float* ou
   const KParts whole{k > 0 ? k : 1};
   const ThinBatch batch{a_step, b_step, true};
   if (rounded)
-    thin_fma_chains<false, true><<<grid, 128>>>(a, b, out, m, n, k, whole, batch);
+    thin_kernel<false, true><<<grid, 128>>>(a, b, out, m, n, k, whole, batch);
   else
-    thin_fma_chains<false, false><<<grid, 128>>>(a, b, out, m, n, k, whole, batch);
+    thin_kernel<false, false><<<grid, 128>>>(a, b, out, m, n, k, whole, batch);
   FPLAB_CUDA_LAUNCHED("thin_fma_chains (batched)");
 }
 

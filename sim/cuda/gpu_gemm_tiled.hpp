@@ -4,7 +4,9 @@
 //   shared-memory buffers (GEMMs with many outputs: each shared-memory load feeds many FMAs);
 // - thin: 16 x 32 outputs a block, 2 x 2 a thread, K staged 64 at a time by cp.async into three
 //   buffers (few outputs over a long K, a weight gradient in one chain: 16 times as many blocks
-//   as 128 x 64 tiles make, and loads far ahead of the chains).
+//   as 128 x 64 tiles make, and loads far ahead of the chains);
+// - medium: 32 x 64 outputs a block, 4 x 4 a thread, K staged 32 at a time the thin tile's way
+//   (a long K in split-K parts: enough blocks, and four times the FMAs a shared-memory load).
 // They write chains out (one part: C; several: the parts' workspace, or atomicAdd into C); the
 // ordered combines that fold parts in the kernel itself (serial, last folds) stay with the 64 x 64
 // kernel. No CUDA types here.
@@ -17,7 +19,7 @@
 
 namespace fplab::sim::gpu::detail {
 
-enum class ChainTile { none, t128x128, t128x64, t16x32 };
+enum class ChainTile { none, t128x128, t128x64, t16x32, t32x64 };
 
 const char* chain_tile_name(ChainTile tile);
 
@@ -33,6 +35,10 @@ bool chain_tile_shape(ChainTile tile, int64_t m, int64_t n, int64_t k, const KPa
 // says why); none: the 64 x 64 kernel (operands the tiled ones do not take).
 ChainTile chain_tile_for(const float* a, const float* b, int64_t m, int64_t n, int64_t k, const KParts& ks,
                          int64_t parts);
+// The same choice among the wide tiles and the thin one only (the convolutions' kernels that read
+// their operand as they go come in the wide tiles).
+ChainTile wide_tile_for(const float* a, const float* b, int64_t m, int64_t n, int64_t k, const KParts& ks,
+                        int64_t parts);
 
 // Every part z < parts of every output: the chain over K in [ks.begin(z), ks.end(z, k)),
 // from -0 (an FMA onto -0 is the rounded first product, as the 64 x 64 kernel starts its chains),

@@ -199,11 +199,12 @@ json tile_times(const CuBlas& cublas, int reps, bool& ok) {
       {"wgrad1 stem", {28, 64, 131072}, "seq"},        {"wgrad1 stage 1", {576, 64, 131072}, "seq"},
       {"wgrad1 stage 2", {1152, 128, 32768}, "seq"},   {"wgrad1 stage 3", {2304, 256, 8192}, "seq"},
       {"wgrad1 stage 4", {4608, 512, 2048}, "seq"}};
-  const ChainTile tiles[] = {ChainTile::none, ChainTile::t128x128, ChainTile::t128x64, ChainTile::t16x32};
+  const ChainTile tiles[] = {ChainTile::none, ChainTile::t128x128, ChainTile::t128x64, ChainTile::t16x32,
+                             ChainTile::t32x64};
   constexpr int kTiles = std::size(tiles);
   json out = json::array();
-  std::printf("\n%-14s %-20s %-24s %9s %9s %9s %9s %9s %9s %8s %6s\n", "GEMM", "m x n x k", "schedule", "64x64",
-              "128x128", "128x64", "16x32", "chosen", "cuBLAS", "chosen/cuBLAS", "bits");
+  std::printf("\n%-14s %-20s %-24s %9s %9s %9s %9s %9s %9s %9s %8s %6s\n", "GEMM", "m x n x k", "schedule", "64x64",
+              "128x128", "128x64", "16x32", "32x64", "chosen", "cuBLAS", "chosen/cuBLAS", "bits");
   for (size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
     const Inputs in(c.shape, static_cast<uint32_t>(300 + i));
@@ -222,18 +223,19 @@ json tile_times(const CuBlas& cublas, int reps, bool& ok) {
     const double chosen = GpuGemmProbe::time_ms(gemm, plan, reps);
     const double blas = cublas.sgemm ? cublas_ms(cublas, in, reps, nullptr) : NAN;
     ok = ok && same;
-    std::printf("%-14s %-20s %-24s %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f %8.2f %6s\n", c.what, in.name().c_str(),
-                c.schedule, ms[0], ms[1], ms[2], ms[3], chosen, blas, chosen / blas, same ? "same" : "DIFFER");
-    out.push_back({{"gemm", c.what},
-                   {"m", in.shape.m},
-                   {"n", in.shape.n},
-                   {"k", in.shape.k},
-                   {"schedule", c.schedule},
-                   {"ms_by_tile", {{"64x64", ms[0]}, {"128x128", ms[1]}, {"128x64", ms[2]}, {"16x32", ms[3]}}},
-                   {"chosen_tile", detail::chain_tile_name(GpuGemmProbe::tile(gemm, plan))},
-                   {"chosen_ms", chosen},
-                   {"cublas_ms", cublas.sgemm ? json(blas) : json(nullptr)},
-                   {"same_bits", same}});
+    std::printf("%-14s %-20s %-24s %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f %8.2f %6s\n", c.what, in.name().c_str(),
+                c.schedule, ms[0], ms[1], ms[2], ms[3], ms[4], chosen, blas, chosen / blas, same ? "same" : "DIFFER");
+    out.push_back(
+        {{"gemm", c.what},
+         {"m", in.shape.m},
+         {"n", in.shape.n},
+         {"k", in.shape.k},
+         {"schedule", c.schedule},
+         {"ms_by_tile", {{"64x64", ms[0]}, {"128x128", ms[1]}, {"128x64", ms[2]}, {"16x32", ms[3]}, {"32x64", ms[4]}}},
+         {"chosen_tile", detail::chain_tile_name(GpuGemmProbe::tile(gemm, plan))},
+         {"chosen_ms", chosen},
+         {"cublas_ms", cublas.sgemm ? json(blas) : json(nullptr)},
+         {"same_bits", same}});
   }
   std::printf("(ms: median of %d runs; a tile the operands do not allow runs as 64x64)\n", reps);
   return out;
