@@ -13,6 +13,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -248,6 +249,20 @@ std::string describe(const WideShape& s) {
          ", stride " + std::to_string(s.stride) + ", padding " + std::to_string(s.padding);
 }
 
+// The output tiles the passes that read their operand as they go are run in, each forced in turn
+// (the medium 32 x 64 one: where the pass takes it; a tile a shape does not take runs as chosen),
+// then chosen by shape again.
+struct EveryTile {
+  std::vector<std::optional<sim::gpu::detail::ChainTile>> tiles{std::nullopt, sim::gpu::detail::ChainTile::t128x64,
+                                                                sim::gpu::detail::ChainTile::t128x128,
+                                                                sim::gpu::detail::ChainTile::t32x64};
+  ~EveryTile() { sim::gpu::GpuConv::force_tile(std::nullopt); }
+};
+
+std::string tile_name(const std::optional<sim::gpu::detail::ChainTile>& tile) {
+  return tile ? sim::gpu::detail::chain_tile_name(*tile) : "chosen by shape";
+}
+
 }  // namespace
 
 TEST_CASE("gpu conv: the forward's chains over columns read from x == im2col, CPU FMA chains") {
@@ -286,23 +301,28 @@ TEST_CASE("gpu conv: the forward's chains over columns read from x == im2col, CP
         want[r * s.cout + o] = chain;
       }
     }
-    std::vector<float> have(want.size(), 1.0f);
-    if (!sim::gpu::GpuConv::forward(g, s.cout, x.ptr(), w_t.ptr(), have.data())) {
-      WARN("not the wide tiles on this device (its SM count): nothing run for this shape");
-      continue;
-    }
-    ++ran;
-    CHECK(first_difference(want, have) == -1);
-    const size_t positions = g.out_h() * g.out_w();
-    if (positions % 4 == 0) {  // stored as y itself, with and without a bias
-      std::vector<float> bias(s.cout);
-      for (float& v : bias) v = mixed_value(rng);
-      std::vector<float> planar(want.size(), 1.0f);
-      REQUIRE(sim::gpu::GpuConv::forward(g, s.cout, x.ptr(), w_t.ptr(), planar.data(), true));
-      CHECK(first_difference(planar_of(want, positions, s.cout), planar) == -1);
-      REQUIRE(sim::gpu::GpuConv::forward(g, s.cout, x.ptr(), w_t.ptr(), planar.data(), true, bias.data()));
-      CHECK(first_difference(planar_of(want, positions, s.cout, &bias), planar) == -1);
-      ++planar_ran;
+    std::vector<float> bias(s.cout);
+    for (float& v : bias) v = mixed_value(rng);
+    const EveryTile every;
+    for (const auto& tile : every.tiles) {
+      INFO("tile " << tile_name(tile));
+      sim::gpu::GpuConv::force_tile(tile);
+      std::vector<float> have(want.size(), 1.0f);
+      if (!sim::gpu::GpuConv::forward(g, s.cout, x.ptr(), w_t.ptr(), have.data())) {
+        WARN("not the tiled kernels on this device (its SM count): nothing run for this shape");
+        continue;
+      }
+      ++ran;
+      CHECK(first_difference(want, have) == -1);
+      const size_t positions = g.out_h() * g.out_w();
+      if (positions % 4 == 0) {  // stored as y itself, with and without a bias
+        std::vector<float> planar(want.size(), 1.0f);
+        REQUIRE(sim::gpu::GpuConv::forward(g, s.cout, x.ptr(), w_t.ptr(), planar.data(), true));
+        CHECK(first_difference(planar_of(want, positions, s.cout), planar) == -1);
+        REQUIRE(sim::gpu::GpuConv::forward(g, s.cout, x.ptr(), w_t.ptr(), planar.data(), true, bias.data()));
+        CHECK(first_difference(planar_of(want, positions, s.cout, &bias), planar) == -1);
+        ++planar_ran;
+      }
     }
   }
   CHECK(ran > 0);  // the largest shape takes them on any device: else nothing was checked
@@ -316,13 +336,15 @@ TEST_CASE("gpu conv: the input gradient's col2im pass == the columns' CPU FMA ch
   // products with the zeros of offsets that miss the output col2im never adds.
   // (The infinity reaches offsets that miss the output in the second and third shapes: in the
   // others every offset meets every pixel.) Images not square, with 7 x 7 and 16 x 16 kernels (the
-  // largest the pass takes: its offsets' masks have 16 bits a side). The last shape takes 128 x
-  // 128 tiles, as above.
+  // largest the pass takes: its offsets' masks have 16 bits a side). The 192 x 192 shape takes 128
+  // x 128 tiles, as above; the last two have output channels a multiple of 32, which the medium
+  // tile takes (its segments of K end with its stages), stride 1 and 2, a part-empty column tile.
   size_t ran = 0;  // shapes the device's wide tiles took
   for (const WideShape s : {WideShape{3, 52, 16, 75, 75, 3, 1, 2}, WideShape{3, 64, 24, 64, 64, 3, 2, 1},
                             WideShape{3, 128, 64, 60, 60, 1, 2, 0}, WideShape{2, 100, 8, 80, 80, 3, 1, 3},
                             WideShape{2, 64, 16, 72, 96, 7, 2, 3}, WideShape{1, 48, 8, 100, 124, 16, 3, 8},
-                            WideShape{4, 128, 8, 192, 192, 3, 1, 1}}) {
+                            WideShape{4, 128, 8, 192, 192, 3, 1, 1}, WideShape{2, 40, 32, 36, 36, 3, 1, 1},
+                            WideShape{2, 24, 96, 30, 22, 3, 2, 1}}) {
     INFO(describe(s));
     const ConvGeometry g{s.batch, s.cin, s.h, s.w, s.kernel, s.stride, s.padding};
     std::mt19937_64 rng(s.h * 1000 + s.cin);
@@ -351,26 +373,31 @@ TEST_CASE("gpu conv: the input gradient's col2im pass == the columns' CPU FMA ch
               }
             want[((b * s.h + y) * s.w + xx) * s.cin + c] = total;
           }
-    std::vector<float> have(want.size(), 1.0f);
-    if (!sim::gpu::GpuConv::col2im_dgrad(g, s.cout, gy.ptr(), weight.ptr(), have.data())) {
-      WARN("not the wide tiles on this device (its SM count): nothing run for this shape");
-      continue;
-    }
-    ++ran;
-    CHECK(first_difference(want, have, true) == -1);
     const auto finite = std::count_if(want.begin(), want.end(), [](float v) { return std::isfinite(v); });
     CHECK(static_cast<size_t>(finite) > want.size() / 2);  // the infinity reaches one input channel
-    // The offsets' chains apart, then folded (the form of grids short of blocks)
-    std::vector<float> apart(want.size(), 1.0f);
-    REQUIRE(sim::gpu::GpuConv::col2im_dgrad(g, s.cout, gy.ptr(), weight.ptr(), apart.data(), false, true));
-    CHECK(first_difference(want, apart, true) == -1);
-    if ((s.h * s.w) % 4 == 0) {  // stored as dx itself
-      std::vector<float> planar(want.size(), 1.0f);
-      REQUIRE(sim::gpu::GpuConv::col2im_dgrad(g, s.cout, gy.ptr(), weight.ptr(), planar.data(), true));
-      CHECK(first_difference(planar_of(want, s.h * s.w, s.cin), planar, true) == -1);
-      std::vector<float> planar_apart(want.size(), 1.0f);
-      REQUIRE(sim::gpu::GpuConv::col2im_dgrad(g, s.cout, gy.ptr(), weight.ptr(), planar_apart.data(), true, true));
-      CHECK(first_difference(planar_of(want, s.h * s.w, s.cin), planar_apart, true) == -1);
+    const EveryTile every;
+    for (const auto& tile : every.tiles) {
+      INFO("tile " << tile_name(tile));
+      sim::gpu::GpuConv::force_tile(tile);
+      std::vector<float> have(want.size(), 1.0f);
+      if (!sim::gpu::GpuConv::col2im_dgrad(g, s.cout, gy.ptr(), weight.ptr(), have.data())) {
+        WARN("not the tiled kernels on this device (its SM count): nothing run for this shape");
+        continue;
+      }
+      ++ran;
+      CHECK(first_difference(want, have, true) == -1);
+      // The offsets' chains apart, then folded (the form of grids short of blocks; not the medium tile's)
+      std::vector<float> apart(want.size(), 1.0f);
+      REQUIRE(sim::gpu::GpuConv::col2im_dgrad(g, s.cout, gy.ptr(), weight.ptr(), apart.data(), false, true));
+      CHECK(first_difference(want, apart, true) == -1);
+      if ((s.h * s.w) % 4 == 0) {  // stored as dx itself
+        std::vector<float> planar(want.size(), 1.0f);
+        REQUIRE(sim::gpu::GpuConv::col2im_dgrad(g, s.cout, gy.ptr(), weight.ptr(), planar.data(), true));
+        CHECK(first_difference(planar_of(want, s.h * s.w, s.cin), planar, true) == -1);
+        std::vector<float> planar_apart(want.size(), 1.0f);
+        REQUIRE(sim::gpu::GpuConv::col2im_dgrad(g, s.cout, gy.ptr(), weight.ptr(), planar_apart.data(), true, true));
+        CHECK(first_difference(planar_of(want, s.h * s.w, s.cin), planar_apart, true) == -1);
+      }
     }
   }
   CHECK(ran > 0);  // the largest shape takes them on any device: else nothing was checked

@@ -364,17 +364,38 @@ void GpuConv::dgrad_taps_on_device(const ConvGeometry& geometry, size_t out_chan
 
 namespace {
 
-// The wide tile for m x n outputs over k terms in one part, or none where neither wide tile takes
-// the shape or the indices of the input, the output gradient or the outputs pass 32 bits.
-detail::ChainTile wide_conv_tile(const ConvGeometry& g, size_t out_channels, const float* b, size_t m, size_t n,
-                                 size_t k) {
+std::optional<detail::ChainTile> forced_tile;  // GpuConv::force_tile's
+
+// The tile for m x n outputs over k terms in one part: the wide one wide_tile_for picks, or the
+// medium one where `medium` (the pass has that form) and the wide tile would be 128 x 64 blocks
+// fewer than the SMs (a ResNet-18's 4 x 4 layers at batch 128: 128 blocks on an H200's 132). The
+// medium tile gathers its operand by 4-byte copies, which cost it about a third against the dense
+// GEMM's 16-byte ones: on a ResNet-18's 3 x 3 layers at batch 128 (H200, 2026-12-01,
+// gpu_gemm_bench --tiles) it took 0.35-0.38 ms on every layer, the wide tiles 0.29-0.34 where
+// their grid fills the device and 0.37-0.44 at 4 x 4. None where no tile takes the shape or the
+// indices of the input, the output gradient or the outputs pass 32 bits.
+detail::ChainTile conv_tile(const ConvGeometry& g, size_t out_channels, const float* b, size_t m, size_t n, size_t k,
+                            bool medium) {
+  using detail::ChainTile;
   constexpr size_t kLimit = size_t{1} << 31;
   if (m == 0 || n == 0 || k == 0 || m >= kLimit || g.input_size() >= kLimit ||
       g.batch * out_channels * g.out_h() * g.out_w() >= kLimit)
-    return detail::ChainTile::none;
+    return ChainTile::none;
   const auto mi = static_cast<int64_t>(m), ni = static_cast<int64_t>(n), ki = static_cast<int64_t>(k);
-  const detail::ChainTile tile = detail::wide_tile_for(b, b, mi, ni, ki, KParts{ki}, 1);
-  return tile == detail::ChainTile::t128x64 || tile == detail::ChainTile::t128x128 ? tile : detail::ChainTile::none;
+  const ChainTile wide = detail::wide_tile_for(b, b, mi, ni, ki, KParts{ki}, 1);
+  if (wide == ChainTile::none) return wide;  // operands no tiled kernel takes
+  if (forced_tile) {
+    if (*forced_tile == ChainTile::t32x64 && medium) return ChainTile::t32x64;
+    if (*forced_tile != ChainTile::t32x64 && detail::chain_tile_fits(*forced_tile, b, b, mi, ni, ki, KParts{ki}))
+      return *forced_tile;
+  }
+  if (medium && wide == ChainTile::t128x64) {
+    int device = 0, sms = 0;
+    FPLAB_CUDA(cudaGetDevice(&device));
+    FPLAB_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    if ((m + 127) / 128 * ((n + 63) / 64) < static_cast<size_t>(sms)) return ChainTile::t32x64;
+  }
+  return wide == ChainTile::t128x64 || wide == ChainTile::t128x128 ? wide : ChainTile::none;
 }
 
 detail::PlanarRows planar_rows(const RowsOut& out, size_t positions, const float* to) {
@@ -411,6 +432,8 @@ bool on_host(const float* a, size_t a_count, const float* b, size_t b_count, flo
 
 }  // namespace
 
+void GpuConv::force_tile(std::optional<detail::ChainTile> tile) { forced_tile = tile; }
+
 bool GpuConv::planar_fits(size_t positions, const float* to) {
   return positions > 0 && positions % 4 == 0 && positions < (size_t{1} << 31) &&
          reinterpret_cast<uintptr_t>(to) % 16 == 0;
@@ -420,7 +443,7 @@ bool GpuConv::direct_dgrad_on_device(const ConvGeometry& geometry, size_t out_ch
                                      const float* w_taps, float* rows, const RowsOut& out) {
   const size_t m = geometry.batch * geometry.height * geometry.width;
   const size_t k = out_channels * geometry.kernel * geometry.kernel;
-  const detail::ChainTile tile = wide_conv_tile(geometry, out_channels, w_taps, m, geometry.channels, k);
+  const detail::ChainTile tile = conv_tile(geometry, out_channels, w_taps, m, geometry.channels, k, false);
   if (tile == detail::ChainTile::none) return false;
   detail::launch_direct_dgrad_chains(tile, conv_shape(geometry, out_channels), gy, w_taps, rows,
                                      planar_rows(out, geometry.height * geometry.width, rows));
@@ -439,8 +462,8 @@ bool GpuConv::direct_dgrad(const ConvGeometry& geometry, size_t out_channels, co
 bool GpuConv::forward_on_device(const ConvGeometry& geometry, size_t out_channels, const float* x, const float* w_t,
                                 float* rows, const RowsOut& out) {
   if (geometry.kernel > 5) return false;  // Im2colTaps: a window's offsets as one 32-bit mask
-  const detail::ChainTile tile = wide_conv_tile(geometry, out_channels, w_t, geometry.rows(), out_channels,
-                                                geometry.taps());
+  const detail::ChainTile tile =
+      conv_tile(geometry, out_channels, w_t, geometry.rows(), out_channels, geometry.taps(), true);
   if (tile == detail::ChainTile::none) return false;
   detail::launch_forward_chains(tile, conv_shape(geometry, out_channels), x, w_t, rows,
                                 planar_rows(out, geometry.out_h() * geometry.out_w(), rows));
@@ -488,7 +511,12 @@ bool GpuConv::col2im_dgrad_on_device(const ConvGeometry& geometry, size_t out_ch
   if (out_channels % 8) return false;  // Col2imTaps: a fetch's 4 columns under one kernel offset
   if (geometry.kernel > 16) return false;  // Col2imTaps::offset_masks: 16 offsets a side
   if (k * geometry.channels >= (size_t{1} << 32)) return false;  // the weight's copy indexes in 32 bits
-  const detail::ChainTile tile = wide_conv_tile(geometry, out_channels, w_scratch, m, geometry.channels, k);
+  // The medium tile only where the offsets' chains cannot go apart (no workspace for them), which
+  // on grids short of blocks are the faster form (0.28 ms against 0.35 at a ResNet-18's 4 x 4 layers).
+  const bool apart_possible =
+      parts.workspace && parts.floats >= geometry.kernel * geometry.kernel * geometry.input_size();
+  const detail::ChainTile tile = conv_tile(geometry, out_channels, w_scratch, m, geometry.channels, k,
+                                           out_channels % 32 == 0 && (!apart_possible || forced_tile.has_value()));
   if (tile == detail::ChainTile::none) return false;
   const auto count = static_cast<uint32_t>(k * geometry.channels);
   col2im_weight_kernel<<<blocks_for(count), kThreads>>>(weight, w_scratch, count,
@@ -498,7 +526,7 @@ bool GpuConv::col2im_dgrad_on_device(const ConvGeometry& geometry, size_t out_ch
   FPLAB_CUDA_LAUNCHED("col2im_weight");
   const detail::ConvShape shape = conv_shape(geometry, out_channels);
   const detail::PlanarRows planar = planar_rows(out, geometry.height * geometry.width, rows);
-  if (col2im_in_parts(tile, geometry, m, parts)) {
+  if (tile != detail::ChainTile::t32x64 && col2im_in_parts(tile, geometry, m, parts)) {
     detail::launch_col2im_dgrad_parts(tile, shape, gy, w_scratch, parts.workspace);
     detail::launch_col2im_fold(shape, parts.workspace, rows, planar);
   } else {

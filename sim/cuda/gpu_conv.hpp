@@ -5,9 +5,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "sim/conv_geometry.hpp"
 #include "sim/cuda/device_buffer.hpp"
+#include "sim/cuda/gpu_gemm_tiled.hpp"
 
 namespace fplab::sim::gpu {
 
@@ -33,6 +35,11 @@ class GpuConv {
  public:
   // Whether rows of images of `positions` rows each can go to `to` planar (RowsOut).
   static bool planar_fits(size_t positions, const float* to);
+  // For the tests and benchmarks: the output tile of the passes below that read their operand as
+  // they go (forward_on_device, col2im_dgrad_on_device, direct_dgrad_on_device), forced where the
+  // pass and the shape take it (t32x64: the forward, and the input gradient with output channels
+  // a multiple of 32), else chosen by shape as without; std::nullopt: by shape again.
+  static void force_tile(std::optional<detail::ChainTile> tile);
 
   GpuConv() = default;
   GpuConv(const GpuConv&) = delete;
@@ -92,8 +99,9 @@ class GpuConv {
   // memory: rows, (batch·H·W) x channels (dx's elements, each the sum from +0 of its columns'
   // entries in col2im's order). weight: (out_channels, channels, k, k) as the layer holds it;
   // w_scratch: taps() x out_channels device floats for its copy in the order the pass reads.
-  // False (nothing run) where the wide tiles do not take the shape or out_channels is not a
-  // multiple of 8.
+  // False (nothing run) where the tiles do not take the shape or out_channels is not a multiple
+  // of 8. Output channels a multiple of 32 may take the medium 32 x 64 tile (its segments end
+  // with its stages of K).
   static bool col2im_dgrad_on_device(const ConvGeometry& geometry, size_t out_channels, const float* gy,
                                      const float* weight, float* w_scratch, float* rows, const RowsOut& out = {},
                                      const Col2imParts& parts = {});

@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include "sim/cuda/cuda_check.cuh"
+#include "sim/cuda/fast_divide.hpp"
 
 namespace fplab::sim::gpu::detail {
 namespace {
@@ -686,6 +687,224 @@ __global__ void fold_col2im_parts(Col2imTaps taps, const float* __restrict__ par
   }
 }
 
+// Medium tiles for the convolutions' one-chain sums (launch_forward_chains, launch_col2im_dgrad_chains
+// with tile t32x64): the medium GEMM tile's 32 x 64 outputs a block, 4 x 4 a thread, three stages of
+// 32 terms of K, with A's entries gathered from the tensor by 4-byte cp.async copies (zeros where
+// an entry is +0: padding, an offset that meets no output). A thread copies 8 consecutive columns
+// of one row a stage; A is stored K-major (as[kk][row]), so that a warp's 32 rows of one column
+// land in 32 banks and a thread reads its 4 rows of a column as one float4.
+
+// One 4-byte asynchronous copy into shared memory; zero where `inside` is false (nothing read).
+__device__ __forceinline__ void copy4_async(float* to, const float* from, bool inside) {
+  const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(to));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(address), "l"(from), "r"(inside ? 4 : 0));
+}
+
+// The forward's im2col columns (Im2colTaps' entries): per row its window corner and the offsets
+// inside the input; columns (c, i, j) found from K index k0 by two divisions a stage.
+struct Im2colColumns {
+  ConvShape s;
+  const float* x;
+  FastDivide taps, kernel;  // k·k and k
+
+  struct Row {
+    int corner;     // x's index of the window corner (b, 0, oy * stride - padding, ...)
+    uint32_t mask;  // bit i * kernel + j: that offset lies inside the input (none outside the matrix)
+  };
+  __device__ Row row(int r, int m) const {
+    const int positions = s.out_h * s.out_w, plane = s.channels * s.height * s.width;
+    const bool inside = r < m;
+    const int q = inside ? r : 0, b = q / positions, p = q - b * positions;
+    const int y0 = p / s.out_w * s.stride - s.padding, x0 = p % s.out_w * s.stride - s.padding;
+    uint32_t mask = 0;
+    for (int u = 0; u < s.kernel; ++u)
+      for (int v = 0; v < s.kernel; ++v)
+        if (inside && y0 + u >= 0 && y0 + u < s.height && x0 + v >= 0 && x0 + v < s.width)
+          mask |= 1u << (u * s.kernel + v);
+    return {b * plane + y0 * s.width + x0, mask};
+  }
+  // Columns k0 .. k0 + 7 of the row: their entries' addresses, null for +0.
+  __device__ void columns(const Row& row, uint32_t k0, const float* (&p)[8]) const {
+    const uint32_t c = taps.quotient(k0);
+    uint32_t tap = k0 - c * taps.divisor();
+    int i = static_cast<int>(kernel.quotient(tap)), j = static_cast<int>(tap) - i * s.kernel;
+    int at = (static_cast<int>(c) * s.height + i) * s.width + j;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      p[e] = row.mask >> tap & 1u ? x + row.corner + at : nullptr;
+      ++at, ++tap;
+      if (++j == s.kernel) {
+        j = 0, at += s.width - s.kernel;
+        if (++i == s.kernel) i = 0, tap = 0, at += (s.height - s.kernel) * s.width;
+      }
+    }
+  }
+};
+
+// The input gradient's columns in col2im's order (Col2imTaps' entries): column (t, o) is gy[b, o,
+// oy, ox] for the t-th kernel offset from the last. out_channels is a multiple of 8, so that a
+// thread's 8 columns share one offset: one output position a stage.
+struct Col2imColumns {
+  Col2imTaps taps;
+  FastDivide out_channels, kernel;
+
+  struct Row {
+    const float* image;  // the row's image's output gradient
+    int yp, xp;          // y + padding, x + padding; yp -1 outside the matrix
+  };
+  __device__ Row row(int r, int m) const {
+    const ConvShape& s = taps.s;
+    const int pixels = s.height * s.width, q = r < m ? r : 0, b = q / pixels, p = q - b * pixels, y = p / s.width;
+    return {taps.gy + static_cast<int64_t>(b) * s.out_channels * s.out_h * s.out_w, r < m ? y + s.padding : -1,
+            p - y * s.width + s.padding};
+  }
+  __device__ void columns(const Row& row, uint32_t k0, const float* (&p)[8]) const {
+    const ConvShape& s = taps.s;
+    const uint32_t t = out_channels.quotient(k0), o = k0 - t * out_channels.divisor();
+    const uint32_t ta = kernel.quotient(t), tb = t - ta * kernel.divisor();
+    const int i = s.kernel - 1 - static_cast<int>(ta), j = s.kernel - 1 - static_cast<int>(tb);
+    const int oy = row.yp >= 0 ? Col2imTaps::output_at(s, row.yp - i, s.out_h) : -1;
+    const int ox = oy >= 0 ? Col2imTaps::output_at(s, row.xp - j, s.out_w) : -1;
+    const int64_t plane = int64_t{s.out_h} * s.out_w;
+    const float* const base = ox >= 0 ? row.image + o * plane + oy * s.out_w + ox : nullptr;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) p[e] = base ? base + e * plane : nullptr;
+  }
+};
+
+// Rows x n outputs, one FMA chain each over K (Segmented: col2im's sums of the offsets' chains,
+// segments of `segment` terms, a multiple of 32), as wide_fma_chains computes them.
+template <class Columns, bool Segmented, bool Planar>
+__global__ void __launch_bounds__(128)
+    gather_fma_chains(Columns g, const float* __restrict__ b, float* __restrict__ out, int m, int n, int k, int segment,
+                      PlanarRows planar) {
+  constexpr int BM = 32, BN = 64, KT = 32, S = kThinStages, kThreads = 128, kBCopies = KT * BN / 4 / kThreads;
+  __shared__ __align__(16) float as[S][KT][BM];
+  __shared__ __align__(16) float bs[S][KT][BN];
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;  // columns tx * 4 + 0..3, rows ty * 4 + 0..3
+  const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+
+  // A: this thread copies row a_row of the block, columns a_col .. a_col + 7 of each stage.
+  const int a_row = threadIdx.x % BM, a_col = (threadIdx.x / BM) * 8;
+  const typename Columns::Row row = g.row(row0 + a_row, m);
+  // B: as the thin kernel's, K row q / 16 at columns (q % 16) * 4 for q = threadIdx.x + 128 j.
+  const float* from_b[kBCopies];
+  int to_b[kBCopies], k_of_b[kBCopies];
+  bool col_in[kBCopies];
+#pragma unroll
+  for (int j = 0; j < kBCopies; ++j) {
+    const int q = threadIdx.x + kThreads * j, kr = q / (BN / 4), c = (q % (BN / 4)) * 4;
+    col_in[j] = col0 + c < n;
+    from_b[j] = b + static_cast<int64_t>(kr) * n + (col_in[j] ? col0 + c : col0);
+    to_b[j] = kr * BN + c;
+    k_of_b[j] = kr;
+  }
+  const int64_t b_step = int64_t{KT} * n;
+  int next_k = 0, next_buf = 0;
+  const auto issue = [&]() {
+    if (next_k < k) {
+      const float* p[8];
+      g.columns(row, static_cast<uint32_t>(next_k + a_col), p);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const bool inside = p[e] != nullptr && next_k + a_col + e < k;
+        copy4_async(&as[next_buf][a_col + e][a_row], inside ? p[e] : b, inside);
+      }
+#pragma unroll
+      for (int j = 0; j < kBCopies; ++j) {
+        const bool inside = col_in[j] && next_k + k_of_b[j] < k;
+        copy16_async(&bs[next_buf][0][0] + to_b[j], inside ? from_b[j] : b, inside);
+        from_b[j] += b_step;
+      }
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+    next_k += KT;
+    next_buf = next_buf + 1 == S ? 0 : next_buf + 1;
+  };
+
+  float acc[4][4], total[4][4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) acc[i][j] = -0.0f, total[i][j] = 0.0f;
+  uint32_t offset_masks[4];  // Segmented: the thread's rows' offsets that meet an output position
+  if constexpr (Segmented) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) offset_masks[i] = g.taps.offset_masks(row0 + ty * 4 + i);
+  }
+  int segment_left = segment, segment_a = 0, segment_b = 0;
+  const auto step = [&](int buf, int kk) {
+    const float4 av = *reinterpret_cast<const float4*>(&as[buf][kk][ty * 4]);
+    const float4 bv = *reinterpret_cast<const float4*>(&bs[buf][kk][tx * 4]);
+    const float a4[4] = {av.x, av.y, av.z, av.w}, b4[4] = {bv.x, bv.y, bv.z, bv.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) acc[i][j] = __fmaf_rn(a4[i], b4[j], acc[i][j]);
+  };
+
+  for (int i = 0; i < S - 1; ++i) issue();
+  int buf = 0;
+  for (int kt = 0; kt < k; kt += KT) {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(S - 2) : "memory");  // this stage has landed
+    __syncthreads();  // ... for every thread; and the buffer of the stage before is free again
+    issue();
+    if (kt + KT <= k) {
+#pragma unroll
+      for (int kk = 0; kk < KT; ++kk) step(buf, kk);
+    } else {
+      for (int kk = 0; kk < k - kt; ++kk) step(buf, kk);
+    }
+    if constexpr (Segmented) {
+      segment_left -= KT;
+      if (segment_left == 0) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const bool adds = Col2imTaps::meets(offset_masks[i], segment_a, segment_b);
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            if (adds) total[i][j] = __fadd_rn(total[i][j], acc[i][j]);
+            acc[i][j] = -0.0f;
+          }
+        }
+        segment_left = segment;
+        if (++segment_b == g.taps.s.kernel) segment_b = 0, ++segment_a;
+      }
+    }
+    buf = buf + 1 == S ? 0 : buf + 1;
+  }
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+  if constexpr (Segmented) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) acc[i][j] = total[i][j];
+  }
+
+  const int r = row0 + ty * 4, c = col0 + tx * 4;  // m and n are multiples of 4 where planar; n always
+  if (c >= n) return;
+  if constexpr (Planar) {
+    if (r >= m) return;
+    const int image = r / planar.positions, position = r - image * planar.positions;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      float v[4] = {acc[0][j], acc[1][j], acc[2][j], acc[3][j]};
+      if (planar.bias) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) v[e] = __fadd_rn(v[e], planar.bias[c + j]);
+      }
+      *reinterpret_cast<float4*>(out + (static_cast<int64_t>(image) * n + c + j) * planar.positions + position) =
+          make_float4(v[0], v[1], v[2], v[3]);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      if (r + i < m)
+        *reinterpret_cast<float4*>(out + static_cast<int64_t>(r + i) * n + c) =
+            make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+  }
+}
+
 unsigned tiles_over(int64_t extent, int tile) { return static_cast<unsigned>((extent + tile - 1) / tile); }
 
 template <int BM, int BN, bool Rounded>
@@ -844,12 +1063,31 @@ void launch_thin_batched(bool rounded, const float* a, const float* b, float* ou
 
 // One chain (Segmented: chains) an output over A's K from `taps`, in 128 x 128 or 128 x 64 tiles;
 // `planar`: the rows' images `positions` rows each.
-template <bool Segmented, class ARows>
-void launch_conv_chains(ChainTile tile, const ARows& taps, const float* b, float* rows, int m, int n, int64_t k,
-                        int segment, const PlanarRows& planar) {
+void check_planar(const PlanarRows& planar, int m, const float* rows) {
   if (planar.positions < 0 || planar.positions % 4 || reinterpret_cast<uintptr_t>(rows) % 16 ||
       (planar.positions > 0 && m % planar.positions))
     throw std::invalid_argument("wide_fma_chains: planar rows need images of a multiple of 4 rows, 16-byte aligned");
+}
+
+// The medium tile's chains (gather_fma_chains) over `columns`, into rows or planar.
+template <bool Segmented, class Columns>
+void launch_gather_chains(const Columns& columns, const float* b, float* rows, int m, int n, int64_t k, int segment,
+                          const PlanarRows& planar) {
+  check_planar(planar, m, rows);
+  if (k >= (int64_t{1} << 31) || n % 4 || reinterpret_cast<uintptr_t>(b) % 16)
+    throw std::invalid_argument("gather_fma_chains: K from 2^31, or B's rows not whole float4s");
+  const dim3 grid(tiles_over(n, 64), tiles_over(m, 32), 1);
+  const int kk = static_cast<int>(k);
+  if (planar.positions > 0)
+    gather_fma_chains<Columns, Segmented, true><<<grid, 128>>>(columns, b, rows, m, n, kk, segment, planar);
+  else
+    gather_fma_chains<Columns, Segmented, false><<<grid, 128>>>(columns, b, rows, m, n, kk, segment, planar);
+}
+
+template <bool Segmented, class ARows>
+void launch_conv_chains(ChainTile tile, const ARows& taps, const float* b, float* rows, int m, int n, int64_t k,
+                        int segment, const PlanarRows& planar) {
+  check_planar(planar, m, rows);
   const KParts one{k > 0 ? k : 1};
   const auto run = [&](auto planar_form) {
     constexpr bool kPlanar = decltype(planar_form)::value;
@@ -880,8 +1118,15 @@ void launch_direct_dgrad_chains(ChainTile tile, const ConvShape& shape, const fl
 void launch_forward_chains(ChainTile tile, const ConvShape& shape, const float* x, const float* w_t, float* rows,
                            const PlanarRows& planar) {
   const int m = shape.batch * shape.out_h * shape.out_w, n = shape.out_channels;
-  launch_conv_chains<false>(tile, Im2colTaps{shape, x}, w_t, rows, m, n,
-                            int64_t{shape.channels} * shape.kernel * shape.kernel, 0, planar);
+  const int64_t k = int64_t{shape.channels} * shape.kernel * shape.kernel;
+  if (tile == ChainTile::t32x64) {
+    const auto taps = static_cast<uint32_t>(shape.kernel * shape.kernel);
+    launch_gather_chains<false>(Im2colColumns{shape, x, FastDivide(taps), FastDivide(shape.kernel)}, w_t, rows, m, n, k,
+                                0, planar);
+    FPLAB_CUDA_LAUNCHED("gather_fma_chains<Im2colColumns>");
+    return;
+  }
+  launch_conv_chains<false>(tile, Im2colTaps{shape, x}, w_t, rows, m, n, k, 0, planar);
   FPLAB_CUDA_LAUNCHED("wide_fma_chains<Im2colTaps>");
 }
 
@@ -893,8 +1138,17 @@ void launch_col2im_dgrad_chains(ChainTile tile, const ConvShape& shape, const fl
   if (shape.kernel < 1 || shape.kernel > 16)  // Col2imTaps::offset_masks: 16 offsets a side
     throw std::invalid_argument("launch_col2im_dgrad_chains: kernel size outside 1..16");
   const int m = shape.batch * shape.height * shape.width, n = shape.channels;
-  launch_conv_chains<true>(tile, Col2imTaps{shape, gy}, w_offsets, rows, m, n,
-                           int64_t{shape.out_channels} * shape.kernel * shape.kernel, shape.out_channels, planar);
+  const int64_t k = int64_t{shape.out_channels} * shape.kernel * shape.kernel;
+  if (tile == ChainTile::t32x64) {
+    if (shape.out_channels % 32)  // the medium tile's segments end with its stages of 32
+      throw std::invalid_argument("launch_col2im_dgrad_chains: 32 x 64 tiles need output channels a multiple of 32");
+    const Col2imColumns columns{Col2imTaps{shape, gy}, FastDivide(static_cast<uint32_t>(shape.out_channels)),
+                                FastDivide(static_cast<uint32_t>(shape.kernel))};
+    launch_gather_chains<true>(columns, w_offsets, rows, m, n, k, shape.out_channels, planar);
+    FPLAB_CUDA_LAUNCHED("gather_fma_chains<Col2imColumns>");
+    return;
+  }
+  launch_conv_chains<true>(tile, Col2imTaps{shape, gy}, w_offsets, rows, m, n, k, shape.out_channels, planar);
   FPLAB_CUDA_LAUNCHED("wide_fma_chains<Col2imTaps>");
 }
 

@@ -56,7 +56,9 @@ void launch_thin_batched(bool rounded, const float* a, const float* b, float* ou
 
 // A convolution's square geometry (one group, no dilation) for the kernels below, which read A's
 // rows from a tensor as they go (no columns in memory). Each writes rows C-contiguous (device
-// floats); its right operand is 16-byte aligned; tile t128x64 or t128x128.
+// floats); its right operand is 16-byte aligned; tile t128x64 or t128x128, or for the forward and
+// the col2im pass t32x64 (the medium tile, its operand gathered by 4-byte cp.async copies; the
+// col2im pass then needs output channels a multiple of 32).
 struct ConvShape {
   int batch, channels, height, width;                      // the input's
   int out_channels, out_h, out_w, kernel, stride, padding;  // the output's, the square geometry

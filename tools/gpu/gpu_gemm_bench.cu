@@ -19,12 +19,17 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "sim/cuda/cuda_check.cuh"
+#include "sim/conv_geometry.hpp"
+#include "sim/cuda/device_buffer.hpp"
+#include "sim/cuda/gpu_conv.hpp"
 #include "sim/cuda/gpu_device.hpp"
 #include "sim/cuda/gpu_gemm.hpp"
 #include "sim/cuda/gpu_gemm_probe.hpp"
@@ -241,6 +246,66 @@ json tile_times(const CuBlas& cublas, int reps, bool& ok) {
   return out;
 }
 
+// The convolutions' passes that read their operand as they go (GpuConv: the forward's chains over
+// x, the input gradient's col2im pass over gy), a ResNet-18's 3x3 layers at batch 128, each in
+// the tiles it takes (forced), on device memory; every tile's bits must equal the others'.
+json conv_tile_times(int reps, bool& ok) {
+  using detail::ChainTile;
+  struct Case {
+    const char* what;
+    size_t channels, size;
+  };
+  const Case cases[] = {{"stage 1", 64, 32}, {"stage 2", 128, 16}, {"stage 3", 256, 8}, {"stage 4", 512, 4}};
+  const std::optional<ChainTile> tiles[] = {ChainTile::t128x128, ChainTile::t128x64, ChainTile::t32x64, std::nullopt};
+  json out = json::array();
+  std::printf("\n%-22s %9s %9s %9s %9s %6s\n", "convolution (batch 128)", "128x128", "128x64", "32x64", "chosen",
+              "bits");
+  for (const Case& c : cases) {
+    const ConvGeometry g{128, c.channels, c.size, c.size, 3, 1, 1};
+    const size_t x_floats = g.input_size(), w_floats = g.taps() * c.channels, rows = g.rows() * c.channels;
+    tools::gpu::ToolRng rng(static_cast<uint32_t>(c.channels));
+    std::vector<float> host(std::max(x_floats, w_floats));
+    DeviceBuffer x, w, w_scratch, y;
+    float* const dx = x.reserve<float>(x_floats);
+    float* const dw = w.reserve<float>(w_floats);
+    float* const dws = w_scratch.reserve<float>(w_floats);
+    float* const dy = y.reserve<float>(std::max(rows, x_floats));
+    for (auto& v : host) v = rng.signed_unit();
+    FPLAB_CUDA(cudaMemcpy(dx, host.data(), x_floats * 4, cudaMemcpyHostToDevice));
+    FPLAB_CUDA(cudaMemcpy(dw, host.data(), w_floats * 4, cudaMemcpyHostToDevice));
+    for (const bool forward : {true, false}) {
+      double ms[std::size(tiles)];
+      std::vector<float> first(forward ? rows : x_floats), other(first.size());
+      bool same = true;
+      for (size_t t = 0; t < std::size(tiles); ++t) {
+        GpuConv::force_tile(tiles[t]);
+        // x stands in for gy (the same shape at stride 1): the pass's time, not its meaning
+        const auto run = [&] {
+          const bool took = forward ? GpuConv::forward_on_device(g, c.channels, dx, dw, dy, {true, nullptr})
+                                    : GpuConv::col2im_dgrad_on_device(g, c.channels, dx, dw, dws, dy, {true, nullptr});
+          if (!took) throw std::runtime_error("conv_tile_times: the pass did not take the shape");
+        };
+        ms[t] = detail::median_ms(run, reps);
+        FPLAB_CUDA(cudaMemcpy(t == 0 ? first.data() : other.data(), dy, first.size() * 4, cudaMemcpyDeviceToHost));
+        if (t > 0) same = same && std::memcmp(first.data(), other.data(), first.size() * 4) == 0;
+      }
+      GpuConv::force_tile(std::nullopt);
+      ok = ok && same;
+      const std::string what = std::string(forward ? "fwd " : "dgrad ") + c.what;
+      std::printf("%-22s %9.4f %9.4f %9.4f %9.4f %6s\n", what.c_str(), ms[0], ms[1], ms[2], ms[3],
+                  same ? "same" : "DIFFER");
+      out.push_back({{"pass", what},
+                     {"channels", c.channels},
+                     {"size", c.size},
+                     {"ms_by_tile", {{"128x128", ms[0]}, {"128x64", ms[1]}, {"32x64", ms[2]}}},
+                     {"chosen_ms", ms[3]},
+                     {"same_bits", same}});
+    }
+  }
+  std::printf("(ms: median of %d runs; a tile a pass does not take runs as chosen)\n", reps);
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -277,7 +342,11 @@ int main(int argc, char** argv) {
   if (!cublas.sgemm) std::printf("%s\n", cublas.why.c_str());
   bool ok = true;
   if (tiles_only) {
-    const json doc = {{"device", info.describe()}, {"date", date}, {"reps", reps}, {"tiles", tile_times(cublas, reps, ok)}};
+    const json doc = {{"device", info.describe()},
+                      {"date", date},
+                      {"reps", reps},
+                      {"tiles", tile_times(cublas, reps, ok)},
+                      {"conv_tiles", conv_tile_times(reps, ok)}};
     std::ofstream(json_path) << doc.dump(1) << '\n';
     std::printf("every tile's bits equal the 64x64 kernel's: %s\n", ok ? "yes" : "NO");
     return ok ? 0 : 1;
