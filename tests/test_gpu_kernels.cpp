@@ -14,7 +14,10 @@
 #include <variant>
 #include <vector>
 
+#include <cuda_runtime.h>
+
 #include "sim/cuda/addition_program.hpp"
+#include "sim/cuda/device_buffer.hpp"
 #include "sim/cuda/fast_divide.hpp"
 #include "sim/cuda/gpu_exact.hpp"
 #include "sim/cuda/gpu_addition_program.hpp"
@@ -644,6 +647,69 @@ TEST_CASE("gpu segmented sums == sim::reduce_batch bit for bit: training's sums 
       INFO(text << ", " << rows << " rows x " << cols << " columns");
       CHECK(same_both_ways(by_columns, by_rows, cpu) == cols);
     }
+}
+
+TEST_CASE("gpu BatchNorm's sums read from its planes == sim::reduce_batch of the segments, bit for bit") {
+  if (!have_device()) return;
+  // Strided folds read x (batch, channels, positions) in place (run_planes_in_place: term b·P + p
+  // of channel c at x[b, c, p]); contiguous and interleaved folds, and vector loads that a plane's
+  // length would split, decline (the caller lays out segments then).
+  const char* schedules[] = {"cub-sum(256,1056)",
+                             "cub-sum(256,1)",
+                             "strided(32):seq | all:shfl_up",
+                             "strided(1024):seq | contig(32):seq | all:shfl_up",
+                             "strided(256):seq | contig(32):shfl_down | all:seq",
+                             "seq",
+                             "contig(8):seq | contig(32):shfl_down | all:seq"};
+  struct Shape {
+    size_t batch, channels, positions;
+  };
+  const Shape shapes[] = {{1, 2, 4}, {5, 3, 6}, {64, 16, 16}, {3, 7, 100}, {32, 8, 1024}, {128, 5, 49}};
+  GpuSegmentedReduction gpu;
+  DeviceBuffer x_device, results_device;
+  size_t ran = 0, declined = 0;
+  for (const char* text : schedules)
+    for (const Shape& shape : shapes) {
+      const Schedule s = parse_schedule(text);
+      const ReductionPlan plan = plan_reduction(s);
+      const size_t c = shape.channels, p = shape.positions, n = shape.batch * p;
+      const auto x = floats("normal:" + std::to_string(n * c), n + c);
+      float* const x_d = x_device.reserve<float>(x.size());
+      float* const sums_d = results_device.reserve<float>(2 * c);
+      REQUIRE(cudaMemcpy(x_d, x.data(), x.size() * 4, cudaMemcpyHostToDevice) == cudaSuccess);
+      INFO(text << ", " << shape.batch << " x " << c << " x " << p);
+      if (!gpu.run_planes_in_place(plan, x_d, shape.batch, c, p, nullptr, sums_d)) {
+        ++declined;
+        CHECK((plan.first.contiguous || plan.first.interleaved || p % plan.first.vector != 0));
+        continue;
+      }
+      REQUIRE(gpu.run_planes_in_place(plan, x_d, shape.batch, c, p, sums_d, sums_d + c));
+      std::vector<float> have(2 * c);
+      REQUIRE(cudaMemcpy(have.data(), sums_d, have.size() * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
+      // The segments' terms as reduce_batch's rows (term i of channel j at terms[i * c + j]),
+      // then the centred squares about each channel's mean, each operation rounded to fp32.
+      std::vector<double> terms(n * c), squares(n * c);
+      for (size_t b = 0; b < shape.batch; ++b)
+        for (size_t j = 0; j < c; ++j)
+          for (size_t q = 0; q < p; ++q) terms[(b * p + q) * c + j] = x[(b * c + j) * p + q];
+      std::vector<double> want(2 * c);
+      reduce_batch(s, terms.data(), n, c, Arithmetic{}, NoiseKey{}, want.data());
+      for (size_t j = 0; j < c; ++j) {
+        const float mean = static_cast<float>(want[j]) / static_cast<float>(n);
+        for (size_t i = 0; i < n; ++i) {
+          const float d = static_cast<float>(terms[i * c + j]) - mean;
+          squares[i * c + j] = d * d;
+        }
+      }
+      reduce_batch(s, squares.data(), n, c, Arithmetic{}, NoiseKey{}, want.data() + c);
+      size_t same = 0;
+      for (size_t j = 0; j < 2 * c; ++j)
+        same += std::bit_cast<uint32_t>(have[j]) == std::bit_cast<uint32_t>(static_cast<float>(want[j]));
+      CHECK(same == 2 * c);
+      ++ran;
+    }
+  CHECK(ran >= 20);
+  CHECK(declined >= 12);  // seq and contig(8) on every shape
 }
 
 TEST_CASE("gpu segmented fused dots == sim::channel_dots bit for bit: cuDNN-form BatchNorm's dots") {

@@ -547,7 +547,13 @@ void cuda_batch_norm_forward(uintptr_t x, uintptr_t xhat, uintptr_t y, uintptr_t
   const size_t c = planes.channels, n = planes.per_channel();
   float* const rows = device_floats_out(stats);
   float *const sums = rows, *const squares = rows + c, *const mean = rows + 2 * c, *const inv_std = rows + 3 * c;
-  if (training) {
+  // On the fast kernel the two sums read x's planes themselves (the same bits, no segments laid out:
+  // two launches and two copies of x fewer a layer); else segments, then the sums.
+  const auto from_planes = [&](const float* centre, float* out) {
+    return plans->fast &&
+           k.sums.run_planes_in_place(*plans->fast, device_floats(x), planes.batch, c, planes.positions, centre, out);
+  };
+  if (training && !(from_planes(nullptr, sums) && from_planes(sums, squares))) {
     const size_t ld = gpu::segment_stride(planes);
     gpu::batch_norm_segments(gpu::SegmentTerms::values, device_floats(x), nullptr, planes, device_floats_out(segments),
                              ld);

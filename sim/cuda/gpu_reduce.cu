@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "sim/cuda/cuda_check.cuh"
+#include "sim/cuda/fast_divide.hpp"
 #include "sim/cuda/gpu_reduce.hpp"
 
 namespace fplab::sim::gpu {
@@ -27,6 +28,19 @@ enum class Mode : int {
   store,   // write the block partial (a second pass follows)
   seq,     // write the partial; the last block to finish folds all partials in block order
   atomic,  // atomicAdd the partial into the result
+};
+
+// Where a strided pass reads its terms from a tensor (batch, segments, P) rather than from
+// segments laid out one after another (BatchNorm's planes, without the copy into segments): the
+// segment's x (x + y·ld, ld = P) holds its first image's plane, term i lies at x[(i / P)·image
+// + i % P]; `centred`: each term squared about the segment's mean, (x − sums[y] / count)², both
+// roundings as batch_norm_segments' centred squares.
+struct PlanesRead {
+  bool on = false;
+  FastDivide positions;         // P
+  int64_t image = 0;            // floats from one image's plane of a segment to the next's: segments·P
+  const float* sums = nullptr;  // centred: Σx per segment (result-indexed as the launch's segments)
+  float count = 0;
 };
 
 // One pass over gridDim.y segments at once: segment y's terms are x[y * ld ...] (n of them), its
@@ -53,6 +67,7 @@ struct PassArgs {
   // A fused dot (reduce_pass<..., true> only): term i is x[i]·y[i], fused into the thread's chain
   // (fmaf), segment y's second operand at y + segment * ld.
   const float* y = nullptr;
+  PlanesRead planes;  // strided vector folds only (GpuSegmentedReduction::run_planes_in_place)
 };
 
 template <WarpOrder O>
@@ -119,6 +134,23 @@ __device__ __forceinline__ Terms<V> load(const float* p) {
   return t;
 }
 
+// V consecutive terms from term i of a segment whose terms start at x (PlanesRead: x its first
+// plane; V divides P, so that the V terms share one plane), squared about `mean` where centred.
+template <int V>
+__device__ __forceinline__ Terms<V> fetch(const PassArgs& a, const float* x, int64_t i, float mean) {
+  if (!a.planes.on) return load<V>(x + i);
+  const uint32_t image = a.planes.positions.quotient(static_cast<uint32_t>(i));
+  Terms<V> t = load<V>(x + image * a.planes.image + (static_cast<uint32_t>(i) - image * a.planes.positions.divisor()));
+  if (a.planes.sums) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const float d = __fsub_rn(t.v[j], mean);
+      t.v[j] = __fmul_rn(d, d);
+    }
+  }
+  return t;
+}
+
 // How a thread takes its terms (BlockPass: contiguous, vector or interleaved accumulators).
 enum class Fold : uint8_t { contiguous, vector, interleaved };
 
@@ -173,12 +205,13 @@ __device__ __forceinline__ float thread_fold(const PassArgs& a, const float* x) 
     // U loads in flight before their additions (in order): enough bytes moving to fill HBM.
     constexpr int U = V == 1 ? 8 : V == 8 ? 2 : 4;
     if (t >= a.threads) return -0.0f;
+    const float mean = a.planes.sums ? __fdiv_rn(a.planes.sums[blockIdx.y], a.planes.count) : 0.0f;
     const int64_t stride = static_cast<int64_t>(V) * a.threads;
     int64_t base = V * t;
     for (; base + (U - 1) * stride + V <= a.n; base += U * stride) {
       Terms<V> r[U];
 #pragma unroll
-      for (int u = 0; u < U; ++u) r[u] = load<V>(x + base + u * stride);
+      for (int u = 0; u < U; ++u) r[u] = fetch<V>(a, x, base + u * stride, mean);
 #pragma unroll
       for (int u = 0; u < U; ++u)
 #pragma unroll
@@ -186,13 +219,13 @@ __device__ __forceinline__ float thread_fold(const PassArgs& a, const float* x) 
     }
     for (; base < a.n; base += stride) {
       if (base + V <= a.n) {
-        const Terms<V> r = load<V>(x + base);
+        const Terms<V> r = fetch<V>(a, x, base, mean);
 #pragma unroll
         for (int j = 0; j < V; ++j) acc[j] = __fadd_rn(acc[j], r.v[j]);
       } else {
 #pragma unroll
         for (int j = 0; j < V; ++j)
-          if (base + j < a.n) acc[j] = __fadd_rn(acc[j], __ldg(x + base + j));
+          if (base + j < a.n) acc[j] = __fadd_rn(acc[j], fetch<1>(a, x, base + j, mean).v[0]);
       }
     }
     float v = acc[0];
@@ -526,12 +559,14 @@ void launch_pass(const BlockPass& p, int64_t blocks, unsigned segments, const Pa
     FPLAB_CUDA_LAUNCHED("reduce_pass (dot)");
     return;
   }
-  if (p.contiguous && a.chunk >= a.n && blocks == 1 && (a.mode == Mode::result || a.mode == Mode::store)) {
+  // (the serial and staged passes read segments only: planes go to reduce_pass's vector fold)
+  if (!a.planes.on && p.contiguous && a.chunk >= a.n && blocks == 1 &&
+      (a.mode == Mode::result || a.mode == Mode::store)) {
     serial_pass<<<dim3(1, segments), 32>>>(a);
     FPLAB_CUDA_LAUNCHED("serial_pass");
     return;
   }
-  if (!p.contiguous && a.threads <= 32 && blocks == 1 && a.n >= kStagedMinTerms &&
+  if (!a.planes.on && !p.contiguous && a.threads <= 32 && blocks == 1 && a.n >= kStagedMinTerms &&
       (a.mode == Mode::result || a.mode == Mode::store)) {
     staged_kernel(p)<<<dim3(1, segments), kStagers>>>(a);
     FPLAB_CUDA_LAUNCHED("staged_pass");
@@ -551,7 +586,7 @@ int64_t chunk_of(const BlockPass& p, int64_t n) {
 // ticket and result: one per segment.
 void launch_reduction(const ReductionPlan& plan, const float* x, int64_t n, int64_t ld, unsigned segments,
                       float* partials, unsigned* ticket, float* result, int32_t* ticket_order, float* old_values,
-                      const float* y = nullptr) {
+                      const float* y = nullptr, const PlanesRead& planes = {}) {
   const int64_t grid = plan.first.blocks(n);
   // A block whose threads hold no term gives the partial -0, which changes no sum it enters
   // (x + -0 == x for every x, zeros of either sign included), in order or in the second pass's
@@ -578,7 +613,8 @@ void launch_reduction(const ReductionPlan& plan, const float* x, int64_t n, int6
              result,
              ticket_order,
              old_values,
-             y};
+             y,
+             planes};
   switch (plan.combine) {
     case GridCombine::single_block:
       a.mode = Mode::result;
@@ -796,6 +832,33 @@ void GpuSegmentedReduction::run_in_place(const ReductionPlan& plan, const float*
         "segmented reduction in place: the segments' stride must be a multiple of 4 floats "
         "at least n, their start 16-byte aligned");
   reduce_segments(plan, segments, n, ld, count, results, true);
+}
+
+bool GpuSegmentedReduction::run_planes_in_place(const ReductionPlan& plan, const float* x, size_t batch,
+                                                size_t channels, size_t positions, const float* centre_sums,
+                                                float* results) {
+  const size_t n = batch * positions;
+  const int vector = plan.first.vector;
+  if (plan.first.contiguous || plan.first.interleaved || n == 0 || n >= (size_t{1} << 32) ||
+      positions % static_cast<size_t>(vector) != 0 ||
+      reinterpret_cast<uintptr_t>(x) % (4 * static_cast<uintptr_t>(std::min(vector, 4))) != 0)
+    return false;
+  const auto terms = static_cast<int64_t>(n);
+  const int64_t blocks = plan.first.blocks(terms);
+  grow(partials_, partials_capacity_, static_cast<size_t>(blocks) * std::min<size_t>(channels, kMaxSegmentsALaunch));
+  if (ticket_capacity_ < channels) {
+    grow(ticket_, ticket_capacity_, channels);
+    FPLAB_CUDA(cudaMemset(ticket_, 0, channels * sizeof(unsigned)));
+  }
+  for (size_t first = 0; first < channels; first += kMaxSegmentsALaunch) {
+    const auto segments = static_cast<unsigned>(std::min<size_t>(channels - first, kMaxSegmentsALaunch));
+    const PlanesRead planes{true, FastDivide(static_cast<uint32_t>(positions)),
+                            static_cast<int64_t>(channels * positions), centre_sums ? centre_sums + first : nullptr,
+                            static_cast<float>(n)};
+    launch_reduction(plan, x + first * positions, terms, static_cast<int64_t>(positions), segments, partials_,
+                     ticket_ + first, results + first, nullptr, nullptr, nullptr, planes);
+  }
+  return true;
 }
 
 void GpuSegmentedReduction::run_dots_in_place(const ReductionPlan& plan, const float* a, const float* b, size_t n,

@@ -86,6 +86,15 @@ class GpuSegmentedReduction {
   // (BatchNorm's, sim/cuda/gpu_batch_norm). Throws std::invalid_argument on a misaligned layout.
   void run_in_place(const ReductionPlan& plan, const float* segments, size_t n, size_t ld, size_t count,
                     float* results);
+  // The same sums read from a (batch, channels, positions) tensor x in device memory, segment c
+  // the terms x[b, c, p] in the order b·positions + p (BatchNorm's per-channel sums without laying
+  // the segments out: run_in_place's bits); where centre_sums (device floats, one a channel) is
+  // given, each term squared about the channel's mean first, d = x − centre_sums[c] / n, d·d
+  // (each rounded: batch_norm_segments' centred squares). Results in device memory. False, nothing
+  // run, where the plan's first pass does not read strided vectors (contiguous or interleaved
+  // folds) or x and positions do not suit its loads: the caller lays out segments then.
+  bool run_planes_in_place(const ReductionPlan& plan, const float* x, size_t batch, size_t channels, size_t positions,
+                           const float* centre_sums, float* results);
   // Fused dots on segments laid out as run_in_place's: results[s] = the schedule's sum of the
   // products a[s·ld + i]·b[s·ld + i], each fused into its thread's chain (fmaf, one rounding), the
   // partials then added as the plan says: sim::gemm's 1 x n by n x 1 products with products =
