@@ -553,9 +553,29 @@ PassKernel dot_kernel(const BlockPass& p) {
   return reduce_pass<1, WarpOrder::shfl_xor, Fold::vector, true>;
 }
 
-void launch_pass(const BlockPass& p, int64_t blocks, unsigned segments, const PassArgs& a) {
+// The warps a pass launches a block: all of the plan's, but in a one-block grid only those whose
+// threads hold a term. The others' warp results would be -0, which changes no combine of the warps
+// (x + -0 == x; the block order folds or shuffles the launched warps' results alike), so short sums
+// in many segments (global average pooling: 65536 channels of 16 terms) do not each run a block of
+// idle threads: a.warps tells combine_warps how many there are.
+PassArgs with_warps_holding_terms(const BlockPass& p, int64_t blocks, PassArgs a) {
+  if (blocks != 1) return a;
+  int64_t holding = 0;  // threads with a term: thread t's first term is t (interleaved, dots), V t or t G
+  if (a.y != nullptr || (!p.contiguous && p.interleaved))
+    holding = a.n;
+  else if (p.contiguous)
+    holding = (a.n + a.chunk - 1) / std::max<int64_t>(a.chunk, 1);
+  else
+    holding = (a.n + p.vector - 1) / p.vector;
+  a.warps = static_cast<int>(std::clamp<int64_t>((holding + 31) / 32, 1, p.warps));
+  return a;
+}
+
+void launch_pass(const BlockPass& p, int64_t blocks, unsigned segments, const PassArgs& all_warps) {
+  const PassArgs a = with_warps_holding_terms(p, blocks, all_warps);
+  const unsigned threads = 32u * static_cast<unsigned>(a.warps);
   if (a.y != nullptr) {
-    dot_kernel(p)<<<dim3(static_cast<unsigned>(blocks), segments), p.threads_per_block()>>>(a);
+    dot_kernel(p)<<<dim3(static_cast<unsigned>(blocks), segments), threads>>>(a);
     FPLAB_CUDA_LAUNCHED("reduce_pass (dot)");
     return;
   }
@@ -572,7 +592,7 @@ void launch_pass(const BlockPass& p, int64_t blocks, unsigned segments, const Pa
     FPLAB_CUDA_LAUNCHED("staged_pass");
     return;
   }
-  pass_kernel(p)<<<dim3(static_cast<unsigned>(blocks), segments), p.threads_per_block()>>>(a);
+  pass_kernel(p)<<<dim3(static_cast<unsigned>(blocks), segments), threads>>>(a);
   FPLAB_CUDA_LAUNCHED("reduce_pass");
 }
 
