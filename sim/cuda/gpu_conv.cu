@@ -368,7 +368,9 @@ std::optional<detail::ChainTile> forced_tile;  // GpuConv::force_tile's
 
 // The tile for m x n outputs over k terms in one part: the wide one wide_tile_for picks, or the
 // medium one where `medium` (the pass has that form) and the wide tile would be 128 x 64 blocks
-// fewer than the SMs (a ResNet-18's 4 x 4 layers at batch 128: 128 blocks on an H200's 132). The
+// fewer than the SMs (a ResNet-18's 4 x 4 layers at batch 128: 128 blocks on an H200's 132; where
+// they would fill 61 % of the SMs or fewer, wide_tile_for's thin choice, none: the caller makes the
+// columns and runs the GEMM, whose own medium or thin tiles take such shapes). The
 // medium tile gathers its operand by 4-byte copies, which cost it about a third against the dense
 // GEMM's 16-byte ones: on a ResNet-18's 3 x 3 layers at batch 128 (H200, 2026-12-01,
 // gpu_gemm_bench --tiles) it took 0.35-0.38 ms on every layer, the wide tiles 0.29-0.34 where
@@ -384,9 +386,10 @@ detail::ChainTile conv_tile(const ConvGeometry& g, size_t out_channels, const fl
   const auto mi = static_cast<int64_t>(m), ni = static_cast<int64_t>(n), ki = static_cast<int64_t>(k);
   const ChainTile wide = detail::wide_tile_for(b, b, mi, ni, ki, KParts{ki}, 1);
   if (wide == ChainTile::none) return wide;  // operands no tiled kernel takes
-  if (forced_tile) {
+  if (forced_tile) {                         // a tile the pass has and the shape takes; else chosen by shape
     if (*forced_tile == ChainTile::t32x64 && medium) return ChainTile::t32x64;
-    if (*forced_tile != ChainTile::t32x64 && detail::chain_tile_fits(*forced_tile, b, b, mi, ni, ki, KParts{ki}))
+    if ((*forced_tile == ChainTile::t128x64 || *forced_tile == ChainTile::t128x128) &&
+        detail::chain_tile_fits(*forced_tile, b, b, mi, ni, ki, KParts{ki}))
       return *forced_tile;
   }
   if (medium && wide == ChainTile::t128x64) {
@@ -511,12 +514,13 @@ bool GpuConv::col2im_dgrad_on_device(const ConvGeometry& geometry, size_t out_ch
   if (out_channels % 8) return false;  // Col2imTaps: a fetch's 4 columns under one kernel offset
   if (geometry.kernel > 16) return false;  // Col2imTaps::offset_masks: 16 offsets a side
   if (k * geometry.channels >= (size_t{1} << 32)) return false;  // the weight's copy indexes in 32 bits
-  // The medium tile only where the offsets' chains cannot go apart (no workspace for them), which
-  // on grids short of blocks are the faster form (0.28 ms against 0.35 at a ResNet-18's 4 x 4 layers).
-  const bool apart_possible =
-      parts.workspace && parts.floats >= geometry.kernel * geometry.kernel * geometry.input_size();
-  const detail::ChainTile tile = conv_tile(geometry, out_channels, w_scratch, m, geometry.channels, k,
-                                           out_channels % 32 == 0 && (!apart_possible || forced_tile.has_value()));
+  // The medium tile only where the offsets' chains would not go apart, which on grids short of
+  // blocks are the faster form (0.28 ms against 0.35 at a ResNet-18's 4 x 4 layers).
+  const detail::ChainTile wide = conv_tile(geometry, out_channels, w_scratch, m, geometry.channels, k, false);
+  if (wide == detail::ChainTile::none) return false;
+  const bool apart = col2im_in_parts(wide, geometry, m, parts);
+  const detail::ChainTile tile =
+      apart ? wide : conv_tile(geometry, out_channels, w_scratch, m, geometry.channels, k, out_channels % 32 == 0);
   if (tile == detail::ChainTile::none) return false;
   const auto count = static_cast<uint32_t>(k * geometry.channels);
   col2im_weight_kernel<<<blocks_for(count), kThreads>>>(weight, w_scratch, count,
@@ -526,7 +530,7 @@ bool GpuConv::col2im_dgrad_on_device(const ConvGeometry& geometry, size_t out_ch
   FPLAB_CUDA_LAUNCHED("col2im_weight");
   const detail::ConvShape shape = conv_shape(geometry, out_channels);
   const detail::PlanarRows planar = planar_rows(out, geometry.height * geometry.width, rows);
-  if (tile != detail::ChainTile::t32x64 && col2im_in_parts(tile, geometry, m, parts)) {
+  if (apart) {
     detail::launch_col2im_dgrad_parts(tile, shape, gy, w_scratch, parts.workspace);
     detail::launch_col2im_fold(shape, parts.workspace, rows, planar);
   } else {

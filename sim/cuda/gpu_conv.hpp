@@ -37,8 +37,10 @@ class GpuConv {
   static bool planar_fits(size_t positions, const float* to);
   // For the tests and benchmarks: the output tile of the passes below that read their operand as
   // they go (forward_on_device, col2im_dgrad_on_device, direct_dgrad_on_device), forced where the
-  // pass and the shape take it (t32x64: the forward, and the input gradient with output channels
-  // a multiple of 32), else chosen by shape as without; std::nullopt: by shape again.
+  // pass and the shape take it (t128x64 and t128x128 where chain_tile_fits; t32x64: the forward,
+  // and the input gradient with output channels a multiple of 32 where the offsets' chains do not
+  // go apart), else chosen by shape as without (other tiles too); std::nullopt: by shape again.
+  // A pass the shape gives no tile still returns false.
   static void force_tile(std::optional<detail::ChainTile> tile);
 
   GpuConv() = default;

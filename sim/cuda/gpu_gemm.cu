@@ -323,7 +323,7 @@ void GpuGemm::launch(const GemmPlan& plan, const float* a, const float* b, float
   const detail::ChainTile tile = tile_for(plan, a, b);
   // Chains written out: to C (one part), atomicAdd-ed into C, or to the parts' workspace.
   const auto write_chains = [&](bool atomic, float* to) {
-    // The tiled kernels store float4 (wide) or float2 (thin) rows: a C at an address that is not
+    // The tiled kernels store float4 (wide, medium) or float2 (thin) rows: a C at an address that is not
     // 16-byte aligned (a caller's view into a tensor) takes the 64 x 64 kernel's single stores.
     if (tile != detail::ChainTile::none && reinterpret_cast<uintptr_t>(to) % 16 == 0) {
       detail::launch_tiled_chains(tile, atomic, plan.rounded_products, a, b, to, mi, ni, kk, ks,
@@ -455,6 +455,15 @@ GpuGemm::OrderedForm GpuGemm::ordered_form(const GemmPlan& plan, const float* a,
                                                    static_cast<int64_t>(shape_.n), kk, ks))
     return OrderedForm::two_passes;
   return fits ? OrderedForm::last_folds : OrderedForm::serial;
+}
+
+// A batch's tile: the thin one wherever one entry's shape would take it among the wide and thin
+// tiles (one launch of thin tiles for the batch beats a launch of medium tiles an entry).
+detail::ChainTile GpuGemm::batched_tile(const GemmPlan& plan, const float* a, const float* b) const {
+  if (forced_tile_) return tile_for(plan, a, b);
+  const auto kk = static_cast<int64_t>(shape_.k);
+  return detail::wide_tile_for(a, b, static_cast<int64_t>(shape_.m), static_cast<int64_t>(shape_.n), kk,
+                               plan.k_parts(kk), 1);
 }
 
 detail::ChainTile GpuGemm::tile_for(const GemmPlan& plan, const float* a, const float* b) const {
@@ -623,7 +632,7 @@ void GpuGemm::run_batched_on_device(const GemmPlan& plan, const float* a, const 
   const bool one_chain = plan.deterministic() && ks.count(kk) == 1 && plan.k_order(kk).empty();
   const bool steps_aligned = a_step % 4 == 0 && b_step % 4 == 0;
   if (one_chain && steps_aligned && batches <= 65535 && shape.m * shape.n > 0 && kk > 0 &&
-      reinterpret_cast<uintptr_t>(c) % 16 == 0 && tile_for(plan, a, b) == detail::ChainTile::t16x32) {
+      reinterpret_cast<uintptr_t>(c) % 16 == 0 && batched_tile(plan, a, b) == detail::ChainTile::t16x32) {
     detail::launch_thin_batched(plan.rounded_products, a, b, c, static_cast<int>(shape.m), static_cast<int>(shape.n),
                                 kk, static_cast<unsigned>(batches), a_step, b_step);
     return;

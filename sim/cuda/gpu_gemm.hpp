@@ -45,6 +45,7 @@ class GpuGemm {
   // one forced through GpuGemmProbe, else by shape (detail::chain_tile_for). Only for chains written
   // out (one part, parts to a workspace, an atomic combine); the other ordered forms are 64 x 64.
   detail::ChainTile tile_for(const GemmPlan& plan, const float* a, const float* b) const;
+  detail::ChainTile batched_tile(const GemmPlan& plan, const float* a, const float* b) const;
   // Bytes of device memory this object holds (operands, result, split-K parts, tickets).
   size_t workspace_bytes() const;
   // The form an ordered split-K of the loaded shape takes under `plan`: the one forced through

@@ -7,7 +7,10 @@
 // 16; the A and B tiles of the next K step are loaded from global memory into registers while the
 // current one is computed, and stored into the other of two shared buffers, one barrier a step.
 // Thin tiles: 2 x 2 outputs a thread and a pipeline of their own (cp.async, three buffers, K 64 a
-// stage), for GEMMs whose outputs are too few to fill the chip in wide tiles (below).
+// stage), for GEMMs whose outputs are too few to fill the chip in wide tiles (below); medium tiles,
+// 4 x 4 a thread in the same pipeline, K 32 a stage, where such a GEMM's parts give enough blocks
+// of 32 x 64; and the medium tile for the convolutions' chains with their operand gathered
+// (gather_fma_chains).
 #include "sim/cuda/gpu_gemm_tiled.hpp"
 
 #include <algorithm>
@@ -282,6 +285,24 @@ struct Col2imTaps {
   };
 };
 
+// At the end of a segment (the chains of kernel offset (a, b), Segmented below): each row's chains
+// added to its totals where the offset meets an output position for the row (offset_masks), each
+// addition rounded, and restarted from -0; then (a, b) moves to the next offset.
+template <int R, int C>
+__device__ __forceinline__ void end_segment(float (&acc)[R][C], float (&total)[R][C], const uint32_t (&masks)[R],
+                                            int& a, int& b, int kernel) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    const bool adds = Col2imTaps::meets(masks[i], a, b);
+#pragma unroll
+    for (int j = 0; j < C; ++j) {
+      if (adds) total[i][j] = __fadd_rn(total[i][j], acc[i][j]);
+      acc[i][j] = -0.0f;
+    }
+  }
+  if (++b == kernel) b = 0, ++a;
+}
+
 // Segmented: K falls into segments of `segment` terms (a multiple of kTileK dividing the part), each
 // its own chain from -0, and an output is the sum, from +0, in K order, each addition rounded
 // (__fadd_rn), of the chains of the segments (kernel offsets) that meet an output position for its
@@ -423,17 +444,8 @@ __global__ void __launch_bounds__((BM / 8) * (BN / 8), Segmented ? 1 : 2)
       if constexpr (Segmented) {
         segment_left -= kTileK;
         if (segment_left == 0) {
-#pragma unroll
-          for (int i = 0; i < 8; ++i) {
-            const bool adds = ARows::meets(offset_masks[i], segment_a, segment_b);
-#pragma unroll
-            for (int j = 0; j < 8; ++j) {
-              if (adds) total[i][j] = __fadd_rn(total[i][j], acc[i][j]);
-              acc[i][j] = -0.0f;
-            }
-          }
+          end_segment(acc, total, offset_masks, segment_a, segment_b, a.s.kernel);
           segment_left = segment;
-          if (++segment_b == a.s.kernel) segment_b = 0, ++segment_a;
         }
       }
       if (more) stash(buf ^ 1);
@@ -858,17 +870,8 @@ __global__ void __launch_bounds__(128)
     if constexpr (Segmented) {
       segment_left -= KT;
       if (segment_left == 0) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const bool adds = Col2imTaps::meets(offset_masks[i], segment_a, segment_b);
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            if (adds) total[i][j] = __fadd_rn(total[i][j], acc[i][j]);
-            acc[i][j] = -0.0f;
-          }
-        }
+        end_segment(acc, total, offset_masks, segment_a, segment_b, g.taps.s.kernel);
         segment_left = segment;
-        if (++segment_b == g.taps.s.kernel) segment_b = 0, ++segment_a;
       }
     }
     buf = buf + 1 == S ? 0 : buf + 1;
@@ -1074,8 +1077,12 @@ template <bool Segmented, class Columns>
 void launch_gather_chains(const Columns& columns, const float* b, float* rows, int m, int n, int64_t k, int segment,
                           const PlanarRows& planar) {
   check_planar(planar, m, rows);
-  if (k >= (int64_t{1} << 31) || n % 4 || reinterpret_cast<uintptr_t>(b) % 16)
-    throw std::invalid_argument("gather_fma_chains: K from 2^31, or B's rows not whole float4s");
+  // K below 2^31 with room for the pipeline's stages past it (int indices); segments that end with
+  // the 32-deep stages and divide K (else a segment's chains would never be added)
+  if (k >= (int64_t{1} << 31) - 128 || n % 4 || reinterpret_cast<uintptr_t>(b) % 16 || tiles_over(m, 32) > 65535u)
+    throw std::invalid_argument("gather_fma_chains: K from 2^31, B's rows not whole float4s, or too many rows");
+  if (Segmented && (segment <= 0 || segment % 32 || k % segment))
+    throw std::invalid_argument("gather_fma_chains: segments not a positive multiple of 32 dividing K");
   const dim3 grid(tiles_over(n, 64), tiles_over(m, 32), 1);
   const int kk = static_cast<int>(k);
   if (planar.positions > 0)

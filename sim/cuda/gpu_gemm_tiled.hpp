@@ -35,8 +35,9 @@ bool chain_tile_shape(ChainTile tile, int64_t m, int64_t n, int64_t k, const KPa
 // says why); none: the 64 x 64 kernel (operands the tiled ones do not take).
 ChainTile chain_tile_for(const float* a, const float* b, int64_t m, int64_t n, int64_t k, const KParts& ks,
                          int64_t parts);
-// The same choice among the wide tiles and the thin one only (the convolutions' kernels that read
-// their operand as they go come in the wide tiles).
+// The same choice among the wide tiles and the thin one only: the choice the convolutions' passes
+// that read their operand as they go start from (gpu_conv.cu's conv_tile; they come in the wide
+// tiles and, the forward and col2im, in the medium one).
 ChainTile wide_tile_for(const float* a, const float* b, int64_t m, int64_t n, int64_t k, const KParts& ks,
                         int64_t parts);
 

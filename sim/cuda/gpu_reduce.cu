@@ -859,7 +859,10 @@ bool GpuSegmentedReduction::run_planes_in_place(const ReductionPlan& plan, const
                                                 float* results) {
   const size_t n = batch * positions;
   const int vector = plan.first.vector;
-  if (plan.first.contiguous || plan.first.interleaved || n == 0 || n >= (size_t{1} << 32) ||
+  // (one warp's long sums: the staged pass, which reads segments, is the fast form there)
+  const bool staged = plan.first.grid_threads <= 32 && plan.first.blocks(static_cast<int64_t>(n)) == 1 &&
+                      static_cast<int64_t>(n) >= kStagedMinTerms;
+  if (plan.first.contiguous || plan.first.interleaved || staged || n == 0 || n >= (size_t{1} << 32) ||
       positions % static_cast<size_t>(vector) != 0 ||
       reinterpret_cast<uintptr_t>(x) % (4 * static_cast<uintptr_t>(std::min(vector, 4))) != 0)
     return false;
