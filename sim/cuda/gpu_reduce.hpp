@@ -92,7 +92,8 @@ class GpuSegmentedReduction {
   // given, each term squared about the channel's mean first, d = x − centre_sums[c] / n, d·d
   // (each rounded: batch_norm_segments' centred squares). Results in device memory. False, nothing
   // run, where the plan's first pass does not read strided vectors (contiguous or interleaved
-  // folds) or x and positions do not suit its loads: the caller lays out segments then.
+  // folds), is one warp's sum of many terms (the staged pass's, which reads segments) or x and
+  // positions do not suit its loads: the caller lays out segments then.
   bool run_planes_in_place(const ReductionPlan& plan, const float* x, size_t batch, size_t channels, size_t positions,
                            const float* centre_sums, float* results);
   // Fused dots on segments laid out as run_in_place's: results[s] = the schedule's sum of the
