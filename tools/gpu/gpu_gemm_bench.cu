@@ -8,6 +8,8 @@
 //
 //   gpu_gemm_bench [--json FILE] [--reps N] [--serial-waits | --tiles]      (--help)
 //
+// --tiles: a ResNet-18 step's GEMMs in every output tile against cuBLAS, then its 3x3 convolutions'
+// passes that gather their operand (forward, col2im) in every tile they take.
 // --serial-waits: only where the serial split-K form's time goes (GpuGemmProbe::serial_timeline) on the
 // two short-part shapes where determinism costs most and on a long-part one: per block, the
 // chains, the wait for the part before, the tail, as medians, 90th percentiles and shares.
@@ -323,7 +325,8 @@ int main(int argc, char** argv) {
                "only where the serial split-K form's time goes (chains, wait, tail per block) on three shapes");
   bool tiles_only = false;
   app.add_flag("--tiles", tiles_only,
-               "only a ResNet-18 step's GEMMs (batch 128, h100's orders): each output tile forced, vs cuBLAS");
+               "only a ResNet-18 step's GEMMs (batch 128, h100's orders): each output tile forced, vs cuBLAS; "
+               "then its 3x3 convolutions' forward and col2im passes in each tile they take");
   app.footer(
       "Examples:\n  gpu_gemm_bench\n  gpu_gemm_bench --json out/gpu_gemm_bench.json --reps 20\n"
       "  gpu_gemm_bench --serial-waits --json out/gpu_gemm_waits.json\n"
