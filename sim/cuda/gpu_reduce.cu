@@ -67,7 +67,7 @@ struct PassArgs {
   // A fused dot (reduce_pass<..., true> only): term i is x[i]·y[i], fused into the thread's chain
   // (fmaf), segment y's second operand at y + segment * ld.
   const float* y = nullptr;
-  PlanesRead planes;  // strided vector folds only (GpuSegmentedReduction::run_planes_in_place)
+  PlanesRead planes = {};  // strided vector folds only (GpuSegmentedReduction::run_planes_in_place)
 };
 
 template <WarpOrder O>
