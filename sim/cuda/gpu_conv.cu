@@ -15,6 +15,7 @@
 #include <string>
 
 #include "sim/cuda/cuda_check.cuh"
+#include "sim/cuda/gpu_device.hpp"
 #include "sim/cuda/fast_divide.hpp"
 #include "sim/cuda/gpu_conv.hpp"
 #include "sim/cuda/gpu_gemm_tiled.hpp"
@@ -393,10 +394,7 @@ detail::ChainTile conv_tile(const ConvGeometry& g, size_t out_channels, const fl
       return *forced_tile;
   }
   if (medium && wide == ChainTile::t128x64) {
-    int device = 0, sms = 0;
-    FPLAB_CUDA(cudaGetDevice(&device));
-    FPLAB_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    if ((m + 127) / 128 * ((n + 63) / 64) < static_cast<size_t>(sms)) return ChainTile::t32x64;
+    if ((m + 127) / 128 * ((n + 63) / 64) < static_cast<size_t>(current_sm_count())) return ChainTile::t32x64;
   }
   return wide == ChainTile::t128x64 || wide == ChainTile::t128x128 ? wide : ChainTile::none;
 }
@@ -495,13 +493,10 @@ bool col2im_in_parts(detail::ChainTile tile, const ConvGeometry& g, size_t m, co
   const size_t needed = g.kernel * g.kernel * m * g.channels;
   if (!parts.workspace || parts.floats < needed) return false;
   if (parts.always) return true;
-  int device = 0, sms = 0;
-  FPLAB_CUDA(cudaGetDevice(&device));
-  FPLAB_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   // Blocks of 128 rows x `columns`, a thread 8 x 8 of them: columns / 16 warps a block
   const size_t columns = tile == detail::ChainTile::t128x128 ? 128 : 64;
   const size_t warps = (m + 127) / 128 * ((g.channels + columns - 1) / columns) * (columns / 16);
-  return g.kernel > 1 && warps < 6 * static_cast<size_t>(sms);
+  return g.kernel > 1 && warps < 6 * static_cast<size_t>(current_sm_count());
 }
 
 }  // namespace

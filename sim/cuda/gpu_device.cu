@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -56,6 +57,20 @@ int current_device() {
   int device = 0;
   FPLAB_CUDA(cudaGetDevice(&device));
   return device;
+}
+
+int current_sm_count() {
+  static std::mutex held;
+  static std::map<int, int> counts;
+  const int device = current_device();
+  const std::lock_guard<std::mutex> lock(held);
+  auto found = counts.find(device);
+  if (found == counts.end()) {
+    int sms = 0;
+    FPLAB_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    found = counts.emplace(device, std::max(sms, 1)).first;
+  }
+  return found->second;
 }
 
 void synchronize_device() { FPLAB_CUDA(cudaDeviceSynchronize()); }

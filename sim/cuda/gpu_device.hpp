@@ -38,6 +38,9 @@ int device_count();
 void use_device(int index);
 // The device this thread's kernels run on now (use_device's last, else 0).
 int current_device();
+// Its streaming multiprocessors (at least 1), asked once per device and process: kernels' grid
+// choices read it on every call, and fplab.torch may drive several devices. Thread-safe.
+int current_sm_count();
 
 // A kernel's check before its first use on a device (tensor_core_gemm_why_not,
 // seeded_gemm_why_not): `probe` ("" or why the kernel is not to be used) runs once per device and

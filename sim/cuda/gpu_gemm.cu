@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sim/cuda/cuda_check.cuh"
+#include "sim/cuda/gpu_device.hpp"
 #include "sim/cuda/device_buffer.hpp"
 #include "sim/cuda/gpu_gemm.hpp"
 #include "sim/cuda/gpu_gemm_probe.hpp"
@@ -478,11 +479,9 @@ detail::ChainTile GpuGemm::tile_for(const GemmPlan& plan, const float* a, const 
 
 int64_t GpuGemm::resident_blocks() {
   static const int64_t blocks = [] {
-    int per_sm = 0, device = 0, sms = 0;
+    int per_sm = 0;
     FPLAB_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemm_fma_chains<Out::serial>, kThreads, 0));
-    FPLAB_CUDA(cudaGetDevice(&device));
-    FPLAB_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    return static_cast<int64_t>(per_sm) * sms;
+    return static_cast<int64_t>(per_sm) * current_sm_count();
   }();
   return blocks;
 }

@@ -20,6 +20,7 @@
 #include <type_traits>
 
 #include "sim/cuda/cuda_check.cuh"
+#include "sim/cuda/gpu_device.hpp"
 #include "sim/cuda/fast_divide.hpp"
 
 namespace fplab::sim::gpu::detail {
@@ -986,18 +987,17 @@ struct Device {
 };
 
 // The current device's (fplab.torch may drive several GPUs from one process).
-Device current_device() {
+Device device_slots() {
   static std::mutex held;
   static std::map<int, Device> devices;
-  int id = 0;
-  FPLAB_CUDA(cudaGetDevice(&id));
+  const int id = gpu::current_device();
   const std::lock_guard<std::mutex> lock(held);
   auto found = devices.find(id);
   if (found == devices.end()) {
-    int per_sm = 0, sms = 0;
+    int per_sm = 0;
     FPLAB_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, wide_fma_chains<128, 128, false, false>, 256, 0));
-    FPLAB_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, id));
-    found = devices.emplace(id, Device{std::max(sms, 1), std::max<int64_t>(int64_t{per_sm} * sms, 1), per_sm}).first;
+    const int64_t sms = current_sm_count();
+    found = devices.emplace(id, Device{sms, std::max<int64_t>(per_sm * sms, 1), per_sm}).first;
   }
   return found->second;
 }
@@ -1017,7 +1017,7 @@ Device current_device() {
 ChainTile wide_tile_for(const float* a, const float* b, int64_t m, int64_t n, int64_t k, const KParts& ks,
                         int64_t parts) {
   if (!chain_tile_fits(ChainTile::t16x32, a, b, m, n, k, ks)) return ChainTile::none;
-  const Device device = current_device();
+  const Device device = device_slots();
   // 128 x 64 blocks for at most 61% of the SMs: the others would idle while each thread steps 64 chains.
   const int64_t narrow_blocks = int64_t{tiles_over(m, 128)} * tiles_over(n, 64) * parts;
   if (100 * narrow_blocks <= 61 * device.sms) return ChainTile::t16x32;
@@ -1040,7 +1040,7 @@ ChainTile chain_tile_for(const float* a, const float* b, int64_t m, int64_t n, i
   const ChainTile wide = wide_tile_for(a, b, m, n, k, ks, parts);
   if (wide == ChainTile::none || wide == ChainTile::t128x128) return wide;
   const int64_t medium_blocks = int64_t{tiles_over(m, 32)} * tiles_over(n, 64) * parts;
-  return 2 * medium_blocks >= 3 * current_device().sms ? ChainTile::t32x64 : wide;
+  return 2 * medium_blocks >= 3 * int64_t{current_sm_count()} ? ChainTile::t32x64 : wide;
 }
 
 void launch_tiled_chains(ChainTile tile, bool atomic, bool rounded, const float* a, const float* b, float* out, int m,

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "sim/cuda/cuda_check.cuh"
+#include "sim/cuda/gpu_device.hpp"
 #include "sim/cuda/fast_divide.hpp"
 #include "sim/cuda/gpu_reduce.hpp"
 
@@ -773,12 +774,10 @@ RecordedRun GpuReduction::run_recorded(const ReductionPlan& plan) {
 }
 
 int64_t GpuReduction::resident_blocks(const ReductionPlan& plan) {
-  int per_sm = 0, device = 0, sms = 0;
+  int per_sm = 0;
   FPLAB_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, pass_kernel(plan.first),
                                                            plan.first.threads_per_block(), 0));
-  FPLAB_CUDA(cudaGetDevice(&device));
-  FPLAB_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return static_cast<int64_t>(per_sm) * sms;
+  return static_cast<int64_t>(per_sm) * current_sm_count();
 }
 
 namespace {

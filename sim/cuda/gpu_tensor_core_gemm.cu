@@ -375,28 +375,12 @@ void launch(TensorCoreBlock block, const float* a, const float* b, float* c, Gem
     launch_blocks<F, 2, 4>(a, b, c, s, parts, count);
 }
 
-// The current device's SMs, asked once per device (fplab.torch may drive several).
-int sm_count() {
-  static std::mutex held;
-  static std::map<int, int> counts;
-  int device = 0;
-  FPLAB_CUDA(cudaGetDevice(&device));
-  const std::lock_guard<std::mutex> lock(held);
-  auto found = counts.find(device);
-  if (found == counts.end()) {
-    int sms = 0;
-    FPLAB_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    found = counts.emplace(device, std::max(sms, 1)).first;
-  }
-  return found->second;
-}
-
 // Wide blocks where they give every SM two at least; narrow ones otherwise (each holds a warp's
 // chain of a 16 x 8 tile: a long K then runs on all SMs instead of a few).
 TensorCoreBlock block_for(GemmShape s, int64_t count) {
   const auto wide = static_cast<int64_t>((s.m + WideBlock::rows - 1) / WideBlock::rows) *
                     static_cast<int64_t>((s.n + WideBlock::cols - 1) / WideBlock::cols) * count;
-  return wide >= 2 * sm_count() ? TensorCoreBlock::wide : TensorCoreBlock::narrow;
+  return wide >= 2 * current_sm_count() ? TensorCoreBlock::wide : TensorCoreBlock::narrow;
 }
 
 }  // namespace
